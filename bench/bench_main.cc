@@ -1,0 +1,140 @@
+// ramferry-bench: moves a region between two processes on loopback and
+// reports throughput, CPU and the transport's counters.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "bench/loopback_transfer.h"
+#include "ramferry/transport.h"
+#include "tools/common/cli.h"
+
+ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy");
+ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
+ABSL_FLAG(ramferry::cli::ByteSize, size, ramferry::cli::ByteSize{1ull << 30},
+          "region size (e.g. 256MiB, 1GiB)");
+ABSL_FLAG(uint32_t, rounds, 1,
+          "rounds: the first sends every page, later ones --dirty-fraction");
+ABSL_FLAG(double, dirty_fraction, 0.1,
+          "share of pages rewritten and resent in each round after the first");
+ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
+ABSL_FLAG(uint32_t, header_slots, 1024,
+          "zero-copy header slots per channel");
+ABSL_FLAG(std::string, completion, "wrap",
+          "zero-copy completion policy: wrap | slot | each");
+ABSL_FLAG(bool, prefault, true,
+          "pre-fault the destination before timing (--noprefault: cold)");
+ABSL_FLAG(bool, huge_pages, false, "transparent huge pages on both ends");
+ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
+ABSL_FLAG(bool, json, false, "print one JSON object instead of a summary");
+
+namespace ramferry {
+namespace {
+
+int Main() {
+  bench::TransferConfig c;
+  absl::StatusOr<TransportKind> kind =
+      ParseTransportKind(absl::GetFlag(FLAGS_transport));
+  absl::StatusOr<CompletionPolicy> policy =
+      ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
+  if (!kind.ok() || !policy.ok()) {
+    std::fprintf(stderr, "ramferry-bench: %s\n",
+                 std::string((kind.ok() ? policy.status() : kind.status())
+                                 .message())
+                     .c_str());
+    return 2;
+  }
+  c.session.transport = *kind;
+  c.session.completion = *policy;
+  c.session.channels = absl::GetFlag(FLAGS_channels);
+  c.session.packet_pages = absl::GetFlag(FLAGS_packet_pages);
+  c.session.header_slots = absl::GetFlag(FLAGS_header_slots);
+  c.bytes = absl::GetFlag(FLAGS_size).bytes;
+  c.rounds = absl::GetFlag(FLAGS_rounds);
+  c.dirty_fraction = absl::GetFlag(FLAGS_dirty_fraction);
+  c.prefault_destination = absl::GetFlag(FLAGS_prefault);
+  c.huge_pages = absl::GetFlag(FLAGS_huge_pages);
+  c.seed = absl::GetFlag(FLAGS_seed);
+  const bool json = absl::GetFlag(FLAGS_json);
+  c.progress = !json;
+  if (c.bytes == 0 || c.bytes % 4096 != 0 || c.rounds == 0 ||
+      c.dirty_fraction < 0 || c.dirty_fraction > 1) {
+    std::fprintf(stderr,
+                 "ramferry-bench: --size must be a positive multiple of 4KiB, "
+                 "--rounds >= 1, --dirty_fraction in [0, 1]\n");
+    return 2;
+  }
+
+  absl::StatusOr<bench::TransferResult> r = bench::RunLoopbackTransfer(c);
+  if (!r.ok()) {
+    std::fprintf(stderr, "ramferry-bench: %s\n",
+                 std::string(r.status().message()).c_str());
+    return 1;
+  }
+  const ChannelStats t = r->sender.Total();
+  const double gib = r->bytes / double(1ull << 30);
+  const double gbps = r->bytes / r->seconds / 1e9;
+  if (json) {
+    cli::JsonWriter w;
+    w.BeginObject()
+        .Key("transport").String(TransportKindName(c.session.transport))
+        .Key("channels").Uint(c.session.channels)
+        .Key("completion").String(CompletionPolicyName(c.session.completion))
+        .Key("packet_pages").Uint(c.session.packet_pages)
+        .Key("header_slots").Uint(c.session.header_slots)
+        .Key("region_bytes").Uint(c.bytes)
+        .Key("rounds").Uint(r->rounds)
+        .Key("bytes").Uint(r->bytes)
+        .Key("seconds").Number(r->seconds)
+        .Key("gb_per_s").Number(gbps)
+        .Key("sender_cpu_s").Number(r->sender_cpu_s)
+        .Key("receiver_cpu_s").Number(r->receiver_cpu_s)
+        .Key("sender_cpu_s_per_gib").Number(r->sender_cpu_s / gib)
+        .Key("receiver_cpu_s_per_gib").Number(r->receiver_cpu_s / gib)
+        .Key("packets").Uint(t.packets)
+        .Key("pages").Uint(t.pages)
+        .Key("send_calls").Uint(t.send_calls)
+        .Key("send_calls_per_packet")
+        .Number(t.packets ? double(t.send_calls) / (t.packets + t.syncs) : 0)
+        .Key("short_sends").Uint(t.short_sends)
+        .Key("zc_sends").Uint(t.zc_sends)
+        .Key("zc_completions").Uint(t.zc_completions)
+        .Key("zc_copied").Uint(t.zc_copied)
+        .Key("zc_notifications").Uint(t.zc_notifications)
+        .Key("flushes").Uint(t.flushes)
+        .Key("completion_wait_s").Number(t.completion_wait_ns * 1e-9)
+        .Key("max_slots_in_flight").Uint(t.max_slots_in_flight)
+        .Key("enobufs_retries").Uint(t.enobufs_retries)
+        .Key("receiver_recv_calls").Uint(r->receiver_recv_calls)
+        .Key("prefaulted_destination").Bool(c.prefault_destination)
+        .Key("verified").Bool(r->verified)
+        .EndObject();
+    std::printf("%s\n", w.str().c_str());
+  } else {
+    absl::PrintF(
+        "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
+        "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d; "
+        "verified: %s\n",
+        TransportKindName(c.session.transport), c.session.channels,
+        cli::FormatBytes(r->bytes), r->seconds, gbps, r->sender_cpu_s / gib,
+        r->receiver_cpu_s / gib, t.packets,
+        t.packets ? double(t.send_calls) / (t.packets + t.syncs) : 0,
+        t.zc_copied, t.zc_completions, r->verified ? "yes" : "NO");
+  }
+  return r->verified ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace ramferry
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "moves a memory region between two processes on loopback over N "
+      "channels and reports throughput, CPU and transport counters.\n"
+      "  ramferry-bench --transport=tcp-zerocopy --channels=4 --size=1GiB "
+      "--json");
+  absl::ParseCommandLine(argc, argv);
+  return ramferry::Main();
+}

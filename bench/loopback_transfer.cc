@@ -1,0 +1,189 @@
+#include "bench/loopback_transfer.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "ramferry/dirty_bitmap.h"
+#include "ramferry/receiver.h"
+#include "ramferry/region.h"
+#include "ramferry/sender.h"
+#include "tools/common/cli.h"
+
+namespace ramferry::bench {
+namespace {
+
+constexpr uint32_t kRegionId = 1;
+
+// Writes one line to the parent; the child has nothing else to report on.
+void Report(int fd, const std::string& line) {
+  std::string l = line + "\n";
+  (void)!write(fd, l.data(), l.size());
+}
+
+// The destination process: map, prefault, listen, serve, hash.
+[[noreturn]] void RunDestination(const TransferConfig& c, int out) {
+  auto mem = MappedMemory::Allocate(c.bytes, {.huge_pages = c.huge_pages});
+  if (!mem.ok()) {
+    Report(out, "error " + std::string(mem.status().message()));
+    _exit(1);
+  }
+  if (c.prefault_destination) {
+    if (absl::Status s = PrefaultForWrite((*mem)->data(), c.bytes); !s.ok()) {
+      Report(out, "error " + std::string(s.message()));
+      _exit(1);
+    }
+  }
+  Region region{kRegionId, "bench", (*mem)->data(), c.bytes, 4096};
+  SessionOptions opt = c.session;
+  opt.port = 0;
+  auto rx = Receiver::Listen(opt, {&region, 1});
+  if (!rx.ok()) {
+    Report(out, "error " + std::string(rx.status().message()));
+    _exit(1);
+  }
+  Report(out, absl::StrFormat("port %d", (*rx)->port()));
+  double cpu0 = cli::ProcessCpuSeconds();
+  absl::Status s = (*rx)->Serve();
+  double cpu = cli::ProcessCpuSeconds() - cpu0;
+  if (!s.ok()) {
+    Report(out, "error " + std::string(s.message()));
+    _exit(1);
+  }
+  const ChannelStats total = (*rx)->stats().Total();
+  Report(out, absl::StrFormat("done %.6f %d %d", cpu,
+                              XXH3_64bits((*mem)->data(), c.bytes),
+                              total.recv_calls));
+  _exit(0);
+}
+
+// Reads one line from the child, waiting up to `timeout`.
+absl::StatusOr<std::string> ReadLine(FILE* in, int fd, absl::Duration timeout) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) {
+    return absl::DeadlineExceededError("destination process did not answer");
+  }
+  char buf[4096];
+  if (std::fgets(buf, sizeof buf, in) == nullptr) {
+    return absl::UnavailableError("destination process exited early");
+  }
+  std::string line(buf);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  if (absl::StartsWith(line, "error ")) {
+    return absl::InternalError("destination: " + line.substr(6));
+  }
+  return line;
+}
+
+// Rewrites a fraction of pages with new content and marks them dirty.
+void DirtySomePages(uint8_t* base, uint64_t pages, double fraction,
+                    uint64_t seed, DirtyBitmap* dirty) {
+  std::mt19937_64 rng(seed);
+  const uint64_t n = static_cast<uint64_t>(pages * fraction);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t page = rng() % pages;
+    FillRandom(base + page * 4096, 4096, rng(), 1);
+    dirty->Set(page);
+  }
+}
+
+absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
+                                         uint16_t port) {
+  auto mem = MappedMemory::Allocate(c.bytes, {.huge_pages = c.huge_pages});
+  if (!mem.ok()) return mem.status();
+  uint8_t* base = (*mem)->data();
+  FillRandom(base, c.bytes, c.seed);
+  Region region{kRegionId, "bench", base, c.bytes, 4096};
+  SessionOptions opt = c.session;
+  opt.port = port;
+
+  TransferResult result;
+  cli::ProgressLine progress(c.progress);
+  const double cpu0 = cli::ProcessCpuSeconds();
+  const absl::Time t0 = absl::Now();
+  auto sender = Sender::Connect(opt, {&region, 1});
+  if (!sender.ok()) return sender.status();
+  DirtyBitmap dirty(region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  for (uint32_t r = 0; r < c.rounds; ++r) {
+    if (r > 0) {
+      DirtySomePages(base, region.page_count(), c.dirty_fraction,
+                     c.seed * 1000 + r, &dirty);
+    }
+    absl::StatusOr<RoundResult> rr = (*sender)->SendRound(bitmaps);
+    if (!rr.ok()) return rr.status();
+    result.bytes += rr->bytes;
+    result.rounds++;
+    double s = absl::ToDoubleSeconds(rr->elapsed);
+    progress.Update(absl::StrFormat("round %d: %s in %.2fs (%.2f GB/s)", r,
+                                    cli::FormatBytes(rr->bytes), s,
+                                    rr->bytes / s / 1e9),
+                    /*force=*/true);
+  }
+  if (absl::Status s = (*sender)->Finish(); !s.ok()) return s;
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  result.sender_cpu_s = cli::ProcessCpuSeconds() - cpu0;
+  result.sender = (*sender)->stats();
+  progress.Done();
+  result.source_digest = XXH3_64bits(base, c.bytes);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TransferResult> RunLoopbackTransfer(const TransferConfig& c) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  std::fflush(nullptr);
+  pid_t child = fork();
+  if (child < 0) return absl::InternalError("fork failed");
+  if (child == 0) {
+    close(fds[0]);
+    RunDestination(c, fds[1]);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  auto reap = [&](bool kill_it) {
+    if (kill_it) kill(child, SIGKILL);
+    int status;
+    waitpid(child, &status, 0);
+    std::fclose(in);
+  };
+  absl::StatusOr<std::string> line = ReadLine(in, fds[0], absl::Seconds(120));
+  uint32_t port = 0;
+  if (!line.ok() || !absl::StartsWith(*line, "port ") ||
+      !absl::SimpleAtoi(line->substr(5), &port)) {
+    reap(true);
+    return line.ok() ? absl::InternalError("bad port line: " + *line)
+                     : line.status();
+  }
+  absl::StatusOr<TransferResult> r = RunSource(c, static_cast<uint16_t>(port));
+  if (!r.ok()) {
+    reap(true);
+    return r.status();
+  }
+  line = ReadLine(in, fds[0], absl::Seconds(120));
+  reap(!line.ok());
+  if (!line.ok()) return line.status();
+  std::vector<std::string> f = absl::StrSplit(*line, ' ');
+  if (f.size() != 4 || f[0] != "done" ||
+      !absl::SimpleAtod(f[1], &r->receiver_cpu_s) ||
+      !absl::SimpleAtoi(f[2], &r->destination_digest) ||
+      !absl::SimpleAtoi(f[3], &r->receiver_recv_calls)) {
+    return absl::InternalError("bad result line: " + *line);
+  }
+  r->verified = r->destination_digest == r->source_digest;
+  return r;
+}
+
+}  // namespace ramferry::bench

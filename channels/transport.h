@@ -1,0 +1,112 @@
+// The narrow interface every transport implements. A transport owns one
+// connection (a socket or a queue pair) and its completions; it moves
+// packets (a header the caller filled + payload spans) and knows nothing of
+// rounds, bitmaps or scheduling.
+//
+// Threading: one thread sends, one thread receives (for a given object,
+// usually only one of the two is used); Shutdown() and stats() are safe
+// from any thread.
+#ifndef RAMFERRY_CHANNELS_TRANSPORT_H_
+#define RAMFERRY_CHANNELS_TRANSPORT_H_
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "channels/counters.h"
+#include "ramferry/stats.h"
+#include "ramferry/transport.h"
+
+namespace ramferry::channels {
+
+// What a transport promises; the conformance suite checks each promise.
+enum TransportCapability : uint32_t {
+  // Payload leaves from caller memory without a user-space copy.
+  kCapZeroCopy = 1u << 0,
+  // Headers rotate through slots released only by send completions.
+  kCapHeaderSlots = 1u << 1,
+  // Honours every CompletionPolicy.
+  kCapCompletionPolicies = 1u << 2,
+  // Payload memory can be registered with the transport up front.
+  kCapRegisteredBuffers = 1u << 3,
+  // Small control sends go inline in the work request.
+  kCapInlineSends = 1u << 4,
+  // Several queued packets can share one submission syscall.
+  kCapBatchedSubmit = 1u << 5,
+};
+
+struct TransportOptions {
+  // The biggest header the caller will write into AcquireHeader().
+  size_t max_header_bytes = 0;
+  uint32_t header_slots = 1024;
+  CompletionPolicy completion = CompletionPolicy::kWrap;
+  absl::Duration stall_timeout = absl::Seconds(30);
+};
+
+struct OutgoingPacket {
+  size_t header_bytes = 0;  // bytes filled in the AcquireHeader() buffer
+  uint32_t region_id = 0;
+  // Payload in local memory; contiguous pages already coalesced.
+  absl::Span<const iovec> payload;
+  // Byte offset in the region of each payload span (transports that place
+  // data remotely, like RDMA, need it; socket transports ignore it).
+  absl::Span<const uint64_t> payload_offsets;
+};
+
+// Counters a transport keeps; exported into the public ChannelStats.
+struct TransportStats {
+  Counter send_calls, submit_calls, short_sends, zc_sends, zc_completions,
+      zc_copied, zc_notifications, enobufs_retries, flushes,
+      completion_wait_ns, max_slots_in_flight, recv_calls;
+  void ExportTo(ChannelStats* out) const;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual TransportKind kind() const = 0;
+  virtual uint32_t capabilities() const = 0;
+
+  // --- send side ---
+  // A buffer of options.max_header_bytes for the next packet's header. It
+  // stays untouched by the transport until the send that carries it has
+  // completed; getting it may wait for completions, as the policy says.
+  virtual absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() = 0;
+  // Sends header + payload as one packet (one send call unless the kernel
+  // takes it in parts). Payload memory must stay valid and unchanged until
+  // a later Flush() returns.
+  virtual absl::Status SendPacket(const OutgoingPacket& packet) = 0;
+  // Returns once every packet sent so far has completed: zero-copy buffers
+  // are released and may be rewritten.
+  virtual absl::Status Flush() = 0;
+  // Reaps whatever completions are ready without blocking; called when the
+  // sender has nothing else to do.
+  virtual absl::Status Poll() { return absl::OkStatus(); }
+
+  // --- receive side ---
+  // Reads exactly buf.size() bytes. At a packet boundary the peer may be
+  // idle indefinitely; mid-packet, stall_timeout without progress fails.
+  virtual absl::Status ReadExact(absl::Span<uint8_t> buf,
+                                 bool at_packet_boundary) = 0;
+  // Reads the payload announced by the header just read into `dst`.
+  virtual absl::Status ReadPayload(absl::Span<const iovec> dst) = 0;
+
+  // --- any thread ---
+  // Makes blocked calls return; the transport is unusable afterwards.
+  virtual void Shutdown() = 0;
+  const TransportStats& stats() const { return stats_; }
+
+ protected:
+  TransportStats stats_;
+};
+
+}  // namespace ramferry::channels
+
+#endif  // RAMFERRY_CHANNELS_TRANSPORT_H_

@@ -1,0 +1,181 @@
+#include "engine/acceptor.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "channels/socket_io.h"
+
+namespace ramferry::engine {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+class Acceptor::Impl {
+ public:
+  Impl(const Options& options, Admit admit, Deliver deliver)
+      : options_(options),
+        admit_(std::move(admit)),
+        deliver_(std::move(deliver)),
+        acceptor_(io_),
+        work_(asio::make_work_guard(io_)) {}
+
+  ~Impl() { Stop(); }
+
+  absl::Status Bind() {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(options_.host, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "listen address '%s' is not an IP address: %s", options_.host,
+          ec.message()));
+    }
+    tcp::endpoint endpoint(addr, options_.port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot listen on %s:%d: %s", options_.host, options_.port,
+          ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    return absl::OkStatus();
+  }
+
+  void Start() {
+    AcceptNext();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void Stop() {
+    if (stopped_.exchange(true)) return;
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+    // The Asio thread is gone: closing here races with nothing. Pending
+    // handshakes close when io_ destroys their handlers.
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+  }
+
+  uint16_t port() const { return port_; }
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  struct Pending {
+    explicit Pending(tcp::socket s)
+        : socket(std::move(s)), timer(socket.get_executor()) {}
+    tcp::socket socket;
+    asio::steady_timer timer;
+    uint8_t hello[proto::kHelloBytes];
+    uint8_t reply[proto::kHelloReplyBytes];
+    proto::Hello decoded;
+    bool admitted = false;
+  };
+
+  void AcceptNext() {
+    acceptor_.async_accept([this](boost::system::error_code ec,
+                                  tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+      if (!ec) {
+        if (pending_ >= options_.max_pending) {
+          refused_.fetch_add(1);
+          socket.close(ec);
+        } else {
+          Handshake(std::make_shared<Pending>(std::move(socket)));
+        }
+      }
+      AcceptNext();
+    });
+  }
+
+  void Handshake(std::shared_ptr<Pending> p) {
+    ++pending_;
+    p->timer.expires_after(
+        absl::ToChronoNanoseconds(options_.handshake_timeout));
+    p->timer.async_wait([p](boost::system::error_code ec) {
+      if (!ec) {
+        boost::system::error_code ignored;
+        p->socket.close(ignored);  // fails the pending read or write
+      }
+    });
+    asio::async_read(
+        p->socket, asio::buffer(p->hello),
+        [this, p](boost::system::error_code ec, size_t) {
+          if (ec) return Finish(p);
+          proto::HelloReply reply;
+          absl::StatusOr<proto::Hello> hello = proto::DecodeHello(p->hello);
+          if (!hello.ok()) {
+            reply.status = static_cast<uint16_t>(hello.status().code());
+            reply.reason = std::string(hello.status().message());
+          } else {
+            p->decoded = *hello;
+            reply = admit_(*hello);
+          }
+          p->admitted = reply.accepted();
+          proto::EncodeHelloReply(reply, absl::MakeSpan(p->reply));
+          asio::async_write(p->socket, asio::buffer(p->reply),
+                            [this, p](boost::system::error_code ec, size_t) {
+                              if (ec && p->admitted) {
+                                p->admitted = false;
+                                deliver_(p->decoded, -1);
+                              }
+                              Finish(p);
+                            });
+        });
+  }
+
+  void Finish(const std::shared_ptr<Pending>& p) {
+    --pending_;
+    p->timer.cancel();
+    if (p->admitted) {
+      int fd = p->socket.release();
+      if (!channels::MakeBlocking(fd).ok()) {
+        close(fd);
+        fd = -1;
+      }
+      deliver_(p->decoded, fd);
+      return;
+    }
+    refused_.fetch_add(1);
+    boost::system::error_code ignored;
+    p->socket.close(ignored);
+  }
+
+  const Options options_;
+  const Admit admit_;
+  const Deliver deliver_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  uint16_t port_ = 0;
+  int pending_ = 0;  // acceptor thread only
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<bool> stopped_{false};
+};
+
+absl::StatusOr<std::unique_ptr<Acceptor>> Acceptor::Listen(
+    const Options& options, Admit admit, Deliver deliver) {
+  auto impl =
+      std::make_unique<Impl>(options, std::move(admit), std::move(deliver));
+  if (absl::Status s = impl->Bind(); !s.ok()) return s;
+  return std::unique_ptr<Acceptor>(new Acceptor(std::move(impl)));
+}
+
+Acceptor::Acceptor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Acceptor::~Acceptor() = default;
+uint16_t Acceptor::port() const { return impl_->port(); }
+void Acceptor::Start() { impl_->Start(); }
+void Acceptor::Stop() { impl_->Stop(); }
+uint64_t Acceptor::refused() const { return impl_->refused(); }
+
+}  // namespace ramferry::engine

@@ -1,0 +1,57 @@
+// The destination's listening socket. Every accepted connection must send
+// a valid Hello within the handshake timeout and be admitted before it gets
+// a thread or a byte of memory beyond its Hello buffer; the rest are
+// refused with a reason and closed. Runs on its own Asio thread for the
+// whole session, so late or bogus connections keep being refused without
+// disturbing the transfer.
+#ifndef RAMFERRY_ENGINE_ACCEPTOR_H_
+#define RAMFERRY_ENGINE_ACCEPTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/handshake.h"
+
+namespace ramferry::engine {
+
+class Acceptor {
+ public:
+  // Decides on a decoded Hello (acceptor thread).
+  using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
+  // Receives an admitted connection's fd (acceptor thread); fd is -1 if
+  // the connection died before the acceptance reached the peer.
+  using Deliver = std::function<void(const proto::Hello&, int fd)>;
+
+  struct Options {
+    std::string host;
+    uint16_t port = 0;
+    absl::Duration handshake_timeout = absl::Seconds(10);
+    // Handshakes in progress at once; connections beyond it are closed at
+    // once, so a flood cannot exhaust memory or descriptors.
+    int max_pending = 64;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Acceptor>> Listen(
+      const Options& options, Admit admit, Deliver deliver);
+  ~Acceptor();
+
+  uint16_t port() const;
+  void Start();  // starts the acceptor thread
+  void Stop();   // closes the listener and every pending handshake
+  // Connections refused so far (bad Hello, refusal, timeout, overflow).
+  uint64_t refused() const;
+
+  class Impl;
+
+ private:
+  explicit Acceptor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_ACCEPTOR_H_

@@ -1,0 +1,72 @@
+// One destination channel: a thread that reads packets from its transport,
+// validates every header field against the session before touching memory,
+// and reads pages straight into place.
+#ifndef RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_
+#define RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "channels/transport.h"
+#include "engine/failure.h"
+#include "engine/region_table.h"
+#include "engine/round_barrier.h"
+#include "proto/packet.h"
+#include "ramferry/stats.h"
+
+namespace ramferry::engine {
+
+class ChannelReceiver {
+ public:
+  ChannelReceiver(uint32_t index, std::unique_ptr<channels::Transport> transport,
+                  const RegionTable* regions, uint32_t max_pages,
+                  RoundBarrier* barrier, SessionFailure* failure);
+  ~ChannelReceiver();
+
+  channels::Transport& transport() { return *transport_; }
+  void Start();
+  void Join();
+  // The channel read its FINISH packet.
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+  void ExportStats(ChannelStats* out) const;
+
+  // Reads and applies one packet. Public so a test or fuzzer can drive the
+  // state machine without a thread.
+  enum class Step { kContinue, kFinished };
+  absl::StatusOr<Step> ReceiveOne();
+
+ private:
+  void Run();
+  absl::Status ReceiveData(const proto::PacketHeader& h);
+
+  const uint32_t index_;
+  std::unique_ptr<channels::Transport> transport_;
+  const RegionTable* const regions_;
+  const uint32_t max_pages_;
+  RoundBarrier* const barrier_;
+  SessionFailure* const failure_;
+  std::thread thread_;
+  std::atomic<bool> finished_{false};
+
+  // Receive thread only.
+  uint64_t next_packet_ = 0;
+  uint64_t round_ = 0;
+  uint64_t round_pages_ = 0;
+  uint8_t fixed_[proto::kPacketFixedBytes];
+  std::vector<uint8_t> raw_offsets_;
+  std::vector<uint64_t> offsets_;
+  std::vector<iovec> iov_;
+  std::vector<uint64_t> run_offsets_;
+
+  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_;
+};
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_

@@ -1,0 +1,133 @@
+#include "engine/channel_sender.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/page_runs.h"
+#include "engine/status_util.h"
+#include "proto/packet.h"
+
+namespace ramferry::engine {
+
+ChannelSender::ChannelSender(uint32_t index,
+                             std::unique_ptr<channels::Transport> transport,
+                             absl::Span<const Region> regions,
+                             uint32_t ring_entries, uint32_t max_pages,
+                             SessionFailure* failure)
+    : index_(index),
+      transport_(std::move(transport)),
+      regions_(regions),
+      ring_(ring_entries, max_pages),
+      failure_(failure) {}
+
+ChannelSender::~ChannelSender() { Join(); }
+
+void ChannelSender::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void ChannelSender::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void ChannelSender::Run() {
+  while (true) {
+    uint32_t n = ring_.Peek(kMaxDrain);
+    if (n == 0) {
+      // Idle: let completions drain while waiting for work.
+      if (absl::Status s = transport_->Poll(); !s.ok()) {
+        failure_->Fail(Annotate(s, absl::StrCat("channel ", index_)));
+        return;
+      }
+      if (!ring_.WaitForWork()) return;  // aborted
+      continue;
+    }
+    bool finished = false;
+    for (uint32_t i = 0; i < n; ++i) {
+      const Command& c = ring_.At(i);
+      if (absl::Status s = Execute(c); !s.ok()) {
+        failure_->Fail(Annotate(s, absl::StrCat("channel ", index_)));
+        ring_.Abort();
+        return;
+      }
+      if (c.barrier_seq != 0) ring_.CompleteBarrier(c.barrier_seq);
+      if (c.type == CommandType::kFinish) {
+        finished = true;
+        n = i + 1;
+        break;
+      }
+    }
+    ring_.Release(n);
+    if (finished) return;
+  }
+}
+
+absl::Status ChannelSender::Execute(const Command& c) {
+  switch (c.type) {
+    case CommandType::kWrite:
+      return SendData(c);
+    case CommandType::kSync:
+      // Every page of the round must be out of the kernel's hands before
+      // the round counts as sent: flush, then mark the boundary.
+      if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+      syncs_.Add();
+      return SendMarker(proto::kPacketSync, c.round);
+    case CommandType::kFinish:
+      if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+      if (absl::Status s = SendMarker(proto::kPacketFinish, c.round);
+          !s.ok()) {
+        return s;
+      }
+      return transport_->Flush();
+  }
+  return absl::InternalError("unknown command type");
+}
+
+absl::Status ChannelSender::SendData(const Command& c) {
+  const Region& region = regions_[c.region];
+  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
+  if (!header.ok()) return header.status();
+  proto::PacketHeader h;
+  h.flags = proto::kPacketData;
+  h.channel = index_;
+  h.page_count = c.page_count;
+  h.packet_num = packet_num_++;
+  h.round = c.round;
+  h.region_id = region.id;
+  h.page_size = region.page_size;
+  auto offsets = absl::MakeConstSpan(c.offsets, c.page_count);
+  size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
+  BuildPageRuns(region, offsets, &iov_, &run_offsets_);
+  channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
+  if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
+  packets_.Add();
+  pages_.Add(c.page_count);
+  payload_bytes_.Add(uint64_t{c.page_count} * region.page_size);
+  header_bytes_.Add(header_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round) {
+  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
+  if (!header.ok()) return header.status();
+  proto::PacketHeader h;
+  h.flags = flags;
+  h.channel = index_;
+  h.packet_num = packet_num_++;
+  h.round = round;
+  size_t header_bytes = proto::EncodePacketHeader(h, {}, *header);
+  header_bytes_.Add(header_bytes);
+  return transport_->SendPacket({header_bytes, 0, {}, {}});
+}
+
+void ChannelSender::ExportStats(ChannelStats* out) const {
+  transport_->stats().ExportTo(out);
+  out->channel = index_;
+  out->packets = packets_.get();
+  out->pages = pages_.get();
+  out->payload_bytes = payload_bytes_.get();
+  out->header_bytes = header_bytes_.get();
+  out->syncs = syncs_.get();
+  out->ring_max_occupancy = ring_.max_occupancy();
+  out->producer_wait_ns = ring_.producer_wait_ns();
+  out->producer_wait_max_ns = ring_.producer_wait_max_ns();
+  out->consumer_idle_max_ns = ring_.consumer_idle_max_ns();
+}
+
+}  // namespace ramferry::engine

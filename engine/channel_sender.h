@@ -1,0 +1,62 @@
+// One source channel: a thread that consumes its command ring and turns
+// each command into exactly one packet on its transport.
+#ifndef RAMFERRY_ENGINE_CHANNEL_SENDER_H_
+#define RAMFERRY_ENGINE_CHANNEL_SENDER_H_
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "channels/transport.h"
+#include "engine/command_ring.h"
+#include "engine/failure.h"
+#include "ramferry/region.h"
+#include "ramferry/stats.h"
+
+namespace ramferry::engine {
+
+class ChannelSender {
+ public:
+  // The consumer drains at most this many commands per pass and publishes
+  // its ring tail once per pass.
+  static constexpr uint32_t kMaxDrain = 128;
+
+  ChannelSender(uint32_t index, std::unique_ptr<channels::Transport> transport,
+                absl::Span<const Region> regions, uint32_t ring_entries,
+                uint32_t max_pages, SessionFailure* failure);
+  ~ChannelSender();
+
+  CommandRing& ring() { return ring_; }
+  channels::Transport& transport() { return *transport_; }
+
+  void Start();
+  void Join();
+  void ExportStats(ChannelStats* out) const;
+
+ private:
+  void Run();
+  absl::Status Execute(const Command& command);
+  absl::Status SendData(const Command& command);
+  absl::Status SendMarker(uint16_t flags, uint64_t round);
+
+  const uint32_t index_;
+  std::unique_ptr<channels::Transport> transport_;
+  absl::Span<const Region> regions_;
+  CommandRing ring_;
+  SessionFailure* const failure_;
+  std::thread thread_;
+
+  uint64_t packet_num_ = 0;  // channel thread only
+  std::vector<iovec> iov_;
+  std::vector<uint64_t> run_offsets_;
+  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_;
+};
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_CHANNEL_SENDER_H_

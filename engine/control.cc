@@ -1,0 +1,244 @@
+#include "engine/control.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "channels/socket_io.h"
+#include "engine/status_util.h"
+
+namespace ramferry::engine {
+namespace asio = boost::asio;
+using channels::ErrnoStatus;
+
+absl::StatusOr<int> ConnectWithRetry(const std::string& host, uint16_t port,
+                                     absl::Duration timeout) {
+  const std::string where = absl::StrFormat("%s:%d", host, port);
+  const absl::Time deadline = absl::Now() + timeout;
+  asio::io_context io;
+  asio::ip::tcp::resolver resolver(io);
+  boost::system::error_code ec;
+  auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot resolve %s: %s", host, ec.message()));
+  }
+  while (true) {
+    asio::ip::tcp::socket socket(io);
+    boost::system::error_code result = asio::error::would_block;
+    asio::async_connect(
+        socket, endpoints,
+        [&](const boost::system::error_code& e, const auto&) { result = e; });
+    io.restart();
+    io.run_for(absl::ToChronoNanoseconds(
+        std::max(deadline - absl::Now(), absl::Milliseconds(1))));
+    if (result == asio::error::would_block) {
+      socket.close();  // cancels the attempt; run the handler out
+      io.restart();
+      io.run();
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "connecting to %s: no connection within %s", where,
+          absl::FormatDuration(timeout)));
+    }
+    if (!result) {
+      socket.set_option(asio::ip::tcp::no_delay(true), ec);
+      int fd = socket.release();
+      if (absl::Status s = channels::MakeBlocking(fd); !s.ok()) {
+        close(fd);
+        return s;
+      }
+      return fd;
+    }
+    const bool retry = result == asio::error::connection_refused ||
+                       result == asio::error::timed_out ||
+                       result == asio::error::host_unreachable;
+    if (!retry || absl::Now() + absl::Milliseconds(50) >= deadline) {
+      return absl::UnavailableError(absl::StrFormat(
+          "connecting to %s: %s (gave up after %s)", where, result.message(),
+          absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+namespace {
+
+// Waits for `events` on fd until the deadline.
+absl::Status PollUntil(int fd, short events, absl::Time deadline,
+                       const char* what) {
+  while (true) {
+    int ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
+      int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (left <= 0) {
+        return absl::DeadlineExceededError(
+            absl::StrFormat("%s: timed out", what));
+      }
+      ms = static_cast<int>(std::min<int64_t>(left, 1 << 30));
+    }
+    pollfd p{fd, events, 0};
+    int r = poll(&p, 1, ms);
+    if (r > 0) return absl::OkStatus();
+    if (r < 0 && errno != EINTR) return ErrnoStatus(errno, what);
+  }
+}
+
+}  // namespace
+
+absl::Status WriteWithDeadline(int fd, absl::Span<const uint8_t> data,
+                               absl::Time deadline) {
+  while (!data.empty()) {
+    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (absl::Status s = PollUntil(fd, POLLOUT, deadline, "send");
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    return ErrnoStatus(n < 0 ? errno : EPIPE, "send");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
+                              absl::Time deadline) {
+  while (!buf.empty()) {
+    ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      buf.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return absl::UnavailableError("connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (absl::Status s = PollUntil(fd, POLLIN, deadline, "receive");
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    return ErrnoStatus(errno, "recv");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::HelloReply> ExchangeHello(int fd,
+                                                const proto::Hello& hello,
+                                                absl::Time deadline) {
+  uint8_t out[proto::kHelloBytes];
+  proto::EncodeHello(hello, absl::MakeSpan(out));
+  if (absl::Status s = WriteWithDeadline(fd, out, deadline); !s.ok()) {
+    return Annotate(s, "sending hello");
+  }
+  uint8_t in[proto::kHelloReplyBytes];
+  if (absl::Status s = ReadWithDeadline(fd, absl::MakeSpan(in), deadline);
+      !s.ok()) {
+    return Annotate(s, "awaiting hello reply");
+  }
+  absl::StatusOr<proto::HelloReply> reply = proto::DecodeHelloReply(in);
+  if (!reply.ok()) return reply.status();
+  if (absl::Status s = proto::HelloReplyStatus(*reply); !s.ok()) return s;
+  return reply;
+}
+
+proto::SessionId NewSessionId() {
+  proto::SessionId id;
+  while (id.is_zero()) {
+    size_t got = 0;
+    while (got < id.bytes.size()) {
+      ssize_t n = getrandom(id.bytes.data() + got, id.bytes.size() - got, 0);
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+  }
+  return id;
+}
+
+ControlChannel::ControlChannel(int fd, absl::Duration send_timeout)
+    : fd_(fd), send_timeout_(send_timeout) {}
+
+ControlChannel::~ControlChannel() { close(fd_); }
+
+absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
+  absl::MutexLock lock(&send_mu_);
+  if (shut_down_.load(std::memory_order_acquire)) {
+    return absl::AbortedError("control channel is shut down");
+  }
+  return Annotate(WriteWithDeadline(fd_, frame, absl::Now() + send_timeout_),
+                  "control channel");
+}
+
+void ControlChannel::TrySend(absl::Span<const uint8_t> frame,
+                             absl::Duration timeout) {
+  if (!send_mu_.TryLock()) return;
+  if (!shut_down_.load(std::memory_order_acquire)) {
+    WriteWithDeadline(fd_, frame, absl::Now() + timeout).IgnoreError();
+  }
+  send_mu_.Unlock();
+}
+
+absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(
+    absl::Time deadline) {
+  uint8_t head[proto::kFrameHeaderBytes];
+  if (absl::Status s = ReadWithDeadline(fd_, absl::MakeSpan(head), deadline);
+      !s.ok()) {
+    return Annotate(s, "control channel");
+  }
+  absl::StatusOr<proto::FrameHeader> h = proto::DecodeFrameHeader(head);
+  if (!h.ok()) return Annotate(h.status(), "control channel");
+  Message m{h->type, std::vector<uint8_t>(h->length)};
+  if (absl::Status s =
+          ReadWithDeadline(fd_, absl::MakeSpan(m.payload), deadline);
+      !s.ok()) {
+    return Annotate(s, absl::StrFormat("control channel, reading %s",
+                                       proto::ControlTypeName(h->type)));
+  }
+  return m;
+}
+
+bool ControlChannel::WaitReadable(absl::Duration timeout) {
+  return PollUntil(fd_, POLLIN, absl::Now() + timeout, "control channel")
+      .ok();
+}
+
+void ControlChannel::Shutdown() {
+  shut_down_.store(true, std::memory_order_release);
+  ::shutdown(fd_, SHUT_RDWR);
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReceiveExpected(ControlChannel& channel,
+                                                     proto::ControlType type,
+                                                     absl::Time deadline) {
+  absl::StatusOr<ControlChannel::Message> m = channel.Receive(deadline);
+  if (!m.ok()) return m.status();
+  if (m->type == proto::ControlType::kError) {
+    absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
+    if (!e.ok()) return e.status();
+    return proto::ErrorMessageStatus(*e);
+  }
+  if (m->type != type) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "control channel: expected %s, got %s", proto::ControlTypeName(type),
+        proto::ControlTypeName(m->type)));
+  }
+  return std::move(m->payload);
+}
+
+}  // namespace ramferry::engine

@@ -1,0 +1,85 @@
+// The control plane's connection helpers: connect with retry, the Hello
+// exchange, and ControlChannel, which carries framed control messages.
+#ifndef RAMFERRY_ENGINE_CONTROL_H_
+#define RAMFERRY_ENGINE_CONTROL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "proto/control.h"
+#include "proto/handshake.h"
+
+namespace ramferry::engine {
+
+// Connects a TCP socket to host:port, retrying refused connections until
+// `timeout` (the peer may still be starting). Returns the connected fd
+// with TCP_NODELAY set.
+absl::StatusOr<int> ConnectWithRetry(const std::string& host, uint16_t port,
+                                     absl::Duration timeout);
+
+// Writes all of `data` / reads exactly `buf` before `deadline`.
+absl::Status WriteWithDeadline(int fd, absl::Span<const uint8_t> data,
+                               absl::Time deadline);
+absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
+                              absl::Time deadline);
+
+// Sends `hello` on a fresh connection and returns the peer's reply; a
+// refusal comes back as the error the peer gave.
+absl::StatusOr<proto::HelloReply> ExchangeHello(int fd,
+                                                const proto::Hello& hello,
+                                                absl::Time deadline);
+
+// A fresh random session id (getrandom).
+proto::SessionId NewSessionId();
+
+class ControlChannel {
+ public:
+  struct Message {
+    proto::ControlType type;
+    std::vector<uint8_t> payload;
+  };
+
+  // Takes ownership of the connected `fd`. A send that cannot finish in
+  // `send_timeout` fails (the peer stopped reading).
+  ControlChannel(int fd, absl::Duration send_timeout);
+  ~ControlChannel();
+  ControlChannel(const ControlChannel&) = delete;
+  ControlChannel& operator=(const ControlChannel&) = delete;
+
+  // Sends one whole frame; safe from any thread.
+  absl::Status Send(absl::Span<const uint8_t> frame);
+  // Best effort for a last word (an ERROR while tearing down): skips the
+  // send if another thread is mid-send, and gives up after `timeout`.
+  void TrySend(absl::Span<const uint8_t> frame, absl::Duration timeout);
+  // Reads one message (one reader thread at a time). Waits until
+  // `deadline`; a frame header whose length exceeds its type's bound is an
+  // error before any payload is read.
+  absl::StatusOr<Message> Receive(absl::Time deadline = absl::InfiniteFuture());
+  // Waits up to `timeout` for the next message to start arriving (or the
+  // connection to close); false if nothing came.
+  bool WaitReadable(absl::Duration timeout);
+  // Wakes a blocked Receive/Send; the channel is unusable afterwards.
+  void Shutdown();
+
+ private:
+  const int fd_;
+  const absl::Duration send_timeout_;
+  absl::Mutex send_mu_;
+  std::atomic<bool> shut_down_{false};
+};
+
+// Receives a message and insists on its type (for request/reply steps).
+absl::StatusOr<std::vector<uint8_t>> ReceiveExpected(ControlChannel& channel,
+                                                     proto::ControlType type,
+                                                     absl::Time deadline);
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_CONTROL_H_

@@ -1,0 +1,49 @@
+#include "ramferry/options.h"
+
+#include "absl/strings/str_format.h"
+#include "proto/handshake.h"
+#include "proto/packet.h"
+
+namespace ramferry {
+
+absl::Status ValidateOptions(const SessionOptions& o) {
+  auto bad = [](auto&&... args) {
+    return absl::InvalidArgumentError(absl::StrFormat(args...));
+  };
+  if (o.channels == 0 || o.channels > proto::kMaxChannels) {
+    return bad("channels = %d; want [1, %d]", o.channels, proto::kMaxChannels);
+  }
+  if (o.max_channels == 0 || o.max_channels > proto::kMaxChannels) {
+    return bad("max_channels = %d; want [1, %d]", o.max_channels,
+               proto::kMaxChannels);
+  }
+  if (o.packet_pages == 0 || o.packet_pages > proto::kMaxPacketPagesLimit) {
+    return bad("packet_pages = %d; want [1, %d]", o.packet_pages,
+               proto::kMaxPacketPagesLimit);
+  }
+  if (o.max_packet_pages == 0 ||
+      o.max_packet_pages > proto::kMaxPacketPagesLimit) {
+    return bad("max_packet_pages = %d; want [1, %d]", o.max_packet_pages,
+               proto::kMaxPacketPagesLimit);
+  }
+  if (o.header_slots == 0 || o.header_slots > (1u << 20)) {
+    return bad("header_slots = %d; want [1, %d]", o.header_slots, 1 << 20);
+  }
+  if (o.ring_entries < 2 || o.ring_entries > (1u << 20) ||
+      (o.ring_entries & (o.ring_entries - 1)) != 0) {
+    return bad("ring_entries = %d; want a power of two in [2, %d]",
+               o.ring_entries, 1 << 20);
+  }
+  for (auto [name, d] : {std::pair{"connect_timeout", o.connect_timeout},
+                         std::pair{"handshake_timeout", o.handshake_timeout},
+                         std::pair{"stall_timeout", o.stall_timeout},
+                         std::pair{"round_timeout", o.round_timeout}}) {
+    if (d <= absl::ZeroDuration()) {
+      return bad("%s = %s; want > 0", name, absl::FormatDuration(d));
+    }
+  }
+  if (o.host.empty()) return bad("host is empty");
+  return absl::OkStatus();
+}
+
+}  // namespace ramferry

@@ -1,0 +1,462 @@
+#include "ramferry/receiver.h"
+
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "channels/socket_io.h"
+#include "channels/tcp.h"
+#include "engine/acceptor.h"
+#include "engine/channel_receiver.h"
+#include "engine/control.h"
+#include "engine/failure.h"
+#include "engine/region_table.h"
+#include "engine/round_barrier.h"
+#include "engine/status_util.h"
+#include "engine/verify.h"
+#include "proto/packet.h"
+
+namespace ramferry {
+
+using engine::Annotate;
+using engine::ChannelReceiver;
+using engine::ControlChannel;
+
+namespace {
+// channel_fds_ markers besides real descriptors.
+constexpr int kNotConnected = -1;
+constexpr int kReserved = -2;  // admitted, fd on its way
+constexpr int kLost = -3;      // admitted, then died before delivery
+constexpr int kTaken = -4;     // handed to a transport
+
+proto::HelloReply Refuse(absl::StatusCode code, std::string reason) {
+  proto::HelloReply r;
+  r.status = static_cast<uint16_t>(code);
+  r.reason = std::move(reason);
+  return r;
+}
+}  // namespace
+
+class ReceiverImpl {
+ public:
+  ReceiverImpl(const SessionOptions& options, absl::Span<const Region> regions)
+      : options_(options),
+        table_(regions),
+        failure_([this](const absl::Status& s) { OnFailure(s); }) {}
+
+  ~ReceiverImpl() {
+    if (acceptor_ != nullptr) acceptor_->Stop();
+    CloseUndelivered();
+  }
+
+  absl::Status Listen();
+  uint16_t port() const { return acceptor_->port(); }
+  absl::Status Serve();
+  void Abort(const absl::Status& reason) { failure_.Fail(reason); }
+  SessionStats stats() const;
+  uint64_t applied_rounds() const { return applied_rounds_.load(); }
+
+ private:
+  proto::HelloReply Admit(const proto::Hello& hello);
+  void Deliver(const proto::Hello& hello, int fd);
+  absl::Status ServeSession();
+  absl::Status NegotiateRegions(absl::Time deadline);
+  absl::Status AwaitChannels(absl::Time deadline);
+  absl::Status StartChannels();
+  absl::Status ControlLoop();
+  absl::Status AwaitFinished();
+  absl::Status AnswerVerify(absl::Span<const uint8_t> payload);
+  void OnFailure(const absl::Status& status);
+  void CloseUndelivered();
+
+  const SessionOptions options_;
+  const engine::RegionTable table_;
+  engine::SessionFailure failure_;
+  std::unique_ptr<engine::Acceptor> acceptor_;
+  bool served_ = false;
+
+  // Admission state, shared with the acceptor thread.
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool session_open_ ABSL_GUARDED_BY(mu_) = false;
+  proto::SessionId session_ ABSL_GUARDED_BY(mu_);
+  uint32_t channel_count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t packet_pages_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t capabilities_ ABSL_GUARDED_BY(mu_) = 0;
+  int control_fd_ ABSL_GUARDED_BY(mu_) = kNotConnected;
+  std::vector<int> channel_fds_ ABSL_GUARDED_BY(mu_);
+
+  // Session objects; teardown (any thread) and stats() take objects_mu_.
+  mutable absl::Mutex objects_mu_;
+  std::unique_ptr<ControlChannel> control_;
+  std::unique_ptr<engine::RoundBarrier> barrier_;
+  std::vector<std::unique_ptr<ChannelReceiver>> channels_;
+  std::atomic<uint64_t> applied_rounds_{0};
+};
+
+absl::Status ReceiverImpl::Listen() {
+  if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
+  if (absl::Status s = engine::ValidateRegions(table_.regions()); !s.ok()) {
+    return s;
+  }
+  engine::Acceptor::Options ao;
+  ao.host = options_.host;
+  ao.port = options_.port;
+  ao.handshake_timeout = options_.handshake_timeout;
+  absl::StatusOr<std::unique_ptr<engine::Acceptor>> a = engine::Acceptor::Listen(
+      ao, [this](const proto::Hello& h) { return Admit(h); },
+      [this](const proto::Hello& h, int fd) { Deliver(h, fd); });
+  if (!a.ok()) return a.status();
+  acceptor_ = std::move(*a);
+  return absl::OkStatus();
+}
+
+proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
+  absl::MutexLock lock(&mu_);
+  if (failure_.failed()) {
+    return Refuse(absl::StatusCode::kUnavailable,
+                  "destination is shutting down");
+  }
+  if (h.transport != static_cast<uint16_t>(TransportKind::kTcp) &&
+      h.transport != static_cast<uint16_t>(TransportKind::kTcpZeroCopy) &&
+      h.transport != static_cast<uint16_t>(TransportKind::kUringZeroCopy)) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrFormat("transport %d is not served on a socket "
+                                  "listener",
+                                  h.transport));
+  }
+  if (h.role == proto::Role::kControl) {
+    if (session_open_) {
+      return Refuse(absl::StatusCode::kResourceExhausted,
+                    "a session is already in progress");
+    }
+    if (h.channel_count > options_.max_channels) {
+      return Refuse(absl::StatusCode::kInvalidArgument,
+                    absl::StrFormat("%d channels requested; at most %d",
+                                    h.channel_count, options_.max_channels));
+    }
+    if (h.max_packet_pages > options_.max_packet_pages) {
+      return Refuse(absl::StatusCode::kInvalidArgument,
+                    absl::StrFormat("%d pages per packet requested; at most %d",
+                                    h.max_packet_pages,
+                                    options_.max_packet_pages));
+    }
+    session_open_ = true;
+    session_ = h.session;
+    channel_count_ = h.channel_count;
+    packet_pages_ = h.max_packet_pages;
+    capabilities_ = h.capabilities & proto::kKnownCapabilities;
+    channel_fds_.assign(h.channel_count, kNotConnected);
+    proto::HelloReply ok;
+    ok.capabilities = capabilities_;
+    return ok;
+  }
+  if (!session_open_) {
+    return Refuse(absl::StatusCode::kFailedPrecondition,
+                  "no session: the control connection comes first");
+  }
+  if (h.session != session_) {
+    return Refuse(absl::StatusCode::kPermissionDenied,
+                  absl::StrFormat("session %s is not the active session",
+                                  h.session.ToHex()));
+  }
+  if (h.channel_count != channel_count_ ||
+      h.max_packet_pages != packet_pages_) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrFormat("channel count %d / packet pages %d differ "
+                                  "from the session's %d / %d",
+                                  h.channel_count, h.max_packet_pages,
+                                  channel_count_, packet_pages_));
+  }
+  if (channel_fds_[h.channel_index] != kNotConnected) {
+    return Refuse(absl::StatusCode::kAlreadyExists,
+                  absl::StrFormat("channel %d is already connected",
+                                  h.channel_index));
+  }
+  channel_fds_[h.channel_index] = kReserved;
+  proto::HelloReply ok;
+  ok.capabilities = capabilities_;
+  return ok;
+}
+
+void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {
+  absl::MutexLock lock(&mu_);
+  int value = fd >= 0 ? fd : kLost;
+  if (h.role == proto::Role::kControl) {
+    control_fd_ = value;
+  } else {
+    channel_fds_[h.channel_index] = value;
+  }
+  cv_.SignalAll();
+}
+
+void ReceiverImpl::CloseUndelivered() {
+  absl::MutexLock lock(&mu_);
+  if (control_fd_ >= 0) close(control_fd_);
+  control_fd_ = kTaken;
+  for (int& fd : channel_fds_) {
+    if (fd >= 0) close(fd);
+    fd = kTaken;
+  }
+}
+
+absl::Status ReceiverImpl::Serve() {
+  if (served_) {
+    return absl::FailedPreconditionError("Serve runs once per Receiver");
+  }
+  served_ = true;
+  acceptor_->Start();
+  absl::Status s = ServeSession();
+  if (!s.ok()) failure_.Fail(s);  // tears down, unless already failed
+  for (auto& c : channels_) c->Join();
+  {
+    absl::MutexLock lock(&objects_mu_);
+    if (control_ != nullptr) control_->Shutdown();
+  }
+  if (!s.ok()) return s;
+  return failure_.status();
+}
+
+absl::Status ReceiverImpl::ServeSession() {
+  int fd;
+  {
+    absl::MutexLock lock(&mu_);
+    while (control_fd_ == kNotConnected && !failure_.failed()) cv_.Wait(&mu_);
+    if (failure_.failed()) return failure_.status();
+    if (control_fd_ == kLost) {
+      return absl::UnavailableError("control connection lost in handshake");
+    }
+    fd = control_fd_;
+    control_fd_ = kTaken;
+  }
+  {
+    absl::MutexLock lock(&objects_mu_);
+    control_ = std::make_unique<ControlChannel>(fd, options_.stall_timeout);
+  }
+  const absl::Time deadline = absl::Now() + options_.handshake_timeout;
+  if (absl::Status s = NegotiateRegions(deadline); !s.ok()) return s;
+  if (absl::Status s = AwaitChannels(deadline); !s.ok()) return s;
+  if (absl::Status s = StartChannels(); !s.ok()) return s;
+  return ControlLoop();
+}
+
+absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
+  absl::StatusOr<std::vector<uint8_t>> payload = engine::ReceiveExpected(
+      *control_, proto::ControlType::kRegionTable, deadline);
+  if (!payload.ok()) return Annotate(payload.status(), "region table");
+  absl::StatusOr<std::vector<proto::RegionInfo>> remote =
+      proto::DecodeRegionTable(*payload);
+  absl::Status s = remote.ok() ? table_.Matches(*remote) : remote.status();
+  proto::RegionReply reply{s.ok(), std::string(s.message())};
+  if (absl::Status w = control_->Send(proto::EncodeRegionReply(reply));
+      !w.ok()) {
+    return w;
+  }
+  // The refusal already went to the source: do not send it again as ERROR.
+  if (!s.ok()) {
+    return engine::MarkFromPeer(
+        Annotate(s, "refused the source's region table"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReceiverImpl::AwaitChannels(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto connected = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    uint32_t n = 0;
+    for (int fd : channel_fds_) n += fd >= 0 || fd == kLost;
+    return n;
+  };
+  while (connected() < channel_count_ && !failure_.failed()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  if (failure_.failed()) return failure_.status();
+  for (uint32_t i = 0; i < channel_fds_.size(); ++i) {
+    if (channel_fds_[i] == kLost) {
+      return absl::UnavailableError(
+          absl::StrFormat("channel %d: connection lost in handshake", i));
+    }
+  }
+  if (uint32_t n = connected(); n < channel_count_) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "only %d of %d data channels connected within %s", n, channel_count_,
+        absl::FormatDuration(options_.handshake_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReceiverImpl::StartChannels() {
+  std::vector<int> fds;
+  uint32_t pages;
+  {
+    absl::MutexLock lock(&mu_);
+    fds = channel_fds_;
+    pages = packet_pages_;
+    for (int& fd : channel_fds_) fd = kTaken;
+  }
+  channels::TransportOptions topts;
+  topts.max_header_bytes = proto::PacketHeaderBytes(pages);
+  topts.stall_timeout = options_.stall_timeout;
+  absl::MutexLock lock(&objects_mu_);
+  barrier_ = std::make_unique<engine::RoundBarrier>(
+      fds.size(), [this](uint64_t round, uint64_t pages) {
+        applied_rounds_.store(round + 1);
+        return control_->Send(proto::EncodeRoundDone({round, pages}));
+      });
+  for (uint32_t i = 0; i < fds.size(); ++i) {
+    if (absl::Status s =
+            channels::SetStallTimeouts(fds[i], options_.stall_timeout);
+        !s.ok()) {
+      for (uint32_t j = i; j < fds.size(); ++j) close(fds[j]);
+      return s;
+    }
+    channels_.push_back(std::make_unique<ChannelReceiver>(
+        i, channels::OpenTcp(fds[i], topts), &table_, pages, barrier_.get(),
+        &failure_));
+  }
+  if (failure_.failed()) return failure_.status();
+  for (auto& c : channels_) c->Start();
+  return absl::OkStatus();
+}
+
+absl::Status ReceiverImpl::ControlLoop() {
+  absl::Time grace_end = absl::InfiniteFuture();
+  while (true) {
+    if (failure_.failed()) {
+      // A local echo (a channel saw EOF) may be the source's doing: give
+      // its ERROR a moment to arrive and say why.
+      absl::Status local = failure_.status();
+      if (!engine::IsEcho(local) || engine::IsFromPeer(local)) return local;
+      if (grace_end == absl::InfiniteFuture()) {
+        grace_end = absl::Now() + engine::kRootCauseGrace;
+      }
+      if (absl::Now() >= grace_end) return local;
+    }
+    // Short waits: the loop also notices failures from other threads.
+    if (!control_->WaitReadable(absl::Milliseconds(100))) continue;
+    absl::StatusOr<ControlChannel::Message> m =
+        control_->Receive(absl::Now() + options_.stall_timeout);
+    if (!m.ok()) {
+      if (failure_.failed()) return failure_.status();
+      return absl::UnavailableError(absl::StrCat(
+          "lost the control connection to the source: ", m.status().message()));
+    }
+    switch (m->type) {
+      case proto::ControlType::kFinish:
+        if (absl::Status s = proto::DecodeEmpty(m->type, m->payload);
+            !s.ok()) {
+          return s;
+        }
+        return AwaitFinished();
+      case proto::ControlType::kVerifyRequest:
+        if (absl::Status s = AnswerVerify(m->payload); !s.ok()) return s;
+        break;
+      case proto::ControlType::kError: {
+        absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
+        if (!e.ok()) return e.status();
+        absl::Status peer = engine::MarkFromPeer(
+            absl::Status(static_cast<absl::StatusCode>(e->code),
+                         absl::StrCat("source reported: ", e->text)));
+        if (!failure_.failed()) return peer;
+        return engine::PreferRootCause(failure_.status(), peer);
+      }
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("unexpected control message ",
+                         proto::ControlTypeName(m->type), " from the source"));
+    }
+  }
+}
+
+absl::Status ReceiverImpl::AwaitFinished() {
+  // The source sends FINISH on control only after every channel sent its
+  // FINISH packet; a channel that does not deliver it in time is broken.
+  const absl::Time deadline = absl::Now() + options_.stall_timeout;
+  for (auto& c : channels_) {
+    while (!c->finished() && !failure_.failed() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  if (failure_.failed()) return failure_.status();
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (!channels_[i]->finished()) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "channel %d: no FINISH within %s of the source finishing", i,
+          absl::FormatDuration(options_.stall_timeout)));
+    }
+  }
+  for (auto& c : channels_) c->Join();
+  return control_->Send(proto::EncodeFinishAck());
+}
+
+absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
+  absl::StatusOr<proto::VerifyRequest> q = proto::DecodeVerifyRequest(payload);
+  if (!q.ok()) return q.status();
+  const Region* region = table_.Find(q->region_id);
+  if (region == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verify request for unknown region %d", q->region_id));
+  }
+  if (q->first_page > region->page_count() ||
+      q->page_count > region->page_count() - q->first_page) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "verify request for pages [%d, +%d) of region %d with %d pages",
+        q->first_page, q->page_count, q->region_id, region->page_count()));
+  }
+  proto::VerifyResult result;
+  result.region_id = q->region_id;
+  result.first_page = q->first_page;
+  result.page_digests.resize(q->page_count);
+  engine::PageDigests(*region, q->first_page,
+                      absl::MakeSpan(result.page_digests));
+  return control_->Send(proto::EncodeVerifyResult(result));
+}
+
+void ReceiverImpl::OnFailure(const absl::Status& status) {
+  {
+    absl::MutexLock lock(&objects_mu_);
+    // The reason first, then the sockets: the source can tell the cause
+    // from the echo. The control connection stays open for the Serve
+    // thread, which reads a last ERROR from the source and closes it.
+    if (control_ != nullptr && !engine::IsFromPeer(status)) {
+      control_->TrySend(proto::EncodeError(proto::MakeErrorMessage(status)),
+                        absl::Seconds(1));
+    }
+    for (auto& c : channels_) c->transport().Shutdown();
+    if (barrier_ != nullptr) barrier_->Abort();
+  }
+  absl::MutexLock lock(&mu_);
+  cv_.SignalAll();
+}
+
+SessionStats ReceiverImpl::stats() const {
+  SessionStats s;
+  absl::MutexLock lock(&objects_mu_);
+  for (const auto& c : channels_) {
+    s.channels.emplace_back();
+    c->ExportStats(&s.channels.back());
+  }
+  s.rounds = applied_rounds();
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<Receiver>> Receiver::Listen(
+    const SessionOptions& options, absl::Span<const Region> regions) {
+  auto impl = std::make_unique<ReceiverImpl>(options, regions);
+  if (absl::Status s = impl->Listen(); !s.ok()) return s;
+  return std::unique_ptr<Receiver>(new Receiver(std::move(impl)));
+}
+
+Receiver::Receiver(std::unique_ptr<ReceiverImpl> impl)
+    : impl_(std::move(impl)) {}
+Receiver::~Receiver() = default;
+uint16_t Receiver::port() const { return impl_->port(); }
+absl::Status Receiver::Serve() { return impl_->Serve(); }
+void Receiver::Abort(const absl::Status& reason) { impl_->Abort(reason); }
+SessionStats Receiver::stats() const { return impl_->stats(); }
+uint64_t Receiver::applied_rounds() const { return impl_->applied_rounds(); }
+
+}  // namespace ramferry

@@ -1,0 +1,82 @@
+#include "engine/scheduler.h"
+
+#include <bit>
+
+#include "absl/strings/str_format.h"
+
+namespace ramferry::engine {
+
+Scheduler::Scheduler(absl::Span<CommandRing* const> rings,
+                     absl::Span<const Region> regions, uint32_t packet_pages)
+    : rings_(rings.begin(), rings.end()),
+      regions_(regions),
+      packet_pages_(packet_pages) {}
+
+CommandRing* Scheduler::LeastLoaded() {
+  CommandRing* best = nullptr;
+  uint64_t best_load = UINT64_MAX;
+  for (size_t i = 0; i < rings_.size(); ++i) {
+    CommandRing* r = rings_[(next_ + i) % rings_.size()];
+    uint64_t load = r->backlog_pages();
+    if (load < best_load) {
+      best = r;
+      best_load = load;
+    }
+  }
+  next_ = (next_ + 1) % rings_.size();
+  return best;
+}
+
+absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
+    absl::Span<DirtyBitmap* const> dirty, uint64_t round) {
+  if (dirty.size() != regions_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d dirty bitmaps for %d regions", dirty.size(), regions_.size()));
+  }
+  const auto aborted = [] {
+    return absl::AbortedError("session aborted while scheduling");
+  };
+  for (uint32_t r = 0; r < regions_.size(); ++r) {
+    if (dirty[r] == nullptr || dirty[r]->pages() != regions_[r].page_count()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "dirty bitmap %d covers %d pages; region %d has %d", r,
+          dirty[r] == nullptr ? 0 : dirty[r]->pages(), regions_[r].id,
+          regions_[r].page_count()));
+    }
+  }
+  Scheduled total;
+  for (uint32_t r = 0; r < regions_.size(); ++r) {
+    DirtyBitmap& bits = *dirty[r];
+    const uint64_t page_size = regions_[r].page_size;
+    CommandRing* ring = nullptr;
+    Command* batch = nullptr;
+    for (size_t w = 0; w < bits.words(); ++w) {
+      uint64_t word = bits.TakeWord(w);
+      while (word != 0) {
+        const uint64_t page = w * 64 + std::countr_zero(word);
+        word &= word - 1;
+        if (batch == nullptr) {
+          ring = LeastLoaded();
+          batch = ring->BeginPush();
+          if (batch == nullptr) return aborted();
+          batch->type = CommandType::kWrite;
+          batch->region = r;
+          batch->page_count = 0;
+          batch->barrier_seq = 0;
+          batch->round = round;
+        }
+        batch->offsets[batch->page_count++] = page * page_size;
+        ++total.pages;
+        total.bytes += page_size;
+        if (batch->page_count == packet_pages_) {
+          ring->CommitPush();
+          batch = nullptr;
+        }
+      }
+    }
+    if (batch != nullptr) ring->CommitPush();
+  }
+  return total;
+}
+
+}  // namespace ramferry::engine

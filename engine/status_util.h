@@ -1,0 +1,53 @@
+#ifndef RAMFERRY_ENGINE_STATUS_UTIL_H_
+#define RAMFERRY_ENGINE_STATUS_UTIL_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace ramferry::engine {
+
+// "context: message", same code: says where an error happened.
+inline absl::Status Annotate(const absl::Status& s, absl::string_view context) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+}
+
+// Errors the peer reported (an ERROR control message) carry this payload,
+// so teardown knows not to report them back and can prefer them as the
+// root cause over the local echo (a broken pipe, a reset).
+inline constexpr char kPeerErrorPayload[] = "ramferry/peer-error";
+
+inline absl::Status MarkFromPeer(absl::Status s) {
+  s.SetPayload(kPeerErrorPayload, absl::Cord("1"));
+  return s;
+}
+inline bool IsFromPeer(const absl::Status& s) {
+  return s.GetPayload(kPeerErrorPayload).has_value();
+}
+
+// How long a side that saw an echo waits for the peer's ERROR.
+inline constexpr absl::Duration kRootCauseGrace = absl::Milliseconds(500);
+
+// A failure that is typically the consequence of the peer's failure (its
+// sockets closed, or our own teardown interrupting a call), not a cause.
+inline bool IsEcho(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsAborted(s);
+}
+
+// The status to report when the peer said `peer` and this side saw
+// `local`: the peer's word wins over a local echo of it.
+inline absl::Status PreferRootCause(const absl::Status& local,
+                                    const absl::Status& peer) {
+  if (peer.ok() || IsFromPeer(local) || !IsEcho(local)) return local;
+  return MarkFromPeer(absl::Status(
+      peer.code(), absl::StrCat(peer.message(), " (here: ", local.message(),
+                                ")")));
+}
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_STATUS_UTIL_H_

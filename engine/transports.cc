@@ -1,0 +1,32 @@
+#include "engine/transports.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "channels/socket_io.h"
+#include "channels/tcp.h"
+#include "channels/tcp_zerocopy.h"
+
+namespace ramferry::engine {
+
+absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketTransport(
+    TransportKind kind, int fd, const channels::TransportOptions& options) {
+  if (absl::Status s = channels::SetStallTimeouts(fd, options.stall_timeout);
+      !s.ok()) {
+    close(fd);
+    return s;
+  }
+  switch (kind) {
+    case TransportKind::kTcp:
+      return channels::OpenTcp(fd, options);
+    case TransportKind::kTcpZeroCopy:
+      return channels::OpenTcpZeroCopy(fd, options);
+    default:
+      close(fd);
+      return absl::UnimplementedError(absl::StrCat(
+          "transport ", TransportKindName(kind), " is not built into this "
+          "version of ramferry"));
+  }
+}
+
+}  // namespace ramferry::engine

@@ -1,0 +1,55 @@
+// Settings for a transfer session. Both ends take the same struct; each
+// reads the fields that concern it.
+#ifndef RAMFERRY_OPTIONS_H_
+#define RAMFERRY_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "ramferry/transport.h"
+
+namespace ramferry {
+
+struct SessionOptions {
+  // Source: where to connect. Destination: where to listen (port 0 picks
+  // a free port; Receiver::port() tells which).
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+
+  TransportKind transport = TransportKind::kTcp;
+  // Parallel data channels, one thread and one connection each.
+  uint32_t channels = 2;
+  // Pages per packet: one header + up to this many pages in one send.
+  uint32_t packet_pages = 128;
+  // Zero-copy transports: header slots per channel. A slot is reused only
+  // after the kernel released the send that carried it.
+  uint32_t header_slots = 1024;
+  CompletionPolicy completion = CompletionPolicy::kWrap;
+  // Commands queued per channel between the scheduler and the channel
+  // thread (a power of two).
+  uint32_t ring_entries = 256;
+
+  // Source: keep retrying the control connection this long (the
+  // destination may still be starting).
+  absl::Duration connect_timeout = absl::Seconds(10);
+  // Either end: a connection must complete its handshake in this long.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // Either end: a send or a read mid-packet that makes no progress this
+  // long means the peer is stalled; the session ends with an error.
+  absl::Duration stall_timeout = absl::Seconds(30);
+  // Source: how long SendRound waits for the destination to confirm.
+  absl::Duration round_timeout = absl::Minutes(10);
+
+  // Destination: the most channels and pages per packet it accepts.
+  uint32_t max_channels = 64;
+  uint32_t max_packet_pages = 1024;
+};
+
+// Checks ranges and combinations; the error names the field.
+absl::Status ValidateOptions(const SessionOptions& options);
+
+}  // namespace ramferry
+
+#endif  // RAMFERRY_OPTIONS_H_

@@ -1,0 +1,85 @@
+// The source end of a transfer session.
+//
+//   ramferry::SessionOptions opt;
+//   opt.host = "10.0.0.2"; opt.port = 7070; opt.channels = 4;
+//   auto sender = ramferry::Sender::Connect(opt, regions);
+//   if (!sender.ok()) return sender.status();
+//   ramferry::DirtyBitmap dirty(regions[0].page_count());
+//   dirty.SetAll();
+//   absl::Status s = (*sender)->SendRound({&dirty});   // round 0: all pages
+//   ... mark pages written since, SendRound again ...
+//   s = (*sender)->Finish();
+//
+// Thread-compatible: one thread drives a Sender; stats() may be called from
+// any thread.
+#ifndef RAMFERRY_SENDER_H_
+#define RAMFERRY_SENDER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ramferry/dirty_bitmap.h"
+#include "ramferry/options.h"
+#include "ramferry/region.h"
+#include "ramferry/stats.h"
+
+namespace ramferry {
+
+struct RoundResult {
+  uint64_t round = 0;
+  uint64_t pages = 0;
+  uint64_t bytes = 0;
+  absl::Duration elapsed;
+};
+
+struct VerifyReport {
+  uint64_t pages_checked = 0;
+  uint64_t pages_mismatched = 0;
+  // Up to 16 mismatched pages, as (region id, page index).
+  std::vector<std::pair<uint32_t, uint64_t>> first_mismatches;
+  bool ok() const { return pages_mismatched == 0; }
+};
+
+class SenderImpl;
+
+class Sender {
+ public:
+  // Connects to the destination, agrees on the regions and opens every
+  // channel. `regions` must outlive the Sender.
+  static absl::StatusOr<std::unique_ptr<Sender>> Connect(
+      const SessionOptions& options, absl::Span<const Region> regions);
+  ~Sender();
+
+  // Sends every page marked in `dirty` (one bitmap per region, in the
+  // order the regions were given) and clears the bits it takes. Returns
+  // once every channel has flushed its completions and the destination has
+  // applied the whole round. On error the session is over.
+  absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
+
+  // Asks the destination for a digest of every page and compares it with
+  // this side's memory, which must not change meanwhile.
+  absl::StatusOr<VerifyReport> Verify();
+
+  // Ends the session: every channel sends FINISH and the destination
+  // confirms. Calling Finish after an error returns that error.
+  absl::Status Finish();
+
+  // Ends the session now from any thread; pending calls return `reason`.
+  void Abort(const absl::Status& reason);
+
+  SessionStats stats() const;
+  // Rounds the destination has confirmed (0 until the first).
+  uint64_t confirmed_rounds() const;
+
+ private:
+  explicit Sender(std::unique_ptr<SenderImpl> impl);
+  std::unique_ptr<SenderImpl> impl_;
+};
+
+}  // namespace ramferry
+
+#endif  // RAMFERRY_SENDER_H_

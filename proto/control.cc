@@ -1,0 +1,325 @@
+#include "proto/control.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/wire.h"
+
+namespace ramferry::proto {
+namespace {
+
+constexpr size_t kRegionEntryMaxBytes = 4 + 4 + 8 + 2 + kMaxRegionNameBytes;
+
+size_t MaxPayload(ControlType t) {
+  switch (t) {
+    case ControlType::kRegionTable:
+      return 4 + kMaxRegions * kRegionEntryMaxBytes;
+    case ControlType::kRegionReply:
+      return 1 + 2 + kMaxErrorTextBytes;
+    case ControlType::kRoundDone:
+      return 16;
+    case ControlType::kError:
+      return 4 + 2 + 2 + kMaxErrorTextBytes;
+    case ControlType::kFinish:
+    case ControlType::kFinishAck:
+      return 0;
+    case ControlType::kVerifyRequest:
+      return 16;
+    case ControlType::kVerifyResult:
+      return 16 + 8 * size_t{kMaxVerifyPages};
+  }
+  return 0;
+}
+
+// Starts a frame; Finish() patches in the payload length.
+class FrameBuilder {
+ public:
+  explicit FrameBuilder(ControlType t) : w_(&buf_) {
+    w_.U32(static_cast<uint32_t>(t));
+    w_.U32(0);
+  }
+  WireWriter& w() { return w_; }
+  std::vector<uint8_t> Finish() {
+    Store32(buf_.data() + 4, static_cast<uint32_t>(buf_.size() -
+                                                   kFrameHeaderBytes));
+    return std::move(buf_);
+  }
+
+ private:
+  std::vector<uint8_t> buf_;
+  WireWriter w_;
+};
+
+std::string Clip(absl::string_view s, size_t n) {
+  return std::string(s.substr(0, n));
+}
+
+bool Printable(absl::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
+// A decoder's last step: every byte consumed, none missing.
+absl::Status Finished(const WireReader& r, const char* what) {
+  if (!r.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " truncated"));
+  }
+  if (r.remaining() != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s has %d trailing bytes", what, r.remaining()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* ControlTypeName(ControlType t) {
+  switch (t) {
+    case ControlType::kRegionTable: return "REGION_TABLE";
+    case ControlType::kRegionReply: return "REGION_REPLY";
+    case ControlType::kRoundDone: return "ROUND_DONE";
+    case ControlType::kError: return "ERROR";
+    case ControlType::kFinish: return "FINISH";
+    case ControlType::kFinishAck: return "FINISH_ACK";
+    case ControlType::kVerifyRequest: return "VERIFY_REQUEST";
+    case ControlType::kVerifyResult: return "VERIFY_RESULT";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
+  if (in.size() < kFrameHeaderBytes) {
+    return absl::InvalidArgumentError("control frame header truncated");
+  }
+  uint32_t type = Load32(in.data());
+  uint32_t length = Load32(in.data() + 4);
+  if (type < static_cast<uint32_t>(ControlType::kRegionTable) ||
+      type > static_cast<uint32_t>(ControlType::kVerifyResult)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown control message type %d", type));
+  }
+  FrameHeader h{static_cast<ControlType>(type), length};
+  if (length > MaxPayload(h.type)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "control message %s of %d bytes exceeds its bound of %d",
+        ControlTypeName(h.type), length, MaxPayload(h.type)));
+  }
+  return h;
+}
+
+absl::Status ValidateRegionInfo(const RegionInfo& r) {
+  if (r.page_size < kMinPageSize || r.page_size > kMaxPageSize ||
+      (r.page_size & (r.page_size - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region %d page size %d is not a power of two in [%d, %d]", r.id,
+        r.page_size, kMinPageSize, kMaxPageSize));
+  }
+  if (r.length == 0 || r.length % r.page_size != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region %d length %d is not a positive multiple of its page size %d",
+        r.id, r.length, r.page_size));
+  }
+  if (r.name.size() > kMaxRegionNameBytes || !Printable(r.name)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region %d name is longer than %d bytes or not printable", r.id,
+        kMaxRegionNameBytes));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint8_t> EncodeRegionTable(absl::Span<const RegionInfo> regions) {
+  FrameBuilder f(ControlType::kRegionTable);
+  f.w().U32(static_cast<uint32_t>(regions.size()));
+  for (const RegionInfo& r : regions) {
+    f.w().U32(r.id);
+    f.w().U32(r.page_size);
+    f.w().U64(r.length);
+    f.w().Str16(Clip(r.name, kMaxRegionNameBytes));
+  }
+  return f.Finish();
+}
+
+absl::StatusOr<std::vector<RegionInfo>> DecodeRegionTable(
+    absl::Span<const uint8_t> payload) {
+  WireReader r(payload);
+  uint32_t count = r.U32();
+  if (!r.ok()) return absl::InvalidArgumentError("region table truncated");
+  if (count == 0 || count > kMaxRegions) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region table has %d regions; want [1, %d]", count, kMaxRegions));
+  }
+  std::vector<RegionInfo> regions;
+  regions.reserve(count);
+  absl::flat_hash_set<uint32_t> ids;
+  for (uint32_t i = 0; i < count; ++i) {
+    RegionInfo info;
+    info.id = r.U32();
+    info.page_size = r.U32();
+    info.length = r.U64();
+    info.name = r.Str16();
+    if (!r.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("region table truncated in entry %d", i));
+    }
+    if (absl::Status s = ValidateRegionInfo(info); !s.ok()) return s;
+    if (!ids.insert(info.id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("region table lists region id %d twice", info.id));
+    }
+    regions.push_back(std::move(info));
+  }
+  if (absl::Status s = Finished(r, "region table"); !s.ok()) return s;
+  return regions;
+}
+
+std::vector<uint8_t> EncodeRegionReply(const RegionReply& reply) {
+  FrameBuilder f(ControlType::kRegionReply);
+  f.w().U8(reply.accepted ? 1 : 0);
+  f.w().Str16(Clip(reply.reason, kMaxErrorTextBytes));
+  return f.Finish();
+}
+
+absl::StatusOr<RegionReply> DecodeRegionReply(absl::Span<const uint8_t> p) {
+  WireReader r(p);
+  RegionReply reply;
+  uint8_t accepted = r.U8();
+  reply.reason = r.Str16();
+  if (absl::Status s = Finished(r, "region reply"); !s.ok()) return s;
+  if (accepted > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("region reply accepted flag is %d", accepted));
+  }
+  if (!Printable(reply.reason)) {
+    return absl::InvalidArgumentError("region reply reason is not printable");
+  }
+  reply.accepted = accepted == 1;
+  return reply;
+}
+
+std::vector<uint8_t> EncodeRoundDone(const RoundDone& done) {
+  FrameBuilder f(ControlType::kRoundDone);
+  f.w().U64(done.round);
+  f.w().U64(done.pages);
+  return f.Finish();
+}
+
+absl::StatusOr<RoundDone> DecodeRoundDone(absl::Span<const uint8_t> p) {
+  WireReader r(p);
+  RoundDone d;
+  d.round = r.U64();
+  d.pages = r.U64();
+  if (absl::Status s = Finished(r, "round done"); !s.ok()) return s;
+  return d;
+}
+
+std::vector<uint8_t> EncodeError(const ErrorMessage& e) {
+  FrameBuilder f(ControlType::kError);
+  f.w().U32(e.channel);
+  f.w().U16(e.code);
+  f.w().Str16(Clip(e.text, kMaxErrorTextBytes));
+  return f.Finish();
+}
+
+absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p) {
+  WireReader r(p);
+  ErrorMessage e;
+  e.channel = r.U32();
+  e.code = r.U16();
+  e.text = r.Str16();
+  if (absl::Status s = Finished(r, "error message"); !s.ok()) return s;
+  if (e.code == 0 ||
+      e.code > static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("error message code %d is not an error code", e.code));
+  }
+  for (char& c : e.text) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return e;
+}
+
+absl::Status ErrorMessageStatus(const ErrorMessage& e) {
+  std::string where =
+      e.channel == kNoChannel ? "" : absl::StrFormat(" (channel %d)", e.channel);
+  return absl::Status(static_cast<absl::StatusCode>(e.code),
+                      absl::StrCat("peer reported", where, ": ", e.text));
+}
+
+ErrorMessage MakeErrorMessage(const absl::Status& status, uint32_t channel) {
+  ErrorMessage e;
+  e.channel = channel;
+  e.code = static_cast<uint16_t>(status.ok() ? absl::StatusCode::kUnknown
+                                             : status.code());
+  e.text = Clip(status.message(), kMaxErrorTextBytes);
+  return e;
+}
+
+std::vector<uint8_t> EncodeFinish() {
+  return FrameBuilder(ControlType::kFinish).Finish();
+}
+std::vector<uint8_t> EncodeFinishAck() {
+  return FrameBuilder(ControlType::kFinishAck).Finish();
+}
+
+absl::Status DecodeEmpty(ControlType type, absl::Span<const uint8_t> p) {
+  if (!p.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s carries %d payload bytes; want 0", ControlTypeName(type),
+        p.size()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint8_t> EncodeVerifyRequest(const VerifyRequest& q) {
+  FrameBuilder f(ControlType::kVerifyRequest);
+  f.w().U32(q.region_id);
+  f.w().U64(q.first_page);
+  f.w().U32(q.page_count);
+  return f.Finish();
+}
+
+absl::StatusOr<VerifyRequest> DecodeVerifyRequest(
+    absl::Span<const uint8_t> p) {
+  WireReader r(p);
+  VerifyRequest q;
+  q.region_id = r.U32();
+  q.first_page = r.U64();
+  q.page_count = r.U32();
+  if (absl::Status s = Finished(r, "verify request"); !s.ok()) return s;
+  if (q.page_count == 0 || q.page_count > kMaxVerifyPages) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verify request for %d pages; want [1, %d]", q.page_count,
+        kMaxVerifyPages));
+  }
+  return q;
+}
+
+std::vector<uint8_t> EncodeVerifyResult(const VerifyResult& v) {
+  FrameBuilder f(ControlType::kVerifyResult);
+  f.w().U32(v.region_id);
+  f.w().U64(v.first_page);
+  f.w().U32(static_cast<uint32_t>(v.page_digests.size()));
+  for (uint64_t d : v.page_digests) f.w().U64(d);
+  return f.Finish();
+}
+
+absl::StatusOr<VerifyResult> DecodeVerifyResult(absl::Span<const uint8_t> p) {
+  WireReader r(p);
+  VerifyResult v;
+  v.region_id = r.U32();
+  v.first_page = r.U64();
+  uint32_t n = r.U32();
+  if (!r.ok() || n > kMaxVerifyPages || r.remaining() != 8 * size_t{n}) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verify result for %d pages does not match its %d payload bytes", n,
+        p.size()));
+  }
+  v.page_digests.resize(n);
+  for (uint64_t& d : v.page_digests) d = r.U64();
+  if (absl::Status s = Finished(r, "verify result"); !s.ok()) return s;
+  return v;
+}
+
+}  // namespace ramferry::proto

@@ -1,0 +1,123 @@
+// Messages on the control connection, after the control Hello.
+//
+// Frame: u32 type, u32 payload length, payload (big-endian fields). Each
+// type has its own payload bound, checked before the payload is read, so a
+// peer cannot make the other end allocate more than that.
+#ifndef RAMFERRY_PROTO_CONTROL_H_
+#define RAMFERRY_PROTO_CONTROL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ramferry::proto {
+
+inline constexpr size_t kFrameHeaderBytes = 8;
+inline constexpr uint32_t kMaxRegions = 1024;
+inline constexpr size_t kMaxRegionNameBytes = 255;
+inline constexpr size_t kMaxErrorTextBytes = 2048;
+inline constexpr uint32_t kMinPageSize = 512;
+inline constexpr uint32_t kMaxPageSize = 1u << 30;
+inline constexpr uint32_t kNoChannel = 0xffffffffu;
+
+enum class ControlType : uint32_t {
+  kRegionTable = 1,   // source -> destination
+  kRegionReply = 2,   // destination -> source
+  kRoundDone = 3,     // destination -> source
+  kError = 4,         // either way; ends the session
+  kFinish = 5,        // source -> destination: no more rounds
+  kFinishAck = 6,     // destination -> source
+  kVerifyRequest = 7,   // source -> destination
+  kVerifyResult = 8,    // destination -> source
+};
+
+struct FrameHeader {
+  ControlType type;
+  uint32_t length;
+};
+
+// Validates the type and the payload bound for that type.
+absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in);
+
+struct RegionInfo {
+  uint32_t id = 0;
+  uint32_t page_size = 0;
+  uint64_t length = 0;
+  std::string name;
+  bool operator==(const RegionInfo&) const = default;
+};
+
+// Shape rules every region obeys, on both ends: page size a power of two in
+// [kMinPageSize, kMaxPageSize], length a positive multiple of it, name
+// printable and bounded.
+absl::Status ValidateRegionInfo(const RegionInfo& region);
+
+struct RoundDone {
+  uint64_t round = 0;
+  uint64_t pages = 0;  // pages the destination applied in this round
+};
+
+struct ErrorMessage {
+  uint32_t channel = kNoChannel;
+  uint16_t code = 0;  // absl::StatusCode
+  std::string text;
+};
+
+struct RegionReply {
+  bool accepted = false;
+  std::string reason;
+};
+
+// Digests of a run of pages, asked for in pieces of at most
+// kMaxVerifyPages so no message grows with the region.
+inline constexpr uint32_t kMaxVerifyPages = 65536;
+
+struct VerifyRequest {
+  uint32_t region_id = 0;
+  uint64_t first_page = 0;
+  uint32_t page_count = 0;
+};
+
+struct VerifyResult {
+  uint32_t region_id = 0;
+  uint64_t first_page = 0;
+  std::vector<uint64_t> page_digests;
+};
+
+// Each Encode returns a whole frame, header included.
+std::vector<uint8_t> EncodeRegionTable(absl::Span<const RegionInfo> regions);
+std::vector<uint8_t> EncodeRegionReply(const RegionReply& reply);
+std::vector<uint8_t> EncodeRoundDone(const RoundDone& done);
+std::vector<uint8_t> EncodeError(const ErrorMessage& error);
+std::vector<uint8_t> EncodeFinish();
+std::vector<uint8_t> EncodeFinishAck();
+std::vector<uint8_t> EncodeVerifyRequest(const VerifyRequest& request);
+std::vector<uint8_t> EncodeVerifyResult(const VerifyResult& result);
+
+// Each Decode takes the payload of a frame of its type.
+absl::StatusOr<std::vector<RegionInfo>> DecodeRegionTable(
+    absl::Span<const uint8_t> payload);
+absl::StatusOr<RegionReply> DecodeRegionReply(absl::Span<const uint8_t> p);
+absl::StatusOr<RoundDone> DecodeRoundDone(absl::Span<const uint8_t> p);
+absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p);
+absl::Status DecodeEmpty(ControlType type, absl::Span<const uint8_t> p);
+absl::StatusOr<VerifyRequest> DecodeVerifyRequest(
+    absl::Span<const uint8_t> p);
+absl::StatusOr<VerifyResult> DecodeVerifyResult(absl::Span<const uint8_t> p);
+
+// The error a peer's ErrorMessage stands for, naming its channel.
+absl::Status ErrorMessageStatus(const ErrorMessage& error);
+// The message that carries `status` to the peer.
+ErrorMessage MakeErrorMessage(const absl::Status& status,
+                              uint32_t channel = kNoChannel);
+
+const char* ControlTypeName(ControlType type);
+
+}  // namespace ramferry::proto
+
+#endif  // RAMFERRY_PROTO_CONTROL_H_

@@ -1,0 +1,141 @@
+#include "proto/handshake.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/packet.h"
+#include "proto/wire.h"
+
+namespace ramferry::proto {
+
+std::string SessionId::ToHex() const {
+  return absl::BytesToHexString(absl::string_view(
+      reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+void EncodeHello(const Hello& h, absl::Span<uint8_t> out) {
+  uint8_t* p = out.data();
+  std::memset(p, 0, kHelloBytes);
+  Store32(p + 0, kHelloMagic);
+  Store16(p + 4, kProtocolVersion);
+  Store16(p + 6, static_cast<uint16_t>(h.role));
+  std::memcpy(p + 8, h.session.bytes.data(), 16);
+  Store32(p + 24, h.channel_index);
+  Store32(p + 28, h.channel_count);
+  Store64(p + 32, h.capabilities);
+  Store32(p + 40, h.max_packet_pages);
+  Store16(p + 44, h.transport);
+}
+
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
+  if (in.size() < kHelloBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello truncated: %d of %d bytes", in.size(),
+                        kHelloBytes));
+  }
+  const uint8_t* p = in.data();
+  if (uint32_t m = Load32(p); m != kHelloMagic) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello magic 0x%08x, want 0x%08x (not a ramferry peer?)", m,
+        kHelloMagic));
+  }
+  if (uint16_t v = Load16(p + 4); v != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "peer speaks protocol version %d, this end speaks %d", v,
+        kProtocolVersion));
+  }
+  Hello h;
+  uint16_t role = Load16(p + 6);
+  if (role != static_cast<uint16_t>(Role::kControl) &&
+      role != static_cast<uint16_t>(Role::kData)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello role %d is neither control (1) nor data (2)",
+                        role));
+  }
+  h.role = static_cast<Role>(role);
+  std::memcpy(h.session.bytes.data(), p + 8, 16);
+  h.channel_index = Load32(p + 24);
+  h.channel_count = Load32(p + 28);
+  h.capabilities = Load64(p + 32);
+  h.max_packet_pages = Load32(p + 40);
+  h.transport = Load16(p + 44);
+  if (h.session.is_zero()) {
+    return absl::InvalidArgumentError("hello session id is all zero");
+  }
+  if (h.channel_count == 0 || h.channel_count > kMaxChannels) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello channel count %d outside [1, %d]", h.channel_count,
+        kMaxChannels));
+  }
+  if (h.channel_index >= h.channel_count) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello channel index %d not below channel count %d",
+                        h.channel_index, h.channel_count));
+  }
+  if (h.max_packet_pages == 0 || h.max_packet_pages > kMaxPacketPagesLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello max packet pages %d outside [1, %d]",
+                        h.max_packet_pages, kMaxPacketPagesLimit));
+  }
+  if (Load16(p + 46) != 0 || Load64(p + 48) != 0) {
+    return absl::InvalidArgumentError("hello reserved fields are not zero");
+  }
+  return h;
+}
+
+void EncodeHelloReply(const HelloReply& r, absl::Span<uint8_t> out) {
+  uint8_t* p = out.data();
+  std::memset(p, 0, kHelloReplyBytes);
+  Store32(p + 0, kHelloReplyMagic);
+  Store16(p + 4, kProtocolVersion);
+  Store16(p + 6, r.status);
+  Store64(p + 8, r.capabilities);
+  // Keep one NUL so the field always terminates.
+  size_t n = std::min(r.reason.size(), kHelloReasonBytes - 1);
+  std::memcpy(p + 16, r.reason.data(), n);
+}
+
+absl::StatusOr<HelloReply> DecodeHelloReply(absl::Span<const uint8_t> in) {
+  if (in.size() < kHelloReplyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello reply truncated: %d of %d bytes", in.size(),
+                        kHelloReplyBytes));
+  }
+  const uint8_t* p = in.data();
+  if (uint32_t m = Load32(p); m != kHelloReplyMagic) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello reply magic 0x%08x, want 0x%08x", m, kHelloReplyMagic));
+  }
+  if (uint16_t v = Load16(p + 4); v != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "peer replied with protocol version %d, this end speaks %d", v,
+        kProtocolVersion));
+  }
+  HelloReply r;
+  r.status = Load16(p + 6);
+  r.capabilities = Load64(p + 8);
+  const char* reason = reinterpret_cast<const char*>(p + 16);
+  size_t n = strnlen(reason, kHelloReasonBytes);
+  r.reason.assign(reason, n);
+  // Only printable text reaches logs and error messages.
+  for (char& c : r.reason) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  if (r.status > static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello reply status %d is not a status code",
+                        r.status));
+  }
+  return r;
+}
+
+absl::Status HelloReplyStatus(const HelloReply& r) {
+  if (r.accepted()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(r.status),
+                      absl::StrCat("peer refused the connection: ", r.reason));
+}
+
+}  // namespace ramferry::proto

@@ -1,0 +1,86 @@
+// The first bytes of every connection: the connector's Hello and the
+// listener's HelloReply. A Hello binds the connection to one session (a
+// random 128-bit id chosen by the source) and, for a data channel, to one
+// channel index; capability bits are negotiated as the intersection of what
+// both ends offer.
+//
+// Hello (56 bytes, big-endian):
+//    0 u32 magic 'RFHS'   4 u16 version   6 u16 role (1 control, 2 data)
+//    8 u8[16] session id
+//   24 u32 channel index  28 u32 channel count
+//   32 u64 capabilities
+//   40 u32 max packet pages   44 u16 transport   46 u16 reserved (0)
+//   48 u64 reserved (0)
+// HelloReply (128 bytes):
+//    0 u32 magic 'RFHR'   4 u16 version   6 u16 status (0 = accepted)
+//    8 u64 capabilities granted
+//   16 char[112] reason, NUL-padded (empty when accepted)
+#ifndef RAMFERRY_PROTO_HANDSHAKE_H_
+#define RAMFERRY_PROTO_HANDSHAKE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ramferry::proto {
+
+inline constexpr uint32_t kHelloMagic = 0x52464853;       // "RFHS"
+inline constexpr uint32_t kHelloReplyMagic = 0x52464852;  // "RFHR"
+inline constexpr size_t kHelloBytes = 56;
+inline constexpr size_t kHelloReplyBytes = 128;
+inline constexpr size_t kHelloReasonBytes = kHelloReplyBytes - 16;
+inline constexpr uint32_t kMaxChannels = 256;
+
+enum class Role : uint16_t { kControl = 1, kData = 2 };
+
+// Capability bits. A bit is in effect only when both ends set it.
+enum Capability : uint64_t {
+  // The destination can checksum its regions on request (Verify).
+  kCapVerify = 1ull << 0,
+};
+inline constexpr uint64_t kKnownCapabilities = kCapVerify;
+
+struct SessionId {
+  std::array<uint8_t, 16> bytes{};
+  bool operator==(const SessionId&) const = default;
+  bool is_zero() const { return *this == SessionId{}; }
+  std::string ToHex() const;
+};
+
+struct Hello {
+  Role role = Role::kControl;
+  SessionId session;
+  uint32_t channel_index = 0;
+  uint32_t channel_count = 1;
+  uint64_t capabilities = 0;
+  uint32_t max_packet_pages = 0;
+  uint16_t transport = 0;
+};
+
+struct HelloReply {
+  uint16_t status = 0;  // 0 accepted; otherwise an absl::StatusCode
+  uint64_t capabilities = 0;
+  std::string reason;
+
+  bool accepted() const { return status == 0; }
+};
+
+void EncodeHello(const Hello& hello, absl::Span<uint8_t> out);
+// Checks everything a Hello can be checked for alone: magic, version, role,
+// channel index < count <= kMaxChannels, page bound, reserved fields.
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in);
+
+void EncodeHelloReply(const HelloReply& reply, absl::Span<uint8_t> out);
+absl::StatusOr<HelloReply> DecodeHelloReply(absl::Span<const uint8_t> in);
+
+// A refusal carries its reason as a status; an acceptance is OK.
+absl::Status HelloReplyStatus(const HelloReply& reply);
+
+}  // namespace ramferry::proto
+
+#endif  // RAMFERRY_PROTO_HANDSHAKE_H_

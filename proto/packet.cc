@@ -1,0 +1,118 @@
+#include "proto/packet.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "proto/wire.h"
+
+namespace ramferry::proto {
+
+size_t EncodePacketHeader(const PacketHeader& h,
+                          absl::Span<const uint64_t> offsets,
+                          absl::Span<uint8_t> out) {
+  const size_t bytes = PacketHeaderBytes(h.page_count);
+  uint8_t* p = out.data();
+  Store32(p + 0, kPacketMagic);
+  Store16(p + 4, kProtocolVersion);
+  Store16(p + 6, h.flags);
+  Store32(p + 8, h.channel);
+  Store32(p + 12, h.page_count);
+  Store64(p + 16, h.packet_num);
+  Store64(p + 24, h.round);
+  Store32(p + 32, h.region_id);
+  Store32(p + 36, h.page_size);
+  std::memset(p + 40, 0, kPacketFixedBytes - 40);
+  for (uint32_t i = 0; i < h.page_count; ++i) {
+    Store64(p + kPacketFixedBytes + 8 * i, offsets[i]);
+  }
+  return bytes;
+}
+
+absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
+                                               uint32_t channel,
+                                               uint32_t max_pages) {
+  if (fixed.size() < kPacketFixedBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet header truncated: %d of %d bytes", fixed.size(),
+        kPacketFixedBytes));
+  }
+  const uint8_t* p = fixed.data();
+  if (uint32_t magic = Load32(p); magic != kPacketMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("packet magic 0x%08x, want 0x%08x", magic,
+                        kPacketMagic));
+  }
+  if (uint16_t v = Load16(p + 4); v != kProtocolVersion) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet version %d, this end speaks %d", v, kProtocolVersion));
+  }
+  PacketHeader h;
+  h.flags = Load16(p + 6);
+  h.channel = Load32(p + 8);
+  h.page_count = Load32(p + 12);
+  h.packet_num = Load64(p + 16);
+  h.round = Load64(p + 24);
+  h.region_id = Load32(p + 32);
+  h.page_size = Load32(p + 36);
+  if ((h.flags & ~kKnownPacketFlags) != 0 ||
+      h.flags == (kPacketSync | kPacketFinish)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("packet flags 0x%04x are not a valid combination",
+                        h.flags));
+  }
+  if (h.channel != channel) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet names channel %d but arrived on channel %d", h.channel,
+        channel));
+  }
+  for (size_t i = 40; i < kPacketFixedBytes; ++i) {
+    if (p[i] != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("packet reserved byte %d is 0x%02x, want 0", i,
+                          p[i]));
+    }
+  }
+  if (h.is_data()) {
+    if (h.page_count == 0 || h.page_count > max_pages) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet page_count %d outside [1, %d]", h.page_count, max_pages));
+    }
+  } else if (h.page_count != 0 || h.region_id != 0 || h.page_size != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s packet carries page_count %d region_id %d page_size %d; want 0",
+        (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count,
+        h.region_id, h.page_size));
+  }
+  return h;
+}
+
+absl::Status DecodePageOffsets(const PacketHeader& h,
+                               absl::Span<const uint8_t> raw,
+                               uint64_t region_length,
+                               absl::Span<uint64_t> out) {
+  const size_t want = sizeof(uint64_t) * h.page_count;
+  if (raw.size() < want || out.size() < h.page_count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet offsets truncated: %d of %d bytes", raw.size(), want));
+  }
+  // page_size was matched to the region by the caller; it is a power of two.
+  const uint64_t mask = uint64_t{h.page_size} - 1;
+  for (uint32_t i = 0; i < h.page_count; ++i) {
+    uint64_t off = Load64(raw.data() + 8 * i);
+    if ((off & mask) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "page offset %d (index %d) is not aligned to page size %d", off, i,
+          h.page_size));
+    }
+    // Written as a subtraction so a huge offset cannot wrap past the check.
+    if (region_length < h.page_size || off > region_length - h.page_size) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "page offset %d (index %d) outside region %d of %d bytes", off, i,
+          h.region_id, region_length));
+    }
+    out[i] = off;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ramferry::proto

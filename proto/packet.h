@@ -1,0 +1,83 @@
+// The data-channel packet header: what every page batch, round SYNC and
+// FINISH carries on the wire, ahead of its pages.
+//
+// Layout (big-endian, 64 fixed bytes, then page_count u64 offsets):
+//    0 u32 magic 'RFPK'      4 u16 version        6 u16 flags
+//    8 u32 channel          12 u32 page_count
+//   16 u64 packet_num       24 u64 round
+//   32 u32 region_id        36 u32 page_size
+//   40 u8[24] reserved: zero in version 1, so a later version can give them
+//             meaning behind a capability bit without breaking old peers.
+//   64 u64 offsets[page_count]: byte offset of each page in its region
+#ifndef RAMFERRY_PROTO_PACKET_H_
+#define RAMFERRY_PROTO_PACKET_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ramferry::proto {
+
+inline constexpr uint32_t kPacketMagic = 0x5246504B;  // "RFPK"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kPacketFixedBytes = 64;
+// No peer may negotiate more pages per packet than this; it bounds the
+// header buffer a receiver allocates before it trusts anything.
+inline constexpr uint32_t kMaxPacketPagesLimit = 4096;
+inline constexpr uint32_t kDefaultPacketPages = 128;
+
+enum PacketFlag : uint16_t {
+  kPacketData = 0,
+  // Round barrier: every packet of `round` on this channel came before it.
+  kPacketSync = 1u << 0,
+  // End of stream on this channel; nothing may follow it.
+  kPacketFinish = 1u << 1,
+};
+inline constexpr uint16_t kKnownPacketFlags = kPacketSync | kPacketFinish;
+
+struct PacketHeader {
+  uint16_t flags = kPacketData;
+  uint32_t channel = 0;
+  uint32_t page_count = 0;
+  uint64_t packet_num = 0;
+  uint64_t round = 0;
+  uint32_t region_id = 0;
+  uint32_t page_size = 0;
+
+  bool is_data() const { return flags == kPacketData; }
+};
+
+constexpr size_t PacketHeaderBytes(uint32_t page_count) {
+  return kPacketFixedBytes + sizeof(uint64_t) * page_count;
+}
+
+// Writes the fixed part and `offsets` (which must hold header.page_count
+// entries) into `out`, which must hold PacketHeaderBytes(page_count) bytes.
+// Returns the number of bytes written.
+size_t EncodePacketHeader(const PacketHeader& header,
+                          absl::Span<const uint64_t> offsets,
+                          absl::Span<uint8_t> out);
+
+// Decodes and validates the fixed 64 bytes of a packet received on channel
+// `channel`: magic, version, flags, channel, page count bound, reserved
+// bytes, and the shape rules (a data packet has pages; SYNC and FINISH have
+// none and name no region). Region lookup and offsets come after, with
+// ValidatePageOffsets, once the region is known.
+absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
+                                               uint32_t channel,
+                                               uint32_t max_pages);
+
+// Decodes header.page_count big-endian offsets from `raw` into `out` and
+// checks each one against a region of `region_length` bytes whose pages
+// are `page_size` bytes: aligned, and the whole page inside the region.
+absl::Status DecodePageOffsets(const PacketHeader& header,
+                               absl::Span<const uint8_t> raw,
+                               uint64_t region_length,
+                               absl::Span<uint64_t> out);
+
+}  // namespace ramferry::proto
+
+#endif  // RAMFERRY_PROTO_PACKET_H_

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that building and testing ramferry needs.
+# Idempotent: packages already present are left alone; safe to run repeatedly.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libabsl-dev libboost-dev liburing-dev libibverbs-dev librdmacm-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libssl-dev
+  clang clang-format clang-tidy
+  iproute2 procps gnuplot-nox
+)
+# The RDMA VM harness (tests/rdma_vm) boots Debian's kernel under qemu.
+VM_PKGS=(qemu-system-x86 cpio xz-utils)
+
+want=("${PKGS[@]}")
+if [[ "${RAMFERRY_SKIP_VM_DEPS:-0}" != 1 ]]; then want+=("${VM_PKGS[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

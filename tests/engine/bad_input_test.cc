@@ -1,0 +1,308 @@
+// Hostile or broken input from the network, fed by hand to a real Receiver:
+// every case ends the session with an error that names the channel and the
+// reason, and nothing is written to the region (whose guard pages would
+// turn a stray write into a crash).
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/fake_source.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeSource;
+using testing::MakeRegion;
+using testing::ServingReceiver;
+
+constexpr uint64_t kRegionBytes = 1 << 20;
+constexpr uint32_t kMaxPages = 128;
+
+std::vector<proto::RegionInfo> Table() {
+  return {{1, 4096, kRegionBytes, "region-1"}};
+}
+
+bool AllZero(const Region& r) {
+  const uint8_t* p = static_cast<const uint8_t*>(r.base);
+  return std::all_of(p, p + r.length, [](uint8_t b) { return b == 0; });
+}
+
+proto::PacketHeader Data(uint32_t channel, uint64_t num, uint32_t pages) {
+  proto::PacketHeader h;
+  h.channel = channel;
+  h.packet_num = num;
+  h.round = 0;
+  h.region_id = 1;
+  h.page_size = 4096;
+  h.page_count = pages;
+  return h;
+}
+
+std::vector<uint64_t> Offsets(uint32_t n, uint64_t first = 0) {
+  std::vector<uint64_t> o(n);
+  for (uint32_t i = 0; i < n; ++i) o[i] = first + 4096ull * i;
+  return o;
+}
+
+struct BadPacket {
+  std::string name;
+  std::function<std::vector<uint8_t>()> bytes;  // sent on channel 1
+  absl::StatusCode code;
+  std::string says;
+};
+
+// Test names in ctest's listing, instead of a byte dump.
+void PrintTo(const BadPacket& b, std::ostream* os) { *os << b.name; }
+
+std::vector<BadPacket> Cases() {
+  auto valid = [] { return FakeSource::DataPacket(Data(1, 0, 2), Offsets(2), 0xab); };
+  auto patched = [valid](size_t at, uint8_t v) {
+    return [=] {
+      auto b = valid();
+      b[at] = v;
+      return b;
+    };
+  };
+  auto with = [](std::function<void(proto::PacketHeader&)> edit,
+                 std::vector<uint64_t> offsets) {
+    return [=] {
+      proto::PacketHeader h = Data(1, 0, static_cast<uint32_t>(offsets.size()));
+      edit(h);
+      return FakeSource::DataPacket(h, offsets, 0xab);
+    };
+  };
+  auto none = [](proto::PacketHeader&) {};
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  return {
+      {"BadMagic", patched(0, 'X'), kInvalid, "magic"},
+      {"BadVersion", patched(5, 9), kInvalid, "version"},
+      {"UnknownFlag", patched(7, 0x80), kInvalid, "flags"},
+      {"ReservedByteSet", patched(50, 1), kInvalid, "reserved"},
+      {"TooManyPages",
+       with([](auto& h) { h.page_count = kMaxPages + 1; }, Offsets(kMaxPages + 1)),
+       kInvalid, "page_count 129"},
+      {"OffsetPastRegion", with(none, {0, kRegionBytes}),
+       absl::StatusCode::kOutOfRange, "outside region 1"},
+      {"OffsetOverflows", with(none, {~uint64_t{4095}}),
+       absl::StatusCode::kOutOfRange, "outside region 1"},
+      {"OffsetMisaligned", with(none, {4095}), kInvalid, "not aligned"},
+      {"UnknownRegion", with([](auto& h) { h.region_id = 99; }, Offsets(1)),
+       kInvalid, "unknown region id 99"},
+      {"PageSizeMismatch", with([](auto& h) { h.page_size = 8192; }, {0}),
+       kInvalid, "page size 8192"},
+      {"WrongChannel", with([](auto& h) { h.channel = 0; }, Offsets(1)),
+       kInvalid, "names channel 0"},
+      {"WrongPacketNumber", with([](auto& h) { h.packet_num = 5; }, Offsets(1)),
+       kInvalid, "packet number 5, expected 0"},
+      {"WrongRound", with([](auto& h) { h.round = 3; }, Offsets(1)), kInvalid,
+       "round 3"},
+      {"SyncWithPages",
+       with([](auto& h) { h.flags = proto::kPacketSync; }, Offsets(1)),
+       kInvalid, "SYNC packet carries"},
+      {"SyncForFutureRound",
+       [] { return FakeSource::Marker(proto::kPacketSync, 1, 0, 4); }, kInvalid,
+       "round 4"},
+  };
+}
+
+class BadPacketTest : public ::testing::TestWithParam<BadPacket> {};
+
+TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
+  auto dst = MakeRegion(1, kRegionBytes);
+  SessionOptions opt;
+  opt.channels = 2;
+  ServingReceiver rx(opt, {dst.region});
+  FakeSource src(rx.port(), 2, kMaxPages);
+  ASSERT_TRUE(src.OpenControl(Table()).ok());
+  ASSERT_TRUE(src.OpenAllChannels().ok());
+  // The receiver may reset the connection before all of it is sent.
+  (void)src.Send(1, GetParam().bytes());
+
+  absl::Status s = rx.result();
+  EXPECT_EQ(s.code(), GetParam().code) << s;
+  EXPECT_THAT(s.message(), HasSubstr("channel 1"));
+  EXPECT_THAT(s.message(), HasSubstr(GetParam().says));
+  EXPECT_TRUE(AllZero(dst.region));
+
+  // The source hears why.
+  absl::StatusOr<engine::ControlChannel::Message> m = src.ReadControl();
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->type, proto::ControlType::kError);
+  absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
+  ASSERT_TRUE(e.ok());
+  EXPECT_THAT(e->text, HasSubstr(GetParam().says));
+}
+
+INSTANTIATE_TEST_SUITE_P(Wire, BadPacketTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+class HandshakeTest : public ::testing::Test {
+ protected:
+  HandshakeTest()
+      : dst_(MakeRegion(1, kRegionBytes)),
+        rx_(Options(), {dst_.region}),
+        src_(rx_.port(), 2, kMaxPages) {}
+  static SessionOptions Options() {
+    SessionOptions opt;
+    opt.channels = 2;
+    opt.max_channels = 4;
+    return opt;
+  }
+  // Completes one round and FINISH by hand: the session still works.
+  void FinishCleanly() {
+    for (uint32_t c = 0; c < 2; ++c) {
+      ASSERT_TRUE(
+          src_.Send(c, FakeSource::DataPacket(Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
+              .ok());
+      ASSERT_TRUE(src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)).ok());
+    }
+    auto m = src_.ReadControl();
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ(m->type, proto::ControlType::kRoundDone);
+    auto done = proto::DecodeRoundDone(m->payload);
+    ASSERT_TRUE(done.ok());
+    EXPECT_EQ(done->round, 0u);
+    EXPECT_EQ(done->pages, 2u);
+    for (uint32_t c = 0; c < 2; ++c) {
+      ASSERT_TRUE(src_.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)).ok());
+    }
+    ASSERT_TRUE(src_.SendControl(proto::EncodeFinish()).ok());
+    m = src_.ReadControl();
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->type, proto::ControlType::kFinishAck);
+    EXPECT_TRUE(rx_.result().ok()) << rx_.result();
+    EXPECT_EQ(static_cast<uint8_t*>(dst_.region.base)[4096], 0x5a);
+  }
+
+  testing::TestRegion dst_;
+  ServingReceiver rx_;
+  FakeSource src_;
+};
+
+TEST_F(HandshakeTest, DataChannelBeforeControlIsRefused) {
+  auto fd = src_.Connect(src_.MakeHello(proto::Role::kData, 0));
+  EXPECT_TRUE(absl::IsFailedPrecondition(fd.status())) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr("control connection comes first"));
+}
+
+TEST_F(HandshakeTest, ForeignSessionIsRefusedAndSessionGoesOn) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  proto::Hello h = src_.MakeHello(proto::Role::kData, 0);
+  h.session.bytes[0] ^= 1;
+  auto fd = src_.Connect(h);
+  EXPECT_TRUE(absl::IsPermissionDenied(fd.status())) << fd.status();
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  FinishCleanly();
+}
+
+TEST_F(HandshakeTest, DuplicateChannelIndexIsRefused) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenChannel(0).ok());
+  auto fd = src_.Connect(src_.MakeHello(proto::Role::kData, 0));
+  EXPECT_TRUE(absl::IsAlreadyExists(fd.status())) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr("channel 0 is already connected"));
+  ASSERT_TRUE(src_.OpenChannel(1).ok());
+  FinishCleanly();
+}
+
+TEST_F(HandshakeTest, ChannelCountMismatchIsRefused) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  proto::Hello h = src_.MakeHello(proto::Role::kData, 0);
+  h.channel_count = 3;
+  auto fd = src_.Connect(h);
+  EXPECT_TRUE(absl::IsInvalidArgument(fd.status())) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr("channel count 3"));
+}
+
+TEST_F(HandshakeTest, SecondControlConnectionIsRefused) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  auto fd = src_.Connect(src_.MakeHello(proto::Role::kControl, 0));
+  EXPECT_TRUE(absl::IsResourceExhausted(fd.status())) << fd.status();
+}
+
+TEST_F(HandshakeTest, TooManyChannelsIsRefused) {
+  FakeSource greedy(rx_.port(), 5, kMaxPages);
+  auto fd = greedy.Connect(greedy.MakeHello(proto::Role::kControl, 0));
+  EXPECT_TRUE(absl::IsInvalidArgument(fd.status())) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr("at most 4"));
+}
+
+TEST_F(HandshakeTest, GarbageHelloIsRefusedWithTheReason) {
+  proto::Hello h = src_.MakeHello(proto::Role::kControl, 0);
+  h.channel_index = 7;  // >= channel_count: the decoder refuses it
+  auto fd = src_.Connect(h);
+  EXPECT_TRUE(absl::IsInvalidArgument(fd.status())) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr("channel index 7"));
+}
+
+TEST_F(HandshakeTest, RegionTableMismatchIsRefused) {
+  auto bad = Table();
+  bad[0].length *= 2;
+  absl::Status s = src_.OpenControl(bad);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("region 1"));
+  EXPECT_TRUE(absl::IsFailedPrecondition(rx_.result()));
+}
+
+TEST_F(HandshakeTest, ChannelClosedMidPacketEndsTheSession) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  auto packet = FakeSource::DataPacket(Data(1, 0, 4), Offsets(4), 0x77);
+  packet.resize(packet.size() / 2);
+  ASSERT_TRUE(src_.Send(1, packet).ok());
+  src_.CloseChannel(1);
+  absl::Status s = rx_.result();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("channel 1"));
+  EXPECT_THAT(s.message(), HasSubstr("closed by peer mid-packet"));
+}
+
+TEST_F(HandshakeTest, ChannelClosedBetweenPacketsWithoutFinishEndsTheSession) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  src_.CloseChannel(0);
+  absl::Status s = rx_.result();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("channel 0"));
+  EXPECT_THAT(s.message(), HasSubstr("before FINISH"));
+}
+
+// A page re-sent in round 1 on one channel must not be overwritten by its
+// stale round-0 copy that arrives later on another channel.
+TEST_F(HandshakeTest, RoundBarrierOrdersRewritesAcrossChannels) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  const std::vector<uint64_t> page5 = {5 * 4096};
+  // Channel 0 finishes round 0 early and sends the new copy of page 5.
+  ASSERT_TRUE(src_.Send(0, FakeSource::Marker(proto::kPacketSync, 0, 0, 0)).ok());
+  proto::PacketHeader fresh = Data(0, 1, 1);
+  fresh.round = 1;
+  ASSERT_TRUE(src_.Send(0, FakeSource::DataPacket(fresh, page5, 0x22)).ok());
+  // Give channel 0 every chance to apply it out of order (the outcome may
+  // not depend on this pause: the barrier must hold either way).
+  absl::SleepFor(absl::Milliseconds(50));
+  // The stale round-0 copy arrives late on channel 1.
+  ASSERT_TRUE(src_.Send(1, FakeSource::DataPacket(Data(1, 0, 1), page5, 0x11)).ok());
+  ASSERT_TRUE(src_.Send(1, FakeSource::Marker(proto::kPacketSync, 1, 1, 0)).ok());
+  auto m = src_.ReadControl();
+  ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);
+  for (uint32_t c = 0; c < 2; ++c) {
+    ASSERT_TRUE(src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 2, 1)).ok());
+  }
+  m = src_.ReadControl();
+  ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);
+  auto done = proto::DecodeRoundDone(m->payload);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->round, 1u);
+  EXPECT_EQ(done->pages, 1u);
+  const uint8_t* p = dst_.region.page(5);
+  EXPECT_TRUE(std::all_of(p, p + 4096, [](uint8_t b) { return b == 0x22; }));
+}
+
+}  // namespace
+}  // namespace ramferry

@@ -1,0 +1,206 @@
+// Real faults on loopback: the peer process killed or stopped mid-round, or
+// one end giving up. Both ends must end with a clear error, in bounded
+// time, and the source must know the last round the destination confirmed.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ramferry/sender.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using testing::MakeRegion;
+using testing::ScaledBytes;
+using testing::ServingReceiver;
+
+// A destination in a child process, so it can be stopped and killed.
+class ChildReceiver {
+ public:
+  ChildReceiver(const SessionOptions& opt, uint64_t bytes) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(fds[0]);
+      auto dst = MakeRegion(1, bytes);
+      auto rx = Receiver::Listen(opt, {&dst.region, 1});
+      uint16_t port = rx.ok() ? (*rx)->port() : 0;
+      (void)!write(fds[1], &port, sizeof port);
+      if (rx.ok()) (void)(*rx)->Serve();
+      _exit(0);
+    }
+    close(fds[1]);
+    EXPECT_EQ(read(fds[0], &port_, sizeof port_),
+              static_cast<ssize_t>(sizeof port_));
+    close(fds[0]);
+  }
+  ~ChildReceiver() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  uint16_t port() const { return port_; }
+  void Signal(int sig) { kill(pid_, sig); }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Runs SendRound on a thread so the test can act mid-round.
+struct RoundInFlight {
+  explicit RoundInFlight(Sender* s, DirtyBitmap* d) : bitmaps{d} {
+    thread = std::thread([this, s] {
+      result = s->SendRound(bitmaps);
+      done.store(true);
+    });
+  }
+  ~RoundInFlight() { thread.join(); }
+  // Waits until the sender has put `packets` packets on the wire.
+  static void AwaitPackets(const Sender& s, uint64_t packets) {
+    while (s.stats().Total().packets < packets) absl::SleepFor(absl::Microseconds(100));
+  }
+  DirtyBitmap* bitmaps[1];
+  absl::StatusOr<RoundResult> result;
+  std::atomic<bool> done{false};
+  std::thread thread;
+};
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bytes_ = ScaledBytes(128ull << 20);
+    src_ = MakeRegion(1, bytes_, 11, true);
+    opt_.channels = 2;
+    opt_.stall_timeout = absl::Seconds(2);
+  }
+  uint64_t bytes_;
+  testing::TestRegion src_;
+  SessionOptions opt_;
+};
+
+TEST_F(FaultTest, DestinationKilledMidRound) {
+  ChildReceiver child(opt_, bytes_);
+  opt_.port = child.port();
+  auto sender = Sender::Connect(opt_, {&src_.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src_.region.page_count());
+  dirty.SetRange(0, 16);
+  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());  // round 0 confirmed
+
+  dirty.SetAll();
+  const absl::Time start = absl::Now();
+  {
+    RoundInFlight round(sender->get(), &dirty);
+    RoundInFlight::AwaitPackets(**sender, 10);
+    // Stop it first, so the round cannot complete before the kill.
+    child.Signal(SIGSTOP);
+    child.Signal(SIGKILL);
+  }
+  // RoundInFlight joined: SendRound returned.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  absl::StatusOr<RoundResult> again = (*sender)->SendRound(bitmaps);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(),
+              AnyOf(HasSubstr("channel"), HasSubstr("control connection")));
+  EXPECT_THAT(again.status().message(), HasSubstr("confirmed 1 round"));
+  EXPECT_EQ((*sender)->confirmed_rounds(), 1u);
+  EXPECT_FALSE((*sender)->Finish().ok());
+}
+
+TEST_F(FaultTest, StalledDestinationIsDetected) {
+  ChildReceiver child(opt_, bytes_);
+  opt_.port = child.port();
+  auto sender = Sender::Connect(opt_, {&src_.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src_.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  child.Signal(SIGSTOP);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("stalled"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  child.Signal(SIGCONT);
+}
+
+TEST_F(FaultTest, SourceKilledMidRound) {
+  auto dst = MakeRegion(1, bytes_);
+  ServingReceiver rx(opt_, {dst.region});
+  opt_.port = rx.port();
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto sender = Sender::Connect(opt_, {&src_.region, 1});
+    if (!sender.ok()) _exit(1);
+    DirtyBitmap dirty(src_.region.page_count());
+    DirtyBitmap* bitmaps[] = {&dirty};
+    while (true) {  // rounds until killed
+      dirty.SetAll();
+      if (!(*sender)->SendRound(bitmaps).ok()) _exit(2);
+    }
+  }
+  // Kill it in the middle of its second round.
+  while (rx.receiver().applied_rounds() < 1 ||
+         rx.receiver().stats().Total().pages < src_.region.page_count() + 100) {
+    absl::SleepFor(absl::Microseconds(100));
+    ASSERT_FALSE(rx.done()) << rx.result();
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  const absl::Time start = absl::Now();
+  absl::Status s = rx.result();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(s.message(), AnyOf(HasSubstr("channel"),
+                                 HasSubstr("control connection to the source")));
+}
+
+TEST_F(FaultTest, SourceAbortReachesTheDestination) {
+  auto dst = MakeRegion(1, bytes_);
+  ServingReceiver rx(opt_, {dst.region});
+  opt_.port = rx.port();
+  auto sender = Sender::Connect(opt_, {&src_.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  (*sender)->Abort(absl::CancelledError("operator cancelled the migration"));
+  absl::Status s = rx.result();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("source reported: operator cancelled"));
+  DirtyBitmap dirty(src_.region.page_count());
+  DirtyBitmap* bitmaps[] = {&dirty};
+  EXPECT_TRUE(absl::IsCancelled((*sender)->SendRound(bitmaps).status()));
+}
+
+TEST_F(FaultTest, DestinationAbortReachesTheSource) {
+  auto dst = MakeRegion(1, bytes_);
+  ServingReceiver rx(opt_, {dst.region});
+  opt_.port = rx.port();
+  auto sender = Sender::Connect(opt_, {&src_.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src_.region.page_count());
+  dirty.SetRange(0, 8);
+  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  rx.receiver().Abort(absl::ResourceExhaustedError("destination out of memory"));
+  EXPECT_TRUE(absl::IsResourceExhausted(rx.result()));
+  dirty.SetAll();
+  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("destination reported: destination out of memory"));
+}
+
+}  // namespace
+}  // namespace ramferry

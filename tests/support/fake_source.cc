@@ -1,0 +1,121 @@
+#include "tests/support/fake_source.h"
+
+#include <unistd.h>
+
+#include "absl/time/clock.h"
+#include "ramferry/transport.h"
+
+namespace ramferry::testing {
+
+FakeSource::FakeSource(uint16_t port, uint32_t channels, uint32_t max_pages)
+    : port_(port),
+      channels_(channels),
+      max_pages_(max_pages),
+      session_(engine::NewSessionId()) {}
+
+FakeSource::~FakeSource() {
+  for (auto& [i, fd] : data_fds_) close(fd);
+  for (int fd : other_fds_) close(fd);
+}
+
+proto::Hello FakeSource::MakeHello(proto::Role role, uint32_t index) const {
+  proto::Hello h;
+  h.role = role;
+  h.session = session_;
+  h.channel_index = index;
+  h.channel_count = channels_;
+  h.capabilities = proto::kKnownCapabilities;
+  h.max_packet_pages = max_pages_;
+  h.transport = static_cast<uint16_t>(TransportKind::kTcp);
+  return h;
+}
+
+absl::StatusOr<int> FakeSource::Connect(const proto::Hello& hello) {
+  absl::StatusOr<int> fd =
+      engine::ConnectWithRetry("127.0.0.1", port_, absl::Seconds(5));
+  if (!fd.ok()) return fd.status();
+  other_fds_.push_back(*fd);
+  absl::StatusOr<proto::HelloReply> reply =
+      engine::ExchangeHello(*fd, hello, absl::Now() + absl::Seconds(5));
+  if (!reply.ok()) return reply.status();
+  return *fd;
+}
+
+absl::Status FakeSource::OpenControl(
+    absl::Span<const proto::RegionInfo> regions) {
+  absl::StatusOr<int> fd = Connect(MakeHello(proto::Role::kControl, 0));
+  if (!fd.ok()) return fd.status();
+  other_fds_.pop_back();  // owned by the ControlChannel now
+  control_ = std::make_unique<engine::ControlChannel>(*fd, absl::Seconds(5));
+  if (absl::Status s = control_->Send(proto::EncodeRegionTable(regions));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<uint8_t>> payload = engine::ReceiveExpected(
+      *control_, proto::ControlType::kRegionReply,
+      absl::Now() + absl::Seconds(5));
+  if (!payload.ok()) return payload.status();
+  absl::StatusOr<proto::RegionReply> reply =
+      proto::DecodeRegionReply(*payload);
+  if (!reply.ok()) return reply.status();
+  if (!reply->accepted) return absl::FailedPreconditionError(reply->reason);
+  return absl::OkStatus();
+}
+
+absl::Status FakeSource::OpenChannel(uint32_t index) {
+  absl::StatusOr<int> fd = Connect(MakeHello(proto::Role::kData, index));
+  if (!fd.ok()) return fd.status();
+  other_fds_.pop_back();
+  data_fds_[index] = *fd;
+  return absl::OkStatus();
+}
+
+absl::Status FakeSource::OpenAllChannels() {
+  for (uint32_t i = 0; i < channels_; ++i) {
+    if (absl::Status s = OpenChannel(i); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeSource::Send(uint32_t channel,
+                              absl::Span<const uint8_t> bytes) {
+  return engine::WriteWithDeadline(data_fds_.at(channel), bytes,
+                                   absl::Now() + absl::Seconds(10));
+}
+
+void FakeSource::CloseChannel(uint32_t channel) {
+  close(data_fds_.at(channel));
+  data_fds_.erase(channel);
+}
+
+absl::StatusOr<engine::ControlChannel::Message> FakeSource::ReadControl(
+    absl::Duration timeout) {
+  return control_->Receive(absl::Now() + timeout);
+}
+
+absl::Status FakeSource::SendControl(absl::Span<const uint8_t> frame) {
+  return control_->Send(frame);
+}
+
+std::vector<uint8_t> FakeSource::DataPacket(const proto::PacketHeader& h,
+                                            absl::Span<const uint64_t> offsets,
+                                            uint8_t fill) {
+  std::vector<uint8_t> out(proto::PacketHeaderBytes(h.page_count));
+  proto::EncodePacketHeader(h, offsets, absl::MakeSpan(out));
+  out.resize(out.size() + size_t{h.page_count} * h.page_size, fill);
+  return out;
+}
+
+std::vector<uint8_t> FakeSource::Marker(uint16_t flags, uint32_t channel,
+                                        uint64_t packet_num, uint64_t round) {
+  proto::PacketHeader h;
+  h.flags = flags;
+  h.channel = channel;
+  h.packet_num = packet_num;
+  h.round = round;
+  std::vector<uint8_t> out(proto::kPacketFixedBytes);
+  proto::EncodePacketHeader(h, {}, absl::MakeSpan(out));
+  return out;
+}
+
+}  // namespace ramferry::testing

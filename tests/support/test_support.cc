@@ -1,0 +1,61 @@
+#include "tests/support/test_support.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace ramferry::testing {
+
+bool UnderSanitizer() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+uint64_t ScaledBytes(uint64_t bytes) {
+  if (!UnderSanitizer()) return bytes;
+  return std::max<uint64_t>(bytes / 4, 16ull << 20);
+}
+
+TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed, bool fill) {
+  auto mem = MappedMemory::Allocate(bytes, {.guard_pages = true});
+  EXPECT_TRUE(mem.ok()) << mem.status();
+  TestRegion r;
+  r.memory = std::move(*mem);
+  r.region = Region{id, "region-" + std::to_string(id), r.memory->data(),
+                    bytes, 4096};
+  if (fill) FillRandom(r.memory->data(), bytes, seed);
+  return r;
+}
+
+ServingReceiver::ServingReceiver(const SessionOptions& options,
+                                 std::vector<Region> regions)
+    : regions_(std::move(regions)) {
+  auto rx = Receiver::Listen(options, regions_);
+  EXPECT_TRUE(rx.ok()) << rx.status();
+  receiver_ = std::move(*rx);
+  thread_ = std::thread([this] {
+    status_ = receiver_->Serve();
+    done_.Notify();
+  });
+}
+
+ServingReceiver::~ServingReceiver() {
+  if (!done_.HasBeenNotified()) {
+    receiver_->Abort(absl::CancelledError("test over"));
+  }
+  thread_.join();
+}
+
+absl::Status ServingReceiver::result() {
+  done_.WaitForNotification();
+  return status_;
+}
+
+bool SameBytes(const Region& a, const Region& b) {
+  return a.length == b.length && std::memcmp(a.base, b.base, a.length) == 0;
+}
+
+}  // namespace ramferry::testing

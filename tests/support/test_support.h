@@ -1,0 +1,56 @@
+// Helpers shared by the tests: memory regions with guard pages, a
+// receiver running on its own thread, and sizes scaled for sanitizer
+// builds.
+#ifndef RAMFERRY_TESTS_SUPPORT_TEST_SUPPORT_H_
+#define RAMFERRY_TESTS_SUPPORT_TEST_SUPPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "ramferry/receiver.h"
+#include "ramferry/region.h"
+
+namespace ramferry::testing {
+
+// True in ASan/TSan builds, where memory traffic is several times slower.
+bool UnderSanitizer();
+// `bytes` in a normal build; a quarter (at least 16 MiB) under sanitizers.
+uint64_t ScaledBytes(uint64_t bytes);
+
+// A region on its own guarded mapping: a write outside it crashes.
+struct TestRegion {
+  std::unique_ptr<MappedMemory> memory;
+  Region region;
+};
+TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed = 0,
+                      bool fill = false);
+
+// Runs Receiver::Serve on a thread; result() waits for it.
+class ServingReceiver {
+ public:
+  ServingReceiver(const SessionOptions& options,
+                  std::vector<Region> regions);
+  ~ServingReceiver();
+  uint16_t port() const { return receiver_->port(); }
+  Receiver& receiver() { return *receiver_; }
+  absl::Status result();
+  bool done() const { return done_.HasBeenNotified(); }
+
+ private:
+  std::vector<Region> regions_;
+  std::unique_ptr<Receiver> receiver_;
+  absl::Status status_;
+  absl::Notification done_;
+  std::thread thread_;
+};
+
+// Whether two memory ranges are byte-identical.
+bool SameBytes(const Region& a, const Region& b);
+
+}  // namespace ramferry::testing
+
+#endif  // RAMFERRY_TESTS_SUPPORT_TEST_SUPPORT_H_

@@ -1,0 +1,218 @@
+#include "tools/common/cli.h"
+
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+
+namespace ramferry::cli {
+
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() &&
+         (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) {
+    ++digits;
+  }
+  double value;
+  if (digits == 0 || !absl::SimpleAtod(t.substr(0, digits), &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("'%s' is not a size (like 4096, 256MiB, 1GiB)", text));
+  }
+  std::string unit = absl::AsciiStrToLower(t.substr(digits));
+  struct Unit {
+    const char* name;
+    double factor;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},         {"b", 1},
+      {"k", 1 << 10},  {"kib", 1 << 10}, {"kb", 1e3},
+      {"m", 1 << 20},  {"mib", 1 << 20}, {"mb", 1e6},
+      {"g", 1 << 30},  {"gib", 1 << 30}, {"gb", 1e9},
+      {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1e12},
+  };
+  for (const Unit& u : kUnits) {
+    if (unit == u.name) {
+      double bytes = value * u.factor;
+      if (bytes < 0 || bytes > 1.8e19 || bytes != std::floor(bytes)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("'%s' is not a whole number of bytes", text));
+      }
+      return static_cast<uint64_t>(bytes);
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("'%s': unknown unit '%s' (use KiB, MiB, GiB)", text,
+                      unit));
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    ++i;
+  }
+  if (v == std::floor(v)) return absl::StrFormat("%d%s", (int64_t)v, kNames[i]);
+  return absl::StrFormat("%.1f%s", v, kNames[i]);
+}
+
+bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error) {
+  absl::StatusOr<uint64_t> b = ParseBytes(text);
+  if (!b.ok()) {
+    *error = std::string(b.status().message());
+    return false;
+  }
+  out->bytes = *b;
+  return true;
+}
+
+std::string AbslUnparseFlag(ByteSize size) { return FormatBytes(size.bytes); }
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec * 1e-6;
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void JsonWriter::Separate() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!first_.empty()) {
+    if (!first_.back()) out_ += ',';
+    first_.back() = false;
+  }
+}
+
+JsonWriter& JsonWriter::BeginObject() {
+  Separate();
+  out_ += '{';
+  first_.push_back(true);
+  return *this;
+}
+JsonWriter& JsonWriter::EndObject() {
+  out_ += '}';
+  first_.pop_back();
+  return *this;
+}
+JsonWriter& JsonWriter::BeginArray() {
+  Separate();
+  out_ += '[';
+  first_.push_back(true);
+  return *this;
+}
+JsonWriter& JsonWriter::EndArray() {
+  out_ += ']';
+  first_.pop_back();
+  return *this;
+}
+JsonWriter& JsonWriter::Key(absl::string_view key) {
+  String(key);
+  out_ += ':';
+  after_key_ = true;
+  return *this;
+}
+JsonWriter& JsonWriter::String(absl::string_view value) {
+  Separate();
+  out_ += '"';
+  for (char c : value) {
+    switch (c) {
+      case '"': out_ += "\\\""; break;
+      case '\\': out_ += "\\\\"; break;
+      case '\n': out_ += "\\n"; break;
+      case '\t': out_ += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out_ += absl::StrFormat("\\u%04x", c);
+        } else {
+          out_ += c;
+        }
+    }
+  }
+  out_ += '"';
+  return *this;
+}
+JsonWriter& JsonWriter::Number(double value) {
+  Separate();
+  if (!std::isfinite(value)) {
+    out_ += "null";
+  } else {
+    out_ += absl::StrFormat("%.6g", value);
+  }
+  return *this;
+}
+JsonWriter& JsonWriter::Int(int64_t value) {
+  Separate();
+  out_ += absl::StrFormat("%d", value);
+  return *this;
+}
+JsonWriter& JsonWriter::Uint(uint64_t value) {
+  Separate();
+  out_ += absl::StrFormat("%d", value);
+  return *this;
+}
+JsonWriter& JsonWriter::Bool(bool value) {
+  Separate();
+  out_ += value ? "true" : "false";
+  return *this;
+}
+JsonWriter& JsonWriter::Null() {
+  Separate();
+  out_ += "null";
+  return *this;
+}
+
+namespace {
+double MonotonicSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+}  // namespace
+
+ProgressLine::ProgressLine(bool enabled, double min_interval_s)
+    : enabled_(enabled),
+      tty_(isatty(STDERR_FILENO) == 1),
+      min_interval_s_(tty_ ? 0.1 : min_interval_s) {}
+
+ProgressLine::~ProgressLine() { Done(); }
+
+void ProgressLine::Update(absl::string_view text, bool force) {
+  if (!enabled_) return;
+  double now = MonotonicSeconds();
+  if (!force && now - last_ < min_interval_s_) return;
+  last_ = now;
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%.*s", static_cast<int>(text.size()),
+                 text.data());
+    open_ = true;
+  } else {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(text.size()), text.data());
+  }
+  std::fflush(stderr);
+}
+
+void ProgressLine::Done() {
+  if (open_) {
+    std::fputc('\n', stderr);
+    open_ = false;
+  }
+}
+
+}  // namespace ramferry::cli

@@ -1,0 +1,74 @@
+// Small helpers shared by the ramferry binaries: byte-size flags, a JSON
+// writer, process CPU time and a progress line.
+#ifndef RAMFERRY_TOOLS_COMMON_CLI_H_
+#define RAMFERRY_TOOLS_COMMON_CLI_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ramferry::cli {
+
+// "1GiB", "256MiB", "4KiB", "1G" (= GiB), "1GB" (10^9), "4096".
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
+// 1073741824 -> "1GiB"; 1536 -> "1.5KiB".
+std::string FormatBytes(uint64_t bytes);
+
+// A byte count usable as an absl flag type.
+struct ByteSize {
+  uint64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error);
+std::string AbslUnparseFlag(ByteSize size);
+
+// User + system CPU seconds of this process so far.
+double ProcessCpuSeconds();
+// CPU seconds of the calling thread so far.
+double ThreadCpuSeconds();
+
+// Builds compact JSON; keys and values in the order written.
+class JsonWriter {
+ public:
+  JsonWriter& BeginObject();
+  JsonWriter& EndObject();
+  JsonWriter& BeginArray();
+  JsonWriter& EndArray();
+  JsonWriter& Key(absl::string_view key);
+  JsonWriter& String(absl::string_view value);
+  JsonWriter& Number(double value);
+  JsonWriter& Int(int64_t value);
+  JsonWriter& Uint(uint64_t value);
+  JsonWriter& Bool(bool value);
+  JsonWriter& Null();
+  const std::string& str() const { return out_; }
+
+ private:
+  void Separate();
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element yet
+  bool after_key_ = false;
+};
+
+// A one-line status on stderr, redrawn in place on a terminal; elsewhere
+// printed at most every `min_interval_s` seconds, one line each.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled, double min_interval_s = 1.0);
+  ~ProgressLine();
+  void Update(absl::string_view text, bool force = false);
+  void Done();  // ends the line on a terminal
+
+ private:
+  bool enabled_;
+  bool tty_;
+  double min_interval_s_;
+  double last_ = -1e9;
+  bool open_ = false;
+};
+
+}  // namespace ramferry::cli
+
+#endif  // RAMFERRY_TOOLS_COMMON_CLI_H_
