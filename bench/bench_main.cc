@@ -20,8 +20,7 @@ ABSL_FLAG(uint32_t, rounds, 1,
 ABSL_FLAG(double, dirty_fraction, 0.1,
           "share of pages rewritten and resent in each round after the first");
 ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
-ABSL_FLAG(uint32_t, header_slots, 1024,
-          "zero-copy header slots per channel");
+ABSL_FLAG(uint32_t, header_slots, 1024, "zero-copy header slots per channel");
 ABSL_FLAG(std::string, completion, "wrap",
           "zero-copy completion policy: wrap | slot | each");
 ABSL_FLAG(bool, prefault, true,
@@ -40,10 +39,10 @@ int Main() {
   absl::StatusOr<CompletionPolicy> policy =
       ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
   if (!kind.ok() || !policy.ok()) {
-    std::fprintf(stderr, "ramferry-bench: %s\n",
-                 std::string((kind.ok() ? policy.status() : kind.status())
-                                 .message())
-                     .c_str());
+    std::fprintf(
+        stderr, "ramferry-bench: %s\n",
+        std::string((kind.ok() ? policy.status() : kind.status()).message())
+            .c_str());
     return 2;
   }
   c.session.transport = *kind;
@@ -79,37 +78,66 @@ int Main() {
   if (json) {
     cli::JsonWriter w;
     w.BeginObject()
-        .Key("transport").String(TransportKindName(c.session.transport))
-        .Key("channels").Uint(c.session.channels)
-        .Key("completion").String(CompletionPolicyName(c.session.completion))
-        .Key("packet_pages").Uint(c.session.packet_pages)
-        .Key("header_slots").Uint(c.session.header_slots)
-        .Key("region_bytes").Uint(c.bytes)
-        .Key("rounds").Uint(r->rounds)
-        .Key("bytes").Uint(r->bytes)
-        .Key("seconds").Number(r->seconds)
-        .Key("gb_per_s").Number(gbps)
-        .Key("sender_cpu_s").Number(r->sender_cpu_s)
-        .Key("receiver_cpu_s").Number(r->receiver_cpu_s)
-        .Key("sender_cpu_s_per_gib").Number(r->sender_cpu_s / gib)
-        .Key("receiver_cpu_s_per_gib").Number(r->receiver_cpu_s / gib)
-        .Key("packets").Uint(t.packets)
-        .Key("pages").Uint(t.pages)
-        .Key("send_calls").Uint(t.send_calls)
+        .Key("transport")
+        .String(TransportKindName(c.session.transport))
+        .Key("channels")
+        .Uint(c.session.channels)
+        .Key("completion")
+        .String(CompletionPolicyName(c.session.completion))
+        .Key("packet_pages")
+        .Uint(c.session.packet_pages)
+        .Key("header_slots")
+        .Uint(c.session.header_slots)
+        .Key("region_bytes")
+        .Uint(c.bytes)
+        .Key("rounds")
+        .Uint(r->rounds)
+        .Key("bytes")
+        .Uint(r->bytes)
+        .Key("seconds")
+        .Number(r->seconds)
+        .Key("gb_per_s")
+        .Number(gbps)
+        .Key("sender_cpu_s")
+        .Number(r->sender_cpu_s)
+        .Key("receiver_cpu_s")
+        .Number(r->receiver_cpu_s)
+        .Key("sender_cpu_s_per_gib")
+        .Number(r->sender_cpu_s / gib)
+        .Key("receiver_cpu_s_per_gib")
+        .Number(r->receiver_cpu_s / gib)
+        .Key("packets")
+        .Uint(t.packets)
+        .Key("pages")
+        .Uint(t.pages)
+        .Key("send_calls")
+        .Uint(t.send_calls)
         .Key("send_calls_per_packet")
         .Number(t.packets ? double(t.send_calls) / (t.packets + t.syncs) : 0)
-        .Key("short_sends").Uint(t.short_sends)
-        .Key("zc_sends").Uint(t.zc_sends)
-        .Key("zc_completions").Uint(t.zc_completions)
-        .Key("zc_copied").Uint(t.zc_copied)
-        .Key("zc_notifications").Uint(t.zc_notifications)
-        .Key("flushes").Uint(t.flushes)
-        .Key("completion_wait_s").Number(t.completion_wait_ns * 1e-9)
-        .Key("max_slots_in_flight").Uint(t.max_slots_in_flight)
-        .Key("enobufs_retries").Uint(t.enobufs_retries)
-        .Key("receiver_recv_calls").Uint(r->receiver_recv_calls)
-        .Key("prefaulted_destination").Bool(c.prefault_destination)
-        .Key("verified").Bool(r->verified)
+        .Key("short_sends")
+        .Uint(t.short_sends)
+        .Key("zc_sends")
+        .Uint(t.zc_sends)
+        .Key("zc_completions")
+        .Uint(t.zc_completions)
+        .Key("zc_copied")
+        .Uint(t.zc_copied)
+        .Key("zc_notifications")
+        .Uint(t.zc_notifications)
+        .Key("flushes")
+        .Uint(t.flushes)
+        .Key("completion_wait_s")
+        .Number(t.completion_wait_ns * 1e-9)
+        .Key("max_slots_in_flight")
+        .Uint(t.max_slots_in_flight)
+        .Key("enobufs_retries")
+        .Uint(t.enobufs_retries)
+        .Key("receiver_recv_calls")
+        .Uint(r->receiver_recv_calls)
+        .Key("prefaulted_destination")
+        .Bool(c.prefault_destination)
+        .Key("verified")
+        .Bool(r->verified)
         .EndObject();
     std::printf("%s\n", w.str().c_str());
   } else {

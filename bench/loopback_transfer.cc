@@ -125,10 +125,10 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
     result.bytes += rr->bytes;
     result.rounds++;
     double s = absl::ToDoubleSeconds(rr->elapsed);
-    progress.Update(absl::StrFormat("round %d: %s in %.2fs (%.2f GB/s)", r,
-                                    cli::FormatBytes(rr->bytes), s,
-                                    rr->bytes / s / 1e9),
-                    /*force=*/true);
+    progress.Update(
+        absl::StrFormat("round %d: %s in %.2fs (%.2f GB/s)", r,
+                        cli::FormatBytes(rr->bytes), s, rr->bytes / s / 1e9),
+        /*force=*/true);
   }
   if (absl::Status s = (*sender)->Finish(); !s.ok()) return s;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - t0);

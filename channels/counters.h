@@ -11,8 +11,7 @@ namespace ramferry::channels {
 class Counter {
  public:
   void Add(uint64_t n = 1) {
-    v_.store(v_.load(std::memory_order_relaxed) + n,
-             std::memory_order_relaxed);
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   void RaiseTo(uint64_t n) {
     if (n > v_.load(std::memory_order_relaxed)) {

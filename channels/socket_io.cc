@@ -13,8 +13,8 @@
 namespace ramferry::channels {
 
 absl::Status ErrnoStatus(int err, absl::string_view what) {
-  std::string msg = absl::StrFormat("%s: %s (errno %d)", what,
-                                    strerrordesc_np(err), err);
+  std::string msg =
+      absl::StrFormat("%s: %s (errno %d)", what, strerrordesc_np(err), err);
   switch (err) {
     case ECONNRESET:
     case EPIPE:
@@ -108,9 +108,9 @@ absl::Status SendAll(int fd, absl::Span<iovec> iov, int flags,
     }
     if (err == EAGAIN || err == EWOULDBLOCK) {
       if (absl::Now() - last_progress < stall) continue;
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "send made no progress for %s: peer stalled",
-          absl::FormatDuration(stall)));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("send made no progress for %s: peer stalled",
+                          absl::FormatDuration(stall)));
     }
     return ErrnoStatus(err, "sendmsg");
   }

@@ -7,10 +7,10 @@
 
 #include <atomic>
 #include <cstddef>
-#include "absl/strings/string_view.h"
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 

@@ -43,16 +43,19 @@ class TcpZeroCopyTransport final : public SocketTransport,
     if (packet.payload.empty()) {
       // A header-only packet (SYNC, FINISH) is tens of bytes: copying it is
       // cheaper than pinning a page and reaping a completion for it.
-      s = SendIov(0, [this] { return MakeRoom(); }, [](size_t) {});
+      s = SendIov(
+          0, [this] { return MakeRoom(); }, [](size_t) {});
       if (!s.ok()) return s;
       return slots_.PacketSent();
     }
-    s = SendIov(MSG_ZEROCOPY, [this] { return MakeRoom(); }, [this](size_t) {
-      // Every MSG_ZEROCOPY call that takes bytes gets the next id of this
-      // socket's counter; a call that fails takes none.
-      stats_.zc_sends.Add();
-      slots_.Attach(next_id_++);
-    });
+    s = SendIov(
+        MSG_ZEROCOPY, [this] { return MakeRoom(); },
+        [this](size_t) {
+          // Every MSG_ZEROCOPY call that takes bytes gets the next id of this
+          // socket's counter; a call that fails takes none.
+          stats_.zc_sends.Add();
+          slots_.Attach(next_id_++);
+        });
     if (!s.ok()) return s;
     return slots_.PacketSent();
   }
@@ -108,9 +111,9 @@ class TcpZeroCopyTransport final : public SocketTransport,
   absl::Status HandleNotification(const msghdr& msg, HeaderSlots& slots) {
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
          c = CMSG_NXTHDR(const_cast<msghdr*>(&msg), c)) {
-      bool recverr = (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
-                     (c->cmsg_level == SOL_IPV6 &&
-                      c->cmsg_type == IPV6_RECVERR);
+      bool recverr =
+          (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
+          (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR);
       if (!recverr) continue;
       sock_extended_err err;
       std::memcpy(&err, CMSG_DATA(c), sizeof err);
@@ -144,8 +147,8 @@ class TcpZeroCopyTransport final : public SocketTransport,
       // events = 0: only POLLERR (error queue or socket error) and POLLHUP
       // can wake us; the peer never sends data on a data channel.
       pollfd p{fd_, 0, 0};
-      int ms = static_cast<int>(
-          absl::ToInt64Milliseconds(deadline - absl::Now()));
+      int ms =
+          static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
       if (ms <= 0) {
         return absl::DeadlineExceededError(absl::StrFormat(
             "no zero-copy completion for %s (%d sends outstanding)",

@@ -22,7 +22,7 @@ constexpr std::pair<CompletionPolicy, absl::string_view> kPolicyNames[] = {
 
 template <typename Enum, size_t N>
 absl::string_view NameOf(const std::pair<Enum, absl::string_view> (&table)[N],
-                        Enum value) {
+                         Enum value) {
   for (const auto& [v, name] : table) {
     if (v == value) return name;
   }
@@ -37,9 +37,9 @@ absl::StatusOr<Enum> Parse(const std::pair<Enum, absl::string_view> (&table)[N],
   }
   std::vector<absl::string_view> names;
   for (const auto& entry : table) names.push_back(entry.second);
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown %s '%s'; choose one of: %s", what, name,
-      absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown %s '%s'; choose one of: %s", what, name,
+                      absl::StrJoin(names, ", ")));
 }
 
 }  // namespace

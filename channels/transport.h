@@ -62,8 +62,8 @@ struct OutgoingPacket {
 // Counters a transport keeps; exported into the public ChannelStats.
 struct TransportStats {
   Counter send_calls, submit_calls, short_sends, zc_sends, zc_completions,
-      zc_copied, zc_notifications, enobufs_retries, flushes,
-      completion_wait_ns, max_slots_in_flight, recv_calls;
+      zc_copied, zc_notifications, enobufs_retries, flushes, completion_wait_ns,
+      max_slots_in_flight, recv_calls;
   void ExportTo(ChannelStats* out) const;
 };
 

@@ -33,9 +33,9 @@ class Acceptor::Impl {
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(options_.host, ec);
     if (ec) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "listen address '%s' is not an IP address: %s", options_.host,
-          ec.message()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("listen address '%s' is not an IP address: %s",
+                          options_.host, ec.message()));
     }
     tcp::endpoint endpoint(addr, options_.port);
     acceptor_.open(endpoint.protocol(), ec);
@@ -43,9 +43,9 @@ class Acceptor::Impl {
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot listen on %s:%d: %s", options_.host, options_.port,
-          ec.message()));
+      return absl::UnavailableError(
+          absl::StrFormat("cannot listen on %s:%d: %s", options_.host,
+                          options_.port, ec.message()));
     }
     port_ = acceptor_.local_endpoint().port();
     return absl::OkStatus();
@@ -82,19 +82,20 @@ class Acceptor::Impl {
   };
 
   void AcceptNext() {
-    acceptor_.async_accept([this](boost::system::error_code ec,
-                                  tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-      if (!ec) {
-        if (pending_ >= options_.max_pending) {
-          refused_.fetch_add(1);
-          socket.close(ec);
-        } else {
-          Handshake(std::make_shared<Pending>(std::move(socket)));
-        }
-      }
-      AcceptNext();
-    });
+    acceptor_.async_accept(
+        [this](boost::system::error_code ec, tcp::socket socket) {
+          if (ec == asio::error::operation_aborted || !acceptor_.is_open())
+            return;
+          if (!ec) {
+            if (pending_ >= options_.max_pending) {
+              refused_.fetch_add(1);
+              socket.close(ec);
+            } else {
+              Handshake(std::make_shared<Pending>(std::move(socket)));
+            }
+          }
+          AcceptNext();
+        });
   }
 
   void Handshake(std::shared_ptr<Pending> p) {

@@ -22,7 +22,9 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
 
 ChannelReceiver::~ChannelReceiver() { Join(); }
 
-void ChannelReceiver::Start() { thread_ = std::thread([this] { Run(); }); }
+void ChannelReceiver::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void ChannelReceiver::Join() {
   if (thread_.joinable()) thread_.join();
@@ -46,9 +48,9 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
           transport_->ReadExact(absl::MakeSpan(fixed_), /*at_boundary=*/true);
       !s.ok()) {
     if (absl::IsUnavailable(s)) {
-      return absl::UnavailableError(absl::StrFormat(
-          "%s before FINISH (after packet %d, in round %d)", s.message(),
-          next_packet_, round_));
+      return absl::UnavailableError(
+          absl::StrFormat("%s before FINISH (after packet %d, in round %d)",
+                          s.message(), next_packet_, round_));
     }
     return s;
   }
@@ -57,9 +59,9 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
   if (!h.ok()) return Annotate(h.status(), "bad packet header");
   header_bytes_.Add(proto::PacketHeaderBytes(h->page_count));
   if (h->packet_num != next_packet_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad packet header: packet number %d, expected %d", h->packet_num,
-        next_packet_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("bad packet header: packet number %d, expected %d",
+                        h->packet_num, next_packet_));
   }
   ++next_packet_;
   if (h->round != round_) {

@@ -24,7 +24,8 @@ namespace ramferry::engine {
 
 class ChannelReceiver {
  public:
-  ChannelReceiver(uint32_t index, std::unique_ptr<channels::Transport> transport,
+  ChannelReceiver(uint32_t index,
+                  std::unique_ptr<channels::Transport> transport,
                   const RegionTable* regions, uint32_t max_pages,
                   RoundBarrier* barrier, SessionFailure* failure);
   ~ChannelReceiver();

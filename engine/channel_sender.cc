@@ -20,7 +20,9 @@ ChannelSender::ChannelSender(uint32_t index,
 
 ChannelSender::~ChannelSender() { Join(); }
 
-void ChannelSender::Start() { thread_ = std::thread([this] { Run(); }); }
+void ChannelSender::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void ChannelSender::Join() {
   if (thread_.joinable()) thread_.join();
@@ -70,8 +72,7 @@ absl::Status ChannelSender::Execute(const Command& c) {
       return SendMarker(proto::kPacketSync, c.round);
     case CommandType::kFinish:
       if (absl::Status s = transport_->Flush(); !s.ok()) return s;
-      if (absl::Status s = SendMarker(proto::kPacketFinish, c.round);
-          !s.ok()) {
+      if (absl::Status s = SendMarker(proto::kPacketFinish, c.round); !s.ok()) {
         return s;
       }
       return transport_->Flush();

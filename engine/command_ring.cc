@@ -38,9 +38,9 @@ void CommandRing::ProducerWait(Pred ready) {
   if (ready() || aborted()) return;
   const uint64_t start = NowNs();
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     producer_waiting_.store(true, std::memory_order_seq_cst);
-    while (!ready() && !aborted()) producer_cv_.Wait(&mu_);
+    while (!ready() && !aborted()) producer_cv_.wait(lock);
     producer_waiting_.store(false, std::memory_order_relaxed);
   }
   const uint64_t waited = NowNs() - start;
@@ -61,8 +61,8 @@ void CommandRing::CommitPush() {
   head_.store(head + 1, std::memory_order_seq_cst);
   max_occupancy_.RaiseTo(head + 1 - tail_.load(std::memory_order_relaxed));
   if (consumer_waiting_.load(std::memory_order_seq_cst)) {
-    absl::MutexLock lock(&mu_);
-    consumer_cv_.Signal();
+    std::lock_guard<std::mutex> lock(mu_);
+    consumer_cv_.notify_one();
   }
 }
 
@@ -81,9 +81,8 @@ uint32_t CommandRing::PushBarrier(CommandType type, uint64_t round) {
 }
 
 bool CommandRing::WaitBarrier(uint32_t seq) {
-  ProducerWait([&] {
-    return Reached(done_seq_.load(std::memory_order_seq_cst), seq);
-  });
+  ProducerWait(
+      [&] { return Reached(done_seq_.load(std::memory_order_seq_cst), seq); });
   return Reached(done_seq_.load(std::memory_order_seq_cst), seq);
 }
 
@@ -95,8 +94,8 @@ uint32_t CommandRing::Peek(uint32_t max) const {
 
 void CommandRing::WakeProducer() {
   if (producer_waiting_.load(std::memory_order_seq_cst)) {
-    absl::MutexLock lock(&mu_);
-    producer_cv_.SignalAll();
+    std::lock_guard<std::mutex> lock(mu_);
+    producer_cv_.notify_all();
   }
 }
 
@@ -121,9 +120,9 @@ bool CommandRing::WaitForWork() {
   if (!Empty() || aborted()) return !aborted();
   const uint64_t start = NowNs();
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     consumer_waiting_.store(true, std::memory_order_seq_cst);
-    while (Empty() && !aborted()) consumer_cv_.Wait(&mu_);
+    while (Empty() && !aborted()) consumer_cv_.wait(lock);
     consumer_waiting_.store(false, std::memory_order_relaxed);
   }
   consumer_idle_max_ns_.RaiseTo(NowNs() - start);
@@ -132,9 +131,9 @@ bool CommandRing::WaitForWork() {
 
 void CommandRing::Abort() {
   aborted_.store(true, std::memory_order_seq_cst);
-  absl::MutexLock lock(&mu_);
-  producer_cv_.SignalAll();
-  consumer_cv_.SignalAll();
+  std::lock_guard<std::mutex> lock(mu_);
+  producer_cv_.notify_all();
+  consumer_cv_.notify_all();
 }
 
 }  // namespace ramferry::engine

@@ -19,11 +19,12 @@
 #define RAMFERRY_ENGINE_COMMAND_RING_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "channels/counters.h"
 
 namespace ramferry::engine {
@@ -112,9 +113,9 @@ class CommandRing {
   std::vector<Command> slots_;
   std::unique_ptr<uint64_t[]> offsets_;
 
-  std::atomic<uint32_t> head_;  // written by the producer only
-  std::atomic<uint32_t> tail_;  // written by the consumer only
-  uint32_t next_seq_;           // producer only
+  std::atomic<uint32_t> head_;      // written by the producer only
+  std::atomic<uint32_t> tail_;      // written by the consumer only
+  uint32_t next_seq_;               // producer only
   std::atomic<uint32_t> done_seq_;  // consumer writes, producer reads
   uint64_t pushed_pages_ = 0;       // producer only
   std::atomic<uint64_t> released_pages_{0};
@@ -122,9 +123,9 @@ class CommandRing {
   std::atomic<bool> aborted_{false};
   std::atomic<bool> producer_waiting_{false};
   std::atomic<bool> consumer_waiting_{false};
-  absl::Mutex mu_;
-  absl::CondVar producer_cv_;
-  absl::CondVar consumer_cv_;
+  std::mutex mu_;  // only for sleeping and waking
+  std::condition_variable producer_cv_;
+  std::condition_variable consumer_cv_;
 
   channels::Counter max_occupancy_, producer_wait_ns_, producer_wait_max_ns_,
       consumer_idle_max_ns_;

@@ -48,9 +48,9 @@ absl::StatusOr<int> ConnectWithRetry(const std::string& host, uint16_t port,
       socket.close();  // cancels the attempt; run the handler out
       io.restart();
       io.run();
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "connecting to %s: no connection within %s", where,
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("connecting to %s: no connection within %s", where,
+                          absl::FormatDuration(timeout)));
     }
     if (!result) {
       socket.set_option(asio::ip::tcp::no_delay(true), ec);
@@ -65,9 +65,9 @@ absl::StatusOr<int> ConnectWithRetry(const std::string& host, uint16_t port,
                        result == asio::error::timed_out ||
                        result == asio::error::host_unreachable;
     if (!retry || absl::Now() + absl::Milliseconds(50) >= deadline) {
-      return absl::UnavailableError(absl::StrFormat(
-          "connecting to %s: %s (gave up after %s)", where, result.message(),
-          absl::FormatDuration(timeout)));
+      return absl::UnavailableError(
+          absl::StrFormat("connecting to %s: %s (gave up after %s)", where,
+                          result.message(), absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -107,8 +107,7 @@ absl::Status WriteWithDeadline(int fd, absl::Span<const uint8_t> data,
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status s = PollUntil(fd, POLLOUT, deadline, "send");
-          !s.ok()) {
+      if (absl::Status s = PollUntil(fd, POLLOUT, deadline, "send"); !s.ok()) {
         return s;
       }
       continue;
@@ -177,7 +176,7 @@ ControlChannel::ControlChannel(int fd, absl::Duration send_timeout)
 ControlChannel::~ControlChannel() { close(fd_); }
 
 absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
-  absl::MutexLock lock(&send_mu_);
+  std::lock_guard<std::mutex> lock(send_mu_);
   if (shut_down_.load(std::memory_order_acquire)) {
     return absl::AbortedError("control channel is shut down");
   }
@@ -187,11 +186,11 @@ absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
 
 void ControlChannel::TrySend(absl::Span<const uint8_t> frame,
                              absl::Duration timeout) {
-  if (!send_mu_.TryLock()) return;
+  std::unique_lock<std::mutex> lock(send_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   if (!shut_down_.load(std::memory_order_acquire)) {
     WriteWithDeadline(fd_, frame, absl::Now() + timeout).IgnoreError();
   }
-  send_mu_.Unlock();
 }
 
 absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(
@@ -214,8 +213,7 @@ absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(
 }
 
 bool ControlChannel::WaitReadable(absl::Duration timeout) {
-  return PollUntil(fd_, POLLIN, absl::Now() + timeout, "control channel")
-      .ok();
+  return PollUntil(fd_, POLLIN, absl::Now() + timeout, "control channel").ok();
 }
 
 void ControlChannel::Shutdown() {

@@ -5,12 +5,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/control.h"
@@ -71,7 +71,7 @@ class ControlChannel {
  private:
   const int fd_;
   const absl::Duration send_timeout_;
-  absl::Mutex send_mu_;
+  std::mutex send_mu_;
   std::atomic<bool> shut_down_{false};
 };
 

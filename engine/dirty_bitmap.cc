@@ -19,12 +19,14 @@ void DirtyBitmap::OrWord(size_t w, uint64_t bits) {
 }
 
 void DirtyBitmap::SetRange(uint64_t first, uint64_t count) {
-  uint64_t end = std::min(pages_, first + count);
+  if (first >= pages_) return;
+  // Clip without computing first + count, which can wrap past 2^64.
+  uint64_t end = count > pages_ - first ? pages_ : first + count;
   while (first < end) {
     uint64_t in_word = std::min<uint64_t>(64 - first % 64, end - first);
-    uint64_t bits = in_word == 64 ? ~uint64_t{0}
-                                  : ((uint64_t{1} << in_word) - 1)
-                                        << (first % 64);
+    uint64_t bits = in_word == 64
+                        ? ~uint64_t{0}
+                        : ((uint64_t{1} << in_word) - 1) << (first % 64);
     OrWord(first / 64, bits);
     first += in_word;
   }

@@ -2,10 +2,11 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
@@ -45,7 +46,9 @@ class ReceiverImpl {
   ReceiverImpl(const SessionOptions& options, absl::Span<const Region> regions)
       : options_(options),
         table_(regions),
-        failure_([this](const absl::Status& s) { OnFailure(s); }) {}
+        failure_([this](const absl::Status& s, engine::Origin o) {
+          OnFailure(s, o);
+        }) {}
 
   ~ReceiverImpl() {
     if (acceptor_ != nullptr) acceptor_->Stop();
@@ -69,7 +72,7 @@ class ReceiverImpl {
   absl::Status ControlLoop();
   absl::Status AwaitFinished();
   absl::Status AnswerVerify(absl::Span<const uint8_t> payload);
-  void OnFailure(const absl::Status& status);
+  void OnFailure(const absl::Status& status, engine::Origin origin);
   void CloseUndelivered();
 
   const SessionOptions options_;
@@ -79,18 +82,19 @@ class ReceiverImpl {
   bool served_ = false;
 
   // Admission state, shared with the acceptor thread.
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  bool session_open_ ABSL_GUARDED_BY(mu_) = false;
-  proto::SessionId session_ ABSL_GUARDED_BY(mu_);
-  uint32_t channel_count_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t packet_pages_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t capabilities_ ABSL_GUARDED_BY(mu_) = 0;
-  int control_fd_ ABSL_GUARDED_BY(mu_) = kNotConnected;
-  std::vector<int> channel_fds_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  bool session_open_ = false;
+  proto::SessionId session_;
+  uint32_t channel_count_ = 0;
+  uint32_t packet_pages_ = 0;
+  uint64_t capabilities_ = 0;
+  int control_fd_ = kNotConnected;
+  std::vector<int> channel_fds_;
 
   // Session objects; teardown (any thread) and stats() take objects_mu_.
-  mutable absl::Mutex objects_mu_;
+  mutable std::mutex objects_mu_;
   std::unique_ptr<ControlChannel> control_;
   std::unique_ptr<engine::RoundBarrier> barrier_;
   std::vector<std::unique_ptr<ChannelReceiver>> channels_;
@@ -106,16 +110,17 @@ absl::Status ReceiverImpl::Listen() {
   ao.host = options_.host;
   ao.port = options_.port;
   ao.handshake_timeout = options_.handshake_timeout;
-  absl::StatusOr<std::unique_ptr<engine::Acceptor>> a = engine::Acceptor::Listen(
-      ao, [this](const proto::Hello& h) { return Admit(h); },
-      [this](const proto::Hello& h, int fd) { Deliver(h, fd); });
+  absl::StatusOr<std::unique_ptr<engine::Acceptor>> a =
+      engine::Acceptor::Listen(
+          ao, [this](const proto::Hello& h) { return Admit(h); },
+          [this](const proto::Hello& h, int fd) { Deliver(h, fd); });
   if (!a.ok()) return a.status();
   acceptor_ = std::move(*a);
   return absl::OkStatus();
 }
 
 proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (failure_.failed()) {
     return Refuse(absl::StatusCode::kUnavailable,
                   "destination is shutting down");
@@ -139,10 +144,10 @@ proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
                                     h.channel_count, options_.max_channels));
     }
     if (h.max_packet_pages > options_.max_packet_pages) {
-      return Refuse(absl::StatusCode::kInvalidArgument,
-                    absl::StrFormat("%d pages per packet requested; at most %d",
-                                    h.max_packet_pages,
-                                    options_.max_packet_pages));
+      return Refuse(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrFormat("%d pages per packet requested; at most %d",
+                          h.max_packet_pages, options_.max_packet_pages));
     }
     session_open_ = true;
     session_ = h.session;
@@ -172,9 +177,9 @@ proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
                                   channel_count_, packet_pages_));
   }
   if (channel_fds_[h.channel_index] != kNotConnected) {
-    return Refuse(absl::StatusCode::kAlreadyExists,
-                  absl::StrFormat("channel %d is already connected",
-                                  h.channel_index));
+    return Refuse(
+        absl::StatusCode::kAlreadyExists,
+        absl::StrFormat("channel %d is already connected", h.channel_index));
   }
   channel_fds_[h.channel_index] = kReserved;
   proto::HelloReply ok;
@@ -183,18 +188,18 @@ proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
 }
 
 void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   int value = fd >= 0 ? fd : kLost;
   if (h.role == proto::Role::kControl) {
     control_fd_ = value;
   } else {
     channel_fds_[h.channel_index] = value;
   }
-  cv_.SignalAll();
+  cv_.notify_all();
 }
 
 void ReceiverImpl::CloseUndelivered() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (control_fd_ >= 0) close(control_fd_);
   control_fd_ = kTaken;
   for (int& fd : channel_fds_) {
@@ -213,7 +218,7 @@ absl::Status ReceiverImpl::Serve() {
   if (!s.ok()) failure_.Fail(s);  // tears down, unless already failed
   for (auto& c : channels_) c->Join();
   {
-    absl::MutexLock lock(&objects_mu_);
+    std::lock_guard<std::mutex> lock(objects_mu_);
     if (control_ != nullptr) control_->Shutdown();
   }
   if (!s.ok()) return s;
@@ -223,8 +228,9 @@ absl::Status ReceiverImpl::Serve() {
 absl::Status ReceiverImpl::ServeSession() {
   int fd;
   {
-    absl::MutexLock lock(&mu_);
-    while (control_fd_ == kNotConnected && !failure_.failed()) cv_.Wait(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock,
+             [&] { return control_fd_ != kNotConnected || failure_.failed(); });
     if (failure_.failed()) return failure_.status();
     if (control_fd_ == kLost) {
       return absl::UnavailableError("control connection lost in handshake");
@@ -233,7 +239,7 @@ absl::Status ReceiverImpl::ServeSession() {
     control_fd_ = kTaken;
   }
   {
-    absl::MutexLock lock(&objects_mu_);
+    std::lock_guard<std::mutex> lock(objects_mu_);
     control_ = std::make_unique<ControlChannel>(fd, options_.stall_timeout);
   }
   const absl::Time deadline = absl::Now() + options_.handshake_timeout;
@@ -255,24 +261,25 @@ absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
       !w.ok()) {
     return w;
   }
-  // The refusal already went to the source: do not send it again as ERROR.
+  // The refusal already went to the source: not again as an ERROR.
   if (!s.ok()) {
-    return engine::MarkFromPeer(
-        Annotate(s, "refused the source's region table"));
+    absl::Status refused = Annotate(s, "refused the source's region table");
+    failure_.Fail(refused, engine::Origin::kLocalReported);
+    return refused;
   }
   return absl::OkStatus();
 }
 
 absl::Status ReceiverImpl::AwaitChannels(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto connected = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto connected = [&] {
     uint32_t n = 0;
     for (int fd : channel_fds_) n += fd >= 0 || fd == kLost;
     return n;
   };
-  while (connected() < channel_count_ && !failure_.failed()) {
-    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
-  }
+  cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
+    return connected() >= channel_count_ || failure_.failed();
+  });
   if (failure_.failed()) return failure_.status();
   for (uint32_t i = 0; i < channel_fds_.size(); ++i) {
     if (channel_fds_[i] == kLost) {
@@ -292,7 +299,7 @@ absl::Status ReceiverImpl::StartChannels() {
   std::vector<int> fds;
   uint32_t pages;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     fds = channel_fds_;
     pages = packet_pages_;
     for (int& fd : channel_fds_) fd = kTaken;
@@ -300,7 +307,7 @@ absl::Status ReceiverImpl::StartChannels() {
   channels::TransportOptions topts;
   topts.max_header_bytes = proto::PacketHeaderBytes(pages);
   topts.stall_timeout = options_.stall_timeout;
-  absl::MutexLock lock(&objects_mu_);
+  std::lock_guard<std::mutex> lock(objects_mu_);
   barrier_ = std::make_unique<engine::RoundBarrier>(
       fds.size(), [this](uint64_t round, uint64_t pages) {
         applied_rounds_.store(round + 1);
@@ -329,7 +336,10 @@ absl::Status ReceiverImpl::ControlLoop() {
       // A local echo (a channel saw EOF) may be the source's doing: give
       // its ERROR a moment to arrive and say why.
       absl::Status local = failure_.status();
-      if (!engine::IsEcho(local) || engine::IsFromPeer(local)) return local;
+      if (!engine::IsEcho(local) ||
+          failure_.origin() == engine::Origin::kPeer) {
+        return local;
+      }
       if (grace_end == absl::InfiniteFuture()) {
         grace_end = absl::Now() + engine::kRootCauseGrace;
       }
@@ -346,8 +356,7 @@ absl::Status ReceiverImpl::ControlLoop() {
     }
     switch (m->type) {
       case proto::ControlType::kFinish:
-        if (absl::Status s = proto::DecodeEmpty(m->type, m->payload);
-            !s.ok()) {
+        if (absl::Status s = proto::DecodeEmpty(m->type, m->payload); !s.ok()) {
           return s;
         }
         return AwaitFinished();
@@ -357,10 +366,9 @@ absl::Status ReceiverImpl::ControlLoop() {
       case proto::ControlType::kError: {
         absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
         if (!e.ok()) return e.status();
-        absl::Status peer = engine::MarkFromPeer(
-            absl::Status(static_cast<absl::StatusCode>(e->code),
-                         absl::StrCat("source reported: ", e->text)));
-        if (!failure_.failed()) return peer;
+        absl::Status peer(static_cast<absl::StatusCode>(e->code),
+                          absl::StrCat("source reported: ", e->text));
+        if (failure_.Fail(peer, engine::Origin::kPeer)) return peer;
         return engine::PreferRootCause(failure_.status(), peer);
       }
       default:
@@ -397,8 +405,8 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
   if (!q.ok()) return q.status();
   const Region* region = table_.Find(q->region_id);
   if (region == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "verify request for unknown region %d", q->region_id));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("verify request for unknown region %d", q->region_id));
   }
   if (q->first_page > region->page_count() ||
       q->page_count > region->page_count() - q->first_page) {
@@ -415,26 +423,27 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
   return control_->Send(proto::EncodeVerifyResult(result));
 }
 
-void ReceiverImpl::OnFailure(const absl::Status& status) {
+void ReceiverImpl::OnFailure(const absl::Status& status,
+                             engine::Origin origin) {
   {
-    absl::MutexLock lock(&objects_mu_);
+    std::lock_guard<std::mutex> lock(objects_mu_);
     // The reason first, then the sockets: the source can tell the cause
     // from the echo. The control connection stays open for the Serve
     // thread, which reads a last ERROR from the source and closes it.
-    if (control_ != nullptr && !engine::IsFromPeer(status)) {
+    if (control_ != nullptr && origin == engine::Origin::kLocal) {
       control_->TrySend(proto::EncodeError(proto::MakeErrorMessage(status)),
                         absl::Seconds(1));
     }
     for (auto& c : channels_) c->transport().Shutdown();
     if (barrier_ != nullptr) barrier_->Abort();
   }
-  absl::MutexLock lock(&mu_);
-  cv_.SignalAll();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.notify_all();
 }
 
 SessionStats ReceiverImpl::stats() const {
   SessionStats s;
-  absl::MutexLock lock(&objects_mu_);
+  std::lock_guard<std::mutex> lock(objects_mu_);
   for (const auto& c : channels_) {
     s.channels.emplace_back();
     c->ExportStats(&s.channels.back());

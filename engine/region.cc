@@ -44,8 +44,8 @@ absl::StatusOr<std::unique_ptr<MappedMemory>> MappedMemory::Allocate(
   void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
-    return channels::ErrnoStatus(
-        errno, absl::StrFormat("mmap of %d bytes", total));
+    return channels::ErrnoStatus(errno,
+                                 absl::StrFormat("mmap of %d bytes", total));
   }
   auto* base = static_cast<uint8_t*>(m);
   if (guard != 0 && (mprotect(base, guard, PROT_NONE) != 0 ||

@@ -4,8 +4,7 @@
 
 namespace ramferry::engine {
 
-RegionTable::RegionTable(absl::Span<const Region> regions)
-    : regions_(regions) {
+RegionTable::RegionTable(absl::Span<const Region> regions) : regions_(regions) {
   for (size_t i = 0; i < regions.size(); ++i) by_id_[regions[i].id] = i;
 }
 
@@ -21,9 +20,9 @@ std::vector<proto::RegionInfo> RegionTable::Describe() const {
 absl::Status RegionTable::Matches(
     absl::Span<const proto::RegionInfo> remote) const {
   if (remote.size() != regions_.size()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "source offers %d regions, destination has %d", remote.size(),
-        regions_.size()));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("source offers %d regions, destination has %d",
+                        remote.size(), regions_.size()));
   }
   for (const proto::RegionInfo& r : remote) {
     const Region* local = Find(r.id);

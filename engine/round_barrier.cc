@@ -10,7 +10,7 @@ RoundBarrier::RoundBarrier(
     : parties_(parties), on_round_done_(std::move(on_round_done)) {}
 
 absl::Status RoundBarrier::Arrive(uint64_t round, uint64_t pages) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) return absl::AbortedError("session ended");
   if (round != completed_) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -24,28 +24,28 @@ absl::Status RoundBarrier::Arrive(uint64_t round, uint64_t pages) {
     absl::Status s = on_round_done_(round, pages_);
     if (!s.ok()) {
       aborted_ = true;
-      released_.SignalAll();
+      released_.notify_all();
       return s;
     }
     arrived_ = 0;
     pages_ = 0;
     ++completed_;
-    released_.SignalAll();
+    released_.notify_all();
     return absl::OkStatus();
   }
-  while (!aborted_ && completed_ <= round) released_.Wait(&mu_);
+  while (!aborted_ && completed_ <= round) released_.wait(lock);
   if (completed_ <= round) return absl::AbortedError("session ended");
   return absl::OkStatus();
 }
 
 void RoundBarrier::Abort() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   aborted_ = true;
-  released_.SignalAll();
+  released_.notify_all();
 }
 
 uint64_t RoundBarrier::completed_rounds() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return completed_;
 }
 

@@ -5,11 +5,12 @@
 #ifndef RAMFERRY_ENGINE_ROUND_BARRIER_H_
 #define RAMFERRY_ENGINE_ROUND_BARRIER_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 
 namespace ramferry::engine {
 
@@ -29,12 +30,13 @@ class RoundBarrier {
  private:
   const uint32_t parties_;
   const std::function<absl::Status(uint64_t, uint64_t)> on_round_done_;
-  mutable absl::Mutex mu_;
-  uint32_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t pages_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;  // rounds released
-  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar released_;
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  // Guarded by mu_.
+  uint32_t arrived_ = 0;
+  uint64_t pages_ = 0;
+  uint64_t completed_ = 0;  // rounds released
+  bool aborted_ = false;
 };
 
 }  // namespace ramferry::engine

@@ -38,10 +38,10 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
   };
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     if (dirty[r] == nullptr || dirty[r]->pages() != regions_[r].page_count()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "dirty bitmap %d covers %d pages; region %d has %d", r,
-          dirty[r] == nullptr ? 0 : dirty[r]->pages(), regions_[r].id,
-          regions_[r].page_count()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("dirty bitmap %d covers %d pages; region %d has %d",
+                          r, dirty[r] == nullptr ? 0 : dirty[r]->pages(),
+                          regions_[r].id, regions_[r].page_count()));
     }
   }
   Scheduled total;

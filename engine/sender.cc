@@ -3,13 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/channel_sender.h"
 #include "engine/control.h"
@@ -34,7 +36,9 @@ class SenderImpl {
   SenderImpl(const SessionOptions& options, absl::Span<const Region> regions)
       : options_(options),
         regions_(regions),
-        failure_([this](const absl::Status& s) { OnFailure(s); }) {}
+        failure_([this](const absl::Status& s, engine::Origin o) {
+          OnFailure(s, o);
+        }) {}
 
   ~SenderImpl() {
     if (!finished_) Abort(absl::CancelledError("sender closed before Finish"));
@@ -56,7 +60,7 @@ class SenderImpl {
  private:
   absl::Status OpenChannels(absl::Time deadline);
   void ControlLoop();
-  void OnFailure(const absl::Status& status);
+  void OnFailure(const absl::Status& status, engine::Origin origin);
   // The error to hand the caller once the session failed.
   absl::Status FinalStatus();
   // Pushes a barrier of `type` into every ring and waits for all of them.
@@ -80,14 +84,15 @@ class SenderImpl {
   bool finished_ = false;    // caller thread only
 
   // Events from the control thread.
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
-  uint64_t confirmed_rounds_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t confirmed_pages_ ABSL_GUARDED_BY(mu_) = 0;
-  bool finish_acked_ ABSL_GUARDED_BY(mu_) = false;
-  bool control_closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<absl::Status> peer_error_ ABSL_GUARDED_BY(mu_);
-  std::deque<proto::VerifyResult> verify_results_ ABSL_GUARDED_BY(mu_);
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  uint64_t confirmed_rounds_ = 0;
+  uint64_t confirmed_pages_ = 0;
+  bool finish_acked_ = false;
+  bool control_closed_ = false;
+  std::optional<absl::Status> peer_error_;
+  std::deque<proto::VerifyResult> verify_results_;
   std::atomic<uint64_t> confirmed_mirror_{0};
 };
 
@@ -182,15 +187,15 @@ void SenderImpl::ControlLoop() {
     if (!m.ok()) {
       bool expected;
       {
-        absl::MutexLock lock(&mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         control_closed_ = true;
         expected = finish_acked_;
-        cv_.SignalAll();
+        cv_.notify_all();
       }
       if (!expected) {
-        failure_.Fail(absl::UnavailableError(absl::StrCat(
-            "lost the control connection to the destination: ",
-            m.status().message())));
+        failure_.Fail(absl::UnavailableError(
+            absl::StrCat("lost the control connection to the destination: ",
+                         m.status().message())));
       }
       return;
     }
@@ -202,7 +207,7 @@ void SenderImpl::ControlLoop() {
           bad = d.status();
           break;
         }
-        absl::MutexLock lock(&mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         if (d->round != confirmed_rounds_) {
           bad = absl::InvalidArgumentError(absl::StrFormat(
               "destination confirmed round %d; round %d was next", d->round,
@@ -212,14 +217,14 @@ void SenderImpl::ControlLoop() {
         confirmed_rounds_ = d->round + 1;
         confirmed_pages_ = d->pages;
         confirmed_mirror_.store(confirmed_rounds_, std::memory_order_release);
-        cv_.SignalAll();
+        cv_.notify_all();
         break;
       }
       case proto::ControlType::kFinishAck: {
         bad = proto::DecodeEmpty(m->type, m->payload);
-        absl::MutexLock lock(&mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         finish_acked_ = true;
-        cv_.SignalAll();
+        cv_.notify_all();
         break;
       }
       case proto::ControlType::kVerifyResult: {
@@ -229,9 +234,9 @@ void SenderImpl::ControlLoop() {
           bad = v.status();
           break;
         }
-        absl::MutexLock lock(&mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         verify_results_.push_back(std::move(*v));
-        cv_.SignalAll();
+        cv_.notify_all();
         break;
       }
       case proto::ControlType::kError: {
@@ -240,7 +245,7 @@ void SenderImpl::ControlLoop() {
           bad = e.status();
           break;
         }
-        absl::Status peer = engine::MarkFromPeer(absl::Status(
+        absl::Status peer(absl::Status(
             static_cast<absl::StatusCode>(e->code),
             absl::StrCat("destination reported",
                          e->channel == proto::kNoChannel
@@ -248,11 +253,11 @@ void SenderImpl::ControlLoop() {
                              : absl::StrFormat(" (channel %d)", e->channel),
                          ": ", e->text)));
         {
-          absl::MutexLock lock(&mu_);
+          std::unique_lock<std::mutex> lock(mu_);
           peer_error_ = peer;
-          cv_.SignalAll();
+          cv_.notify_all();
         }
-        failure_.Fail(peer);
+        failure_.Fail(peer, engine::Origin::kPeer);
         break;
       }
       default:
@@ -267,10 +272,10 @@ void SenderImpl::ControlLoop() {
   }
 }
 
-void SenderImpl::OnFailure(const absl::Status& status) {
+void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
   // The reason goes out before the sockets close, so the destination can
   // tell the cause from the echo (its channels seeing EOF).
-  if (control_ != nullptr && !engine::IsFromPeer(status)) {
+  if (control_ != nullptr && origin == engine::Origin::kLocal) {
     control_->TrySend(proto::EncodeError(proto::MakeErrorMessage(status)),
                       absl::Seconds(1));
   }
@@ -278,54 +283,55 @@ void SenderImpl::OnFailure(const absl::Status& status) {
     c->ring().Abort();
     c->transport().Shutdown();
   }
-  absl::MutexLock lock(&mu_);
-  cv_.SignalAll();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.notify_all();
 }
 
 absl::Status SenderImpl::FinalStatus() {
   absl::Status local = failure_.status();
+  const bool local_is_peers = failure_.origin() == engine::Origin::kPeer;
   std::optional<absl::Status> peer;
   uint64_t confirmed;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     // A local echo (a reset after the destination refused a packet) is
     // not the cause: give the destination's ERROR a moment to arrive.
-    const absl::Time until = absl::Now() + engine::kRootCauseGrace;
-    while (engine::IsEcho(local) && !engine::IsFromPeer(local) &&
-           !peer_error_ && !control_closed_ &&
-           !cv_.WaitWithDeadline(&mu_, until)) {
-    }
+    const auto until = std::chrono::steady_clock::now() +
+                       absl::ToChronoNanoseconds(engine::kRootCauseGrace);
+    cv_.wait_until(lock, until, [&] {
+      return !engine::IsEcho(local) || local_is_peers || peer_error_ ||
+             control_closed_;
+    });
     peer = peer_error_;
     confirmed = confirmed_rounds_;
   }
   if (control_ != nullptr) control_->Shutdown();
-  absl::Status s =
-      engine::PreferRootCause(local, peer.value_or(absl::OkStatus()));
+  absl::Status s = local_is_peers ? local
+                                  : engine::PreferRootCause(
+                                        local, peer.value_or(absl::OkStatus()));
   return absl::Status(
-      s.code(), absl::StrFormat("%s [destination confirmed %d round%s]",
-                                s.message(), confirmed,
-                                confirmed == 1 ? "" : "s"));
+      s.code(),
+      absl::StrFormat("%s [destination confirmed %d round%s]", s.message(),
+                      confirmed, confirmed == 1 ? "" : "s"));
 }
 
 template <typename Pred>
 absl::Status SenderImpl::AwaitControl(Pred ready, absl::Duration timeout,
                                       const std::string& what) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   bool timed_out = false;
   {
-    absl::MutexLock lock(&mu_);
-    while (!ready() && !failure_.failed() && !control_closed_) {
-      if (cv_.WaitWithDeadline(&mu_, deadline)) {
-        timed_out = !ready();
-        break;
-      }
-    }
+    std::unique_lock<std::mutex> lock(mu_);
+    timed_out = !cv_.wait_until(lock, deadline, [&] {
+      return ready() || failure_.failed() || control_closed_;
+    });
     if (ready()) return absl::OkStatus();
   }
   if (timed_out) {
-    failure_.Fail(absl::DeadlineExceededError(absl::StrFormat(
-        "%s: no answer from the destination within %s", what,
-        absl::FormatDuration(timeout))));
+    failure_.Fail(absl::DeadlineExceededError(
+        absl::StrFormat("%s: no answer from the destination within %s", what,
+                        absl::FormatDuration(timeout))));
   } else if (!failure_.failed()) {
     failure_.Fail(absl::UnavailableError(
         absl::StrCat(what, ": control connection closed")));
@@ -360,17 +366,15 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
     return sent.status();  // a bad argument: nothing was taken
   }
   if (absl::Status s = Barrier(CommandType::kSync, round); !s.ok()) return s;
-  if (absl::Status s = AwaitControl(
-          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return confirmed_rounds_ > round;
-          },
-          options_.round_timeout, absl::StrFormat("round %d", round));
+  if (absl::Status s = AwaitControl([&] { return confirmed_rounds_ > round; },
+                                    options_.round_timeout,
+                                    absl::StrFormat("round %d", round));
       !s.ok()) {
     return s;
   }
   uint64_t applied;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     applied = confirmed_pages_;
   }
   if (applied != sent->pages) {
@@ -401,10 +405,9 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
     int in_flight = 0;
     while (compared < pages) {
       while (in_flight < kWindow && requested < pages) {
-        proto::VerifyRequest q{
-            region.id, requested,
-            static_cast<uint32_t>(std::min<uint64_t>(proto::kMaxVerifyPages,
-                                                     pages - requested))};
+        proto::VerifyRequest q{region.id, requested,
+                               static_cast<uint32_t>(std::min<uint64_t>(
+                                   proto::kMaxVerifyPages, pages - requested))};
         if (absl::Status s = control_->Send(proto::EncodeVerifyRequest(q));
             !s.ok()) {
           failure_.Fail(s);
@@ -413,17 +416,15 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
         requested += q.page_count;
         ++in_flight;
       }
-      if (absl::Status s = AwaitControl(
-              [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                return !verify_results_.empty();
-              },
-              options_.round_timeout, "verify");
+      if (absl::Status s =
+              AwaitControl([&] { return !verify_results_.empty(); },
+                           options_.round_timeout, "verify");
           !s.ok()) {
         return s;
       }
       proto::VerifyResult result;
       {
-        absl::MutexLock lock(&mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         result = std::move(verify_results_.front());
         verify_results_.pop_front();
       }
@@ -465,9 +466,8 @@ absl::Status SenderImpl::Finish() {
     failure_.Fail(s);
     return FinalStatus();
   }
-  if (absl::Status s = AwaitControl(
-          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finish_acked_; },
-          options_.round_timeout, "finish");
+  if (absl::Status s = AwaitControl([&] { return finish_acked_; },
+                                    options_.round_timeout, "finish");
       !s.ok()) {
     return s;
   }

@@ -1,11 +1,9 @@
 #ifndef RAMFERRY_ENGINE_STATUS_UTIL_H_
 #define RAMFERRY_ENGINE_STATUS_UTIL_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace ramferry::engine {
@@ -14,19 +12,6 @@ namespace ramferry::engine {
 inline absl::Status Annotate(const absl::Status& s, absl::string_view context) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
-}
-
-// Errors the peer reported (an ERROR control message) carry this payload,
-// so teardown knows not to report them back and can prefer them as the
-// root cause over the local echo (a broken pipe, a reset).
-inline constexpr char kPeerErrorPayload[] = "ramferry/peer-error";
-
-inline absl::Status MarkFromPeer(absl::Status s) {
-  s.SetPayload(kPeerErrorPayload, absl::Cord("1"));
-  return s;
-}
-inline bool IsFromPeer(const absl::Status& s) {
-  return s.GetPayload(kPeerErrorPayload).has_value();
 }
 
 // How long a side that saw an echo waits for the peer's ERROR.
@@ -39,13 +24,14 @@ inline bool IsEcho(const absl::Status& s) {
 }
 
 // The status to report when the peer said `peer` and this side saw
-// `local`: the peer's word wins over a local echo of it.
+// `local` (no word of the peer's itself): the peer's word wins over a
+// local echo of it.
 inline absl::Status PreferRootCause(const absl::Status& local,
                                     const absl::Status& peer) {
-  if (peer.ok() || IsFromPeer(local) || !IsEcho(local)) return local;
-  return MarkFromPeer(absl::Status(
-      peer.code(), absl::StrCat(peer.message(), " (here: ", local.message(),
-                                ")")));
+  if (peer.ok() || !IsEcho(local)) return local;
+  return absl::Status(
+      peer.code(),
+      absl::StrCat(peer.message(), " (here: ", local.message(), ")"));
 }
 
 }  // namespace ramferry::engine

@@ -23,9 +23,10 @@ absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketTransport(
       return channels::OpenTcpZeroCopy(fd, options);
     default:
       close(fd);
-      return absl::UnimplementedError(absl::StrCat(
-          "transport ", TransportKindName(kind), " is not built into this "
-          "version of ramferry"));
+      return absl::UnimplementedError(absl::StrCat("transport ",
+                                                   TransportKindName(kind),
+                                                   " is not built into this "
+                                                   "version of ramferry"));
   }
 }
 

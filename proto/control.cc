@@ -42,8 +42,8 @@ class FrameBuilder {
   }
   WireWriter& w() { return w_; }
   std::vector<uint8_t> Finish() {
-    Store32(buf_.data() + 4, static_cast<uint32_t>(buf_.size() -
-                                                   kFrameHeaderBytes));
+    Store32(buf_.data() + 4,
+            static_cast<uint32_t>(buf_.size() - kFrameHeaderBytes));
     return std::move(buf_);
   }
 
@@ -67,8 +67,8 @@ absl::Status Finished(const WireReader& r, const char* what) {
     return absl::InvalidArgumentError(absl::StrCat(what, " truncated"));
   }
   if (r.remaining() != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s has %d trailing bytes", what, r.remaining()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has %d trailing bytes", what, r.remaining()));
   }
   return absl::OkStatus();
 }
@@ -77,14 +77,22 @@ absl::Status Finished(const WireReader& r, const char* what) {
 
 const char* ControlTypeName(ControlType t) {
   switch (t) {
-    case ControlType::kRegionTable: return "REGION_TABLE";
-    case ControlType::kRegionReply: return "REGION_REPLY";
-    case ControlType::kRoundDone: return "ROUND_DONE";
-    case ControlType::kError: return "ERROR";
-    case ControlType::kFinish: return "FINISH";
-    case ControlType::kFinishAck: return "FINISH_ACK";
-    case ControlType::kVerifyRequest: return "VERIFY_REQUEST";
-    case ControlType::kVerifyResult: return "VERIFY_RESULT";
+    case ControlType::kRegionTable:
+      return "REGION_TABLE";
+    case ControlType::kRegionReply:
+      return "REGION_REPLY";
+    case ControlType::kRoundDone:
+      return "ROUND_DONE";
+    case ControlType::kError:
+      return "ERROR";
+    case ControlType::kFinish:
+      return "FINISH";
+    case ControlType::kFinishAck:
+      return "FINISH_ACK";
+    case ControlType::kVerifyRequest:
+      return "VERIFY_REQUEST";
+    case ControlType::kVerifyResult:
+      return "VERIFY_RESULT";
   }
   return "UNKNOWN";
 }
@@ -241,8 +249,9 @@ absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p) {
 }
 
 absl::Status ErrorMessageStatus(const ErrorMessage& e) {
-  std::string where =
-      e.channel == kNoChannel ? "" : absl::StrFormat(" (channel %d)", e.channel);
+  std::string where = e.channel == kNoChannel
+                          ? ""
+                          : absl::StrFormat(" (channel %d)", e.channel);
   return absl::Status(static_cast<absl::StatusCode>(e.code),
                       absl::StrCat("peer reported", where, ": ", e.text));
 }
@@ -265,9 +274,9 @@ std::vector<uint8_t> EncodeFinishAck() {
 
 absl::Status DecodeEmpty(ControlType type, absl::Span<const uint8_t> p) {
   if (!p.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s carries %d payload bytes; want 0", ControlTypeName(type),
-        p.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s carries %d payload bytes; want 0",
+                        ControlTypeName(type), p.size()));
   }
   return absl::OkStatus();
 }
@@ -280,8 +289,7 @@ std::vector<uint8_t> EncodeVerifyRequest(const VerifyRequest& q) {
   return f.Finish();
 }
 
-absl::StatusOr<VerifyRequest> DecodeVerifyRequest(
-    absl::Span<const uint8_t> p) {
+absl::StatusOr<VerifyRequest> DecodeVerifyRequest(absl::Span<const uint8_t> p) {
   WireReader r(p);
   VerifyRequest q;
   q.region_id = r.U32();
@@ -289,9 +297,9 @@ absl::StatusOr<VerifyRequest> DecodeVerifyRequest(
   q.page_count = r.U32();
   if (absl::Status s = Finished(r, "verify request"); !s.ok()) return s;
   if (q.page_count == 0 || q.page_count > kMaxVerifyPages) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "verify request for %d pages; want [1, %d]", q.page_count,
-        kMaxVerifyPages));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("verify request for %d pages; want [1, %d]",
+                        q.page_count, kMaxVerifyPages));
   }
   return q;
 }

@@ -26,14 +26,14 @@ inline constexpr uint32_t kMaxPageSize = 1u << 30;
 inline constexpr uint32_t kNoChannel = 0xffffffffu;
 
 enum class ControlType : uint32_t {
-  kRegionTable = 1,   // source -> destination
-  kRegionReply = 2,   // destination -> source
-  kRoundDone = 3,     // destination -> source
-  kError = 4,         // either way; ends the session
-  kFinish = 5,        // source -> destination: no more rounds
-  kFinishAck = 6,     // destination -> source
-  kVerifyRequest = 7,   // source -> destination
-  kVerifyResult = 8,    // destination -> source
+  kRegionTable = 1,    // source -> destination
+  kRegionReply = 2,    // destination -> source
+  kRoundDone = 3,      // destination -> source
+  kError = 4,          // either way; ends the session
+  kFinish = 5,         // source -> destination: no more rounds
+  kFinishAck = 6,      // destination -> source
+  kVerifyRequest = 7,  // source -> destination
+  kVerifyResult = 8,   // destination -> source
 };
 
 struct FrameHeader {
@@ -106,8 +106,7 @@ absl::StatusOr<RegionReply> DecodeRegionReply(absl::Span<const uint8_t> p);
 absl::StatusOr<RoundDone> DecodeRoundDone(absl::Span<const uint8_t> p);
 absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p);
 absl::Status DecodeEmpty(ControlType type, absl::Span<const uint8_t> p);
-absl::StatusOr<VerifyRequest> DecodeVerifyRequest(
-    absl::Span<const uint8_t> p);
+absl::StatusOr<VerifyRequest> DecodeVerifyRequest(absl::Span<const uint8_t> p);
 absl::StatusOr<VerifyResult> DecodeVerifyResult(absl::Span<const uint8_t> p);
 
 // The error a peer's ErrorMessage stands for, naming its channel.

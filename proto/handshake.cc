@@ -32,9 +32,8 @@ void EncodeHello(const Hello& h, absl::Span<uint8_t> out) {
 
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
   if (in.size() < kHelloBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("hello truncated: %d of %d bytes", in.size(),
-                        kHelloBytes));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello truncated: %d of %d bytes", in.size(), kHelloBytes));
   }
   const uint8_t* p = in.data();
   if (uint32_t m = Load32(p); m != kHelloMagic) {
@@ -43,17 +42,16 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
         kHelloMagic));
   }
   if (uint16_t v = Load16(p + 4); v != kProtocolVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "peer speaks protocol version %d, this end speaks %d", v,
-        kProtocolVersion));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("peer speaks protocol version %d, this end speaks %d",
+                        v, kProtocolVersion));
   }
   Hello h;
   uint16_t role = Load16(p + 6);
   if (role != static_cast<uint16_t>(Role::kControl) &&
       role != static_cast<uint16_t>(Role::kData)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("hello role %d is neither control (1) nor data (2)",
-                        role));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello role %d is neither control (1) nor data (2)", role));
   }
   h.role = static_cast<Role>(role);
   std::memcpy(h.session.bytes.data(), p + 8, 16);
@@ -66,9 +64,9 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
     return absl::InvalidArgumentError("hello session id is all zero");
   }
   if (h.channel_count == 0 || h.channel_count > kMaxChannels) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "hello channel count %d outside [1, %d]", h.channel_count,
-        kMaxChannels));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hello channel count %d outside [1, %d]",
+                        h.channel_count, kMaxChannels));
   }
   if (h.channel_index >= h.channel_count) {
     return absl::InvalidArgumentError(
@@ -100,9 +98,8 @@ void EncodeHelloReply(const HelloReply& r, absl::Span<uint8_t> out) {
 
 absl::StatusOr<HelloReply> DecodeHelloReply(absl::Span<const uint8_t> in) {
   if (in.size() < kHelloReplyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("hello reply truncated: %d of %d bytes", in.size(),
-                        kHelloReplyBytes));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello reply truncated: %d of %d bytes", in.size(), kHelloReplyBytes));
   }
   const uint8_t* p = in.data();
   if (uint32_t m = Load32(p); m != kHelloReplyMagic) {
@@ -125,9 +122,8 @@ absl::StatusOr<HelloReply> DecodeHelloReply(absl::Span<const uint8_t> in) {
     if (c < 0x20 || c > 0x7e) c = '?';
   }
   if (r.status > static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("hello reply status %d is not a status code",
-                        r.status));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello reply status %d is not a status code", r.status));
   }
   return r;
 }

@@ -32,15 +32,14 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
                                                uint32_t channel,
                                                uint32_t max_pages) {
   if (fixed.size() < kPacketFixedBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "packet header truncated: %d of %d bytes", fixed.size(),
-        kPacketFixedBytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("packet header truncated: %d of %d bytes", fixed.size(),
+                        kPacketFixedBytes));
   }
   const uint8_t* p = fixed.data();
   if (uint32_t magic = Load32(p); magic != kPacketMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("packet magic 0x%08x, want 0x%08x", magic,
-                        kPacketMagic));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet magic 0x%08x, want 0x%08x", magic, kPacketMagic));
   }
   if (uint16_t v = Load16(p + 4); v != kProtocolVersion) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -56,20 +55,18 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   h.page_size = Load32(p + 36);
   if ((h.flags & ~kKnownPacketFlags) != 0 ||
       h.flags == (kPacketSync | kPacketFinish)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("packet flags 0x%04x are not a valid combination",
-                        h.flags));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet flags 0x%04x are not a valid combination", h.flags));
   }
   if (h.channel != channel) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "packet names channel %d but arrived on channel %d", h.channel,
-        channel));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("packet names channel %d but arrived on channel %d",
+                        h.channel, channel));
   }
   for (size_t i = 40; i < kPacketFixedBytes; ++i) {
     if (p[i] != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("packet reserved byte %d is 0x%02x, want 0", i,
-                          p[i]));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet reserved byte %d is 0x%02x, want 0", i, p[i]));
     }
   }
   if (h.is_data()) {
@@ -80,8 +77,8 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   } else if (h.page_count != 0 || h.region_id != 0 || h.page_size != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s packet carries page_count %d region_id %d page_size %d; want 0",
-        (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count,
-        h.region_id, h.page_size));
+        (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count, h.region_id,
+        h.page_size));
   }
   return h;
 }

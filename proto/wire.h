@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace ramferry::proto {
@@ -49,9 +49,15 @@ class WireWriter {
  public:
   explicit WireWriter(std::vector<uint8_t>* out) : out_(out) {}
   void U8(uint8_t v) { out_->push_back(v); }
-  void U16(uint16_t v) { Grow(2, [&](uint8_t* p) { Store16(p, v); }); }
-  void U32(uint32_t v) { Grow(4, [&](uint8_t* p) { Store32(p, v); }); }
-  void U64(uint64_t v) { Grow(8, [&](uint8_t* p) { Store64(p, v); }); }
+  void U16(uint16_t v) {
+    Grow(2, [&](uint8_t* p) { Store16(p, v); });
+  }
+  void U32(uint32_t v) {
+    Grow(4, [&](uint8_t* p) { Store32(p, v); });
+  }
+  void U64(uint64_t v) {
+    Grow(8, [&](uint8_t* p) { Store64(p, v); });
+  }
   void Bytes(absl::Span<const uint8_t> b) {
     out_->insert(out_->end(), b.begin(), b.end());
   }

@@ -10,11 +10,7 @@ PKGS=(
   clang clang-format clang-tidy
   iproute2 procps gnuplot-nox
 )
-# The RDMA VM harness (tests/rdma_vm) boots Debian's kernel under qemu.
-VM_PKGS=(qemu-system-x86 cpio xz-utils)
-
 want=("${PKGS[@]}")
-if [[ "${RAMFERRY_SKIP_VM_DEPS:-0}" != 1 ]]; then want+=("${VM_PKGS[@]}"); fi
 
 missing=()
 for p in "${want[@]}"; do

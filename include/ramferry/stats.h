@@ -11,26 +11,26 @@ namespace ramferry {
 
 struct ChannelStats {
   uint32_t channel = 0;
-  uint64_t packets = 0;        // data packets (SYNC/FINISH not counted)
+  uint64_t packets = 0;  // data packets (SYNC/FINISH not counted)
   uint64_t pages = 0;
   uint64_t payload_bytes = 0;  // page bytes
   uint64_t header_bytes = 0;
-  uint64_t syncs = 0;          // round barriers sent or received
+  uint64_t syncs = 0;  // round barriers sent or received
   // Send side.
-  uint64_t send_calls = 0;      // sendmsg / SQEs / ibv_post_send calls
-  uint64_t submit_calls = 0;    // syscalls that submitted them
-  uint64_t short_sends = 0;     // sends the kernel took only part of
-  uint64_t zc_sends = 0;        // sends that asked for zero copy
-  uint64_t zc_completions = 0;  // of those, completions reaped
-  uint64_t zc_copied = 0;       // completions the kernel flagged as copied
-  uint64_t zc_notifications = 0;  // notification messages read
-  uint64_t enobufs_retries = 0;   // optmem/memlock pressure, retried
-  uint64_t flushes = 0;           // waits for all completions
+  uint64_t send_calls = 0;          // sendmsg / SQEs / ibv_post_send calls
+  uint64_t submit_calls = 0;        // syscalls that submitted them
+  uint64_t short_sends = 0;         // sends the kernel took only part of
+  uint64_t zc_sends = 0;            // sends that asked for zero copy
+  uint64_t zc_completions = 0;      // of those, completions reaped
+  uint64_t zc_copied = 0;           // completions the kernel flagged as copied
+  uint64_t zc_notifications = 0;    // notification messages read
+  uint64_t enobufs_retries = 0;     // optmem/memlock pressure, retried
+  uint64_t flushes = 0;             // waits for all completions
   uint64_t completion_wait_ns = 0;  // time blocked waiting for completions
   uint64_t max_slots_in_flight = 0;
   // Scheduler -> channel ring.
   uint64_t ring_max_occupancy = 0;
-  uint64_t producer_wait_ns = 0;    // scheduler blocked on a full ring
+  uint64_t producer_wait_ns = 0;  // scheduler blocked on a full ring
   uint64_t producer_wait_max_ns = 0;
   uint64_t consumer_idle_max_ns = 0;  // channel thread asleep on empty ring
   // Receive side.

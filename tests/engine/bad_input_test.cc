@@ -15,8 +15,8 @@
 namespace ramferry {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeSource;
+using ::testing::HasSubstr;
 using testing::MakeRegion;
 using testing::ServingReceiver;
 
@@ -60,7 +60,9 @@ struct BadPacket {
 void PrintTo(const BadPacket& b, std::ostream* os) { *os << b.name; }
 
 std::vector<BadPacket> Cases() {
-  auto valid = [] { return FakeSource::DataPacket(Data(1, 0, 2), Offsets(2), 0xab); };
+  auto valid = [] {
+    return FakeSource::DataPacket(Data(1, 0, 2), Offsets(2), 0xab);
+  };
   auto patched = [valid](size_t at, uint8_t v) {
     return [=] {
       auto b = valid();
@@ -84,7 +86,8 @@ std::vector<BadPacket> Cases() {
       {"UnknownFlag", patched(7, 0x80), kInvalid, "flags"},
       {"ReservedByteSet", patched(50, 1), kInvalid, "reserved"},
       {"TooManyPages",
-       with([](auto& h) { h.page_count = kMaxPages + 1; }, Offsets(kMaxPages + 1)),
+       with([](auto& h) { h.page_count = kMaxPages + 1; },
+            Offsets(kMaxPages + 1)),
        kInvalid, "page_count 129"},
       {"OffsetPastRegion", with(none, {0, kRegionBytes}),
        absl::StatusCode::kOutOfRange, "outside region 1"},
@@ -156,10 +159,11 @@ class HandshakeTest : public ::testing::Test {
   // Completes one round and FINISH by hand: the session still works.
   void FinishCleanly() {
     for (uint32_t c = 0; c < 2; ++c) {
+      ASSERT_TRUE(src_.Send(c, FakeSource::DataPacket(
+                                   Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
+                      .ok());
       ASSERT_TRUE(
-          src_.Send(c, FakeSource::DataPacket(Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
-              .ok());
-      ASSERT_TRUE(src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)).ok());
+          src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)).ok());
     }
     auto m = src_.ReadControl();
     ASSERT_TRUE(m.ok()) << m.status();
@@ -169,7 +173,8 @@ class HandshakeTest : public ::testing::Test {
     EXPECT_EQ(done->round, 0u);
     EXPECT_EQ(done->pages, 2u);
     for (uint32_t c = 0; c < 2; ++c) {
-      ASSERT_TRUE(src_.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)).ok());
+      ASSERT_TRUE(
+          src_.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)).ok());
     }
     ASSERT_TRUE(src_.SendControl(proto::EncodeFinish()).ok());
     m = src_.ReadControl();
@@ -187,7 +192,8 @@ class HandshakeTest : public ::testing::Test {
 TEST_F(HandshakeTest, DataChannelBeforeControlIsRefused) {
   auto fd = src_.Connect(src_.MakeHello(proto::Role::kData, 0));
   EXPECT_TRUE(absl::IsFailedPrecondition(fd.status())) << fd.status();
-  EXPECT_THAT(fd.status().message(), HasSubstr("control connection comes first"));
+  EXPECT_THAT(fd.status().message(),
+              HasSubstr("control connection comes first"));
 }
 
 TEST_F(HandshakeTest, ForeignSessionIsRefusedAndSessionGoesOn) {
@@ -205,7 +211,8 @@ TEST_F(HandshakeTest, DuplicateChannelIndexIsRefused) {
   ASSERT_TRUE(src_.OpenChannel(0).ok());
   auto fd = src_.Connect(src_.MakeHello(proto::Role::kData, 0));
   EXPECT_TRUE(absl::IsAlreadyExists(fd.status())) << fd.status();
-  EXPECT_THAT(fd.status().message(), HasSubstr("channel 0 is already connected"));
+  EXPECT_THAT(fd.status().message(),
+              HasSubstr("channel 0 is already connected"));
   ASSERT_TRUE(src_.OpenChannel(1).ok());
   FinishCleanly();
 }
@@ -279,7 +286,8 @@ TEST_F(HandshakeTest, RoundBarrierOrdersRewritesAcrossChannels) {
   ASSERT_TRUE(src_.OpenAllChannels().ok());
   const std::vector<uint64_t> page5 = {5 * 4096};
   // Channel 0 finishes round 0 early and sends the new copy of page 5.
-  ASSERT_TRUE(src_.Send(0, FakeSource::Marker(proto::kPacketSync, 0, 0, 0)).ok());
+  ASSERT_TRUE(
+      src_.Send(0, FakeSource::Marker(proto::kPacketSync, 0, 0, 0)).ok());
   proto::PacketHeader fresh = Data(0, 1, 1);
   fresh.round = 1;
   ASSERT_TRUE(src_.Send(0, FakeSource::DataPacket(fresh, page5, 0x22)).ok());
@@ -287,12 +295,15 @@ TEST_F(HandshakeTest, RoundBarrierOrdersRewritesAcrossChannels) {
   // not depend on this pause: the barrier must hold either way).
   absl::SleepFor(absl::Milliseconds(50));
   // The stale round-0 copy arrives late on channel 1.
-  ASSERT_TRUE(src_.Send(1, FakeSource::DataPacket(Data(1, 0, 1), page5, 0x11)).ok());
-  ASSERT_TRUE(src_.Send(1, FakeSource::Marker(proto::kPacketSync, 1, 1, 0)).ok());
+  ASSERT_TRUE(
+      src_.Send(1, FakeSource::DataPacket(Data(1, 0, 1), page5, 0x11)).ok());
+  ASSERT_TRUE(
+      src_.Send(1, FakeSource::Marker(proto::kPacketSync, 1, 1, 0)).ok());
   auto m = src_.ReadControl();
   ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);
   for (uint32_t c = 0; c < 2; ++c) {
-    ASSERT_TRUE(src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 2, 1)).ok());
+    ASSERT_TRUE(
+        src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 2, 1)).ok());
   }
   m = src_.ReadControl();
   ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);

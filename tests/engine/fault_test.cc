@@ -67,7 +67,8 @@ struct RoundInFlight {
   ~RoundInFlight() { thread.join(); }
   // Waits until the sender has put `packets` packets on the wire.
   static void AwaitPackets(const Sender& s, uint64_t packets) {
-    while (s.stats().Total().packets < packets) absl::SleepFor(absl::Microseconds(100));
+    while (s.stats().Total().packets < packets)
+      absl::SleepFor(absl::Microseconds(100));
   }
   DirtyBitmap* bitmaps[1];
   absl::StatusOr<RoundResult> result;
@@ -137,11 +138,15 @@ TEST_F(FaultTest, StalledDestinationIsDetected) {
 }
 
 TEST_F(FaultTest, SourceKilledMidRound) {
-  auto dst = MakeRegion(1, bytes_);
-  ServingReceiver rx(opt_, {dst.region});
-  opt_.port = rx.port();
+  // Fork while this process has one thread; the child learns the port later.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
   pid_t pid = fork();
   if (pid == 0) {
+    close(fds[1]);
+    uint16_t port = 0;
+    if (read(fds[0], &port, sizeof port) != sizeof port) _exit(1);
+    opt_.port = port;
     auto sender = Sender::Connect(opt_, {&src_.region, 1});
     if (!sender.ok()) _exit(1);
     DirtyBitmap dirty(src_.region.page_count());
@@ -151,6 +156,13 @@ TEST_F(FaultTest, SourceKilledMidRound) {
       if (!(*sender)->SendRound(bitmaps).ok()) _exit(2);
     }
   }
+  close(fds[0]);
+  auto dst = MakeRegion(1, bytes_);
+  ServingReceiver rx(opt_, {dst.region});
+  const uint16_t port = rx.port();
+  ASSERT_EQ(write(fds[1], &port, sizeof port),
+            static_cast<ssize_t>(sizeof port));
+  close(fds[1]);
   // Kill it in the middle of its second round.
   while (rx.receiver().applied_rounds() < 1 ||
          rx.receiver().stats().Total().pages < src_.region.page_count() + 100) {
@@ -163,8 +175,9 @@ TEST_F(FaultTest, SourceKilledMidRound) {
   absl::Status s = rx.result();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
-  EXPECT_THAT(s.message(), AnyOf(HasSubstr("channel"),
-                                 HasSubstr("control connection to the source")));
+  EXPECT_THAT(s.message(),
+              AnyOf(HasSubstr("channel"),
+                    HasSubstr("control connection to the source")));
 }
 
 TEST_F(FaultTest, SourceAbortReachesTheDestination) {
@@ -192,7 +205,8 @@ TEST_F(FaultTest, DestinationAbortReachesTheSource) {
   dirty.SetRange(0, 8);
   DirtyBitmap* bitmaps[] = {&dirty};
   ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-  rx.receiver().Abort(absl::ResourceExhaustedError("destination out of memory"));
+  rx.receiver().Abort(
+      absl::ResourceExhaustedError("destination out of memory"));
   EXPECT_TRUE(absl::IsResourceExhausted(rx.result()));
   dirty.SetAll();
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);

@@ -19,8 +19,8 @@ using testing::ServingReceiver;
 
 // Rewrites `count` random pages of `r` and marks them in `dirty`; returns
 // how many distinct pages that was.
-uint64_t RewriteRandomPages(const Region& r, uint64_t count, std::mt19937_64& rng,
-                            DirtyBitmap& dirty) {
+uint64_t RewriteRandomPages(const Region& r, uint64_t count,
+                            std::mt19937_64& rng, DirtyBitmap& dirty) {
   std::set<uint64_t> pages;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t p = rng() % r.page_count();
@@ -234,7 +234,8 @@ TEST(TransferTest, InvalidOptionsNameTheField) {
   opt.channels = 0;
   auto sender = Sender::Connect(opt, {&src.region, 1});
   ASSERT_TRUE(absl::IsInvalidArgument(sender.status()));
-  EXPECT_NE(sender.status().message().find("channels"), absl::string_view::npos);
+  EXPECT_NE(sender.status().message().find("channels"),
+            absl::string_view::npos);
   opt.channels = 1;
   opt.ring_entries = 100;
   sender = Sender::Connect(opt, {&src.region, 1});

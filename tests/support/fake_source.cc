@@ -51,12 +51,11 @@ absl::Status FakeSource::OpenControl(
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<uint8_t>> payload = engine::ReceiveExpected(
-      *control_, proto::ControlType::kRegionReply,
-      absl::Now() + absl::Seconds(5));
+  absl::StatusOr<std::vector<uint8_t>> payload =
+      engine::ReceiveExpected(*control_, proto::ControlType::kRegionReply,
+                              absl::Now() + absl::Seconds(5));
   if (!payload.ok()) return payload.status();
-  absl::StatusOr<proto::RegionReply> reply =
-      proto::DecodeRegionReply(*payload);
+  absl::StatusOr<proto::RegionReply> reply = proto::DecodeRegionReply(*payload);
   if (!reply.ok()) return reply.status();
   if (!reply->accepted) return absl::FailedPreconditionError(reply->reason);
   return absl::OkStatus();

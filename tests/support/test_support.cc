@@ -24,8 +24,8 @@ TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed, bool fill) {
   EXPECT_TRUE(mem.ok()) << mem.status();
   TestRegion r;
   r.memory = std::move(*mem);
-  r.region = Region{id, "region-" + std::to_string(id), r.memory->data(),
-                    bytes, 4096};
+  r.region =
+      Region{id, "region-" + std::to_string(id), r.memory->data(), bytes, 4096};
   if (fill) FillRandom(r.memory->data(), bytes, seed);
   return r;
 }
@@ -36,23 +36,19 @@ ServingReceiver::ServingReceiver(const SessionOptions& options,
   auto rx = Receiver::Listen(options, regions_);
   EXPECT_TRUE(rx.ok()) << rx.status();
   receiver_ = std::move(*rx);
-  thread_ = std::thread([this] {
-    status_ = receiver_->Serve();
-    done_.Notify();
-  });
+  status_ = std::async(std::launch::async, [this] {
+              absl::Status s = receiver_->Serve();
+              done_.store(true);
+              return s;
+            }).share();
 }
 
 ServingReceiver::~ServingReceiver() {
-  if (!done_.HasBeenNotified()) {
-    receiver_->Abort(absl::CancelledError("test over"));
-  }
-  thread_.join();
+  if (!done_.load()) receiver_->Abort(absl::CancelledError("test over"));
+  status_.wait();
 }
 
-absl::Status ServingReceiver::result() {
-  done_.WaitForNotification();
-  return status_;
-}
+absl::Status ServingReceiver::result() { return status_.get(); }
 
 bool SameBytes(const Region& a, const Region& b) {
   return a.length == b.length && std::memcmp(a.base, b.base, a.length) == 0;

@@ -4,13 +4,14 @@
 #ifndef RAMFERRY_TESTS_SUPPORT_TEST_SUPPORT_H_
 #define RAMFERRY_TESTS_SUPPORT_TEST_SUPPORT_H_
 
+#include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
 #include "ramferry/receiver.h"
 #include "ramferry/region.h"
 
@@ -32,20 +33,19 @@ TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed = 0,
 // Runs Receiver::Serve on a thread; result() waits for it.
 class ServingReceiver {
  public:
-  ServingReceiver(const SessionOptions& options,
-                  std::vector<Region> regions);
+  ServingReceiver(const SessionOptions& options, std::vector<Region> regions);
   ~ServingReceiver();
   uint16_t port() const { return receiver_->port(); }
   Receiver& receiver() { return *receiver_; }
   absl::Status result();
-  bool done() const { return done_.HasBeenNotified(); }
+  bool done() const { return done_.load(); }
 
  private:
   std::vector<Region> regions_;
   std::unique_ptr<Receiver> receiver_;
-  absl::Status status_;
-  absl::Notification done_;
-  std::thread thread_;
+  // std::future, not absl::Notification: TSan sees its synchronisation.
+  std::shared_future<absl::Status> status_;
+  std::atomic<bool> done_{false};
 };
 
 // Whether two memory ranges are byte-identical.

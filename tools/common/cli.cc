@@ -31,11 +31,20 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
     double factor;
   };
   static constexpr Unit kUnits[] = {
-      {"", 1},         {"b", 1},
-      {"k", 1 << 10},  {"kib", 1 << 10}, {"kb", 1e3},
-      {"m", 1 << 20},  {"mib", 1 << 20}, {"mb", 1e6},
-      {"g", 1 << 30},  {"gib", 1 << 30}, {"gb", 1e9},
-      {"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1e12},
+      {"", 1},
+      {"b", 1},
+      {"k", 1 << 10},
+      {"kib", 1 << 10},
+      {"kb", 1e3},
+      {"m", 1 << 20},
+      {"mib", 1 << 20},
+      {"mb", 1e6},
+      {"g", 1 << 30},
+      {"gib", 1 << 30},
+      {"gb", 1e9},
+      {"t", 1ull << 40},
+      {"tib", 1ull << 40},
+      {"tb", 1e12},
   };
   for (const Unit& u : kUnits) {
     if (unit == u.name) {
@@ -47,9 +56,8 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
       return static_cast<uint64_t>(bytes);
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("'%s': unknown unit '%s' (use KiB, MiB, GiB)", text,
-                      unit));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "'%s': unknown unit '%s' (use KiB, MiB, GiB)", text, unit));
 }
 
 std::string FormatBytes(uint64_t bytes) {
@@ -133,10 +141,18 @@ JsonWriter& JsonWriter::String(absl::string_view value) {
   out_ += '"';
   for (char c : value) {
     switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\t': out_ += "\\t"; break;
+      case '"':
+        out_ += "\\\"";
+        break;
+      case '\\':
+        out_ += "\\\\";
+        break;
+      case '\n':
+        out_ += "\\n";
+        break;
+      case '\t':
+        out_ += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out_ += absl::StrFormat("\\u%04x", c);
