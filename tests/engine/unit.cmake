@@ -1,0 +1,2 @@
+ramferry_test(engine_unit_test command_ring_test.cc dirty_bitmap_test.cc
+  scheduler_test.cc round_barrier_test.cc LABELS unit)
