@@ -162,7 +162,9 @@ int main(int argc, char** argv) {
       "moves a memory region between two processes on loopback over N "
       "channels and reports throughput, CPU and transport counters.\n"
       "  ramferry-bench --transport=tcp-zerocopy --channels=4 --size=1GiB "
-      "--json");
+      "--json\n"
+      "Flags may be spelled with dashes or underscores (--packet-pages).");
+  ramferry::cli::AcceptDashedFlags(argc, argv);
   absl::ParseCommandLine(argc, argv);
   return ramferry::Main();
 }

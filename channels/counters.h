@@ -4,6 +4,7 @@
 #define RAMFERRY_CHANNELS_COUNTERS_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace ramferry::channels {
@@ -23,6 +24,13 @@ class Counter {
  private:
   std::atomic<uint64_t> v_{0};
 };
+
+// Monotonic nanoseconds, for timing waits into counters.
+inline uint64_t MonotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace ramferry::channels
 

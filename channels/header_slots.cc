@@ -1,20 +1,10 @@
 #include "channels/header_slots.h"
 
-#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 
 namespace ramferry::channels {
-namespace {
-
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 HeaderSlots::HeaderSlots(uint32_t slots, size_t slot_bytes,
                          CompletionPolicy policy, CompletionSource* source,
@@ -30,10 +20,10 @@ HeaderSlots::HeaderSlots(uint32_t slots, size_t slot_bytes,
 template <typename Pred>
 absl::Status HeaderSlots::WaitUntil(Pred done) {
   if (done()) return absl::OkStatus();
-  uint64_t start = NowNs();
+  uint64_t start = MonotonicNs();
   absl::Status s;
   while (s.ok() && !done()) s = source_->Reap(*this, /*block=*/true);
-  stats_->completion_wait_ns.Add(NowNs() - start);
+  stats_->completion_wait_ns.Add(MonotonicNs() - start);
   return s;
 }
 

@@ -1,15 +1,9 @@
 #include "engine/command_ring.h"
 
-#include <chrono>
+#include "channels/counters.h"
 
 namespace ramferry::engine {
 namespace {
-
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Signed distance: true when `seq` is at or before `done`, across wraps.
 bool Reached(uint32_t done, uint32_t seq) {
@@ -36,14 +30,14 @@ CommandRing::CommandRing(uint32_t entries, uint32_t max_pages,
 template <typename Pred>
 void CommandRing::ProducerWait(Pred ready) {
   if (ready() || aborted()) return;
-  const uint64_t start = NowNs();
+  const uint64_t start = channels::MonotonicNs();
   {
     std::unique_lock<std::mutex> lock(mu_);
     producer_waiting_.store(true, std::memory_order_seq_cst);
     while (!ready() && !aborted()) producer_cv_.wait(lock);
     producer_waiting_.store(false, std::memory_order_relaxed);
   }
-  const uint64_t waited = NowNs() - start;
+  const uint64_t waited = channels::MonotonicNs() - start;
   producer_wait_ns_.Add(waited);
   producer_wait_max_ns_.RaiseTo(waited);
 }
@@ -118,14 +112,14 @@ void CommandRing::CompleteBarrier(uint32_t seq) {
 
 bool CommandRing::WaitForWork() {
   if (!Empty() || aborted()) return !aborted();
-  const uint64_t start = NowNs();
+  const uint64_t start = channels::MonotonicNs();
   {
     std::unique_lock<std::mutex> lock(mu_);
     consumer_waiting_.store(true, std::memory_order_seq_cst);
     while (Empty() && !aborted()) consumer_cv_.wait(lock);
     consumer_waiting_.store(false, std::memory_order_relaxed);
   }
-  consumer_idle_max_ns_.RaiseTo(NowNs() - start);
+  consumer_idle_max_ns_.RaiseTo(channels::MonotonicNs() - start);
   return !aborted();
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using testing::LoopbackPair;
 using testing::MakeRegion;
 using testing::ScaledBytes;
 using testing::ServingReceiver;
@@ -181,35 +182,23 @@ TEST_F(FaultTest, SourceKilledMidRound) {
 }
 
 TEST_F(FaultTest, SourceAbortReachesTheDestination) {
-  auto dst = MakeRegion(1, bytes_);
-  ServingReceiver rx(opt_, {dst.region});
-  opt_.port = rx.port();
-  auto sender = Sender::Connect(opt_, {&src_.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  (*sender)->Abort(absl::CancelledError("operator cancelled the migration"));
-  absl::Status s = rx.result();
+  LoopbackPair p(1 << 20, 12, opt_);
+  ASSERT_NE(p.sender, nullptr);
+  p.sender->Abort(absl::CancelledError("operator cancelled the migration"));
+  absl::Status s = p.rx->result();
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("source reported: operator cancelled"));
-  DirtyBitmap dirty(src_.region.page_count());
-  DirtyBitmap* bitmaps[] = {&dirty};
-  EXPECT_TRUE(absl::IsCancelled((*sender)->SendRound(bitmaps).status()));
+  EXPECT_TRUE(absl::IsCancelled(p.SendEverything().status()));
 }
 
 TEST_F(FaultTest, DestinationAbortReachesTheSource) {
-  auto dst = MakeRegion(1, bytes_);
-  ServingReceiver rx(opt_, {dst.region});
-  opt_.port = rx.port();
-  auto sender = Sender::Connect(opt_, {&src_.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src_.region.page_count());
-  dirty.SetRange(0, 8);
-  DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-  rx.receiver().Abort(
+  LoopbackPair p(1 << 20, 13, opt_);
+  ASSERT_NE(p.sender, nullptr);
+  ASSERT_TRUE(p.SendEverything().ok());
+  p.rx->receiver().Abort(
       absl::ResourceExhaustedError("destination out of memory"));
-  EXPECT_TRUE(absl::IsResourceExhausted(rx.result()));
-  dirty.SetAll();
-  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  EXPECT_TRUE(absl::IsResourceExhausted(p.rx->result()));
+  absl::StatusOr<RoundResult> r = p.SendEverything();
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
   EXPECT_THAT(r.status().message(),

@@ -12,6 +12,7 @@
 namespace ramferry {
 namespace {
 
+using testing::LoopbackPair;
 using testing::MakeRegion;
 using testing::SameBytes;
 using testing::ScaledBytes;
@@ -139,66 +140,45 @@ TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {
 }
 
 TEST(TransferTest, EmptyRoundStillSynchronises) {
-  auto src = MakeRegion(1, 1 << 20, 3, true);
-  auto dst = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
-  ServingReceiver rx(opt, {dst.region});
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
+  LoopbackPair p(1 << 20, 3);
+  ASSERT_NE(p.sender, nullptr);
+  DirtyBitmap dirty(p.src.region.page_count());
   DirtyBitmap* bitmaps[] = {&dirty};
-  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  absl::StatusOr<RoundResult> r = p.sender->SendRound(bitmaps);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->pages, 0u);
-  EXPECT_EQ((*sender)->confirmed_rounds(), 1u);
-  ASSERT_TRUE((*sender)->Finish().ok());
-  EXPECT_TRUE(rx.result().ok());
+  EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
+  ASSERT_TRUE(p.sender->Finish().ok());
+  EXPECT_TRUE(p.rx->result().ok());
 }
 
 TEST(TransferTest, VerifyFindsPagesThatDiffer) {
-  auto src = MakeRegion(1, 4 << 20, 4, true);
-  auto dst = MakeRegion(1, 4 << 20);
-  SessionOptions opt;
-  ServingReceiver rx(opt, {dst.region});
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  LoopbackPair p(4 << 20, 4);
+  ASSERT_NE(p.sender, nullptr);
+  ASSERT_TRUE(p.SendEverything().ok());
   // Written after the round and never sent: Verify must name it.
-  src.region.page(77)[100] ^= 0xff;
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  p.src.region.page(77)[100] ^= 0xff;
+  absl::StatusOr<VerifyReport> v = p.sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->pages_mismatched, 1u);
   ASSERT_EQ(v->first_mismatches.size(), 1u);
   EXPECT_EQ(v->first_mismatches[0], std::make_pair(1u, uint64_t{77}));
-  ASSERT_TRUE((*sender)->Finish().ok());
-  EXPECT_TRUE(rx.result().ok());
+  ASSERT_TRUE(p.sender->Finish().ok());
+  EXPECT_TRUE(p.rx->result().ok());
 }
 
 TEST(TransferTest, BadArgumentsAreRejectedWithoutEndingTheSession) {
-  auto src = MakeRegion(1, 1 << 20, 5, true);
-  auto dst = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
-  ServingReceiver rx(opt, {dst.region});
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  LoopbackPair p(1 << 20, 5);
+  ASSERT_NE(p.sender, nullptr);
   DirtyBitmap wrong(3);
   wrong.SetAll();
   DirtyBitmap* bad[] = {&wrong};
-  EXPECT_TRUE(absl::IsInvalidArgument((*sender)->SendRound(bad).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(p.sender->SendRound(bad).status()));
   EXPECT_EQ(wrong.Count(), 3u);  // nothing taken
-  DirtyBitmap right(src.region.page_count());
-  right.SetAll();
-  DirtyBitmap* good[] = {&right};
-  ASSERT_TRUE((*sender)->SendRound(good).ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
-  EXPECT_TRUE(rx.result().ok());
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  ASSERT_TRUE(p.SendEverything().ok());
+  ASSERT_TRUE(p.sender->Finish().ok());
+  EXPECT_TRUE(p.rx->result().ok());
+  EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
 }
 
 TEST(TransferTest, RegionMismatchIsRefusedByTheDestination) {

@@ -50,6 +50,25 @@ ServingReceiver::~ServingReceiver() {
 
 absl::Status ServingReceiver::result() { return status_.get(); }
 
+LoopbackPair::LoopbackPair(uint64_t bytes, uint64_t seed,
+                           SessionOptions options)
+    : src(MakeRegion(1, bytes, seed, /*fill=*/true)),
+      dst(MakeRegion(1, bytes)) {
+  rx = std::make_unique<ServingReceiver>(options,
+                                         std::vector<Region>{dst.region});
+  options.port = rx->port();
+  auto s = Sender::Connect(options, {&src.region, 1});
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (s.ok()) sender = std::move(*s);
+}
+
+absl::StatusOr<RoundResult> LoopbackPair::SendEverything() {
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  return sender->SendRound(bitmaps);
+}
+
 bool SameBytes(const Region& a, const Region& b) {
   return a.length == b.length && std::memcmp(a.base, b.base, a.length) == 0;
 }

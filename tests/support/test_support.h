@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "ramferry/receiver.h"
 #include "ramferry/region.h"
+#include "ramferry/sender.h"
 
 namespace ramferry::testing {
 
@@ -46,6 +47,18 @@ class ServingReceiver {
   // std::future, not absl::Notification: TSan sees its synchronisation.
   std::shared_future<absl::Status> status_;
   std::atomic<bool> done_{false};
+};
+
+// A sender and a receiver connected on loopback, one region on each side
+// (`src` filled with random bytes, `dst` zeroed).
+struct LoopbackPair {
+  LoopbackPair(uint64_t bytes, uint64_t seed, SessionOptions options = {});
+  // Marks every page of `src` dirty and sends one round.
+  absl::StatusOr<RoundResult> SendEverything();
+
+  TestRegion src, dst;
+  std::unique_ptr<ServingReceiver> rx;
+  std::unique_ptr<Sender> sender;
 };
 
 // Whether two memory ranges are byte-identical.

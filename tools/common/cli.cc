@@ -84,6 +84,17 @@ bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error) {
 
 std::string AbslUnparseFlag(ByteSize size) { return FormatBytes(size.bytes); }
 
+void AcceptDashedFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* a = argv[i];
+    if (a[0] != '-' || a[1] != '-') continue;
+    if (a[2] == '\0') return;  // "--": the rest are not flags
+    for (char* c = a + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+}
+
 double ProcessCpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

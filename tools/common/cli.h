@@ -24,6 +24,11 @@ struct ByteSize {
 bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error);
 std::string AbslUnparseFlag(ByteSize size);
 
+// Rewrites "--packet-pages=8" as "--packet_pages=8" in place, so flags
+// can be spelled with dashes or underscores (Abseil wants underscores).
+// Values are left alone; "--" ends the rewriting.
+void AcceptDashedFlags(int argc, char** argv);
+
 // User + system CPU seconds of this process so far.
 double ProcessCpuSeconds();
 // CPU seconds of the calling thread so far.
