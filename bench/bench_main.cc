@@ -75,6 +75,10 @@ int Main() {
   const ChannelStats t = r->sender.Total();
   const double gib = r->bytes / double(1ull << 30);
   const double gbps = r->bytes / r->seconds / 1e9;
+  // Every packet on the wire: data, SYNC and FINISH.
+  const uint64_t wire_packets = t.packets + t.syncs + t.finishes;
+  const double calls_per_packet =
+      wire_packets ? double(t.send_calls) / wire_packets : 0;
   if (json) {
     cli::JsonWriter w;
     w.BeginObject()
@@ -113,7 +117,7 @@ int Main() {
         .Key("send_calls")
         .Uint(t.send_calls)
         .Key("send_calls_per_packet")
-        .Number(t.packets ? double(t.send_calls) / (t.packets + t.syncs) : 0)
+        .Number(calls_per_packet)
         .Key("short_sends")
         .Uint(t.short_sends)
         .Key("zc_sends")
@@ -147,9 +151,8 @@ int Main() {
         "verified: %s\n",
         TransportKindName(c.session.transport), c.session.channels,
         cli::FormatBytes(r->bytes), r->seconds, gbps, r->sender_cpu_s / gib,
-        r->receiver_cpu_s / gib, t.packets,
-        t.packets ? double(t.send_calls) / (t.packets + t.syncs) : 0,
-        t.zc_copied, t.zc_completions, r->verified ? "yes" : "NO");
+        r->receiver_cpu_s / gib, t.packets, calls_per_packet, t.zc_copied,
+        t.zc_completions, r->verified ? "yes" : "NO");
   }
   return r->verified ? 0 : 3;
 }

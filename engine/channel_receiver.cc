@@ -70,6 +70,7 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
         h->packet_num, h->round, round_));
   }
   if (h->flags & proto::kPacketFinish) {
+    finishes_.Add();
     finished_.store(true, std::memory_order_release);
     return Step::kFinished;
   }
@@ -127,6 +128,7 @@ void ChannelReceiver::ExportStats(ChannelStats* out) const {
   out->payload_bytes = payload_bytes_.get();
   out->header_bytes = header_bytes_.get();
   out->syncs = syncs_.get();
+  out->finishes = finishes_.get();
 }
 
 }  // namespace ramferry::engine

@@ -65,7 +65,8 @@ class ChannelReceiver {
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
 
-  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_;
+  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
+      finishes_;
 };
 
 }  // namespace ramferry::engine

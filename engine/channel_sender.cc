@@ -72,6 +72,7 @@ absl::Status ChannelSender::Execute(const Command& c) {
       return SendMarker(proto::kPacketSync, c.round);
     case CommandType::kFinish:
       if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+      finishes_.Add();
       if (absl::Status s = SendMarker(proto::kPacketFinish, c.round); !s.ok()) {
         return s;
       }
@@ -125,6 +126,7 @@ void ChannelSender::ExportStats(ChannelStats* out) const {
   out->payload_bytes = payload_bytes_.get();
   out->header_bytes = header_bytes_.get();
   out->syncs = syncs_.get();
+  out->finishes = finishes_.get();
   out->ring_max_occupancy = ring_.max_occupancy();
   out->producer_wait_ns = ring_.producer_wait_ns();
   out->producer_wait_max_ns = ring_.producer_wait_max_ns();

@@ -54,7 +54,8 @@ class ChannelSender {
   uint64_t packet_num_ = 0;  // channel thread only
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
-  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_;
+  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
+      finishes_;
 };
 
 }  // namespace ramferry::engine

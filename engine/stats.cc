@@ -12,6 +12,7 @@ ChannelStats SessionStats::Total() const {
     t.payload_bytes += c.payload_bytes;
     t.header_bytes += c.header_bytes;
     t.syncs += c.syncs;
+    t.finishes += c.finishes;
     t.send_calls += c.send_calls;
     t.submit_calls += c.submit_calls;
     t.short_sends += c.short_sends;

@@ -15,7 +15,8 @@ struct ChannelStats {
   uint64_t pages = 0;
   uint64_t payload_bytes = 0;  // page bytes
   uint64_t header_bytes = 0;
-  uint64_t syncs = 0;  // round barriers sent or received
+  uint64_t syncs = 0;     // SYNC packets (round barriers)
+  uint64_t finishes = 0;  // FINISH packets (0 or 1)
   // Send side.
   uint64_t send_calls = 0;          // sendmsg / SQEs / ibv_post_send calls
   uint64_t submit_calls = 0;        // syscalls that submitted them
