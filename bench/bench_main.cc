@@ -4,8 +4,6 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "bench/loopback_transfer.h"
 #include "ramferry/transport.h"
@@ -161,13 +159,12 @@ int Main() {
 }  // namespace ramferry
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  ramferry::cli::InitBinary(
+      argc, argv,
       "moves a memory region between two processes on loopback over N "
       "channels and reports throughput, CPU and transport counters.\n"
       "  ramferry-bench --transport=tcp-zerocopy --channels=4 --size=1GiB "
-      "--json\n"
-      "Flags may be spelled with dashes or underscores (--packet-pages).");
-  ramferry::cli::AcceptDashedFlags(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+      "--json",
+      __FILE__);
   return ramferry::Main();
 }

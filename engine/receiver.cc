@@ -61,6 +61,7 @@ class ReceiverImpl {
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
   SessionStats stats() const;
   uint64_t applied_rounds() const { return applied_rounds_.load(); }
+  uint64_t verified_pages() const { return verified_pages_.load(); }
 
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
@@ -99,6 +100,7 @@ class ReceiverImpl {
   std::unique_ptr<engine::RoundBarrier> barrier_;
   std::vector<std::unique_ptr<ChannelReceiver>> channels_;
   std::atomic<uint64_t> applied_rounds_{0};
+  std::atomic<uint64_t> verified_pages_{0};
 };
 
 absl::Status ReceiverImpl::Listen() {
@@ -420,6 +422,7 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
   result.page_digests.resize(q->page_count);
   engine::PageDigests(*region, q->first_page,
                       absl::MakeSpan(result.page_digests));
+  verified_pages_.fetch_add(q->page_count);
   return control_->Send(proto::EncodeVerifyResult(result));
 }
 
@@ -467,5 +470,6 @@ absl::Status Receiver::Serve() { return impl_->Serve(); }
 void Receiver::Abort(const absl::Status& reason) { impl_->Abort(reason); }
 SessionStats Receiver::stats() const { return impl_->stats(); }
 uint64_t Receiver::applied_rounds() const { return impl_->applied_rounds(); }
+uint64_t Receiver::verified_pages() const { return impl_->verified_pages(); }
 
 }  // namespace ramferry

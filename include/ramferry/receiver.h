@@ -42,6 +42,10 @@ class Receiver {
   SessionStats stats() const;
   // Rounds fully applied so far.
   uint64_t applied_rounds() const;
+  // Pages whose digests the source asked for (Sender::Verify). After a
+  // successful Serve, equal to the total page count when the source
+  // verified everything before finishing.
+  uint64_t verified_pages() const;
 
  private:
   explicit Receiver(std::unique_ptr<ReceiverImpl> impl);

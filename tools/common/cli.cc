@@ -7,8 +7,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ramferry::cli {
@@ -83,6 +88,22 @@ bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error) {
 }
 
 std::string AbslUnparseFlag(ByteSize size) { return FormatBytes(size.bytes); }
+
+void InitBinary(int argc, char** argv, absl::string_view usage,
+                absl::string_view main_file) {
+  absl::SetProgramUsageMessage(absl::StrCat(
+      usage,
+      "\nFlags may be spelled with dashes or underscores (--packet-pages)."));
+  absl::FlagsUsageConfig config;
+  const std::string file(main_file);
+  config.contains_help_flags = [file](absl::string_view f) {
+    return absl::EndsWith(file, f) || absl::EndsWith(f, file);
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+  AcceptDashedFlags(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+}
 
 void AcceptDashedFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -179,6 +200,8 @@ JsonWriter& JsonWriter::Number(double value) {
   Separate();
   if (!std::isfinite(value)) {
     out_ += "null";
+  } else if (value == std::floor(value) && std::fabs(value) < 9e15) {
+    out_ += absl::StrFormat("%d", static_cast<int64_t>(value));  // exact
   } else {
     out_ += absl::StrFormat("%.6g", value);
   }
@@ -199,6 +222,12 @@ JsonWriter& JsonWriter::Bool(bool value) {
   out_ += value ? "true" : "false";
   return *this;
 }
+JsonWriter& JsonWriter::Raw(absl::string_view json) {
+  Separate();
+  out_.append(json.data(), json.size());
+  return *this;
+}
+
 JsonWriter& JsonWriter::Null() {
   Separate();
   out_ += "null";

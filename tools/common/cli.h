@@ -24,6 +24,12 @@ struct ByteSize {
 bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error);
 std::string AbslUnparseFlag(ByteSize size);
 
+// What every ramferry binary does first: sets the usage text, makes
+// --help list the flags defined in `main_file` (pass __FILE__) with their
+// defaults, accepts dashed flag names, and parses the command line.
+void InitBinary(int argc, char** argv, absl::string_view usage,
+                absl::string_view main_file);
+
 // Rewrites "--packet-pages=8" as "--packet_pages=8" in place, so flags
 // can be spelled with dashes or underscores (Abseil wants underscores).
 // Values are left alone; "--" ends the rewriting.
@@ -48,6 +54,8 @@ class JsonWriter {
   JsonWriter& Uint(uint64_t value);
   JsonWriter& Bool(bool value);
   JsonWriter& Null();
+  // A value that is already JSON (from another process), inserted as is.
+  JsonWriter& Raw(absl::string_view json);
   const std::string& str() const { return out_; }
 
  private:

@@ -1,0 +1,178 @@
+// ramferry-migrate as a user runs it: separate processes, real signals, and
+// (where this machine allows) a private network namespace whose loopback is
+// rate-limited, so a migration can take seconds and outrun its link.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+
+namespace ramferry {
+namespace {
+
+using testing::BackgroundCommand;
+using testing::CommandResult;
+using ::testing::HasSubstr;
+using testing::RunCommand;
+using Json = nlohmann::json;
+
+const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
+
+Json ParseJson(const CommandResult& r) {
+  Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out << r.err;
+  return j;
+}
+
+TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
+  CommandResult r = RunCommand({kMigrate, "--help"});
+  const std::string help = r.out + r.err;
+  for (const char* flag :
+       {"role",           "connect",    "listen",       "demo",
+        "transport",      "channels",   "packet_pages", "header_slots",
+        "completion",     "size",       "region_file",  "dest_region_file",
+        "dirty_tracking", "dirty_set",  "dirty_rate",   "writers",
+        "downtime_limit", "max_rounds", "prefault",     "connect_timeout",
+        "stall_timeout",  "seed",       "json"}) {
+    EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
+  }
+  EXPECT_GE(std::count(help.begin(), help.end(), ';'), 23) << help;
+  EXPECT_THAT(help, HasSubstr("default: 300ms"));
+}
+
+TEST(MigrateCli, NoRoleIsAUsageError) {
+  CommandResult r = RunCommand({kMigrate});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("choose --role=source, --role=dest or --demo"));
+}
+
+TEST(MigrateCli, DemoJsonReportsVerifiedAndDowntime) {
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--json", "--size=256MiB", "--channels=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_GT(j["downtime_s"].get<double>(), 0);
+  EXPECT_GE(j["rounds"].get<int>(), 2);
+  EXPECT_EQ(j["pages_verified"], (256 << 20) / 4096);
+  EXPECT_EQ(j["destination"]["verified"], true);
+  EXPECT_EQ(j["destination"]["rounds_applied"], j["rounds"]);
+  EXPECT_EQ(j["channel_stats"].size(), 2u);
+}
+
+TEST(MigrateCli, DemoMigratesAFileBackedRegion) {
+  const std::string src = absl::StrCat("/dev/shm/ramferry-test-", getpid());
+  const std::string dst = src + ".dest";
+  {
+    std::ofstream f(src, std::ios::binary);
+    for (int i = 0; i < (8 << 20) / 8; ++i) {
+      uint64_t v = i * 0x9E3779B97F4A7C15ull;
+      f.write(reinterpret_cast<const char*>(&v), 8);
+    }
+  }
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--json", "--region-file=" + src});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["region"], src);
+  EXPECT_EQ(j["workload"]["pages_written"], 0);  // a file is left alone
+  CommandResult cmp = RunCommand({"/usr/bin/cmp", src, dst});
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+  unlink(src.c_str());
+  unlink(dst.c_str());
+}
+
+TEST(MigrateCli, ZeroCopyRefusesToStartUnderASmallMemlockLimit) {
+  if (access("/usr/bin/setpriv", X_OK) != 0 ||
+      access("/usr/bin/prlimit", X_OK) != 0) {
+    GTEST_SKIP() << "needs setpriv and prlimit (util-linux) to drop "
+                    "CAP_IPC_LOCK and lower RLIMIT_MEMLOCK";
+  }
+  // Without CAP_IPC_LOCK, 1 MiB of memlock cannot hold 4 channels' pins.
+  CommandResult r = RunCommand(
+      {"/usr/bin/prlimit", "--memlock=1048576:1048576", "/usr/bin/setpriv",
+       "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", kMigrate,
+       "--role=source", "--connect=127.0.0.1:1", "--size=16MiB",
+       "--transport=tcp-zerocopy", "--channels=4"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("RLIMIT_MEMLOCK is 1048576 bytes"));
+  EXPECT_THAT(r.err, HasSubstr("ulimit -l 16384"));
+  EXPECT_THAT(r.err, HasSubstr("CAP_IPC_LOCK"));
+}
+
+// A network namespace of our own whose loopback carries 1 Gbit/s.
+class SlowLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for ip netns and tc";
+    ns_ = absl::StrCat("ramferry-", getpid());
+    CommandResult add = RunCommand({"/usr/sbin/ip", "netns", "add", ns_});
+    if (add.exit_code != 0) GTEST_SKIP() << "ip netns add failed: " << add.err;
+    created_ = true;
+    RunCommand({"/usr/sbin/ip", "-n", ns_, "link", "set", "lo", "up"});
+    CommandResult tc =
+        RunCommand({"/usr/sbin/ip", "netns", "exec", ns_, "/usr/sbin/tc",
+                    "qdisc", "replace", "dev", "lo", "root", "tbf", "rate",
+                    "1gbit", "burst", "512kb", "latency", "100ms"});
+    if (tc.exit_code != 0) GTEST_SKIP() << "tc tbf unavailable: " << tc.err;
+  }
+  void TearDown() override {
+    if (created_) RunCommand({"/usr/sbin/ip", "netns", "del", ns_});
+  }
+  std::vector<std::string> InNamespace(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns_});
+    return argv;
+  }
+  std::string ns_;
+  bool created_ = false;
+};
+
+TEST_F(SlowLinkTest, DirtyRateAboveTheLinkEndsByMaxRoundsAndVerifies) {
+  // The link carries ~119 MiB/s; the workload dirties 256 MiB/s.
+  CommandResult r = RunCommand(InNamespace(
+      {kMigrate, "--demo", "--json", "--size=96MiB", "--dirty-set=48MiB",
+       "--dirty-rate=256MiB", "--max-rounds=3"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["converged_by"], "max-rounds");
+  EXPECT_EQ(j["rounds"], 4);  // 3 live + the final one
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_GT(j["dirty_rate_pages_per_s"].get<double>() * 4096,
+            j["throughput_gb_per_s"].get<double>() * 1e9 / 4)
+      << "the workload did not outpace the link";
+}
+
+TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {
+  BackgroundCommand dest(InNamespace(
+      {kMigrate, "--role=dest", "--listen=127.0.0.1:7199", "--size=256MiB"}));
+  ASSERT_TRUE(dest.AwaitStderr("listening", absl::Seconds(60)));
+  BackgroundCommand source(
+      InNamespace({kMigrate, "--role=source", "--connect=127.0.0.1:7199",
+                   "--size=256MiB", "--json", "--stall-timeout=5s"}));
+  // Round 0 alone needs ~2 s on this link: a second in, it is mid-round.
+  absl::SleepFor(absl::Seconds(1));
+  kill(dest.pid(), SIGKILL);
+  const absl::Time killed = absl::Now();
+  CommandResult r = source.Wait(absl::Seconds(60));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(15));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_FALSE(j["error"].get<std::string>().empty());
+  EXPECT_EQ(j["verified"], false);
+  // What it reports as confirmed is exactly what the destination applied.
+  EXPECT_EQ(j["confirmed_rounds"], j["rounds"]);
+  EXPECT_EQ(j["workload"]["running_after"], true);
+}
+
+}  // namespace
+}  // namespace ramferry

@@ -1,0 +1,385 @@
+// ramferry-migrate: live pre-copy migration of changing memory between two
+// processes, over ramferry's channels.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "ramferry/region.h"
+#include "tools/common/cli.h"
+#include "tools/migrate/destination.h"
+#include "tools/migrate/dirty_tracker.h"
+#include "tools/migrate/memload.h"
+#include "tools/migrate/memlock.h"
+#include "tools/migrate/precopy.h"
+#include "tools/migrate/region_memory.h"
+#include "tools/migrate/report.h"
+
+namespace ramferry::migrate {
+
+// A dirty rate: "256MiB" (bytes per second), "50000pages" (per second) or
+// "auto": 256 MiB/s into anonymous memory, nothing into a --region-file,
+// which may be another program's memory.
+struct DirtyRate {
+  double pages_per_s = -1;  // -1: auto
+};
+constexpr double kAutoRatePagesPerS = (256 << 20) / 4096.0;
+
+bool AbslParseFlag(absl::string_view text, DirtyRate* out, std::string* err) {
+  if (text == "auto") {
+    out->pages_per_s = -1;
+    return true;
+  }
+  if (absl::EndsWith(text, "pages")) {
+    double v;
+    if (!absl::SimpleAtod(text.substr(0, text.size() - 5), &v) || v < 0) {
+      *err = "want NNNpages (per second)";
+      return false;
+    }
+    out->pages_per_s = v;
+    return true;
+  }
+  absl::StatusOr<uint64_t> b = cli::ParseBytes(text);
+  if (!b.ok()) {
+    *err = std::string(b.status().message());
+    return false;
+  }
+  out->pages_per_s = *b / 4096.0;
+  return true;
+}
+std::string AbslUnparseFlag(DirtyRate r) {
+  if (r.pages_per_s < 0) return "auto";
+  return cli::FormatBytes(static_cast<uint64_t>(r.pages_per_s * 4096));
+}
+
+}  // namespace ramferry::migrate
+
+ABSL_FLAG(std::string, role, "",
+          "source | dest (or use --demo to run both on loopback)");
+ABSL_FLAG(std::string, connect, "", "source: destination HOST:PORT");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "dest: HOST:PORT to listen on");
+ABSL_FLAG(bool, demo, false,
+          "run a destination process and a source on loopback, one report");
+ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy");
+ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
+ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
+ABSL_FLAG(uint32_t, header_slots, 1024, "zero-copy header slots per channel");
+ABSL_FLAG(std::string, completion, "wrap",
+          "zero-copy completion policy: wrap | slot | each");
+ABSL_FLAG(ramferry::cli::ByteSize, size, ramferry::cli::ByteSize{1ull << 30},
+          "region size (anonymous memory; for dest also the file size)");
+ABSL_FLAG(std::string, region_file, "",
+          "migrate a shared file mapping instead (e.g. /dev/shm/vm-ram): "
+          "the source maps the existing file, dest creates it. memload does "
+          "not write into it unless --dirty-rate is given");
+ABSL_FLAG(std::string, dest_region_file, "",
+          "--demo with --region-file: the destination's file (default: the "
+          "source's path + \".dest\")");
+ABSL_FLAG(std::string, dirty_tracking, "uffd",
+          "uffd (userfaultfd write-protect + PAGEMAP_SCAN, Linux 6.7+) | "
+          "bitmap (the workload marks its own writes)");
+ABSL_FLAG(ramferry::cli::ByteSize, dirty_set, ramferry::cli::ByteSize{64 << 20},
+          "memload: size of the page set the writers keep rewriting");
+ABSL_FLAG(ramferry::migrate::DirtyRate, dirty_rate,
+          ramferry::migrate::DirtyRate{},
+          "memload: writes per second over all writers, as bytes (256MiB) "
+          "or pages (50000pages); 0 for an idle workload; auto: 256MiB into "
+          "anonymous memory, 0 into a --region-file");
+ABSL_FLAG(int, writers, 1, "memload writer threads");
+ABSL_FLAG(absl::Duration, downtime_limit, absl::Milliseconds(300),
+          "stop and copy once the final round is estimated to fit in this");
+ABSL_FLAG(uint32_t, max_rounds, 30,
+          "live rounds (round 0 included) before stopping regardless");
+ABSL_FLAG(bool, prefault, true,
+          "dest: pre-fault the region before data arrives");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10),
+          "source: keep retrying the connection this long");
+ABSL_FLAG(absl::Duration, stall_timeout, absl::Seconds(30),
+          "either end: no progress this long means the peer is stalled");
+ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
+ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
+
+namespace ramferry::migrate {
+namespace {
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "ramferry-migrate: %s (see --help)\n", why.c_str());
+  return 2;
+}
+
+absl::StatusOr<std::pair<std::string, uint16_t>> HostPort(
+    const std::string& text) {
+  size_t colon = text.rfind(':');
+  uint32_t port;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError("'" + text + "' is not HOST:PORT");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]
+  }
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+absl::StatusOr<SessionOptions> Session() {
+  SessionOptions o;
+  absl::StatusOr<TransportKind> t =
+      ParseTransportKind(absl::GetFlag(FLAGS_transport));
+  if (!t.ok()) return t.status();
+  absl::StatusOr<CompletionPolicy> c =
+      ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
+  if (!c.ok()) return c.status();
+  o.transport = *t;
+  o.completion = *c;
+  o.channels = absl::GetFlag(FLAGS_channels);
+  o.packet_pages = absl::GetFlag(FLAGS_packet_pages);
+  o.header_slots = absl::GetFlag(FLAGS_header_slots);
+  o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
+  if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
+  return o;
+}
+
+double DirtyPagesPerSecond(bool file_backed) {
+  const double rate = absl::GetFlag(FLAGS_dirty_rate).pages_per_s;
+  if (rate >= 0) return rate;
+  return file_backed ? 0 : kAutoRatePagesPerS;
+}
+
+RunDescription Describe(const SessionOptions& o, uint64_t bytes,
+                        absl::string_view tracking) {
+  RunDescription d;
+  d.transport = std::string(TransportKindName(o.transport));
+  d.completion = std::string(CompletionPolicyName(o.completion));
+  d.channels = o.channels;
+  d.region_bytes = bytes;
+  d.region = absl::GetFlag(FLAGS_region_file).empty()
+                 ? "anonymous"
+                 : absl::GetFlag(FLAGS_region_file);
+  d.dirty_tracking = std::string(tracking);
+  d.dirty_set_bytes = absl::GetFlag(FLAGS_dirty_set).bytes;
+  d.dirty_rate_bytes_per_s =
+      DirtyPagesPerSecond(d.region != "anonymous") * 4096;
+  d.writers = absl::GetFlag(FLAGS_writers);
+  d.downtime_limit_s =
+      absl::ToDoubleSeconds(absl::GetFlag(FLAGS_downtime_limit));
+  d.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  return d;
+}
+
+// The destination's own report, when it runs as our child (--demo).
+struct PeerReport {
+  std::string json;
+  std::string table;
+};
+using FetchPeerReport = std::function<PeerReport()>;
+
+// The source role, given where to connect.
+int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
+  std::unique_ptr<RegionMemory> mem;
+  const std::string file = absl::GetFlag(FLAGS_region_file);
+  absl::StatusOr<std::unique_ptr<RegionMemory>> m =
+      file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes)
+                   : RegionMemory::OpenFile(file);
+  if (!m.ok()) return Usage(std::string(m.status().message()));
+  mem = std::move(*m);
+  if (absl::Status s = CheckPinningLimits(opt, 4096); !s.ok()) {
+    std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
+                 std::string(s.message()).c_str());
+    return 1;
+  }
+  // memload's one-time fill (a file keeps the content it has).
+  if (!mem->file_backed()) {
+    FillRandom(mem->data(), mem->size(), absl::GetFlag(FLAGS_seed));
+  }
+  Region region{1, "ram", mem->data(), mem->size(), 4096};
+
+  std::unique_ptr<DirtyTracker> tracker;
+  const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
+  if (tracking == "uffd") {
+    absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
+        MakeUffdWpTracker(mem->data(), mem->size());
+    if (!t.ok()) {
+      std::fprintf(stderr, "ramferry-migrate: dirty tracking: %s\n",
+                   std::string(t.status().message()).c_str());
+      return 1;
+    }
+    tracker = std::move(*t);
+  } else if (tracking == "bitmap") {
+    tracker = MakeBitmapTracker(region.page_count());
+  } else {
+    return Usage("--dirty-tracking must be uffd or bitmap");
+  }
+  Memload::Options lo;
+  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / 4096;
+  lo.pages_per_second = DirtyPagesPerSecond(mem->file_backed());
+  lo.writers = absl::GetFlag(FLAGS_writers);
+  lo.seed = absl::GetFlag(FLAGS_seed);
+  Memload load(mem->data(), region.page_count(), lo, tracker.get());
+  load.Start();
+
+  PrecopyConfig config;
+  config.session = opt;
+  config.downtime_limit = absl::GetFlag(FLAGS_downtime_limit);
+  config.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  config.progress = !absl::GetFlag(FLAGS_json);
+  PrecopyReport r = RunPrecopy(config, region, *tracker, load);
+  const RunDescription run = Describe(opt, region.length, tracker->name());
+  const PeerReport peer = fetch_peer ? fetch_peer() : PeerReport{};
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", SourceJson(run, r, peer.json).c_str());
+  } else {
+    std::printf("%s%s", SourceTable(run, r).c_str(), peer.table.c_str());
+  }
+  return r.status.ok() && r.verified ? 0 : 1;
+}
+
+absl::StatusOr<std::unique_ptr<RegionMemory>> DestinationMemory(
+    const std::string& file) {
+  const uint64_t bytes = absl::GetFlag(FLAGS_size).bytes;
+  return file.empty() ? RegionMemory::Anonymous(bytes)
+                      : RegionMemory::CreateFile(file, bytes);
+}
+
+int RunDestRole(SessionOptions opt) {
+  absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
+      DestinationMemory(absl::GetFlag(FLAGS_region_file));
+  if (!mem.ok()) return Usage(std::string(mem.status().message()));
+  Region region{1, "ram", (*mem)->data(), (*mem)->size(), 4096};
+  const bool json = absl::GetFlag(FLAGS_json);
+  DestinationReport r = RunDestination(
+      opt, region, absl::GetFlag(FLAGS_prefault), !json, [&](uint16_t port) {
+        std::fprintf(stderr, "ramferry-migrate: listening on %s:%d\n",
+                     opt.host.c_str(), port);
+      });
+  std::printf("%s\n",
+              json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());
+  return r.verified ? 0 : 1;
+}
+
+// Both ends on loopback: the destination in a child process (its own CPU
+// and memory), the source here.
+int RunDemo(SessionOptions opt) {
+  std::string dest_file;
+  if (const std::string src = absl::GetFlag(FLAGS_region_file); !src.empty()) {
+    dest_file = absl::GetFlag(FLAGS_dest_region_file);
+    if (dest_file.empty()) dest_file = src + ".dest";
+    if (dest_file == src) {
+      return Usage("--dest-region-file must differ from --region-file");
+    }
+    // The destination must be sized like the source file.
+    absl::StatusOr<std::unique_ptr<RegionMemory>> probe =
+        RegionMemory::OpenFile(src);
+    if (!probe.ok()) return Usage(std::string(probe.status().message()));
+    absl::SetFlag(&FLAGS_size, cli::ByteSize{(*probe)->size()});
+  }
+  int fds[2];
+  if (pipe(fds) != 0) return Usage("pipe failed");
+  std::fflush(nullptr);
+  pid_t child = fork();
+  if (child < 0) return Usage("fork failed");
+  if (child == 0) {
+    close(fds[0]);
+    FILE* out = fdopen(fds[1], "w");
+    absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
+        DestinationMemory(dest_file);
+    if (!mem.ok()) {
+      std::fprintf(stderr, "ramferry-migrate: destination: %s\n",
+                   std::string(mem.status().message()).c_str());
+      _exit(1);
+    }
+    Region region{1, "ram", (*mem)->data(), (*mem)->size(), 4096};
+    opt.host = "127.0.0.1";
+    opt.port = 0;
+    DestinationReport r = RunDestination(
+        opt, region, absl::GetFlag(FLAGS_prefault), false, [&](uint16_t port) {
+          std::fprintf(out, "%d\n", port);
+          std::fflush(out);
+        });
+    std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
+                 DestinationTable(r).c_str());
+    std::fclose(out);
+    _exit(r.verified ? 0 : 1);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  unsigned port = 0;
+  char first[32];
+  if (std::fgets(first, sizeof first, in) == nullptr ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(first), &port)) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    return Usage("the destination process did not start");
+  }
+  opt.host = "127.0.0.1";
+  opt.port = static_cast<uint16_t>(port);
+  // The destination reports once its session ends, which follows the
+  // source's end closely; one that says nothing in time is killed.
+  auto fetch = [&]() -> PeerReport {
+    PeerReport p;
+    pollfd pfd{fds[0], POLLIN, 0};
+    if (poll(&pfd, 1, 10000) <= 0) {
+      kill(child, SIGKILL);
+      p.table = "destination: no report within 10 s (killed)\n";
+      return p;
+    }
+    char line[1 << 16];
+    if (std::fgets(line, sizeof line, in) != nullptr) {
+      p.json = line;
+      while (!p.json.empty() && p.json.back() == '\n') p.json.pop_back();
+      while (std::fgets(line, sizeof line, in) != nullptr) p.table += line;
+    }
+    return p;
+  };
+  const int rc = RunSourceRole(opt, fetch);
+  std::fclose(in);
+  kill(child, SIGKILL);  // no-op when it already exited
+  waitpid(child, nullptr, 0);
+  return rc;
+}
+
+}  // namespace
+}  // namespace ramferry::migrate
+
+int main(int argc, char** argv) {
+  ramferry::cli::InitBinary(
+      argc, argv,
+      "live pre-copy migration of changing memory over ramferry channels.\n"
+      "  ramferry-migrate --demo                       both ends on loopback\n"
+      "  ramferry-migrate --role=dest --listen=0.0.0.0:7070 --size=1GiB\n"
+      "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB",
+      __FILE__);
+  using namespace ramferry::migrate;
+  absl::StatusOr<ramferry::SessionOptions> opt = Session();
+  if (!opt.ok()) return Usage(std::string(opt.status().message()));
+  if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (role == "source") {
+    auto hp = HostPort(absl::GetFlag(FLAGS_connect));
+    if (!hp.ok())
+      return Usage("--connect: " + std::string(hp.status().message()));
+    opt->host = hp->first;
+    opt->port = hp->second;
+    return RunSourceRole(*opt);
+  }
+  if (role == "dest") {
+    auto hp = HostPort(absl::GetFlag(FLAGS_listen));
+    if (!hp.ok())
+      return Usage("--listen: " + std::string(hp.status().message()));
+    opt->host = hp->first;
+    opt->port = hp->second;
+    return RunDestRole(*opt);
+  }
+  return Usage("choose --role=source, --role=dest or --demo");
+}

@@ -1,0 +1,38 @@
+// Zero-copy sends pin the pages they carry, charged to RLIMIT_MEMLOCK
+// (unless the process has CAP_IPC_LOCK), and each outstanding send holds a
+// notification in the socket's option memory (net.core.optmem_max). Users
+// most often meet zero-copy as a mid-migration ENOBUFS; checking up front
+// turns that into a clear refusal with the number to raise.
+#ifndef RAMFERRY_TOOLS_MIGRATE_MEMLOCK_H_
+#define RAMFERRY_TOOLS_MIGRATE_MEMLOCK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "ramferry/options.h"
+
+namespace ramferry::migrate {
+
+struct PinningNeeds {
+  uint64_t memlock_bytes = 0;    // pinned at most, all channels
+  uint64_t optmem_bytes = 0;     // per socket, at most
+  uint64_t sends_in_flight = 0;  // per channel, at most
+  std::string explanation;       // how the numbers were reached
+};
+
+// What `options` can pin and hold, given the kernel's socket buffer limit
+// (net.ipv4.tcp_wmem max): the kernel cannot hold more unsent/unacked data
+// per socket than that, however many header slots are free.
+PinningNeeds ComputePinningNeeds(const SessionOptions& options,
+                                 uint64_t page_size, uint64_t sndbuf_max);
+
+// Reads the limits of this process and kernel and refuses, with the exact
+// numbers and how to raise them, when a zero-copy transport could hit
+// them. OK for copying transports.
+absl::Status CheckPinningLimits(const SessionOptions& options,
+                                uint64_t page_size);
+
+}  // namespace ramferry::migrate
+
+#endif  // RAMFERRY_TOOLS_MIGRATE_MEMLOCK_H_

@@ -1,0 +1,67 @@
+// The source side of a live migration: pre-copy rounds while the workload
+// runs, then a stop-and-copy round with the workload paused, then
+// page-by-page verification against the destination.
+#ifndef RAMFERRY_TOOLS_MIGRATE_PRECOPY_H_
+#define RAMFERRY_TOOLS_MIGRATE_PRECOPY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "ramferry/options.h"
+#include "ramferry/region.h"
+#include "ramferry/stats.h"
+#include "tools/migrate/dirty_tracker.h"
+#include "tools/migrate/memload.h"
+
+namespace ramferry::migrate {
+
+struct PrecopyConfig {
+  SessionOptions session;
+  // Stop and copy once the last round is estimated to fit in this.
+  absl::Duration downtime_limit = absl::Milliseconds(300);
+  // Live rounds (round 0 included) before stopping regardless.
+  uint32_t max_rounds = 30;
+  bool progress = true;
+};
+
+struct RoundRecord {
+  uint64_t pages = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  bool final = false;  // sent with the workload paused
+};
+
+struct PrecopyReport {
+  absl::Status status;    // OK: migrated and verified
+  double setup_s = 0;     // connect, handshake, region agreement
+  double transfer_s = 0;  // first round start to last round confirmed
+  double verify_s = 0;
+  double downtime_s = 0;  // workload paused -> destination verified
+  double total_s = 0;
+  std::vector<RoundRecord> rounds;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_resent = 0;  // beyond one copy of the region
+  std::string converged_by;   // "downtime-limit" or "max-rounds"
+  double estimated_final_s = 0;
+  double dirty_pages_per_s = 0;  // measured while the workload ran
+  uint64_t pages_verified = 0;
+  uint64_t pages_mismatched = 0;
+  bool verified = false;
+  uint64_t confirmed_rounds = 0;        // rounds the destination confirmed
+  bool workload_running_after = false;  // the workload still writes
+  uint64_t workload_pages_written = 0;
+  SessionStats stats;
+};
+
+// Migrates `region` (4 KiB pages) while `load` writes to it, with
+// `tracker` reporting what it wrote. Never throws; every failure lands in
+// report.status, with the workload left running.
+PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
+                         DirtyTracker& tracker, Memload& load);
+
+}  // namespace ramferry::migrate
+
+#endif  // RAMFERRY_TOOLS_MIGRATE_PRECOPY_H_

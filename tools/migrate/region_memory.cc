@@ -1,0 +1,89 @@
+#include "tools/migrate/region_memory.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace ramferry::migrate {
+namespace {
+
+absl::Status Errno(absl::string_view what, absl::string_view path) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s %s: %s", what, path, strerror(errno)));
+}
+
+absl::StatusOr<uint8_t*> Map(uint64_t bytes, int fd) {
+  void* m = mmap(
+      nullptr, bytes, PROT_READ | PROT_WRITE,
+      fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE : MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("mmap of %d bytes: %s", bytes, strerror(errno)));
+  }
+  return static_cast<uint8_t*>(m);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
+    uint64_t bytes) {
+  if (bytes == 0 || bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region size %d is not a positive multiple of 4 KiB", bytes));
+  }
+  absl::StatusOr<uint8_t*> m = Map(bytes, -1);
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, false));
+}
+
+absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
+    const std::string& path) {
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open region file", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    absl::Status s = Errno("cannot stat region file", path);
+    close(fd);
+    return s;
+  }
+  const uint64_t bytes = static_cast<uint64_t>(st.st_size);
+  if (bytes == 0 || bytes % 4096 != 0) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region file %s is %d bytes; want a positive multiple of 4 KiB", path,
+        bytes));
+  }
+  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
+  close(fd);  // the mapping keeps the file
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, true));
+}
+
+absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
+    const std::string& path, uint64_t bytes) {
+  if (bytes == 0 || bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region size %d is not a positive multiple of 4 KiB", bytes));
+  }
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("cannot create region file", path);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    absl::Status s = Errno("cannot size region file", path);
+    close(fd);
+    return s;
+  }
+  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
+  close(fd);
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, true));
+}
+
+RegionMemory::~RegionMemory() { munmap(data_, size_); }
+
+}  // namespace ramferry::migrate

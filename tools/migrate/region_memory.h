@@ -1,0 +1,42 @@
+// The memory a migration moves: anonymous memory of this process, or a
+// shared file mapping (e.g. in /dev/shm) so another program's memory can be
+// migrated and the destination writes the same file.
+#ifndef RAMFERRY_TOOLS_MIGRATE_REGION_MEMORY_H_
+#define RAMFERRY_TOOLS_MIGRATE_REGION_MEMORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ramferry::migrate {
+
+class RegionMemory {
+ public:
+  // Anonymous memory of `bytes`.
+  static absl::StatusOr<std::unique_ptr<RegionMemory>> Anonymous(
+      uint64_t bytes);
+  // An existing file mapped shared; its size is the region's.
+  static absl::StatusOr<std::unique_ptr<RegionMemory>> OpenFile(
+      const std::string& path);
+  // A file created (or truncated) to `bytes` and mapped shared.
+  static absl::StatusOr<std::unique_ptr<RegionMemory>> CreateFile(
+      const std::string& path, uint64_t bytes);
+  ~RegionMemory();
+
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  bool file_backed() const { return file_backed_; }
+
+ private:
+  RegionMemory(uint8_t* data, uint64_t size, bool file_backed)
+      : data_(data), size_(size), file_backed_(file_backed) {}
+  uint8_t* data_;
+  uint64_t size_;
+  bool file_backed_;
+};
+
+}  // namespace ramferry::migrate
+
+#endif  // RAMFERRY_TOOLS_MIGRATE_REGION_MEMORY_H_

@@ -1,0 +1,36 @@
+// The migration report, as a table for people and JSON for tools.
+#ifndef RAMFERRY_TOOLS_MIGRATE_REPORT_H_
+#define RAMFERRY_TOOLS_MIGRATE_REPORT_H_
+
+#include <string>
+
+#include "tools/migrate/destination.h"
+#include "tools/migrate/precopy.h"
+
+namespace ramferry::migrate {
+
+// What the run was, for the report's header.
+struct RunDescription {
+  std::string transport;
+  std::string completion;
+  uint32_t channels = 0;
+  uint64_t region_bytes = 0;
+  std::string region;  // "anonymous" or the file path
+  std::string dirty_tracking;
+  uint64_t dirty_set_bytes = 0;
+  double dirty_rate_bytes_per_s = 0;
+  int writers = 0;
+  double downtime_limit_s = 0;
+  uint32_t max_rounds = 0;
+};
+
+std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
+                       const std::string& destination_json);
+std::string SourceTable(const RunDescription& run, const PrecopyReport& r);
+
+std::string DestinationJson(const DestinationReport& r);
+std::string DestinationTable(const DestinationReport& r);
+
+}  // namespace ramferry::migrate
+
+#endif  // RAMFERRY_TOOLS_MIGRATE_REPORT_H_
