@@ -9,7 +9,12 @@
 #include "ramferry/transport.h"
 #include "tools/common/cli.h"
 
-ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy");
+ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy | uring-zc");
+ABSL_FLAG(bool, registered_buffers, false,
+          "uring-zc: send pages from io_uring registered buffers");
+ABSL_FLAG(bool, uring_fallback, false,
+          "uring-zc on a kernel without it: use tcp-zerocopy (with a "
+          "warning) instead of failing");
 ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
 ABSL_FLAG(ramferry::cli::ByteSize, size, ramferry::cli::ByteSize{1ull << 30},
           "region size (e.g. 256MiB, 1GiB)");
@@ -48,6 +53,8 @@ int Main() {
   c.session.channels = absl::GetFlag(FLAGS_channels);
   c.session.packet_pages = absl::GetFlag(FLAGS_packet_pages);
   c.session.header_slots = absl::GetFlag(FLAGS_header_slots);
+  c.session.registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
+  c.session.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   c.bytes = absl::GetFlag(FLAGS_size).bytes;
   c.rounds = absl::GetFlag(FLAGS_rounds);
   c.dirty_fraction = absl::GetFlag(FLAGS_dirty_fraction);
@@ -90,6 +97,8 @@ int Main() {
         .Uint(c.session.packet_pages)
         .Key("header_slots")
         .Uint(c.session.header_slots)
+        .Key("registered_buffers")
+        .Bool(c.session.registered_buffers)
         .Key("region_bytes")
         .Uint(c.bytes)
         .Key("rounds")
@@ -114,6 +123,10 @@ int Main() {
         .Uint(t.pages)
         .Key("send_calls")
         .Uint(t.send_calls)
+        .Key("submit_calls")
+        .Uint(t.submit_calls)
+        .Key("submit_calls_per_packet")
+        .Number(wire_packets ? double(t.submit_calls) / wire_packets : 0)
         .Key("send_calls_per_packet")
         .Number(calls_per_packet)
         .Key("short_sends")

@@ -112,6 +112,9 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
   const absl::Time t0 = absl::Now();
   auto sender = Sender::Connect(opt, {&region, 1});
   if (!sender.ok()) return sender.status();
+  for (const std::string& w : (*sender)->warnings()) {
+    std::fprintf(stderr, "ramferry-bench: warning: %s\n", w.c_str());
+  }
   DirtyBitmap dirty(region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};

@@ -41,16 +41,17 @@ absl::StatusOr<absl::Span<uint8_t>> HeaderSlots::Acquire() {
   return buffer(slot);
 }
 
-void HeaderSlots::Attach(uint32_t token) {
+void HeaderSlots::Attach(uint32_t token, uint32_t slot) {
   if (pending_.empty()) base_token_ = token;
-  pending_.push_back({current_, false});
-  if (refs_[current_]++ == 0) {
+  pending_.push_back({slot, false});
+  if (refs_[slot]++ == 0) {
     ++busy_slots_;
     stats_->max_slots_in_flight.RaiseTo(busy_slots_);
   }
 }
 
-absl::Status HeaderSlots::Complete(uint32_t token, bool copied) {
+absl::Status HeaderSlots::Complete(uint32_t token, bool copied,
+                                   bool zero_copy) {
   const uint32_t index = token - base_token_;  // modular: survives 2^32 wrap
   if (index >= pending_.size() || pending_[index].done) {
     return absl::InternalError(absl::StrFormat(
@@ -62,8 +63,10 @@ absl::Status HeaderSlots::Complete(uint32_t token, bool copied) {
   p.done = true;
   ++done_ahead_;
   if (--refs_[p.slot] == 0) --busy_slots_;
-  stats_->zc_completions.Add();
-  if (copied) stats_->zc_copied.Add();
+  if (zero_copy) {
+    stats_->zc_completions.Add();
+    if (copied) stats_->zc_copied.Add();
+  }
   while (!pending_.empty() && pending_.front().done) {
     pending_.pop_front();
     --done_ahead_;

@@ -57,10 +57,15 @@ class HeaderSlots {
   absl::StatusOr<absl::Span<uint8_t>> Acquire();
   // A send call carrying the current slot was issued with `token`. Tokens
   // must be attached in increasing order (mod 2^32), none skipped.
-  void Attach(uint32_t token);
+  void Attach(uint32_t token) { Attach(token, current_); }
+  // The same for an earlier slot (a resend of a packet's remainder).
+  void Attach(uint32_t token, uint32_t slot);
   // The send with `token` completed. Fails for a token that is not
-  // outstanding (never issued, or completed twice).
-  absl::Status Complete(uint32_t token, bool copied);
+  // outstanding (never issued, or completed twice). `zero_copy` is false
+  // for a send that pinned nothing (a copied send, or one that failed
+  // before pinning): it frees its slot but is not counted as a zero-copy
+  // completion.
+  absl::Status Complete(uint32_t token, bool copied, bool zero_copy = true);
   // The packet in the current slot is out: move on, and wait as the policy
   // says.
   absl::Status PacketSent();

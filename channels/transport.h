@@ -47,6 +47,9 @@ struct TransportOptions {
   uint32_t header_slots = 1024;
   CompletionPolicy completion = CompletionPolicy::kWrap;
   absl::Duration stall_timeout = absl::Seconds(30);
+  // Send payload from buffers registered up front (RegisterRegion), where
+  // the transport can (kCapRegisteredBuffers).
+  bool registered_buffers = false;
 };
 
 struct OutgoingPacket {
@@ -86,9 +89,19 @@ class Transport {
   // Returns once every packet sent so far has completed: zero-copy buffers
   // are released and may be rewritten.
   virtual absl::Status Flush() = 0;
+  // Pushes out packets SendPacket queued. Transports that batch several
+  // packets per submission syscall send nothing until this (or Flush);
+  // the caller calls it at the end of each batch of work.
+  virtual absl::Status Submit() { return absl::OkStatus(); }
   // Reaps whatever completions are ready without blocking; called when the
   // sender has nothing else to do.
   virtual absl::Status Poll() { return absl::OkStatus(); }
+  // Registers caller memory that payload will come from, before any send
+  // (transports with kCapRegisteredBuffers; others accept and ignore it).
+  virtual absl::Status RegisterRegion(uint32_t region_id, void* base,
+                                      uint64_t length) {
+    return absl::OkStatus();
+  }
 
   // --- receive side ---
   // Reads exactly buf.size() bytes. At a packet boundary the peer may be

@@ -55,6 +55,13 @@ void ChannelSender::Run() {
         break;
       }
     }
+    // Queued sends go out together: one submission for the whole batch
+    // where the transport batches.
+    if (absl::Status s = transport_->Submit(); !s.ok()) {
+      failure_->Fail(Annotate(s, absl::StrCat("channel ", index_)));
+      ring_.Abort();
+      return;
+    }
     ring_.Release(n);
     if (finished) return;
   }

@@ -53,6 +53,7 @@ class SenderImpl {
   absl::Status Finish();
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
   SessionStats stats() const;
+  std::vector<std::string> warnings() const { return warnings_; }
   uint64_t confirmed_rounds() const {
     return confirmed_mirror_.load(std::memory_order_acquire);
   }
@@ -80,8 +81,9 @@ class SenderImpl {
   std::vector<std::unique_ptr<ChannelSender>> channels_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::thread control_thread_;
-  uint64_t next_round_ = 0;  // caller thread only
-  bool finished_ = false;    // caller thread only
+  std::vector<std::string> warnings_;  // written during Setup only
+  uint64_t next_round_ = 0;            // caller thread only
+  bool finished_ = false;              // caller thread only
 
   // Events from the control thread.
   mutable std::mutex mu_;
@@ -152,6 +154,7 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
   topts.header_slots = options_.header_slots;
   topts.completion = options_.completion;
   topts.stall_timeout = options_.stall_timeout;
+  topts.registered_buffers = options_.registered_buffers;
   for (uint32_t i = 0; i < options_.channels; ++i) {
     const std::string where = absl::StrFormat("channel %d", i);
     absl::StatusOr<int> fd = engine::ConnectWithRetry(
@@ -171,9 +174,19 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
       close(*fd);
       return Annotate(r.status(), where);
     }
+    std::string warning;
     absl::StatusOr<std::unique_ptr<channels::Transport>> transport =
-        engine::OpenSocketTransport(options_.transport, *fd, topts);
+        engine::OpenSocketTransport(options_.transport, *fd, topts,
+                                    options_.fallback_to_tcp_zerocopy,
+                                    &warning);
     if (!transport.ok()) return Annotate(transport.status(), where);
+    if (!warning.empty() && i == 0) warnings_.push_back(warning);
+    for (const Region& r : regions_) {
+      if (absl::Status s = (*transport)->RegisterRegion(r.id, r.base, r.length);
+          !s.ok()) {
+        return Annotate(s, where);
+      }
+    }
     channels_.push_back(std::make_unique<ChannelSender>(
         i, std::move(*transport), regions_, options_.ring_entries,
         options_.packet_pages, &failure_));
@@ -507,5 +520,6 @@ absl::Status Sender::Finish() { return impl_->Finish(); }
 void Sender::Abort(const absl::Status& reason) { impl_->Abort(reason); }
 SessionStats Sender::stats() const { return impl_->stats(); }
 uint64_t Sender::confirmed_rounds() const { return impl_->confirmed_rounds(); }
+std::vector<std::string> Sender::warnings() const { return impl_->warnings(); }
 
 }  // namespace ramferry

@@ -6,11 +6,13 @@
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "channels/tcp_zerocopy.h"
+#include "channels/uring_zerocopy.h"
 
 namespace ramferry::engine {
 
 absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketTransport(
-    TransportKind kind, int fd, const channels::TransportOptions& options) {
+    TransportKind kind, int fd, const channels::TransportOptions& options,
+    bool fallback, std::string* warning) {
   if (absl::Status s = channels::SetStallTimeouts(fd, options.stall_timeout);
       !s.ok()) {
     close(fd);
@@ -21,6 +23,21 @@ absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketTransport(
       return channels::OpenTcp(fd, options);
     case TransportKind::kTcpZeroCopy:
       return channels::OpenTcpZeroCopy(fd, options);
+    case TransportKind::kUringZeroCopy: {
+      absl::Status probe = channels::ProbeUringZeroCopy();
+      if (probe.ok()) return channels::OpenUringZeroCopy(fd, options);
+      if (!fallback) {
+        close(fd);
+        return absl::Status(
+            probe.code(),
+            absl::StrCat(probe.message(),
+                         "; choose --transport=tcp-zerocopy, or allow the "
+                         "fallback"));
+      }
+      *warning = absl::StrCat("uring-zc unavailable (", probe.message(),
+                              "); using tcp-zerocopy instead");
+      return channels::OpenTcpZeroCopy(fd, options);
+    }
     default:
       close(fd);
       return absl::UnimplementedError(absl::StrCat("transport ",

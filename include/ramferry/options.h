@@ -27,6 +27,12 @@ struct SessionOptions {
   // after the kernel released the send that carried it.
   uint32_t header_slots = 1024;
   CompletionPolicy completion = CompletionPolicy::kWrap;
+  // uring-zc: send pages from io_uring registered buffers (the regions are
+  // registered, and pinned, when the session connects).
+  bool registered_buffers = false;
+  // uring-zc on a kernel that cannot run it: fall back to tcp-zerocopy
+  // (reported in Sender::warnings()) instead of failing.
+  bool fallback_to_tcp_zerocopy = false;
   // Commands queued per channel between the scheduler and the channel
   // thread (a power of two).
   uint32_t ring_entries = 256;

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -74,6 +76,9 @@ class Sender {
   SessionStats stats() const;
   // Rounds the destination has confirmed (0 until the first).
   uint64_t confirmed_rounds() const;
+  // Things the caller should know but that did not stop the session, such
+  // as a transport fallback.
+  std::vector<std::string> warnings() const;
 
  private:
   explicit Sender(std::unique_ptr<SenderImpl> impl);

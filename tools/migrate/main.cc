@@ -70,7 +70,12 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "dest: HOST:PORT to listen on");
 ABSL_FLAG(bool, demo, false,
           "run a destination process and a source on loopback, one report");
-ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy");
+ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy | uring-zc");
+ABSL_FLAG(bool, registered_buffers, false,
+          "uring-zc: send pages from io_uring registered buffers");
+ABSL_FLAG(bool, uring_fallback, false,
+          "uring-zc on a kernel without it: use tcp-zerocopy (with a "
+          "warning) instead of failing");
 ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
 ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
 ABSL_FLAG(uint32_t, header_slots, 1024, "zero-copy header slots per channel");
@@ -145,6 +150,8 @@ absl::StatusOr<SessionOptions> Session() {
   o.channels = absl::GetFlag(FLAGS_channels);
   o.packet_pages = absl::GetFlag(FLAGS_packet_pages);
   o.header_slots = absl::GetFlag(FLAGS_header_slots);
+  o.registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
+  o.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   if (absl::Status s = ValidateOptions(o); !s.ok()) return s;

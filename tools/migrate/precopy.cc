@@ -117,6 +117,9 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
   report.setup_s = Seconds(absl::Now() - start);
   if (!connected.ok()) return finish(connected.status());
   Sender& sender = **connected;
+  for (const std::string& w : sender.warnings()) {
+    std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
+  }
   auto record_session = [&] {
     report.stats = sender.stats();
     report.confirmed_rounds = sender.confirmed_rounds();
