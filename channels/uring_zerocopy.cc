@@ -5,12 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <deque>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "channels/header_slots.h"
+#include "channels/send_chain.h"
 #include "channels/socket_io.h"
 #include "channels/socket_transport.h"
 
@@ -37,6 +37,7 @@ class UringZeroCopyTransport final : public SocketTransport,
       : SocketTransport(fd, options),
         slots_(options.header_slots, options.max_header_bytes,
                options.completion, this, &stats_),
+        chain_(&slots_, &stats_, kSqEntries),
         slot_io_(options.header_slots) {}
 
   ~UringZeroCopyTransport() override {
@@ -68,25 +69,29 @@ class UringZeroCopyTransport final : public SocketTransport,
     uint8_t* header = slots_.buffer(slot).data();
     if (packet.payload.empty()) {
       // SYNC/FINISH: a few dozen bytes, cheaper copied than pinned.
-      Queue({slot, Kind::kCopy, header, packet.header_bytes, 0});
+      chain_.Queue(Copy(slot, header, packet.header_bytes));
     } else if (options_.registered_buffers) {
       if (absl::Status s = QueueFixed(slot, header, packet); !s.ok()) {
         return s;
       }
     } else {
-      SlotIo& io = slot_io_[slot];
-      io.iov.clear();
-      io.iov.push_back({header, packet.header_bytes});
-      io.iov.insert(io.iov.end(), packet.payload.begin(), packet.payload.end());
-      Queue({slot, Kind::kMsgZc, nullptr,
-             packet.header_bytes + IovBytes(packet.payload), 0});
+      std::vector<iovec>& iov = slot_io_[slot].iov;
+      iov.clear();
+      iov.push_back({header, packet.header_bytes});
+      iov.insert(iov.end(), packet.payload.begin(), packet.payload.end());
+      SendChain::Send s;
+      s.slot = slot;
+      s.kind = kMsgZc;
+      s.zero_copy = true;
+      s.total = IovBytes(iov);
+      chain_.Queue(s);
     }
     return slots_.PacketSent();
   }
 
   absl::Status Submit() override {
-    while (!queued_.empty()) {
-      if (chain_pending_ > 0) {
+    while (chain_.has_queued()) {
+      if (chain_.in_flight()) {
         if (absl::Status s = Reap(slots_, /*block=*/true); !s.ok()) return s;
         continue;
       }
@@ -97,7 +102,7 @@ class UringZeroCopyTransport final : public SocketTransport,
 
   absl::Status Flush() override {
     if (absl::Status s = Submit(); !s.ok()) return s;
-    while (chain_pending_ > 0) {
+    while (chain_.in_flight()) {
       if (absl::Status s = Reap(slots_, /*block=*/true); !s.ok()) return s;
     }
     return slots_.Flush();
@@ -137,22 +142,15 @@ class UringZeroCopyTransport final : public SocketTransport,
   }
 
  private:
-  enum class Kind : uint8_t { kMsgZc, kCopy, kFixedZc };
-  // One SQE: a whole packet (kMsgZc), a header (kCopy), or a page run from
-  // a registered buffer (kFixedZc).
-  struct Send {
-    uint32_t slot;
-    Kind kind;
-    const uint8_t* buf;  // kCopy, kFixedZc
-    size_t total;        // bytes this SQE must carry
-    uint16_t buf_index;  // kFixedZc
-    uint32_t token = 0;
-    size_t done = 0;
-    bool completed = false;
-  };
+  // SendChain::Send::kind values.
+  static constexpr uint8_t kMsgZc = 0;    // header + pages, SENDMSG_ZC
+  static constexpr uint8_t kCopy = 1;     // a header, copied SEND
+  static constexpr uint8_t kFixedZc = 2;  // a page run, SEND_ZC fixed
+
   struct SlotIo {
+    std::vector<iovec> iov;     // the packet: header, then pages
+    std::vector<iovec> resend;  // what is left of it after a short send
     msghdr msg{};
-    std::vector<iovec> iov;
   };
   struct Registration {
     uint32_t region_id;
@@ -161,10 +159,13 @@ class UringZeroCopyTransport final : public SocketTransport,
     unsigned first_piece;
   };
 
-  void Queue(Send s) {
-    s.token = next_token_++;
-    slots_.Attach(s.token, s.slot);
-    queued_.push_back(s);
+  static SendChain::Send Copy(uint32_t slot, const uint8_t* buf, size_t bytes) {
+    SendChain::Send s;
+    s.slot = slot;
+    s.kind = kCopy;
+    s.buf = buf;
+    s.total = bytes;
+    return s;
   }
 
   absl::Status QueueFixed(uint32_t slot, uint8_t* header,
@@ -177,135 +178,83 @@ class UringZeroCopyTransport final : public SocketTransport,
       return absl::FailedPreconditionError(absl::StrFormat(
           "region %d was not registered with io_uring", packet.region_id));
     }
-    Queue({slot, Kind::kCopy, header, packet.header_bytes, 0});
+    chain_.Queue(Copy(slot, header, packet.header_bytes));
     for (size_t i = 0; i < packet.payload.size(); ++i) {
       uint64_t off = packet.payload_offsets[i];
       uint64_t left = packet.payload[i].iov_len;
       while (left > 0) {  // a run may cross a 1 GiB piece boundary
         const uint64_t piece = off / kPieceBytes;
-        const uint64_t n = std::min(left, (piece + 1) * kPieceBytes - off);
-        Queue({slot, Kind::kFixedZc, reg->base + off, n,
-               static_cast<uint16_t>(reg->first_piece + piece)});
-        off += n;
-        left -= n;
+        SendChain::Send s;
+        s.slot = slot;
+        s.kind = kFixedZc;
+        s.zero_copy = true;
+        s.buf = reg->base + off;
+        s.total = std::min(left, (piece + 1) * kPieceBytes - off);
+        s.buf_index = static_cast<uint16_t>(reg->first_piece + piece);
+        chain_.Queue(s);
+        off += s.total;
+        left -= s.total;
       }
     }
     return absl::OkStatus();
   }
 
-  // Submits queued sends as one linked chain; one chain in flight at most.
+  // Submits the next chain, linked, in one io_uring_enter.
   void SubmitChain() {
-    io_uring_sqe* last = nullptr;
-    while (!queued_.empty() && chain_.size() < kSqEntries) {
-      Send& s = queued_.front();
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-      switch (s.kind) {
-        case Kind::kMsgZc: {
-          SlotIo& io = slot_io_[s.slot];
-          io.msg = {};
-          io.msg.msg_iov = io.iov.data();
-          io.msg.msg_iovlen = io.iov.size();
-          io_uring_prep_sendmsg_zc(sqe, fd_, &io.msg, kSendFlags);
-          sqe->ioprio |= kReportUsage;
-          stats_.zc_sends.Add();
-          break;
+    absl::Span<const SendChain::Send> sends = chain_.Start();
+    if (sends.empty()) return;
+    io_uring_sqe* sqe = nullptr;
+    for (size_t i = 0; i < sends.size(); ++i) {
+      const SendChain::Send& s = sends[i];
+      sqe = io_uring_get_sqe(&ring_);
+      if (s.kind == kMsgZc) {
+        SlotIo& io = slot_io_[s.slot];
+        absl::Span<iovec> iov = absl::MakeSpan(io.iov);
+        if (s.offset > 0) {
+          io.resend = io.iov;
+          iov = ConsumeIov(absl::MakeSpan(io.resend), s.offset);
         }
-        case Kind::kCopy:
-          io_uring_prep_send(sqe, fd_, s.buf, s.total, kSendFlags);
-          break;
-        case Kind::kFixedZc:
-          io_uring_prep_send_zc_fixed(sqe, fd_, s.buf, s.total, kSendFlags, 0,
-                                      s.buf_index);
-          sqe->ioprio |= kReportUsage;
-          stats_.zc_sends.Add();
-          break;
+        io.msg = {};
+        io.msg.msg_iov = iov.data();
+        io.msg.msg_iovlen = iov.size();
+        io_uring_prep_sendmsg_zc(sqe, fd_, &io.msg, kSendFlags);
+      } else if (s.kind == kCopy) {
+        io_uring_prep_send(sqe, fd_, s.buf + s.offset, s.total - s.offset,
+                           kSendFlags);
+      } else {
+        io_uring_prep_send_zc_fixed(sqe, fd_, s.buf + s.offset,
+                                    s.total - s.offset, kSendFlags, 0,
+                                    s.buf_index);
       }
-      // The chain position for the send CQE, the token for the
-      // notification (which carries the same user_data).
-      sqe->user_data = (uint64_t{chain_.size()} << 32) | s.token;
+      if (s.zero_copy) {
+        sqe->ioprio |= kReportUsage;
+        stats_.zc_sends.Add();
+      }
+      sqe->user_data = chain_.UserData(i);
       sqe->flags |= IOSQE_IO_LINK;
-      last = sqe;
-      chain_.push_back(s);
-      queued_.pop_front();
     }
-    if (last == nullptr) return;
-    last->flags &= ~IOSQE_IO_LINK;
-    chain_pending_ = chain_.size();
-    stats_.send_calls.Add(chain_.size());
+    sqe->flags &= ~IOSQE_IO_LINK;  // the chain ends here
+    stats_.send_calls.Add(sends.size());
     stats_.submit_calls.Add();
-    // Errors surface as CQEs; a submit that takes fewer SQEs leaves them
-    // in the SQ for the next enter, which Reap performs.
+    // Errors surface as CQEs; SQEs the kernel did not take stay in the SQ
+    // for the next enter, which Reap performs.
     io_uring_submit(&ring_);
   }
 
   absl::Status HandleCqe(const io_uring_cqe& cqe) {
-    const uint32_t token = static_cast<uint32_t>(cqe.user_data);
     if (cqe.flags & IORING_CQE_F_NOTIF) {
       stats_.zc_notifications.Add();
       return slots_.Complete(
-          token, (static_cast<uint32_t>(cqe.res) & kNotifCopied) != 0);
+          SendChain::TokenOf(cqe.user_data),
+          (static_cast<uint32_t>(cqe.res) & kNotifCopied) != 0);
     }
-    const uint64_t index = cqe.user_data >> 32;
-    if (index >= chain_.size() || chain_[index].token != token ||
-        chain_[index].completed) {
-      return absl::InternalError(absl::StrFormat(
-          "io_uring completion for send %d, which is not in flight", token));
-    }
-    Send& s = chain_[index];
-    s.completed = true;
-    --chain_pending_;
-    const bool zero_copy = s.kind != Kind::kCopy;
-    if (cqe.res >= 0) {
-      s.done += static_cast<size_t>(cqe.res);
-      if (s.done < s.total) stats_.short_sends.Add();
-    } else if (cqe.res == -ENOBUFS) {
-      stats_.enobufs_retries.Add();  // resent once notifications free room
-    } else if (cqe.res != -ECANCELED && cqe.res != -EAGAIN &&
-               cqe.res != -EINTR) {
-      return ErrnoStatus(-cqe.res, "io_uring send");
-    }
-    // No notification follows a completion without F_MORE (a copy, or a
-    // zero-copy send that failed early): the slot is free of it now.
-    if (!(cqe.flags & IORING_CQE_F_MORE)) {
-      if (absl::Status st = slots_.Complete(token, false, false); !st.ok()) {
-        return st;
-      }
-      if (zero_copy && cqe.res > 0) stats_.zc_completions.Add();
-    }
-    if (chain_pending_ == 0) ResendUnfinished();
-    return absl::OkStatus();
-  }
-
-  // A short send breaks the link and cancels the rest of the chain: what
-  // did not go out goes first in the next chain, in order, each under a
-  // fresh token (the old ones complete through their own CQEs).
-  void ResendUnfinished() {
-    std::vector<Send> again;
-    for (Send& s : chain_) {
-      if (s.done == s.total) continue;
-      if (s.kind == Kind::kMsgZc) {
-        std::vector<iovec>& iov = slot_io_[s.slot].iov;
-        const size_t left = ConsumeIov(absl::MakeSpan(iov), s.done).size();
-        iov.erase(iov.begin(), iov.end() - left);
-      } else {
-        s.buf += s.done;
-      }
-      s.total -= s.done;
-      s.done = 0;
-      s.completed = false;
-      again.push_back(s);
-    }
-    chain_.clear();
-    queued_.insert(queued_.begin(), again.begin(), again.end());
-    for (size_t i = 0; i < again.size(); ++i) {
-      queued_[i].token = next_token_++;
-      slots_.Attach(queued_[i].token, queued_[i].slot);
-    }
+    return chain_.OnCompletion(cqe.user_data, cqe.res,
+                               (cqe.flags & IORING_CQE_F_MORE) != 0);
   }
 
   absl::Status Reap(HeaderSlots&, bool block) override {
     while (true) {
-      if (chain_pending_ == 0 && !queued_.empty()) SubmitChain();
+      if (!chain_.in_flight() && chain_.has_queued()) SubmitChain();
       bool got = false;
       io_uring_cqe* cqe;
       while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
@@ -326,9 +275,9 @@ class UringZeroCopyTransport final : public SocketTransport,
       int r = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
       if (r == -ETIME) {
         return absl::DeadlineExceededError(absl::StrFormat(
-            "no io_uring completion for %s (%d sends awaiting completion, "
-            "%d notifications): peer stalled",
-            absl::FormatDuration(options_.stall_timeout), chain_pending_,
+            "no io_uring completion for %s (%d sends outstanding): peer "
+            "stalled",
+            absl::FormatDuration(options_.stall_timeout),
             slots_.outstanding_tokens()));
       }
       if (r < 0 && r != -EINTR) {
@@ -340,11 +289,8 @@ class UringZeroCopyTransport final : public SocketTransport,
   io_uring ring_{};
   bool ring_ready_ = false;
   HeaderSlots slots_;
+  SendChain chain_;
   std::vector<SlotIo> slot_io_;
-  std::deque<Send> queued_;
-  std::vector<Send> chain_;
-  size_t chain_pending_ = 0;
-  uint32_t next_token_ = 0;
   std::vector<Registration> registrations_;
   unsigned pieces_used_ = 0;
 };
