@@ -9,7 +9,21 @@
 #include "ramferry/transport.h"
 #include "tools/common/cli.h"
 
-ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy | uring-zc");
+ABSL_FLAG(std::string, transport, "tcp",
+          "tcp | tcp-zerocopy | uring-zc | rdma");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address both ends use (rdma needs an RDMA device's address)");
+ABSL_FLAG(bool, rdma_pin_all, false,
+          "rdma: register whole regions up front instead of chunks on "
+          "demand");
+ABSL_FLAG(bool, rdma_reg_batch, true,
+          "rdma: many chunks per REGISTER_REQUEST (false: one each)");
+ABSL_FLAG(ramferry::cli::ByteSize, rdma_chunk, ramferry::cli::ByteSize{1 << 20},
+          "rdma: on-demand registration unit");
+ABSL_FLAG(uint32_t, rdma_max_inline, 512,
+          "rdma: inline room to ask the QP for (it may grant less)");
+ABSL_FLAG(bool, single_thread, false,
+          "no channel threads: the scheduler drives each channel itself");
 ABSL_FLAG(bool, registered_buffers, false,
           "uring-zc: send pages from io_uring registered buffers");
 ABSL_FLAG(bool, uring_fallback, false,
@@ -54,6 +68,12 @@ int Main() {
   c.session.packet_pages = absl::GetFlag(FLAGS_packet_pages);
   c.session.header_slots = absl::GetFlag(FLAGS_header_slots);
   c.session.registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
+  c.session.host = absl::GetFlag(FLAGS_host);
+  c.session.rdma_pin_all = absl::GetFlag(FLAGS_rdma_pin_all);
+  c.session.rdma_reg_batch = absl::GetFlag(FLAGS_rdma_reg_batch);
+  c.session.rdma_chunk_bytes = absl::GetFlag(FLAGS_rdma_chunk).bytes;
+  c.session.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
+  c.session.single_thread = absl::GetFlag(FLAGS_single_thread);
   c.session.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   c.bytes = absl::GetFlag(FLAGS_size).bytes;
   c.rounds = absl::GetFlag(FLAGS_rounds);
@@ -147,6 +167,40 @@ int Main() {
         .Uint(t.max_slots_in_flight)
         .Key("enobufs_retries")
         .Uint(t.enobufs_retries)
+        .Key("single_thread")
+        .Bool(c.session.single_thread)
+        .Key("rdma_pin_all")
+        .Bool(c.session.rdma_pin_all)
+        .Key("rdma_reg_batch")
+        .Bool(c.session.rdma_reg_batch)
+        .Key("rdma_posts")
+        .Uint(t.rdma_posts)
+        .Key("rdma_wrs")
+        .Uint(t.rdma_wrs)
+        .Key("rdma_outstanding_max")
+        .Uint(t.rdma_outstanding_max)
+        .Key("rdma_sq_full_hits")
+        .Uint(t.rdma_sq_full_hits)
+        .Key("rdma_drains_to_zero")
+        .Uint(t.rdma_drains_to_zero)
+        .Key("inline_sends")
+        .Uint(t.inline_sends)
+        .Key("register_round_trips")
+        .Uint(t.register_round_trips)
+        .Key("register_batch_max")
+        .Uint(t.register_batch_max)
+        .Key("chunks_registered")
+        .Uint(t.chunks_registered)
+        .Key("chunks_compressed")
+        .Uint(t.chunks_compressed)
+        .Key("ring_max_occupancy")
+        .Uint(t.ring_max_occupancy)
+        .Key("producer_wait_s")
+        .Number(t.producer_wait_ns * 1e-9)
+        .Key("producer_wait_max_s")
+        .Number(t.producer_wait_max_ns * 1e-9)
+        .Key("consumer_idle_max_s")
+        .Number(t.consumer_idle_max_ns * 1e-9)
         .Key("receiver_recv_calls")
         .Uint(r->receiver_recv_calls)
         .Key("prefaulted_destination")

@@ -45,7 +45,7 @@ void Report(int fd, const std::string& line) {
   }
   Region region{kRegionId, "bench", (*mem)->data(), c.bytes, 4096};
   SessionOptions opt = c.session;
-  opt.port = 0;
+  opt.port = 0;  // any free port; the source learns it from the pipe
   auto rx = Receiver::Listen(opt, {&region, 1});
   if (!rx.ok()) {
     Report(out, "error " + std::string(rx.status().message()));

@@ -66,7 +66,10 @@ struct OutgoingPacket {
 struct TransportStats {
   Counter send_calls, submit_calls, short_sends, zc_sends, zc_completions,
       zc_copied, zc_notifications, enobufs_retries, flushes, completion_wait_ns,
-      max_slots_in_flight, recv_calls;
+      max_slots_in_flight, recv_calls, rdma_posts, rdma_wrs,
+      rdma_outstanding_max, rdma_sq_full_hits, rdma_drains_to_zero,
+      inline_sends, inline_max_bytes, inline_granted, register_round_trips, register_batch_max,
+      chunks_registered, chunks_compressed;
   void ExportTo(ChannelStats* out) const;
 };
 

@@ -30,41 +30,54 @@ void ChannelSender::Join() {
 
 void ChannelSender::Run() {
   while (true) {
-    uint32_t n = ring_.Peek(kMaxDrain);
+    const uint32_t n = ring_.Peek(kMaxDrain);
     if (n == 0) {
       // Idle: let completions drain while waiting for work.
       if (absl::Status s = transport_->Poll(); !s.ok()) {
-        failure_->Fail(Annotate(s, absl::StrCat("channel ", index_)));
+        Fail(s).IgnoreError();
         return;
       }
       if (!ring_.WaitForWork()) return;  // aborted
       continue;
     }
-    bool finished = false;
-    for (uint32_t i = 0; i < n; ++i) {
-      const Command& c = ring_.At(i);
-      if (absl::Status s = Execute(c); !s.ok()) {
-        failure_->Fail(Annotate(s, absl::StrCat("channel ", index_)));
-        ring_.Abort();
-        return;
-      }
-      if (c.barrier_seq != 0) ring_.CompleteBarrier(c.barrier_seq);
-      if (c.type == CommandType::kFinish) {
-        finished = true;
-        n = i + 1;
-        break;
-      }
-    }
-    // Queued sends go out together: one submission for the whole batch
-    // where the transport batches.
-    if (absl::Status s = transport_->Submit(); !s.ok()) {
-      failure_->Fail(Annotate(s, absl::StrCat("channel ", index_)));
-      ring_.Abort();
-      return;
-    }
-    ring_.Release(n);
-    if (finished) return;
+    absl::StatusOr<bool> finished = ProcessBatch(n);
+    if (!finished.ok() || *finished) return;
   }
+}
+
+absl::Status ChannelSender::DrainInline() {
+  while (const uint32_t n = ring_.Peek(kMaxDrain)) {
+    absl::StatusOr<bool> finished = ProcessBatch(n);
+    if (!finished.ok()) return finished.status();
+    if (*finished) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ChannelSender::ProcessBatch(uint32_t n) {
+  bool finished = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Command& c = ring_.At(i);
+    if (absl::Status s = Execute(c); !s.ok()) return Fail(s);
+    if (c.barrier_seq != 0) ring_.CompleteBarrier(c.barrier_seq);
+    if (c.type == CommandType::kFinish) {
+      finished = true;
+      n = i + 1;
+      break;
+    }
+  }
+  // Queued sends go out together: one submission for the whole batch
+  // where the transport batches.
+  if (absl::Status s = transport_->Submit(); !s.ok()) return Fail(s);
+  ring_.Release(n);
+  return finished;
+}
+
+absl::Status ChannelSender::Fail(const absl::Status& status) {
+  absl::Status annotated = Annotate(status, absl::StrCat("channel ", index_));
+  failure_->Fail(annotated);
+  ring_.Abort();
+  return annotated;
 }
 
 absl::Status ChannelSender::Execute(const Command& c) {

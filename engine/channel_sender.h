@@ -34,12 +34,20 @@ class ChannelSender {
   CommandRing& ring() { return ring_; }
   channels::Transport& transport() { return *transport_; }
 
+  // Threaded mode: a thread consumes the ring until FINISH or an abort.
   void Start();
   void Join();
+  // Single-thread mode: executes whatever the ring holds now, on the
+  // caller's thread (the producer's), and returns.
+  absl::Status DrainInline();
   void ExportStats(ChannelStats* out) const;
 
  private:
   void Run();
+  // Executes the first `n` ready commands, submits, releases them; true
+  // once FINISH was executed. A failure is recorded and aborts the ring.
+  absl::StatusOr<bool> ProcessBatch(uint32_t n);
+  absl::Status Fail(const absl::Status& status);
   absl::Status Execute(const Command& command);
   absl::Status SendData(const Command& command);
   absl::Status SendMarker(uint16_t flags, uint64_t round);

@@ -43,6 +43,13 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     }
   }
   if (o.host.empty()) return bad("host is empty");
+  if (o.rdma_chunk_bytes < proto::kMinRdmaChunkBytes ||
+      o.rdma_chunk_bytes > proto::kMaxRdmaChunkBytes ||
+      (o.rdma_chunk_bytes & (o.rdma_chunk_bytes - 1)) != 0) {
+    return bad("rdma_chunk_bytes = %d; want a power of two in [%d, %d]",
+               o.rdma_chunk_bytes, proto::kMinRdmaChunkBytes,
+               proto::kMaxRdmaChunkBytes);
+  }
   return absl::OkStatus();
 }
 

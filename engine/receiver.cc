@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/rdma.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "engine/acceptor.h"
@@ -27,11 +28,16 @@ using engine::ChannelReceiver;
 using engine::ControlChannel;
 
 namespace {
-// channel_fds_ markers besides real descriptors.
+// control_fd_ markers besides a real descriptor.
 constexpr int kNotConnected = -1;
-constexpr int kReserved = -2;  // admitted, fd on its way
-constexpr int kLost = -3;      // admitted, then died before delivery
-constexpr int kTaken = -4;     // handed to a transport
+constexpr int kLost = -3;   // admitted, then died before delivery
+constexpr int kTaken = -4;  // handed to the control channel
+
+// A data channel's progress through admission.
+struct ChannelSlot {
+  enum State { kFree, kReserved, kLost, kReady, kTaken } state = kFree;
+  std::unique_ptr<channels::Transport> transport;  // kReady
+};
 
 proto::HelloReply Refuse(absl::StatusCode code, std::string reason) {
   proto::HelloReply r;
@@ -65,7 +71,14 @@ class ReceiverImpl {
 
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
+  proto::HelloReply AdmitLocked(const proto::Hello& hello);
+  // A data channel arrived: over TCP as a socket (-1 if it was lost on the
+  // way), over RDMA as a transport.
   void Deliver(const proto::Hello& hello, int fd);
+  void DeliverTransport(const proto::Hello& hello,
+                        std::unique_ptr<channels::Transport> transport);
+  channels::TransportOptions ChannelOptions() const;  // needs mu_
+  absl::Status StartRdmaListener();                   // needs mu_
   absl::Status ServeSession();
   absl::Status NegotiateRegions(absl::Time deadline);
   absl::Status AwaitChannels(absl::Time deadline);
@@ -91,8 +104,11 @@ class ReceiverImpl {
   uint32_t channel_count_ = 0;
   uint32_t packet_pages_ = 0;
   uint64_t capabilities_ = 0;
+  uint16_t transport_ = 0;
+  uint64_t rdma_chunk_bytes_ = 0;
   int control_fd_ = kNotConnected;
-  std::vector<int> channel_fds_;
+  std::vector<ChannelSlot> slots_;
+  std::unique_ptr<channels::RdmaListener> rdma_listener_;
 
   // Session objects; teardown (any thread) and stats() take objects_mu_.
   mutable std::mutex objects_mu_;
@@ -123,17 +139,18 @@ absl::Status ReceiverImpl::Listen() {
 
 proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
   std::unique_lock<std::mutex> lock(mu_);
+  return AdmitLocked(h);
+}
+
+proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
   if (failure_.failed()) {
     return Refuse(absl::StatusCode::kUnavailable,
                   "destination is shutting down");
   }
-  if (h.transport != static_cast<uint16_t>(TransportKind::kTcp) &&
-      h.transport != static_cast<uint16_t>(TransportKind::kTcpZeroCopy) &&
-      h.transport != static_cast<uint16_t>(TransportKind::kUringZeroCopy)) {
+  if (h.transport < static_cast<uint16_t>(TransportKind::kTcp) ||
+      h.transport > static_cast<uint16_t>(TransportKind::kRdma)) {
     return Refuse(absl::StatusCode::kInvalidArgument,
-                  absl::StrFormat("transport %d is not served on a socket "
-                                  "listener",
-                                  h.transport));
+                  absl::StrFormat("unknown transport %d", h.transport));
   }
   if (h.role == proto::Role::kControl) {
     if (session_open_) {
@@ -151,12 +168,23 @@ proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
           absl::StrFormat("%d pages per packet requested; at most %d",
                           h.max_packet_pages, options_.max_packet_pages));
     }
-    session_open_ = true;
+    uint64_t offered = proto::kKnownCapabilities;
+    if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
     session_ = h.session;
     channel_count_ = h.channel_count;
     packet_pages_ = h.max_packet_pages;
-    capabilities_ = h.capabilities & proto::kKnownCapabilities;
-    channel_fds_.assign(h.channel_count, kNotConnected);
+    capabilities_ = h.capabilities & offered;
+    transport_ = h.transport;
+    rdma_chunk_bytes_ = h.rdma_chunk_bytes;
+    if (h.transport == proto::kRdmaTransportId) {
+      if (absl::Status s = StartRdmaListener(); !s.ok()) {
+        return Refuse(s.code(), absl::StrCat("destination cannot serve rdma: ",
+                                             s.message()));
+      }
+    }
+    session_open_ = true;
+    slots_.clear();
+    slots_.resize(h.channel_count);
     proto::HelloReply ok;
     ok.capabilities = capabilities_;
     return ok;
@@ -171,32 +199,77 @@ proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
                                   h.session.ToHex()));
   }
   if (h.channel_count != channel_count_ ||
-      h.max_packet_pages != packet_pages_) {
-    return Refuse(absl::StatusCode::kInvalidArgument,
-                  absl::StrFormat("channel count %d / packet pages %d differ "
-                                  "from the session's %d / %d",
-                                  h.channel_count, h.max_packet_pages,
-                                  channel_count_, packet_pages_));
+      h.max_packet_pages != packet_pages_ || h.transport != transport_ ||
+      h.rdma_chunk_bytes != rdma_chunk_bytes_) {
+    return Refuse(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrFormat("channel count %d / packet pages %d / "
+                        "transport %d differ from the session's %d "
+                        "/ %d / %d",
+                        h.channel_count, h.max_packet_pages, h.transport,
+                        channel_count_, packet_pages_, transport_));
   }
-  if (channel_fds_[h.channel_index] != kNotConnected) {
+  if (slots_[h.channel_index].state != ChannelSlot::kFree) {
     return Refuse(
         absl::StatusCode::kAlreadyExists,
         absl::StrFormat("channel %d is already connected", h.channel_index));
   }
-  channel_fds_[h.channel_index] = kReserved;
+  slots_[h.channel_index].state = ChannelSlot::kReserved;
   proto::HelloReply ok;
   ok.capabilities = capabilities_;
   return ok;
 }
 
+channels::TransportOptions ReceiverImpl::ChannelOptions() const {
+  channels::TransportOptions topts;
+  topts.max_header_bytes = proto::PacketHeaderBytes(packet_pages_);
+  topts.stall_timeout = options_.stall_timeout;
+  return topts;
+}
+
+absl::Status ReceiverImpl::StartRdmaListener() {
+  if (rdma_listener_ != nullptr) return absl::OkStatus();
+  channels::RdmaConfig config;
+  config.chunk_bytes = rdma_chunk_bytes_;
+  config.max_inline = options_.rdma_max_inline;
+  config.connect_timeout = options_.handshake_timeout;
+  absl::StatusOr<std::unique_ptr<channels::RdmaListener>> l =
+      channels::RdmaListener::Listen(
+          options_.host, acceptor_->port(), ChannelOptions(), config,
+          [this](const proto::Hello& h) { return Admit(h); },
+          [this](const proto::Hello& h,
+                 std::unique_ptr<channels::Transport> t) {
+            DeliverTransport(h, std::move(t));
+          });
+  if (!l.ok()) return l.status();
+  rdma_listener_ = std::move(*l);
+  return absl::OkStatus();
+}
+
 void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {
   std::unique_lock<std::mutex> lock(mu_);
-  int value = fd >= 0 ? fd : kLost;
   if (h.role == proto::Role::kControl) {
-    control_fd_ = value;
-  } else {
-    channel_fds_[h.channel_index] = value;
+    control_fd_ = fd >= 0 ? fd : kLost;
+    cv_.notify_all();
+    return;
   }
+  ChannelSlot& slot = slots_[h.channel_index];
+  if (fd < 0 || !channels::SetStallTimeouts(fd, options_.stall_timeout).ok()) {
+    if (fd >= 0) close(fd);
+    slot.state = ChannelSlot::kLost;
+  } else {
+    slot.transport = channels::OpenTcp(fd, ChannelOptions());
+    slot.state = ChannelSlot::kReady;
+  }
+  cv_.notify_all();
+}
+
+void ReceiverImpl::DeliverTransport(
+    const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ChannelSlot& slot = slots_[h.channel_index];
+  slot.transport = std::move(transport);
+  slot.state = ChannelSlot::kReady;
   cv_.notify_all();
 }
 
@@ -204,10 +277,7 @@ void ReceiverImpl::CloseUndelivered() {
   std::unique_lock<std::mutex> lock(mu_);
   if (control_fd_ >= 0) close(control_fd_);
   control_fd_ = kTaken;
-  for (int& fd : channel_fds_) {
-    if (fd >= 0) close(fd);
-    fd = kTaken;
-  }
+  slots_.clear();
 }
 
 absl::Status ReceiverImpl::Serve() {
@@ -274,22 +344,24 @@ absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
 
 absl::Status ReceiverImpl::AwaitChannels(absl::Time deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto connected = [&] {
+  auto arrived = [&] {
     uint32_t n = 0;
-    for (int fd : channel_fds_) n += fd >= 0 || fd == kLost;
+    for (const ChannelSlot& c : slots_) {
+      n += c.state == ChannelSlot::kReady || c.state == ChannelSlot::kLost;
+    }
     return n;
   };
   cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
-    return connected() >= channel_count_ || failure_.failed();
+    return arrived() >= channel_count_ || failure_.failed();
   });
   if (failure_.failed()) return failure_.status();
-  for (uint32_t i = 0; i < channel_fds_.size(); ++i) {
-    if (channel_fds_[i] == kLost) {
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == ChannelSlot::kLost) {
       return absl::UnavailableError(
           absl::StrFormat("channel %d: connection lost in handshake", i));
     }
   }
-  if (uint32_t n = connected(); n < channel_count_) {
+  if (uint32_t n = arrived(); n < channel_count_) {
     return absl::DeadlineExceededError(absl::StrFormat(
         "only %d of %d data channels connected within %s", n, channel_count_,
         absl::FormatDuration(options_.handshake_timeout)));
@@ -298,33 +370,34 @@ absl::Status ReceiverImpl::AwaitChannels(absl::Time deadline) {
 }
 
 absl::Status ReceiverImpl::StartChannels() {
-  std::vector<int> fds;
+  std::vector<std::unique_ptr<channels::Transport>> transports;
   uint32_t pages;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    fds = channel_fds_;
+    for (ChannelSlot& c : slots_) {
+      transports.push_back(std::move(c.transport));
+      c.state = ChannelSlot::kTaken;
+    }
     pages = packet_pages_;
-    for (int& fd : channel_fds_) fd = kTaken;
   }
-  channels::TransportOptions topts;
-  topts.max_header_bytes = proto::PacketHeaderBytes(pages);
-  topts.stall_timeout = options_.stall_timeout;
+  // Transports that place data remotely (RDMA) need the regions first.
+  for (auto& t : transports) {
+    for (const Region& r : table_.regions()) {
+      if (absl::Status s = t->RegisterRegion(r.id, r.base, r.length); !s.ok()) {
+        return s;
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(objects_mu_);
   barrier_ = std::make_unique<engine::RoundBarrier>(
-      fds.size(), [this](uint64_t round, uint64_t pages) {
+      transports.size(), [this](uint64_t round, uint64_t pages) {
         applied_rounds_.store(round + 1);
         return control_->Send(proto::EncodeRoundDone({round, pages}));
       });
-  for (uint32_t i = 0; i < fds.size(); ++i) {
-    if (absl::Status s =
-            channels::SetStallTimeouts(fds[i], options_.stall_timeout);
-        !s.ok()) {
-      for (uint32_t j = i; j < fds.size(); ++j) close(fds[j]);
-      return s;
-    }
-    channels_.push_back(std::make_unique<ChannelReceiver>(
-        i, channels::OpenTcp(fds[i], topts), &table_, pages, barrier_.get(),
-        &failure_));
+  for (uint32_t i = 0; i < transports.size(); ++i) {
+    channels_.push_back(
+        std::make_unique<ChannelReceiver>(i, std::move(transports[i]), &table_,
+                                          pages, barrier_.get(), &failure_));
   }
   if (failure_.failed()) return failure_.status();
   for (auto& c : channels_) c->Start();

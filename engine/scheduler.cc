@@ -7,17 +7,19 @@
 namespace ramferry::engine {
 
 Scheduler::Scheduler(absl::Span<CommandRing* const> rings,
-                     absl::Span<const Region> regions, uint32_t packet_pages)
+                     absl::Span<const Region> regions, uint32_t packet_pages,
+                     std::function<absl::Status(size_t)> after_commit)
     : rings_(rings.begin(), rings.end()),
       regions_(regions),
-      packet_pages_(packet_pages) {}
+      packet_pages_(packet_pages),
+      after_commit_(std::move(after_commit)) {}
 
-CommandRing* Scheduler::LeastLoaded() {
-  CommandRing* best = nullptr;
+size_t Scheduler::LeastLoaded() {
+  size_t best = 0;
   uint64_t best_load = UINT64_MAX;
   for (size_t i = 0; i < rings_.size(); ++i) {
-    CommandRing* r = rings_[(next_ + i) % rings_.size()];
-    uint64_t load = r->backlog_pages();
+    const size_t r = (next_ + i) % rings_.size();
+    const uint64_t load = rings_[r]->backlog_pages();
     if (load < best_load) {
       best = r;
       best_load = load;
@@ -25,6 +27,11 @@ CommandRing* Scheduler::LeastLoaded() {
   }
   next_ = (next_ + 1) % rings_.size();
   return best;
+}
+
+absl::Status Scheduler::Commit(size_t ring) {
+  rings_[ring]->CommitPush();
+  return after_commit_ ? after_commit_(ring) : absl::OkStatus();
 }
 
 absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
@@ -48,7 +55,7 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     DirtyBitmap& bits = *dirty[r];
     const uint64_t page_size = regions_[r].page_size;
-    CommandRing* ring = nullptr;
+    size_t ring = 0;
     Command* batch = nullptr;
     for (size_t w = 0; w < bits.words(); ++w) {
       uint64_t word = bits.TakeWord(w);
@@ -57,7 +64,7 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         word &= word - 1;
         if (batch == nullptr) {
           ring = LeastLoaded();
-          batch = ring->BeginPush();
+          batch = rings_[ring]->BeginPush();
           if (batch == nullptr) return aborted();
           batch->type = CommandType::kWrite;
           batch->region = r;
@@ -69,12 +76,14 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         ++total.pages;
         total.bytes += page_size;
         if (batch->page_count == packet_pages_) {
-          ring->CommitPush();
+          if (absl::Status s = Commit(ring); !s.ok()) return s;
           batch = nullptr;
         }
       }
     }
-    if (batch != nullptr) ring->CommitPush();
+    if (batch != nullptr) {
+      if (absl::Status s = Commit(ring); !s.ok()) return s;
+    }
   }
   return total;
 }

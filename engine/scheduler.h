@@ -4,6 +4,7 @@
 #define RAMFERRY_ENGINE_SCHEDULER_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,8 +18,11 @@ namespace ramferry::engine {
 class Scheduler {
  public:
   // Batches hold at most `packet_pages` pages (<= each ring's max_pages).
+  // `after_commit(i)`, if set, runs after each command pushed to ring i
+  // (single-thread mode drains the ring there).
   Scheduler(absl::Span<CommandRing* const> rings,
-            absl::Span<const Region> regions, uint32_t packet_pages);
+            absl::Span<const Region> regions, uint32_t packet_pages,
+            std::function<absl::Status(size_t)> after_commit = {});
 
   struct Scheduled {
     uint64_t pages = 0;
@@ -32,12 +36,14 @@ class Scheduler {
                                           uint64_t round);
 
  private:
-  CommandRing* LeastLoaded();
+  size_t LeastLoaded();
+  absl::Status Commit(size_t ring);
 
   std::vector<CommandRing*> rings_;
   absl::Span<const Region> regions_;
   uint32_t packet_pages_;
   size_t next_ = 0;  // where the least-loaded search starts: spreads ties
+  std::function<absl::Status(size_t)> after_commit_;
 };
 
 }  // namespace ramferry::engine

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/rdma.h"
 #include "engine/channel_sender.h"
 #include "engine/control.h"
 #include "engine/failure.h"
@@ -60,6 +61,12 @@ class SenderImpl {
 
  private:
   absl::Status OpenChannels(absl::Time deadline);
+  uint64_t OfferedCapabilities() const;
+  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketChannel(
+      const proto::Hello& hello, const channels::TransportOptions& topts,
+      absl::Time deadline, std::string* warning);
+  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenRdmaChannel(
+      proto::Hello hello, const channels::TransportOptions& topts);
   void ControlLoop();
   void OnFailure(const absl::Status& status, engine::Origin origin);
   // The error to hand the caller once the session failed.
@@ -101,6 +108,11 @@ class SenderImpl {
 absl::Status SenderImpl::Setup() {
   if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
   if (absl::Status s = engine::ValidateRegions(regions_); !s.ok()) return s;
+  if (options_.transport == TransportKind::kRdma) {
+    if (absl::Status s = channels::ProbeRdma(); !s.ok()) {
+      return Annotate(s, "rdma");
+    }
+  }
   session_ = engine::NewSessionId();
 
   absl::StatusOr<int> fd = engine::ConnectWithRetry(
@@ -113,9 +125,12 @@ absl::Status SenderImpl::Setup() {
   hello.role = proto::Role::kControl;
   hello.session = session_;
   hello.channel_count = options_.channels;
-  hello.capabilities = proto::kKnownCapabilities;
+  hello.capabilities = OfferedCapabilities();
   hello.max_packet_pages = options_.packet_pages;
   hello.transport = static_cast<uint16_t>(options_.transport);
+  if (options_.transport == TransportKind::kRdma) {
+    hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
+  }
   absl::StatusOr<proto::HelloReply> reply =
       engine::ExchangeHello(*fd, hello, deadline);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
@@ -141,9 +156,15 @@ absl::Status SenderImpl::Setup() {
 
   std::vector<CommandRing*> rings;
   for (auto& c : channels_) rings.push_back(&c->ring());
-  scheduler_ = std::make_unique<engine::Scheduler>(rings, regions_,
-                                                   options_.packet_pages);
-  for (auto& c : channels_) c->Start();
+  std::function<absl::Status(size_t)> drain;
+  if (options_.single_thread) {
+    drain = [this](size_t i) { return channels_[i]->DrainInline(); };
+  }
+  scheduler_ = std::make_unique<engine::Scheduler>(
+      rings, regions_, options_.packet_pages, std::move(drain));
+  if (!options_.single_thread) {
+    for (auto& c : channels_) c->Start();
+  }
   control_thread_ = std::thread([this] { ControlLoop(); });
   return absl::OkStatus();
 }
@@ -157,9 +178,6 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
   topts.registered_buffers = options_.registered_buffers;
   for (uint32_t i = 0; i < options_.channels; ++i) {
     const std::string where = absl::StrFormat("channel %d", i);
-    absl::StatusOr<int> fd = engine::ConnectWithRetry(
-        options_.host, options_.port, options_.handshake_timeout);
-    if (!fd.ok()) return Annotate(fd.status(), where);
     proto::Hello hello;
     hello.role = proto::Role::kData;
     hello.session = session_;
@@ -168,17 +186,11 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
     hello.capabilities = capabilities_;
     hello.max_packet_pages = options_.packet_pages;
     hello.transport = static_cast<uint16_t>(options_.transport);
-    if (absl::StatusOr<proto::HelloReply> r =
-            engine::ExchangeHello(*fd, hello, deadline);
-        !r.ok()) {
-      close(*fd);
-      return Annotate(r.status(), where);
-    }
     std::string warning;
     absl::StatusOr<std::unique_ptr<channels::Transport>> transport =
-        engine::OpenSocketTransport(options_.transport, *fd, topts,
-                                    options_.fallback_to_tcp_zerocopy,
-                                    &warning);
+        options_.transport == TransportKind::kRdma
+            ? OpenRdmaChannel(hello, topts)
+            : OpenSocketChannel(hello, topts, deadline, &warning);
     if (!transport.ok()) return Annotate(transport.status(), where);
     if (!warning.empty() && i == 0) warnings_.push_back(warning);
     for (const Region& r : regions_) {
@@ -192,6 +204,47 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
         options_.packet_pages, &failure_));
   }
   return absl::OkStatus();
+}
+
+uint64_t SenderImpl::OfferedCapabilities() const {
+  uint64_t caps = proto::kCapVerify;
+  if (options_.transport == TransportKind::kRdma) {
+    if (options_.rdma_pin_all) caps |= proto::kCapRdmaPinAll;
+    if (options_.rdma_reg_batch) caps |= proto::kCapRdmaRegBatch;
+  }
+  return caps;
+}
+
+absl::StatusOr<std::unique_ptr<channels::Transport>>
+SenderImpl::OpenSocketChannel(const proto::Hello& hello,
+                              const channels::TransportOptions& topts,
+                              absl::Time deadline, std::string* warning) {
+  absl::StatusOr<int> fd = engine::ConnectWithRetry(
+      options_.host, options_.port, options_.handshake_timeout);
+  if (!fd.ok()) return fd.status();
+  if (absl::StatusOr<proto::HelloReply> r =
+          engine::ExchangeHello(*fd, hello, deadline);
+      !r.ok()) {
+    close(*fd);
+    return r.status();
+  }
+  return engine::OpenSocketTransport(options_.transport, *fd, topts,
+                                     options_.fallback_to_tcp_zerocopy,
+                                     warning);
+}
+
+absl::StatusOr<std::unique_ptr<channels::Transport>>
+SenderImpl::OpenRdmaChannel(proto::Hello hello,
+                            const channels::TransportOptions& topts) {
+  hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
+  channels::RdmaConfig config;
+  config.capabilities = capabilities_;
+  config.chunk_bytes = options_.rdma_chunk_bytes;
+  config.max_inline = options_.rdma_max_inline;
+  config.connect_timeout = options_.handshake_timeout;
+  proto::HelloReply reply;
+  return channels::ConnectRdma(options_.host, options_.port, hello, topts,
+                               config, &reply);
 }
 
 void SenderImpl::ControlLoop() {
@@ -359,6 +412,9 @@ absl::Status SenderImpl::Barrier(CommandType type, uint64_t round) {
     uint32_t seq = c->ring().PushBarrier(type, round);
     if (seq == 0) return FinalStatus();
     seqs.push_back(seq);
+    if (options_.single_thread && !c->DrainInline().ok()) {
+      return FinalStatus();
+    }
   }
   for (size_t i = 0; i < channels_.size(); ++i) {
     if (!channels_[i]->ring().WaitBarrier(seqs[i])) return FinalStatus();
@@ -375,7 +431,7 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
   absl::StatusOr<engine::Scheduler::Scheduled> sent =
       scheduler_->ScheduleRound(dirty, round);
   if (!sent.ok()) {
-    if (absl::IsAborted(sent.status())) return FinalStatus();
+    if (failure_.failed()) return FinalStatus();
     return sent.status();  // a bad argument: nothing was taken
   }
   if (absl::Status s = Barrier(CommandType::kSync, round); !s.ok()) return s;

@@ -32,6 +32,19 @@ ChannelStats SessionStats::Total() const {
     t.consumer_idle_max_ns =
         std::max(t.consumer_idle_max_ns, c.consumer_idle_max_ns);
     t.recv_calls += c.recv_calls;
+    t.rdma_posts += c.rdma_posts;
+    t.rdma_wrs += c.rdma_wrs;
+    t.rdma_outstanding_max =
+        std::max(t.rdma_outstanding_max, c.rdma_outstanding_max);
+    t.rdma_sq_full_hits += c.rdma_sq_full_hits;
+    t.rdma_drains_to_zero += c.rdma_drains_to_zero;
+    t.inline_sends += c.inline_sends;
+    t.inline_max_bytes = std::max(t.inline_max_bytes, c.inline_max_bytes);
+    t.inline_granted = std::max(t.inline_granted, c.inline_granted);
+    t.register_round_trips += c.register_round_trips;
+    t.register_batch_max = std::max(t.register_batch_max, c.register_batch_max);
+    t.chunks_registered += c.chunks_registered;
+    t.chunks_compressed += c.chunks_compressed;
   }
   return t;
 }

@@ -28,6 +28,7 @@ void EncodeHello(const Hello& h, absl::Span<uint8_t> out) {
   Store64(p + 32, h.capabilities);
   Store32(p + 40, h.max_packet_pages);
   Store16(p + 44, h.transport);
+  Store64(p + 48, h.rdma_chunk_bytes);
 }
 
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
@@ -78,8 +79,23 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
         absl::StrFormat("hello max packet pages %d outside [1, %d]",
                         h.max_packet_pages, kMaxPacketPagesLimit));
   }
-  if (Load16(p + 46) != 0 || Load64(p + 48) != 0) {
-    return absl::InvalidArgumentError("hello reserved fields are not zero");
+  h.rdma_chunk_bytes = Load64(p + 48);
+  if (Load16(p + 46) != 0) {
+    return absl::InvalidArgumentError("hello reserved field is not zero");
+  }
+  if (h.transport != kRdmaTransportId && h.rdma_chunk_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello reserved field (RDMA chunk bytes) is %d for transport %d; "
+        "want 0",
+        h.rdma_chunk_bytes, h.transport));
+  }
+  if (h.transport == kRdmaTransportId &&
+      (h.rdma_chunk_bytes < kMinRdmaChunkBytes ||
+       h.rdma_chunk_bytes > kMaxRdmaChunkBytes ||
+       (h.rdma_chunk_bytes & (h.rdma_chunk_bytes - 1)) != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello RDMA chunk bytes %d is not a power of two in [%d, %d]",
+        h.rdma_chunk_bytes, kMinRdmaChunkBytes, kMaxRdmaChunkBytes));
   }
   return h;
 }

@@ -10,7 +10,8 @@
 //   24 u32 channel index  28 u32 channel count
 //   32 u64 capabilities
 //   40 u32 max packet pages   44 u16 transport   46 u16 reserved (0)
-//   48 u64 reserved (0)
+//   48 u64 RDMA chunk bytes (the registration unit both ends compute chunk
+//          spans with; 0 for every other transport)
 // HelloReply (128 bytes):
 //    0 u32 magic 'RFHR'   4 u16 version   6 u16 status (0 = accepted)
 //    8 u64 capabilities granted
@@ -42,8 +43,14 @@ enum class Role : uint16_t { kControl = 1, kData = 2 };
 enum Capability : uint64_t {
   // The destination can checksum its regions on request (Verify).
   kCapVerify = 1ull << 0,
+  // RDMA: the destination registers whole regions up front and sends their
+  // keys (otherwise chunks are registered on demand).
+  kCapRdmaPinAll = 1ull << 1,
+  // RDMA: one REGISTER_REQUEST may name many chunks (otherwise one each).
+  kCapRdmaRegBatch = 1ull << 2,
 };
-inline constexpr uint64_t kKnownCapabilities = kCapVerify;
+inline constexpr uint64_t kKnownCapabilities =
+    kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};
@@ -60,7 +67,13 @@ struct Hello {
   uint64_t capabilities = 0;
   uint32_t max_packet_pages = 0;
   uint16_t transport = 0;
+  uint64_t rdma_chunk_bytes = 0;
 };
+
+// The transport id of RDMA in a Hello (TransportKind::kRdma).
+inline constexpr uint16_t kRdmaTransportId = 4;
+inline constexpr uint64_t kMinRdmaChunkBytes = 4096;
+inline constexpr uint64_t kMaxRdmaChunkBytes = 1ull << 30;
 
 struct HelloReply {
   uint16_t status = 0;  // 0 accepted; otherwise an absl::StatusCode

@@ -10,6 +10,7 @@ PKGS=(
   nlohmann-json3-dev util-linux
   clang clang-format clang-tidy
   iproute2 procps gnuplot-nox
+  qemu-system-x86 cpio xz-utils
 )
 want=("${PKGS[@]}")
 

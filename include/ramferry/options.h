@@ -33,6 +33,17 @@ struct SessionOptions {
   // uring-zc on a kernel that cannot run it: fall back to tcp-zerocopy
   // (reported in Sender::warnings()) instead of failing.
   bool fallback_to_tcp_zerocopy = false;
+
+  // rdma: the destination registers whole regions at setup (pin-all), or
+  // chunks on demand (default), in batches where both ends offer it.
+  bool rdma_pin_all = false;
+  bool rdma_reg_batch = true;
+  uint64_t rdma_chunk_bytes = 1 << 20;  // the on-demand registration unit
+  uint32_t rdma_max_inline = 512;       // inline room to ask the QP for
+
+  // Source: no channel threads; the scheduler drives each channel itself
+  // (the baseline the producer/consumer split is measured against).
+  bool single_thread = false;
   // Commands queued per channel between the scheduler and the channel
   // thread (a power of two).
   uint32_t ring_entries = 256;

@@ -34,6 +34,19 @@ struct ChannelStats {
   uint64_t producer_wait_ns = 0;  // scheduler blocked on a full ring
   uint64_t producer_wait_max_ns = 0;
   uint64_t consumer_idle_max_ns = 0;  // channel thread asleep on empty ring
+  // RDMA: the send queue (the seed's nb_sent counters) and registration.
+  uint64_t rdma_posts = 0;            // ibv_post_send calls
+  uint64_t rdma_wrs = 0;              // work requests posted
+  uint64_t rdma_outstanding_max = 0;  // peak work requests in flight
+  uint64_t rdma_sq_full_hits = 0;     // posts that had to wait for room
+  uint64_t rdma_drains_to_zero = 0;   // times nothing was left in flight
+  uint64_t inline_sends = 0;          // SENDs that went IBV_SEND_INLINE
+  uint64_t inline_max_bytes = 0;      // the largest of them
+  uint64_t inline_granted = 0;        // inline room the QP granted
+  uint64_t register_round_trips = 0;  // REGISTER_REQUEST -> RESULT waits
+  uint64_t register_batch_max = 0;    // most chunks in one request
+  uint64_t chunks_registered = 0;
+  uint64_t chunks_compressed = 0;  // zero chunks sent as COMPRESS
   // Receive side.
   uint64_t recv_calls = 0;
 };

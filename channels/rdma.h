@@ -1,0 +1,81 @@
+// rdma: one RC queue pair per channel (verbs + librdmacm), built like the
+// seed series. Pages go by RDMA WRITE straight into the destination's
+// region; the packet header follows as a SEND on the same QP, in the same
+// ibv_post_send chain, so the destination sees the header only once the
+// pages are placed. Headers that fit the inline room the QP GRANTED go
+// IBV_SEND_INLINE; larger ones from registered header slots, released by
+// the SEND's completion.
+//
+// Registration: pin-all (the destination registers whole regions and sends
+// their keys) or on demand (default): chunks the source has not written
+// before are registered by the destination in REGISTER_REQUEST /
+// REGISTER_RESULT round trips over the QP, many chunks per request when
+// both ends have REG_BATCH, one otherwise; a never-registered chunk that is
+// all zero goes as a COMPRESS message instead (the destination zero-fills
+// it). Packets queued during a batch are registered for together, then
+// posted one chain each.
+//
+// The connection's private data carries the channel Hello (56 bytes, the
+// rdmacm limit) and the HelloReply.
+#ifndef RAMFERRY_CHANNELS_RDMA_H_
+#define RAMFERRY_CHANNELS_RDMA_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "channels/transport.h"
+#include "proto/handshake.h"
+
+namespace ramferry::channels {
+
+struct RdmaConfig {
+  // Negotiated capability bits (proto::kCapRdmaPinAll / kCapRdmaRegBatch).
+  uint64_t capabilities = 0;
+  uint64_t chunk_bytes = 1 << 20;
+  // Inline room to ask for at QP creation; the provider may grant less.
+  uint32_t max_inline = 512;
+  uint32_t send_queue = 512;  // work requests
+  uint32_t recv_queue = 256;  // receives kept posted (the peer's credits)
+  absl::Duration connect_timeout = absl::Seconds(10);
+};
+
+// OK when this host has an RDMA device; otherwise an error that says so.
+absl::Status ProbeRdma();
+
+// Source: connects to host:port with `hello` as private data. On success
+// returns the transport, with *reply the destination's HelloReply; a
+// refusal comes back as the status the destination gave.
+absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
+    const std::string& host, uint16_t port, const proto::Hello& hello,
+    const TransportOptions& options, RdmaConfig config,
+    proto::HelloReply* reply);
+
+// Destination: accepts RDMA channels. Each connection request's Hello is
+// decoded and put to `admit`; an accepted one becomes a transport handed
+// to `deliver` once established.
+class RdmaListener {
+ public:
+  using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
+  using Deliver =
+      std::function<void(const proto::Hello&, std::unique_ptr<Transport>)>;
+
+  static absl::StatusOr<std::unique_ptr<RdmaListener>> Listen(
+      const std::string& host, uint16_t port, const TransportOptions& options,
+      const RdmaConfig& config, Admit admit, Deliver deliver);
+  ~RdmaListener();
+  uint16_t port() const;
+
+  class Impl;
+
+ private:
+  explicit RdmaListener(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ramferry::channels
+
+#endif  // RAMFERRY_CHANNELS_RDMA_H_

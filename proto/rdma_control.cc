@@ -1,0 +1,124 @@
+#include "proto/rdma_control.h"
+
+#include "absl/strings/str_format.h"
+#include "proto/wire.h"
+
+namespace ramferry::proto {
+namespace {
+
+size_t EntryBytes(RdmaControlType t) {
+  switch (t) {
+    case RdmaControlType::kRegionKeys:
+      return 24;
+    case RdmaControlType::kRegisterRequest:
+    case RdmaControlType::kCompress:
+      return 8;
+    case RdmaControlType::kRegisterResult:
+      return 16;
+  }
+  return 0;
+}
+
+}  // namespace
+
+size_t RdmaControlMaxBytes() {
+  return kRdmaControlHeaderBytes + 24 * size_t{kMaxRdmaControlEntries};
+}
+
+bool IsRdmaControl(absl::Span<const uint8_t> m) {
+  return m.size() >= 4 && Load32(m.data()) == kRdmaControlMagic;
+}
+
+std::vector<uint8_t> EncodeRdmaControl(const RdmaControl& c) {
+  std::vector<uint8_t> out;
+  WireWriter w(&out);
+  w.U32(kRdmaControlMagic);
+  w.U16(static_cast<uint16_t>(c.type));
+  switch (c.type) {
+    case RdmaControlType::kRegionKeys:
+      w.U16(static_cast<uint16_t>(c.region_keys.size()));
+      for (const RegionKey& k : c.region_keys) {
+        w.U32(k.region);
+        w.U32(k.rkey);
+        w.U64(k.addr);
+        w.U64(k.length);
+      }
+      break;
+    case RdmaControlType::kRegisterRequest:
+    case RdmaControlType::kCompress:
+      w.U16(static_cast<uint16_t>(c.chunks.size()));
+      for (const ChunkRef& r : c.chunks) {
+        w.U32(r.region);
+        w.U32(r.chunk);
+      }
+      break;
+    case RdmaControlType::kRegisterResult:
+      w.U16(static_cast<uint16_t>(c.results.size()));
+      for (const ChunkKey& k : c.results) {
+        w.U32(k.rkey);
+        w.U32(0);
+        w.U64(k.addr);
+      }
+      break;
+  }
+  return out;
+}
+
+absl::StatusOr<RdmaControl> DecodeRdmaControl(absl::Span<const uint8_t> in) {
+  WireReader r(in);
+  const uint32_t magic = r.U32();
+  const uint16_t type = r.U16();
+  const uint16_t count = r.U16();
+  if (!r.ok()) return absl::InvalidArgumentError("RDMA control truncated");
+  if (magic != kRdmaControlMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RDMA control magic 0x%08x", magic));
+  }
+  if (type < 1 || type > 4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown RDMA control type %d", type));
+  }
+  RdmaControl c;
+  c.type = static_cast<RdmaControlType>(type);
+  if (count == 0 || count > kMaxRdmaControlEntries) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RDMA control count %d outside [1, %d]", count,
+                        kMaxRdmaControlEntries));
+  }
+  if (r.remaining() != count * EntryBytes(c.type)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RDMA control of %d entries has %d payload bytes; want %d", count,
+        r.remaining(), count * EntryBytes(c.type)));
+  }
+  for (uint16_t i = 0; i < count; ++i) {
+    switch (c.type) {
+      case RdmaControlType::kRegionKeys: {
+        RegionKey k;
+        k.region = r.U32();
+        k.rkey = r.U32();
+        k.addr = r.U64();
+        k.length = r.U64();
+        c.region_keys.push_back(k);
+        break;
+      }
+      case RdmaControlType::kRegisterRequest:
+      case RdmaControlType::kCompress:
+        c.chunks.push_back({r.U32(), r.U32()});
+        break;
+      case RdmaControlType::kRegisterResult: {
+        ChunkKey k;
+        k.rkey = r.U32();
+        if (r.U32() != 0) {
+          return absl::InvalidArgumentError(
+              "RDMA register result reserved word is not zero");
+        }
+        k.addr = r.U64();
+        c.results.push_back(k);
+        break;
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace ramferry::proto

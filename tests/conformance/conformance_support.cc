@@ -1,0 +1,409 @@
+#include "tests/conformance/conformance_support.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "channels/tcp.h"
+#include "channels/uring_zerocopy.h"
+#include "engine/transports.h"
+#include "gtest/gtest.h"
+#include "ramferry/receiver.h"
+#include "ramferry/sender.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry::conformance {
+
+std::string TestName(TransportKind kind) {
+  std::string name(TransportKindName(kind));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+std::string TestName(CompletionPolicy policy) {
+  return std::string(CompletionPolicyName(policy));
+}
+
+namespace {
+
+// A one-channel rdma session against a local destination, opened the way a
+// user opens one: OK when rdma is built into this tree and runs here.
+absl::Status OpenRdmaSession() {
+  testing::TestRegion src = testing::MakeRegion(1, 1 << 20, 1, /*fill=*/true);
+  testing::TestRegion dst = testing::MakeRegion(1, 1 << 20);
+  SessionOptions opt;
+  opt.transport = TransportKind::kRdma;
+  opt.channels = 1;
+  opt.connect_timeout = absl::Seconds(5);
+  opt.handshake_timeout = absl::Seconds(5);
+  testing::ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  absl::StatusOr<std::unique_ptr<Sender>> sender =
+      Sender::Connect(opt, {&src.region, 1});
+  if (!sender.ok()) return sender.status();
+  return (*sender)->Finish();
+}
+
+std::string WhyRdmaUnavailable() {
+  const absl::Status session = OpenRdmaSession();
+  if (session.ok()) return "";
+  // The transport's own probe said no (no RDMA device here).
+  if (absl::IsFailedPrecondition(session)) {
+    return absl::StrCat("rdma cannot run on this machine: ", session.message());
+  }
+  // Not built: the engine cannot open it, and a destination refuses it.
+  auto [send_fd, recv_fd] = TcpPair();
+  close(recv_fd);
+  channels::TransportOptions options;
+  options.max_header_bytes = kTagHeaderBytes;
+  std::string warning;
+  const absl::Status open =
+      engine::OpenSocketTransport(TransportKind::kRdma, send_fd, options,
+                                  /*fallback=*/false, &warning)
+          .status();
+  if (absl::IsUnimplemented(open) &&
+      (absl::IsUnimplemented(session) || absl::IsInvalidArgument(session))) {
+    return absl::StrCat("rdma transport not built in this tree (",
+                        open.message(), "; a session: ", session.message(),
+                        ")");
+  }
+  // Built but failing: the tests run, and fail with the cause.
+  return "";
+}
+
+}  // namespace
+
+std::string WhyUnavailable(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kUringZeroCopy: {
+      absl::Status probe = channels::ProbeUringZeroCopy();
+      if (probe.ok()) return "";
+      return absl::StrCat("uring-zc cannot run on this kernel: ",
+                          probe.message());
+    }
+    case TransportKind::kRdma: {
+      // Once per process: it runs a session.
+      static const std::string* why = new std::string(WhyRdmaUnavailable());
+      return *why;
+    }
+    default:
+      return "";
+  }
+}
+
+std::pair<int, int> TcpPair() {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(listen(lfd, 1), 0);
+  EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(connect(cfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  int sfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+  close(lfd);
+  return {cfd, sfd};
+}
+
+absl::StatusOr<TransportPair> OpenTransportPair(
+    TransportKind kind, const channels::TransportOptions& options) {
+  auto [send_fd, recv_fd] = TcpPair();
+  if (send_fd < 0 || recv_fd < 0) {
+    return absl::InternalError("no loopback TCP connection");
+  }
+  std::string warning;
+  absl::StatusOr<std::unique_ptr<channels::Transport>> tx =
+      engine::OpenSocketTransport(kind, send_fd, options, /*fallback=*/false,
+                                  &warning);
+  if (!tx.ok()) {
+    close(recv_fd);
+    if (kind == TransportKind::kRdma && absl::IsUnimplemented(tx.status())) {
+      return absl::Status(
+          tx.status().code(),
+          absl::StrCat(tx.status().message(),
+                       " (rdma is not a socket transport: teach "
+                       "OpenTransportPair in tests/conformance/"
+                       "conformance_support.cc to open an rdma pair)"));
+    }
+    return tx.status();
+  }
+  if (!warning.empty()) {
+    close(recv_fd);
+    return absl::InternalError(
+        absl::StrCat("warning without fallback: ", warning));
+  }
+  TransportPair pair;
+  pair.tx = std::move(*tx);
+  pair.rx = channels::OpenTcp(recv_fd, options);
+  return pair;
+}
+
+absl::StatusOr<uint32_t> CapabilitiesOf(TransportKind kind) {
+  channels::TransportOptions options;
+  options.max_header_bytes = kTagHeaderBytes;
+  absl::StatusOr<TransportPair> pair = OpenTransportPair(kind, options);
+  if (!pair.ok()) return pair.status();
+  return pair->tx->capabilities();
+}
+
+namespace {
+
+// Header layout: u32 tag, u32 run count, then (u64 offset, u64 length)
+// per run.
+struct TagHeader {
+  uint32_t tag;
+  uint32_t runs;
+  PayloadRun run[kMaxRuns];
+};
+static_assert(sizeof(TagHeader) <= kTagHeaderBytes);
+
+}  // namespace
+
+absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
+                        uint32_t region_id, const uint8_t* base,
+                        const std::vector<PayloadRun>& runs,
+                        const uint8_t** header_out) {
+  if (runs.size() > kMaxRuns) return absl::InvalidArgumentError("runs");
+  absl::StatusOr<absl::Span<uint8_t>> header = tx.AcquireHeader();
+  if (!header.ok()) return header.status();
+  if (header->size() < kTagHeaderBytes) {
+    return absl::InternalError(
+        absl::StrFormat("AcquireHeader gave %d bytes, asked for %d",
+                        header->size(), kTagHeaderBytes));
+  }
+  if (header_out != nullptr) *header_out = header->data();
+  TagHeader h{};
+  h.tag = tag;
+  h.runs = static_cast<uint32_t>(runs.size());
+  std::copy(runs.begin(), runs.end(), h.run);
+  std::memset(header->data(), 0, kTagHeaderBytes);
+  std::memcpy(header->data(), &h, sizeof h);
+  std::vector<iovec> iov;
+  std::vector<uint64_t> offsets;
+  for (const PayloadRun& r : runs) {
+    iov.push_back({const_cast<uint8_t*>(base + r.offset), r.length});
+    offsets.push_back(r.offset);
+  }
+  return tx.SendPacket(
+      {kTagHeaderBytes, region_id, absl::MakeConstSpan(iov), offsets});
+}
+
+PacketReader::PacketReader(channels::Transport* rx, const uint8_t* source,
+                           uint32_t packets)
+    : rx_(rx), source_(source), packets_(packets) {
+  result_ = std::async(std::launch::async, [this] { return Run(); });
+}
+
+PacketReader::~PacketReader() {
+  if (!finished_) (void)Finish(absl::ZeroDuration());
+}
+
+absl::Status PacketReader::Run() {
+  std::vector<uint8_t> header(kTagHeaderBytes), body;
+  for (uint32_t i = 0; i < packets_; ++i) {
+    if (absl::Status s = rx_->ReadExact(absl::MakeSpan(header), true);
+        !s.ok()) {
+      return s;
+    }
+    TagHeader h;
+    std::memcpy(&h, header.data(), sizeof h);
+    if (h.runs > kMaxRuns) {
+      return absl::DataLossError(
+          absl::StrFormat("packet %d: header says %d runs", i, h.runs));
+    }
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < h.runs; ++r) total += h.run[r].length;
+    body.assign(total, 0);
+    iovec v{body.data(), body.size()};
+    if (total > 0) {
+      if (absl::Status s = rx_->ReadPayload(absl::MakeSpan(&v, 1)); !s.ok()) {
+        return s;
+      }
+    }
+    tags_.push_back(h.tag);
+    uint64_t at = 0;
+    bool same = true;
+    for (uint32_t r = 0; r < h.runs; ++r) {
+      same = same && std::memcmp(body.data() + at, source_ + h.run[r].offset,
+                                 h.run[r].length) == 0;
+      at += h.run[r].length;
+    }
+    if (!same) ++corrupt_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PacketReader::Finish(absl::Duration timeout) {
+  finished_ = true;
+  if (result_.wait_for(absl::ToChronoNanoseconds(timeout)) !=
+      std::future_status::ready) {
+    rx_->Shutdown();
+    absl::Status s = result_.get();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "reader did not finish in ", absl::FormatDuration(timeout), " (",
+        tags_.size(), " of ", packets_, " packets read): ", s.ToString()));
+  }
+  return result_.get();
+}
+
+RoundPlan PlanRound(const DirtyBitmap& dirty, uint32_t packet_pages) {
+  RoundPlan plan;
+  uint64_t in_packet = 0;
+  uint64_t last = 0;
+  for (uint64_t p = 0; p < dirty.pages(); ++p) {
+    if (!dirty.Test(p)) continue;
+    if (in_packet == packet_pages) in_packet = 0;
+    if (in_packet == 0) {
+      ++plan.packets;
+      ++plan.runs;
+    } else if (p != last + 1) {
+      ++plan.runs;
+    }
+    ++in_packet;
+    ++plan.pages;
+    last = p;
+  }
+  return plan;
+}
+
+void RewriteRandomPages(const Region& region, uint64_t count,
+                        std::mt19937_64& rng, DirtyBitmap& dirty) {
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t page = rng() % region.page_count();
+    auto* words = reinterpret_cast<uint64_t*>(region.page(page));
+    for (uint64_t w = 0; w < region.page_size / 8; ++w) words[w] = rng();
+    dirty.Set(page);
+  }
+}
+
+bool PollUntil(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  return true;
+}
+
+int ThreadCount() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+bool SingleThreaded() {
+#if defined(__SANITIZE_THREAD__)
+  return ThreadCount() <= 2;
+#else
+  return ThreadCount() == 1;
+#endif
+}
+
+ForkedChild::ForkedChild(const std::function<int(int)>& body) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << strerror(errno);
+    return;
+  }
+  pid_ = fork();
+  if (pid_ == 0) {
+    close(fds[0]);
+    const int code = body(fds[1]);
+    close(fds[1]);
+    // No atexit handlers, no gtest teardown: the parent owns the test.
+    _exit(code);
+  }
+  close(fds[1]);
+  report_fd_ = fds[0];
+  if (pid_ < 0) ADD_FAILURE() << "fork: " << strerror(errno);
+}
+
+ForkedChild::~ForkedChild() {
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (report_fd_ >= 0) close(report_fd_);
+}
+
+void ForkedChild::Signal(int sig) {
+  if (pid_ > 0 && !reaped_) kill(pid_, sig);
+}
+
+bool ForkedChild::ReadReport(void* buf, size_t n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    pollfd pfd{report_fd_, POLLIN, 0};
+    if (ms <= 0 || poll(&pfd, 1, static_cast<int>(ms)) <= 0) return false;
+    ssize_t r = read(report_fd_, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+ForkedChild::Result ForkedChild::Wait(absl::Duration timeout) {
+  Result result;
+  if (pid_ <= 0) return result;
+  const absl::Time deadline = absl::Now() + timeout;
+  // The report ends when the child exits (its end of the pipe closes).
+  char buf[4096];
+  while (true) {
+    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    pollfd pfd{report_fd_, POLLIN, 0};
+    if (ms <= 0 || poll(&pfd, 1, static_cast<int>(ms)) == 0) {
+      result.timed_out = true;
+      kill(pid_, SIGKILL);
+      break;
+    }
+    ssize_t r = read(report_fd_, buf, sizeof buf);
+    if (r > 0) {
+      result.report.append(buf, static_cast<size_t>(r));
+    } else if (r == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+
+ChildReceiver::ChildReceiver(const SessionOptions& options, uint64_t bytes) {
+  child_ = std::make_unique<ForkedChild>([&](int report_fd) {
+    testing::TestRegion dst = testing::MakeRegion(1, bytes);
+    auto rx = Receiver::Listen(options, {&dst.region, 1});
+    uint16_t port = rx.ok() ? (*rx)->port() : 0;
+    if (write(report_fd, &port, sizeof port) != sizeof port) return 1;
+    if (!rx.ok()) return 1;
+    (void)(*rx)->Serve();
+    return 0;
+  });
+  if (!child_->ReadReport(&port_, sizeof port_, absl::Seconds(30))) {
+    ADD_FAILURE() << "the child receiver never reported its port";
+    port_ = 0;
+  }
+}
+
+}  // namespace ramferry::conformance

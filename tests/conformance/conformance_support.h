@@ -1,0 +1,186 @@
+// Shared by the conformance tests: which transports exist and which of
+// them can run on this machine, loopback transport pairs, tagged packets a
+// reader checks byte for byte, the packets a round will cost, and a child
+// process forked while the test process is still single-threaded.
+#ifndef RAMFERRY_TESTS_CONFORMANCE_CONFORMANCE_SUPPORT_H_
+#define RAMFERRY_TESTS_CONFORMANCE_CONFORMANCE_SUPPORT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "channels/transport.h"
+#include "ramferry/dirty_bitmap.h"
+#include "ramferry/options.h"
+#include "ramferry/region.h"
+#include "ramferry/transport.h"
+
+namespace ramferry {
+// Readable parameters in gtest's output and ctest's test names.
+inline void PrintTo(TransportKind kind, std::ostream* os) {
+  *os << TransportKindName(kind);
+}
+inline void PrintTo(CompletionPolicy policy, std::ostream* os) {
+  *os << CompletionPolicyName(policy);
+}
+}  // namespace ramferry
+
+namespace ramferry::conformance {
+
+// Every transport the suite covers, built or not.
+inline constexpr TransportKind kAllTransports[] = {
+    TransportKind::kTcp, TransportKind::kTcpZeroCopy,
+    TransportKind::kUringZeroCopy, TransportKind::kRdma};
+inline constexpr TransportKind kZeroCopyTransports[] = {
+    TransportKind::kTcpZeroCopy, TransportKind::kUringZeroCopy,
+    TransportKind::kRdma};
+inline constexpr CompletionPolicy kAllPolicies[] = {
+    CompletionPolicy::kWrap, CompletionPolicy::kSlot, CompletionPolicy::kEach};
+
+// "uring-zc" -> "uring_zc": a valid gtest name part.
+std::string TestName(TransportKind kind);
+std::string TestName(CompletionPolicy policy);
+
+// Empty when `kind` can run here; otherwise why not, for GTEST_SKIP:
+// uring-zc where the io_uring probe fails; rdma where it is not built
+// (opening it fails with UNIMPLEMENTED and a destination refuses it) or
+// its probe finds no RDMA device (a session fails with
+// FAILED_PRECONDITION). Any other failure is not a reason to skip: the
+// tests then run, and fail, loudly.
+std::string WhyUnavailable(TransportKind kind);
+
+// A connected loopback TCP pair: {sender fd, receiver fd}.
+std::pair<int, int> TcpPair();
+
+// The send side of `kind` (engine::OpenSocketTransport, no fallback) and
+// the receive side every socket transport shares (channels::OpenTcp), on
+// the two ends of a loopback TCP connection.
+struct TransportPair {
+  std::unique_ptr<channels::Transport> tx;
+  std::unique_ptr<channels::Transport> rx;
+};
+absl::StatusOr<TransportPair> OpenTransportPair(
+    TransportKind kind, const channels::TransportOptions& options);
+// capabilities() of a freshly opened send side of `kind`.
+absl::StatusOr<uint32_t> CapabilitiesOf(TransportKind kind);
+
+// Transport-level packets: a header of kTagHeaderBytes that names the
+// packet's payload runs, so the reader can check them against the source.
+inline constexpr size_t kTagHeaderBytes = 64;
+inline constexpr size_t kMaxRuns = 3;
+struct PayloadRun {
+  uint64_t offset = 0;  // in the source memory
+  uint64_t length = 0;
+};
+// Fills the header from AcquireHeader() and sends one packet whose payload
+// is `runs` of `base` (payload_offsets are the runs' offsets). With
+// `header_out`, reports which header buffer the packet used.
+absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
+                        uint32_t region_id, const uint8_t* base,
+                        const std::vector<PayloadRun>& runs,
+                        const uint8_t** header_out = nullptr);
+
+// Reads `packets` tagged packets on its own thread and checks every
+// payload byte against `source` (which must not change meanwhile).
+class PacketReader {
+ public:
+  PacketReader(channels::Transport* rx, const uint8_t* source,
+               uint32_t packets);
+  ~PacketReader();
+  // Waits (at most `timeout`, then shuts the transport down) for the
+  // reader; its status.
+  absl::Status Finish(absl::Duration timeout = absl::Seconds(30));
+  // Tags in arrival order, and packets whose payload differed.
+  const std::vector<uint32_t>& tags() const { return tags_; }
+  uint32_t corrupt() const { return corrupt_; }
+
+ private:
+  absl::Status Run();
+  channels::Transport* const rx_;
+  const uint8_t* const source_;
+  const uint32_t packets_;
+  std::vector<uint32_t> tags_;
+  uint32_t corrupt_ = 0;
+  std::future<absl::Status> result_;
+  bool finished_ = false;
+};
+
+// What a round of `dirty` will cost, computed before sending it the way
+// the scheduler batches (dirty pages in order, packet_pages per packet)
+// and the channels coalesce (adjacent pages of a packet form one run).
+struct RoundPlan {
+  uint64_t pages = 0;
+  uint64_t packets = 0;
+  uint64_t runs = 0;
+};
+RoundPlan PlanRound(const DirtyBitmap& dirty, uint32_t packet_pages);
+
+// Rewrites `count` random pages of `region` with new random bytes and
+// marks them in `dirty`.
+void RewriteRandomPages(const Region& region, uint64_t count,
+                        std::mt19937_64& rng, DirtyBitmap& dirty);
+
+// Polls `done` until it holds or `timeout` passes; whether it held.
+bool PollUntil(const std::function<bool()>& done, absl::Duration timeout);
+
+// Threads in this process (from /proc/self/status).
+int ThreadCount();
+// Whether no thread runs here but the caller's, so that fork() is safe and
+// the child may start threads. TSan's own background thread aside: the
+// runtime forks safely with it, and it is not a thread of the program.
+bool SingleThreaded();
+
+// Runs `body` in a forked child; its return value is the exit code, and
+// what it writes to the given fd comes back as the report. Fork happens in
+// the constructor: call it while the process has one thread.
+class ForkedChild {
+ public:
+  explicit ForkedChild(const std::function<int(int report_fd)>& body);
+  ~ForkedChild();
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Reads exactly `n` bytes of the report while the child runs.
+  bool ReadReport(void* buf, size_t n, absl::Duration timeout);
+  // Waits for the child to exit (killing it after `timeout`); its exit
+  // code (-1 when killed by a signal) and report.
+  struct Result {
+    int exit_code = -1;
+    bool timed_out = false;
+    std::string report;
+  };
+  Result Wait(absl::Duration timeout);
+
+ private:
+  pid_t pid_ = -1;
+  int report_fd_ = -1;
+  bool reaped_ = false;
+};
+
+// A destination in a child process (so it can be stopped and killed),
+// forked at construction: create it before any thread exists.
+class ChildReceiver {
+ public:
+  ChildReceiver(const SessionOptions& options, uint64_t bytes);
+  uint16_t port() const { return port_; }
+  void Signal(int sig) { child_->Signal(sig); }
+
+ private:
+  std::unique_ptr<ForkedChild> child_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace ramferry::conformance
+
+#endif  // RAMFERRY_TESTS_CONFORMANCE_CONFORMANCE_SUPPORT_H_

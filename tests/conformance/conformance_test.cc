@@ -1,0 +1,441 @@
+// The conformance suite every transport of ramferry must pass, end to end
+// through a real Sender and Receiver on loopback: byte-exact rounds,
+// counters that add up exactly, every completion policy, faults, and
+// registered buffers. Transport-level capability checks are in
+// capabilities_test.cc; the uring-zc fallback under seccomp in
+// fallback_test.cc.
+//
+// A transport that cannot run here is skipped with the reason (rdma until
+// it is built, uring-zc where io_uring is unavailable); never passed
+// silently.
+#include <signal.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "channels/transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ramferry/receiver.h"
+#include "ramferry/sender.h"
+#include "tests/conformance/conformance_support.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry::conformance {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using testing::LoopbackPair;
+using testing::MakeRegion;
+using testing::SameBytes;
+using testing::ScaledBytes;
+using testing::ServingReceiver;
+
+constexpr uint32_t kSmallSlots = 8;  // small: the header array wraps
+
+// Skips the test (from SetUp or the body) when `kind` cannot run here.
+#define SKIP_IF_UNAVAILABLE(kind)                                  \
+  do {                                                             \
+    ASSERT_TRUE(ParseTransportKind(TransportKindName(kind)).ok()); \
+    if (std::string why = WhyUnavailable(kind); !why.empty()) {    \
+      GTEST_SKIP() << why;                                         \
+    }                                                              \
+  } while (0)
+
+SessionOptions OptionsFor(TransportKind kind, uint32_t channels) {
+  SessionOptions opt;
+  opt.transport = kind;
+  opt.channels = channels;
+  opt.header_slots = kSmallSlots;
+  opt.stall_timeout = absl::Seconds(20);
+  return opt;
+}
+
+// What a session did, for the checks that follow it.
+struct SessionRun {
+  std::vector<RoundPlan> rounds;
+  uint64_t region_pages = 0;
+  SessionStats sender;    // after Finish
+  SessionStats receiver;  // after Serve returned
+  std::vector<std::string> warnings;
+};
+
+// `rounds` rounds over one region of `bytes`: every page first, then a
+// random sixteenth of the pages rewritten before each later round. Checks
+// each round's result, Verify, Finish, the receiver's result and the
+// destination, byte for byte.
+void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
+                SessionRun* out) {
+  auto src = MakeRegion(1, bytes, seed, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+
+  const uint64_t pages = src.region.page_count();
+  out->region_pages = pages;
+  DirtyBitmap dirty(pages);
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) RewriteRandomPages(src.region, pages / 16, rng, dirty);
+    const RoundPlan plan = PlanRound(dirty, opt.packet_pages);
+    out->rounds.push_back(plan);
+    absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    EXPECT_EQ(r->round, static_cast<uint64_t>(round));
+    EXPECT_EQ(r->pages, plan.pages);
+    EXPECT_EQ(r->bytes, plan.pages * src.region.page_size);
+    EXPECT_EQ(dirty.Count(), 0u);
+    EXPECT_EQ((*sender)->confirmed_rounds(), static_cast<uint64_t>(round + 1));
+    EXPECT_EQ(rx.receiver().applied_rounds(), static_cast<uint64_t>(round + 1));
+  }
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->pages_checked, pages);
+  EXPECT_EQ(v->pages_mismatched, 0u);
+  EXPECT_TRUE(v->first_mismatches.empty());
+
+  ASSERT_TRUE((*sender)->Finish().ok());
+  absl::Status served = rx.result();
+  ASSERT_TRUE(served.ok()) << served;
+  EXPECT_EQ(rx.receiver().verified_pages(), pages);
+  EXPECT_TRUE(SameBytes(src.region, dst.region))
+      << "destination differs from the source";
+  out->sender = (*sender)->stats();
+  out->receiver = rx.receiver().stats();
+  out->warnings = (*sender)->warnings();
+}
+
+uint64_t Sum(const std::vector<RoundPlan>& rounds, uint64_t RoundPlan::*f) {
+  uint64_t n = 0;
+  for (const RoundPlan& r : rounds) n += r.*f;
+  return n;
+}
+
+// ---------------------------------------------------------------------
+// Rounds end byte-exact, and the counters add up exactly.
+
+class SessionConformance
+    : public ::testing::TestWithParam<std::tuple<TransportKind, uint32_t>> {
+ protected:
+  void SetUp() override { SKIP_IF_UNAVAILABLE(kind()); }
+  TransportKind kind() const { return std::get<0>(GetParam()); }
+  uint32_t channels() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(SessionConformance, FourRoundsEndByteExact) {
+  SessionRun run;
+  ASSERT_NO_FATAL_FAILURE(RunSession(OptionsFor(kind(), channels()), 4,
+                                     ScaledBytes(64ull << 20), 101, &run));
+  ASSERT_EQ(run.rounds.size(), 4u);
+  EXPECT_EQ(run.rounds[0].pages, run.region_pages);
+  for (size_t r = 1; r < run.rounds.size(); ++r) {
+    EXPECT_GT(run.rounds[r].pages, 0u);
+    EXPECT_LT(run.rounds[r].pages, run.region_pages / 8);
+  }
+  EXPECT_TRUE(run.warnings.empty()) << run.warnings.front();
+}
+
+TEST_P(SessionConformance, CountersAddUpAfterFinish) {
+  const SessionOptions opt = OptionsFor(kind(), channels());
+  SessionRun run;
+  ASSERT_NO_FATAL_FAILURE(
+      RunSession(opt, 3, ScaledBytes(64ull << 20), 202, &run));
+  const uint64_t rounds = run.rounds.size();
+  const ChannelStats t = run.sender.Total();
+  const ChannelStats r = run.receiver.Total();
+  absl::StatusOr<uint32_t> caps_or = CapabilitiesOf(kind());
+  ASSERT_TRUE(caps_or.ok()) << caps_or.status();
+  const uint32_t caps = *caps_or;
+
+  EXPECT_EQ(run.sender.rounds, rounds);
+  ASSERT_EQ(run.sender.channels.size(), channels());
+  EXPECT_EQ(t.pages, Sum(run.rounds, &RoundPlan::pages));
+  EXPECT_EQ(t.packets, Sum(run.rounds, &RoundPlan::packets));
+  EXPECT_EQ(t.payload_bytes, t.pages * 4096);
+  EXPECT_EQ(t.syncs, rounds * channels());
+  EXPECT_EQ(t.finishes, channels());
+  for (const ChannelStats& c : run.sender.channels) {
+    EXPECT_EQ(c.syncs, rounds) << "channel " << c.channel;
+    EXPECT_EQ(c.finishes, 1u) << "channel " << c.channel;
+  }
+  // The destination saw exactly what the source sent.
+  EXPECT_EQ(r.pages, t.pages);
+  EXPECT_EQ(r.packets, t.packets);
+  EXPECT_EQ(r.payload_bytes, t.payload_bytes);
+  EXPECT_EQ(r.syncs, t.syncs);
+  EXPECT_EQ(r.finishes, channels());
+  EXPECT_EQ(run.receiver.rounds, rounds);
+
+  const uint64_t all_packets = t.packets + t.syncs + t.finishes;
+  switch (kind()) {
+    case TransportKind::kTcp:
+    case TransportKind::kTcpZeroCopy:
+      // Blocking sockets take each packet whole: one sendmsg per packet.
+      EXPECT_EQ(t.short_sends, 0u);
+      EXPECT_EQ(t.send_calls, all_packets);
+      EXPECT_EQ(t.submit_calls, t.send_calls);
+      break;
+    case TransportKind::kUringZeroCopy:
+      // One SQE per packet, several per io_uring_enter.
+      EXPECT_EQ(t.short_sends, 0u);
+      EXPECT_EQ(t.send_calls, all_packets);
+      EXPECT_LT(t.submit_calls, t.send_calls);
+      break;
+    default:
+      break;
+  }
+  if (caps & channels::kCapZeroCopy) {
+    // Data packets go zero-copy (SYNC/FINISH markers are copied), and
+    // nothing is outstanding once Finish returned.
+    if (kind() != TransportKind::kRdma) {
+      EXPECT_EQ(t.zc_sends, t.packets);
+    }
+    EXPECT_GT(t.zc_sends, 0u);
+    EXPECT_EQ(t.zc_completions, t.zc_sends);
+    EXPECT_LE(t.zc_copied, t.zc_completions);
+  } else {
+    EXPECT_EQ(t.zc_sends, 0u);
+    EXPECT_EQ(t.zc_completions, 0u);
+    EXPECT_EQ(t.zc_copied, 0u);
+  }
+  if (caps & channels::kCapHeaderSlots) {
+    EXPECT_GE(t.max_slots_in_flight, 1u);
+    for (const ChannelStats& c : run.sender.channels) {
+      EXPECT_LE(c.max_slots_in_flight, kSmallSlots) << "channel " << c.channel;
+    }
+  } else {
+    EXPECT_EQ(t.max_slots_in_flight, 0u);
+    EXPECT_EQ(t.flushes, 0u);
+  }
+  // Every channel carried data: the scheduler spreads the load.
+  for (const ChannelStats& c : run.sender.channels) {
+    EXPECT_GT(c.packets, 0u) << "channel " << c.channel;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, SessionConformance,
+                         ::testing::Combine(::testing::ValuesIn(kAllTransports),
+                                            ::testing::Values(1u, 3u)),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               TestName(std::get<0>(info.param)), "_x",
+                               std::get<1>(info.param));
+                         });
+
+// ---------------------------------------------------------------------
+// Every completion policy gives a byte-exact transfer, and flushes
+// exactly where the policy says (channels/header_slots.cc): Flush() counts
+// one per call; the channel flushes once before each SYNC and twice around
+// each FINISH; PacketSent() flushes when the header array wraps (wrap) or
+// after every packet, markers included (each), never (slot).
+
+class PolicyConformance : public ::testing::TestWithParam<
+                              std::tuple<TransportKind, CompletionPolicy>> {
+ protected:
+  void SetUp() override { SKIP_IF_UNAVAILABLE(kind()); }
+  TransportKind kind() const { return std::get<0>(GetParam()); }
+  CompletionPolicy policy() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(PolicyConformance, ByteExactAndFlushesWherePolicySays) {
+  SessionOptions opt = OptionsFor(kind(), 2);
+  opt.completion = policy();
+  opt.packet_pages = 32;  // more packets: many wraps of 8 slots
+  SessionRun run;
+  ASSERT_NO_FATAL_FAILURE(
+      RunSession(opt, 2, ScaledBytes(32ull << 20), 303, &run));
+  absl::StatusOr<uint32_t> caps_or = CapabilitiesOf(kind());
+  ASSERT_TRUE(caps_or.ok()) << caps_or.status();
+  const uint32_t caps = *caps_or;
+  ASSERT_TRUE(caps & channels::kCapCompletionPolicies)
+      << "a zero-copy transport must honour every completion policy";
+  const ChannelStats t = run.sender.Total();
+  EXPECT_EQ(t.packets, Sum(run.rounds, &RoundPlan::packets));
+  EXPECT_EQ(t.zc_completions, t.zc_sends);
+  for (const ChannelStats& c : run.sender.channels) {
+    SCOPED_TRACE(absl::StrCat("channel ", c.channel));
+    const uint64_t sent = c.packets + c.syncs + c.finishes;
+    const uint64_t barriers = c.syncs + 2 * c.finishes;
+    switch (policy()) {
+      case CompletionPolicy::kWrap:
+        EXPECT_EQ(c.flushes, sent / kSmallSlots + barriers);
+        EXPECT_GE(c.flushes, c.packets / kSmallSlots);
+        EXPECT_LE(c.max_slots_in_flight, kSmallSlots);
+        break;
+      case CompletionPolicy::kSlot:
+        EXPECT_EQ(c.flushes, barriers);
+        EXPECT_LE(c.max_slots_in_flight, kSmallSlots);
+        break;
+      case CompletionPolicy::kEach:
+        EXPECT_EQ(c.flushes, sent + barriers);
+        EXPECT_EQ(c.max_slots_in_flight, 1u);
+        break;
+    }
+    EXPECT_GE(c.max_slots_in_flight, 1u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ZeroCopyTransports, PolicyConformance,
+    ::testing::Combine(::testing::ValuesIn(kZeroCopyTransports),
+                       ::testing::ValuesIn(kAllPolicies)),
+    [](const auto& info) {
+      return absl::StrCat(TestName(std::get<0>(info.param)), "_",
+                          TestName(std::get<1>(info.param)));
+    });
+
+// ---------------------------------------------------------------------
+// Faults, and registered buffers end to end.
+
+class TransportConformance : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  void SetUp() override { SKIP_IF_UNAVAILABLE(GetParam()); }
+};
+
+// Runs SendRound on a thread so the test can act mid-round.
+struct RoundInFlight {
+  RoundInFlight(Sender* s, DirtyBitmap* d) : bitmaps{d} {
+    thread = std::thread([this, s] { result = s->SendRound(bitmaps); });
+  }
+  ~RoundInFlight() { Join(); }
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+  DirtyBitmap* bitmaps[1];
+  absl::StatusOr<RoundResult> result;
+  std::thread thread;
+};
+
+TEST_P(TransportConformance, DestinationKilledMidRoundFailsTheRound) {
+  SessionOptions opt = OptionsFor(GetParam(), 2);
+  opt.stall_timeout = absl::Seconds(2);
+  opt.packet_pages = 16;  // small packets: some leave before buffers fill
+  const uint64_t bytes = ScaledBytes(64ull << 20);
+  // Fork first, while this process has no other thread.
+  ASSERT_TRUE(SingleThreaded())
+      << ThreadCount() << " threads: fork needs a single-threaded process";
+  ChildReceiver child(opt, bytes);
+  ASSERT_NE(child.port(), 0);
+  auto src = MakeRegion(1, bytes, 404, /*fill=*/true);
+  opt.port = child.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetRange(0, 64);
+  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());  // round 0 confirmed
+
+  // Stopped, the destination cannot complete the round; killed once the
+  // round is under way.
+  child.Signal(SIGSTOP);
+  const uint64_t before = (*sender)->stats().Total().packets;
+  dirty.SetAll();
+  absl::Time killed;
+  bool under_way;
+  {
+    RoundInFlight round(sender->get(), &dirty);
+    under_way = PollUntil(
+        [&] { return (*sender)->stats().Total().packets >= before + 2; },
+        absl::Seconds(10));
+    child.Signal(SIGKILL);
+    killed = absl::Now();
+    round.Join();
+    EXPECT_TRUE(under_way) << "no data packet left before the kill";
+    EXPECT_LT(absl::Now() - killed, absl::Seconds(15));
+    ASSERT_FALSE(round.result.ok()) << "the round completed without its "
+                                       "destination";
+    const std::string m(round.result.status().message());
+    EXPECT_THAT(m,
+                AnyOf(HasSubstr("channel"), HasSubstr("control connection")));
+    EXPECT_THAT(m, HasSubstr("confirmed 1 round"));
+  }
+  EXPECT_EQ((*sender)->confirmed_rounds(), 1u);
+  absl::StatusOr<RoundResult> again = (*sender)->SendRound(bitmaps);
+  EXPECT_FALSE(again.ok());
+  EXPECT_FALSE((*sender)->Finish().ok());
+}
+
+TEST_P(TransportConformance, SourceAbortReachesTheDestination) {
+  SessionOptions opt = OptionsFor(GetParam(), 2);
+  LoopbackPair p(ScaledBytes(16ull << 20), 505, opt);
+  ASSERT_NE(p.sender, nullptr);
+  ASSERT_TRUE(p.SendEverything().ok());
+  p.sender->Abort(absl::CancelledError("operator cancelled the migration"));
+  absl::Status s = p.rx->result();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("source reported: operator cancelled the migration"));
+  absl::StatusOr<RoundResult> r = p.SendEverything();
+  EXPECT_TRUE(absl::IsCancelled(r.status())) << r.status();
+  EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
+}
+
+// registered_buffers=true: uring-zc sends pages from registered buffers
+// (a copied header, then one fixed zero-copy send per page run); a
+// transport without kCapRegisteredBuffers ignores the option.
+TEST_P(TransportConformance, RegisteredBuffersEndByteExact) {
+  SessionOptions opt = OptionsFor(GetParam(), 2);
+  opt.registered_buffers = true;
+  SessionRun run;
+  ASSERT_NO_FATAL_FAILURE(
+      RunSession(opt, 3, ScaledBytes(32ull << 20), 606, &run));
+  absl::StatusOr<uint32_t> caps_or = CapabilitiesOf(GetParam());
+  ASSERT_TRUE(caps_or.ok()) << caps_or.status();
+  const uint32_t caps = *caps_or;
+  const ChannelStats t = run.sender.Total();
+  const uint64_t markers = t.syncs + t.finishes;
+  EXPECT_EQ(t.packets, Sum(run.rounds, &RoundPlan::packets));
+  EXPECT_EQ(t.short_sends, 0u);
+  EXPECT_EQ(t.zc_completions, t.zc_sends);
+  switch (GetParam()) {
+    case TransportKind::kTcp:
+      EXPECT_EQ(t.send_calls, t.packets + markers);
+      EXPECT_EQ(t.zc_sends, 0u);
+      break;
+    case TransportKind::kTcpZeroCopy:
+      EXPECT_EQ(t.send_calls, t.packets + markers);
+      EXPECT_EQ(t.zc_sends, t.packets);
+      break;
+    case TransportKind::kUringZeroCopy: {
+      ASSERT_TRUE(caps & channels::kCapRegisteredBuffers);
+      const uint64_t runs = Sum(run.rounds, &RoundPlan::runs);
+      EXPECT_GT(runs, t.packets);  // rewritten pages are scattered
+      EXPECT_EQ(t.zc_sends, runs);
+      EXPECT_EQ(t.send_calls, t.packets + runs + markers);
+      EXPECT_LT(t.submit_calls, t.send_calls);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportConformance,
+                         ::testing::ValuesIn(kAllTransports),
+                         [](const auto& info) { return TestName(info.param); });
+
+TEST(TransportNames, EveryTransportParsesByName) {
+  for (TransportKind kind : kAllTransports) {
+    absl::StatusOr<TransportKind> parsed =
+        ParseTransportKind(TransportKindName(kind));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, kind);
+  }
+  EXPECT_EQ(*ParseTransportKind("rdma"), TransportKind::kRdma);
+  EXPECT_TRUE(IsZeroCopy(TransportKind::kRdma));
+  EXPECT_FALSE(IsZeroCopy(TransportKind::kTcp));
+}
+
+}  // namespace
+}  // namespace ramferry::conformance
