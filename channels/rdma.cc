@@ -25,7 +25,12 @@ namespace ramferry::channels {
 namespace {
 
 // wr_id: kind in the top byte, a token or buffer index below.
-enum WrKind : uint64_t { kPacketSend = 1, kControlSend = 2, kRecv = 3 };
+enum WrKind : uint64_t {
+  kPacketSend = 1,  // a packet with pages (WRITEs then the header's SEND)
+  kControlSend = 2,
+  kRecv = 3,
+  kMarkerSend = 4,  // a header-only packet (SYNC, FINISH): nothing pinned
+};
 constexpr int kKindShift = 56;
 constexpr uint64_t kValueMask = (uint64_t{1} << kKindShift) - 1;
 constexpr uint64_t kInlineControl =
@@ -40,6 +45,8 @@ const char* KindName(uint64_t kind) {
   switch (kind) {
     case kPacketSend:
       return "packet send";
+    case kMarkerSend:
+      return "marker send";
     case kControlSend:
       return "control send";
     case kRecv:
@@ -473,14 +480,17 @@ class RdmaTransport final : public Transport, private CompletionSource {
     ++completions_;
     switch (kind) {
       case kPacketSend:
+      case kMarkerSend:
       case kControlSend:
         if (absl::Status s = Retire(wc.wr_id); !s.ok()) return s;
         if (kind == kControlSend) {
           if (value != kInlineControl) ctl_busy_[value] = false;
           return absl::OkStatus();
         }
+        // Only a packet with pages was a zero-copy send (its WRITEs read
+        // the caller's memory in place).
         return slots_.Complete(static_cast<uint32_t>(value), false,
-                               /*zero_copy=*/true);
+                               /*zero_copy=*/kind == kPacketSend);
       case kRecv:
         if (value >= config_.recv_queue) break;
         if (source_) return HandleSourceControl(value, wc.byte_len);
@@ -852,7 +862,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
       send.send_flags |= IBV_SEND_INLINE;
       CountInline(p.header_bytes);
     }
-    send.wr_id = WrId(kPacketSend, p.token);
+    send.wr_id = WrId(p.iov.empty() ? kMarkerSend : kPacketSend, p.token);
     wrs_.push_back(send);
     for (size_t i = 0; i < wrs_.size(); ++i) {
       wrs_[i].sg_list = &sges_[i];

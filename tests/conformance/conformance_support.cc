@@ -10,16 +10,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/rdma.h"
 #include "channels/tcp.h"
 #include "channels/uring_zerocopy.h"
+#include "engine/control.h"
 #include "engine/transports.h"
 #include "gtest/gtest.h"
+#include "proto/handshake.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/test_support.h"
@@ -36,6 +44,16 @@ std::string TestName(CompletionPolicy policy) {
   return std::string(CompletionPolicyName(policy));
 }
 
+std::string RdmaHost() {
+  const char* ip = std::getenv("RXE_IP");
+  return ip != nullptr ? std::string(ip) : std::string();
+}
+
+void UseTransportHost(SessionOptions& opt) {
+  if (opt.transport != TransportKind::kRdma) return;
+  if (std::string host = RdmaHost(); !host.empty()) opt.host = host;
+}
+
 namespace {
 
 // A one-channel rdma session against a local destination, opened the way a
@@ -45,6 +63,7 @@ absl::Status OpenRdmaSession() {
   testing::TestRegion dst = testing::MakeRegion(1, 1 << 20);
   SessionOptions opt;
   opt.transport = TransportKind::kRdma;
+  UseTransportHost(opt);
   opt.channels = 1;
   opt.connect_timeout = absl::Seconds(5);
   opt.handshake_timeout = absl::Seconds(5);
@@ -57,6 +76,13 @@ absl::Status OpenRdmaSession() {
 }
 
 std::string WhyRdmaUnavailable() {
+  // A device but no address for it: 127.0.0.1 cannot carry RDMA, so the
+  // tests could only fail. Say so instead (they run in tests/rdma_vm).
+  if (channels::ProbeRdma().ok() && RdmaHost().empty()) {
+    return "rdma needs the RDMA device's address in RXE_IP (127.0.0.1 "
+           "cannot carry RDMA); run the suite in tests/rdma_vm, which sets "
+           "it";
+  }
   const absl::Status session = OpenRdmaSession();
   if (session.ok()) return "";
   // The transport's own probe said no (no RDMA device here).
@@ -119,8 +145,116 @@ std::pair<int, int> TcpPair() {
   return {cfd, sfd};
 }
 
+namespace {
+
+// Capabilities the rdma pair's ends offer each other, as the engine's
+// source offers them (OfferedCapabilities) and its destination grants.
+uint64_t RdmaOffered(const RdmaPairOptions& rdma) {
+  uint64_t caps = proto::kCapRdmaRegBatch;
+  if (rdma.pin_all) caps |= proto::kCapRdmaPinAll;
+  return caps;
+}
+
+// An RdmaListener on RdmaHost(), port 0, and ConnectRdma to it; the
+// listener's thread hands the accepted transport over through `handoff`.
+absl::StatusOr<TransportPair> OpenRdmaPair(
+    const channels::TransportOptions& options, const RdmaPairOptions& rdma) {
+  const std::string host = RdmaHost();
+  if (host.empty()) {
+    return absl::FailedPreconditionError(
+        "an rdma pair needs the RDMA device's address in RXE_IP");
+  }
+  struct Handoff {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::unique_ptr<channels::Transport> rx;
+    int deliveries = 0;
+  };
+  // Shared with the listener's callback, which may outlive a failed wait.
+  auto handoff = std::make_shared<Handoff>();
+  const uint64_t offered = RdmaOffered(rdma);
+  channels::RdmaConfig config;
+  config.capabilities = offered;
+  config.chunk_bytes = rdma.chunk_bytes;
+  config.max_inline = rdma.max_inline;
+  config.connect_timeout = absl::Seconds(10);
+  // The receive side gets what the engine's destination gives its
+  // channels: the header size and the stall timeout.
+  channels::TransportOptions rx_options;
+  rx_options.max_header_bytes = options.max_header_bytes;
+  rx_options.stall_timeout = options.stall_timeout;
+  absl::StatusOr<std::unique_ptr<channels::RdmaListener>> listener =
+      channels::RdmaListener::Listen(
+          host, 0, rx_options, config,
+          [offered](const proto::Hello& h) {
+            proto::HelloReply reply;
+            if (h.transport != proto::kRdmaTransportId) {
+              reply.status =
+                  static_cast<uint16_t>(absl::StatusCode::kInvalidArgument);
+              reply.reason = absl::StrCat("transport ", h.transport,
+                                          " on the rdma listener");
+              return reply;
+            }
+            reply.capabilities = h.capabilities & offered;
+            return reply;
+          },
+          [handoff](const proto::Hello&,
+                    std::unique_ptr<channels::Transport> t) {
+            std::lock_guard<std::mutex> lock(handoff->mu);
+            ++handoff->deliveries;
+            if (handoff->rx == nullptr) handoff->rx = std::move(t);
+            handoff->cv.notify_all();
+          });
+  if (!listener.ok()) return listener.status();
+
+  proto::Hello hello;
+  hello.role = proto::Role::kData;
+  hello.session = engine::NewSessionId();
+  hello.channel_index = 0;
+  hello.channel_count = 1;
+  hello.capabilities = offered;
+  hello.max_packet_pages = 64;
+  hello.transport = proto::kRdmaTransportId;
+  hello.rdma_chunk_bytes = rdma.chunk_bytes;
+  proto::HelloReply reply;
+  absl::StatusOr<std::unique_ptr<channels::Transport>> tx =
+      channels::ConnectRdma(host, (*listener)->port(), hello, options, config,
+                            &reply);
+  if (!tx.ok()) return tx.status();
+  if (reply.capabilities != offered) {
+    return absl::InternalError(
+        absl::StrFormat("the listener granted capabilities 0x%x, offered 0x%x",
+                        reply.capabilities, offered));
+  }
+
+  TransportPair pair;
+  {
+    // The source sees ESTABLISHED first; the listener's thread delivers
+    // the destination's end when it sees it too.
+    std::unique_lock<std::mutex> lock(handoff->mu);
+    if (!handoff->cv.wait_for(lock, std::chrono::seconds(10),
+                              [&] { return handoff->rx != nullptr; })) {
+      return absl::DeadlineExceededError(
+          "ConnectRdma succeeded, but the listener delivered no transport in "
+          "10 s");
+    }
+    if (handoff->deliveries != 1) {
+      return absl::InternalError(absl::StrCat(
+          "the listener delivered ", handoff->deliveries, " transports"));
+    }
+    pair.rx = std::move(handoff->rx);
+  }
+  pair.rdma_listener = std::move(*listener);
+  pair.tx = std::move(*tx);
+  return pair;
+}
+
+}  // namespace
+
 absl::StatusOr<TransportPair> OpenTransportPair(
-    TransportKind kind, const channels::TransportOptions& options) {
+    TransportKind kind, const channels::TransportOptions& options,
+    const RdmaPairOptions& rdma) {
+  if (kind == TransportKind::kRdma) return OpenRdmaPair(options, rdma);
   auto [send_fd, recv_fd] = TcpPair();
   if (send_fd < 0 || recv_fd < 0) {
     return absl::InternalError("no loopback TCP connection");
@@ -131,14 +265,6 @@ absl::StatusOr<TransportPair> OpenTransportPair(
                                   &warning);
   if (!tx.ok()) {
     close(recv_fd);
-    if (kind == TransportKind::kRdma && absl::IsUnimplemented(tx.status())) {
-      return absl::Status(
-          tx.status().code(),
-          absl::StrCat(tx.status().message(),
-                       " (rdma is not a socket transport: teach "
-                       "OpenTransportPair in tests/conformance/"
-                       "conformance_support.cc to open an rdma pair)"));
-    }
     return tx.status();
   }
   if (!warning.empty()) {
@@ -203,8 +329,8 @@ absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
 }
 
 PacketReader::PacketReader(channels::Transport* rx, const uint8_t* source,
-                           uint32_t packets)
-    : rx_(rx), source_(source), packets_(packets) {
+                           uint32_t packets, uint8_t* dest)
+    : rx_(rx), source_(source), packets_(packets), dest_(dest) {
   result_ = std::async(std::launch::async, [this] { return Run(); });
 }
 
@@ -227,6 +353,29 @@ absl::Status PacketReader::Run() {
     }
     uint64_t total = 0;
     for (uint32_t r = 0; r < h.runs; ++r) total += h.run[r].length;
+    if (dest_ != nullptr) {
+      // The payload is (already) in place: the destination's spans, as the
+      // engine's receiver names them, then the check there.
+      std::vector<iovec> spans;
+      for (uint32_t r = 0; r < h.runs; ++r) {
+        spans.push_back({dest_ + h.run[r].offset, h.run[r].length});
+      }
+      if (total > 0) {
+        if (absl::Status s = rx_->ReadPayload(absl::MakeConstSpan(spans));
+            !s.ok()) {
+          return s;
+        }
+      }
+      tags_.push_back(h.tag);
+      bool same = true;
+      for (uint32_t r = 0; r < h.runs; ++r) {
+        same = same &&
+               std::memcmp(dest_ + h.run[r].offset, source_ + h.run[r].offset,
+                           h.run[r].length) == 0;
+      }
+      if (!same) ++corrupt_;
+      continue;
+    }
     body.assign(total, 0);
     iovec v{body.data(), body.size()};
     if (total > 0) {
@@ -335,6 +484,38 @@ ForkedChild::ForkedChild(const std::function<int(int)>& body) {
   if (pid_ < 0) ADD_FAILURE() << "fork: " << strerror(errno);
 }
 
+ForkedChild::ForkedChild(const std::string& spec) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << strerror(errno);
+    return;
+  }
+  // Everything the child needs, built before fork.
+  const std::string env = absl::StrCat(spec, " report_fd=", fds[1]);
+  char self[] = "/proc/self/exe";
+  // Environments are set up only when some test is selected: one cheap one.
+  char filter[] = "--gtest_filter=TransportNames.EveryTransportParsesByName";
+  char* argv[] = {self, filter, nullptr};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    // The report fd crosses the exec; gtest's chatter does not.
+    int flags = fcntl(fds[1], F_GETFD);
+    if (flags < 0 || fcntl(fds[1], F_SETFD, flags & ~FD_CLOEXEC) != 0) {
+      _exit(126);
+    }
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) dup2(null, STDOUT_FILENO);
+    setenv(kChildReceiverEnv, env.c_str(), 1);
+    execv(self, argv);
+    _exit(127);
+  }
+  pid_ = pid;
+  close(fds[1]);
+  report_fd_ = fds[0];
+  if (pid_ < 0) ADD_FAILURE() << "fork: " << strerror(errno);
+}
+
 ForkedChild::~ForkedChild() {
   if (pid_ > 0 && !reaped_) {
     kill(pid_, SIGKILL);
@@ -390,16 +571,102 @@ ForkedChild::Result ForkedChild::Wait(absl::Duration timeout) {
   return result;
 }
 
+namespace {
+
+// The destination's side of a ChildReceiver: Receiver::Listen with
+// `options`, the port reported on `report_fd`, then Serve until killed.
+int ServeAsChild(const SessionOptions& options, uint64_t bytes, int report_fd) {
+  testing::TestRegion dst = testing::MakeRegion(1, bytes);
+  auto rx = Receiver::Listen(options, {&dst.region, 1});
+  uint16_t port = rx.ok() ? (*rx)->port() : 0;
+  if (write(report_fd, &port, sizeof port) != sizeof port) return 1;
+  if (!rx.ok()) return 1;
+  (void)(*rx)->Serve();
+  return 0;
+}
+
+// The receiver's fields of SessionOptions, and the region size, as one
+// line for kChildReceiverEnv (no field holds a space).
+std::string ChildReceiverSpec(const SessionOptions& o, uint64_t bytes) {
+  return absl::StrCat(
+      "bytes=", bytes, " host=", o.host, " port=", o.port,
+      " transport=", static_cast<int>(o.transport),
+      " handshake_ms=", absl::ToInt64Milliseconds(o.handshake_timeout),
+      " stall_ms=", absl::ToInt64Milliseconds(o.stall_timeout),
+      " max_channels=", o.max_channels,
+      " max_packet_pages=", o.max_packet_pages,
+      " rdma_max_inline=", o.rdma_max_inline,
+      " rdma_reg_batch=", o.rdma_reg_batch ? 1 : 0);
+}
+
+// In the exec'ed child: parses the spec, serves, and never returns. A bad
+// spec exits 2.
+[[noreturn]] void RunChildReceiver(const std::string& spec) {
+  SessionOptions opt;
+  uint64_t bytes = 0;
+  int report_fd = -1;
+  std::istringstream in(spec);
+  std::string field;
+  while (in >> field) {
+    const size_t eq = field.find('=');
+    if (eq == std::string::npos) _exit(2);
+    const std::string key = field.substr(0, eq);
+    const std::string value = field.substr(eq + 1);
+    const uint64_t n = std::strtoull(value.c_str(), nullptr, 10);
+    if (key == "bytes") {
+      bytes = n;
+    } else if (key == "host") {
+      opt.host = value;
+    } else if (key == "port") {
+      opt.port = static_cast<uint16_t>(n);
+    } else if (key == "transport") {
+      opt.transport = static_cast<TransportKind>(n);
+    } else if (key == "handshake_ms") {
+      opt.handshake_timeout = absl::Milliseconds(n);
+    } else if (key == "stall_ms") {
+      opt.stall_timeout = absl::Milliseconds(n);
+    } else if (key == "max_channels") {
+      opt.max_channels = static_cast<uint32_t>(n);
+    } else if (key == "max_packet_pages") {
+      opt.max_packet_pages = static_cast<uint32_t>(n);
+    } else if (key == "rdma_max_inline") {
+      opt.rdma_max_inline = static_cast<uint32_t>(n);
+    } else if (key == "rdma_reg_batch") {
+      opt.rdma_reg_batch = n != 0;
+    } else if (key == "report_fd") {
+      report_fd = static_cast<int>(n);
+    } else {
+      _exit(2);
+    }
+  }
+  if (bytes == 0 || report_fd < 0) _exit(2);
+  // No gtest teardown: the parent owns the test.
+  _exit(ServeAsChild(opt, bytes, report_fd));
+}
+
+// Runs before any test of an exec'ed child (see ForkedChild(spec)); in a
+// normal run it does nothing.
+class ChildReceiverEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* spec = std::getenv(kChildReceiverEnv);
+    if (spec != nullptr) RunChildReceiver(spec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kChildReceiverEnvironment =
+    ::testing::AddGlobalTestEnvironment(new ChildReceiverEnvironment);
+
+}  // namespace
+
 ChildReceiver::ChildReceiver(const SessionOptions& options, uint64_t bytes) {
-  child_ = std::make_unique<ForkedChild>([&](int report_fd) {
-    testing::TestRegion dst = testing::MakeRegion(1, bytes);
-    auto rx = Receiver::Listen(options, {&dst.region, 1});
-    uint16_t port = rx.ok() ? (*rx)->port() : 0;
-    if (write(report_fd, &port, sizeof port) != sizeof port) return 1;
-    if (!rx.ok()) return 1;
-    (void)(*rx)->Serve();
-    return 0;
-  });
+  SessionOptions opt = options;
+  UseTransportHost(opt);  // rdma: the device's address, as the source's
+  if (opt.transport == TransportKind::kRdma) {
+    child_ = std::make_unique<ForkedChild>(ChildReceiverSpec(opt, bytes));
+  } else {
+    child_ = std::make_unique<ForkedChild>(
+        [&](int report_fd) { return ServeAsChild(opt, bytes, report_fd); });
+  }
   if (!child_->ReadReport(&port_, sizeof port_, absl::Seconds(30))) {
     ADD_FAILURE() << "the child receiver never reported its port";
     port_ = 0;

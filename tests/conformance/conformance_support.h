@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "channels/rdma.h"
 #include "channels/transport.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/options.h"
@@ -61,18 +62,42 @@ std::string TestName(CompletionPolicy policy);
 // tests then run, and fail, loudly.
 std::string WhyUnavailable(TransportKind kind);
 
+// RDMA cannot use 127.0.0.1: its sessions and pairs use the address of
+// the RDMA device, $RXE_IP (set in the Soft-RoCE VM, tests/rdma_vm). Empty
+// when unset.
+std::string RdmaHost();
+// Points `opt` at RdmaHost() when it is an rdma session and RXE_IP is set;
+// leaves every other session on its loopback default.
+void UseTransportHost(SessionOptions& opt);
+
 // A connected loopback TCP pair: {sender fd, receiver fd}.
 std::pair<int, int> TcpPair();
 
-// The send side of `kind` (engine::OpenSocketTransport, no fallback) and
-// the receive side every socket transport shares (channels::OpenTcp), on
-// the two ends of a loopback TCP connection.
+// The send side of `kind` and the receive side it talks to. Socket
+// transports: engine::OpenSocketTransport (no fallback) and the receive
+// side every socket transport shares (channels::OpenTcp), on the two ends
+// of a loopback TCP connection. rdma: ConnectRdma to an RdmaListener on
+// RdmaHost(), one queue pair, negotiated as the engine does (on-demand
+// registration with REG_BATCH, or pin-all). For rdma both ends must
+// RegisterRegion every region before data moves, and the payload lands in
+// the receive side's registered region (see PacketReader's `dest`).
+struct RdmaPairOptions {
+  bool pin_all = false;
+  uint32_t max_inline = 512;  // inline room to ask the queue pairs for
+  // Smaller than the engine's 1 MiB so that the capability tests' 1 MiB
+  // region spans several chunks.
+  uint64_t chunk_bytes = 256 << 10;
+};
 struct TransportPair {
+  // rdma: the listener the receive side came from, kept until both ends
+  // are gone (declared first: destroyed last).
+  std::unique_ptr<channels::RdmaListener> rdma_listener;
   std::unique_ptr<channels::Transport> tx;
   std::unique_ptr<channels::Transport> rx;
 };
 absl::StatusOr<TransportPair> OpenTransportPair(
-    TransportKind kind, const channels::TransportOptions& options);
+    TransportKind kind, const channels::TransportOptions& options,
+    const RdmaPairOptions& rdma = {});
 // capabilities() of a freshly opened send side of `kind`.
 absl::StatusOr<uint32_t> CapabilitiesOf(TransportKind kind);
 
@@ -94,10 +119,16 @@ absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
 
 // Reads `packets` tagged packets on its own thread and checks every
 // payload byte against `source` (which must not change meanwhile).
+// Without `dest`, payload is read into a buffer of the reader's (socket
+// transports). With `dest` (rdma: the receive side's registered region,
+// with the same layout as `source`), ReadPayload gets the spans of `dest`
+// at the runs' offsets, as the engine's receiver passes them, and the
+// check compares `dest` there: RDMA places the pages before the header
+// arrives and ReadPayload reads nothing.
 class PacketReader {
  public:
-  PacketReader(channels::Transport* rx, const uint8_t* source,
-               uint32_t packets);
+  PacketReader(channels::Transport* rx, const uint8_t* source, uint32_t packets,
+               uint8_t* dest = nullptr);
   ~PacketReader();
   // Waits (at most `timeout`, then shuts the transport down) for the
   // reader; its status.
@@ -111,6 +142,7 @@ class PacketReader {
   channels::Transport* const rx_;
   const uint8_t* const source_;
   const uint32_t packets_;
+  uint8_t* const dest_;
   std::vector<uint32_t> tags_;
   uint32_t corrupt_ = 0;
   std::future<absl::Status> result_;
@@ -148,6 +180,11 @@ bool SingleThreaded();
 class ForkedChild {
  public:
   explicit ForkedChild(const std::function<int(int report_fd)>& body);
+  // A fresh process instead: fork, then exec this test binary with
+  // kChildReceiverEnv=`spec`; its global test environment runs the
+  // receiver (RunChildReceiver) and exits before any test. The report fd
+  // stays open across the exec.
+  explicit ForkedChild(const std::string& spec);
   ~ForkedChild();
   pid_t pid() const { return pid_; }
   void Signal(int sig);
@@ -169,7 +206,14 @@ class ForkedChild {
 };
 
 // A destination in a child process (so it can be stopped and killed),
-// forked at construction: create it before any thread exists.
+// forked at construction: create it before any thread exists. For rdma
+// the child is a fresh process (fork + exec, ForkedChild(spec)): a child
+// that is only forked inherits the verbs device its parent opened
+// (librdmacm keeps it open process-wide once any rdma session ran), and
+// the kernel refuses that inherited uverbs file's commands in the child
+// (ibv_post_send fails with EACCES), so it must open its own.
+inline constexpr char kChildReceiverEnv[] =
+    "RAMFERRY_CONFORMANCE_CHILD_RECEIVER";
 class ChildReceiver {
  public:
   ChildReceiver(const SessionOptions& options, uint64_t bytes);

@@ -1,6 +1,12 @@
 // The rdma transport against real verbs. These tests run where an RDMA
 // device exists: in CI, inside the Soft-RoCE VM (tests/rdma_vm, which sets
 // RXE_IP); elsewhere they skip, saying why.
+//
+// The *Killed* tests fork a peer, and must run in a process that has not
+// used RDMA yet: librdmacm keeps the verbs device open process-wide, and a
+// forked child cannot use the device file it inherits (the kernel refuses
+// its commands with EACCES). tests/engine/CMakeLists.txt runs each of them
+// in a VM process of its own.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -204,12 +210,14 @@ TEST_F(RdmaTest, DestinationKilledMidRoundEndsTheSourceCleanly) {
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   std::atomic<bool> round_over{false};
+  std::atomic<bool> killed_mid_round{false};
   std::thread killer([&] {
     // Mid-round: once packets flow (or at once, should the round end
     // without any, so the test cannot hang on its own killer).
     while ((*sender)->stats().Total().packets < 4 && !round_over.load()) {
       absl::SleepFor(absl::Milliseconds(1));
     }
+    killed_mid_round.store(!round_over.load());
     kill(pid, SIGKILL);
   });
   const absl::Time start = absl::Now();
@@ -217,6 +225,8 @@ TEST_F(RdmaTest, DestinationKilledMidRoundEndsTheSourceCleanly) {
   round_over.store(true);
   killer.join();
   waitpid(pid, nullptr, 0);
+  // Otherwise the round failed for another reason before the kill.
+  ASSERT_TRUE(killed_mid_round.load()) << r.status();
   ASSERT_FALSE(r.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(60));
   EXPECT_THAT(r.status().message(),
@@ -256,6 +266,9 @@ TEST_F(RdmaTest, SourceKilledMidRoundEndsTheDestinationCleanly) {
          !rx.done() && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(1));
   }
+  // The source is in its second round, alive: the kill comes mid-round.
+  ASSERT_FALSE(rx.done()) << rx.result();
+  ASSERT_GE(rx.receiver().stats().Total().pages, kBytes / 4096 + 64);
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   const absl::Time killed = absl::Now();

@@ -172,6 +172,26 @@ TEST(TransferTest, SingleThreadModeIsByteExact) {
   }
 }
 
+TEST(TransferTest, OverIpv6) {
+  for (TransportKind kind :
+       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+    SessionOptions opt;
+    opt.host = "::1";
+    opt.transport = kind;
+    LoopbackPair p(4 << 20, 10, opt);
+    ASSERT_NE(p.sender, nullptr);
+    ASSERT_TRUE(p.SendEverything().ok());
+    ASSERT_TRUE(p.sender->Finish().ok());
+    ASSERT_TRUE(p.rx->result().ok());
+    EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
+    if (kind == TransportKind::kTcpZeroCopy) {
+      // Completions arrive through IPV6_RECVERR on an IPv6 socket.
+      EXPECT_EQ(p.sender->stats().Total().zc_completions,
+                p.sender->stats().Total().zc_sends);
+    }
+  }
+}
+
 TEST(TransferTest, EmptyRoundStillSynchronises) {
   LoopbackPair p(1 << 20, 3);
   ASSERT_NE(p.sender, nullptr);
