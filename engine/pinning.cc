@@ -1,4 +1,4 @@
-#include "tools/migrate/memlock.h"
+#include "ramferry/pinning.h"
 
 #include <sys/resource.h>
 
@@ -8,9 +8,8 @@
 
 #include "absl/strings/str_format.h"
 #include "proto/packet.h"
-#include "tools/common/cli.h"
 
-namespace ramferry::migrate {
+namespace ramferry {
 namespace {
 
 // A queued zero-copy notification is an skb with no data: its truesize
@@ -31,6 +30,10 @@ uint64_t ReadOptmemMax() {
   uint64_t v = 0;
   if (f >> v) return v;
   return 20480;  // the smallest default kernels shipped
+}
+
+std::string FormatMiB(uint64_t bytes) {
+  return absl::StrFormat("%.1fMiB", bytes / double(1 << 20));
 }
 
 bool HaveCapIpcLock() {
@@ -62,15 +65,18 @@ PinningNeeds ComputePinningNeeds(const SessionOptions& o, uint64_t page_size,
       "%d channels x min(%d header slots x %s packets, %s socket send "
       "buffer) = %s pinned; %d sends in flight per socket x %d bytes of "
       "notification",
-      o.channels, o.header_slots, cli::FormatBytes(packet),
-      cli::FormatBytes(sndbuf_max), cli::FormatBytes(n.memlock_bytes),
-      n.sends_in_flight, kNotificationBytes);
+      o.channels, o.header_slots, FormatMiB(packet), FormatMiB(sndbuf_max),
+      FormatMiB(n.memlock_bytes), n.sends_in_flight, kNotificationBytes);
   return n;
+}
+
+PinningNeeds EstimatePinning(const SessionOptions& o, uint64_t page_size) {
+  return ComputePinningNeeds(o, page_size, ReadTcpWmemMax());
 }
 
 absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size) {
   if (o.transport == TransportKind::kTcp) return absl::OkStatus();
-  const PinningNeeds need = ComputePinningNeeds(o, page_size, ReadTcpWmemMax());
+  const PinningNeeds need = EstimatePinning(o, page_size);
   rlimit lim{};
   getrlimit(RLIMIT_MEMLOCK, &lim);
   if (!HaveCapIpcLock() && lim.rlim_cur != RLIM_INFINITY &&
@@ -96,4 +102,4 @@ absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size) {
   return absl::OkStatus();
 }
 
-}  // namespace ramferry::migrate
+}  // namespace ramferry

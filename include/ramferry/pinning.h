@@ -3,8 +3,8 @@
 // notification in the socket's option memory (net.core.optmem_max). Users
 // most often meet zero-copy as a mid-migration ENOBUFS; checking up front
 // turns that into a clear refusal with the number to raise.
-#ifndef RAMFERRY_TOOLS_MIGRATE_MEMLOCK_H_
-#define RAMFERRY_TOOLS_MIGRATE_MEMLOCK_H_
+#ifndef RAMFERRY_PINNING_H_
+#define RAMFERRY_PINNING_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "ramferry/options.h"
 
-namespace ramferry::migrate {
+namespace ramferry {
 
 struct PinningNeeds {
   uint64_t memlock_bytes = 0;    // pinned at most, all channels
@@ -27,12 +27,15 @@ struct PinningNeeds {
 PinningNeeds ComputePinningNeeds(const SessionOptions& options,
                                  uint64_t page_size, uint64_t sndbuf_max);
 
+// ComputePinningNeeds with this kernel's socket send buffer limit.
+PinningNeeds EstimatePinning(const SessionOptions& options, uint64_t page_size);
+
 // Reads the limits of this process and kernel and refuses, with the exact
 // numbers and how to raise them, when a zero-copy transport could hit
 // them. OK for copying transports.
 absl::Status CheckPinningLimits(const SessionOptions& options,
                                 uint64_t page_size);
 
-}  // namespace ramferry::migrate
+}  // namespace ramferry
 
-#endif  // RAMFERRY_TOOLS_MIGRATE_MEMLOCK_H_
+#endif  // RAMFERRY_PINNING_H_

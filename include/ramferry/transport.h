@@ -30,6 +30,18 @@ absl::string_view TransportKindName(TransportKind kind);
 absl::StatusOr<TransportKind> ParseTransportKind(absl::string_view name);
 bool IsZeroCopy(TransportKind kind);
 
+// A transport chosen for a peer, and why.
+struct TransportChoice {
+  TransportKind kind = TransportKind::kTcp;
+  std::string reason;
+};
+
+// Chooses how to reach `host`. A peer on this host gets the copying
+// transport: loopback delivery copies every zero-copy payload anyway (and
+// zero-copy then only adds completion work). A peer behind a NIC gets
+// zero-copy: uring-zc where this kernel has it, else tcp-zerocopy.
+absl::StatusOr<TransportChoice> ChooseTransport(const std::string& host);
+
 absl::string_view CompletionPolicyName(CompletionPolicy policy);
 absl::StatusOr<CompletionPolicy> ParseCompletionPolicy(absl::string_view name);
 

@@ -1,9 +1,9 @@
-#include "tools/migrate/memlock.h"
+#include "ramferry/pinning.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace ramferry::migrate {
+namespace ramferry {
 namespace {
 
 TEST(PinningNeeds, BoundedByTheSocketSendBufferPerChannel) {
@@ -38,4 +38,4 @@ TEST(PinningLimits, CopyingTransportNeedsNothing) {
 }
 
 }  // namespace
-}  // namespace ramferry::migrate
+}  // namespace ramferry
