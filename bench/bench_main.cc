@@ -6,11 +6,15 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "bench/loopback_transfer.h"
+#include "bench/raw_baseline.h"
+#include "ramferry/pinning.h"
 #include "ramferry/transport.h"
 #include "tools/common/cli.h"
 
 ABSL_FLAG(std::string, transport, "tcp",
-          "tcp | tcp-zerocopy | uring-zc | rdma");
+          "tcp | tcp-zerocopy | uring-zc | rdma | auto (chosen for --host, "
+          "and the reason printed) | raw (a plain socket send loop, no "
+          "engine: the yardstick)");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "address both ends use (rdma needs an RDMA device's address)");
 ABSL_FLAG(bool, rdma_pin_all, false,
@@ -51,8 +55,22 @@ namespace {
 
 int Main() {
   bench::TransferConfig c;
+  std::string transport_reason;
+  const bool raw = absl::GetFlag(FLAGS_transport) == "raw";
   absl::StatusOr<TransportKind> kind =
-      ParseTransportKind(absl::GetFlag(FLAGS_transport));
+      raw ? absl::StatusOr<TransportKind>(TransportKind::kTcp)
+          : ParseTransportKind(absl::GetFlag(FLAGS_transport));
+  if (absl::GetFlag(FLAGS_transport) == "auto") {
+    absl::StatusOr<TransportChoice> choice =
+        ChooseTransport(absl::GetFlag(FLAGS_host));
+    kind = choice.ok() ? absl::StatusOr<TransportKind>(choice->kind)
+                       : absl::StatusOr<TransportKind>(choice.status());
+    if (choice.ok()) {
+      transport_reason = choice->reason;
+      std::fprintf(stderr, "ramferry-bench: --transport=auto chose %s\n",
+                   transport_reason.c_str());
+    }
+  }
   absl::StatusOr<CompletionPolicy> policy =
       ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
   if (!kind.ok() || !policy.ok()) {
@@ -91,7 +109,8 @@ int Main() {
     return 2;
   }
 
-  absl::StatusOr<bench::TransferResult> r = bench::RunLoopbackTransfer(c);
+  absl::StatusOr<bench::TransferResult> r =
+      raw ? bench::RunRawBaseline(c) : bench::RunLoopbackTransfer(c);
   if (!r.ok()) {
     std::fprintf(stderr, "ramferry-bench: %s\n",
                  std::string(r.status().message()).c_str());
@@ -108,7 +127,9 @@ int Main() {
     cli::JsonWriter w;
     w.BeginObject()
         .Key("transport")
-        .String(TransportKindName(c.session.transport))
+        .String(raw ? "raw" : TransportKindName(c.session.transport))
+        .Key("transport_reason")
+        .String(transport_reason)
         .Key("channels")
         .Uint(c.session.channels)
         .Key("completion")
@@ -127,6 +148,8 @@ int Main() {
         .Uint(r->bytes)
         .Key("seconds")
         .Number(r->seconds)
+        .Key("setup_seconds")
+        .Number(r->setup_seconds)
         .Key("gb_per_s")
         .Number(gbps)
         .Key("sender_cpu_s")
@@ -201,6 +224,18 @@ int Main() {
         .Number(t.producer_wait_max_ns * 1e-9)
         .Key("consumer_idle_max_s")
         .Number(t.consumer_idle_max_ns * 1e-9)
+        .Key("pinned_bytes_bound")
+        .Uint(IsZeroCopy(c.session.transport) && !raw
+                  ? EstimatePinning(c.session, 4096).memlock_bytes
+                  : 0)
+        .Key("vm_pin_peak_bytes")
+        .Uint(r->vm_pin_peak_bytes)
+        .Key("send_latency_p50_us")
+        .Number(t.send_latency_p50_ns * 1e-3)
+        .Key("send_latency_p99_us")
+        .Number(t.send_latency_p99_ns * 1e-3)
+        .Key("channel_threads_cpu_s")
+        .Number(t.thread_cpu_ns * 1e-9)
         .Key("receiver_recv_calls")
         .Uint(r->receiver_recv_calls)
         .Key("prefaulted_destination")

@@ -6,9 +6,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -84,6 +88,16 @@ absl::StatusOr<std::string> ReadLine(FILE* in, int fd, absl::Duration timeout) {
   return line;
 }
 
+uint64_t ReadVmPinBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  uint64_t kb = 0;
+  while (f >> key) {
+    if (key == "VmPin:" && f >> kb) return kb * 1024;
+  }
+  return 0;
+}
+
 // Rewrites a fraction of pages with new content and marks them dirty.
 void DirtySomePages(uint8_t* base, uint64_t pages, double fraction,
                     uint64_t seed, DirtyBitmap* dirty) {
@@ -108,23 +122,43 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
 
   TransferResult result;
   cli::ProgressLine progress(c.progress);
-  const double cpu0 = cli::ProcessCpuSeconds();
-  const absl::Time t0 = absl::Now();
+  // Pinned memory (VmPin: io_uring registered buffers and the like) while
+  // the transfer runs, sampled.
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      result.vm_pin_peak_bytes =
+          std::max(result.vm_pin_peak_bytes, ReadVmPinBytes());
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  absl::Cleanup stop_sampling = [&] {
+    sampling.store(false);
+    sampler.join();
+  };
+  const absl::Time connect_start = absl::Now();
   auto sender = Sender::Connect(opt, {&region, 1});
   if (!sender.ok()) return sender.status();
+  result.setup_seconds = absl::ToDoubleSeconds(absl::Now() - connect_start);
   for (const std::string& w : (*sender)->warnings()) {
     std::fprintf(stderr, "ramferry-bench: warning: %s\n", w.c_str());
   }
   DirtyBitmap dirty(region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
+  // The transfer phase, as the raw baseline measures it: rounds only, not
+  // connecting or finishing.
+  const double cpu0 = cli::ProcessCpuSeconds();
+  absl::Duration sending;
   for (uint32_t r = 0; r < c.rounds; ++r) {
     if (r > 0) {
       DirtySomePages(base, region.page_count(), c.dirty_fraction,
                      c.seed * 1000 + r, &dirty);
     }
+    const absl::Time round_start = absl::Now();
     absl::StatusOr<RoundResult> rr = (*sender)->SendRound(bitmaps);
     if (!rr.ok()) return rr.status();
+    sending += absl::Now() - round_start;
     result.bytes += rr->bytes;
     result.rounds++;
     double s = absl::ToDoubleSeconds(rr->elapsed);
@@ -133,9 +167,9 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
                         cli::FormatBytes(rr->bytes), s, rr->bytes / s / 1e9),
         /*force=*/true);
   }
-  if (absl::Status s = (*sender)->Finish(); !s.ok()) return s;
-  result.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  result.seconds = absl::ToDoubleSeconds(sending);
   result.sender_cpu_s = cli::ProcessCpuSeconds() - cpu0;
+  if (absl::Status s = (*sender)->Finish(); !s.ok()) return s;
   result.sender = (*sender)->stats();
   progress.Done();
   result.source_digest = XXH3_64bits(base, c.bytes);

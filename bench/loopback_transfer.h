@@ -29,7 +29,8 @@ struct TransferConfig {
 struct TransferResult {
   uint64_t bytes = 0;  // page bytes sent over all rounds
   uint64_t rounds = 0;
-  double seconds = 0;  // first SendRound to Finish returning
+  double seconds = 0;        // the rounds: first start to last confirmed
+  double setup_seconds = 0;  // connect, handshake, region agreement
   double sender_cpu_s = 0;
   double receiver_cpu_s = 0;
   uint64_t source_digest = 0;  // XXH3-64 of the whole region, each side
@@ -37,6 +38,7 @@ struct TransferResult {
   bool verified = false;  // the digests match
   SessionStats sender;
   uint64_t receiver_recv_calls = 0;
+  uint64_t vm_pin_peak_bytes = 0;  // sampled VmPin of the source process
 };
 
 absl::StatusOr<TransferResult> RunLoopbackTransfer(const TransferConfig& c);

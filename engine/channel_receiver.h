@@ -66,7 +66,7 @@ class ChannelReceiver {
   std::vector<uint64_t> run_offsets_;
 
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
-      finishes_;
+      finishes_, thread_cpu_ns_;
 };
 
 }  // namespace ramferry::engine

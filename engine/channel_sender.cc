@@ -41,6 +41,8 @@ void ChannelSender::Run() {
       continue;
     }
     absl::StatusOr<bool> finished = ProcessBatch(n);
+    // This thread's CPU so far (a vDSO call per batch).
+    thread_cpu_ns_.Add(channels::ThreadCpuNs() - thread_cpu_ns_.get());
     if (!finished.ok() || *finished) return;
   }
 }
@@ -102,6 +104,7 @@ absl::Status ChannelSender::Execute(const Command& c) {
 }
 
 absl::Status ChannelSender::SendData(const Command& c) {
+  const uint64_t start = channels::MonotonicNs();
   const Region& region = regions_[c.region];
   absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
   if (!header.ok()) return header.status();
@@ -118,6 +121,7 @@ absl::Status ChannelSender::SendData(const Command& c) {
   BuildPageRuns(region, offsets, &iov_, &run_offsets_);
   channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
+  send_latency_.Record(channels::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
   payload_bytes_.Add(uint64_t{c.page_count} * region.page_size);
@@ -151,6 +155,9 @@ void ChannelSender::ExportStats(ChannelStats* out) const {
   out->producer_wait_ns = ring_.producer_wait_ns();
   out->producer_wait_max_ns = ring_.producer_wait_max_ns();
   out->consumer_idle_max_ns = ring_.consumer_idle_max_ns();
+  out->send_latency_p50_ns = send_latency_.Quantile(0.5);
+  out->send_latency_p99_ns = send_latency_.Quantile(0.99);
+  out->thread_cpu_ns = thread_cpu_ns_.get();
 }
 
 }  // namespace ramferry::engine

@@ -63,7 +63,8 @@ class ChannelSender {
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
-      finishes_;
+      finishes_, thread_cpu_ns_;
+  channels::LatencyHistogram send_latency_;
 };
 
 }  // namespace ramferry::engine

@@ -58,6 +58,10 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
     size_t ring = 0;
     Command* batch = nullptr;
     for (size_t w = 0; w < bits.words(); ++w) {
+      // A plain read first: the locked exchange costs ~5 ns even on an
+      // empty word, and most words of a sparse round are empty. A bit set
+      // after the read is taken next round.
+      if (bits.PeekWord(w) == 0) continue;
       uint64_t word = bits.TakeWord(w);
       while (word != 0) {
         const uint64_t page = w * 64 + std::countr_zero(word);

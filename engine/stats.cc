@@ -32,6 +32,12 @@ ChannelStats SessionStats::Total() const {
     t.consumer_idle_max_ns =
         std::max(t.consumer_idle_max_ns, c.consumer_idle_max_ns);
     t.recv_calls += c.recv_calls;
+    // Quantiles do not add up: the total keeps the worst channel's.
+    t.send_latency_p50_ns =
+        std::max(t.send_latency_p50_ns, c.send_latency_p50_ns);
+    t.send_latency_p99_ns =
+        std::max(t.send_latency_p99_ns, c.send_latency_p99_ns);
+    t.thread_cpu_ns += c.thread_cpu_ns;
     t.rdma_posts += c.rdma_posts;
     t.rdma_wrs += c.rdma_wrs;
     t.rdma_outstanding_max =

@@ -47,6 +47,12 @@ struct ChannelStats {
   uint64_t register_batch_max = 0;    // most chunks in one request
   uint64_t chunks_registered = 0;
   uint64_t chunks_compressed = 0;  // zero chunks sent as COMPRESS
+  // Per data packet, the time the transport took to accept it (includes
+  // waiting for a header slot); approximate quantiles.
+  uint64_t send_latency_p50_ns = 0;
+  uint64_t send_latency_p99_ns = 0;
+  // CPU time of the channel's own thread (0 in single-thread mode).
+  uint64_t thread_cpu_ns = 0;
   // Receive side.
   uint64_t recv_calls = 0;
 };

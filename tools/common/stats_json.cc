@@ -70,6 +70,12 @@ void WriteChannelStats(JsonWriter& w, const ChannelStats& c) {
       .Uint(c.chunks_registered)
       .Key("chunks_compressed")
       .Uint(c.chunks_compressed)
+      .Key("send_latency_p50_us")
+      .Number(c.send_latency_p50_ns * 1e-3)
+      .Key("send_latency_p99_us")
+      .Number(c.send_latency_p99_ns * 1e-3)
+      .Key("thread_cpu_s")
+      .Number(c.thread_cpu_ns * 1e-9)
       .Key("recv_calls")
       .Uint(c.recv_calls)
       .EndObject();
