@@ -9,6 +9,7 @@
 #include "bench/raw_baseline.h"
 #include "ramferry/pinning.h"
 #include "ramferry/transport.h"
+#include "tools/common/auth_flags.h"
 #include "tools/common/cli.h"
 
 ABSL_FLAG(std::string, transport, "tcp",
@@ -93,6 +94,14 @@ int Main() {
   c.session.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
   c.session.single_thread = absl::GetFlag(FLAGS_single_thread);
   c.session.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
+  absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
+  if (!key.ok()) {
+    std::fprintf(stderr, "ramferry-bench: %s\n",
+                 std::string(key.status().message()).c_str());
+    return 2;
+  }
+  c.session.auth_key = *key;
+  if (!raw) cli::WarnIfUnauthenticated(*key, "ramferry-bench");
   c.bytes = absl::GetFlag(FLAGS_size).bytes;
   c.rounds = absl::GetFlag(FLAGS_rounds);
   c.dirty_fraction = absl::GetFlag(FLAGS_dirty_fraction);
@@ -128,6 +137,8 @@ int Main() {
     w.BeginObject()
         .Key("transport")
         .String(raw ? "raw" : TransportKindName(c.session.transport))
+        .Key("authenticated")
+        .Bool(!c.session.auth_key.empty())
         .Key("transport_reason")
         .String(transport_reason)
         .Key("channels")

@@ -313,8 +313,11 @@ class RdmaTransport final : public Transport, private CompletionSource {
   }
 
   // The pages were placed by RDMA WRITE before the header's SEND arrived
-  // (one RC QP orders them): nothing to read, only the receive to return.
-  absl::Status ReadPayload(absl::Span<const iovec>) override {
+  // (one RC QP orders them): nothing to read, only the receive to return;
+  // except pages in chunks the source announced as zero (COMPRESS), which
+  // it did not write and which are zero-filled here.
+  absl::Status ReadPayload(absl::Span<const iovec> dst) override {
+    if (zero_chunks_ > 0) ZeroFillCompressed(dst);
     return cur_left_ == 0 ? ReleaseCurrent() : absl::OkStatus();
   }
 
@@ -335,6 +338,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
     uint64_t length = 0;
     ibv_mr* whole = nullptr;          // pin-all
     std::vector<ibv_mr*> chunk_mrs;   // on demand, lazily
+    std::vector<bool> zero;           // destination: COMPRESSed, unregistered
     std::vector<RemoteChunk> remote;  // source: the peer's keys
     uint32_t remote_rkey = 0;         // source, pin-all
     uint64_t remote_addr = 0;         // source, pin-all
@@ -641,10 +645,13 @@ class RdmaTransport final : public Transport, private CompletionSource {
     absl::StatusOr<proto::RdmaControl> c = proto::DecodeRdmaControl(bytes);
     if (!c.ok()) return c.status();
     if (c->type == proto::RdmaControlType::kCompress) {
+      // Only remembered: the packets that follow zero-fill their own pages
+      // in these chunks (ReadPayload). Filling the whole chunk here would
+      // write pages another channel is placing in the same round.
       for (const proto::ChunkRef& ref : c->chunks) {
         absl::StatusOr<std::pair<uint8_t*, uint64_t>> span = ChunkSpan(ref);
         if (!span.ok()) return span.status();
-        std::memset(span->first, 0, span->second);
+        SetZeroChunk(ref, true);
       }
       return absl::OkStatus();
     }
@@ -658,6 +665,8 @@ class RdmaTransport final : public Transport, private CompletionSource {
     for (const proto::ChunkRef& ref : c->chunks) {
       absl::StatusOr<std::pair<uint8_t*, uint64_t>> span = ChunkSpan(ref);
       if (!span.ok()) return span.status();
+      // From now on the source WRITEs this chunk's pages itself.
+      SetZeroChunk(ref, false);
       ibv_mr*& mr = regions_[ref.region].chunk_mrs[ref.chunk];
       if (mr == nullptr) {
         mr = ibv_reg_mr(conn_->pd, span->first, span->second,
@@ -669,6 +678,37 @@ class RdmaTransport final : public Transport, private CompletionSource {
           {mr->rkey, reinterpret_cast<uint64_t>(span->first)});
     }
     return SendControl(result);
+  }
+
+  // `ref` was checked by ChunkSpan.
+  void SetZeroChunk(const proto::ChunkRef& ref, bool zero) {
+    std::vector<bool>& z = regions_[ref.region].zero;
+    if (z.empty()) z.resize(regions_[ref.region].chunk_mrs.size());
+    if (z[ref.chunk] != zero) zero_chunks_ += zero ? 1 : -1;
+    z[ref.chunk] = zero;
+  }
+
+  // Zeroes the parts of `dst` (a packet's pages, inside registered regions:
+  // the engine checked them) that fall in chunks marked zero.
+  void ZeroFillCompressed(absl::Span<const iovec> dst) {
+    for (const iovec& v : dst) {
+      auto* p = static_cast<uint8_t*>(v.iov_base);
+      for (auto& [id, r] : regions_) {
+        if (r.zero.empty() || p < r.base || p + v.iov_len > r.base + r.length) {
+          continue;
+        }
+        uint64_t off = static_cast<uint64_t>(p - r.base);
+        const uint64_t end = off + v.iov_len;
+        while (off < end) {
+          const uint64_t chunk = off / config_.chunk_bytes;
+          const uint64_t n =
+              std::min(end, (chunk + 1) * config_.chunk_bytes) - off;
+          if (r.zero[chunk]) std::memset(r.base + off, 0, n);
+          off += n;
+        }
+        break;
+      }
+    }
   }
 
   // A chunk the peer named: only ever one inside a registered region.
@@ -906,6 +946,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   size_t cur_left_ = 0;
   uint32_t cur_index_ = kNoMessage;
   bool keys_sent_ = false;
+  int64_t zero_chunks_ = 0;  // destination: chunks marked zero, all regions
 };
 
 }  // namespace

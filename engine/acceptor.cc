@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "channels/socket_io.h"
+#include "proto/auth.h"
 
 namespace ramferry::engine {
 namespace asio = boost::asio;
@@ -68,6 +69,7 @@ class Acceptor::Impl {
 
   uint16_t port() const { return port_; }
   uint64_t refused() const { return refused_.load(); }
+  uint64_t auth_failures() const { return auth_failures_.load(); }
 
  private:
   struct Pending {
@@ -76,7 +78,10 @@ class Acceptor::Impl {
     tcp::socket socket;
     asio::steady_timer timer;
     uint8_t hello[proto::kHelloBytes];
+    uint8_t challenge[proto::kAuthChallengeBytes];
+    uint8_t proof[proto::kAuthProofBytes];
     uint8_t reply[proto::kHelloReplyBytes];
+    proto::AuthNonce nonce{};
     proto::Hello decoded;
     bool admitted = false;
   };
@@ -108,30 +113,84 @@ class Acceptor::Impl {
         p->socket.close(ignored);  // fails the pending read or write
       }
     });
-    asio::async_read(
-        p->socket, asio::buffer(p->hello),
-        [this, p](boost::system::error_code ec, size_t) {
-          if (ec) return Finish(p);
-          proto::HelloReply reply;
-          absl::StatusOr<proto::Hello> hello = proto::DecodeHello(p->hello);
-          if (!hello.ok()) {
-            reply.status = static_cast<uint16_t>(hello.status().code());
-            reply.reason = std::string(hello.status().message());
-          } else {
-            p->decoded = *hello;
-            reply = admit_(*hello);
-          }
-          p->admitted = reply.accepted();
-          proto::EncodeHelloReply(reply, absl::MakeSpan(p->reply));
-          asio::async_write(p->socket, asio::buffer(p->reply),
+    asio::async_read(p->socket, asio::buffer(p->hello),
+                     [this, p](boost::system::error_code ec, size_t) {
+                       if (ec) return Finish(p);
+                       OnHello(p);
+                     });
+  }
+
+  void OnHello(const std::shared_ptr<Pending>& p) {
+    absl::StatusOr<proto::Hello> hello = proto::DecodeHello(p->hello);
+    if (!hello.ok()) return Reply(p, Refusal(hello.status()));
+    p->decoded = *hello;
+    const bool keyed = !options_.key.empty();
+    if (keyed && hello->auth != proto::kAuthHmacSha256) {
+      auth_failures_.fetch_add(1);
+      return Reply(p, Refusal(absl::UnauthenticatedError(
+                          "destination requires authentication: give the "
+                          "source the same key")));
+    }
+    if (!keyed && hello->auth != proto::kAuthNone) {
+      return Reply(p, Refusal(absl::UnauthenticatedError(
+                          "destination has no key, so it cannot "
+                          "authenticate; give both ends the same key")));
+    }
+    if (!keyed) return Reply(p, admit_(*hello));
+    proto::AuthChallenge challenge;
+    p->nonce = proto::NewAuthNonce();
+    challenge.nonce = p->nonce;
+    challenge.proof = proto::ComputeAuthMac(
+        options_.key, proto::AuthSide::kDestination, p->hello, p->nonce);
+    proto::EncodeAuthChallenge(challenge, absl::MakeSpan(p->challenge));
+    asio::async_write(p->socket, asio::buffer(p->challenge),
+                      [this, p](boost::system::error_code ec, size_t) {
+                        if (ec) return Finish(p);
+                        asio::async_read(
+                            p->socket, asio::buffer(p->proof),
                             [this, p](boost::system::error_code ec, size_t) {
-                              if (ec && p->admitted) {
-                                p->admitted = false;
-                                deliver_(p->decoded, -1);
-                              }
-                              Finish(p);
+                              if (ec) return Finish(p);
+                              OnProof(p);
                             });
-        });
+                      });
+  }
+
+  void OnProof(const std::shared_ptr<Pending>& p) {
+    absl::StatusOr<proto::AuthProof> proof = proto::DecodeAuthProof(p->proof);
+    if (!proof.ok()) {
+      auth_failures_.fetch_add(1);
+      return Reply(p, Refusal(proof.status()));
+    }
+    const proto::AuthMac expected = proto::ComputeAuthMac(
+        options_.key, proto::AuthSide::kSource, p->hello, p->nonce);
+    if (!proto::AuthMacEquals(expected, proof->proof)) {
+      auth_failures_.fetch_add(1);
+      return Reply(p, Refusal(absl::UnauthenticatedError(
+                          "authentication failed: the source holds a "
+                          "different key")));
+    }
+    Reply(p, admit_(p->decoded));
+  }
+
+  static proto::HelloReply Refusal(const absl::Status& why) {
+    proto::HelloReply reply;
+    reply.status = static_cast<uint16_t>(why.code());
+    reply.reason = std::string(why.message());
+    return reply;
+  }
+
+  void Reply(const std::shared_ptr<Pending>& p,
+             const proto::HelloReply& reply) {
+    p->admitted = reply.accepted();
+    proto::EncodeHelloReply(reply, absl::MakeSpan(p->reply));
+    asio::async_write(p->socket, asio::buffer(p->reply),
+                      [this, p](boost::system::error_code ec, size_t) {
+                        if (ec && p->admitted) {
+                          p->admitted = false;
+                          deliver_(p->decoded, -1);
+                        }
+                        Finish(p);
+                      });
   }
 
   void Finish(const std::shared_ptr<Pending>& p) {
@@ -161,6 +220,7 @@ class Acceptor::Impl {
   uint16_t port_ = 0;
   int pending_ = 0;  // acceptor thread only
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> auth_failures_{0};
   std::atomic<bool> stopped_{false};
 };
 
@@ -178,5 +238,6 @@ uint16_t Acceptor::port() const { return impl_->port(); }
 void Acceptor::Start() { impl_->Start(); }
 void Acceptor::Stop() { impl_->Stop(); }
 uint64_t Acceptor::refused() const { return impl_->refused(); }
+uint64_t Acceptor::auth_failures() const { return impl_->auth_failures(); }
 
 }  // namespace ramferry::engine

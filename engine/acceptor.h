@@ -1,6 +1,7 @@
 // The destination's listening socket. Every accepted connection must send
-// a valid Hello within the handshake timeout and be admitted before it gets
-// a thread or a byte of memory beyond its Hello buffer; the rest are
+// a valid Hello within the handshake timeout, prove the session key when
+// the destination has one (proto/auth.h), and be admitted before it gets a
+// thread or a byte of memory beyond its fixed handshake buffers; the rest are
 // refused with a reason and closed. Runs on its own Asio thread for the
 // whole session, so late or bogus connections keep being refused without
 // disturbing the transfer.
@@ -30,6 +31,8 @@ class Acceptor {
     std::string host;
     uint16_t port = 0;
     absl::Duration handshake_timeout = absl::Seconds(10);
+    // The pre-shared key; empty: connections are not authenticated.
+    std::string key;
     // Handshakes in progress at once; connections beyond it are closed at
     // once, so a flood cannot exhaust memory or descriptors.
     int max_pending = 64;
@@ -44,6 +47,8 @@ class Acceptor {
   void Stop();   // closes the listener and every pending handshake
   // Connections refused so far (bad Hello, refusal, timeout, overflow).
   uint64_t refused() const;
+  // Of those, the ones that failed authentication.
+  uint64_t auth_failures() const;
 
   class Impl;
 

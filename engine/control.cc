@@ -18,6 +18,8 @@
 #include "absl/time/clock.h"
 #include "channels/socket_io.h"
 #include "engine/status_util.h"
+#include "proto/auth.h"
+#include "proto/wire.h"
 
 namespace ramferry::engine {
 namespace asio = boost::asio;
@@ -139,22 +141,65 @@ absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
   return absl::OkStatus();
 }
 
-absl::StatusOr<proto::HelloReply> ExchangeHello(int fd,
-                                                const proto::Hello& hello,
+absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
+                                                absl::string_view key,
                                                 absl::Time deadline) {
+  hello.auth = key.empty() ? proto::kAuthNone : proto::kAuthHmacSha256;
   uint8_t out[proto::kHelloBytes];
   proto::EncodeHello(hello, absl::MakeSpan(out));
   if (absl::Status s = WriteWithDeadline(fd, out, deadline); !s.ok()) {
     return Annotate(s, "sending hello");
   }
+  // A challenge (64 bytes) or a reply (128): the magic tells which.
+  static_assert(proto::kAuthChallengeBytes < proto::kHelloReplyBytes);
   uint8_t in[proto::kHelloReplyBytes];
-  if (absl::Status s = ReadWithDeadline(fd, absl::MakeSpan(in), deadline);
-      !s.ok()) {
+  auto first = absl::MakeSpan(in).subspan(0, proto::kAuthChallengeBytes);
+  if (absl::Status s = ReadWithDeadline(fd, first, deadline); !s.ok()) {
+    return Annotate(s, key.empty() ? "awaiting hello reply"
+                                   : "awaiting authentication challenge");
+  }
+  const bool challenged = proto::Load32(in) == proto::kAuthChallengeMagic;
+  if (challenged) {
+    if (key.empty()) {
+      return absl::UnauthenticatedError(
+          "destination demands authentication: give the source the "
+          "destination's key");
+    }
+    absl::StatusOr<proto::AuthChallenge> challenge =
+        proto::DecodeAuthChallenge(first);
+    if (!challenge.ok()) return challenge.status();
+    const proto::AuthMac expected = proto::ComputeAuthMac(
+        key, proto::AuthSide::kDestination, out, challenge->nonce);
+    if (!proto::AuthMacEquals(expected, challenge->proof)) {
+      return absl::UnauthenticatedError(
+          "destination failed to prove it holds the key (a different key, "
+          "or not the destination meant); nothing was sent");
+    }
+    proto::AuthProof proof;
+    proof.proof = proto::ComputeAuthMac(key, proto::AuthSide::kSource, out,
+                                        challenge->nonce);
+    uint8_t proof_bytes[proto::kAuthProofBytes];
+    proto::EncodeAuthProof(proof, absl::MakeSpan(proof_bytes));
+    if (absl::Status s = WriteWithDeadline(fd, proof_bytes, deadline);
+        !s.ok()) {
+      return Annotate(s, "sending authentication proof");
+    }
+    first = absl::MakeSpan(in);
+  } else {
+    first = absl::MakeSpan(in).subspan(proto::kAuthChallengeBytes);
+  }
+  if (absl::Status s = ReadWithDeadline(fd, first, deadline); !s.ok()) {
     return Annotate(s, "awaiting hello reply");
   }
   absl::StatusOr<proto::HelloReply> reply = proto::DecodeHelloReply(in);
   if (!reply.ok()) return reply.status();
   if (absl::Status s = proto::HelloReplyStatus(*reply); !s.ok()) return s;
+  // Fail closed: with a key, an unauthenticated destination gets nothing.
+  if (!key.empty() && !challenged) {
+    return absl::UnauthenticatedError(
+        "destination accepted without proving it holds the key; refusing to "
+        "send it memory");
+  }
   return reply;
 }
 

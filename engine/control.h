@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/control.h"
@@ -31,9 +32,11 @@ absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
                               absl::Time deadline);
 
 // Sends `hello` on a fresh connection and returns the peer's reply; a
-// refusal comes back as the error the peer gave.
-absl::StatusOr<proto::HelloReply> ExchangeHello(int fd,
-                                                const proto::Hello& hello,
+// refusal comes back as the error the peer gave. With a `key`, the Hello
+// asks for authentication and both ends prove the key (proto/auth.h)
+// before the reply; a destination that cannot is an error.
+absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
+                                                absl::string_view key,
                                                 absl::Time deadline);
 
 // A fresh random session id (getrandom).

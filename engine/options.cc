@@ -1,6 +1,7 @@
 #include "ramferry/options.h"
 
 #include "absl/strings/str_format.h"
+#include "proto/auth.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
 
@@ -43,6 +44,16 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     }
   }
   if (o.host.empty()) return bad("host is empty");
+  if (!o.auth_key.empty()) {
+    if (absl::Status s = proto::ValidateAuthKey(o.auth_key); !s.ok()) return s;
+    // Fail closed: an rdma channel's Hello travels in the CM private data,
+    // which has no room for the exchange, so it could not be proven.
+    if (o.transport == TransportKind::kRdma) {
+      return absl::UnimplementedError(
+          "authentication is not available on rdma channels yet; use a tcp "
+          "transport with a key, or rdma without one on a trusted fabric");
+    }
+  }
   if (o.rdma_chunk_bytes < proto::kMinRdmaChunkBytes ||
       o.rdma_chunk_bytes > proto::kMaxRdmaChunkBytes ||
       (o.rdma_chunk_bytes & (o.rdma_chunk_bytes - 1)) != 0) {

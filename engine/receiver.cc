@@ -128,6 +128,7 @@ absl::Status ReceiverImpl::Listen() {
   ao.host = options_.host;
   ao.port = options_.port;
   ao.handshake_timeout = options_.handshake_timeout;
+  ao.key = options_.auth_key;
   absl::StatusOr<std::unique_ptr<engine::Acceptor>> a =
       engine::Acceptor::Listen(
           ao, [this](const proto::Hello& h) { return Admit(h); },
@@ -177,6 +178,12 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     transport_ = h.transport;
     rdma_chunk_bytes_ = h.rdma_chunk_bytes;
     if (h.transport == proto::kRdmaTransportId) {
+      // Its channels' Hellos could not be authenticated (see options.cc).
+      if (!options_.auth_key.empty()) {
+        return Refuse(absl::StatusCode::kUnimplemented,
+                      "this destination requires authentication, which rdma "
+                      "channels cannot do yet");
+      }
       if (absl::Status s = StartRdmaListener(); !s.ok()) {
         return Refuse(s.code(), absl::StrCat("destination cannot serve rdma: ",
                                              s.message()));
@@ -525,6 +532,10 @@ SessionStats ReceiverImpl::stats() const {
     c->ExportStats(&s.channels.back());
   }
   s.rounds = applied_rounds();
+  if (acceptor_ != nullptr) {
+    s.connections_refused = acceptor_->refused();
+    s.auth_failures = acceptor_->auth_failures();
+  }
   return s;
 }
 

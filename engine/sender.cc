@@ -132,7 +132,7 @@ absl::Status SenderImpl::Setup() {
     hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
   }
   absl::StatusOr<proto::HelloReply> reply =
-      engine::ExchangeHello(*fd, hello, deadline);
+      engine::ExchangeHello(*fd, hello, options_.auth_key, deadline);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
   capabilities_ = reply->capabilities & proto::kKnownCapabilities;
 
@@ -223,7 +223,7 @@ SenderImpl::OpenSocketChannel(const proto::Hello& hello,
       options_.host, options_.port, options_.handshake_timeout);
   if (!fd.ok()) return fd.status();
   if (absl::StatusOr<proto::HelloReply> r =
-          engine::ExchangeHello(*fd, hello, deadline);
+          engine::ExchangeHello(*fd, hello, options_.auth_key, deadline);
       !r.ok()) {
     close(*fd);
     return r.status();

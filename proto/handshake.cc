@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/auth.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
 
@@ -28,6 +29,7 @@ void EncodeHello(const Hello& h, absl::Span<uint8_t> out) {
   Store64(p + 32, h.capabilities);
   Store32(p + 40, h.max_packet_pages);
   Store16(p + 44, h.transport);
+  Store16(p + 46, h.auth);
   Store64(p + 48, h.rdma_chunk_bytes);
 }
 
@@ -80,8 +82,12 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
                         h.max_packet_pages, kMaxPacketPagesLimit));
   }
   h.rdma_chunk_bytes = Load64(p + 48);
-  if (Load16(p + 46) != 0) {
-    return absl::InvalidArgumentError("hello reserved field is not zero");
+  h.auth = Load16(p + 46);
+  if (h.auth != kAuthNone && h.auth != kAuthHmacSha256) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello asks for authentication method %d; this end knows none (0) "
+        "and HMAC-SHA256 (1)",
+        h.auth));
   }
   if (h.transport != kRdmaTransportId && h.rdma_chunk_bytes != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

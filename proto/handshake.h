@@ -9,7 +9,8 @@
 //    8 u8[16] session id
 //   24 u32 channel index  28 u32 channel count
 //   32 u64 capabilities
-//   40 u32 max packet pages   44 u16 transport   46 u16 reserved (0)
+//   40 u32 max packet pages   44 u16 transport
+//   46 u16 auth (proto/auth.h: 0 none, 1 HMAC-SHA256)
 //   48 u64 RDMA chunk bytes (the registration unit both ends compute chunk
 //          spans with; 0 for every other transport)
 // HelloReply (128 bytes):
@@ -67,6 +68,7 @@ struct Hello {
   uint64_t capabilities = 0;
   uint32_t max_packet_pages = 0;
   uint16_t transport = 0;
+  uint16_t auth = 0;  // kAuthNone or kAuthHmacSha256 (proto/auth.h)
   uint64_t rdma_chunk_bytes = 0;
 };
 

@@ -22,7 +22,8 @@
 namespace ramferry::proto {
 
 inline constexpr uint32_t kPacketMagic = 0x5246504B;  // "RFPK"
-inline constexpr uint16_t kProtocolVersion = 1;
+// 2: Hello carries the authentication method (proto/auth.h).
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kPacketFixedBytes = 64;
 // No peer may negotiate more pages per packet than this; it bounds the
 // header buffer a receiver allocates before it trusts anything.

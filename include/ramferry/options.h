@@ -59,6 +59,13 @@ struct SessionOptions {
   // Source: how long SendRound waits for the destination to confirm.
   absl::Duration round_timeout = absl::Minutes(10);
 
+  // The pre-shared key (ReadAuthKeyFile) both ends must hold: every
+  // connection then proves it with HMAC-SHA256 challenge-response before
+  // it is admitted, and the source proves the destination holds it too.
+  // Empty: no authentication (the binaries warn loudly). It authenticates
+  // connections; it does not encrypt the stream.
+  std::string auth_key;
+
   // Destination: the most channels and pages per packet it accepts.
   uint32_t max_channels = 64;
   uint32_t max_packet_pages = 1024;

@@ -60,6 +60,10 @@ struct ChannelStats {
 struct SessionStats {
   std::vector<ChannelStats> channels;
   uint64_t rounds = 0;
+  // Destination: connections refused (bad Hello, refusal, handshake
+  // timeout, too many at once) and, of those, failed authentications.
+  uint64_t connections_refused = 0;
+  uint64_t auth_failures = 0;
   ChannelStats Total() const;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/auth.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
 
@@ -116,7 +117,8 @@ TEST(HelloTest, RejectsBadMagic) {
 }
 
 TEST(HelloTest, RejectsBadVersionAsFailedPrecondition) {
-  for (uint16_t v : {uint16_t{0}, uint16_t{2}, uint16_t{0xFFFF}}) {
+  for (uint16_t v :
+       {uint16_t{0}, uint16_t(kProtocolVersion + 1), uint16_t{0xFFFF}}) {
     std::vector<uint8_t> buf = EncodeH(ValidHello());
     Store16(buf.data() + 4, v);
     absl::Status s = DecodeHello(buf).status();
@@ -184,8 +186,24 @@ TEST(HelloTest, RejectsMaxPacketPagesOutOfRange) {
   }
 }
 
+TEST(HelloTest, AuthMethodRoundTripsAndUnknownOnesAreRefused) {
+  Hello h = ValidHello();
+  h.auth = kAuthHmacSha256;
+  absl::StatusOr<Hello> back = DecodeHello(EncodeH(h));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->auth, kAuthHmacSha256);
+  for (uint16_t method : {2, 0x100, 0xFFFF}) {
+    h.auth = method;
+    absl::Status s = DecodeHello(EncodeH(h)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << method;
+    EXPECT_THAT(s.message(),
+                HasSubstr("authentication method " + std::to_string(method)));
+  }
+}
+
 TEST(HelloTest, RejectsNonzeroReserved) {
-  for (size_t i = 46; i < 56; ++i) {
+  // Bytes 48..55 (RDMA chunk bytes) must be zero for a socket transport.
+  for (size_t i = 48; i < 56; ++i) {
     std::vector<uint8_t> buf = EncodeH(ValidHello());
     buf[i] = 1;
     absl::Status s = DecodeHello(buf).status();

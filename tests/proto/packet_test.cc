@@ -120,9 +120,8 @@ TEST(PacketTest, BigEndianLayout) {
   EXPECT_EQ(buf[1], 'F');
   EXPECT_EQ(buf[2], 'P');
   EXPECT_EQ(buf[3], 'K');
-  // version 1
   EXPECT_EQ(buf[4], 0x00);
-  EXPECT_EQ(buf[5], 0x01);
+  EXPECT_EQ(buf[5], kProtocolVersion);
   // flags
   EXPECT_EQ(buf[6], 0x00);
   EXPECT_EQ(buf[7], 0x00);
@@ -185,7 +184,8 @@ TEST(PacketTest, RejectsBadMagic) {
 }
 
 TEST(PacketTest, RejectsBadVersion) {
-  for (uint16_t v : {uint16_t{0}, uint16_t{2}, uint16_t{0x0100}}) {
+  for (uint16_t v :
+       {uint16_t{0}, uint16_t(kProtocolVersion + 1), uint16_t{0x0100}}) {
     std::vector<uint8_t> buf = Encode(DataHeader(1), {0});
     Store16(buf.data() + 4, v);
     absl::Status s = DecodeFixed(buf);

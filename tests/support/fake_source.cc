@@ -36,7 +36,7 @@ absl::StatusOr<int> FakeSource::Connect(const proto::Hello& hello) {
   if (!fd.ok()) return fd.status();
   other_fds_.push_back(*fd);
   absl::StatusOr<proto::HelloReply> reply =
-      engine::ExchangeHello(*fd, hello, absl::Now() + absl::Seconds(5));
+      engine::ExchangeHello(*fd, hello, key_, absl::Now() + absl::Seconds(5));
   if (!reply.ok()) return reply.status();
   return *fd;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,8 @@ class FakeSource {
   ~FakeSource();
 
   const proto::SessionId& session() const { return session_; }
+  // The key Connect() authenticates with (empty: none).
+  void set_key(std::string key) { key_ = std::move(key); }
   // A hello as the real Sender would send it.
   proto::Hello MakeHello(proto::Role role, uint32_t index) const;
 
@@ -56,6 +59,7 @@ class FakeSource {
   uint32_t channels_;
   uint32_t max_pages_;
   proto::SessionId session_;
+  std::string key_;
   std::unique_ptr<engine::ControlChannel> control_;
   std::map<uint32_t, int> data_fds_;
   std::vector<int> other_fds_;

@@ -66,6 +66,31 @@ bool BackgroundCommand::AwaitStderr(const std::string& text,
   return true;
 }
 
+std::string BackgroundCommand::AwaitStderrLine(const std::string& prefix,
+                                               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    if (size_t at = result_.err.find(prefix); at != std::string::npos) {
+      const size_t from = at + prefix.size();
+      if (size_t nl = result_.err.find('\n', from); nl != std::string::npos) {
+        return result_.err.substr(from, nl - from);
+      }
+    }
+    if (absl::Now() >= deadline || err_fd_ < 0) return "";
+    Drain(50);
+  }
+}
+
+bool BackgroundCommand::Running() {
+  if (result_.exit_code != -1 || pid_ < 0) return false;
+  // WNOWAIT: look without reaping, so Wait() still collects the status.
+  siginfo_t info{};
+  if (waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return false;
+  }
+  return info.si_pid == 0;
+}
+
 CommandResult BackgroundCommand::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (out_fd_ >= 0 || err_fd_ >= 0) {

@@ -31,6 +31,14 @@ class BackgroundCommand {
   pid_t pid() const { return pid_; }
   // Waits until stderr contains `text` (true) or the timeout passes.
   bool AwaitStderr(const std::string& text, absl::Duration timeout);
+  // Waits for a line starting with `prefix` on stderr and returns the rest
+  // of that line ("" after the timeout).
+  std::string AwaitStderrLine(const std::string& prefix,
+                              absl::Duration timeout);
+  // Stderr read so far.
+  const std::string& Stderr() const { return result_.err; }
+  // Whether the process has not exited yet.
+  bool Running();
   CommandResult Wait(absl::Duration timeout = absl::Seconds(120));
 
  private:

@@ -2,6 +2,7 @@
 // (where this machine allows) a private network namespace whose loopback is
 // rate-limited, so a migration can take seconds and outrun its link.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,16 +35,34 @@ Json ParseJson(const CommandResult& r) {
 TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
   CommandResult r = RunCommand({kMigrate, "--help"});
   const std::string help = r.out + r.err;
-  for (const char* flag :
-       {"role",           "connect",    "listen",       "demo",
-        "transport",      "channels",   "packet_pages", "header_slots",
-        "completion",     "size",       "region_file",  "dest_region_file",
-        "dirty_tracking", "dirty_set",  "dirty_rate",   "writers",
-        "downtime_limit", "max_rounds", "prefault",     "connect_timeout",
-        "stall_timeout",  "seed",       "json"}) {
+  for (const char* flag : {"role",
+                           "connect",
+                           "listen",
+                           "demo",
+                           "transport",
+                           "channels",
+                           "packet_pages",
+                           "header_slots",
+                           "completion",
+                           "size",
+                           "region_file",
+                           "dest_region_file",
+                           "dirty_tracking",
+                           "dirty_set",
+                           "dirty_rate",
+                           "writers",
+                           "downtime_limit",
+                           "max_rounds",
+                           "prefault",
+                           "connect_timeout",
+                           "stall_timeout",
+                           "seed",
+                           "json",
+                           "key_file",
+                           "key"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
-  EXPECT_GE(std::count(help.begin(), help.end(), ';'), 23) << help;
+  EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
   EXPECT_THAT(help, HasSubstr("default: 300ms"));
 }
 
@@ -66,6 +85,86 @@ TEST(MigrateCli, DemoJsonReportsVerifiedAndDowntime) {
   EXPECT_EQ(j["destination"]["verified"], true);
   EXPECT_EQ(j["destination"]["rounds_applied"], j["rounds"]);
   EXPECT_EQ(j["channel_stats"].size(), 2u);
+}
+
+// A key file only its owner can read, removed with the test.
+class KeyFile {
+ public:
+  explicit KeyFile(const std::string& key) {
+    path_ = ::testing::TempDir() + "/ramferry-cli-key-" +
+            std::to_string(getpid()) + "-" + std::to_string(next_++);
+    std::ofstream(path_) << key;
+    chmod(path_.c_str(), 0600);
+  }
+  ~KeyFile() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int next_ = 0;
+  std::string path_;
+};
+
+TEST(MigrateCli, RolesWithTheSameKeyFileMigrateAuthenticated) {
+  KeyFile key("a key both ends were given, 32 bytes");
+  BackgroundCommand dest({kMigrate, "--role=dest", "--listen=127.0.0.1:0",
+                          "--size=32MiB", "--key-file=" + key.path()});
+  const std::string port =
+      dest.AwaitStderrLine("listening on 127.0.0.1:", absl::Seconds(30));
+  ASSERT_FALSE(port.empty()) << dest.Stderr();
+  EXPECT_THAT(dest.Stderr(), ::testing::Not(HasSubstr("UNAUTHENTICATED")));
+  CommandResult r =
+      RunCommand({kMigrate, "--role=source", "--connect=127.0.0.1:" + port,
+                  "--size=32MiB", "--json", "--key-file=" + key.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("UNAUTHENTICATED")));
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["authenticated"], true);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(dest.Wait(absl::Seconds(30)).exit_code, 0);
+}
+
+TEST(MigrateCli, WithoutAKeyBothRolesSayTheStreamIsUnauthenticated) {
+  BackgroundCommand dest(
+      {kMigrate, "--role=dest", "--listen=127.0.0.1:0", "--size=16MiB"});
+  const std::string port =
+      dest.AwaitStderrLine("listening on 127.0.0.1:", absl::Seconds(30));
+  ASSERT_FALSE(port.empty()) << dest.Stderr();
+  EXPECT_THAT(dest.Stderr(), HasSubstr("WARNING: no key: this stream is "
+                                       "UNAUTHENTICATED"));
+  CommandResult r =
+      RunCommand({kMigrate, "--role=source", "--connect=127.0.0.1:" + port,
+                  "--size=16MiB", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_EQ(ParseJson(r)["authenticated"], false);
+  EXPECT_EQ(dest.Wait(absl::Seconds(30)).exit_code, 0);
+}
+
+TEST(MigrateCli, DifferentKeysEndBothRolesWithAnAuthenticationError) {
+  KeyFile dest_key("the destination's key, 32 bytes!");
+  KeyFile source_key("the source's own key, 32 bytes!!");
+  BackgroundCommand dest({kMigrate, "--role=dest", "--listen=127.0.0.1:0",
+                          "--size=16MiB", "--key-file=" + dest_key.path()});
+  const std::string port =
+      dest.AwaitStderrLine("listening on 127.0.0.1:", absl::Seconds(30));
+  ASSERT_FALSE(port.empty()) << dest.Stderr();
+  CommandResult r =
+      RunCommand({kMigrate, "--role=source", "--connect=127.0.0.1:" + port,
+                  "--size=16MiB", "--json", "--key-file=" + source_key.path()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(ParseJson(r)["error"].get<std::string>(),
+              HasSubstr("destination failed to prove it holds the key"));
+  // The destination refused it and keeps waiting for its real source.
+  EXPECT_TRUE(dest.Running());
+}
+
+TEST(MigrateCli, AKeyFileOthersCanReadIsRefused) {
+  KeyFile key("a key anyone on this host can read");
+  chmod(key.path().c_str(), 0644);
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--key-file=" + key.path()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("chmod 600"));
 }
 
 TEST(MigrateCli, DemoMigratesAFileBackedRegion) {

@@ -96,8 +96,10 @@ void InitBinary(int argc, char** argv, absl::string_view usage,
       "\nFlags may be spelled with dashes or underscores (--packet-pages)."));
   absl::FlagsUsageConfig config;
   const std::string file(main_file);
+  // The binary's own flags, and the ones every binary shares.
   config.contains_help_flags = [file](absl::string_view f) {
-    return absl::EndsWith(file, f) || absl::EndsWith(f, file);
+    return absl::EndsWith(file, f) || absl::EndsWith(f, file) ||
+           absl::EndsWith(f, "tools/common/auth_flags.cc");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "ramferry/pinning.h"
 #include "ramferry/region.h"
+#include "tools/common/auth_flags.h"
 #include "tools/common/cli.h"
 #include "tools/migrate/destination.h"
 #include "tools/migrate/dirty_tracker.h"
@@ -154,6 +155,9 @@ absl::StatusOr<SessionOptions> Session() {
   o.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
+  absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
+  if (!key.ok()) return key.status();
+  o.auth_key = *key;
   if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
   return o;
 }
@@ -182,6 +186,7 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   d.downtime_limit_s =
       absl::ToDoubleSeconds(absl::GetFlag(FLAGS_downtime_limit));
   d.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  d.authenticated = !o.auth_key.empty();
   return d;
 }
 
@@ -278,6 +283,8 @@ int RunDestRole(SessionOptions opt) {
 // Both ends on loopback: the destination in a child process (its own CPU
 // and memory), the source here.
 int RunDemo(SessionOptions opt) {
+  // Both ends are ours: authenticate them with a key only they hold.
+  if (opt.auth_key.empty()) opt.auth_key = cli::EphemeralAuthKey();
   std::string dest_file;
   if (const std::string src = absl::GetFlag(FLAGS_region_file); !src.empty()) {
     dest_file = absl::GetFlag(FLAGS_dest_region_file);
@@ -371,6 +378,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<ramferry::SessionOptions> opt = Session();
   if (!opt.ok()) return Usage(std::string(opt.status().message()));
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
+  ramferry::cli::WarnIfUnauthenticated(opt->auth_key, "ramferry-migrate");
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role == "source") {
     auto hp = HostPort(absl::GetFlag(FLAGS_connect));

@@ -37,6 +37,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .String(run.completion)
       .Key("channels")
       .Uint(run.channels)
+      .Key("authenticated")
+      .Bool(run.authenticated)
       .Key("region_bytes")
       .Uint(run.region_bytes)
       .Key("region")
@@ -110,10 +112,11 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
 std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   std::string t;
   absl::StrAppendFormat(
-      &t, "ramferry-migrate: %s, %s over %d %s channel%s (%s tracking)\n",
+      &t, "ramferry-migrate: %s, %s over %d %s channel%s (%s tracking, %s)\n",
       r.status.ok() ? "migrated" : "FAILED", cli::FormatBytes(run.region_bytes),
       run.channels, run.transport, run.channels == 1 ? "" : "s",
-      run.dirty_tracking);
+      run.dirty_tracking,
+      run.authenticated ? "authenticated" : "UNAUTHENTICATED");
   if (!r.status.ok()) {
     absl::StrAppendFormat(&t, "  error            %s\n", r.status.ToString());
     absl::StrAppendFormat(&t,
@@ -182,6 +185,10 @@ std::string DestinationJson(const DestinationReport& r) {
       .Uint(r.pages_verified)
       .Key("verified")
       .Bool(r.verified)
+      .Key("connections_refused")
+      .Uint(r.stats.connections_refused)
+      .Key("auth_failures")
+      .Uint(r.stats.auth_failures)
       .Key("channel_stats");
   cli::WriteChannelArray(w, r.stats);
   w.EndObject();
@@ -191,9 +198,11 @@ std::string DestinationJson(const DestinationReport& r) {
 std::string DestinationTable(const DestinationReport& r) {
   return absl::StrFormat(
       "destination: %s; %d rounds applied, %d pages verified by the "
-      "source, pre-fault %.2f s, served %.2f s, CPU %.2f s%s\n",
+      "source, pre-fault %.2f s, served %.2f s, CPU %.2f s; %d connections "
+      "refused (%d failed authentication)%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
-      r.prefault_s, r.serve_s, r.cpu_s,
+      r.prefault_s, r.serve_s, r.cpu_s, r.stats.connections_refused,
+      r.stats.auth_failures,
       r.status.ok() ? "" : absl::StrCat("\n  error: ", r.status.ToString()));
 }
 

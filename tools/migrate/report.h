@@ -22,6 +22,7 @@ struct RunDescription {
   int writers = 0;
   double downtime_limit_s = 0;
   uint32_t max_rounds = 0;
+  bool authenticated = false;  // a pre-shared key authenticated every link
 };
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,

@@ -1,0 +1,297 @@
+// Authentication end to end, against a real Receiver on loopback: matching
+// keys transfer; a missing, different, forged or replayed proof is refused
+// with a clear error before the connection is admitted, so it never gets a
+// thread or a byte of a region.
+#include "proto/auth.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "engine/control.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/handshake.h"
+#include "proto/wire.h"
+#include "ramferry/auth_key.h"
+#include "tests/support/fake_source.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry {
+namespace {
+
+using ::testing::Contains;
+using testing::FakeSource;
+using ::testing::HasSubstr;
+using testing::LoopbackPair;
+using testing::MakeRegion;
+using testing::ServingReceiver;
+
+const std::string kKey = "correct horse battery staple 42!";
+const std::string kOtherKey = "correct horse battery staple 43!";
+constexpr uint64_t kBytes = 4 << 20;
+
+SessionOptions Keyed(const std::string& key) {
+  SessionOptions o;
+  o.auth_key = key;
+  o.handshake_timeout = absl::Seconds(5);
+  o.connect_timeout = absl::Seconds(5);
+  return o;
+}
+
+bool AllZero(const Region& r) {
+  const auto* p = static_cast<const uint8_t*>(r.base);
+  for (uint64_t i = 0; i < r.length; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(AuthTest, MatchingKeysTransferOnEveryTcpTransport) {
+  for (TransportKind kind : {TransportKind::kTcp, TransportKind::kTcpZeroCopy,
+                             TransportKind::kUringZeroCopy}) {
+    SessionOptions o = Keyed(kKey);
+    o.transport = kind;
+    o.fallback_to_tcp_zerocopy = true;
+    LoopbackPair pair(kBytes, 7, o);
+    ASSERT_NE(pair.sender, nullptr) << TransportKindName(kind);
+    ASSERT_TRUE(pair.SendEverything().ok());
+    ASSERT_TRUE(pair.sender->Finish().ok());
+    ASSERT_TRUE(pair.rx->result().ok());
+    EXPECT_TRUE(testing::SameBytes(pair.src.region, pair.dst.region));
+    EXPECT_EQ(pair.rx->receiver().stats().auth_failures, 0u);
+  }
+}
+
+struct Mismatch {
+  std::string source_key, destination_key;
+  std::string source_says;
+};
+
+TEST(AuthTest, MismatchedKeysAreRefusedOnBothSides) {
+  for (const Mismatch& m : {
+           Mismatch{"", kKey, "destination requires authentication"},
+           Mismatch{kKey, "", "destination has no key"},
+           Mismatch{kKey, kOtherKey,
+                    "destination failed to prove it holds the key"},
+       }) {
+    testing::TestRegion src = MakeRegion(1, kBytes, 3, /*fill=*/true);
+    testing::TestRegion dst = MakeRegion(1, kBytes);
+    ServingReceiver rx(Keyed(m.destination_key), {dst.region});
+    SessionOptions o = Keyed(m.source_key);
+    o.port = rx.port();
+    absl::StatusOr<std::unique_ptr<Sender>> s =
+        Sender::Connect(o, {&src.region, 1});
+    ASSERT_FALSE(s.ok()) << m.source_says;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated)
+        << s.status();
+    EXPECT_THAT(s.status().message(), HasSubstr(m.source_says));
+    // The destination never opened a session: it still waits, untouched.
+    EXPECT_FALSE(rx.done());
+    EXPECT_EQ(rx.receiver().applied_rounds(), 0u);
+    EXPECT_TRUE(AllZero(dst.region));
+    // Counted once the destination's side of the handshake has ended.
+    const absl::Time give_up = absl::Now() + absl::Seconds(5);
+    while (rx.receiver().stats().connections_refused == 0 &&
+           absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_GE(rx.receiver().stats().connections_refused, 1u) << m.source_says;
+    rx.receiver().Abort(absl::CancelledError("test over"));
+    EXPECT_FALSE(rx.result().ok());
+  }
+}
+
+// A hand-driven handshake, to forge and replay proofs.
+class RawHandshake {
+ public:
+  RawHandshake(uint16_t port, const proto::Hello& hello) {
+    absl::StatusOr<int> fd =
+        engine::ConnectWithRetry("127.0.0.1", port, absl::Seconds(5));
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    fd_ = fd.ok() ? *fd : -1;
+    proto::EncodeHello(hello, absl::MakeSpan(hello_));
+  }
+  ~RawHandshake() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::StatusOr<proto::AuthChallenge> SendHello() {
+    if (auto s = engine::WriteWithDeadline(fd_, hello_, Deadline()); !s.ok()) {
+      return s;
+    }
+    uint8_t in[proto::kAuthChallengeBytes];
+    if (auto s = engine::ReadWithDeadline(fd_, absl::MakeSpan(in), Deadline());
+        !s.ok()) {
+      return s;
+    }
+    return proto::DecodeAuthChallenge(in);
+  }
+  proto::AuthMac ProofFor(const std::string& key,
+                          const proto::AuthNonce& nonce) const {
+    return proto::ComputeAuthMac(key, proto::AuthSide::kSource, hello_, nonce);
+  }
+  absl::Status SendProof(const proto::AuthMac& mac) {
+    uint8_t out[proto::kAuthProofBytes];
+    proto::EncodeAuthProof({mac}, absl::MakeSpan(out));
+    if (auto s = engine::WriteWithDeadline(fd_, out, Deadline()); !s.ok()) {
+      return s;
+    }
+    uint8_t in[proto::kHelloReplyBytes];
+    if (auto s = engine::ReadWithDeadline(fd_, absl::MakeSpan(in), Deadline());
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<proto::HelloReply> reply = proto::DecodeHelloReply(in);
+    if (!reply.ok()) return reply.status();
+    return proto::HelloReplyStatus(*reply);
+  }
+
+ private:
+  static absl::Time Deadline() { return absl::Now() + absl::Seconds(5); }
+  int fd_ = -1;
+  uint8_t hello_[proto::kHelloBytes];
+};
+
+proto::Hello AuthHello(const FakeSource& fake, proto::Role role,
+                       uint32_t index) {
+  proto::Hello h = fake.MakeHello(role, index);
+  h.auth = proto::kAuthHmacSha256;
+  return h;
+}
+
+TEST(AuthTest, ForgedProofIsRefusedBeforeAdmission) {
+  testing::TestRegion dst = MakeRegion(1, kBytes);
+  ServingReceiver rx(Keyed(kKey), {dst.region});
+  FakeSource fake(rx.port(), 1);
+  RawHandshake raw(rx.port(), AuthHello(fake, proto::Role::kControl, 0));
+  absl::StatusOr<proto::AuthChallenge> challenge = raw.SendHello();
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  // The destination proved itself: its proof verifies with the real key.
+  // The forger's proof is made with another key.
+  absl::Status s = raw.SendProof(raw.ProofFor(kOtherKey, challenge->nonce));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_THAT(s.message(), HasSubstr("authentication failed"));
+  EXPECT_EQ(rx.receiver().stats().auth_failures, 1u);
+  // No session was opened: an honest source with the key still gets in.
+  fake.set_key(kKey);
+  EXPECT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  EXPECT_FALSE(rx.result().ok());
+  EXPECT_TRUE(AllZero(dst.region));
+}
+
+TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
+  testing::TestRegion dst = MakeRegion(1, kBytes);
+  ServingReceiver rx(Keyed(kKey), {dst.region});
+  FakeSource fake(rx.port(), 2);
+  fake.set_key(kKey);
+  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+
+  // Channel 0, honestly: recorded by an eavesdropper.
+  const proto::Hello hello = AuthHello(fake, proto::Role::kData, 0);
+  proto::AuthMac recorded;
+  {
+    RawHandshake first(rx.port(), hello);
+    absl::StatusOr<proto::AuthChallenge> c = first.SendHello();
+    ASSERT_TRUE(c.ok()) << c.status();
+    recorded = first.ProofFor(kKey, c->nonce);
+    ASSERT_TRUE(first.SendProof(recorded).ok());
+  }
+  // The same Hello and proof on a new connection meet a new nonce.
+  RawHandshake replay(rx.port(), hello);
+  absl::StatusOr<proto::AuthChallenge> c = replay.SendHello();
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::Status s = replay.SendProof(recorded);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_THAT(s.message(), HasSubstr("authentication failed"));
+  EXPECT_EQ(rx.receiver().stats().auth_failures, 1u);
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  EXPECT_FALSE(rx.result().ok());
+}
+
+TEST(AuthTest, AuthenticatedButCrossSessionChannelIsRefused) {
+  testing::TestRegion dst = MakeRegion(1, kBytes);
+  ServingReceiver rx(Keyed(kKey), {dst.region});
+  FakeSource fake(rx.port(), 1);
+  fake.set_key(kKey);
+  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  // The key is right, the session is another one.
+  FakeSource other(rx.port(), 1);
+  other.set_key(kKey);
+  absl::StatusOr<int> fd =
+      other.Connect(other.MakeHello(proto::Role::kData, 0));
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(fd.status().message(), HasSubstr("not the active session"));
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  EXPECT_FALSE(rx.result().ok());
+}
+
+TEST(AuthTest, RdmaWithAKeyFailsClosed) {
+  SessionOptions o = Keyed(kKey);
+  o.transport = TransportKind::kRdma;
+  absl::Status s = ValidateOptions(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("rdma"));
+}
+
+TEST(AuthTest, OptionsRefuseAShortKey) {
+  absl::Status s = ValidateOptions(Keyed("short"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("5 bytes"));
+}
+
+class KeyFileTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& contents, mode_t mode) {
+    std::string path = ::testing::TempDir() + "/ramferry-key-" +
+                       std::to_string(getpid()) + "-" +
+                       std::to_string(counter_++);
+    std::ofstream(path, std::ios::binary) << contents;
+    chmod(path.c_str(), mode);
+    paths_.push_back(path);
+    return path;
+  }
+  void TearDown() override {
+    for (const std::string& p : paths_) std::remove(p.c_str());
+  }
+  int counter_ = 0;
+  std::vector<std::string> paths_;
+};
+
+TEST_F(KeyFileTest, ReadsTheKeyWithoutItsTrailingNewline) {
+  absl::StatusOr<std::string> k = ReadAuthKeyFile(Write(kKey + "\n", 0600));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(*k, kKey);
+  std::string binary(32, '\0');
+  for (int i = 0; i < 32; ++i) binary[i] = static_cast<char>(i * 37);
+  k = ReadAuthKeyFile(Write(binary, 0400));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(*k, binary);
+}
+
+TEST_F(KeyFileTest, RefusesAKeyOthersCanRead) {
+  const std::string path = Write(kKey, 0644);
+  absl::StatusOr<std::string> k = ReadAuthKeyFile(path);
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(k.status().message(), HasSubstr("chmod 600 " + path));
+}
+
+TEST_F(KeyFileTest, RefusesShortLongMissingAndNonRegular) {
+  EXPECT_THAT(ReadAuthKeyFile(Write("tiny", 0600)).status().message(),
+              HasSubstr("4 bytes"));
+  EXPECT_THAT(
+      ReadAuthKeyFile(Write(std::string(5000, 'k'), 0600)).status().message(),
+      HasSubstr("must be 16 to 1024"));
+  EXPECT_EQ(ReadAuthKeyFile("/nonexistent/key").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_THAT(ReadAuthKeyFile("/dev/null").status().message(),
+              HasSubstr("not a regular file"));
+}
+
+}  // namespace
+}  // namespace ramferry
