@@ -221,7 +221,7 @@ ControlChannel::ControlChannel(int fd, absl::Duration send_timeout)
 ControlChannel::~ControlChannel() { close(fd_); }
 
 absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
-  std::lock_guard<std::mutex> lock(send_mu_);
+  std::lock_guard<std::timed_mutex> lock(send_mu_);
   if (shut_down_.load(std::memory_order_acquire)) {
     return absl::AbortedError("control channel is shut down");
   }
@@ -231,10 +231,12 @@ absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
 
 void ControlChannel::TrySend(absl::Span<const uint8_t> frame,
                              absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(send_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
+  // Waits out a short send (a heartbeat) but not a blocked one.
+  const absl::Time deadline = absl::Now() + timeout;
+  std::unique_lock<std::timed_mutex> lock(send_mu_, std::defer_lock);
+  if (!lock.try_lock_for(absl::ToChronoNanoseconds(timeout))) return;
   if (!shut_down_.load(std::memory_order_acquire)) {
-    WriteWithDeadline(fd_, frame, absl::Now() + timeout).IgnoreError();
+    WriteWithDeadline(fd_, frame, deadline).IgnoreError();
   }
 }
 
@@ -270,6 +272,11 @@ absl::StatusOr<std::vector<uint8_t>> ReceiveExpected(ControlChannel& channel,
                                                      proto::ControlType type,
                                                      absl::Time deadline) {
   absl::StatusOr<ControlChannel::Message> m = channel.Receive(deadline);
+  // A peer's heartbeats may come between a request and its reply.
+  while (m.ok() && m->type == proto::ControlType::kHeartbeat &&
+         m->payload.empty()) {
+    m = channel.Receive(deadline);
+  }
   if (!m.ok()) return m.status();
   if (m->type == proto::ControlType::kError) {
     absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);

@@ -58,8 +58,8 @@ class ControlChannel {
 
   // Sends one whole frame; safe from any thread.
   absl::Status Send(absl::Span<const uint8_t> frame);
-  // Best effort for a last word (an ERROR while tearing down): skips the
-  // send if another thread is mid-send, and gives up after `timeout`.
+  // Best effort for a last word (an ERROR while tearing down): waits for
+  // another thread's send and then sends, all within `timeout`.
   void TrySend(absl::Span<const uint8_t> frame, absl::Duration timeout);
   // Reads one message (one reader thread at a time). Waits until
   // `deadline`; a frame header whose length exceeds its type's bound is an
@@ -74,7 +74,7 @@ class ControlChannel {
  private:
   const int fd_;
   const absl::Duration send_timeout_;
-  std::mutex send_mu_;
+  std::timed_mutex send_mu_;
   std::atomic<bool> shut_down_{false};
 };
 

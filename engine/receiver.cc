@@ -15,6 +15,7 @@
 #include "engine/channel_receiver.h"
 #include "engine/control.h"
 #include "engine/failure.h"
+#include "engine/heartbeat.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/status_util.h"
@@ -113,6 +114,7 @@ class ReceiverImpl {
   // Session objects; teardown (any thread) and stats() take objects_mu_.
   mutable std::mutex objects_mu_;
   std::unique_ptr<ControlChannel> control_;
+  std::unique_ptr<engine::HeartbeatSender> heartbeat_;  // Serve thread only
   std::unique_ptr<engine::RoundBarrier> barrier_;
   std::vector<std::unique_ptr<ChannelReceiver>> channels_;
   std::atomic<uint64_t> applied_rounds_{0};
@@ -300,6 +302,8 @@ absl::Status ReceiverImpl::Serve() {
     std::lock_guard<std::mutex> lock(objects_mu_);
     if (control_ != nullptr) control_->Shutdown();
   }
+  // After the shutdown, so a beat blocked on a stopped source wakes.
+  heartbeat_.reset();
   if (!s.ok()) return s;
   return failure_.status();
 }
@@ -325,6 +329,8 @@ absl::Status ReceiverImpl::ServeSession() {
   if (absl::Status s = NegotiateRegions(deadline); !s.ok()) return s;
   if (absl::Status s = AwaitChannels(deadline); !s.ok()) return s;
   if (absl::Status s = StartChannels(); !s.ok()) return s;
+  heartbeat_ = std::make_unique<engine::HeartbeatSender>(
+      control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
   return ControlLoop();
 }
 
@@ -413,6 +419,7 @@ absl::Status ReceiverImpl::StartChannels() {
 
 absl::Status ReceiverImpl::ControlLoop() {
   absl::Time grace_end = absl::InfiniteFuture();
+  absl::Time last_heard = absl::Now();
   while (true) {
     if (failure_.failed()) {
       // A local echo (a channel saw EOF) may be the source's doing: give
@@ -428,9 +435,19 @@ absl::Status ReceiverImpl::ControlLoop() {
       if (absl::Now() >= grace_end) return local;
     }
     // Short waits: the loop also notices failures from other threads.
-    if (!control_->WaitReadable(absl::Milliseconds(100))) continue;
+    if (!control_->WaitReadable(absl::Milliseconds(100))) {
+      // The source beats every stall_timeout / 4, even between rounds.
+      if (absl::Now() - last_heard > options_.stall_timeout) {
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "source stalled: no control message, not even a heartbeat, for "
+            "%s",
+            absl::FormatDuration(options_.stall_timeout)));
+      }
+      continue;
+    }
     absl::StatusOr<ControlChannel::Message> m =
         control_->Receive(absl::Now() + options_.stall_timeout);
+    last_heard = absl::Now();
     if (!m.ok()) {
       if (failure_.failed()) return failure_.status();
       return absl::UnavailableError(absl::StrCat(
@@ -444,6 +461,11 @@ absl::Status ReceiverImpl::ControlLoop() {
         return AwaitFinished();
       case proto::ControlType::kVerifyRequest:
         if (absl::Status s = AnswerVerify(m->payload); !s.ok()) return s;
+        break;
+      case proto::ControlType::kHeartbeat:
+        if (absl::Status s = proto::DecodeEmpty(m->type, m->payload); !s.ok()) {
+          return s;
+        }
         break;
       case proto::ControlType::kError: {
         absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);

@@ -17,6 +17,7 @@
 #include "engine/channel_sender.h"
 #include "engine/control.h"
 #include "engine/failure.h"
+#include "engine/heartbeat.h"
 #include "engine/region_table.h"
 #include "engine/scheduler.h"
 #include "engine/status_util.h"
@@ -44,7 +45,8 @@ class SenderImpl {
   ~SenderImpl() {
     if (!finished_) Abort(absl::CancelledError("sender closed before Finish"));
     for (auto& c : channels_) c->Join();
-    if (control_ != nullptr) control_->Shutdown();
+    if (control_ != nullptr) control_->Shutdown();  // wakes a blocked beat
+    if (heartbeat_ != nullptr) heartbeat_->Stop();
     if (control_thread_.joinable()) control_thread_.join();
   }
 
@@ -88,6 +90,7 @@ class SenderImpl {
   std::vector<std::unique_ptr<ChannelSender>> channels_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::thread control_thread_;
+  std::unique_ptr<engine::HeartbeatSender> heartbeat_;
   std::vector<std::string> warnings_;  // written during Setup only
   uint64_t next_round_ = 0;            // caller thread only
   bool finished_ = false;              // caller thread only
@@ -165,6 +168,8 @@ absl::Status SenderImpl::Setup() {
   if (!options_.single_thread) {
     for (auto& c : channels_) c->Start();
   }
+  heartbeat_ = std::make_unique<engine::HeartbeatSender>(
+      control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
   control_thread_ = std::thread([this] { ControlLoop(); });
   return absl::OkStatus();
 }
@@ -249,7 +254,17 @@ SenderImpl::OpenRdmaChannel(proto::Hello hello,
 
 void SenderImpl::ControlLoop() {
   while (true) {
-    absl::StatusOr<ControlChannel::Message> m = control_->Receive();
+    // The destination beats every stall_timeout / 4; silence this long
+    // means it is stopped or hung, whatever its sockets say.
+    absl::StatusOr<ControlChannel::Message> m =
+        control_->Receive(absl::Now() + options_.stall_timeout);
+    if (!m.ok() && m.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      failure_.Fail(absl::DeadlineExceededError(absl::StrFormat(
+          "destination stalled: no control message, not even a heartbeat, "
+          "for %s",
+          absl::FormatDuration(options_.stall_timeout))));
+      return;
+    }
     if (!m.ok()) {
       bool expected;
       {
@@ -286,6 +301,9 @@ void SenderImpl::ControlLoop() {
         cv_.notify_all();
         break;
       }
+      case proto::ControlType::kHeartbeat:
+        bad = proto::DecodeEmpty(m->type, m->payload);
+        break;
       case proto::ControlType::kFinishAck: {
         bad = proto::DecodeEmpty(m->type, m->payload);
         std::unique_lock<std::mutex> lock(mu_);
@@ -543,6 +561,7 @@ absl::Status SenderImpl::Finish() {
   finished_ = true;
   for (auto& c : channels_) c->Join();
   control_->Shutdown();
+  heartbeat_->Stop();
   control_thread_.join();
   return absl::OkStatus();
 }

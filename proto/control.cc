@@ -24,6 +24,7 @@ size_t MaxPayload(ControlType t) {
       return 4 + 2 + 2 + kMaxErrorTextBytes;
     case ControlType::kFinish:
     case ControlType::kFinishAck:
+    case ControlType::kHeartbeat:
       return 0;
     case ControlType::kVerifyRequest:
       return 16;
@@ -93,6 +94,8 @@ const char* ControlTypeName(ControlType t) {
       return "VERIFY_REQUEST";
     case ControlType::kVerifyResult:
       return "VERIFY_RESULT";
+    case ControlType::kHeartbeat:
+      return "HEARTBEAT";
   }
   return "UNKNOWN";
 }
@@ -104,7 +107,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
   uint32_t type = Load32(in.data());
   uint32_t length = Load32(in.data() + 4);
   if (type < static_cast<uint32_t>(ControlType::kRegionTable) ||
-      type > static_cast<uint32_t>(ControlType::kVerifyResult)) {
+      type > static_cast<uint32_t>(ControlType::kHeartbeat)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown control message type %d", type));
   }
@@ -268,6 +271,10 @@ ErrorMessage MakeErrorMessage(const absl::Status& status, uint32_t channel) {
 std::vector<uint8_t> EncodeFinish() {
   return FrameBuilder(ControlType::kFinish).Finish();
 }
+std::vector<uint8_t> EncodeHeartbeat() {
+  return FrameBuilder(ControlType::kHeartbeat).Finish();
+}
+
 std::vector<uint8_t> EncodeFinishAck() {
   return FrameBuilder(ControlType::kFinishAck).Finish();
 }

@@ -34,6 +34,9 @@ enum class ControlType : uint32_t {
   kFinishAck = 6,      // destination -> source
   kVerifyRequest = 7,  // source -> destination
   kVerifyResult = 8,   // destination -> source
+  // Either way, every stall_timeout/4: proof of life while a peer has
+  // nothing else to say, so a stopped peer is told from an idle one.
+  kHeartbeat = 9,
 };
 
 struct FrameHeader {
@@ -96,6 +99,7 @@ std::vector<uint8_t> EncodeRoundDone(const RoundDone& done);
 std::vector<uint8_t> EncodeError(const ErrorMessage& error);
 std::vector<uint8_t> EncodeFinish();
 std::vector<uint8_t> EncodeFinishAck();
+std::vector<uint8_t> EncodeHeartbeat();
 std::vector<uint8_t> EncodeVerifyRequest(const VerifyRequest& request);
 std::vector<uint8_t> EncodeVerifyResult(const VerifyResult& result);
 

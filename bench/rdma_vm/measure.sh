@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs inside the Soft-RoCE VM (tests/rdma_vm/run.sh): the RDMA figures of
-# the producer/consumer split and of batched chunk registration, measured
+# the producer/consumer split, batched chunk registration and pin-all vs
+# on-demand registration, measured
 # side by side, interleaved, REPEATS times each. Prints JSON lines.
 #   bash tests/rdma_vm/run.sh DIR -- sh ./measure.sh   (DIR holds ramferry-bench)
 set -u
@@ -16,5 +17,8 @@ while [ "$i" -lt "$REPEATS" ]; do
   # A fresh region's chunks: batched vs one-chunk registration requests.
   bench --channels=1 --rdma-reg-batch=true
   bench --channels=1 --rdma-reg-batch=false
+  # Registration up front (pin-all, in setup) vs on demand (in the data
+  # path): where the registration time goes.
+  bench --channels=1 --rdma-pin-all
   i=$((i + 1))
 done

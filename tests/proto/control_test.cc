@@ -51,7 +51,7 @@ TEST(FrameHeaderTest, RejectsTruncated) {
 }
 
 TEST(FrameHeaderTest, RejectsUnknownType) {
-  for (uint32_t t : {0u, 9u, 0x100u, 0xFFFFFFFFu}) {
+  for (uint32_t t : {0u, 10u, 0x100u, 0xFFFFFFFFu}) {
     absl::Status s = DecodeFrameHeader(FrameHeaderBytes(t, 0)).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << t;
     EXPECT_THAT(s.message(), HasSubstr("type " + std::to_string(t)));
@@ -74,6 +74,7 @@ TEST(FrameHeaderTest, EnforcesEachTypesBound) {
       {ControlType::kFinishAck, 0, "FINISH_ACK"},
       {ControlType::kVerifyRequest, 16, "VERIFY_REQUEST"},
       {ControlType::kVerifyResult, 16 + 8 * 65536, "VERIFY_RESULT"},
+      {ControlType::kHeartbeat, 0, "HEARTBEAT"},
   };
   for (const Case& c : cases) {
     const uint32_t t = static_cast<uint32_t>(c.type);
