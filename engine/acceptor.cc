@@ -9,6 +9,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <list>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -84,6 +86,8 @@ class Acceptor::Impl {
     proto::AuthNonce nonce{};
     proto::Hello decoded;
     bool admitted = false;
+    bool evicted = false;
+    std::list<std::shared_ptr<Pending>>::iterator in_list;
   };
 
   void AcceptNext() {
@@ -92,7 +96,8 @@ class Acceptor::Impl {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open())
             return;
           if (!ec) {
-            if (pending_ >= options_.max_pending) {
+            if (pending_.size() >= static_cast<size_t>(options_.max_pending) &&
+                !EvictOldest()) {
               refused_.fetch_add(1);
               socket.close(ec);
             } else {
@@ -103,8 +108,23 @@ class Acceptor::Impl {
         });
   }
 
+  // Full: the oldest handshake not yet admitted makes room. An honest
+  // peer finishes its handshake in a round trip or two, so a flood must
+  // outpace that to push one out, while a flood of idle connections only
+  // ever evicts its own members.
+  bool EvictOldest() {
+    for (const std::shared_ptr<Pending>& p : pending_) {
+      if (p->admitted || p->evicted) continue;
+      p->evicted = true;
+      boost::system::error_code ignored;
+      p->socket.close(ignored);  // its pending operation ends in Finish
+      return true;
+    }
+    return false;
+  }
+
   void Handshake(std::shared_ptr<Pending> p) {
-    ++pending_;
+    p->in_list = pending_.insert(pending_.end(), p);
     p->timer.expires_after(
         absl::ToChronoNanoseconds(options_.handshake_timeout));
     p->timer.async_wait([p](boost::system::error_code ec) {
@@ -194,7 +214,7 @@ class Acceptor::Impl {
   }
 
   void Finish(const std::shared_ptr<Pending>& p) {
-    --pending_;
+    pending_.erase(p->in_list);
     p->timer.cancel();
     if (p->admitted) {
       int fd = p->socket.release();
@@ -218,7 +238,8 @@ class Acceptor::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
   uint16_t port_ = 0;
-  int pending_ = 0;  // acceptor thread only
+  // Handshakes in progress, oldest first; acceptor thread only.
+  std::list<std::shared_ptr<Pending>> pending_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> auth_failures_{0};
   std::atomic<bool> stopped_{false};

@@ -33,8 +33,8 @@ class Acceptor {
     absl::Duration handshake_timeout = absl::Seconds(10);
     // The pre-shared key; empty: connections are not authenticated.
     std::string key;
-    // Handshakes in progress at once; connections beyond it are closed at
-    // once, so a flood cannot exhaust memory or descriptors.
+    // Handshakes in progress at once, so a flood cannot exhaust memory or
+    // descriptors; one more evicts the oldest handshake not yet admitted.
     int max_pending = 64;
   };
 
