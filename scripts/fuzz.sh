@@ -78,12 +78,13 @@ start() {
 # The last libFuzzer status line's "#N ... cov: C ft: F", compacted.
 status_of() {
   grep -aE '^#[0-9]+' "$work/$1/log" 2>/dev/null | tail -n 1 |
-    sed -E 's/^#([0-9]+)[[:space:]]+[A-Z]+[[:space:]]+(cov: [0-9]+ ft: [0-9]+ corp: [0-9]+).*/\1 execs, \2/'
+    sed -E 's/^#([0-9]+)[[:space:]]+[A-Za-z]+[[:space:]]+(cov: [0-9]+ ft: [0-9]+ corp: [0-9]+).*/\1 execs, \2/'
 }
 
 declare -A pids began rc
 pending=("${targets[@]}")
 running=()
+last_report=$SECONDS
 echo "fuzz.sh: ${#targets[@]} targets, ${secs}s each, $jobs at a time"
 while ((${#pending[@]} > 0 || ${#running[@]} > 0)); do
   while ((${#running[@]} < jobs && ${#pending[@]} > 0)); do
@@ -93,12 +94,19 @@ while ((${#pending[@]} > 0 || ${#running[@]} > 0)); do
     running+=("$t")
     echo "  start  $t"
   done
-  sleep 5
+  sleep 2
+  report=0
+  if ((SECONDS - last_report >= 15)); then
+    report=1
+    last_report=$SECONDS
+  fi
   still=()
   for t in "${running[@]}"; do
     if kill -0 "${pids[$t]}" 2>/dev/null; then
       still+=("$t")
-      echo "  ...    $t $((SECONDS - began[$t]))/${secs}s: $(status_of "$t")"
+      if ((report)); then
+        echo "  ...    $t $((SECONDS - began[$t]))/${secs}s: $(status_of "$t")"
+      fi
     else
       set +e
       wait "${pids[$t]}"
