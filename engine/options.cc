@@ -8,8 +8,13 @@
 namespace ramferry {
 
 absl::Status ValidateOptions(const SessionOptions& o) {
-  auto bad = [](auto&&... args) {
-    return absl::InvalidArgumentError(absl::StrFormat(args...));
+  // The format is a FormatSpec, not forwarded as-is: clang checks
+  // StrFormat's format string at compile time and refuses one that reached
+  // it through a forwarding parameter (gcc does not check, so only the
+  // clang builds, like the fuzz build, failed).
+  auto bad = []<typename... Args>(const absl::FormatSpec<Args...>& format,
+                                  const Args&... args) {
+    return absl::InvalidArgumentError(absl::StrFormat(format, args...));
   };
   if (o.channels == 0 || o.channels > proto::kMaxChannels) {
     return bad("channels = %d; want [1, %d]", o.channels, proto::kMaxChannels);

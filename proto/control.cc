@@ -198,6 +198,15 @@ absl::StatusOr<RegionReply> DecodeRegionReply(absl::Span<const uint8_t> p) {
   uint8_t accepted = r.U8();
   reply.reason = r.Str16();
   if (absl::Status s = Finished(r, "region reply"); !s.ok()) return s;
+  // The encoder clips the reason to kMaxErrorTextBytes. The frame bound
+  // leaves no room for more, but the decoder must not rely on its caller
+  // having checked a frame: a longer reason would be accepted here and
+  // could not be sent back whole.
+  if (reply.reason.size() > kMaxErrorTextBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("region reply reason of %d bytes exceeds %d",
+                        reply.reason.size(), kMaxErrorTextBytes));
+  }
   if (accepted > 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("region reply accepted flag is %d", accepted));
@@ -240,6 +249,14 @@ absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p) {
   e.code = r.U16();
   e.text = r.Str16();
   if (absl::Status s = Finished(r, "error message"); !s.ok()) return s;
+  // As for the region reply's reason: the bound the encoder and the frame
+  // apply, enforced by the decoder itself (found by error_message_fuzzer:
+  // a 2176-byte text decoded, re-encoded clipped, and decoded differently).
+  if (e.text.size() > kMaxErrorTextBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("error message text of %d bytes exceeds %d",
+                        e.text.size(), kMaxErrorTextBytes));
+  }
   if (e.code == 0 ||
       e.code > static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)) {
     return absl::InvalidArgumentError(

@@ -9,6 +9,10 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libssl-dev
   nlohmann-json3-dev util-linux
   clang clang-format clang-tidy
+  # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes (only recommended
+  # by clang, so --no-install-recommends would skip them), and the
+  # symbolizer for readable crash stacks.
+  libclang-rt-14-dev llvm-14
   iproute2 procps gnuplot-nox
   qemu-system-x86 cpio xz-utils
 )

@@ -316,6 +316,24 @@ TEST(RegionReplyTest, Rejects) {
   }
 }
 
+// A payload whose reason is longer than any encoder writes: the frame bound
+// keeps it off the control connection, and the decoder refuses it on its own
+// (it used to accept it, so decode(encode(decode(x))) != decode(x)).
+TEST(RegionReplyTest, RejectsReasonLongerThanBound) {
+  std::vector<uint8_t> p;
+  WireWriter w(&p);
+  w.U8(0);
+  w.Str16(std::string(kMaxErrorTextBytes + 1, 'r'));
+  absl::Status s = DecodeRegionReply(p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("reason of 2049 bytes exceeds 2048"));
+  // The longest reason the encoder writes still decodes.
+  p.clear();
+  w.U8(0);
+  w.Str16(std::string(kMaxErrorTextBytes, 'r'));
+  EXPECT_TRUE(DecodeRegionReply(p).ok());
+}
+
 TEST(RoundDoneTest, RoundTripAndRejects) {
   RoundDone d{0x0102030405060708ull, ~uint64_t{0}};
   std::vector<uint8_t> p = Payload(EncodeRoundDone(d), ControlType::kRoundDone);
@@ -396,6 +414,26 @@ TEST(ErrorTest, RejectsCodeZeroOrUnknown) {
   p.pop_back();
   EXPECT_THAT(DecodeError(p).status().message(),
               AllOf(HasSubstr("error message"), HasSubstr("truncated")));
+}
+
+// Found by error_message_fuzzer (tests/fuzz/regressions/error_message/):
+// a 2176-byte text was accepted, came back clipped to 2048 from the encoder,
+// and so decoded differently the second time.
+TEST(ErrorTest, RejectsTextLongerThanBound) {
+  std::vector<uint8_t> p;
+  WireWriter w(&p);
+  w.U32(kNoChannel);
+  w.U16(static_cast<uint16_t>(absl::StatusCode::kInternal));
+  w.Str16(std::string(kMaxErrorTextBytes + 1, 'e'));
+  absl::Status s = DecodeError(p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("text of 2049 bytes exceeds 2048"));
+  // The longest text the encoder writes still decodes.
+  ErrorMessage e = MakeErrorMessage(
+      absl::InternalError(std::string(kMaxErrorTextBytes, 'e')));
+  auto got = DecodeError(Payload(EncodeError(e), ControlType::kError));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->text.size(), kMaxErrorTextBytes);
 }
 
 TEST(EmptyTest, FinishAndAck) {

@@ -1,0 +1,153 @@
+// ChannelReceiver's per-packet state machine driven without sockets, over a
+// MemoryTransport that serves exact bytes: what a packet writes where, what
+// a SYNC reports, and how the end of the stream is reported. The channel
+// fuzzer (tests/fuzz/channel_receiver_fuzzer.cc) relies on these behaviours.
+#include "engine/channel_receiver.h"
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/failure.h"
+#include "engine/region_table.h"
+#include "engine/round_barrier.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/packet.h"
+#include "tests/support/memory_transport.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+constexpr uint32_t kChannel = 2;
+constexpr uint32_t kMaxPages = 8;
+
+std::vector<uint8_t> Header(const proto::PacketHeader& h,
+                            const std::vector<uint64_t>& offsets) {
+  std::vector<uint8_t> out(proto::PacketHeaderBytes(h.page_count));
+  proto::EncodePacketHeader(h, offsets, absl::MakeSpan(out));
+  return out;
+}
+
+void AppendData(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
+                const std::vector<uint64_t>& offsets, uint8_t fill) {
+  proto::PacketHeader h;
+  h.channel = kChannel;
+  h.packet_num = num;
+  h.round = round;
+  h.region_id = 1;
+  h.page_size = 4096;
+  h.page_count = static_cast<uint32_t>(offsets.size());
+  std::vector<uint8_t> b = Header(h, offsets);
+  s->insert(s->end(), b.begin(), b.end());
+  s->insert(s->end(), 4096 * offsets.size(), fill);
+}
+
+void AppendMarker(std::vector<uint8_t>* s, uint16_t flags, uint64_t num,
+                  uint64_t round) {
+  proto::PacketHeader h;
+  h.flags = flags;
+  h.channel = kChannel;
+  h.packet_num = num;
+  h.round = round;
+  std::vector<uint8_t> b = Header(h, {});
+  s->insert(s->end(), b.begin(), b.end());
+}
+
+// One 4-page region and a receiver on channel kChannel reading `stream`.
+struct Fixture {
+  explicit Fixture(const std::vector<uint8_t>& bytes)
+      : stream(bytes),
+        region(testing::MakeRegion(1, 4 * 4096)),
+        table({&region.region, 1}),
+        barrier(1,
+                [this](uint64_t round, uint64_t pages) {
+                  rounds.emplace_back(round, pages);
+                  return absl::OkStatus();
+                }),
+        failure([](const absl::Status&, Origin) {}),
+        rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
+           kMaxPages, &barrier, &failure) {}
+
+  // ReceiveOne until it fails or reads FINISH; the last result.
+  absl::StatusOr<ChannelReceiver::Step> RunToEnd() {
+    while (true) {
+      absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
+      if (!step.ok() || *step == ChannelReceiver::Step::kFinished) return step;
+    }
+  }
+  uint8_t byte_at(uint64_t offset) const {
+    return static_cast<const uint8_t*>(region.region.base)[offset];
+  }
+
+  std::vector<uint8_t> stream;
+  testing::TestRegion region;
+  RegionTable table;
+  std::vector<std::pair<uint64_t, uint64_t>> rounds;
+  RoundBarrier barrier;
+  SessionFailure failure;
+  ChannelReceiver rx;
+};
+
+TEST(ChannelReceiverTest, AppliesPagesAndReportsEachRound) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {4096 * 3, 0}, 0xaa);
+  AppendMarker(&s, proto::kPacketSync, 1, 0);
+  AppendData(&s, 2, 1, {4096}, 0xbb);
+  AppendMarker(&s, proto::kPacketSync, 3, 1);
+  AppendMarker(&s, proto::kPacketFinish, 4, 2);
+  Fixture f(s);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(*end, ChannelReceiver::Step::kFinished);
+  EXPECT_TRUE(f.rx.finished());
+  EXPECT_THAT(f.rounds, ElementsAre(Pair(0, 2), Pair(1, 1)));
+  // Pages in header order: the first page of the payload is offset 3.
+  EXPECT_EQ(f.byte_at(4096 * 3), 0xaa);
+  EXPECT_EQ(f.byte_at(0), 0xaa);
+  EXPECT_EQ(f.byte_at(4096), 0xbb);
+  EXPECT_EQ(f.byte_at(4096 * 2), 0);  // never sent
+  ChannelStats stats;
+  f.rx.ExportStats(&stats);
+  EXPECT_EQ(stats.packets, 2u);
+  EXPECT_EQ(stats.pages, 3u);
+  EXPECT_EQ(stats.syncs, 2u);
+  EXPECT_EQ(stats.finishes, 1u);
+}
+
+TEST(ChannelReceiverTest, EndOfStreamBeforeFinishIsUnavailable) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {0}, 0xaa);
+  Fixture f(s);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  EXPECT_TRUE(absl::IsUnavailable(end.status())) << end.status();
+  EXPECT_THAT(end.status().message(),
+              HasSubstr("closed by peer before FINISH (after packet 1"));
+  EXPECT_FALSE(f.rx.finished());
+}
+
+TEST(ChannelReceiverTest, EndOfStreamMidPayloadKeepsWhatArrived) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {4096, 0}, 0xcc);
+  s.resize(s.size() - 100);  // the second page never arrives whole
+  Fixture f(s);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  EXPECT_TRUE(absl::IsUnavailable(end.status())) << end.status();
+  EXPECT_THAT(end.status().message(), HasSubstr("mid-packet"));
+  EXPECT_EQ(f.byte_at(4096 + 4095), 0xcc);
+  EXPECT_EQ(f.byte_at(4095 - 100), 0xcc);
+  EXPECT_EQ(f.byte_at(4095 - 99), 0);
+}
+
+}  // namespace
+}  // namespace ramferry::engine

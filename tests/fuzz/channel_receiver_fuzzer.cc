@@ -1,0 +1,198 @@
+// Fuzzes the destination's per-packet state machine: ChannelReceiver's
+// ReceiveOne, looped until it fails or reads FINISH, over a MemoryTransport
+// that serves the input (after one config byte, see ReceiverConfig) as the
+// bytes received on the channel, against the small real regions of
+// kFuzzRegions.
+//
+// Properties, checked for every input:
+//  - No byte outside the regions is written. Each region sits between two
+//    canary pages (checked after every input) inside a mapping with
+//    PROT_NONE guard pages beyond them (a far write crashes at once).
+//  - Before any payload lands, its destination is exactly the pages the
+//    packet's header names, in order, each wholly inside that region: the
+//    header is re-read here from the stream, independently of the decoders.
+//  - Each SYNC reports the pages applied in its round, rounds in order.
+//  - Every call consumes input (no hang), and every failure is one a
+//    hostile or truncated stream explains: INVALID_ARGUMENT, OUT_OF_RANGE,
+//    or UNAVAILABLE at the end of the stream.
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/channel_receiver.h"
+#include "engine/failure.h"
+#include "engine/region_table.h"
+#include "engine/round_barrier.h"
+#include "proto/packet.h"
+#include "proto/wire.h"
+#include "ramferry/region.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "tests/support/memory_transport.h"
+
+namespace ramferry::fuzz {
+namespace {
+
+constexpr size_t kCanaryBytes = 4096;
+constexpr uint8_t kCanary = 0xA5;
+
+// One region and the canary pages around it, on a guarded mapping.
+struct GuardedRegion {
+  std::unique_ptr<MappedMemory> memory;
+  Region region;
+};
+
+// Allocated once: mmap per input would dominate the fuzzer's time.
+std::vector<GuardedRegion>& Regions() {
+  static std::vector<GuardedRegion>* regions = [] {
+    auto* out = new std::vector<GuardedRegion>();
+    for (const FuzzRegionShape& shape : kFuzzRegions) {
+      const uint64_t length = uint64_t{shape.pages} * shape.page_size;
+      const uint64_t mapped = (length + 4095) / 4096 * 4096 + 2 * kCanaryBytes;
+      absl::StatusOr<std::unique_ptr<MappedMemory>> m =
+          MappedMemory::Allocate(mapped, {.guard_pages = true});
+      FUZZ_CHECK(m.ok());
+      GuardedRegion g;
+      g.memory = std::move(*m);
+      g.region.id = shape.id;
+      g.region.name = "fuzz";
+      g.region.base = g.memory->data() + kCanaryBytes;
+      g.region.length = length;
+      g.region.page_size = shape.page_size;
+      FUZZ_CHECK(ValidateRegion(g.region).ok());
+      out->push_back(std::move(g));
+    }
+    return out;
+  }();
+  return *regions;
+}
+
+const Region* FindRegion(uint32_t id) {
+  for (const GuardedRegion& g : Regions()) {
+    if (g.region.id == id) return &g.region;
+  }
+  return nullptr;
+}
+
+// Checks a payload's destination against the header of its packet, which
+// starts at `packet_at` in `stream`; the payload starts at `payload_at`.
+void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
+                        size_t payload_at, absl::Span<const iovec> dst,
+                        uint64_t* pages) {
+  // Read here with raw loads, not the decoders under test.
+  FUZZ_CHECK(payload_at >= packet_at + proto::kPacketFixedBytes);
+  const uint8_t* fixed = stream.data() + packet_at;
+  const uint32_t page_count = proto::Load32(fixed + 12);
+  FUZZ_CHECK(proto::Load32(fixed) == proto::kPacketMagic);
+  FUZZ_CHECK(payload_at - packet_at == proto::PacketHeaderBytes(page_count));
+  size_t count = 0;
+  for (const iovec& v : dst) count += v.iov_len;
+  const Region* r = FindRegion(proto::Load32(fixed + 32));
+  FUZZ_CHECK(r != nullptr);
+  FUZZ_CHECK(proto::Load32(fixed + 36) == r->page_size);
+  FUZZ_CHECK(count == uint64_t{page_count} * r->page_size);
+
+  // The pages the header names, in order, each inside the region.
+  auto* base = static_cast<uint8_t*>(r->base);
+  std::vector<uint8_t*> want;
+  for (uint32_t i = 0; i < page_count; ++i) {
+    const uint64_t off =
+        proto::Load64(fixed + proto::kPacketFixedBytes + 8 * i);
+    FUZZ_CHECK(off % r->page_size == 0);
+    FUZZ_CHECK(off < r->length && r->length - off >= r->page_size);
+    want.push_back(base + off);
+  }
+  // The pages the receiver is about to fill, in order.
+  std::vector<uint8_t*> got;
+  for (const iovec& v : dst) {
+    FUZZ_CHECK(v.iov_len > 0 && v.iov_len % r->page_size == 0);
+    auto* p = static_cast<uint8_t*>(v.iov_base);
+    FUZZ_CHECK(p >= base && p + v.iov_len <= base + r->length);
+    for (size_t at = 0; at < v.iov_len; at += r->page_size) {
+      got.push_back(p + at);
+    }
+  }
+  FUZZ_CHECK(got == want);
+  *pages += page_count;
+}
+
+void ResetCanaries() {
+  for (GuardedRegion& g : Regions()) {
+    std::memset(g.memory->data(), kCanary, g.memory->size());
+  }
+}
+
+void CheckCanaries() {
+  for (const GuardedRegion& g : Regions()) {
+    const uint8_t* m = g.memory->data();
+    const auto* base = static_cast<const uint8_t*>(g.region.base);
+    const uint8_t* end = base + g.region.length;
+    for (const uint8_t* p = m; p < base; ++p) FUZZ_CHECK(*p == kCanary);
+    for (const uint8_t* p = end; p < m + g.memory->size(); ++p) {
+      FUZZ_CHECK(*p == kCanary);
+    }
+  }
+}
+
+void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
+  if (in.empty()) return;
+  const ReceiverConfig cfg = DecodeReceiverConfig(in[0]);
+  const absl::Span<const uint8_t> stream = in.subspan(1);
+
+  std::vector<Region> regions;
+  for (const GuardedRegion& g : Regions()) regions.push_back(g.region);
+  ResetCanaries();
+  engine::RegionTable table(regions);
+
+  uint64_t round_pages = 0;  // payload pages seen since the last SYNC
+  uint64_t rounds = 0;
+  engine::RoundBarrier barrier(1, [&](uint64_t round, uint64_t pages) {
+    FUZZ_CHECK(round == rounds);
+    FUZZ_CHECK(pages == round_pages);
+    ++rounds;
+    round_pages = 0;
+    return absl::OkStatus();
+  });
+  engine::SessionFailure failure([](const absl::Status&, engine::Origin) {});
+
+  testing::MemoryTransport* transport = nullptr;
+  auto owned = std::make_unique<testing::MemoryTransport>(
+      stream, [&](absl::Span<const iovec> dst) {
+        CheckPayloadTarget(stream, transport->packet_start(),
+                           transport->position(), dst, &round_pages);
+      });
+  transport = owned.get();
+  engine::ChannelReceiver rx(cfg.channel, std::move(owned), &table,
+                             cfg.max_pages, &barrier, &failure);
+
+  while (true) {
+    const size_t before = transport->position();
+    absl::StatusOr<engine::ChannelReceiver::Step> step = rx.ReceiveOne();
+    if (!step.ok()) {
+      const absl::StatusCode code = step.status().code();
+      FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
+                 code == absl::StatusCode::kOutOfRange ||
+                 code == absl::StatusCode::kUnavailable);
+      FUZZ_CHECK(!rx.finished());
+      break;
+    }
+    FUZZ_CHECK(transport->position() > before);
+    if (*step == engine::ChannelReceiver::Step::kFinished) {
+      FUZZ_CHECK(rx.finished());
+      break;
+    }
+  }
+  CheckCanaries();
+}
+
+}  // namespace
+}  // namespace ramferry::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ramferry::fuzz::FuzzChannelReceiver({data, size});
+  return 0;
+}

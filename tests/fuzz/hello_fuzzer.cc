@@ -1,0 +1,56 @@
+// Fuzzes DecodeHello, the first bytes every connection sends (TCP stream or
+// RDMA connect private data), before anything about the peer is known.
+//
+// Properties: an accepted Hello obeys every rule the acceptor relies on
+// (role, nonzero session, index < count <= kMaxChannels, page bound, RDMA
+// chunk size); re-encoding it gives back the 56 input bytes exactly.
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/statusor.h"
+#include "proto/handshake.h"
+#include "proto/packet.h"
+#include "tests/fuzz/fuzz_support.h"
+
+namespace ramferry::fuzz {
+namespace {
+
+void FuzzHello(absl::Span<const uint8_t> in) {
+  absl::StatusOr<proto::Hello> h = proto::DecodeHello(in);
+  if (!h.ok()) return;
+  FUZZ_CHECK(in.size() >= proto::kHelloBytes);
+  FUZZ_CHECK(h->role == proto::Role::kControl || h->role == proto::Role::kData);
+  FUZZ_CHECK(!h->session.is_zero());
+  FUZZ_CHECK(h->channel_count >= 1 && h->channel_count <= proto::kMaxChannels);
+  FUZZ_CHECK(h->channel_index < h->channel_count);
+  FUZZ_CHECK(h->max_packet_pages >= 1 &&
+             h->max_packet_pages <= proto::kMaxPacketPagesLimit);
+  if (h->transport == proto::kRdmaTransportId) {
+    FUZZ_CHECK(h->rdma_chunk_bytes >= proto::kMinRdmaChunkBytes &&
+               h->rdma_chunk_bytes <= proto::kMaxRdmaChunkBytes &&
+               (h->rdma_chunk_bytes & (h->rdma_chunk_bytes - 1)) == 0);
+  } else {
+    FUZZ_CHECK(h->rdma_chunk_bytes == 0);
+  }
+
+  uint8_t out[proto::kHelloBytes];
+  proto::EncodeHello(*h, absl::MakeSpan(out));
+  FUZZ_CHECK(std::memcmp(out, in.data(), proto::kHelloBytes) == 0);
+  absl::StatusOr<proto::Hello> again = proto::DecodeHello(out);
+  FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(again->role == h->role && again->session == h->session &&
+             again->channel_index == h->channel_index &&
+             again->channel_count == h->channel_count &&
+             again->capabilities == h->capabilities &&
+             again->max_packet_pages == h->max_packet_pages &&
+             again->transport == h->transport &&
+             again->rdma_chunk_bytes == h->rdma_chunk_bytes);
+}
+
+}  // namespace
+}  // namespace ramferry::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ramferry::fuzz::FuzzHello({data, size});
+  return 0;
+}

@@ -1,0 +1,577 @@
+// Writes the seed corpus of every fuzz target: valid messages made by the
+// real encoders, plus edge cases (each an encoder's output with one field
+// pushed just past a bound), so the fuzzer starts from what peers actually
+// send instead of discovering magic numbers and lengths by itself.
+//
+//   fuzz_make_corpus --write tests/fuzz/corpus   regenerate (commit it)
+//   fuzz_make_corpus --check tests/fuzz/corpus   fail if it differs
+//
+// Deterministic: the same build writes the same bytes. Crash reproducers do
+// not belong here but in tests/fuzz/regressions/<target>/.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/control.h"
+#include "proto/handshake.h"
+#include "proto/packet.h"
+#include "proto/rdma_control.h"
+#include "proto/wire.h"
+#include "tests/fuzz/fuzz_support.h"
+
+namespace ramferry::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<uint8_t>;
+// target -> file name -> contents.
+using Corpus = std::map<std::string, std::map<std::string, Bytes>>;
+
+Bytes Payload(const Bytes& frame) {
+  return Bytes(frame.begin() + proto::kFrameHeaderBytes, frame.end());
+}
+
+Bytes Cat(std::initializer_list<Bytes> parts) {
+  Bytes out;
+  for (const Bytes& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// --- data-channel packets ---
+
+proto::PacketHeader Data(uint32_t channel, uint64_t num, uint64_t round,
+                         uint32_t region, uint32_t page_size, uint32_t pages) {
+  proto::PacketHeader h;
+  h.flags = proto::kPacketData;
+  h.channel = channel;
+  h.page_count = pages;
+  h.packet_num = num;
+  h.round = round;
+  h.region_id = region;
+  h.page_size = page_size;
+  return h;
+}
+
+proto::PacketHeader Marker(uint16_t flags, uint32_t channel, uint64_t num,
+                           uint64_t round) {
+  proto::PacketHeader h;
+  h.flags = flags;
+  h.channel = channel;
+  h.packet_num = num;
+  h.round = round;
+  return h;
+}
+
+Bytes Header(const proto::PacketHeader& h, const std::vector<uint64_t>& offs) {
+  Bytes out(proto::PacketHeaderBytes(h.page_count));
+  proto::EncodePacketHeader(h, offs, absl::MakeSpan(out));
+  return out;
+}
+
+std::vector<uint64_t> Run(uint32_t pages, uint64_t first, uint64_t step) {
+  std::vector<uint64_t> o;
+  for (uint32_t i = 0; i < pages; ++i) o.push_back(first + i * step);
+  return o;
+}
+
+// Header, offsets and the pages, each page filled with a distinct byte.
+Bytes Packet(const proto::PacketHeader& h, const std::vector<uint64_t>& offs) {
+  Bytes out = Header(h, offs);
+  for (uint32_t i = 0; i < h.page_count; ++i) {
+    out.insert(out.end(), h.page_size, static_cast<uint8_t>(0x10 + i));
+  }
+  return out;
+}
+
+void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
+  auto seed = [&](const char* name, uint8_t cfg, Bytes header) {
+    header.insert(header.begin(), cfg);
+    (*out)[name] = std::move(header);
+  };
+  // Config: channel, max pages index (1, 3, 128, 4096), region length
+  // index (0, 4 KiB, 12 KiB, 1 MiB, 1 TiB, 2^64-4096, 2^64-1, 512).
+  const uint8_t mib = EncodePacketHeaderConfig(0, 2, 3);
+  seed("data_1_page", mib, Header(Data(0, 0, 0, 1, 4096, 1), {0}));
+  seed("data_3_pages_scattered", EncodePacketHeaderConfig(1, 2, 3),
+       Header(Data(1, 7, 2, 1, 4096, 3), {4096 * 9, 0, 4096 * 255}));
+  seed("data_128_pages_run", mib,
+       Header(Data(0, 1, 0, 3, 4096, 128), Run(128, 0, 4096)));
+  seed("data_4096_pages", EncodePacketHeaderConfig(2, 3, 4),
+       Header(Data(2, 5, 1, 1, 4096, 4096), Run(4096, 1ull << 30, 4096)));
+  seed("data_last_page", mib,
+       Header(Data(0, 0, 0, 1, 4096, 1), {(1 << 20) - 4096}));
+  seed("data_512_byte_pages", EncodePacketHeaderConfig(3, 1, 7),
+       Header(Data(3, 0, 0, 9, 512, 1), {0}));
+  seed("data_1g_pages", EncodePacketHeaderConfig(0, 0, 4),
+       Header(Data(0, 0, 0, 2, 1u << 30, 1), {1023ull << 30}));
+  seed("data_top_of_address_space", EncodePacketHeaderConfig(0, 2, 5),
+       Header(Data(0, 0, 0, 1, 4096, 2), {~0ull - 8191, ~0ull - 4095}));
+  seed("sync", mib, Header(Marker(proto::kPacketSync, 0, 4, 0), {}));
+  seed("finish", mib, Header(Marker(proto::kPacketFinish, 0, 5, 1), {}));
+  // Edge cases, each just past one rule.
+  seed("edge_offset_one_past_end", mib,
+       Header(Data(0, 0, 0, 1, 4096, 1), {1 << 20}));
+  seed("edge_offset_unaligned", mib, Header(Data(0, 0, 0, 1, 4096, 1), {2048}));
+  seed("edge_offset_wraps", EncodePacketHeaderConfig(0, 2, 6),
+       Header(Data(0, 0, 0, 1, 4096, 1), {~0ull - 4095}));
+  seed("edge_region_smaller_than_page", EncodePacketHeaderConfig(0, 2, 7),
+       Header(Data(0, 0, 0, 1, 4096, 1), {0}));
+  seed("edge_region_empty", EncodePacketHeaderConfig(0, 2, 0),
+       Header(Data(0, 0, 0, 1, 4096, 1), {0}));
+  seed("edge_pages_over_max", EncodePacketHeaderConfig(0, 1, 3),
+       Header(Data(0, 0, 0, 1, 4096, 4), Run(4, 0, 4096)));
+  seed("edge_wrong_channel", EncodePacketHeaderConfig(1, 2, 3),
+       Header(Data(2, 0, 0, 1, 4096, 1), {0}));
+  seed("edge_sync_and_finish", mib,
+       Header(Marker(proto::kPacketSync | proto::kPacketFinish, 0, 0, 0), {}));
+  Bytes bad = Header(Data(0, 0, 0, 1, 4096, 1), {0});
+  bad[63] = 1;
+  seed("edge_reserved_byte", mib, bad);
+  bad = Header(Data(0, 0, 0, 1, 4096, 2), {0, 4096});
+  bad.resize(bad.size() - 1);
+  seed("edge_offsets_truncated", mib, bad);
+  bad.resize(proto::kPacketFixedBytes - 1);
+  seed("edge_fixed_truncated", mib, bad);
+}
+
+// --- handshake ---
+
+proto::SessionId Session() {
+  proto::SessionId s;
+  for (int i = 0; i < 16; ++i) s.bytes[i] = static_cast<uint8_t>(0xA0 + i);
+  return s;
+}
+
+Bytes HelloBytes(const proto::Hello& h) {
+  Bytes out(proto::kHelloBytes);
+  proto::EncodeHello(h, absl::MakeSpan(out));
+  return out;
+}
+
+void HelloSeeds(std::map<std::string, Bytes>* out) {
+  proto::Hello h;
+  h.role = proto::Role::kControl;
+  h.session = Session();
+  h.channel_count = 4;
+  h.capabilities = proto::kKnownCapabilities;
+  h.max_packet_pages = proto::kDefaultPacketPages;
+  h.transport = 1;
+  (*out)["control"] = HelloBytes(h);
+  h.role = proto::Role::kData;
+  h.channel_index = 3;
+  h.transport = 2;
+  (*out)["data_channel_3_of_4"] = HelloBytes(h);
+  h.channel_index = proto::kMaxChannels - 1;
+  h.channel_count = proto::kMaxChannels;
+  h.max_packet_pages = proto::kMaxPacketPagesLimit;
+  h.capabilities = ~0ull;  // unknown bits are offered, never granted
+  (*out)["data_max_channels_max_pages"] = HelloBytes(h);
+  h.channel_index = 0;
+  h.channel_count = 2;
+  h.max_packet_pages = 1;
+  h.capabilities = proto::kCapRdmaPinAll | proto::kCapRdmaRegBatch;
+  h.transport = proto::kRdmaTransportId;
+  h.rdma_chunk_bytes = 1 << 20;
+  (*out)["rdma_1mib_chunks"] = HelloBytes(h);
+  h.rdma_chunk_bytes = proto::kMaxRdmaChunkBytes;
+  (*out)["rdma_max_chunks"] = HelloBytes(h);
+  h.rdma_chunk_bytes = proto::kMaxRdmaChunkBytes + proto::kMinRdmaChunkBytes;
+  (*out)["edge_rdma_chunk_not_power_of_two"] = HelloBytes(h);
+  h.transport = 1;
+  h.rdma_chunk_bytes = 4096;
+  (*out)["edge_chunk_bytes_without_rdma"] = HelloBytes(h);
+  h.rdma_chunk_bytes = 0;
+  h.channel_index = 2;
+  (*out)["edge_index_not_below_count"] = HelloBytes(h);
+  h.channel_index = 0;
+  h.max_packet_pages = proto::kMaxPacketPagesLimit + 1;
+  (*out)["edge_max_pages_over_limit"] = HelloBytes(h);
+  h.max_packet_pages = 8;
+  h.session = {};
+  (*out)["edge_zero_session"] = HelloBytes(h);
+  h.session = Session();
+  Bytes b = HelloBytes(h);
+  b[47] = 1;
+  (*out)["edge_reserved_field"] = b;
+  b = HelloBytes(h);
+  b[5] = 2;
+  (*out)["edge_version_2"] = b;
+  b = HelloBytes(h);
+  b.resize(proto::kHelloBytes - 1);
+  (*out)["edge_truncated"] = b;
+}
+
+Bytes ReplyBytes(const proto::HelloReply& r) {
+  Bytes out(proto::kHelloReplyBytes);
+  proto::EncodeHelloReply(r, absl::MakeSpan(out));
+  return out;
+}
+
+void HelloReplySeeds(std::map<std::string, Bytes>* out) {
+  proto::HelloReply r;
+  r.capabilities = proto::kCapVerify;
+  (*out)["accepted"] = ReplyBytes(r);
+  r.status = static_cast<uint16_t>(absl::StatusCode::kFailedPrecondition);
+  r.capabilities = 0;
+  r.reason = "channel 2 of session a0a1 is already connected";
+  (*out)["refused"] = ReplyBytes(r);
+  r.status = static_cast<uint16_t>(absl::StatusCode::kUnauthenticated);
+  r.reason = std::string(proto::kHelloReasonBytes - 1, 'r');
+  (*out)["refused_longest_reason"] = ReplyBytes(r);
+  Bytes b = ReplyBytes(r);
+  b[proto::kHelloReplyBytes - 1] = 'r';
+  (*out)["edge_reason_unterminated"] = b;
+  b = ReplyBytes(r);
+  b[16] = 0x01;
+  b[17] = 0xff;
+  (*out)["edge_reason_unprintable"] = b;
+  r.status = static_cast<uint16_t>(absl::StatusCode::kUnauthenticated) + 1;
+  (*out)["edge_status_not_a_code"] = ReplyBytes(r);
+  b = ReplyBytes(r);
+  b.resize(proto::kHelloReplyBytes - 1);
+  (*out)["edge_truncated"] = b;
+}
+
+// --- control messages ---
+
+std::vector<proto::RegionInfo> Regions(uint32_t n) {
+  std::vector<proto::RegionInfo> t;
+  for (uint32_t i = 0; i < n; ++i) {
+    t.push_back(
+        {i + 1, 4096, uint64_t{4096} * (i + 1), "ram-" + std::to_string(i)});
+  }
+  return t;
+}
+
+void ControlSeeds(Corpus* c) {
+  auto& frame = (*c)["control_frame"];
+  auto& table = (*c)["region_table"];
+  auto& reply = (*c)["region_reply"];
+  auto& done = (*c)["round_done"];
+  auto& error = (*c)["error_message"];
+  auto& empty = (*c)["empty_message"];
+  auto& vreq = (*c)["verify_request"];
+  auto& vres = (*c)["verify_result"];
+
+  // Region tables.
+  Bytes t1 = proto::EncodeRegionTable(Regions(1));
+  table["one_region"] = Payload(t1);
+  frame["region_table"] = t1;
+  std::vector<proto::RegionInfo> mixed = {
+      {7, 512, 512 * 3, "small-pages"},
+      {0xffffffffu, proto::kMaxPageSize, uint64_t{proto::kMaxPageSize} * 4,
+       std::string(proto::kMaxRegionNameBytes, 'n')},
+      {0, 4096, 1ull << 40, ""},
+  };
+  table["mixed_regions"] = Payload(proto::EncodeRegionTable(mixed));
+  table["sixteen_regions"] = Payload(proto::EncodeRegionTable(Regions(16)));
+  table["edge_duplicate_id"] = Payload(
+      proto::EncodeRegionTable({{1, 4096, 4096, "a"}, {1, 4096, 8192, "b"}}));
+  table["edge_length_not_page_multiple"] =
+      Payload(proto::EncodeRegionTable({{1, 4096, 4097, "a"}}));
+  table["edge_page_size_not_power_of_two"] =
+      Payload(proto::EncodeRegionTable({{1, 3 * 1024, 3 * 1024, "a"}}));
+  table["edge_name_unprintable"] =
+      Payload(proto::EncodeRegionTable({{1, 4096, 4096, "a\nb"}}));
+  table["edge_no_regions"] = Payload(proto::EncodeRegionTable({}));
+  Bytes b = Payload(t1);
+  b.push_back(0);
+  table["edge_trailing_byte"] = b;
+
+  // Region replies.
+  Bytes r = proto::EncodeRegionReply({true, ""});
+  reply["accepted"] = Payload(r);
+  frame["region_reply"] = r;
+  reply["refused"] = Payload(proto::EncodeRegionReply(
+      {false, "region 1: source has 8192 bytes, destination 4096"}));
+  reply["refused_longest_reason"] = Payload(proto::EncodeRegionReply(
+      {false, std::string(proto::kMaxErrorTextBytes, 'x')}));
+  b = Payload(r);
+  b[0] = 2;
+  reply["edge_accepted_flag_2"] = b;
+  reply["edge_reason_unprintable"] =
+      Payload(proto::EncodeRegionReply({false, "tab\there"}));
+
+  // Round done.
+  Bytes d = proto::EncodeRoundDone({3, 262144});
+  done["round_3"] = Payload(d);
+  frame["round_done"] = d;
+  done["max_values"] = Payload(proto::EncodeRoundDone({~0ull, ~0ull}));
+
+  // Errors.
+  Bytes e = proto::EncodeError(proto::MakeErrorMessage(
+      absl::InvalidArgumentError("bad packet header: packet number 9"), 2));
+  error["invalid_argument_channel_2"] = Payload(e);
+  frame["error"] = e;
+  error["no_channel"] = Payload(proto::EncodeError(
+      proto::MakeErrorMessage(absl::UnavailableError("closed"))));
+  error["longest_text"] = Payload(proto::EncodeError(proto::MakeErrorMessage(
+      absl::DataLossError(std::string(proto::kMaxErrorTextBytes, 'e')))));
+  error["text_unprintable"] = Payload(proto::EncodeError(
+      proto::MakeErrorMessage(absl::InternalError("line\nbreak\x7f"), 0)));
+  proto::ErrorMessage em;
+  em.code = 0;
+  em.text = "ok is not an error";
+  error["edge_code_ok"] = Payload(proto::EncodeError(em));
+  em.code = static_cast<uint16_t>(absl::StatusCode::kUnauthenticated) + 1;
+  error["edge_code_unknown"] = Payload(proto::EncodeError(em));
+
+  // FINISH, FINISH_ACK.
+  frame["finish"] = proto::EncodeFinish();
+  frame["finish_ack"] = proto::EncodeFinishAck();
+  empty["finish"] = {0};
+  empty["finish_ack"] = {1};
+  empty["edge_finish_with_payload"] = {0, 0};
+
+  // Verify.
+  Bytes q = proto::EncodeVerifyRequest({1, 0, 1024});
+  vreq["first_1024_pages"] = Payload(q);
+  frame["verify_request"] = q;
+  vreq["max_pages"] = Payload(
+      proto::EncodeVerifyRequest({0xffffffffu, ~0ull, proto::kMaxVerifyPages}));
+  vreq["edge_zero_pages"] = Payload(proto::EncodeVerifyRequest({1, 0, 0}));
+  vreq["edge_pages_over_max"] =
+      Payload(proto::EncodeVerifyRequest({1, 0, proto::kMaxVerifyPages + 1}));
+  proto::VerifyResult v{1, 64, {}};
+  for (uint64_t i = 0; i < 16; ++i) {
+    v.page_digests.push_back(0x9E3779B97F4A7C15ull * (i + 1));
+  }
+  Bytes vr = proto::EncodeVerifyResult(v);
+  vres["sixteen_digests"] = Payload(vr);
+  frame["verify_result"] = vr;
+  vres["no_digests"] = Payload(proto::EncodeVerifyResult({2, 0, {}}));
+  b = Payload(vr);
+  b.resize(b.size() - 8);
+  vres["edge_count_exceeds_digests"] = b;
+
+  // Frame headers past their bounds, and an unknown type.
+  auto head = [](uint32_t type, uint32_t length) {
+    Bytes h(proto::kFrameHeaderBytes);
+    proto::Store32(h.data(), type);
+    proto::Store32(h.data() + 4, length);
+    return h;
+  };
+  frame["edge_unknown_type"] = head(9, 0);
+  frame["edge_round_done_over_bound"] =
+      Cat({head(static_cast<uint32_t>(proto::ControlType::kRoundDone), 17),
+           Bytes(17, 0)});
+  frame["edge_finish_with_payload"] =
+      Cat({head(static_cast<uint32_t>(proto::ControlType::kFinish), 1), {0}});
+  frame["edge_payload_missing"] =
+      head(static_cast<uint32_t>(proto::ControlType::kVerifyRequest), 16);
+}
+
+// --- RDMA control ---
+
+void RdmaControlSeeds(std::map<std::string, Bytes>* out) {
+  proto::RdmaControl c;
+  c.type = proto::RdmaControlType::kRegionKeys;
+  c.region_keys = {{1, 0x1234, 0x7f0000000000ull, 1ull << 30},
+                   {2, 0x5678, 0x7f0040000000ull, 4096}};
+  (*out)["region_keys"] = proto::EncodeRdmaControl(c);
+  c.region_keys.assign(proto::kMaxRdmaControlEntries, {9, 1, 2, 3});
+  (*out)["region_keys_max"] = proto::EncodeRdmaControl(c);
+  c.region_keys.clear();
+  c.type = proto::RdmaControlType::kRegisterRequest;
+  c.chunks = {{1, 0}};
+  (*out)["register_request"] = proto::EncodeRdmaControl(c);
+  c.chunks = {{1, 0}, {1, 1}, {2, 0xffffffffu}};
+  (*out)["register_request_batch"] = proto::EncodeRdmaControl(c);
+  c.type = proto::RdmaControlType::kCompress;
+  (*out)["compress"] = proto::EncodeRdmaControl(c);
+  c.chunks.assign(proto::kMaxRdmaControlEntries + 1, {1, 1});
+  (*out)["edge_compress_over_max"] = proto::EncodeRdmaControl(c);
+  c.chunks.clear();
+  (*out)["edge_compress_empty"] = proto::EncodeRdmaControl(c);
+  c.type = proto::RdmaControlType::kRegisterResult;
+  c.results = {{0xabcd, 0x7f0000001000ull}, {0xef01, 0x7f0000002000ull}};
+  Bytes b = proto::EncodeRdmaControl(c);
+  (*out)["register_result"] = b;
+  b[8 + 4] = 1;
+  (*out)["edge_result_reserved_word"] = b;
+  b = proto::EncodeRdmaControl(c);
+  b[5] = 5;
+  (*out)["edge_unknown_type"] = b;
+  b = proto::EncodeRdmaControl(c);
+  b.pop_back();
+  (*out)["edge_truncated_entry"] = b;
+}
+
+// --- the receiver's stream ---
+
+void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
+  // Regions (kFuzzRegions): 1 = 4 x 4096, 2 = 8 x 512, 0xfffffffe = 2 x 8192.
+  const uint32_t big = kFuzzRegions[2].id;
+  auto seed = [&](const char* name, uint8_t cfg, Bytes stream) {
+    stream.insert(stream.begin(), cfg);
+    (*out)[name] = std::move(stream);
+  };
+  const uint8_t ch0 = EncodeReceiverConfig(0, 2);  // channel 0, 128 pages
+  const uint8_t ch3 = EncodeReceiverConfig(3, 1);  // channel 3, 3 pages
+
+  seed("two_rounds", ch0,
+       Cat({Packet(Data(0, 0, 0, 1, 4096, 2), {0, 4096 * 2}),
+            Packet(Data(0, 1, 0, 2, 512, 3), {512 * 7, 0, 512}),
+            Header(Marker(proto::kPacketSync, 0, 2, 0), {}),
+            Packet(Data(0, 3, 1, big, 8192, 1), {8192}),
+            Header(Marker(proto::kPacketSync, 0, 4, 1), {}),
+            Header(Marker(proto::kPacketFinish, 0, 5, 2), {})}));
+  seed("channel_3_max_3_pages", ch3,
+       Cat({Packet(Data(3, 0, 0, 2, 512, 3), Run(3, 512 * 5, 512)),
+            Packet(Data(3, 1, 0, big, 8192, 2), {8192, 0}),
+            Header(Marker(proto::kPacketSync, 3, 2, 0), {}),
+            Header(Marker(proto::kPacketFinish, 3, 3, 1), {})}));
+  seed("whole_region_one_packet", ch0,
+       Cat({Packet(Data(0, 0, 0, 1, 4096, 4), Run(4, 0, 4096)),
+            Header(Marker(proto::kPacketFinish, 0, 1, 0), {})}));
+  seed("same_page_twice", ch0,
+       Cat({Packet(Data(0, 0, 0, 1, 4096, 3), {4096, 8192, 4096}),
+            Header(Marker(proto::kPacketFinish, 0, 1, 0), {})}));
+  seed("one_page_max_1", EncodeReceiverConfig(1, 0),
+       Cat({Packet(Data(1, 0, 0, 1, 4096, 1), {4096 * 3}),
+            Header(Marker(proto::kPacketSync, 1, 1, 0), {}),
+            Packet(Data(1, 2, 1, 1, 4096, 1), {4096 * 3}),
+            Header(Marker(proto::kPacketFinish, 1, 3, 1), {})}));
+  seed("sync_only", ch0,
+       Cat({Header(Marker(proto::kPacketSync, 0, 0, 0), {}),
+            Header(Marker(proto::kPacketSync, 0, 1, 1), {}),
+            Header(Marker(proto::kPacketFinish, 0, 2, 2), {})}));
+  // Edge cases: each stream is valid up to one bad packet.
+  const Bytes first = Packet(Data(0, 0, 0, 1, 4096, 1), {0});
+  seed("edge_empty_stream", ch0, {});
+  Bytes cut = first;
+  cut.resize(cut.size() - 100);
+  seed("edge_ends_mid_payload", ch0, cut);
+  cut.resize(40);
+  seed("edge_ends_mid_header", ch0, cut);
+  seed("edge_ends_before_finish", ch0, first);
+  seed("edge_offset_past_region", ch0,
+       Cat({first, Packet(Data(0, 1, 0, 1, 4096, 1), {4096 * 4})}));
+  seed("edge_offset_unaligned", ch0,
+       Cat({first, Packet(Data(0, 1, 0, 2, 512, 1), {256})}));
+  seed("edge_page_size_mismatch", ch0,
+       Cat({first, Packet(Data(0, 1, 0, big, 4096, 1), {0})}));
+  seed("edge_unknown_region", ch0,
+       Cat({first, Packet(Data(0, 1, 0, 3, 4096, 1), {0})}));
+  seed("edge_packet_number_skips", ch0,
+       Cat({first, Packet(Data(0, 2, 0, 1, 4096, 1), {0})}));
+  seed("edge_round_ahead", ch0,
+       Cat({first, Packet(Data(0, 1, 1, 1, 4096, 1), {0})}));
+  seed("edge_wrong_channel", ch0, Packet(Data(1, 0, 0, 1, 4096, 1), {0}));
+  seed("edge_pages_over_max", ch3,
+       Packet(Data(3, 0, 0, 2, 512, 4), Run(4, 0, 512)));
+  seed("edge_bytes_after_finish", ch0,
+       Cat({Header(Marker(proto::kPacketFinish, 0, 0, 0), {}), first}));
+}
+
+Corpus Generate() {
+  Corpus c;
+  PacketHeaderSeeds(&c["packet_header"]);
+  HelloSeeds(&c["hello"]);
+  HelloReplySeeds(&c["hello_reply"]);
+  ControlSeeds(&c);
+  RdmaControlSeeds(&c["rdma_control"]);
+  ChannelReceiverSeeds(&c["channel_receiver"]);
+  return c;
+}
+
+bool ReadFile(const fs::path& p, Bytes* out) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in),
+              std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
+bool WriteFile(const fs::path& p, const Bytes& b) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()),
+            static_cast<std::streamsize>(b.size()));
+  return static_cast<bool>(out);
+}
+
+// The regular, non-hidden files directly in `dir`.
+std::set<std::string> Listing(const fs::path& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (e.is_regular_file() && n.rfind('.', 0) != 0) names.insert(n);
+  }
+  return names;
+}
+
+int Write(const fs::path& root, const Corpus& corpus) {
+  for (const auto& [target, files] : corpus) {
+    const fs::path dir = root / target;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    // Stale seeds go: the directory holds exactly what is generated.
+    for (const std::string& n : Listing(dir)) {
+      if (!files.count(n)) fs::remove(dir / n, ec);
+    }
+    for (const auto& [name, bytes] : files) {
+      if (!WriteFile(dir / name, bytes)) {
+        std::fprintf(stderr, "cannot write %s\n", (dir / name).c_str());
+        return 1;
+      }
+    }
+    std::printf("%-18s %3zu seeds\n", target.c_str(), files.size());
+  }
+  return 0;
+}
+
+int Check(const fs::path& root, const Corpus& corpus) {
+  int bad = 0;
+  for (const auto& [target, files] : corpus) {
+    const fs::path dir = root / target;
+    for (const std::string& n : Listing(dir)) {
+      if (!files.count(n)) {
+        std::fprintf(stderr, "%s: not generated (stale seed?)\n",
+                     (dir / n).c_str());
+        ++bad;
+      }
+    }
+    for (const auto& [name, bytes] : files) {
+      Bytes have;
+      if (!ReadFile(dir / name, &have) || have != bytes) {
+        std::fprintf(stderr, "%s: missing or differs from the encoders\n",
+                     (dir / name).c_str());
+        ++bad;
+      }
+    }
+  }
+  if (bad != 0) {
+    std::fprintf(stderr,
+                 "%d corpus files out of date; regenerate with "
+                 "fuzz_make_corpus --write %s and commit\n",
+                 bad, root.c_str());
+    return 1;
+  }
+  std::printf("corpus matches the encoders (%zu targets)\n", corpus.size());
+  return 0;
+}
+
+}  // namespace
+}  // namespace ramferry::fuzz
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::strcmp(argv[1], "--write") != 0 &&
+                    std::strcmp(argv[1], "--check") != 0)) {
+    std::fprintf(stderr, "usage: %s --write|--check CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const ramferry::fuzz::Corpus corpus = ramferry::fuzz::Generate();
+  return std::strcmp(argv[1], "--write") == 0
+             ? ramferry::fuzz::Write(argv[2], corpus)
+             : ramferry::fuzz::Check(argv[2], corpus);
+}

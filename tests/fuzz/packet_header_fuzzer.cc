@@ -1,0 +1,81 @@
+// Fuzzes the data-channel packet header decoders, DecodePacketFixed and
+// DecodePageOffsets, with the channel, page bound and region length taken
+// from the first input byte (see PacketHeaderConfig).
+//
+// Properties: every accepted header obeys the rules the receiver relies on
+// (its channel, page count bound, SYNC/FINISH carry nothing); every
+// accepted offset is page-aligned and names a page wholly inside the
+// region; and re-encoding what was decoded gives back the input bytes
+// exactly (the format has no field a decoder may normalise).
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/packet.h"
+#include "tests/fuzz/fuzz_support.h"
+
+namespace ramferry::fuzz {
+namespace {
+
+bool ValidPageSize(uint32_t s) {
+  // DecodePageOffsets' precondition, which the receiver meets by matching
+  // the header's page size to a validated region's.
+  return s >= 512 && (s & (s - 1)) == 0;
+}
+
+void FuzzPacketHeader(absl::Span<const uint8_t> in) {
+  if (in.empty()) return;
+  const PacketHeaderConfig cfg = DecodePacketHeaderConfig(in[0]);
+  in.remove_prefix(1);
+
+  absl::StatusOr<proto::PacketHeader> h =
+      proto::DecodePacketFixed(in, cfg.channel, cfg.max_pages);
+  if (!h.ok()) return;
+  FUZZ_CHECK(h->channel == cfg.channel);
+  FUZZ_CHECK((h->flags & ~proto::kKnownPacketFlags) == 0);
+  if (h->is_data()) {
+    FUZZ_CHECK(h->page_count >= 1 && h->page_count <= cfg.max_pages);
+  } else {
+    FUZZ_CHECK(h->page_count == 0 && h->region_id == 0 && h->page_size == 0);
+  }
+
+  std::vector<uint64_t> offsets(h->page_count);
+  auto raw = in.subspan(proto::kPacketFixedBytes);
+  if (h->is_data() && ValidPageSize(h->page_size)) {
+    absl::Status s = proto::DecodePageOffsets(*h, raw, cfg.region_length,
+                                              absl::MakeSpan(offsets));
+    if (!s.ok()) return;
+    FUZZ_CHECK(raw.size() >= 8 * size_t{h->page_count});
+    for (uint64_t off : offsets) {
+      FUZZ_CHECK(off % h->page_size == 0);
+      FUZZ_CHECK(cfg.region_length >= h->page_size);
+      FUZZ_CHECK(off <= cfg.region_length - h->page_size);
+    }
+  } else if (h->is_data()) {
+    return;  // not a header the receiver would read offsets for
+  }
+
+  // Round trip, byte for byte.
+  const size_t bytes = proto::PacketHeaderBytes(h->page_count);
+  std::vector<uint8_t> out(bytes);
+  FUZZ_CHECK(proto::EncodePacketHeader(*h, offsets, absl::MakeSpan(out)) ==
+             bytes);
+  FUZZ_CHECK(in.size() >= bytes);
+  FUZZ_CHECK(std::memcmp(out.data(), in.data(), bytes) == 0);
+  absl::StatusOr<proto::PacketHeader> again =
+      proto::DecodePacketFixed(out, cfg.channel, cfg.max_pages);
+  FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(again->flags == h->flags && again->packet_num == h->packet_num &&
+             again->round == h->round && again->page_count == h->page_count &&
+             again->region_id == h->region_id &&
+             again->page_size == h->page_size);
+}
+
+}  // namespace
+}  // namespace ramferry::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ramferry::fuzz::FuzzPacketHeader({data, size});
+  return 0;
+}
