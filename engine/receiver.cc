@@ -18,6 +18,7 @@
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/status_util.h"
+#include "engine/transports.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
 
@@ -258,7 +259,9 @@ void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {
     if (fd >= 0) close(fd);
     slot.state = ChannelSlot::kLost;
   } else {
-    slot.transport = channels::OpenTcp(fd, ChannelOptions());
+    slot.transport = engine::DecorateTransport(
+        channels::OpenTcp(fd, ChannelOptions()),
+        {.source = false, .channel = h.channel_index, .fd = fd});
     slot.state = ChannelSlot::kReady;
   }
   cv_.notify_all();
@@ -268,7 +271,8 @@ void ReceiverImpl::DeliverTransport(
     const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
   std::unique_lock<std::mutex> lock(mu_);
   ChannelSlot& slot = slots_[h.channel_index];
-  slot.transport = std::move(transport);
+  slot.transport = engine::DecorateTransport(
+      std::move(transport), {.source = false, .channel = h.channel_index});
   slot.state = ChannelSlot::kReady;
   cv_.notify_all();
 }

@@ -228,9 +228,13 @@ SenderImpl::OpenSocketChannel(const proto::Hello& hello,
     close(*fd);
     return r.status();
   }
-  return engine::OpenSocketTransport(options_.transport, *fd, topts,
-                                     options_.fallback_to_tcp_zerocopy,
-                                     warning);
+  absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+      engine::OpenSocketTransport(options_.transport, *fd, topts,
+                                  options_.fallback_to_tcp_zerocopy, warning);
+  if (!t.ok()) return t;
+  return engine::DecorateTransport(
+      std::move(*t),
+      {.source = true, .channel = hello.channel_index, .fd = *fd});
 }
 
 absl::StatusOr<std::unique_ptr<channels::Transport>>
@@ -243,8 +247,12 @@ SenderImpl::OpenRdmaChannel(proto::Hello hello,
   config.max_inline = options_.rdma_max_inline;
   config.connect_timeout = options_.handshake_timeout;
   proto::HelloReply reply;
-  return channels::ConnectRdma(options_.host, options_.port, hello, topts,
-                               config, &reply);
+  absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+      channels::ConnectRdma(options_.host, options_.port, hello, topts, config,
+                            &reply);
+  if (!t.ok()) return t;
+  return engine::DecorateTransport(
+      std::move(*t), {.source = true, .channel = hello.channel_index});
 }
 
 void SenderImpl::ControlLoop() {
