@@ -507,7 +507,12 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
                              engine::Origin origin) {
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
-    // The reason first, then the sockets: the source can tell the cause
+    // The barrier first: a RoundDone is sent under its lock, so once it is
+    // aborted no round is confirmed any more, and every RoundDone is on the
+    // wire before the ERROR. The source stops reading at the ERROR; a
+    // RoundDone behind it would be applied here but never counted there.
+    if (barrier_ != nullptr) barrier_->Abort();
+    // The reason next, then the sockets: the source can tell the cause
     // from the echo. The control connection stays open for the Serve
     // thread, which reads a last ERROR from the source and closes it.
     if (control_ != nullptr && origin == engine::Origin::kLocal) {
@@ -515,7 +520,6 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
                         absl::Seconds(1));
     }
     for (auto& c : channels_) c->transport().Shutdown();
-    if (barrier_ != nullptr) barrier_->Abort();
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.notify_all();
