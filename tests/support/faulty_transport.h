@@ -56,7 +56,8 @@ enum class FaultKind : int {
   // timeout.
   kDelay,
   // shutdown(SHUT_RDWR) of the real connection (the peer sees EOF), then
-  // the call proceeds on it. rdma: the transport's own Shutdown().
+  // the call proceeds on it. rdma (no socket to cut): the transport's own
+  // Shutdown(), the nearest it has.
   kShutdown,
   // Aborts the real connection with a RST (connect(AF_UNSPEC) on the
   // socket: the kernel sends a reset, as SO_LINGER{1,0} + close would,
