@@ -19,6 +19,7 @@
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/status_util.h"
+#include "engine/transports.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
 
@@ -267,7 +268,9 @@ void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {
     if (fd >= 0) close(fd);
     slot.state = ChannelSlot::kLost;
   } else {
-    slot.transport = channels::OpenTcp(fd, ChannelOptions());
+    slot.transport = engine::DecorateTransport(
+        channels::OpenTcp(fd, ChannelOptions()),
+        {.source = false, .channel = h.channel_index, .fd = fd});
     slot.state = ChannelSlot::kReady;
   }
   cv_.notify_all();
@@ -277,7 +280,8 @@ void ReceiverImpl::DeliverTransport(
     const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
   std::unique_lock<std::mutex> lock(mu_);
   ChannelSlot& slot = slots_[h.channel_index];
-  slot.transport = std::move(transport);
+  slot.transport = engine::DecorateTransport(
+      std::move(transport), {.source = false, .channel = h.channel_index});
   slot.state = ChannelSlot::kReady;
   cv_.notify_all();
 }
@@ -532,7 +536,12 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
                              engine::Origin origin) {
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
-    // The reason first, then the sockets: the source can tell the cause
+    // The barrier first: a RoundDone is sent under its lock, so once it is
+    // aborted no round is confirmed any more, and every RoundDone is on the
+    // wire before the ERROR. The source stops reading at the ERROR; a
+    // RoundDone behind it would be applied here but never counted there.
+    if (barrier_ != nullptr) barrier_->Abort();
+    // The reason next, then the sockets: the source can tell the cause
     // from the echo. The control connection stays open for the Serve
     // thread, which reads a last ERROR from the source and closes it.
     if (control_ != nullptr && origin == engine::Origin::kLocal) {
@@ -540,7 +549,6 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
                         absl::Seconds(1));
     }
     for (auto& c : channels_) c->transport().Shutdown();
-    if (barrier_ != nullptr) barrier_->Abort();
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.notify_all();

@@ -233,9 +233,13 @@ SenderImpl::OpenSocketChannel(const proto::Hello& hello,
     close(*fd);
     return r.status();
   }
-  return engine::OpenSocketTransport(options_.transport, *fd, topts,
-                                     options_.fallback_to_tcp_zerocopy,
-                                     warning);
+  absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+      engine::OpenSocketTransport(options_.transport, *fd, topts,
+                                  options_.fallback_to_tcp_zerocopy, warning);
+  if (!t.ok()) return t;
+  return engine::DecorateTransport(
+      std::move(*t),
+      {.source = true, .channel = hello.channel_index, .fd = *fd});
 }
 
 absl::StatusOr<std::unique_ptr<channels::Transport>>
@@ -248,8 +252,12 @@ SenderImpl::OpenRdmaChannel(proto::Hello hello,
   config.max_inline = options_.rdma_max_inline;
   config.connect_timeout = options_.handshake_timeout;
   proto::HelloReply reply;
-  return channels::ConnectRdma(options_.host, options_.port, hello, topts,
-                               config, &reply);
+  absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+      channels::ConnectRdma(options_.host, options_.port, hello, topts, config,
+                            &reply);
+  if (!t.ok()) return t;
+  return engine::DecorateTransport(
+      std::move(*t), {.source = true, .channel = hello.channel_index});
 }
 
 void SenderImpl::ControlLoop() {
@@ -269,15 +277,19 @@ void SenderImpl::ControlLoop() {
       bool expected;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        control_closed_ = true;
         expected = finish_acked_;
-        cv_.notify_all();
       }
+      // Recorded before control_closed_ wakes a waiting caller, so the
+      // caller reports this cause rather than a bare "control connection
+      // closed" of its own.
       if (!expected) {
         failure_.Fail(absl::UnavailableError(
             absl::StrCat("lost the control connection to the destination: ",
                          m.status().message())));
       }
+      std::unique_lock<std::mutex> lock(mu_);
+      control_closed_ = true;
+      cv_.notify_all();
       return;
     }
     absl::Status bad;
@@ -378,13 +390,17 @@ absl::Status SenderImpl::FinalStatus() {
   uint64_t confirmed;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // A local echo (a reset after the destination refused a packet) is
-    // not the cause: give the destination's ERROR a moment to arrive.
+    // Read the destination's last word before closing the control
+    // connection: its ERROR (a local echo, such as a reset after the
+    // destination refused a packet, is not the cause), or its close once
+    // it learned of our failure; every RoundDone it sent comes before
+    // either. Stopping at a local error without it could drop a RoundDone
+    // already on the wire, and confirmed_rounds() would then miss a round
+    // the destination confirmed. Short unless the destination is stalled.
     const auto until = std::chrono::steady_clock::now() +
                        absl::ToChronoNanoseconds(engine::kRootCauseGrace);
     cv_.wait_until(lock, until, [&] {
-      return !engine::IsEcho(local) || local_is_peers || peer_error_ ||
-             control_closed_;
+      return local_is_peers || peer_error_ || control_closed_;
     });
     peer = peer_error_;
     confirmed = confirmed_rounds_;

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <mutex>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
@@ -9,6 +12,31 @@
 #include "channels/uring_zerocopy.h"
 
 namespace ramferry::engine {
+namespace {
+
+std::mutex decorator_mu;
+TransportDecorator& Decorator() {  // guarded by decorator_mu
+  static TransportDecorator* d = new TransportDecorator();
+  return *d;
+}
+
+}  // namespace
+
+void SetTransportDecoratorForTesting(TransportDecorator decorator) {
+  std::lock_guard<std::mutex> lock(decorator_mu);
+  Decorator() = std::move(decorator);
+}
+
+std::unique_ptr<channels::Transport> DecorateTransport(
+    std::unique_ptr<channels::Transport> transport, const TransportSite& site) {
+  TransportDecorator d;
+  {
+    std::lock_guard<std::mutex> lock(decorator_mu);
+    d = Decorator();
+  }
+  if (!d || transport == nullptr) return transport;
+  return d(std::move(transport), site);
+}
 
 absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketTransport(
     TransportKind kind, int fd, const channels::TransportOptions& options,
