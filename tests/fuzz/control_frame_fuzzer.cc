@@ -43,10 +43,10 @@ absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
       return proto::EncodeError(*m);
     }
     case proto::ControlType::kFinish:
-    case proto::ControlType::kFinishAck: {
+    case proto::ControlType::kFinishAck:
+    case proto::ControlType::kHeartbeat: {
       if (absl::Status s = proto::DecodeEmpty(type, payload); !s.ok()) return s;
-      return type == proto::ControlType::kFinish ? proto::EncodeFinish()
-                                                 : proto::EncodeFinishAck();
+      return EncodeEmpty(type);
     }
     case proto::ControlType::kVerifyRequest: {
       auto m = proto::DecodeVerifyRequest(payload);

@@ -27,6 +27,21 @@ inline absl::Span<const uint8_t> EncodedPayload(
   return absl::MakeConstSpan(frame).subspan(proto::kFrameHeaderBytes);
 }
 
+// The encoder's frame for a payload-less type.
+inline std::vector<uint8_t> EncodeEmpty(proto::ControlType type) {
+  switch (type) {
+    case proto::ControlType::kFinish:
+      return proto::EncodeFinish();
+    case proto::ControlType::kFinishAck:
+      return proto::EncodeFinishAck();
+    case proto::ControlType::kHeartbeat:
+      return proto::EncodeHeartbeat();
+    default:
+      FUZZ_CHECK(false && "not a payload-less control type");
+      return {};
+  }
+}
+
 inline bool SameBytes(absl::Span<const uint8_t> a,
                       absl::Span<const uint8_t> b) {
   return a.size() == b.size() &&

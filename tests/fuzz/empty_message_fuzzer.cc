@@ -1,5 +1,5 @@
 // Fuzzes DecodeEmpty, the check for the payload-less control messages
-// (FINISH, FINISH_ACK). The first input byte picks the type.
+// (FINISH, FINISH_ACK, HEARTBEAT). The first input byte picks the type.
 //
 // Properties: accepted exactly when the payload is empty, and the encoder's
 // frame for the type decodes back to an accepted empty payload.
@@ -16,16 +16,16 @@ namespace {
 
 void FuzzEmptyMessage(absl::Span<const uint8_t> in) {
   if (in.empty()) return;
-  const proto::ControlType type = (in[0] & 1) ? proto::ControlType::kFinishAck
-                                              : proto::ControlType::kFinish;
+  static constexpr proto::ControlType kTypes[] = {
+      proto::ControlType::kFinish, proto::ControlType::kFinishAck,
+      proto::ControlType::kHeartbeat};
+  const proto::ControlType type = kTypes[in[0] % 3];
   in.remove_prefix(1);
   absl::Status s = proto::DecodeEmpty(type, in);
   FUZZ_CHECK(s.ok() == in.empty());
   if (!s.ok()) return;
 
-  std::vector<uint8_t> frame = type == proto::ControlType::kFinish
-                                   ? proto::EncodeFinish()
-                                   : proto::EncodeFinishAck();
+  std::vector<uint8_t> frame = EncodeEmpty(type);
   FUZZ_CHECK(proto::DecodeEmpty(type, EncodedPayload(frame, type)).ok());
 }
 

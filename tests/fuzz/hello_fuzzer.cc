@@ -2,12 +2,14 @@
 // RDMA connect private data), before anything about the peer is known.
 //
 // Properties: an accepted Hello obeys every rule the acceptor relies on
-// (role, nonzero session, index < count <= kMaxChannels, page bound, RDMA
-// chunk size); re-encoding it gives back the 56 input bytes exactly.
+// (role, nonzero session, known auth method, index < count <= kMaxChannels,
+// page bound, RDMA chunk size); re-encoding it gives back the 56 input bytes
+// exactly.
 #include <cstdint>
 #include <cstring>
 
 #include "absl/status/statusor.h"
+#include "proto/auth.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -33,6 +35,8 @@ void FuzzHello(absl::Span<const uint8_t> in) {
     FUZZ_CHECK(h->rdma_chunk_bytes == 0);
   }
 
+  FUZZ_CHECK(h->auth == proto::kAuthNone || h->auth == proto::kAuthHmacSha256);
+
   uint8_t out[proto::kHelloBytes];
   proto::EncodeHello(*h, absl::MakeSpan(out));
   FUZZ_CHECK(std::memcmp(out, in.data(), proto::kHelloBytes) == 0);
@@ -44,7 +48,8 @@ void FuzzHello(absl::Span<const uint8_t> in) {
              again->capabilities == h->capabilities &&
              again->max_packet_pages == h->max_packet_pages &&
              again->transport == h->transport &&
-             again->rdma_chunk_bytes == h->rdma_chunk_bytes);
+             again->rdma_chunk_bytes == h->rdma_chunk_bytes &&
+             again->auth == h->auth);
 }
 
 }  // namespace

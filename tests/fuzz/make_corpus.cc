@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "proto/auth.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
@@ -199,12 +200,18 @@ void HelloSeeds(std::map<std::string, Bytes>* out) {
   h.session = {};
   (*out)["edge_zero_session"] = HelloBytes(h);
   h.session = Session();
-  Bytes b = HelloBytes(h);
-  b[47] = 1;
-  (*out)["edge_reserved_field"] = b;
+  Bytes b;
+  h.auth = proto::kAuthHmacSha256;
+  (*out)["keyed"] = HelloBytes(h);
   b = HelloBytes(h);
-  b[5] = 2;
-  (*out)["edge_version_2"] = b;
+  b[46] = 2;
+  (*out)["edge_auth_method_unknown"] = b;
+  h.auth = proto::kAuthNone;
+  b = HelloBytes(h);
+  b[5] = proto::kProtocolVersion + 1;
+  (*out)["edge_version_next"] = b;
+  b[5] = proto::kProtocolVersion - 1;
+  (*out)["edge_version_previous"] = b;
   b = HelloBytes(h);
   b.resize(proto::kHelloBytes - 1);
   (*out)["edge_truncated"] = b;
@@ -239,6 +246,42 @@ void HelloReplySeeds(std::map<std::string, Bytes>* out) {
   b = ReplyBytes(r);
   b.resize(proto::kHelloReplyBytes - 1);
   (*out)["edge_truncated"] = b;
+}
+
+// --- authentication (first byte: 0 challenge, 1 proof) ---
+
+void AuthSeeds(std::map<std::string, Bytes>* out) {
+  proto::AuthChallenge c;
+  for (size_t i = 0; i < c.nonce.size(); ++i) c.nonce[i] = uint8_t(0x30 + i);
+  for (size_t i = 0; i < c.proof.size(); ++i) c.proof[i] = uint8_t(0xC0 + i);
+  Bytes b(1 + proto::kAuthChallengeBytes, 0);
+  proto::EncodeAuthChallenge(c, absl::MakeSpan(b).subspan(1));
+  (*out)["challenge"] = b;
+  Bytes e = b;
+  e[1 + 6] = 2;
+  (*out)["edge_challenge_method_unknown"] = e;
+  e = b;
+  e[1 + 56] = 1;
+  (*out)["edge_challenge_reserved"] = e;
+  e = b;
+  e.pop_back();
+  (*out)["edge_challenge_truncated"] = e;
+
+  proto::AuthProof p;
+  p.proof = c.proof;
+  b.assign(1 + proto::kAuthProofBytes, 0);
+  b[0] = 1;
+  proto::EncodeAuthProof(p, absl::MakeSpan(b).subspan(1));
+  (*out)["proof"] = b;
+  e = b;
+  e[1] ^= 1;
+  (*out)["edge_proof_magic"] = e;
+  e = b;
+  e[1 + 40] = 1;
+  (*out)["edge_proof_reserved"] = e;
+  e = b;
+  e.pop_back();
+  (*out)["edge_proof_truncated"] = e;
 }
 
 // --- control messages ---
@@ -330,7 +373,10 @@ void ControlSeeds(Corpus* c) {
   frame["finish_ack"] = proto::EncodeFinishAck();
   empty["finish"] = {0};
   empty["finish_ack"] = {1};
+  frame["heartbeat"] = proto::EncodeHeartbeat();
+  empty["heartbeat"] = {2};
   empty["edge_finish_with_payload"] = {0, 0};
+  empty["edge_heartbeat_with_payload"] = {2, 0};
 
   // Verify.
   Bytes q = proto::EncodeVerifyRequest({1, 0, 1024});
@@ -360,7 +406,10 @@ void ControlSeeds(Corpus* c) {
     proto::Store32(h.data() + 4, length);
     return h;
   };
-  frame["edge_unknown_type"] = head(9, 0);
+  frame["edge_unknown_type"] =
+      head(static_cast<uint32_t>(proto::ControlType::kHeartbeat) + 1, 0);
+  frame["edge_heartbeat_with_payload"] = Cat(
+      {head(static_cast<uint32_t>(proto::ControlType::kHeartbeat), 1), {0}});
   frame["edge_round_done_over_bound"] =
       Cat({head(static_cast<uint32_t>(proto::ControlType::kRoundDone), 17),
            Bytes(17, 0)});
@@ -478,6 +527,7 @@ Corpus Generate() {
   PacketHeaderSeeds(&c["packet_header"]);
   HelloSeeds(&c["hello"]);
   HelloReplySeeds(&c["hello_reply"]);
+  AuthSeeds(&c["auth_message"]);
   ControlSeeds(&c);
   RdmaControlSeeds(&c["rdma_control"]);
   ChannelReceiverSeeds(&c["channel_receiver"]);

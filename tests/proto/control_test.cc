@@ -701,6 +701,7 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
         break;
       case ControlType::kFinish:
       case ControlType::kFinishAck:
+      case ControlType::kHeartbeat:
         st = DecodeEmpty(f->type, p);
         break;
       case ControlType::kVerifyRequest:
