@@ -48,6 +48,9 @@ ABSL_FLAG(std::string, completion, "wrap",
 ABSL_FLAG(bool, prefault, true,
           "pre-fault the destination before timing (--noprefault: cold)");
 ABSL_FLAG(bool, huge_pages, false, "transparent huge pages on both ends");
+ABSL_FLAG(bool, raw_whole_recv, false,
+          "raw: the receiver reads each connection's whole slice in one call "
+          "instead of send-size reads (an upper bound, see the README)");
 ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of a summary");
 
@@ -107,6 +110,7 @@ int Main() {
   c.dirty_fraction = absl::GetFlag(FLAGS_dirty_fraction);
   c.prefault_destination = absl::GetFlag(FLAGS_prefault);
   c.huge_pages = absl::GetFlag(FLAGS_huge_pages);
+  c.raw_whole_receive = absl::GetFlag(FLAGS_raw_whole_recv);
   c.seed = absl::GetFlag(FLAGS_seed);
   const bool json = absl::GetFlag(FLAGS_json);
   c.progress = !json;
@@ -115,6 +119,12 @@ int Main() {
     std::fprintf(stderr,
                  "ramferry-bench: --size must be a positive multiple of 4KiB, "
                  "--rounds >= 1, --dirty_fraction in [0, 1]\n");
+    return 2;
+  }
+  if (c.raw_whole_receive && !raw) {
+    std::fprintf(stderr,
+                 "ramferry-bench: --raw_whole_recv applies to --transport=raw "
+                 "only\n");
     return 2;
   }
 
@@ -137,6 +147,8 @@ int Main() {
     w.BeginObject()
         .Key("transport")
         .String(raw ? "raw" : TransportKindName(c.session.transport))
+        .Key("raw_whole_recv")
+        .Bool(raw && c.raw_whole_receive)
         .Key("authenticated")
         .Bool(!c.session.auth_key.empty())
         .Key("transport_reason")

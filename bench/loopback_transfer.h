@@ -22,6 +22,8 @@ struct TransferConfig {
   double dirty_fraction = 0.1;
   bool prefault_destination = true;
   bool huge_pages = false;
+  // Raw baseline only: see bench/raw_baseline.h.
+  bool raw_whole_receive = false;
   uint64_t seed = 1;
   bool progress = true;
 };

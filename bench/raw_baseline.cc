@@ -86,8 +86,10 @@ std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
     threads.emplace_back([&, i] {
       auto [off, bytes] = Slice(c.bytes, i, n);
       uint8_t* p = (*mem)->data() + off;
+      const uint64_t read_size =
+          c.raw_whole_receive ? bytes : uint64_t{c.session.packet_pages} * 4096;
       while (bytes > 0) {
-        ssize_t r = recv(fds[i], p, bytes, MSG_WAITALL);
+        ssize_t r = recv(fds[i], p, std::min(bytes, read_size), MSG_WAITALL);
         if (r <= 0) return;
         p += r;
         bytes -= static_cast<uint64_t>(r);
