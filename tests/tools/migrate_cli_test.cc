@@ -87,6 +87,27 @@ TEST(MigrateCli, DemoJsonReportsVerifiedAndDowntime) {
   EXPECT_EQ(j["channel_stats"].size(), 2u);
 }
 
+TEST(MigrateCli, AutoTransportPicksCopyOnLoopbackAndSaysWhy) {
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--json", "--size=32MiB", "--transport=auto"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--transport=auto chose tcp"));
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["transport"], "tcp");
+  EXPECT_THAT(j["transport_reason"].get<std::string>(),
+              HasSubstr("on this host"));
+}
+
+TEST(MigrateCli, NamedTransportHasNoAutoReason) {
+  CommandResult r = RunCommand({kMigrate, "--demo", "--json", "--size=16MiB",
+                                "--transport=tcp-zerocopy"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["transport"], "tcp-zerocopy");
+  EXPECT_EQ(j["transport_reason"], "");
+}
+
 // A key file only its owner can read, removed with the test.
 class KeyFile {
  public:

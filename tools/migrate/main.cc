@@ -71,7 +71,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "dest: HOST:PORT to listen on");
 ABSL_FLAG(bool, demo, false,
           "run a destination process and a source on loopback, one report");
-ABSL_FLAG(std::string, transport, "tcp", "tcp | tcp-zerocopy | uring-zc");
+ABSL_FLAG(std::string, transport, "tcp",
+          "tcp | tcp-zerocopy | uring-zc | rdma | auto (source: chosen for "
+          "the destination's address, and why printed; the destination "
+          "follows the source)");
 ABSL_FLAG(bool, registered_buffers, false,
           "uring-zc: send pages from io_uring registered buffers");
 ABSL_FLAG(bool, uring_fallback, false,
@@ -138,10 +141,14 @@ absl::StatusOr<std::pair<std::string, uint16_t>> HostPort(
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
+bool AutoTransport() { return absl::GetFlag(FLAGS_transport) == "auto"; }
+
 absl::StatusOr<SessionOptions> Session() {
   SessionOptions o;
+  // auto: tcp until the source knows where it connects (ChooseFor).
   absl::StatusOr<TransportKind> t =
-      ParseTransportKind(absl::GetFlag(FLAGS_transport));
+      AutoTransport() ? TransportKind::kTcp
+                      : ParseTransportKind(absl::GetFlag(FLAGS_transport));
   if (!t.ok()) return t.status();
   absl::StatusOr<CompletionPolicy> c =
       ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
@@ -197,8 +204,24 @@ struct PeerReport {
 };
 using FetchPeerReport = std::function<PeerReport()>;
 
+// --transport=auto: the transport for opt->host, and why (empty when the
+// transport was named).
+absl::StatusOr<std::string> ChooseFor(SessionOptions* opt) {
+  if (!AutoTransport()) return std::string();
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(opt->host);
+  if (!choice.ok()) return choice.status();
+  opt->transport = choice->kind;
+  std::fprintf(stderr, "ramferry-migrate: --transport=auto chose %s\n",
+               choice->reason.c_str());
+  return choice->reason;
+}
+
 // The source role, given where to connect.
 int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
+  absl::StatusOr<std::string> transport_reason = ChooseFor(&opt);
+  if (!transport_reason.ok()) {
+    return Usage(std::string(transport_reason.status().message()));
+  }
   std::unique_ptr<RegionMemory> mem;
   const std::string file = absl::GetFlag(FLAGS_region_file);
   absl::StatusOr<std::unique_ptr<RegionMemory>> m =
@@ -247,7 +270,8 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
   config.max_rounds = absl::GetFlag(FLAGS_max_rounds);
   config.progress = !absl::GetFlag(FLAGS_json);
   PrecopyReport r = RunPrecopy(config, region, *tracker, load);
-  const RunDescription run = Describe(opt, region.length, tracker->name());
+  RunDescription run = Describe(opt, region.length, tracker->name());
+  run.transport_reason = *transport_reason;
   const PeerReport peer = fetch_peer ? fetch_peer() : PeerReport{};
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", SourceJson(run, r, peer.json).c_str());

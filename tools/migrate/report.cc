@@ -33,6 +33,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   StatusFields(w, r.status);
   w.Key("transport")
       .String(run.transport)
+      .Key("transport_reason")
+      .String(run.transport_reason)
       .Key("completion")
       .String(run.completion)
       .Key("channels")
@@ -117,6 +119,9 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
       run.channels, run.transport, run.channels == 1 ? "" : "s",
       run.dirty_tracking,
       run.authenticated ? "authenticated" : "UNAUTHENTICATED");
+  if (!run.transport_reason.empty()) {
+    absl::StrAppendFormat(&t, "  transport        %s\n", run.transport_reason);
+  }
   if (!r.status.ok()) {
     absl::StrAppendFormat(&t, "  error            %s\n", r.status.ToString());
     absl::StrAppendFormat(&t,

@@ -12,6 +12,7 @@ namespace ramferry::migrate {
 // What the run was, for the report's header.
 struct RunDescription {
   std::string transport;
+  std::string transport_reason;  // why --transport=auto chose it, else empty
   std::string completion;
   uint32_t channels = 0;
   uint64_t region_bytes = 0;
