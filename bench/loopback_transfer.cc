@@ -1,5 +1,6 @@
 #include "bench/loopback_transfer.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -88,6 +89,12 @@ absl::StatusOr<std::string> ReadLine(FILE* in, int fd, absl::Duration timeout) {
   return line;
 }
 
+// Heap in use over every malloc arena, large mmapped blocks included.
+uint64_t HeapInUseBytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
 uint64_t ReadVmPinBytes() {
   std::ifstream f("/proc/self/status");
   std::string key;
@@ -122,13 +129,21 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
 
   TransferResult result;
   cli::ProgressLine progress(c.progress);
-  // Pinned memory (VmPin: io_uring registered buffers and the like) while
-  // the transfer runs, sampled.
+  // Pinned memory (VmPin: io_uring registered buffers and the like) and
+  // the heap the session adds (the engine's own memory: header slots,
+  // command rings, scheduler state, and the caller's dirty bitmap), while
+  // the transfer runs, sampled. The region itself is mapped, not malloced.
+  const uint64_t heap_before = HeapInUseBytes();
   std::atomic<bool> sampling{true};
   std::thread sampler([&] {
     while (sampling.load()) {
       result.vm_pin_peak_bytes =
           std::max(result.vm_pin_peak_bytes, ReadVmPinBytes());
+      const uint64_t heap = HeapInUseBytes();
+      if (heap > heap_before) {
+        result.sender_heap_peak_bytes =
+            std::max(result.sender_heap_peak_bytes, heap - heap_before);
+      }
       absl::SleepFor(absl::Milliseconds(5));
     }
   });
@@ -144,6 +159,7 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
     std::fprintf(stderr, "ramferry-bench: warning: %s\n", w.c_str());
   }
   DirtyBitmap dirty(region.page_count());
+  result.dirty_bitmap_bytes = (region.page_count() + 7) / 8;
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   // The transfer phase, as the raw baseline measures it: rounds only, not

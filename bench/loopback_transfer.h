@@ -41,6 +41,10 @@ struct TransferResult {
   SessionStats sender;
   uint64_t receiver_recv_calls = 0;
   uint64_t vm_pin_peak_bytes = 0;  // sampled VmPin of the source process
+  // Sampled peak of the heap the source's session added (engine state and
+  // the dirty bitmap), and the bitmap's share of it.
+  uint64_t sender_heap_peak_bytes = 0;
+  uint64_t dirty_bitmap_bytes = 0;
 };
 
 absl::StatusOr<TransferResult> RunLoopbackTransfer(const TransferConfig& c);
