@@ -435,8 +435,9 @@ class RdmaTransport final : public Transport, private CompletionSource {
                             absl::FormatDuration(timeout)));
       }
       pollfd p[2] = {{conn_->cc->fd, POLLIN, 0}, {conn_->ec->fd, POLLIN, 0}};
+      // Rounded up, at most a second (left may be infinite).
       const int ms = static_cast<int>(
-          std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000));
+          std::min<int64_t>(absl::ToInt64Milliseconds(left), 999) + 1);
       int r = poll(p, 2, ms);
       if (r < 0 && errno != EINTR) return Errno("poll on the RDMA channel");
       if (p[0].revents & POLLIN) {

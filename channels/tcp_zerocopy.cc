@@ -147,8 +147,8 @@ class TcpZeroCopyTransport final : public SocketTransport,
       // events = 0: only POLLERR (error queue or socket error) and POLLHUP
       // can wake us; the peer never sends data on a data channel.
       pollfd p{fd_, 0, 0};
-      int ms =
-          static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      const int ms = static_cast<int>(std::min<int64_t>(
+          absl::ToInt64Milliseconds(deadline - absl::Now()), 1 << 30));
       if (ms <= 0) {
         return absl::DeadlineExceededError(absl::StrFormat(
             "no zero-copy completion for %s (%d sends outstanding)",

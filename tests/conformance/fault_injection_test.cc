@@ -396,15 +396,22 @@ TEST_P(FaultInjectionConformance, BothEndsEndCleanlyOrTheSessionCompletes) {
                                             confirmed)));
   switch (c.kind) {
     case FaultKind::kError:
-    case FaultKind::kShortThenFail:
       EXPECT_THAT(sm, HasSubstr("injected fault"));
       EXPECT_THAT(dm, HasSubstr("injected fault"));
       break;
+    case FaultKind::kShortThenFail:
+      // The destination may see the half packet for itself before the
+      // source's report arrives (rdma keeps message boundaries).
+      EXPECT_THAT(sm, HasSubstr("injected fault"));
+      EXPECT_THAT(dm,
+                  AnyOf(HasSubstr("injected fault"), HasSubstr("truncated")));
+      break;
     default: {
-      // The connection went away under the transport: each end says so.
-      const auto lost =
-          AnyOf(HasSubstr("reset"), HasSubstr("closed"),
-                HasSubstr("Broken pipe"), HasSubstr("not connected"));
+      // The connection went away under the transport: each end says so
+      // (rdma, with no socket to cut, shuts its queue pair down).
+      const auto lost = AnyOf(
+          HasSubstr("reset"), HasSubstr("closed"), HasSubstr("Broken pipe"),
+          HasSubstr("not connected"), HasSubstr("shut down"));
       EXPECT_THAT(sm, lost);
       EXPECT_THAT(dm, lost);
     }

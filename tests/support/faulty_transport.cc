@@ -229,7 +229,9 @@ class FaultyTransport final : public channels::Transport {
     if (absl::Status s = inner_->SendPacket(first); !s.ok()) return s;
     absl::StatusOr<absl::Span<uint8_t>> h = inner_->AcquireHeader();
     if (!h.ok()) return h.status();
-    std::memcpy(h->data(), header_rest.data(), header_rest.size());
+    if (!header_rest.empty()) {  // memcpy's pointers must be valid even for 0
+      std::memcpy(h->data(), header_rest.data(), header_rest.size());
+    }
     channels::OutgoingPacket second{header_rest.size(), packet.region_id,
                                     split.tail, split.tail_offsets};
     return inner_->SendPacket(second);
