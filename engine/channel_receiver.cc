@@ -10,13 +10,15 @@ namespace ramferry::engine {
 ChannelReceiver::ChannelReceiver(uint32_t index,
                                  std::unique_ptr<channels::Transport> transport,
                                  const RegionTable* regions, uint32_t max_pages,
-                                 RoundBarrier* barrier, SessionFailure* failure)
+                                 RoundBarrier* barrier, SessionFailure* failure,
+                                 ErrorHandler on_error)
     : index_(index),
       transport_(std::move(transport)),
       regions_(regions),
       max_pages_(max_pages),
       barrier_(barrier),
       failure_(failure),
+      on_error_(std::move(on_error)),
       raw_offsets_(sizeof(uint64_t) * max_pages),
       offsets_(max_pages) {}
 
@@ -36,7 +38,13 @@ void ChannelReceiver::Run() {
     if (!step.ok()) {
       // Once the session failed elsewhere, this channel's error is only
       // the echo of the teardown: the first error is the one to report.
-      failure_->Fail(Annotate(step.status(), absl::StrCat("channel ", index_)));
+      absl::Status annotated =
+          Annotate(step.status(), absl::StrCat("channel ", index_));
+      if (on_error_ != nullptr) {
+        on_error_({index_, round_, annotated, connection_failed_});
+      } else {
+        failure_->Fail(annotated);
+      }
       return;
     }
     // Cheap (a vDSO call): keeps the thread's CPU visible while it runs.
@@ -49,6 +57,7 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
   if (absl::Status s =
           transport_->ReadExact(absl::MakeSpan(fixed_), /*at_boundary=*/true);
       !s.ok()) {
+    connection_failed_ = true;
     if (absl::IsUnavailable(s)) {
       return absl::UnavailableError(
           absl::StrFormat("%s before FINISH (after packet %d, in round %d)",
@@ -78,10 +87,12 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
   }
   if (h->flags & proto::kPacketSync) {
     syncs_.Add();
-    if (absl::Status s = barrier_->Arrive(round_, round_pages_); !s.ok()) {
-      return s;
-    }
-    ++round_;
+    absl::StatusOr<bool> round_done =
+        barrier_->Arrive(index_, round_, round_pages_);
+    if (!round_done.ok()) return round_done.status();
+    // Not done: a channel was lost in this round, and its batches come
+    // again on this one (still round_) before another SYNC.
+    if (*round_done) ++round_;
     round_pages_ = 0;
     return Step::kContinue;
   }
@@ -103,6 +114,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   auto raw = absl::MakeSpan(raw_offsets_.data(), 8 * size_t{h.page_count});
   if (absl::Status s = transport_->ReadExact(raw, /*at_boundary=*/false);
       !s.ok()) {
+    connection_failed_ = true;
     return s;
   }
   auto offsets = absl::MakeSpan(offsets_.data(), h.page_count);
@@ -114,7 +126,10 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   // Only validated offsets reach this point: every span lies inside the
   // region.
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
-  if (absl::Status s = transport_->ReadPayload(iov_); !s.ok()) return s;
+  if (absl::Status s = transport_->ReadPayload(iov_); !s.ok()) {
+    connection_failed_ = true;
+    return s;
+  }
   packets_.Add();
   pages_.Add(h.page_count);
   payload_bytes_.Add(uint64_t{h.page_count} * h.page_size);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -24,10 +25,24 @@ namespace ramferry::engine {
 
 class ChannelReceiver {
  public:
+  // Why the receive thread stopped short of FINISH.
+  struct Error {
+    uint32_t channel;
+    uint64_t round;  // the round the channel was in
+    absl::Status status;
+    // The connection failed (closed, reset, stalled): what a lost channel
+    // looks like, as opposed to a peer that sent something invalid.
+    bool connection_failed;
+  };
+  using ErrorHandler = std::function<void(const Error&)>;
+
+  // An error ends the session through `failure`, unless `on_error` is set:
+  // then it goes there, on the receive thread, which stops.
   ChannelReceiver(uint32_t index,
                   std::unique_ptr<channels::Transport> transport,
                   const RegionTable* regions, uint32_t max_pages,
-                  RoundBarrier* barrier, SessionFailure* failure);
+                  RoundBarrier* barrier, SessionFailure* failure,
+                  ErrorHandler on_error = nullptr);
   ~ChannelReceiver();
 
   channels::Transport& transport() { return *transport_; }
@@ -52,10 +67,12 @@ class ChannelReceiver {
   const uint32_t max_pages_;
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
+  const ErrorHandler on_error_;
   std::thread thread_;
   std::atomic<bool> finished_{false};
 
   // Receive thread only.
+  bool connection_failed_ = false;  // the last error came from the transport
   uint64_t next_packet_ = 0;
   uint64_t round_ = 0;
   uint64_t round_pages_ = 0;

@@ -11,12 +11,13 @@ ChannelSender::ChannelSender(uint32_t index,
                              std::unique_ptr<channels::Transport> transport,
                              absl::Span<const Region> regions,
                              uint32_t ring_entries, uint32_t max_pages,
-                             SessionFailure* failure)
+                             SessionFailure* failure, LossHandler on_loss)
     : index_(index),
       transport_(std::move(transport)),
       regions_(regions),
       ring_(ring_entries, max_pages),
-      failure_(failure) {}
+      failure_(failure),
+      on_loss_(std::move(on_loss)) {}
 
 ChannelSender::~ChannelSender() { Join(); }
 
@@ -77,7 +78,13 @@ absl::StatusOr<bool> ChannelSender::ProcessBatch(uint32_t n) {
 
 absl::Status ChannelSender::Fail(const absl::Status& status) {
   absl::Status annotated = Annotate(status, absl::StrCat("channel ", index_));
-  failure_->Fail(annotated);
+  // The loss is queued before the abort wakes the producer, so a producer
+  // woken by the abort finds it.
+  if (on_loss_ != nullptr && !failure_->failed()) {
+    on_loss_(index_, annotated);
+  } else {
+    failure_->Fail(annotated);
+  }
   ring_.Abort();
   return annotated;
 }

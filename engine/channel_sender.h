@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -26,9 +27,16 @@ class ChannelSender {
   // its ring tail once per pass.
   static constexpr uint32_t kMaxDrain = 128;
 
+  // Runs on the channel's thread when its transport fails, before the
+  // ring is aborted; the channel stops either way.
+  using LossHandler = std::function<void(uint32_t, const absl::Status&)>;
+
+  // A failure ends the session through `failure`, unless `on_loss` is set
+  // (the session survives channel loss): then it goes there.
   ChannelSender(uint32_t index, std::unique_ptr<channels::Transport> transport,
                 absl::Span<const Region> regions, uint32_t ring_entries,
-                uint32_t max_pages, SessionFailure* failure);
+                uint32_t max_pages, SessionFailure* failure,
+                LossHandler on_loss = nullptr);
   ~ChannelSender();
 
   CommandRing& ring() { return ring_; }
@@ -57,6 +65,7 @@ class ChannelSender {
   absl::Span<const Region> regions_;
   CommandRing ring_;
   SessionFailure* const failure_;
+  const LossHandler on_loss_;
   std::thread thread_;
 
   uint64_t packet_num_ = 0;  // channel thread only

@@ -66,6 +66,15 @@ absl::Status ValidateOptions(const SessionOptions& o) {
                o.rdma_chunk_bytes, proto::kMinRdmaChunkBytes,
                proto::kMaxRdmaChunkBytes);
   }
+  if (o.survive_channel_loss && o.transport == TransportKind::kRdma) {
+    return bad(
+        "survive_channel_loss is not supported on rdma: use tcp, "
+        "tcp-zerocopy or uring-zc, or turn it off");
+  }
+  if (o.survive_channel_loss && o.single_thread) {
+    return bad(
+        "survive_channel_loss needs channel threads: turn off single_thread");
+  }
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
@@ -88,6 +89,12 @@ class ReceiverImpl {
   absl::Status ControlLoop();
   absl::Status AwaitFinished();
   absl::Status AnswerVerify(absl::Span<const uint8_t> payload);
+  // Surviving channel loss: a receive thread stopped short of FINISH.
+  void OnChannelError(const ChannelReceiver::Error& error);
+  // CHANNEL_GONE: stops the channel and the round barrier's wait for it.
+  absl::Status RemoveChannel(absl::Span<const uint8_t> payload);
+  bool ChannelGone(uint32_t channel);
+  ChannelLoss* FindLossLocked(uint32_t channel);  // needs loss_mu_
   void OnFailure(const absl::Status& status, engine::Origin origin);
   void CloseUndelivered();
 
@@ -96,6 +103,7 @@ class ReceiverImpl {
   engine::SessionFailure failure_;
   std::unique_ptr<engine::Acceptor> acceptor_;
   bool served_ = false;
+  bool surviving_ = false;  // Serve thread: the session survives losses
 
   // Admission state, shared with the acceptor thread.
   std::mutex mu_;
@@ -108,6 +116,7 @@ class ReceiverImpl {
   uint64_t capabilities_ = 0;
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;
+  bool survive_ = false;
   int control_fd_ = kNotConnected;
   std::vector<ChannelSlot> slots_;
   std::unique_ptr<channels::RdmaListener> rdma_listener_;
@@ -120,6 +129,13 @@ class ReceiverImpl {
   std::vector<std::unique_ptr<ChannelReceiver>> channels_;
   std::atomic<uint64_t> applied_rounds_{0};
   std::atomic<uint64_t> verified_pages_{0};
+
+  // Surviving channel loss: each channel's state, and the losses.
+  enum class ChannelState { kLive, kLostHere, kRemoving, kRemoved };
+  mutable std::mutex loss_mu_;
+  // Guarded by loss_mu_.
+  std::vector<ChannelState> channel_state_;
+  std::vector<ChannelLoss> losses_;
 };
 
 absl::Status ReceiverImpl::Listen() {
@@ -174,12 +190,18 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     }
     uint64_t offered = proto::kKnownCapabilities;
     if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
+    // RDMA writes land without the receive thread: stopping it would not
+    // stop a dead channel's data.
+    if (h.transport == proto::kRdmaTransportId) {
+      offered &= ~proto::kCapSurviveChannelLoss;
+    }
     session_ = h.session;
     channel_count_ = h.channel_count;
     packet_pages_ = h.max_packet_pages;
     capabilities_ = h.capabilities & offered;
     transport_ = h.transport;
     rdma_chunk_bytes_ = h.rdma_chunk_bytes;
+    survive_ = (capabilities_ & proto::kCapSurviveChannelLoss) != 0;
     if (h.transport == proto::kRdmaTransportId) {
       // Its channels' Hellos could not be authenticated (see options.cc).
       if (!options_.auth_key.empty()) {
@@ -389,6 +411,7 @@ absl::Status ReceiverImpl::AwaitChannels(absl::Time deadline) {
 absl::Status ReceiverImpl::StartChannels() {
   std::vector<std::unique_ptr<channels::Transport>> transports;
   uint32_t pages;
+  bool survive;
   {
     std::unique_lock<std::mutex> lock(mu_);
     for (ChannelSlot& c : slots_) {
@@ -396,6 +419,12 @@ absl::Status ReceiverImpl::StartChannels() {
       c.state = ChannelSlot::kTaken;
     }
     pages = packet_pages_;
+    survive = survive_;
+  }
+  surviving_ = survive;
+  {
+    std::lock_guard<std::mutex> lock(loss_mu_);
+    channel_state_.assign(transports.size(), ChannelState::kLive);
   }
   // Transports that place data remotely (RDMA) need the regions first.
   for (auto& t : transports) {
@@ -411,10 +440,14 @@ absl::Status ReceiverImpl::StartChannels() {
         applied_rounds_.store(round + 1);
         return control_->Send(proto::EncodeRoundDone({round, pages}));
       });
+  ChannelReceiver::ErrorHandler on_error;
+  if (survive) {
+    on_error = [this](const ChannelReceiver::Error& e) { OnChannelError(e); };
+  }
   for (uint32_t i = 0; i < transports.size(); ++i) {
-    channels_.push_back(
-        std::make_unique<ChannelReceiver>(i, std::move(transports[i]), &table_,
-                                          pages, barrier_.get(), &failure_));
+    channels_.push_back(std::make_unique<ChannelReceiver>(
+        i, std::move(transports[i]), &table_, pages, barrier_.get(), &failure_,
+        on_error));
   }
   if (failure_.failed()) return failure_.status();
   for (auto& c : channels_) c->Start();
@@ -471,6 +504,9 @@ absl::Status ReceiverImpl::ControlLoop() {
           return s;
         }
         break;
+      case proto::ControlType::kChannelGone:
+        if (absl::Status s = RemoveChannel(m->payload); !s.ok()) return s;
+        break;
       case proto::ControlType::kError: {
         absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
         if (!e.ok()) return e.status();
@@ -490,15 +526,18 @@ absl::Status ReceiverImpl::ControlLoop() {
 absl::Status ReceiverImpl::AwaitFinished() {
   // The source sends FINISH on control only after every channel sent its
   // FINISH packet; a channel that does not deliver it in time is broken.
+  // A channel lost here is not waited for: FINISH comes after the source
+  // saw every round confirmed, so whatever it carried was applied.
   const absl::Time deadline = absl::Now() + options_.stall_timeout;
-  for (auto& c : channels_) {
-    while (!c->finished() && !failure_.failed() && absl::Now() < deadline) {
+  for (uint32_t i = 0; i < channels_.size(); ++i) {
+    while (!channels_[i]->finished() && !ChannelGone(i) && !failure_.failed() &&
+           absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(1));
     }
   }
   if (failure_.failed()) return failure_.status();
-  for (size_t i = 0; i < channels_.size(); ++i) {
-    if (!channels_[i]->finished()) {
+  for (uint32_t i = 0; i < channels_.size(); ++i) {
+    if (!channels_[i]->finished() && !ChannelGone(i)) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "channel %d: no FINISH within %s of the source finishing", i,
           absl::FormatDuration(options_.stall_timeout)));
@@ -530,6 +569,110 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
                       absl::MakeSpan(result.page_digests));
   verified_pages_.fetch_add(q->page_count);
   return control_->Send(proto::EncodeVerifyResult(result));
+}
+
+ChannelLoss* ReceiverImpl::FindLossLocked(uint32_t channel) {
+  for (ChannelLoss& l : losses_) {
+    if (l.channel == channel) return &l;
+  }
+  return nullptr;
+}
+
+bool ReceiverImpl::ChannelGone(uint32_t channel) {
+  std::lock_guard<std::mutex> lock(loss_mu_);
+  return channel_state_[channel] != ChannelState::kLive;
+}
+
+void ReceiverImpl::OnChannelError(const ChannelReceiver::Error& e) {
+  // Invalid data is not a lost link, and once the session failed this is
+  // the teardown's echo.
+  if (!e.connection_failed || failure_.failed()) {
+    failure_.Fail(e.status);
+    return;
+  }
+  absl::Status all_lost;
+  {
+    // Held while reporting, so AwaitFinished cannot acknowledge FINISH
+    // between the state change and the report: the source hears of every
+    // loss it has to count.
+    std::lock_guard<std::mutex> lock(loss_mu_);
+    // Removing: the source declared it gone and this is the shutdown.
+    if (channel_state_[e.channel] != ChannelState::kLive) return;
+    channel_state_[e.channel] = ChannelState::kLostHere;
+    losses_.push_back({e.channel, e.round, std::string(e.status.message())});
+    if (std::count(channel_state_.begin(), channel_state_.end(),
+                   ChannelState::kLive) == 0) {
+      all_lost = absl::UnavailableError(
+          absl::StrFormat("all %d channels lost: %s", channel_state_.size(),
+                          DescribeChannelLosses(losses_)));
+    } else {
+      // The round barrier keeps waiting for the channel until the source,
+      // told of it here, declares it gone (RemoveChannel).
+      proto::ChannelLoss lost;
+      lost.channel = e.channel;
+      lost.round = e.round;
+      lost.code = static_cast<uint16_t>(e.status.code());
+      lost.text = std::string(e.status.message());
+      if (absl::Status s = control_->Send(proto::EncodeChannelLost(lost));
+          !s.ok()) {
+        all_lost = Annotate(s, "reporting a lost channel");
+      }
+    }
+  }
+  if (!all_lost.ok()) failure_.Fail(all_lost);
+}
+
+absl::Status ReceiverImpl::RemoveChannel(absl::Span<const uint8_t> payload) {
+  if (!surviving_) {
+    return absl::InvalidArgumentError(
+        "unexpected CHANNEL_GONE: this session does not survive channel loss");
+  }
+  absl::StatusOr<proto::ChannelLoss> gone =
+      proto::DecodeChannelLoss(proto::ControlType::kChannelGone, payload);
+  if (!gone.ok()) return gone.status();
+  const uint32_t c = gone->channel;
+  if (c >= channels_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CHANNEL_GONE for channel %d of %d", c, channels_.size()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(loss_mu_);
+    if (channel_state_[c] == ChannelState::kRemoving ||
+        channel_state_[c] == ChannelState::kRemoved) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("channel %d declared gone twice", c));
+    }
+    channel_state_[c] = ChannelState::kRemoving;
+    const std::string why =
+        absl::StrCat("source: ", proto::ChannelLossStatus(*gone).message());
+    ChannelLoss* known = FindLossLocked(c);
+    if (known == nullptr) {
+      losses_.push_back({c, gone->round, why});
+    } else {
+      known->reason = absl::StrCat("here: ", known->reason, "; ", why);
+    }
+  }
+  // The receive thread stops before the round may go on without it: once
+  // joined, nothing more of this channel lands in memory, so no stale copy
+  // can overwrite a page the round re-sends, nor a later round's.
+  ChannelReceiver& channel = *channels_[c];
+  channel.transport().Shutdown();  // a blocked read returns
+  barrier_->Detach(c);             // a parked SYNC returns
+  channel.Join();
+  absl::StatusOr<uint64_t> effective = barrier_->RemoveParty(c, gone->round);
+  if (!effective.ok()) {
+    // The session ended meanwhile (the barrier was aborted): its cause is
+    // the one to report.
+    if (failure_.failed()) return failure_.status();
+    return Annotate(effective.status(), "CHANNEL_GONE");
+  }
+  {
+    std::lock_guard<std::mutex> lock(loss_mu_);
+    channel_state_[c] = ChannelState::kRemoved;
+    // The round the session went on without it, as the source reports it.
+    FindLossLocked(c)->round = *effective;
+  }
+  return control_->Send(proto::EncodeChannelGoneAck({c, *effective}));
 }
 
 void ReceiverImpl::OnFailure(const absl::Status& status,
@@ -565,6 +708,11 @@ SessionStats ReceiverImpl::stats() const {
   if (acceptor_ != nullptr) {
     s.connections_refused = acceptor_->refused();
     s.auth_failures = acceptor_->auth_failures();
+  }
+  std::lock_guard<std::mutex> loss_lock(loss_mu_);
+  s.channels_lost = losses_;
+  for (const ChannelLoss& l : losses_) {
+    if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
   return s;
 }

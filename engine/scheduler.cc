@@ -8,17 +8,20 @@ namespace ramferry::engine {
 
 Scheduler::Scheduler(absl::Span<CommandRing* const> rings,
                      absl::Span<const Region> regions, uint32_t packet_pages,
-                     std::function<absl::Status(size_t)> after_commit)
+                     std::function<absl::Status(size_t)> after_commit,
+                     SentLedger* ledger)
     : rings_(rings.begin(), rings.end()),
       regions_(regions),
       packet_pages_(packet_pages),
-      after_commit_(std::move(after_commit)) {}
+      after_commit_(std::move(after_commit)),
+      ledger_(ledger) {}
 
 size_t Scheduler::LeastLoaded() {
-  size_t best = 0;
+  size_t best = rings_.size();
   uint64_t best_load = UINT64_MAX;
   for (size_t i = 0; i < rings_.size(); ++i) {
     const size_t r = (next_ + i) % rings_.size();
+    if (rings_[r]->aborted()) continue;
     const uint64_t load = rings_[r]->backlog_pages();
     if (load < best_load) {
       best = r;
@@ -29,7 +32,12 @@ size_t Scheduler::LeastLoaded() {
   return best;
 }
 
-absl::Status Scheduler::Commit(size_t ring) {
+absl::Status Scheduler::Commit(size_t ring, const Command& batch) {
+  if (ledger_ != nullptr) {
+    // Before the push: once pushed, the consumer may release the slot.
+    ledger_->Record(ring, batch.region,
+                    absl::MakeConstSpan(batch.offsets, batch.page_count));
+  }
   rings_[ring]->CommitPush();
   return after_commit_ ? after_commit_(ring) : absl::OkStatus();
 }
@@ -41,7 +49,7 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         "%d dirty bitmaps for %d regions", dirty.size(), regions_.size()));
   }
   const auto aborted = [] {
-    return absl::AbortedError("session aborted while scheduling");
+    return absl::AbortedError("every channel stopped while scheduling");
   };
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     if (dirty[r] == nullptr || dirty[r]->pages() != regions_[r].page_count()) {
@@ -67,9 +75,13 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         const uint64_t page = w * 64 + std::countr_zero(word);
         word &= word - 1;
         if (batch == nullptr) {
-          ring = LeastLoaded();
-          batch = rings_[ring]->BeginPush();
-          if (batch == nullptr) return aborted();
+          while (batch == nullptr) {
+            ring = LeastLoaded();
+            if (ring == rings_.size()) return aborted();
+            // nullptr: the ring was aborted while this waited for room in
+            // it; the next pick skips it.
+            batch = rings_[ring]->BeginPush();
+          }
           batch->type = CommandType::kWrite;
           batch->region = r;
           batch->page_count = 0;
@@ -80,13 +92,13 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         ++total.pages;
         total.bytes += page_size;
         if (batch->page_count == packet_pages_) {
-          if (absl::Status s = Commit(ring); !s.ok()) return s;
+          if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
           batch = nullptr;
         }
       }
     }
     if (batch != nullptr) {
-      if (absl::Status s = Commit(ring); !s.ok()) return s;
+      if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
     }
   }
   return total;

@@ -1,5 +1,7 @@
 // Turns a round's dirty pages into packet-sized batches (one region each)
-// and hands each to the least-loaded channel ring.
+// and hands each to the least-loaded channel ring. A ring that was aborted
+// (its channel died) gets no more batches; the round fails only when every
+// ring is aborted.
 #ifndef RAMFERRY_ENGINE_SCHEDULER_H_
 #define RAMFERRY_ENGINE_SCHEDULER_H_
 
@@ -10,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/command_ring.h"
+#include "engine/sent_ledger.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/region.h"
 
@@ -19,10 +22,12 @@ class Scheduler {
  public:
   // Batches hold at most `packet_pages` pages (<= each ring's max_pages).
   // `after_commit(i)`, if set, runs after each command pushed to ring i
-  // (single-thread mode drains the ring there).
+  // (single-thread mode drains the ring there). `ledger`, if set, records
+  // which ring got which pages.
   Scheduler(absl::Span<CommandRing* const> rings,
             absl::Span<const Region> regions, uint32_t packet_pages,
-            std::function<absl::Status(size_t)> after_commit = {});
+            std::function<absl::Status(size_t)> after_commit = {},
+            SentLedger* ledger = nullptr);
 
   struct Scheduled {
     uint64_t pages = 0;
@@ -30,20 +35,22 @@ class Scheduler {
   };
   // Takes (and clears) every bit of `dirty` (one bitmap per region) and
   // queues WRITE commands for `round`. INVALID_ARGUMENT, with nothing
-  // taken, if the bitmaps do not fit the regions; ABORTED if a ring was
-  // aborted meanwhile.
+  // taken, if the bitmaps do not fit the regions; ABORTED once every ring
+  // is aborted.
   absl::StatusOr<Scheduled> ScheduleRound(absl::Span<DirtyBitmap* const> dirty,
                                           uint64_t round);
 
  private:
+  // The live ring with the smallest backlog; rings_.size() if none lives.
   size_t LeastLoaded();
-  absl::Status Commit(size_t ring);
+  absl::Status Commit(size_t ring, const Command& batch);
 
   std::vector<CommandRing*> rings_;
   absl::Span<const Region> regions_;
   uint32_t packet_pages_;
   size_t next_ = 0;  // where the least-loaded search starts: spreads ties
   std::function<absl::Status(size_t)> after_commit_;
+  SentLedger* const ledger_;
 };
 
 }  // namespace ramferry::engine

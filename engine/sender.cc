@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "engine/heartbeat.h"
 #include "engine/region_table.h"
 #include "engine/scheduler.h"
+#include "engine/sent_ledger.h"
 #include "engine/status_util.h"
 #include "engine/transports.h"
 #include "engine/verify.h"
@@ -73,8 +75,24 @@ class SenderImpl {
   void OnFailure(const absl::Status& status, engine::Origin origin);
   // The error to hand the caller once the session failed.
   absl::Status FinalStatus();
-  // Pushes a barrier of `type` into every ring and waits for all of them.
+  // Pushes a barrier of `type` into every live ring and waits for all of
+  // them (AwaitRings).
   absl::Status Barrier(CommandType type, uint64_t round);
+  // Waits until every live ring executed the last barrier pushed to it,
+  // handling the losses that come up meanwhile.
+  absl::Status AwaitRings();
+
+  // ---- surviving channel loss (survive_ only; caller thread) ----
+  // A channel died: from its own thread (a send failed) or the control
+  // thread (the destination's CHANNEL_LOST). Queues it and stops the channel.
+  void OnChannelLoss(uint32_t channel, const absl::Status& cause);
+  bool LossPending();
+  // Declares every queued loss (DeclareGone), in order.
+  absl::Status HandleLosses();
+  // Stops channel `channel` here, tells the destination it is gone, and
+  // once it confirms, re-sends the channel's batches of the open round on
+  // the live channels, followed by one more SYNC on each.
+  absl::Status DeclareGone(uint32_t channel, const absl::Status& cause);
   // Waits (for at most `timeout`) until `ready()` holds under mu_, the
   // session fails, or the control connection closes.
   template <typename Pred>
@@ -91,6 +109,14 @@ class SenderImpl {
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::thread control_thread_;
   std::unique_ptr<engine::HeartbeatSender> heartbeat_;
+  // Surviving channel loss: both ends agreed to it (set during Setup).
+  bool survive_ = false;
+  // Caller thread only.
+  std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
+  std::vector<bool> lost_;                      // per channel, declared gone
+  std::vector<uint32_t> last_seq_;  // per channel: last barrier pushed, or 0
+  std::optional<uint64_t> open_round_;  // the round SendRound is sending
+  bool finishing_ = false;
   std::vector<std::string> warnings_;  // written during Setup only
   uint64_t next_round_ = 0;            // caller thread only
   bool finished_ = false;              // caller thread only
@@ -105,6 +131,11 @@ class SenderImpl {
   bool control_closed_ = false;
   std::optional<absl::Status> peer_error_;
   std::deque<proto::VerifyResult> verify_results_;
+  // Channels that died and were not declared gone yet, with the cause.
+  std::deque<std::pair<uint32_t, absl::Status>> pending_losses_;
+  std::map<uint32_t, uint64_t> gone_acks_;  // channel -> effective round
+  std::vector<ChannelLoss> losses_;
+  uint64_t resent_pages_ = 0;
   std::atomic<uint64_t> confirmed_mirror_{0};
 };
 
@@ -138,6 +169,14 @@ absl::Status SenderImpl::Setup() {
       engine::ExchangeHello(*fd, hello, options_.auth_key, deadline);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
   capabilities_ = reply->capabilities & proto::kKnownCapabilities;
+  if (options_.survive_channel_loss) {
+    if ((capabilities_ & proto::kCapSurviveChannelLoss) == 0) {
+      return absl::FailedPreconditionError(
+          "survive_channel_loss: the destination cannot survive channel loss "
+          "(an older ramferry, or a transport it does not support it on)");
+    }
+    survive_ = true;
+  }
 
   engine::RegionTable table(regions_);
   if (absl::Status s =
@@ -163,8 +202,13 @@ absl::Status SenderImpl::Setup() {
   if (options_.single_thread) {
     drain = [this](size_t i) { return channels_[i]->DrainInline(); };
   }
+  lost_.assign(channels_.size(), false);
+  last_seq_.assign(channels_.size(), 0);
+  if (survive_) {
+    ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
+  }
   scheduler_ = std::make_unique<engine::Scheduler>(
-      rings, regions_, options_.packet_pages, std::move(drain));
+      rings, regions_, options_.packet_pages, std::move(drain), ledger_.get());
   if (!options_.single_thread) {
     for (auto& c : channels_) c->Start();
   }
@@ -204,15 +248,22 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
         return Annotate(s, where);
       }
     }
+    ChannelSender::LossHandler on_loss;
+    if (survive_) {
+      on_loss = [this](uint32_t c, const absl::Status& cause) {
+        OnChannelLoss(c, cause);
+      };
+    }
     channels_.push_back(std::make_unique<ChannelSender>(
         i, std::move(*transport), regions_, options_.ring_entries,
-        options_.packet_pages, &failure_));
+        options_.packet_pages, &failure_, std::move(on_loss)));
   }
   return absl::OkStatus();
 }
 
 uint64_t SenderImpl::OfferedCapabilities() const {
   uint64_t caps = proto::kCapVerify;
+  if (options_.survive_channel_loss) caps |= proto::kCapSurviveChannelLoss;
   if (options_.transport == TransportKind::kRdma) {
     if (options_.rdma_pin_all) caps |= proto::kCapRdmaPinAll;
     if (options_.rdma_reg_batch) caps |= proto::kCapRdmaRegBatch;
@@ -335,6 +386,45 @@ void SenderImpl::ControlLoop() {
         cv_.notify_all();
         break;
       }
+      case proto::ControlType::kChannelLost: {
+        absl::StatusOr<proto::ChannelLoss> l =
+            proto::DecodeChannelLoss(m->type, m->payload);
+        if (!l.ok()) {
+          bad = l.status();
+          break;
+        }
+        if (!survive_ || l->channel >= channels_.size()) {
+          bad = absl::InvalidArgumentError(absl::StrFormat(
+              "CHANNEL_LOST for channel %d (%d channels%s)", l->channel,
+              channels_.size(), survive_ ? "" : ", not surviving losses"));
+          break;
+        }
+        absl::Status cause = proto::ChannelLossStatus(*l);
+        OnChannelLoss(
+            l->channel,
+            absl::Status(cause.code(),
+                         absl::StrFormat("destination lost it in round %d: %s",
+                                         l->round, cause.message())));
+        break;
+      }
+      case proto::ControlType::kChannelGoneAck: {
+        absl::StatusOr<proto::ChannelGoneAck> a =
+            proto::DecodeChannelGoneAck(m->payload);
+        if (!a.ok()) {
+          bad = a.status();
+          break;
+        }
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!survive_ || a->channel >= channels_.size() ||
+            gone_acks_.contains(a->channel)) {
+          bad = absl::InvalidArgumentError(absl::StrFormat(
+              "unexpected CHANNEL_GONE_ACK for channel %d", a->channel));
+          break;
+        }
+        gone_acks_[a->channel] = a->round;
+        cv_.notify_all();
+        break;
+      }
       case proto::ControlType::kError: {
         absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
         if (!e.ok()) {
@@ -440,18 +530,177 @@ absl::Status SenderImpl::AwaitControl(Pred ready, absl::Duration timeout,
 }
 
 absl::Status SenderImpl::Barrier(CommandType type, uint64_t round) {
-  std::vector<uint32_t> seqs;
-  seqs.reserve(channels_.size());
-  for (auto& c : channels_) {
-    uint32_t seq = c->ring().PushBarrier(type, round);
-    if (seq == 0) return FinalStatus();
-    seqs.push_back(seq);
-    if (options_.single_thread && !c->DrainInline().ok()) {
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (lost_[i]) continue;
+    ChannelSender& c = *channels_[i];
+    const uint32_t seq = c.ring().PushBarrier(type, round);
+    // Aborted: the session failed, or (surviving losses) this channel
+    // died and its loss is queued.
+    if (seq == 0) {
+      if (!survive_ || failure_.failed()) return FinalStatus();
+      continue;
+    }
+    last_seq_[i] = seq;
+    if (options_.single_thread && !c.DrainInline().ok()) {
       return FinalStatus();
     }
   }
-  for (size_t i = 0; i < channels_.size(); ++i) {
-    if (!channels_[i]->ring().WaitBarrier(seqs[i])) return FinalStatus();
+  return AwaitRings();
+}
+
+absl::Status SenderImpl::AwaitRings() {
+  while (true) {
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (lost_[i] || last_seq_[i] == 0) continue;
+      if (!channels_[i]->ring().WaitBarrier(last_seq_[i])) {
+        if (!survive_ || failure_.failed()) return FinalStatus();
+        // The channel died: a ChannelSender queues its loss before it
+        // aborts the ring, so HandleLosses below sees it.
+      }
+    }
+    if (failure_.failed()) return FinalStatus();
+    if (!survive_ || !LossPending()) return absl::OkStatus();
+    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+  }
+}
+
+void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_losses_.emplace_back(channel, cause);
+    cv_.notify_all();
+  }
+  // Queued first: a producer woken by the abort finds the loss. The
+  // channel stops now, not when the caller thread gets to it: when only
+  // the destination saw the death, the channel's sends may block on a
+  // peer that no longer reads, with the producer waiting on its ring.
+  ChannelSender& c = *channels_[channel];
+  c.ring().Abort();
+  c.transport().Shutdown();
+}
+
+bool SenderImpl::LossPending() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !pending_losses_.empty();
+}
+
+absl::Status SenderImpl::HandleLosses() {
+  while (true) {
+    std::pair<uint32_t, absl::Status> loss;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (pending_losses_.empty()) return absl::OkStatus();
+      loss = std::move(pending_losses_.front());
+      pending_losses_.pop_front();
+    }
+    // Both ends may see the same death; the first word counts.
+    if (lost_[loss.first]) continue;
+    if (absl::Status s = DeclareGone(loss.first, loss.second); !s.ok()) {
+      return s;
+    }
+  }
+}
+
+// Why re-sending is enough for the destination to end each round
+// byte-identical:
+//  - The channel's thread here is joined before anything is re-sent, and
+//    the destination stops (joins) its receive thread for the channel
+//    before it answers CHANNEL_GONE, and before the round can complete
+//    without it. So no packet of the dead channel is applied after the
+//    round is confirmed: a page re-sent in a later round cannot be
+//    overwritten by a stale copy.
+//  - Within the round, a page of the dead channel may land twice (the
+//    original, perhaps in part, and the re-sent copy, on another
+//    channel's thread), in either order. Both copies were read from the
+//    source after the page's dirty bit was taken for this round. In the
+//    final round of a migration the workload is paused, so the two are
+//    the same bytes and any interleaving leaves the source's page. In an
+//    earlier round, a page that changed between the two reads was written
+//    after its bit was taken, so dirty tracking marked it again: it goes
+//    in the next round, which the round barrier orders after this one.
+//  - Every page of the round is counted once at the destination: the
+//    dead channel's pages in the round no longer count there, and its
+//    whole share is re-sent (SentLedger), so the pages the destination
+//    confirms still equal the pages scheduled.
+absl::Status SenderImpl::DeclareGone(uint32_t channel,
+                                     const absl::Status& cause) {
+  lost_[channel] = true;
+  ChannelSender& dead = *channels_[channel];
+  dead.ring().Abort();
+  dead.transport().Shutdown();
+  dead.Join();
+  uint64_t declared;
+  std::string losses;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    declared = confirmed_rounds_;
+    losses_.push_back({channel, declared, std::string(cause.message())});
+    losses = DescribeChannelLosses(losses_);
+  }
+  if (std::count(lost_.begin(), lost_.end(), false) == 0) {
+    failure_.Fail(absl::UnavailableError(
+        absl::StrFormat("all %d channels lost: %s", channels_.size(), losses)));
+    return FinalStatus();
+  }
+  proto::ChannelLoss gone;
+  gone.channel = channel;
+  gone.round = declared;
+  gone.code = static_cast<uint16_t>(cause.code());
+  gone.text = std::string(cause.message());
+  if (absl::Status s = control_->Send(proto::EncodeChannelGone(gone));
+      !s.ok()) {
+    failure_.Fail(s);
+    return FinalStatus();
+  }
+  if (absl::Status s = AwaitControl(
+          [&] { return gone_acks_.contains(channel); }, options_.stall_timeout,
+          absl::StrFormat("declaring channel %d gone", channel));
+      !s.ok()) {
+    return s;
+  }
+  uint64_t effective;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    effective = gone_acks_[channel];
+    // Reported as the round the session went on without the channel, as
+    // the destination reports it.
+    for (ChannelLoss& l : losses_) {
+      if (l.channel == channel) l.round = effective;
+    }
+  }
+  if (effective != declared && effective != declared + 1) {
+    failure_.Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "destination put channel %d gone as of round %d; it was declared "
+        "gone as of round %d",
+        channel, effective, declared)));
+    return FinalStatus();
+  }
+  // The destination completed the declared round with this channel's SYNC
+  // before the declaration arrived: nothing of that round is missing.
+  if (open_round_ && effective == *open_round_) {
+    absl::StatusOr<engine::Scheduler::Scheduled> again =
+        scheduler_->ScheduleRound(ledger_->Of(channel), effective);
+    if (!again.ok()) {
+      // Every live ring was aborted: their losses are queued, and the
+      // last of them ends the session.
+      if (failure_.failed()) return FinalStatus();
+    } else {
+      std::unique_lock<std::mutex> lock(mu_);
+      resent_pages_ += again->pages;
+    }
+  }
+  ledger_->Clear(channel);
+  // The destination now waits for one more SYNC of the round from each
+  // live channel (none comes after FINISH: no round follows).
+  if (!finishing_) {
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (lost_[i]) continue;
+      if (uint32_t seq =
+              channels_[i]->ring().PushBarrier(CommandType::kSync, effective);
+          seq != 0) {
+        last_seq_[i] = seq;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -462,19 +711,44 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
   if (failure_.failed()) return FinalStatus();
   const absl::Time start = absl::Now();
   const uint64_t round = next_round_;
+  if (survive_) {
+    ledger_->ClearAll();
+    open_round_ = round;
+    // Losses since the last round: their extra SYNCs belong to this one.
+    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+  }
   absl::StatusOr<engine::Scheduler::Scheduled> sent =
       scheduler_->ScheduleRound(dirty, round);
   if (!sent.ok()) {
     if (failure_.failed()) return FinalStatus();
+    if (absl::IsAborted(sent.status()) && survive_) {
+      // Every channel died while scheduling: declaring them ends it.
+      if (absl::Status s = HandleLosses(); !s.ok()) return s;
+      return FinalStatus();
+    }
     return sent.status();  // a bad argument: nothing was taken
   }
   if (absl::Status s = Barrier(CommandType::kSync, round); !s.ok()) return s;
-  if (absl::Status s = AwaitControl([&] { return confirmed_rounds_ > round; },
-                                    options_.round_timeout,
-                                    absl::StrFormat("round %d", round));
-      !s.ok()) {
-    return s;
+  const absl::Time deadline = absl::Now() + options_.round_timeout;
+  while (true) {
+    if (absl::Status s = AwaitControl(
+            [&] {
+              return confirmed_rounds_ > round || !pending_losses_.empty();
+            },
+            std::max(deadline - absl::Now(), absl::ZeroDuration()),
+            absl::StrFormat("round %d", round));
+        !s.ok()) {
+      return s;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (confirmed_rounds_ > round) break;
+    }
+    // A channel died before the destination confirmed the round.
+    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+    if (absl::Status s = AwaitRings(); !s.ok()) return s;
   }
+  open_round_.reset();
   uint64_t applied;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -562,6 +836,10 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
 absl::Status SenderImpl::Finish() {
   if (finished_) return absl::OkStatus();
   if (failure_.failed()) return FinalStatus();
+  finishing_ = true;
+  if (survive_) {
+    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+  }
   if (absl::Status s = Barrier(CommandType::kFinish, next_round_); !s.ok()) {
     return s;
   }
@@ -579,6 +857,15 @@ absl::Status SenderImpl::Finish() {
   control_->Shutdown();
   heartbeat_->Stop();
   control_thread_.join();
+  // Channels that died after their FINISH barrier: every round was
+  // confirmed, so nothing was missing; they are still reported.
+  std::unique_lock<std::mutex> lock(mu_);
+  for (auto& [channel, cause] : pending_losses_) {
+    if (lost_[channel]) continue;
+    lost_[channel] = true;
+    losses_.push_back({channel, next_round_, std::string(cause.message())});
+  }
+  pending_losses_.clear();
   return absl::OkStatus();
 }
 
@@ -589,6 +876,12 @@ SessionStats SenderImpl::stats() const {
     c->ExportStats(&s.channels.back());
   }
   s.rounds = confirmed_rounds();
+  std::unique_lock<std::mutex> lock(mu_);
+  s.channels_lost = losses_;
+  for (const ChannelLoss& l : losses_) {
+    if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
+  }
+  s.resent_pages = resent_pages_;
   return s;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+
 namespace ramferry {
 
 ChannelStats SessionStats::Total() const {
@@ -51,8 +53,19 @@ ChannelStats SessionStats::Total() const {
     t.register_batch_max = std::max(t.register_batch_max, c.register_batch_max);
     t.chunks_registered += c.chunks_registered;
     t.chunks_compressed += c.chunks_compressed;
+    t.lost += c.lost;
   }
   return t;
+}
+
+std::string DescribeChannelLosses(const std::vector<ChannelLoss>& losses) {
+  std::string out;
+  for (const ChannelLoss& l : losses) {
+    absl::StrAppendFormat(&out, "%schannel %d in round %d (%s)",
+                          out.empty() ? "" : "; ", l.channel, l.round,
+                          l.reason);
+  }
+  return out;
 }
 
 }  // namespace ramferry

@@ -30,6 +30,11 @@ size_t MaxPayload(ControlType t) {
       return 16;
     case ControlType::kVerifyResult:
       return 16 + 8 * size_t{kMaxVerifyPages};
+    case ControlType::kChannelLost:
+    case ControlType::kChannelGone:
+      return 4 + 8 + 2 + 2 + kMaxErrorTextBytes;
+    case ControlType::kChannelGoneAck:
+      return 12;
   }
   return 0;
 }
@@ -60,6 +65,19 @@ std::string Clip(absl::string_view s, size_t n) {
 bool Printable(absl::string_view s) {
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
+// An absl::StatusCode other than OK.
+bool IsErrorCode(uint16_t code) {
+  return code != 0 &&
+         code <= static_cast<uint16_t>(absl::StatusCode::kUnauthenticated);
+}
+
+// Peer text ends up in logs and reports: no control characters.
+void MakePrintable(std::string& text) {
+  for (char& c : text) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
 }
 
 // A decoder's last step: every byte consumed, none missing.
@@ -96,6 +114,12 @@ const char* ControlTypeName(ControlType t) {
       return "VERIFY_RESULT";
     case ControlType::kHeartbeat:
       return "HEARTBEAT";
+    case ControlType::kChannelLost:
+      return "CHANNEL_LOST";
+    case ControlType::kChannelGone:
+      return "CHANNEL_GONE";
+    case ControlType::kChannelGoneAck:
+      return "CHANNEL_GONE_ACK";
   }
   return "UNKNOWN";
 }
@@ -107,7 +131,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
   uint32_t type = Load32(in.data());
   uint32_t length = Load32(in.data() + 4);
   if (type < static_cast<uint32_t>(ControlType::kRegionTable) ||
-      type > static_cast<uint32_t>(ControlType::kHeartbeat)) {
+      type > static_cast<uint32_t>(ControlType::kChannelGoneAck)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown control message type %d", type));
   }
@@ -257,14 +281,11 @@ absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p) {
         absl::StrFormat("error message text of %d bytes exceeds %d",
                         e.text.size(), kMaxErrorTextBytes));
   }
-  if (e.code == 0 ||
-      e.code > static_cast<uint16_t>(absl::StatusCode::kUnauthenticated)) {
+  if (!IsErrorCode(e.code)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("error message code %d is not an error code", e.code));
   }
-  for (char& c : e.text) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
+  MakePrintable(e.text);
   return e;
 }
 
@@ -352,6 +373,84 @@ absl::StatusOr<VerifyResult> DecodeVerifyResult(absl::Span<const uint8_t> p) {
   for (uint64_t& d : v.page_digests) d = r.U64();
   if (absl::Status s = Finished(r, "verify result"); !s.ok()) return s;
   return v;
+}
+
+namespace {
+
+std::vector<uint8_t> EncodeLoss(ControlType type, const ChannelLoss& loss) {
+  FrameBuilder f(type);
+  f.w().U32(loss.channel);
+  f.w().U64(loss.round);
+  f.w().U16(loss.code);
+  f.w().Str16(Clip(loss.text, kMaxErrorTextBytes));
+  return f.Finish();
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeChannelLost(const ChannelLoss& loss) {
+  return EncodeLoss(ControlType::kChannelLost, loss);
+}
+
+std::vector<uint8_t> EncodeChannelGone(const ChannelLoss& loss) {
+  return EncodeLoss(ControlType::kChannelGone, loss);
+}
+
+absl::StatusOr<ChannelLoss> DecodeChannelLoss(ControlType type,
+                                              absl::Span<const uint8_t> p) {
+  const char* what = ControlTypeName(type);
+  if (type != ControlType::kChannelLost && type != ControlType::kChannelGone) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is not a channel loss message", what));
+  }
+  WireReader r(p);
+  ChannelLoss loss;
+  loss.channel = r.U32();
+  loss.round = r.U64();
+  loss.code = r.U16();
+  loss.text = r.Str16();
+  if (absl::Status s = Finished(r, what); !s.ok()) return s;
+  // The encoder clips to this bound: a longer text would not survive a
+  // round trip.
+  if (loss.text.size() > kMaxErrorTextBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s text of %d bytes exceeds %d", what,
+                        loss.text.size(), kMaxErrorTextBytes));
+  }
+  if (loss.channel == kNoChannel) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s names no channel", what));
+  }
+  if (!IsErrorCode(loss.code)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s cause code %d is not an error code", what, loss.code));
+  }
+  MakePrintable(loss.text);
+  return loss;
+}
+
+std::vector<uint8_t> EncodeChannelGoneAck(const ChannelGoneAck& ack) {
+  FrameBuilder f(ControlType::kChannelGoneAck);
+  f.w().U32(ack.channel);
+  f.w().U64(ack.round);
+  return f.Finish();
+}
+
+absl::StatusOr<ChannelGoneAck> DecodeChannelGoneAck(
+    absl::Span<const uint8_t> p) {
+  WireReader r(p);
+  ChannelGoneAck ack;
+  ack.channel = r.U32();
+  ack.round = r.U64();
+  if (absl::Status s = Finished(r, "channel gone ack"); !s.ok()) return s;
+  if (ack.channel == kNoChannel) {
+    return absl::InvalidArgumentError("CHANNEL_GONE_ACK names no channel");
+  }
+  return ack;
+}
+
+absl::Status ChannelLossStatus(const ChannelLoss& loss) {
+  return absl::Status(static_cast<absl::StatusCode>(loss.code), loss.text);
 }
 
 }  // namespace ramferry::proto

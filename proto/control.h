@@ -37,6 +37,10 @@ enum class ControlType : uint32_t {
   // Either way, every stall_timeout/4: proof of life while a peer has
   // nothing else to say, so a stopped peer is told from an idle one.
   kHeartbeat = 9,
+  // Only with kCapSurviveChannelLoss:
+  kChannelLost = 10,     // destination -> source: a data channel died here
+  kChannelGone = 11,     // source -> destination: stop waiting for it
+  kChannelGoneAck = 12,  // destination -> source: it is gone, from round r
 };
 
 struct FrameHeader {
@@ -92,6 +96,28 @@ struct VerifyResult {
   std::vector<uint64_t> page_digests;
 };
 
+// A data channel that died while the session goes on. As CHANNEL_LOST the
+// destination reports that its end of the channel failed (`round`: the
+// round that channel was in); as CHANNEL_GONE the source declares the
+// channel gone (`round`: the oldest round the destination has not
+// confirmed), having stopped its own end. `code`/`text` give the cause.
+struct ChannelLoss {
+  uint32_t channel = 0;
+  uint64_t round = 0;
+  uint16_t code = 0;  // absl::StatusCode, not OK
+  std::string text;
+};
+
+// The destination's answer to CHANNEL_GONE: the channel's receive thread
+// has stopped, and from round `round` on the round barrier no longer waits
+// for it. `round` is the declared round, or the next one when the
+// destination completed the declared round (with the channel's SYNC)
+// before the declaration arrived.
+struct ChannelGoneAck {
+  uint32_t channel = 0;
+  uint64_t round = 0;
+};
+
 // Each Encode returns a whole frame, header included.
 std::vector<uint8_t> EncodeRegionTable(absl::Span<const RegionInfo> regions);
 std::vector<uint8_t> EncodeRegionReply(const RegionReply& reply);
@@ -102,6 +128,9 @@ std::vector<uint8_t> EncodeFinishAck();
 std::vector<uint8_t> EncodeHeartbeat();
 std::vector<uint8_t> EncodeVerifyRequest(const VerifyRequest& request);
 std::vector<uint8_t> EncodeVerifyResult(const VerifyResult& result);
+std::vector<uint8_t> EncodeChannelLost(const ChannelLoss& loss);
+std::vector<uint8_t> EncodeChannelGone(const ChannelLoss& loss);
+std::vector<uint8_t> EncodeChannelGoneAck(const ChannelGoneAck& ack);
 
 // Each Decode takes the payload of a frame of its type.
 absl::StatusOr<std::vector<RegionInfo>> DecodeRegionTable(
@@ -112,6 +141,15 @@ absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p);
 absl::Status DecodeEmpty(ControlType type, absl::Span<const uint8_t> p);
 absl::StatusOr<VerifyRequest> DecodeVerifyRequest(absl::Span<const uint8_t> p);
 absl::StatusOr<VerifyResult> DecodeVerifyResult(absl::Span<const uint8_t> p);
+// CHANNEL_LOST and CHANNEL_GONE share a layout. The channel index is
+// checked against the session by the caller (the decoder does not know
+// the channel count); kNoChannel is rejected here.
+absl::StatusOr<ChannelLoss> DecodeChannelLoss(ControlType type,
+                                              absl::Span<const uint8_t> p);
+absl::StatusOr<ChannelGoneAck> DecodeChannelGoneAck(
+    absl::Span<const uint8_t> p);
+// The cause a ChannelLoss carries, as a status.
+absl::Status ChannelLossStatus(const ChannelLoss& loss);
 
 // The error a peer's ErrorMessage stands for, naming its channel.
 absl::Status ErrorMessageStatus(const ErrorMessage& error);

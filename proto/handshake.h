@@ -49,9 +49,13 @@ enum Capability : uint64_t {
   kCapRdmaPinAll = 1ull << 1,
   // RDMA: one REGISTER_REQUEST may name many chunks (otherwise one each).
   kCapRdmaRegBatch = 1ull << 2,
+  // A dead data channel does not end the session: the source re-sends its
+  // unconfirmed batches on the others and tells the destination over the
+  // control connection (CHANNEL_LOST / CHANNEL_GONE / CHANNEL_GONE_ACK).
+  kCapSurviveChannelLoss = 1ull << 3,
 };
 inline constexpr uint64_t kKnownCapabilities =
-    kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch;
+    kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch | kCapSurviveChannelLoss;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -41,6 +41,17 @@ struct SessionOptions {
   uint64_t rdma_chunk_bytes = 1 << 20;  // the on-demand registration unit
   uint32_t rdma_max_inline = 512;       // inline room to ask the QP for
 
+  // Source: when a data channel dies mid-session and others live, re-send
+  // its unconfirmed batches on the survivors and carry on (the destination
+  // is told over the control connection and stops waiting for it);
+  // SessionStats::channels_lost says which channel went, in which round.
+  // The session still ends with an error when the last channel or the
+  // control connection dies. Off: any dead channel ends the session.
+  // Not on rdma (RDMA writes keep landing until the queue pair is torn
+  // down, which this does not do), nor with single_thread. The destination
+  // follows the source's choice.
+  bool survive_channel_loss = false;
+
   // Source: no channel threads; the scheduler drives each channel itself
   // (the baseline the producer/consumer split is measured against).
   bool single_thread = false;

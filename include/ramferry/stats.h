@@ -55,6 +55,20 @@ struct ChannelStats {
   uint64_t thread_cpu_ns = 0;
   // Receive side.
   uint64_t recv_calls = 0;
+  // 1 if the session went on without this channel
+  // (SessionOptions::survive_channel_loss); SessionStats::channels_lost
+  // says when and why. In a Total(): how many channels were lost.
+  uint64_t lost = 0;
+};
+
+// A data channel the session carried on without.
+struct ChannelLoss {
+  uint32_t channel = 0;
+  // The round the channel was lost in: the oldest round the destination
+  // had not confirmed. Its batches of that round went again on the other
+  // channels.
+  uint64_t round = 0;
+  std::string reason;
 };
 
 struct SessionStats {
@@ -64,8 +78,15 @@ struct SessionStats {
   // timeout, too many at once) and, of those, failed authentications.
   uint64_t connections_refused = 0;
   uint64_t auth_failures = 0;
+  // In the order they were lost.
+  std::vector<ChannelLoss> channels_lost;
+  // Source: pages sent a second time because their channel was lost.
+  uint64_t resent_pages = 0;
   ChannelStats Total() const;
 };
+
+// "channel 2 in round 3 (why); channel 0 in round 5 (why)", or "" for none.
+std::string DescribeChannelLosses(const std::vector<ChannelLoss>& losses);
 
 }  // namespace ramferry
 

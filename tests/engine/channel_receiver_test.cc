@@ -67,7 +67,7 @@ struct Fixture {
       : stream(bytes),
         region(testing::MakeRegion(1, 4 * 4096)),
         table({&region.region, 1}),
-        barrier(1,
+        barrier(std::vector<uint32_t>{kChannel},
                 [this](uint64_t round, uint64_t pages) {
                   rounds.emplace_back(round, pages);
                   return absl::OkStatus();

@@ -150,13 +150,14 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
 
   uint64_t round_pages = 0;  // payload pages seen since the last SYNC
   uint64_t rounds = 0;
-  engine::RoundBarrier barrier(1, [&](uint64_t round, uint64_t pages) {
-    FUZZ_CHECK(round == rounds);
-    FUZZ_CHECK(pages == round_pages);
-    ++rounds;
-    round_pages = 0;
-    return absl::OkStatus();
-  });
+  engine::RoundBarrier barrier(std::vector<uint32_t>{cfg.channel},
+                               [&](uint64_t round, uint64_t pages) {
+                                 FUZZ_CHECK(round == rounds);
+                                 FUZZ_CHECK(pages == round_pages);
+                                 ++rounds;
+                                 round_pages = 0;
+                                 return absl::OkStatus();
+                               });
   engine::SessionFailure failure([](const absl::Status&, engine::Origin) {});
 
   testing::MemoryTransport* transport = nullptr;

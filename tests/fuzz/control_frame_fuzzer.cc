@@ -58,6 +58,19 @@ absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
       if (!m.ok()) return m.status();
       return proto::EncodeVerifyResult(*m);
     }
+    case proto::ControlType::kChannelLost:
+    case proto::ControlType::kChannelGone: {
+      auto m = proto::DecodeChannelLoss(type, payload);
+      if (!m.ok()) return m.status();
+      return type == proto::ControlType::kChannelLost
+                 ? proto::EncodeChannelLost(*m)
+                 : proto::EncodeChannelGone(*m);
+    }
+    case proto::ControlType::kChannelGoneAck: {
+      auto m = proto::DecodeChannelGoneAck(payload);
+      if (!m.ok()) return m.status();
+      return proto::EncodeChannelGoneAck(*m);
+    }
   }
   FUZZ_CHECK(false && "DecodeFrameHeader accepted an unknown type");
   return absl::InternalError("unreachable");

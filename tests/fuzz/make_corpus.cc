@@ -304,6 +304,7 @@ void ControlSeeds(Corpus* c) {
   auto& empty = (*c)["empty_message"];
   auto& vreq = (*c)["verify_request"];
   auto& vres = (*c)["verify_result"];
+  auto& loss = (*c)["channel_loss"];
 
   // Region tables.
   Bytes t1 = proto::EncodeRegionTable(Regions(1));
@@ -399,6 +400,46 @@ void ControlSeeds(Corpus* c) {
   b.resize(b.size() - 8);
   vres["edge_count_exceeds_digests"] = b;
 
+  // Channel loss: the first byte picks CHANNEL_LOST, CHANNEL_GONE or
+  // CHANNEL_GONE_ACK (see channel_loss_fuzzer.cc).
+  auto pick = [](uint8_t which, const Bytes& frame) {
+    return Cat({{which}, Payload(frame)});
+  };
+  proto::ChannelLoss cl{2, 5,
+                        static_cast<uint16_t>(absl::StatusCode::kUnavailable),
+                        "connection reset by peer"};
+  Bytes lost = proto::EncodeChannelLost(cl);
+  loss["lost_channel_2"] = pick(0, lost);
+  frame["channel_lost"] = lost;
+  Bytes gone = proto::EncodeChannelGone(cl);
+  loss["gone_channel_2"] = pick(1, gone);
+  frame["channel_gone"] = gone;
+  Bytes ack = proto::EncodeChannelGoneAck({2, 6});
+  loss["gone_ack_channel_2"] = pick(2, ack);
+  frame["channel_gone_ack"] = ack;
+  loss["gone_longest_text"] =
+      pick(1, proto::EncodeChannelGone(
+                  {0, ~0ull, static_cast<uint16_t>(absl::StatusCode::kInternal),
+                   std::string(proto::kMaxErrorTextBytes, 't')}));
+  loss["lost_text_unprintable"] =
+      pick(0, proto::EncodeChannelLost(
+                  {1, 0, static_cast<uint16_t>(absl::StatusCode::kDataLoss),
+                   "line\nbreak\x7f"}));
+  proto::ChannelLoss bad = cl;
+  bad.code = 0;
+  loss["edge_lost_code_ok"] = pick(0, proto::EncodeChannelLost(bad));
+  bad = cl;
+  bad.channel = proto::kNoChannel;
+  loss["edge_gone_no_channel"] = pick(1, proto::EncodeChannelGone(bad));
+  loss["edge_ack_no_channel"] =
+      pick(2, proto::EncodeChannelGoneAck({proto::kNoChannel, 0}));
+  b = pick(2, ack);
+  b.push_back(0);
+  loss["edge_ack_trailing_byte"] = b;
+  b = pick(0, lost);
+  b.resize(b.size() - 1);
+  loss["edge_lost_text_truncated"] = b;
+
   // Frame headers past their bounds, and an unknown type.
   auto head = [](uint32_t type, uint32_t length) {
     Bytes h(proto::kFrameHeaderBytes);
@@ -407,7 +448,7 @@ void ControlSeeds(Corpus* c) {
     return h;
   };
   frame["edge_unknown_type"] =
-      head(static_cast<uint32_t>(proto::ControlType::kHeartbeat) + 1, 0);
+      head(static_cast<uint32_t>(proto::ControlType::kChannelGoneAck) + 1, 0);
   frame["edge_heartbeat_with_payload"] = Cat(
       {head(static_cast<uint32_t>(proto::ControlType::kHeartbeat), 1), {0}});
   frame["edge_round_done_over_bound"] =

@@ -51,7 +51,7 @@ TEST(FrameHeaderTest, RejectsTruncated) {
 }
 
 TEST(FrameHeaderTest, RejectsUnknownType) {
-  for (uint32_t t : {0u, 10u, 0x100u, 0xFFFFFFFFu}) {
+  for (uint32_t t : {0u, 13u, 0x100u, 0xFFFFFFFFu}) {
     absl::Status s = DecodeFrameHeader(FrameHeaderBytes(t, 0)).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << t;
     EXPECT_THAT(s.message(), HasSubstr("type " + std::to_string(t)));
@@ -75,6 +75,9 @@ TEST(FrameHeaderTest, EnforcesEachTypesBound) {
       {ControlType::kVerifyRequest, 16, "VERIFY_REQUEST"},
       {ControlType::kVerifyResult, 16 + 8 * 65536, "VERIFY_RESULT"},
       {ControlType::kHeartbeat, 0, "HEARTBEAT"},
+      {ControlType::kChannelLost, 4 + 8 + 2 + 2 + 2048, "CHANNEL_LOST"},
+      {ControlType::kChannelGone, 4 + 8 + 2 + 2 + 2048, "CHANNEL_GONE"},
+      {ControlType::kChannelGoneAck, 12, "CHANNEL_GONE_ACK"},
   };
   for (const Case& c : cases) {
     const uint32_t t = static_cast<uint32_t>(c.type);
@@ -530,6 +533,118 @@ TEST(VerifyResultTest, RejectsCountNotMatchingPayload) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ChannelLossTest, LostAndGoneRoundTrip) {
+  ChannelLoss loss{3, 0x0102030405060708ull,
+                   static_cast<uint16_t>(absl::StatusCode::kUnavailable),
+                   "recvmsg: Connection reset by peer (errno 104)"};
+  for (ControlType type :
+       {ControlType::kChannelLost, ControlType::kChannelGone}) {
+    std::vector<uint8_t> frame = type == ControlType::kChannelLost
+                                     ? EncodeChannelLost(loss)
+                                     : EncodeChannelGone(loss);
+    std::vector<uint8_t> p = Payload(frame, type);
+    ASSERT_EQ(p.size(), 4 + 8 + 2 + 2 + loss.text.size());
+    EXPECT_EQ(Load32(p.data()), 3u);
+    auto got = DecodeChannelLoss(type, p);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->channel, 3u);
+    EXPECT_EQ(got->round, loss.round);
+    EXPECT_EQ(got->code, loss.code);
+    EXPECT_EQ(got->text, loss.text);
+    absl::Status cause = ChannelLossStatus(*got);
+    EXPECT_TRUE(absl::IsUnavailable(cause)) << cause;
+    EXPECT_EQ(cause.message(), loss.text);
+  }
+  // Long texts are clipped, so the frame stays inside its bound.
+  loss.text = std::string(5000, 'x');
+  std::vector<uint8_t> frame = EncodeChannelGone(loss);
+  auto h = DecodeFrameHeader(frame);
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto got = DecodeChannelLoss(ControlType::kChannelGone,
+                               Payload(frame, ControlType::kChannelGone));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->text.size(), kMaxErrorTextBytes);
+}
+
+TEST(ChannelLossTest, RejectsBadFields) {
+  ChannelLoss loss{1, 2, 14, "gone"};
+  // No channel.
+  ChannelLoss none = loss;
+  none.channel = kNoChannel;
+  absl::Status s = DecodeChannelLoss(ControlType::kChannelGone,
+                                     Payload(EncodeChannelGone(none),
+                                             ControlType::kChannelGone))
+                       .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("CHANNEL_GONE"), HasSubstr("no channel")));
+  // A cause must be an error code.
+  for (uint16_t code : {uint16_t{0}, uint16_t{17}, uint16_t{0xFFFF}}) {
+    ChannelLoss bad = loss;
+    bad.code = code;
+    s = DecodeChannelLoss(
+            ControlType::kChannelLost,
+            Payload(EncodeChannelLost(bad), ControlType::kChannelLost))
+            .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << code;
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("CHANNEL_LOST"),
+                                   HasSubstr("code " + std::to_string(code))));
+  }
+  // Truncated and trailing bytes.
+  std::vector<uint8_t> p =
+      Payload(EncodeChannelLost(loss), ControlType::kChannelLost);
+  for (size_t n : {size_t{0}, size_t{4}, size_t{12}, p.size() - 1}) {
+    s = DecodeChannelLoss(ControlType::kChannelLost,
+                          absl::MakeConstSpan(p).first(n))
+            .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_THAT(s.message(), HasSubstr("truncated")) << n;
+  }
+  std::vector<uint8_t> longer = p;
+  longer.push_back(0);
+  s = DecodeChannelLoss(ControlType::kChannelLost, longer).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("1 trailing bytes"));
+  // Only the two loss types share this decoder.
+  s = DecodeChannelLoss(ControlType::kError, p).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not a channel loss message"));
+  // Control characters from the peer do not reach logs.
+  ChannelLoss odd = loss;
+  odd.text = "a\x1b[2Jb\n";
+  auto got = DecodeChannelLoss(
+      ControlType::kChannelLost,
+      Payload(EncodeChannelLost(odd), ControlType::kChannelLost));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->text, "a?[2Jb?");
+}
+
+TEST(ChannelLossTest, GoneAckRoundTripAndRejects) {
+  ChannelGoneAck ack{7, 123456789012345ull};
+  std::vector<uint8_t> p =
+      Payload(EncodeChannelGoneAck(ack), ControlType::kChannelGoneAck);
+  ASSERT_EQ(p.size(), 12u);
+  auto got = DecodeChannelGoneAck(p);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->channel, 7u);
+  EXPECT_EQ(got->round, ack.round);
+
+  absl::Status s =
+      DecodeChannelGoneAck(absl::MakeConstSpan(p).first(11)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("truncated"));
+  std::vector<uint8_t> longer = p;
+  longer.push_back(1);
+  s = DecodeChannelGoneAck(longer).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("trailing"));
+  s = DecodeChannelGoneAck(Payload(EncodeChannelGoneAck({kNoChannel, 1}),
+                                   ControlType::kChannelGoneAck))
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no channel"));
+}
+
 // ---- randomized robustness ----
 
 // Valid encodings of every kind, for mutation.
@@ -576,6 +691,9 @@ std::vector<std::vector<uint8_t>> Corpus() {
   VerifyResult v;
   v.page_digests = {1, 2};
   c.push_back(EncodeVerifyResult(v));
+  c.push_back(EncodeChannelLost({2, 9, 14, "reset"}));
+  c.push_back(EncodeChannelGone({1, 3, 4, "stalled"}));
+  c.push_back(EncodeChannelGoneAck({1, 4}));
   // Payloads alone too, so control decoders see well-formed starts.
   size_t n = c.size();
   for (size_t i = 4; i < n; ++i) {
@@ -673,6 +791,18 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
       EXPECT_EQ(16 + 8 * v->page_digests.size(), in.size());
     }
   }
+  for (ControlType type :
+       {ControlType::kChannelLost, ControlType::kChannelGone}) {
+    auto l = DecodeChannelLoss(type, s);
+    ExpectOkOrInputError(l.status(), "DecodeChannelLoss");
+    if (l.ok()) {
+      EXPECT_NE(l->code, 0);
+      EXPECT_NE(l->channel, kNoChannel);
+      for (char c : l->text) EXPECT_TRUE(c >= 0x20 && c <= 0x7e);
+    }
+  }
+  ExpectOkOrInputError(DecodeChannelGoneAck(s).status(),
+                       "DecodeChannelGoneAck");
   {
     auto t = DecodeRegionTable(s);
     if (t.ok()) {
@@ -709,6 +839,13 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
         break;
       case ControlType::kVerifyResult:
         st = DecodeVerifyResult(p).status();
+        break;
+      case ControlType::kChannelLost:
+      case ControlType::kChannelGone:
+        st = DecodeChannelLoss(f->type, p).status();
+        break;
+      case ControlType::kChannelGoneAck:
+        st = DecodeChannelGoneAck(p).status();
         break;
     }
     ExpectOkOrInputError(st, ControlTypeName(f->type));

@@ -24,7 +24,7 @@ proto::Hello FakeSource::MakeHello(proto::Role role, uint32_t index) const {
   h.session = session_;
   h.channel_index = index;
   h.channel_count = channels_;
-  h.capabilities = proto::kKnownCapabilities;
+  h.capabilities = capabilities_;
   h.max_packet_pages = max_pages_;
   h.transport = static_cast<uint16_t>(TransportKind::kTcp);
   return h;

@@ -27,6 +27,9 @@ class FakeSource {
   const proto::SessionId& session() const { return session_; }
   // The key Connect() authenticates with (empty: none).
   void set_key(std::string key) { key_ = std::move(key); }
+  // What the hellos offer: by default what a Sender with default options
+  // offers (everything but surviving channel loss).
+  void set_capabilities(uint64_t caps) { capabilities_ = caps; }
   // A hello as the real Sender would send it.
   proto::Hello MakeHello(proto::Role role, uint32_t index) const;
 
@@ -58,6 +61,8 @@ class FakeSource {
   uint16_t port_;
   uint32_t channels_;
   uint32_t max_pages_;
+  uint64_t capabilities_ =
+      proto::kKnownCapabilities & ~proto::kCapSurviveChannelLoss;
   proto::SessionId session_;
   std::string key_;
   std::unique_ptr<engine::ControlChannel> control_;

@@ -118,7 +118,7 @@ class FaultyTransport final : public channels::Transport {
           !s.ok()) {
         return s;
       }
-      return Injected(FaultOp::kReadExact, injector_->plan().nth,
+      return Injected(FaultOp::kReadExact, injector_->nth(),
                       absl::StrFormat("short read (%d of %d bytes), then error",
                                       half, buf.size()));
     }
@@ -132,7 +132,7 @@ class FaultyTransport final : public channels::Transport {
       const size_t total = channels::IovBytes(dst);
       IovSplit split = SplitIov(dst, {}, total / 2);
       if (absl::Status s = inner_->ReadPayload(split.head); !s.ok()) return s;
-      return Injected(FaultOp::kReadPayload, injector_->plan().nth,
+      return Injected(FaultOp::kReadPayload, injector_->nth(),
                       absl::StrFormat("short read (%d of %d bytes), then error",
                                       total / 2, total));
     }
@@ -207,7 +207,7 @@ class FaultyTransport final : public channels::Transport {
     if (absl::Status s = inner_->SendPacket(first); !s.ok()) return s;
     // Batching transports queue until Submit: push the part out.
     if (absl::Status s = inner_->Submit(); !s.ok()) return s;
-    return Injected(FaultOp::kSendPacket, injector_->plan().nth,
+    return Injected(FaultOp::kSendPacket, injector_->nth(),
                     absl::StrFormat("short write (%d of %d bytes), then error",
                                     half, total));
   }
@@ -295,7 +295,8 @@ std::string FaultPlanName(const FaultPlan& plan) {
                          FaultKindName(plan.kind));
 }
 
-FaultInjector::FaultInjector(const FaultPlan& plan) : plan_(plan) {
+FaultInjector::FaultInjector(const FaultPlan& plan)
+    : plan_(plan), nth_(plan.nth) {
   // One at a time: a second would silently replace the first.
   if (installed != nullptr) std::abort();
   installed = this;
@@ -321,11 +322,33 @@ uint64_t FaultInjector::calls(bool source, FaultOp op) const {
 
 bool FaultInjector::Count(bool source, FaultOp op, uint32_t channel) {
   const uint64_t n = ++calls_[source ? 1 : 0][static_cast<int>(op)];
-  if (source != plan_.source || op != plan_.op || n != plan_.nth) return false;
+  const uint64_t nth = nth_.load();
+  if (source != plan_.source || op != plan_.op || n < nth) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (n == nth) {
+      if (std::find(faulted_.begin(), faulted_.end(), channel) ==
+          faulted_.end()) {
+        faulted_.push_back(channel);
+      }
+    } else if (faulted_.empty() || faulted_.size() >= plan_.channels ||
+               std::find(faulted_.begin(), faulted_.end(), channel) !=
+                   faulted_.end()) {
+      return false;
+    } else {
+      faulted_.push_back(channel);
+    }
+  }
+  if (fired()) return true;
   fired_channel_.store(channel);
   fired_at_ns_.store(absl::ToUnixNanos(absl::Now()));
   fired_.store(true, std::memory_order_release);
   return true;
+}
+
+std::vector<uint32_t> FaultInjector::fired_channels() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return faulted_;
 }
 
 std::unique_ptr<channels::Transport> FaultInjector::Wrap(

@@ -19,7 +19,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -77,6 +79,9 @@ struct FaultPlan {
   uint64_t nth = 1;  // 1-based, counted across the side's channels
   FaultKind kind = FaultKind::kError;
   absl::Duration delay = absl::Milliseconds(200);  // kDelay
+  // How many distinct channels to fault: the nth call's, then, from the
+  // calls after it, the first one on each channel not faulted yet.
+  uint32_t channels = 1;
 };
 std::string FaultPlanName(const FaultPlan& plan);
 
@@ -94,6 +99,12 @@ class FaultInjector {
   bool fired() const { return fired_.load(std::memory_order_acquire); }
   // Valid once fired().
   uint32_t fired_channel() const { return fired_channel_.load(); }
+  // Every channel faulted so far, in order.
+  std::vector<uint32_t> fired_channels() const;
+  // The call to fault first, from now on (1-based, counted from the start
+  // like plan().nth): lets a test aim at a call after what it has seen.
+  void ArmAt(uint64_t nth) { nth_.store(nth); }
+  uint64_t nth() const { return nth_.load(); }
   absl::Time fired_at() const;
   // Calls of `op` made so far on one side.
   uint64_t calls(bool source, FaultOp op) const;
@@ -108,6 +119,9 @@ class FaultInjector {
       const engine::TransportSite& site);
 
   const FaultPlan plan_;
+  std::atomic<uint64_t> nth_;
+  mutable std::mutex mu_;
+  std::vector<uint32_t> faulted_;  // guarded by mu_
   std::atomic<uint64_t> calls_[2][kFaultOps] = {};
   std::atomic<bool> fired_{false};
   std::atomic<uint32_t> fired_channel_{0};

@@ -35,31 +35,19 @@ Json ParseJson(const CommandResult& r) {
 TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
   CommandResult r = RunCommand({kMigrate, "--help"});
   const std::string help = r.out + r.err;
-  for (const char* flag : {"role",
-                           "connect",
-                           "listen",
-                           "demo",
-                           "transport",
-                           "channels",
-                           "packet_pages",
-                           "header_slots",
-                           "completion",
-                           "size",
-                           "region_file",
-                           "dest_region_file",
-                           "dirty_tracking",
-                           "dirty_set",
-                           "dirty_rate",
-                           "writers",
-                           "downtime_limit",
-                           "max_rounds",
-                           "prefault",
-                           "connect_timeout",
-                           "stall_timeout",
-                           "seed",
-                           "json",
-                           "key_file",
-                           "key"}) {
+  for (const char* flag : {"role",           "connect",
+                           "listen",         "demo",
+                           "transport",      "channels",
+                           "packet_pages",   "header_slots",
+                           "completion",     "size",
+                           "region_file",    "dest_region_file",
+                           "dirty_tracking", "dirty_set",
+                           "dirty_rate",     "writers",
+                           "downtime_limit", "max_rounds",
+                           "prefault",       "connect_timeout",
+                           "stall_timeout",  "survive_channel_loss",
+                           "seed",           "json",
+                           "key_file",       "key"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
@@ -106,6 +94,20 @@ TEST(MigrateCli, NamedTransportHasNoAutoReason) {
   Json j = ParseJson(r);
   EXPECT_EQ(j["transport"], "tcp-zerocopy");
   EXPECT_EQ(j["transport_reason"], "");
+}
+
+TEST(MigrateCli, SurviveChannelLossWithNoLossReportsNone) {
+  // No fault to inject across processes: the loss itself is covered by
+  // tests/engine/survive_test.cc and the report by report_test.cc; this
+  // checks the flag reaches a session that then migrates as usual.
+  CommandResult r = RunCommand({kMigrate, "--demo", "--json", "--size=64MiB",
+                                "--channels=4", "--survive-channel-loss"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["channels_lost"].size(), 0u);
+  EXPECT_EQ(j["resent_pages"], 0);
+  EXPECT_EQ(j["destination"]["channels_lost"].size(), 0u);
 }
 
 // A key file only its owner can read, removed with the test.

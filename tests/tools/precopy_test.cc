@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::migrate {
@@ -28,7 +29,6 @@ Migration Migrate(TransportKind kind, bool uffd, uint64_t bytes,
   auto src = MakeRegion(1, bytes, 21, true);
   auto dst = MakeRegion(1, bytes);
   config.session.transport = kind;
-  config.session.channels = 2;
   config.progress = false;
   ServingReceiver rx(config.session, {dst.region});
   config.session.port = rx.port();
@@ -104,6 +104,36 @@ TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
   EXPECT_EQ(run.report.rounds.size(), 3u);  // 2 live + the final one
   EXPECT_TRUE(run.report.verified);
   EXPECT_TRUE(run.identical);
+}
+
+TEST(Precopy, ChannelLostWhileTheWorkloadWritesStillVerifies) {
+  // One of 4 channels reset in round 0 while the workload keeps dirtying
+  // pages: the pre-copy goes on over the other 3, and the final round and
+  // verification leave the destination identical to the source.
+  testing::FaultInjector faults({.source = true,
+                                 .op = testing::FaultOp::kSendPacket,
+                                 .nth = 40,
+                                 .kind = testing::FaultKind::kReset});
+  Memload::Options load;
+  load.dirty_set_pages = (4 << 20) / 4096;
+  load.pages_per_second = (16 << 20) / 4096;
+  PrecopyConfig config;
+  config.session.channels = 4;
+  config.session.packet_pages = 32;
+  config.session.survive_channel_loss = true;
+  config.max_rounds = 4;
+  Migration run =
+      Migrate(TransportKind::kTcp, false, 32ull << 20, load, config);
+  ASSERT_TRUE(faults.fired());
+  ASSERT_TRUE(run.report.status.ok()) << run.report.status;
+  ASSERT_TRUE(run.destination.ok()) << run.destination;
+  EXPECT_GE(run.report.rounds.size(), 2u);
+  EXPECT_TRUE(run.report.verified);
+  EXPECT_TRUE(run.identical);
+  ASSERT_EQ(run.report.stats.channels_lost.size(), 1u);
+  EXPECT_EQ(run.report.stats.channels_lost[0].channel, faults.fired_channel());
+  EXPECT_EQ(run.report.stats.channels_lost[0].round, 0u);
+  EXPECT_GT(run.report.stats.resent_pages, 0u);
 }
 
 TEST(Precopy, UnreachableDestinationFailsCleanlyAndTheWorkloadRuns) {

@@ -78,12 +78,29 @@ void WriteChannelStats(JsonWriter& w, const ChannelStats& c) {
       .Number(c.thread_cpu_ns * 1e-9)
       .Key("recv_calls")
       .Uint(c.recv_calls)
+      .Key("lost")
+      .Uint(c.lost)
       .EndObject();
 }
 
 void WriteChannelArray(JsonWriter& w, const SessionStats& s) {
   w.BeginArray();
   for (const ChannelStats& c : s.channels) WriteChannelStats(w, c);
+  w.EndArray();
+}
+
+void WriteChannelLosses(JsonWriter& w, const SessionStats& s) {
+  w.BeginArray();
+  for (const ChannelLoss& l : s.channels_lost) {
+    w.BeginObject()
+        .Key("channel")
+        .Uint(l.channel)
+        .Key("round")
+        .Uint(l.round)
+        .Key("reason")
+        .String(l.reason)
+        .EndObject();
+  }
   w.EndArray();
 }
 

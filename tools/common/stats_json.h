@@ -11,6 +11,9 @@ namespace ramferry::cli {
 void WriteChannelStats(JsonWriter& w, const ChannelStats& c);
 // An array of per-channel objects.
 void WriteChannelArray(JsonWriter& w, const SessionStats& s);
+// The channels the session went on without, as an array of
+// {channel, round, reason} (SessionOptions::survive_channel_loss).
+void WriteChannelLosses(JsonWriter& w, const SessionStats& s);
 
 }  // namespace ramferry::cli
 

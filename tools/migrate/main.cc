@@ -115,6 +115,10 @@ ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10),
           "source: keep retrying the connection this long");
 ABSL_FLAG(absl::Duration, stall_timeout, absl::Seconds(30),
           "either end: no progress this long means the peer is stalled");
+ABSL_FLAG(bool, survive_channel_loss, false,
+          "source: when a data channel dies and others live, re-send its "
+          "unconfirmed pages on the others and carry on (the report says "
+          "which channel was lost); off: a dead channel ends the migration");
 ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
 ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
 
@@ -162,6 +166,7 @@ absl::StatusOr<SessionOptions> Session() {
   o.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
+  o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
   absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
   if (!key.ok()) return key.status();
   o.auth_key = *key;

@@ -24,6 +24,14 @@ double Throughput(const PrecopyReport& r) {
   return r.transfer_s > 0 ? r.bytes_sent / r.transfer_s / 1e9 : 0;
 }
 
+// Which channels the session went on without, and what that cost.
+std::string LossLine(const SessionStats& s) {
+  if (s.channels_lost.empty()) return "none";
+  return absl::StrFormat("%s; %d pages re-sent on the others",
+                         DescribeChannelLosses(s.channels_lost),
+                         s.resent_pages);
+}
+
 }  // namespace
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
@@ -102,7 +110,11 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Uint(r.pages_mismatched)
       .Key("verified")
       .Bool(r.verified)
-      .Key("channel_stats");
+      .Key("resent_pages")
+      .Uint(r.stats.resent_pages)
+      .Key("channels_lost");
+  cli::WriteChannelLosses(w, r.stats);
+  w.Key("channel_stats");
   cli::WriteChannelArray(w, r.stats);
   if (!destination_json.empty()) {
     w.Key("destination").Raw(destination_json);
@@ -162,6 +174,7 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                         "differ)\n",
                         r.verified ? "true" : "false", r.pages_verified,
                         r.pages_mismatched);
+  absl::StrAppendFormat(&t, "  channels lost    %s\n", LossLine(r.stats));
   t += "  channel  packets   pages     send calls  zc sent/done/copied  "
        "flushes  wait ms\n";
   for (const ChannelStats& c : r.stats.channels) {
@@ -194,7 +207,9 @@ std::string DestinationJson(const DestinationReport& r) {
       .Uint(r.stats.connections_refused)
       .Key("auth_failures")
       .Uint(r.stats.auth_failures)
-      .Key("channel_stats");
+      .Key("channels_lost");
+  cli::WriteChannelLosses(w, r.stats);
+  w.Key("channel_stats");
   cli::WriteChannelArray(w, r.stats);
   w.EndObject();
   return w.str();
@@ -204,10 +219,14 @@ std::string DestinationTable(const DestinationReport& r) {
   return absl::StrFormat(
       "destination: %s; %d rounds applied, %d pages verified by the "
       "source, pre-fault %.2f s, served %.2f s, CPU %.2f s; %d connections "
-      "refused (%d failed authentication)%s\n",
+      "refused (%d failed authentication)%s%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
       r.prefault_s, r.serve_s, r.cpu_s, r.stats.connections_refused,
       r.stats.auth_failures,
+      r.stats.channels_lost.empty()
+          ? ""
+          : absl::StrCat("\n  channels lost: ",
+                         DescribeChannelLosses(r.stats.channels_lost)),
       r.status.ok() ? "" : absl::StrCat("\n  error: ", r.status.ToString()));
 }
 

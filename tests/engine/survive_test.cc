@@ -1,0 +1,484 @@
+// Surviving a dead data channel (SessionOptions::survive_channel_loss): a
+// real Sender and Receiver on loopback whose data channels go through the
+// fault-injecting transport (tests/support/faulty_transport.h), which kills
+// one channel's real connection mid-round while the others live. The
+// destination must end byte-identical and both ends must report the loss;
+// without the option, the same fault must end both sides with an error.
+#include <algorithm>
+#include <random>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "channels/uring_zerocopy.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/control.h"
+#include "ramferry/sender.h"
+#include "tests/support/fake_source.h"
+#include "tests/support/faulty_transport.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry {
+namespace {
+
+using ::testing::AllOf;
+using testing::FaultInjector;
+using testing::FaultKind;
+using testing::FaultOp;
+using testing::FaultPlan;
+using ::testing::HasSubstr;
+using testing::MakeRegion;
+using testing::SameBytes;
+using testing::ServingReceiver;
+
+constexpr uint32_t kChannels = 4;
+constexpr uint64_t kBytes = 8ull << 20;  // 2048 pages
+constexpr uint32_t kPacketPages = 16;
+// Well past any healthy round here; a hang would show as a timeout.
+constexpr absl::Duration kEndBound = absl::Seconds(10);
+
+// Rewrites `count` random pages of `r` and marks them dirty; returns how
+// many distinct pages that was.
+uint64_t RewriteRandomPages(const Region& r, uint64_t count,
+                            std::mt19937_64& rng, DirtyBitmap& dirty) {
+  std::set<uint64_t> pages;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t p = rng() % r.page_count();
+    FillRandom(r.page(p), r.page_size, rng(), 1);
+    dirty.Set(p);
+    pages.insert(p);
+  }
+  return pages.size();
+}
+
+// A source and a destination on loopback whose data channels the
+// FaultInjector wraps (installed first, so it outlives the session).
+class FaultySession {
+ public:
+  FaultySession(SessionOptions opt, const FaultPlan& plan, uint64_t seed)
+      : faults_(plan),
+        src_(MakeRegion(1, kBytes, seed, /*fill=*/true)),
+        dst_(MakeRegion(1, kBytes)),
+        dirty_(src_.region.page_count()),
+        rng_(seed) {
+    rx_ = std::make_unique<ServingReceiver>(opt,
+                                            std::vector<Region>{dst_.region});
+    opt.port = rx_->port();
+    auto s = Sender::Connect(opt, {&src_.region, 1});
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) sender_ = std::move(*s);
+  }
+
+  bool connected() const { return sender_ != nullptr; }
+  Sender& sender() { return *sender_; }
+  ServingReceiver& rx() { return *rx_; }
+  FaultInjector& faults() { return faults_; }
+
+  // The fault hits the `more`-th call of the plan's operation from now:
+  // with `more` small, mid-way through the next round.
+  void ArmIn(uint64_t more) {
+    faults_.ArmAt(faults_.calls(faults_.plan().source, faults_.plan().op) +
+                  more);
+  }
+
+  // Round 0 sends everything; each later round rewrites 1/4 of the pages
+  // first (on this thread: the source is quiet while a round is sent).
+  absl::StatusOr<RoundResult> NextRound() {
+    uint64_t expected = src_.region.page_count();
+    if (rounds_ == 0) {
+      dirty_.SetAll();
+    } else {
+      expected = RewriteRandomPages(src_.region, src_.region.page_count() / 4,
+                                    rng_, dirty_);
+    }
+    DirtyBitmap* bitmaps[] = {&dirty_};
+    absl::StatusOr<RoundResult> r = sender_->SendRound(bitmaps);
+    if (r.ok()) {
+      EXPECT_EQ(r->round, rounds_);
+      EXPECT_EQ(r->pages, expected) << "round " << rounds_;
+      ++rounds_;
+    }
+    return r;
+  }
+
+  // Verifies, finishes, and checks both ends agree byte for byte.
+  void FinishIdentical() {
+    absl::StatusOr<VerifyReport> v = sender_->Verify();
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
+    absl::Status done = sender_->Finish();
+    ASSERT_TRUE(done.ok()) << done;
+    absl::Status served = rx_->result();
+    ASSERT_TRUE(served.ok()) << served;
+    EXPECT_TRUE(SameBytes(src_.region, dst_.region));
+    EXPECT_EQ(rx_->receiver().applied_rounds(), rounds_);
+  }
+
+ private:
+  FaultInjector faults_;  // first: outlives the session's transports
+  testing::TestRegion src_, dst_;
+  DirtyBitmap dirty_;
+  std::mt19937_64 rng_;
+  uint64_t rounds_ = 0;
+  std::unique_ptr<ServingReceiver> rx_;
+  std::unique_ptr<Sender> sender_;
+};
+
+// Which channels an end reports lost, in order.
+std::vector<uint32_t> LostChannels(const SessionStats& s) {
+  std::vector<uint32_t> out;
+  for (const ChannelLoss& l : s.channels_lost) out.push_back(l.channel);
+  return out;
+}
+
+// The source's next data packet after `ArmIn` resets its connection.
+FaultPlan ResetOnSend(FaultKind kind = FaultKind::kReset) {
+  return {.source = true,
+          .op = FaultOp::kSendPacket,
+          .nth = UINT64_MAX,
+          .kind = kind};
+}
+
+class SurviveTest : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == TransportKind::kUringZeroCopy) {
+      if (absl::Status s = channels::ProbeUringZeroCopy(); !s.ok()) {
+        GTEST_SKIP() << "uring-zc unavailable on this kernel: " << s;
+      }
+    }
+    opt_.transport = GetParam();
+    opt_.channels = kChannels;
+    opt_.packet_pages = kPacketPages;
+    opt_.header_slots = 64;
+    opt_.survive_channel_loss = true;
+    opt_.stall_timeout = absl::Seconds(5);
+  }
+  SessionOptions opt_;
+};
+
+// A round here is 512 pages, 32 packets: the 8th send is mid-round.
+constexpr uint64_t kMidRound = 8;
+
+TEST_P(SurviveTest, OneChannelLostMidRoundEndsByteIdentical) {
+  FaultySession p(opt_, ResetOnSend(), 21);
+  ASSERT_TRUE(p.connected());
+  for (int round = 0; round < 5; ++round) {
+    if (round == 2) p.ArmIn(kMidRound);
+    absl::StatusOr<RoundResult> r = p.NextRound();
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+  }
+  ASSERT_TRUE(p.faults().fired());
+  const uint32_t dead = p.faults().fired_channel();
+  const SessionStats sent = p.sender().stats();
+  ASSERT_EQ(LostChannels(sent), std::vector<uint32_t>{dead});
+  EXPECT_EQ(sent.channels_lost[0].round, 2u);
+  EXPECT_THAT(sent.channels_lost[0].reason,
+              HasSubstr(absl::StrCat("channel ", dead)));
+  EXPECT_EQ(sent.channels[dead].lost, 1u);
+  EXPECT_EQ(sent.Total().lost, 1u);
+  // Its share of round 2 went again on the others.
+  EXPECT_GT(sent.resent_pages, 0u);
+  // The others carried rounds 3 and 4; the dead one nothing after round 2
+  // (its SYNC of round 2 may count: queued before the failing send).
+  EXPECT_LE(sent.channels[dead].syncs, 3u);
+  for (uint32_t c = 0; c < kChannels; ++c) {
+    if (c != dead) EXPECT_GE(sent.channels[c].syncs, 5u) << c;
+  }
+  p.FinishIdentical();
+  const SessionStats got = p.rx().receiver().stats();
+  ASSERT_EQ(LostChannels(got), std::vector<uint32_t>{dead});
+  EXPECT_EQ(got.channels_lost[0].round, 2u);
+  EXPECT_EQ(got.channels[dead].lost, 1u);
+  EXPECT_EQ(got.channels[dead].finishes, 0u);
+}
+
+TEST_P(SurviveTest, WithoutTheOptionBothSidesEndWithAnErrorNamingTheChannel) {
+  opt_.survive_channel_loss = false;
+  FaultySession p(opt_, ResetOnSend(), 25);
+  ASSERT_TRUE(p.connected());
+  ASSERT_TRUE(p.NextRound().ok());
+  p.ArmIn(kMidRound);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RoundResult> r = p.NextRound();
+  ASSERT_FALSE(r.ok());
+  ASSERT_TRUE(p.faults().fired());
+  const std::string channel =
+      absl::StrCat("channel ", p.faults().fired_channel());
+  EXPECT_THAT(r.status().message(),
+              AllOf(HasSubstr(channel), HasSubstr("confirmed 1 round")))
+      << r.status();
+  absl::Status served = p.rx().result();
+  EXPECT_LT(absl::Now() - start, kEndBound);
+  EXPECT_FALSE(served.ok());
+  EXPECT_THAT(served.message(), HasSubstr(channel)) << served;
+  EXPECT_TRUE(p.sender().stats().channels_lost.empty());
+  EXPECT_TRUE(p.rx().receiver().stats().channels_lost.empty());
+}
+
+TEST_P(SurviveTest, AllChannelsLostEndsBothSidesWithAClearError) {
+  FaultPlan plan = ResetOnSend();
+  plan.channels = kChannels;
+  FaultySession p(opt_, plan, 24);
+  ASSERT_TRUE(p.connected());
+  ASSERT_TRUE(p.NextRound().ok());
+  p.ArmIn(kMidRound);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RoundResult> r = p.NextRound();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(p.faults().fired_channels().size(), kChannels);
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(),
+              AllOf(HasSubstr("all 4 channels lost"), HasSubstr("channel 0"),
+                    HasSubstr("channel 3"), HasSubstr("confirmed 1 round")))
+      << r.status();
+  EXPECT_FALSE(p.sender().Finish().ok());
+  absl::Status served = p.rx().result();
+  EXPECT_LT(absl::Now() - start, kEndBound);
+  EXPECT_FALSE(served.ok());
+  EXPECT_THAT(served.message(), HasSubstr("channels lost")) << served;
+  EXPECT_EQ(p.rx().receiver().applied_rounds(), 1u);
+}
+
+TEST_P(SurviveTest, ChannelLostInTheFinalRound) {
+  // The migration's last round: sent, then verified and finished with
+  // nothing written in between (the workload is paused).
+  FaultySession p(opt_, ResetOnSend(), 23);
+  ASSERT_TRUE(p.connected());
+  for (int round = 0; round < 3; ++round) {
+    if (round == 2) p.ArmIn(kMidRound);
+    absl::StatusOr<RoundResult> r = p.NextRound();
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+  }
+  ASSERT_TRUE(p.faults().fired());
+  const uint32_t dead = p.faults().fired_channel();
+  EXPECT_EQ(LostChannels(p.sender().stats()), std::vector<uint32_t>{dead});
+  EXPECT_GT(p.sender().stats().resent_pages, 0u);
+  p.FinishIdentical();
+  EXPECT_EQ(LostChannels(p.rx().receiver().stats()),
+            std::vector<uint32_t>{dead});
+}
+
+TEST_P(SurviveTest, ChannelLostOnItsFinishPacket) {
+  // Every round confirmed; the channel dies sending FINISH: nothing is
+  // missing, the session still finishes and reports the loss.
+  FaultySession p(opt_, ResetOnSend(), 26);
+  ASSERT_TRUE(p.connected());
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(p.NextRound().ok()) << round;
+  }
+  p.ArmIn(1);
+  p.FinishIdentical();
+  ASSERT_TRUE(p.faults().fired());
+  const uint32_t dead = p.faults().fired_channel();
+  const SessionStats sent = p.sender().stats();
+  ASSERT_EQ(LostChannels(sent), std::vector<uint32_t>{dead});
+  EXPECT_EQ(sent.channels_lost[0].round, 2u);
+  EXPECT_EQ(sent.resent_pages, 0u);
+  EXPECT_EQ(p.rx().receiver().stats().channels[dead].finishes, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, SurviveTest,
+                         ::testing::Values(TransportKind::kTcp,
+                                           TransportKind::kTcpZeroCopy,
+                                           TransportKind::kUringZeroCopy),
+                         [](const auto& info) {
+                           std::string name(TransportKindName(info.param));
+                           std::erase(name, '-');
+                           return name;
+                         });
+
+// Who notices the death first; tcp only.
+class SurviveFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    opt_.channels = kChannels;
+    opt_.packet_pages = kPacketPages;
+    opt_.survive_channel_loss = true;
+    opt_.stall_timeout = absl::Seconds(5);
+  }
+  SessionOptions opt_;
+};
+
+TEST_F(SurviveFaultTest, OnlyTheDestinationSeesTheDeath) {
+  // A receive fails on the destination; the source's sockets are fine:
+  // only the destination's CHANNEL_LOST tells it.
+  FaultySession p(opt_,
+                  {.source = false,
+                   .op = FaultOp::kReadPayload,
+                   .nth = UINT64_MAX,
+                   .kind = FaultKind::kError},
+                  31);
+  ASSERT_TRUE(p.connected());
+  for (int round = 0; round < 4; ++round) {
+    if (round == 1) p.ArmIn(kMidRound);
+    absl::StatusOr<RoundResult> r = p.NextRound();
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+  }
+  ASSERT_TRUE(p.faults().fired());
+  const uint32_t dead = p.faults().fired_channel();
+  const SessionStats sent = p.sender().stats();
+  ASSERT_EQ(LostChannels(sent), std::vector<uint32_t>{dead});
+  EXPECT_EQ(sent.channels_lost[0].round, 1u);
+  EXPECT_THAT(sent.channels_lost[0].reason, HasSubstr("destination lost it"));
+  p.FinishIdentical();
+}
+
+TEST_F(SurviveFaultTest, OnlyTheSourceSeesTheDeath) {
+  // A send fails on the source without touching the socket: the
+  // destination's end stays open until the source stops it.
+  FaultySession p(opt_, ResetOnSend(FaultKind::kShortThenFail), 32);
+  ASSERT_TRUE(p.connected());
+  for (int round = 0; round < 3; ++round) {
+    if (round == 1) p.ArmIn(kMidRound);
+    absl::StatusOr<RoundResult> r = p.NextRound();
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+  }
+  const SessionStats sent = p.sender().stats();
+  ASSERT_EQ(LostChannels(sent),
+            std::vector<uint32_t>{p.faults().fired_channel()});
+  EXPECT_THAT(sent.channels_lost[0].reason, HasSubstr("injected fault"));
+  p.FinishIdentical();
+}
+
+TEST(SurviveOptionsTest, RdmaAndSingleThreadAreRefusedAtStart) {
+  auto src = MakeRegion(1, 1 << 20);
+  SessionOptions opt;
+  opt.survive_channel_loss = true;
+  opt.transport = TransportKind::kRdma;
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_FALSE(sender.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(sender.status())) << sender.status();
+  EXPECT_THAT(sender.status().message(),
+              AllOf(HasSubstr("survive_channel_loss"), HasSubstr("rdma")));
+  opt.transport = TransportKind::kTcp;
+  opt.single_thread = true;
+  sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_FALSE(sender.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(sender.status())) << sender.status();
+  EXPECT_THAT(sender.status().message(), HasSubstr("single_thread"));
+}
+
+// The destination's side of the protocol, spoken by hand.
+class ChannelGoneProtocolTest : public ::testing::Test {
+ protected:
+  ChannelGoneProtocolTest()
+      : dst_(MakeRegion(1, 1 << 20)),
+        rx_(SessionOptions{}, {dst_.region}),
+        src_(rx_.port(), 2) {}
+  std::vector<proto::RegionInfo> Table() const {
+    return {{1, 4096, 1 << 20, "region-1"}};
+  }
+  absl::Status Gone(uint32_t channel, uint64_t round) {
+    return src_.SendControl(proto::EncodeChannelGone(
+        {channel, round, static_cast<uint16_t>(absl::StatusCode::kUnavailable),
+         "reset"}));
+  }
+  proto::PacketHeader Data(uint32_t channel, uint64_t packet_num) {
+    proto::PacketHeader h;
+    h.flags = proto::kPacketData;
+    h.channel = channel;
+    h.page_count = 1;
+    h.packet_num = packet_num;
+    h.region_id = 1;
+    h.page_size = 4096;
+    return h;
+  }
+  testing::TestRegion dst_;
+  ServingReceiver rx_;
+  testing::FakeSource src_;
+};
+
+TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
+  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  const std::vector<uint64_t> page3 = {3 * 4096};
+  // Channel 1 carried page 3 (0x11) and died; channel 0 got to its SYNC.
+  ASSERT_TRUE(
+      src_.Send(1, testing::FakeSource::DataPacket(Data(1, 0), page3, 0x11))
+          .ok());
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 0, 0))
+          .ok());
+  ASSERT_TRUE(Gone(1, 0).ok());
+  auto ack = src_.ReadControl();
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
+  auto a = proto::DecodeChannelGoneAck(ack->payload);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->channel, 1u);
+  EXPECT_EQ(a->round, 0u);
+  // Page 3 again on channel 0 (0x22), then the extra SYNC of round 0.
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::DataPacket(Data(0, 1), page3, 0x22))
+          .ok());
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 2, 0))
+          .ok());
+  auto done = src_.ReadControl();
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->type, proto::ControlType::kRoundDone);
+  auto d = proto::DecodeRoundDone(done->payload);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->round, 0u);
+  EXPECT_EQ(d->pages, 1u);  // channel 1's page does not count
+  EXPECT_EQ(dst_.region.page(3)[0], 0x22);
+  // Round 1 needs channel 0 only.
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 3, 1))
+          .ok());
+  done = src_.ReadControl();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->type, proto::ControlType::kRoundDone);
+  EXPECT_EQ(rx_.receiver().stats().channels_lost.size(), 1u);
+}
+
+TEST_F(ChannelGoneProtocolTest, RefusedWhenNotNegotiated) {
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_TRUE(Gone(1, 0).ok());
+  absl::Status s = rx_.result();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("does not survive channel loss"));
+}
+
+TEST_F(ChannelGoneProtocolTest, RefusesAnUnknownChannel) {
+  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_TRUE(Gone(2, 0).ok());
+  absl::Status s = rx_.result();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("CHANNEL_GONE for channel 2 of 2"));
+}
+
+TEST_F(ChannelGoneProtocolTest, RefusesARoundOutOfReach) {
+  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_TRUE(Gone(0, 5).ok());
+  absl::Status s = rx_.result();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("channel 0"), HasSubstr("round 5"),
+                                 HasSubstr("in round 0")));
+}
+
+TEST_F(ChannelGoneProtocolTest, RefusesTheSameChannelTwice) {
+  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
+  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_TRUE(Gone(1, 0).ok());
+  auto ack = src_.ReadControl();
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
+  ASSERT_TRUE(Gone(1, 0).ok());
+  absl::Status s = rx_.result();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("channel 1 declared gone twice"));
+}
+
+}  // namespace
+}  // namespace ramferry
