@@ -152,7 +152,9 @@ TEST(FloodTest, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     std::vector<uint8_t> part(sent, 0x52);
-    if (sent > 0) ASSERT_EQ(send(fd, part.data(), sent, 0), ssize_t(sent));
+    if (sent > 0) {
+      ASSERT_EQ(send(fd, part.data(), sent, 0), ssize_t(sent));
+    }
     const absl::Time start = absl::Now();
     pollfd p{fd, POLLIN, 0};
     ASSERT_EQ(poll(&p, 1, 5000), 1) << "still open after 5 s";

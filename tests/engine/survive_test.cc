@@ -185,7 +185,9 @@ TEST_P(SurviveTest, OneChannelLostMidRoundEndsByteIdentical) {
   // (its SYNC of round 2 may count: queued before the failing send).
   EXPECT_LE(sent.channels[dead].syncs, 3u);
   for (uint32_t c = 0; c < kChannels; ++c) {
-    if (c != dead) EXPECT_GE(sent.channels[c].syncs, 5u) << c;
+    if (c != dead) {
+      EXPECT_GE(sent.channels[c].syncs, 5u) << c;
+    }
   }
   p.FinishIdentical();
   const SessionStats got = p.rx().receiver().stats();
