@@ -220,24 +220,49 @@ ControlChannel::ControlChannel(int fd, absl::Duration send_timeout)
 
 ControlChannel::~ControlChannel() { close(fd_); }
 
-absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
-  std::lock_guard<std::timed_mutex> lock(send_mu_);
-  if (shut_down_.load(std::memory_order_acquire)) {
-    return absl::AbortedError("control channel is shut down");
+bool ControlChannel::AcquireSend(absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(send_mu_);
+  auto free = [&] { return !sending_; };
+  if (wait == absl::InfiniteDuration()) {
+    send_free_.wait(lock, free);
+  } else if (!send_free_.wait_for(lock, absl::ToChronoNanoseconds(wait),
+                                  free)) {
+    return false;
   }
-  return Annotate(WriteWithDeadline(fd_, frame, absl::Now() + send_timeout_),
-                  "control channel");
+  sending_ = true;
+  return true;
+}
+
+void ControlChannel::ReleaseSend() {
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    sending_ = false;
+  }
+  send_free_.notify_one();
+}
+
+absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
+  // A send in progress ends within its own deadline, so this wait is
+  // bounded too.
+  AcquireSend(absl::InfiniteDuration());
+  absl::Status s =
+      shut_down_.load(std::memory_order_acquire)
+          ? absl::AbortedError("control channel is shut down")
+          : Annotate(WriteWithDeadline(fd_, frame, absl::Now() + send_timeout_),
+                     "control channel");
+  ReleaseSend();
+  return s;
 }
 
 void ControlChannel::TrySend(absl::Span<const uint8_t> frame,
                              absl::Duration timeout) {
   // Waits out a short send (a heartbeat) but not a blocked one.
   const absl::Time deadline = absl::Now() + timeout;
-  std::unique_lock<std::timed_mutex> lock(send_mu_, std::defer_lock);
-  if (!lock.try_lock_for(absl::ToChronoNanoseconds(timeout))) return;
+  if (!AcquireSend(timeout)) return;
   if (!shut_down_.load(std::memory_order_acquire)) {
     WriteWithDeadline(fd_, frame, deadline).IgnoreError();
   }
+  ReleaseSend();
 }
 
 absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(

@@ -4,6 +4,7 @@
 #define RAMFERRY_ENGINE_CONTROL_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -72,9 +73,18 @@ class ControlChannel {
   void Shutdown();
 
  private:
+  // One writer at a time, and a TrySend that gives up after a bounded
+  // wait: a flag under a plain mutex. (std::timed_mutex would do, but its
+  // timed lock goes through pthread_mutex_clocklock, which TSan does not
+  // see, so every unlock after it is reported as a bogus error.)
+  bool AcquireSend(absl::Duration wait);  // false: still busy after `wait`
+  void ReleaseSend();
+
   const int fd_;
   const absl::Duration send_timeout_;
-  std::timed_mutex send_mu_;
+  std::mutex send_mu_;
+  std::condition_variable send_free_;
+  bool sending_ = false;  // guarded by send_mu_
   std::atomic<bool> shut_down_{false};
 };
 
