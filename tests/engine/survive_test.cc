@@ -373,6 +373,21 @@ class ChannelGoneProtocolTest : public ::testing::Test {
   std::vector<proto::RegionInfo> Table() const {
     return {{1, 4096, 1 << 20, "region-1"}};
   }
+  // Opens the session, offering channel-loss survival or not.
+  void Open(bool survive = true) {
+    if (survive) {
+      src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
+    }
+    ASSERT_TRUE(src_.OpenControl(Table()).ok());
+    ASSERT_TRUE(src_.OpenAllChannels().ok());
+  }
+  // How the destination ends after a declaration it must refuse.
+  absl::Status Refusal(uint32_t channel, uint64_t round) {
+    if (absl::Status s = Gone(channel, round); !s.ok()) return s;
+    absl::Status s = rx_.result();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    return s;
+  }
   absl::Status Gone(uint32_t channel, uint64_t round) {
     return src_.SendControl(proto::EncodeChannelGone(
         {channel, round, static_cast<uint16_t>(absl::StatusCode::kUnavailable),
@@ -394,9 +409,7 @@ class ChannelGoneProtocolTest : public ::testing::Test {
 };
 
 TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
-  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_NO_FATAL_FAILURE(Open());
   const std::vector<uint64_t> page3 = {3 * 4096};
   // Channel 1 carried page 3 (0x11) and died; channel 0 got to its SYNC.
   ASSERT_TRUE(
@@ -439,47 +452,32 @@ TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
 }
 
 TEST_F(ChannelGoneProtocolTest, RefusedWhenNotNegotiated) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
-  ASSERT_TRUE(Gone(1, 0).ok());
-  absl::Status s = rx_.result();
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("does not survive channel loss"));
+  ASSERT_NO_FATAL_FAILURE(Open(/*survive=*/false));
+  EXPECT_THAT(Refusal(1, 0).message(),
+              HasSubstr("does not survive channel loss"));
 }
 
 TEST_F(ChannelGoneProtocolTest, RefusesAnUnknownChannel) {
-  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
-  ASSERT_TRUE(Gone(2, 0).ok());
-  absl::Status s = rx_.result();
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("CHANNEL_GONE for channel 2 of 2"));
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_THAT(Refusal(2, 0).message(),
+              HasSubstr("CHANNEL_GONE for channel 2 of 2"));
 }
 
 TEST_F(ChannelGoneProtocolTest, RefusesARoundOutOfReach) {
-  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
-  ASSERT_TRUE(Gone(0, 5).ok());
-  absl::Status s = rx_.result();
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), AllOf(HasSubstr("channel 0"), HasSubstr("round 5"),
-                                 HasSubstr("in round 0")));
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_THAT(Refusal(0, 5).message(),
+              AllOf(HasSubstr("channel 0"), HasSubstr("round 5"),
+                    HasSubstr("in round 0")));
 }
 
 TEST_F(ChannelGoneProtocolTest, RefusesTheSameChannelTwice) {
-  src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_NO_FATAL_FAILURE(Open());
   ASSERT_TRUE(Gone(1, 0).ok());
   auto ack = src_.ReadControl();
   ASSERT_TRUE(ack.ok()) << ack.status();
   ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
-  ASSERT_TRUE(Gone(1, 0).ok());
-  absl::Status s = rx_.result();
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("channel 1 declared gone twice"));
+  EXPECT_THAT(Refusal(1, 0).message(),
+              HasSubstr("channel 1 declared gone twice"));
 }
 
 }  // namespace
