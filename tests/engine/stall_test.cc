@@ -66,7 +66,15 @@ class ChildDestination {
     close(fd_);
   }
   uint16_t port() const { return port_; }
-  void Signal(int sig) { kill(pid_, sig); }
+  // Returns once a SIGSTOP has taken effect (kill only queues it), so the
+  // child cannot still answer the round that follows.
+  void Signal(int sig) {
+    kill(pid_, sig);
+    if (sig == SIGSTOP) {
+      int status = 0;
+      waitpid(pid_, &status, WUNTRACED);
+    }
+  }
   // How Serve() ended, as Status::ToString(); "" if the child said nothing
   // before exiting or the timeout.
   std::string AwaitResult(absl::Duration timeout) {
