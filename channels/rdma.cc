@@ -424,8 +424,9 @@ class RdmaTransport final : public Transport, private CompletionSource {
       }
       // Arm, then look once more: a completion between the last poll and
       // the arming would otherwise not wake us.
-      if (ibv_req_notify_cq(conn_->cq, 0) != 0)
+      if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
         return Errno("ibv_req_notify_cq");
+      }
       if (absl::Status s = Progress(); !s.ok()) return s;
       if (ready()) return absl::OkStatus();
       const absl::Duration left = deadline - absl::Now();
@@ -855,8 +856,9 @@ class RdmaTransport final : public Transport, private CompletionSource {
     posting_ = true;
     absl::Status s = ResolveChunks();
     size_t done = 0;
-    for (; s.ok() && done < pending_.size(); ++done)
+    for (; s.ok() && done < pending_.size(); ++done) {
       s = PostPacket(pending_[done]);
+    }
     pending_.erase(pending_.begin(), pending_.begin() + done);
     posting_ = false;
     return s;

@@ -68,8 +68,8 @@ struct TransportStats {
       zc_copied, zc_notifications, enobufs_retries, flushes, completion_wait_ns,
       max_slots_in_flight, recv_calls, rdma_posts, rdma_wrs,
       rdma_outstanding_max, rdma_sq_full_hits, rdma_drains_to_zero,
-      inline_sends, inline_max_bytes, inline_granted, register_round_trips, register_batch_max,
-      chunks_registered, chunks_compressed;
+      inline_sends, inline_max_bytes, inline_granted, register_round_trips,
+      register_batch_max, chunks_registered, chunks_compressed;
   void ExportTo(ChannelStats* out) const;
 };
 
@@ -101,8 +101,8 @@ class Transport {
   virtual absl::Status Poll() { return absl::OkStatus(); }
   // Registers caller memory that payload will come from, before any send
   // (transports with kCapRegisteredBuffers; others accept and ignore it).
-  virtual absl::Status RegisterRegion(uint32_t region_id, void* base,
-                                      uint64_t length) {
+  virtual absl::Status RegisterRegion(uint32_t /*region_id*/, void* /*base*/,
+                                      uint64_t /*length*/) {
     return absl::OkStatus();
   }
 

@@ -302,7 +302,8 @@ absl::Status ProbeUringZeroCopy() {
   int r = io_uring_queue_init(2, &ring, 0);
   if (r < 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "io_uring is not available: io_uring_setup failed: %s%s", strerror(-r),
+        "io_uring is not available: io_uring_setup failed: %s%s",
+        strerrordesc_np(-r),
         r == -EPERM || r == -ENOSYS
             ? " (disabled by kernel.io_uring_disabled, a seccomp filter, or "
               "a kernel built without CONFIG_IO_URING)"

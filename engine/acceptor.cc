@@ -93,8 +93,9 @@ class Acceptor::Impl {
   void AcceptNext() {
     acceptor_.async_accept(
         [this](boost::system::error_code ec, tcp::socket socket) {
-          if (ec == asio::error::operation_aborted || !acceptor_.is_open())
+          if (ec == asio::error::operation_aborted || !acceptor_.is_open()) {
             return;
+          }
           if (!ec) {
             if (pending_.size() >= static_cast<size_t>(options_.max_pending) &&
                 !EvictOldest()) {
@@ -123,7 +124,7 @@ class Acceptor::Impl {
     return false;
   }
 
-  void Handshake(std::shared_ptr<Pending> p) {
+  void Handshake(const std::shared_ptr<Pending>& p) {
     p->in_list = pending_.insert(pending_.end(), p);
     p->timer.expires_after(
         absl::ToChronoNanoseconds(options_.handshake_timeout));

@@ -54,8 +54,8 @@ void ChannelReceiver::Run() {
 }
 
 absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
-  if (absl::Status s =
-          transport_->ReadExact(absl::MakeSpan(fixed_), /*at_boundary=*/true);
+  if (absl::Status s = transport_->ReadExact(absl::MakeSpan(fixed_),
+                                             /*at_packet_boundary=*/true);
       !s.ok()) {
     connection_failed_ = true;
     if (absl::IsUnavailable(s)) {
@@ -112,7 +112,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
         h.page_size, h.region_id, region->page_size));
   }
   auto raw = absl::MakeSpan(raw_offsets_.data(), 8 * size_t{h.page_count});
-  if (absl::Status s = transport_->ReadExact(raw, /*at_boundary=*/false);
+  if (absl::Status s = transport_->ReadExact(raw, /*at_packet_boundary=*/false);
       !s.ok()) {
     connection_failed_ = true;
     return s;

@@ -23,7 +23,7 @@ size_t EncodePacketHeader(const PacketHeader& h,
   Store32(p + 36, h.page_size);
   std::memset(p + 40, 0, kPacketFixedBytes - 40);
   for (uint32_t i = 0; i < h.page_count; ++i) {
-    Store64(p + kPacketFixedBytes + 8 * i, offsets[i]);
+    Store64(p + kPacketFixedBytes + size_t{8} * i, offsets[i]);
   }
   return bytes;
 }
@@ -95,7 +95,7 @@ absl::Status DecodePageOffsets(const PacketHeader& h,
   // page_size was matched to the region by the caller; it is a power of two.
   const uint64_t mask = uint64_t{h.page_size} - 1;
   for (uint32_t i = 0; i < h.page_count; ++i) {
-    uint64_t off = Load64(raw.data() + 8 * i);
+    uint64_t off = Load64(raw.data() + size_t{8} * i);
     if ((off & mask) != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "page offset %d (index %d) is not aligned to page size %d", off, i,
