@@ -53,6 +53,9 @@ uint64_t RewriteRandomPages(const Region& r, uint64_t count,
   return pages.size();
 }
 
+// A round here is 512 pages, 32 packets: the 8th send is mid-round.
+constexpr uint64_t kMidRound = 8;
+
 // A source and a destination on loopback whose data channels the
 // FaultInjector wraps (installed first, so it outlives the session).
 class FaultySession {
@@ -81,6 +84,16 @@ class FaultySession {
   void ArmIn(uint64_t more) {
     faults_.ArmAt(faults_.calls(faults_.plan().source, faults_.plan().op) +
                   more);
+  }
+
+  // Runs `rounds` rounds, each of which must succeed, the fault armed
+  // kMidRound sends into round `armed`.
+  void SurvivingRounds(int rounds, int armed) {
+    for (int round = 0; round < rounds; ++round) {
+      if (round == armed) ArmIn(kMidRound);
+      absl::StatusOr<RoundResult> r = NextRound();
+      ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    }
   }
 
   // Round 0 sends everything; each later round rewrites 1/4 of the pages
@@ -159,17 +172,10 @@ class SurviveTest : public ::testing::TestWithParam<TransportKind> {
   SessionOptions opt_;
 };
 
-// A round here is 512 pages, 32 packets: the 8th send is mid-round.
-constexpr uint64_t kMidRound = 8;
-
 TEST_P(SurviveTest, OneChannelLostMidRoundEndsByteIdentical) {
   FaultySession p(opt_, ResetOnSend(), 21);
   ASSERT_TRUE(p.connected());
-  for (int round = 0; round < 5; ++round) {
-    if (round == 2) p.ArmIn(kMidRound);
-    absl::StatusOr<RoundResult> r = p.NextRound();
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(5, /*armed=*/2));
   ASSERT_TRUE(p.faults().fired());
   const uint32_t dead = p.faults().fired_channel();
   const SessionStats sent = p.sender().stats();
@@ -249,11 +255,7 @@ TEST_P(SurviveTest, ChannelLostInTheFinalRound) {
   // nothing written in between (the workload is paused).
   FaultySession p(opt_, ResetOnSend(), 23);
   ASSERT_TRUE(p.connected());
-  for (int round = 0; round < 3; ++round) {
-    if (round == 2) p.ArmIn(kMidRound);
-    absl::StatusOr<RoundResult> r = p.NextRound();
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(3, /*armed=*/2));
   ASSERT_TRUE(p.faults().fired());
   const uint32_t dead = p.faults().fired_channel();
   EXPECT_EQ(LostChannels(p.sender().stats()), std::vector<uint32_t>{dead});
@@ -314,11 +316,7 @@ TEST_F(SurviveFaultTest, OnlyTheDestinationSeesTheDeath) {
                    .kind = FaultKind::kError},
                   31);
   ASSERT_TRUE(p.connected());
-  for (int round = 0; round < 4; ++round) {
-    if (round == 1) p.ArmIn(kMidRound);
-    absl::StatusOr<RoundResult> r = p.NextRound();
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(4, /*armed=*/1));
   ASSERT_TRUE(p.faults().fired());
   const uint32_t dead = p.faults().fired_channel();
   const SessionStats sent = p.sender().stats();
@@ -333,11 +331,7 @@ TEST_F(SurviveFaultTest, OnlyTheSourceSeesTheDeath) {
   // destination's end stays open until the source stops it.
   FaultySession p(opt_, ResetOnSend(FaultKind::kShortThenFail), 32);
   ASSERT_TRUE(p.connected());
-  for (int round = 0; round < 3; ++round) {
-    if (round == 1) p.ArmIn(kMidRound);
-    absl::StatusOr<RoundResult> r = p.NextRound();
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(3, /*armed=*/1));
   const SessionStats sent = p.sender().stats();
   ASSERT_EQ(LostChannels(sent),
             std::vector<uint32_t>{p.faults().fired_channel()});
