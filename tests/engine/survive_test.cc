@@ -53,6 +53,13 @@ uint64_t RewriteRandomPages(const Region& r, uint64_t count,
   return pages.size();
 }
 
+// Which channels an end reports lost, in order.
+std::vector<uint32_t> LostChannels(const SessionStats& s) {
+  std::vector<uint32_t> out;
+  for (const ChannelLoss& l : s.channels_lost) out.push_back(l.channel);
+  return out;
+}
+
 // A round here is 512 pages, 32 packets: the 8th send is mid-round.
 constexpr uint64_t kMidRound = 8;
 
@@ -94,6 +101,16 @@ class FaultySession {
       absl::StatusOr<RoundResult> r = NextRound();
       ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
     }
+  }
+
+  // The source's report of the channel the fault killed, checked to be
+  // the one and only channel it lost.
+  ChannelLoss SoleLoss() {
+    EXPECT_TRUE(faults_.fired());
+    const SessionStats sent = sender_->stats();
+    EXPECT_EQ(LostChannels(sent),
+              std::vector<uint32_t>{faults_.fired_channel()});
+    return sent.channels_lost.empty() ? ChannelLoss{} : sent.channels_lost[0];
   }
 
   // Round 0 sends everything; each later round rewrites 1/4 of the pages
@@ -139,13 +156,6 @@ class FaultySession {
   std::unique_ptr<Sender> sender_;
 };
 
-// Which channels an end reports lost, in order.
-std::vector<uint32_t> LostChannels(const SessionStats& s) {
-  std::vector<uint32_t> out;
-  for (const ChannelLoss& l : s.channels_lost) out.push_back(l.channel);
-  return out;
-}
-
 // The source's next data packet after `ArmIn` resets its connection.
 FaultPlan ResetOnSend(FaultKind kind = FaultKind::kReset) {
   return {.source = true,
@@ -176,13 +186,11 @@ TEST_P(SurviveTest, OneChannelLostMidRoundEndsByteIdentical) {
   FaultySession p(opt_, ResetOnSend(), 21);
   ASSERT_TRUE(p.connected());
   ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(5, /*armed=*/2));
-  ASSERT_TRUE(p.faults().fired());
-  const uint32_t dead = p.faults().fired_channel();
+  const ChannelLoss loss = p.SoleLoss();
+  const uint32_t dead = loss.channel;
   const SessionStats sent = p.sender().stats();
-  ASSERT_EQ(LostChannels(sent), std::vector<uint32_t>{dead});
-  EXPECT_EQ(sent.channels_lost[0].round, 2u);
-  EXPECT_THAT(sent.channels_lost[0].reason,
-              HasSubstr(absl::StrCat("channel ", dead)));
+  EXPECT_EQ(loss.round, 2u);
+  EXPECT_THAT(loss.reason, HasSubstr(absl::StrCat("channel ", dead)));
   EXPECT_EQ(sent.channels[dead].lost, 1u);
   EXPECT_EQ(sent.Total().lost, 1u);
   // Its share of round 2 went again on the others.
@@ -256,9 +264,7 @@ TEST_P(SurviveTest, ChannelLostInTheFinalRound) {
   FaultySession p(opt_, ResetOnSend(), 23);
   ASSERT_TRUE(p.connected());
   ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(3, /*armed=*/2));
-  ASSERT_TRUE(p.faults().fired());
-  const uint32_t dead = p.faults().fired_channel();
-  EXPECT_EQ(LostChannels(p.sender().stats()), std::vector<uint32_t>{dead});
+  const uint32_t dead = p.SoleLoss().channel;
   EXPECT_GT(p.sender().stats().resent_pages, 0u);
   p.FinishIdentical();
   EXPECT_EQ(LostChannels(p.rx().receiver().stats()),
@@ -275,11 +281,10 @@ TEST_P(SurviveTest, ChannelLostOnItsFinishPacket) {
   }
   p.ArmIn(1);
   p.FinishIdentical();
-  ASSERT_TRUE(p.faults().fired());
-  const uint32_t dead = p.faults().fired_channel();
+  const ChannelLoss loss = p.SoleLoss();
+  const uint32_t dead = loss.channel;
   const SessionStats sent = p.sender().stats();
-  ASSERT_EQ(LostChannels(sent), std::vector<uint32_t>{dead});
-  EXPECT_EQ(sent.channels_lost[0].round, 2u);
+  EXPECT_EQ(loss.round, 2u);
   EXPECT_EQ(sent.resent_pages, 0u);
   EXPECT_EQ(p.rx().receiver().stats().channels[dead].finishes, 0u);
 }
@@ -317,12 +322,9 @@ TEST_F(SurviveFaultTest, OnlyTheDestinationSeesTheDeath) {
                   31);
   ASSERT_TRUE(p.connected());
   ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(4, /*armed=*/1));
-  ASSERT_TRUE(p.faults().fired());
-  const uint32_t dead = p.faults().fired_channel();
-  const SessionStats sent = p.sender().stats();
-  ASSERT_EQ(LostChannels(sent), std::vector<uint32_t>{dead});
-  EXPECT_EQ(sent.channels_lost[0].round, 1u);
-  EXPECT_THAT(sent.channels_lost[0].reason, HasSubstr("destination lost it"));
+  const ChannelLoss loss = p.SoleLoss();
+  EXPECT_EQ(loss.round, 1u);
+  EXPECT_THAT(loss.reason, HasSubstr("destination lost it"));
   p.FinishIdentical();
 }
 
@@ -332,10 +334,7 @@ TEST_F(SurviveFaultTest, OnlyTheSourceSeesTheDeath) {
   FaultySession p(opt_, ResetOnSend(FaultKind::kShortThenFail), 32);
   ASSERT_TRUE(p.connected());
   ASSERT_NO_FATAL_FAILURE(p.SurvivingRounds(3, /*armed=*/1));
-  const SessionStats sent = p.sender().stats();
-  ASSERT_EQ(LostChannels(sent),
-            std::vector<uint32_t>{p.faults().fired_channel()});
-  EXPECT_THAT(sent.channels_lost[0].reason, HasSubstr("injected fault"));
+  EXPECT_THAT(p.SoleLoss().reason, HasSubstr("injected fault"));
   p.FinishIdentical();
 }
 
