@@ -21,7 +21,14 @@ constexpr uint64_t kPages = (uint64_t{64} << 30) / 4096;
 // percent. The bitmap is refilled between iterations, outside the timing.
 // Bytes are bitmap bytes scanned (2 MiB per pass); items are pages covered
 // (16M per pass); dirty_pages is set bits visited per second.
-void BM_DirtyBitmap_TakeAndScan64GiB(benchmark::State& state) {
+//
+// kPeekFirst: read each word first (PeekWord, a plain load) and take it
+// (the locked exchange) only when it has bits. Not what the scheduler does
+// today: a comparison, to price the exchange on clean words. A page set
+// between the peek and the skip stays for the next round, as the bitmap's
+// contract allows.
+template <bool kPeekFirst>
+void BM_DirtyBitmapScan64GiB(benchmark::State& state) {
   const int percent = static_cast<int>(state.range(0));
   const std::vector<uint64_t> pattern = bench::DirtyPattern(kPages, percent);
   const uint64_t dirty = bench::PatternPages(pattern);
@@ -33,6 +40,9 @@ void BM_DirtyBitmap_TakeAndScan64GiB(benchmark::State& state) {
     state.ResumeTiming();
     uint64_t seen = 0;
     for (size_t w = 0; w < bits.words(); ++w) {
+      if constexpr (kPeekFirst) {
+        if (bits.PeekWord(w) == 0) continue;
+      }
       uint64_t word = bits.TakeWord(w);
       while (word != 0) {
         sum += w * 64 + static_cast<uint64_t>(std::countr_zero(word));
@@ -53,52 +63,15 @@ void BM_DirtyBitmap_TakeAndScan64GiB(benchmark::State& state) {
       static_cast<double>(dirty) * static_cast<double>(iters),
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DirtyBitmap_TakeAndScan64GiB)
+BENCHMARK(BM_DirtyBitmapScan64GiB<false>)
+    ->Name("BM_DirtyBitmap_TakeAndScan64GiB")
     ->ArgName("density_pct")
     ->Arg(0)
     ->Arg(1)
     ->Arg(100)
     ->Unit(benchmark::kMicrosecond);
-
-// The same scan, but reading each word first (PeekWord, a plain load) and
-// taking it (the locked exchange) only when it has bits. Not what the
-// scheduler does today: a comparison, to price the exchange on clean words.
-// A page set between the peek and the skip stays for the next round, as the
-// bitmap's contract allows.
-void BM_DirtyBitmap_PeekTakeAndScan64GiB(benchmark::State& state) {
-  const int percent = static_cast<int>(state.range(0));
-  const std::vector<uint64_t> pattern = bench::DirtyPattern(kPages, percent);
-  const uint64_t dirty = bench::PatternPages(pattern);
-  DirtyBitmap bits(kPages);
-  uint64_t sum = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    bench::Refill(bits, pattern);
-    state.ResumeTiming();
-    uint64_t seen = 0;
-    for (size_t w = 0; w < bits.words(); ++w) {
-      if (bits.PeekWord(w) == 0) continue;
-      uint64_t word = bits.TakeWord(w);
-      while (word != 0) {
-        sum += w * 64 + static_cast<uint64_t>(std::countr_zero(word));
-        word &= word - 1;
-        ++seen;
-      }
-    }
-    if (seen != dirty) {
-      state.SkipWithError("scan saw the wrong number of pages");
-      break;
-    }
-  }
-  benchmark::DoNotOptimize(sum);
-  const int64_t iters = static_cast<int64_t>(state.iterations());
-  state.SetBytesProcessed(iters * static_cast<int64_t>(bits.words() * 8));
-  state.SetItemsProcessed(iters * static_cast<int64_t>(kPages));
-  state.counters["dirty_pages"] = benchmark::Counter(
-      static_cast<double>(dirty) * static_cast<double>(iters),
-      benchmark::Counter::kIsRate);
-}
-BENCHMARK(BM_DirtyBitmap_PeekTakeAndScan64GiB)
+BENCHMARK(BM_DirtyBitmapScan64GiB<true>)
+    ->Name("BM_DirtyBitmap_PeekTakeAndScan64GiB")
     ->ArgName("density_pct")
     ->Arg(0)
     ->Arg(1)
