@@ -2,8 +2,6 @@
 // one end giving up. Both ends must end with a clear error, in bounded
 // time, and the source must know the last round the destination confirmed.
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -12,50 +10,20 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
+#include "tests/support/child_peers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
 namespace {
 
 using ::testing::AnyOf;
+using testing::ChildDestination;
+using testing::ChildSource;
 using ::testing::HasSubstr;
 using testing::LoopbackPair;
 using testing::MakeRegion;
 using testing::ScaledBytes;
 using testing::ServingReceiver;
-
-// A destination in a child process, so it can be stopped and killed.
-class ChildReceiver {
- public:
-  ChildReceiver(const SessionOptions& opt, uint64_t bytes) {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(fds[0]);
-      auto dst = MakeRegion(1, bytes);
-      auto rx = Receiver::Listen(opt, {&dst.region, 1});
-      uint16_t port = rx.ok() ? (*rx)->port() : 0;
-      (void)!write(fds[1], &port, sizeof port);
-      if (rx.ok()) (void)(*rx)->Serve();
-      _exit(0);
-    }
-    close(fds[1]);
-    EXPECT_EQ(read(fds[0], &port_, sizeof port_),
-              static_cast<ssize_t>(sizeof port_));
-    close(fds[0]);
-  }
-  ~ChildReceiver() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  uint16_t port() const { return port_; }
-  void Signal(int sig) { kill(pid_, sig); }
-
- private:
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-};
 
 // Runs SendRound on a thread so the test can act mid-round.
 struct RoundInFlight {
@@ -91,7 +59,7 @@ class FaultTest : public ::testing::Test {
 };
 
 TEST_F(FaultTest, DestinationKilledMidRound) {
-  ChildReceiver child(opt_, bytes_);
+  ChildDestination child(opt_, bytes_);
   opt_.port = child.port();
   auto sender = Sender::Connect(opt_, {&src_.region, 1});
   ASSERT_TRUE(sender.ok()) << sender.status();
@@ -121,7 +89,7 @@ TEST_F(FaultTest, DestinationKilledMidRound) {
 }
 
 TEST_F(FaultTest, StalledDestinationIsDetected) {
-  ChildReceiver child(opt_, bytes_);
+  ChildDestination child(opt_, bytes_);
   opt_.port = child.port();
   auto sender = Sender::Connect(opt_, {&src_.region, 1});
   ASSERT_TRUE(sender.ok()) << sender.status();
@@ -139,39 +107,17 @@ TEST_F(FaultTest, StalledDestinationIsDetected) {
 }
 
 TEST_F(FaultTest, SourceKilledMidRound) {
-  // Fork while this process has one thread; the child learns the port later.
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[1]);
-    uint16_t port = 0;
-    if (read(fds[0], &port, sizeof port) != sizeof port) _exit(1);
-    opt_.port = port;
-    auto sender = Sender::Connect(opt_, {&src_.region, 1});
-    if (!sender.ok()) _exit(1);
-    DirtyBitmap dirty(src_.region.page_count());
-    DirtyBitmap* bitmaps[] = {&dirty};
-    while (true) {  // rounds until killed
-      dirty.SetAll();
-      if (!(*sender)->SendRound(bitmaps).ok()) _exit(2);
-    }
-  }
-  close(fds[0]);
+  ChildSource source(opt_, bytes_, 11);
   auto dst = MakeRegion(1, bytes_);
   ServingReceiver rx(opt_, {dst.region});
-  const uint16_t port = rx.port();
-  ASSERT_EQ(write(fds[1], &port, sizeof port),
-            static_cast<ssize_t>(sizeof port));
-  close(fds[1]);
+  ASSERT_TRUE(source.Connect(rx.port()));
   // Kill it in the middle of its second round.
   while (rx.receiver().applied_rounds() < 1 ||
-         rx.receiver().stats().Total().pages < src_.region.page_count() + 100) {
+         rx.receiver().stats().Total().pages < bytes_ / 4096 + 100) {
     absl::SleepFor(absl::Microseconds(100));
     ASSERT_FALSE(rx.done()) << rx.result();
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  source.Kill();
   const absl::Time start = absl::Now();
   absl::Status s = rx.result();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));

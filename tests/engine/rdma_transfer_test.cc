@@ -22,12 +22,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
+#include "tests/support/child_peers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
 namespace {
 
 using ::testing::AnyOf;
+using testing::ChildDestination;
+using testing::ChildSource;
 using ::testing::HasSubstr;
 using testing::MakeRegion;
 using testing::SameBytes;
@@ -186,24 +189,10 @@ TEST_F(RdmaTest, InlineOnlyWhatTheQueuePairGranted) {
 }
 
 TEST_F(RdmaTest, DestinationKilledMidRoundEndsTheSourceCleanly) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    auto dst = MakeRegion(1, kBytes);
-    auto rx = Receiver::Listen(opt_, {&dst.region, 1});
-    uint16_t port = rx.ok() ? (*rx)->port() : 0;
-    (void)!write(fds[1], &port, sizeof port);
-    if (rx.ok()) (void)(*rx)->Serve();
-    _exit(0);
-  }
-  close(fds[1]);
-  uint16_t port = 0;
-  ASSERT_EQ(read(fds[0], &port, sizeof port), 2);
-  close(fds[0]);
+  ChildDestination child(opt_, kBytes);
+  ASSERT_NE(child.port(), 0);
   auto src = MakeRegion(1, kBytes, 35, true);
-  opt_.port = port;
+  opt_.port = child.port();
   auto sender = Sender::Connect(opt_, {&src.region, 1});
   ASSERT_TRUE(sender.ok()) << sender.status();
   DirtyBitmap dirty(src.region.page_count());
@@ -218,13 +207,12 @@ TEST_F(RdmaTest, DestinationKilledMidRoundEndsTheSourceCleanly) {
       absl::SleepFor(absl::Milliseconds(1));
     }
     killed_mid_round.store(!round_over.load());
-    kill(pid, SIGKILL);
+    child.Signal(SIGKILL);
   });
   const absl::Time start = absl::Now();
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
   round_over.store(true);
   killer.join();
-  waitpid(pid, nullptr, 0);
   // Otherwise the round failed for another reason before the kill.
   ASSERT_TRUE(killed_mid_round.load()) << r.status();
   ASSERT_FALSE(r.ok());
@@ -235,32 +223,10 @@ TEST_F(RdmaTest, DestinationKilledMidRoundEndsTheSourceCleanly) {
 }
 
 TEST_F(RdmaTest, SourceKilledMidRoundEndsTheDestinationCleanly) {
-  // Fork while single-threaded; the child learns the port through a pipe.
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[1]);
-    uint16_t port = 0;
-    if (read(fds[0], &port, sizeof port) != sizeof port) _exit(1);
-    auto src = MakeRegion(1, kBytes, 37, true);
-    SessionOptions opt = opt_;
-    opt.port = port;
-    auto sender = Sender::Connect(opt, {&src.region, 1});
-    if (!sender.ok()) _exit(2);
-    DirtyBitmap dirty(src.region.page_count());
-    DirtyBitmap* bitmaps[] = {&dirty};
-    while (true) {  // rounds until killed
-      dirty.SetAll();
-      if (!(*sender)->SendRound(bitmaps).ok()) _exit(3);
-    }
-  }
-  close(fds[0]);
+  ChildSource source(opt_, kBytes, 37);
   auto dst = MakeRegion(1, kBytes);
   ServingReceiver rx(opt_, {dst.region});
-  const uint16_t port = rx.port();
-  ASSERT_EQ(write(fds[1], &port, sizeof port), 2);
-  close(fds[1]);
+  ASSERT_TRUE(source.Connect(rx.port()));
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   while (rx.receiver().stats().Total().pages < kBytes / 4096 + 64 &&
          !rx.done() && absl::Now() < give_up) {
@@ -269,8 +235,7 @@ TEST_F(RdmaTest, SourceKilledMidRoundEndsTheDestinationCleanly) {
   // The source is in its second round, alive: the kill comes mid-round.
   ASSERT_FALSE(rx.done()) << rx.result();
   ASSERT_GE(rx.receiver().stats().Total().pages, kBytes / 4096 + 64);
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  source.Kill();
   const absl::Time killed = absl::Now();
   absl::Status s = rx.result();
   EXPECT_LT(absl::Now() - killed, absl::Seconds(30));
