@@ -1,9 +1,6 @@
 #include "bench/loopback_transfer.h"
 
 #include <malloc.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -14,10 +11,12 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/destination_process.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/receiver.h"
 #include "ramferry/region.h"
@@ -29,22 +28,16 @@ namespace {
 
 constexpr uint32_t kRegionId = 1;
 
-// Writes one line to the parent; the child has nothing else to report on.
-void Report(int fd, const std::string& line) {
-  std::string l = line + "\n";
-  (void)!write(fd, l.data(), l.size());
-}
-
 // The destination process: map, prefault, listen, serve, hash.
 [[noreturn]] void RunDestination(const TransferConfig& c, int out) {
   auto mem = MappedMemory::Allocate(c.bytes, {.huge_pages = c.huge_pages});
   if (!mem.ok()) {
-    Report(out, "error " + std::string(mem.status().message()));
+    ReportLine(out, "error " + std::string(mem.status().message()));
     _exit(1);
   }
   if (c.prefault_destination) {
     if (absl::Status s = PrefaultForWrite((*mem)->data(), c.bytes); !s.ok()) {
-      Report(out, "error " + std::string(s.message()));
+      ReportLine(out, "error " + std::string(s.message()));
       _exit(1);
     }
   }
@@ -53,40 +46,22 @@ void Report(int fd, const std::string& line) {
   opt.port = 0;  // any free port; the source learns it from the pipe
   auto rx = Receiver::Listen(opt, {&region, 1});
   if (!rx.ok()) {
-    Report(out, "error " + std::string(rx.status().message()));
+    ReportLine(out, "error " + std::string(rx.status().message()));
     _exit(1);
   }
-  Report(out, absl::StrFormat("port %d", (*rx)->port()));
+  ReportLine(out, absl::StrFormat("port %d", (*rx)->port()));
   double cpu0 = cli::ProcessCpuSeconds();
   absl::Status s = (*rx)->Serve();
   double cpu = cli::ProcessCpuSeconds() - cpu0;
   if (!s.ok()) {
-    Report(out, "error " + std::string(s.message()));
+    ReportLine(out, "error " + std::string(s.message()));
     _exit(1);
   }
   const ChannelStats total = (*rx)->stats().Total();
-  Report(out, absl::StrFormat("done %.6f %d %d", cpu,
-                              XXH3_64bits((*mem)->data(), c.bytes),
-                              total.recv_calls));
+  ReportLine(out, absl::StrFormat("done %.6f %d %d", cpu,
+                                  XXH3_64bits((*mem)->data(), c.bytes),
+                                  total.recv_calls));
   _exit(0);
-}
-
-// Reads one line from the child, waiting up to `timeout`.
-absl::StatusOr<std::string> ReadLine(FILE* in, int fd, absl::Duration timeout) {
-  pollfd p{fd, POLLIN, 0};
-  if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) {
-    return absl::DeadlineExceededError("destination process did not answer");
-  }
-  char buf[4096];
-  if (std::fgets(buf, sizeof buf, in) == nullptr) {
-    return absl::UnavailableError("destination process exited early");
-  }
-  std::string line(buf);
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  if (absl::StartsWith(line, "error ")) {
-    return absl::InternalError("destination: " + line.substr(6));
-  }
-  return line;
 }
 
 // Heap in use over every malloc arena, large mmapped blocks included.
@@ -195,39 +170,21 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
 }  // namespace
 
 absl::StatusOr<TransferResult> RunLoopbackTransfer(const TransferConfig& c) {
-  int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  std::fflush(nullptr);
-  pid_t child = fork();
-  if (child < 0) return absl::InternalError("fork failed");
-  if (child == 0) {
-    close(fds[0]);
-    RunDestination(c, fds[1]);
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  auto reap = [&](bool kill_it) {
-    if (kill_it) kill(child, SIGKILL);
-    int status;
-    waitpid(child, &status, 0);
-    std::fclose(in);
-  };
-  absl::StatusOr<std::string> line = ReadLine(in, fds[0], absl::Seconds(120));
+  absl::StatusOr<std::unique_ptr<DestinationProcess>> dest =
+      DestinationProcess::Fork([&](int out) { RunDestination(c, out); });
+  if (!dest.ok()) return dest.status();
+  absl::StatusOr<std::string> line = (*dest)->ReadLine(absl::Seconds(120));
   uint32_t port = 0;
   if (!line.ok() || !absl::StartsWith(*line, "port ") ||
       !absl::SimpleAtoi(line->substr(5), &port)) {
-    reap(true);
     return line.ok() ? absl::InternalError("bad port line: " + *line)
                      : line.status();
   }
   absl::StatusOr<TransferResult> r = RunSource(c, static_cast<uint16_t>(port));
-  if (!r.ok()) {
-    reap(true);
-    return r.status();
-  }
-  line = ReadLine(in, fds[0], absl::Seconds(120));
-  reap(!line.ok());
+  if (!r.ok()) return r.status();
+  line = (*dest)->ReadLine(absl::Seconds(120));
   if (!line.ok()) return line.status();
+  (*dest)->Reap();
   std::vector<std::string> f = absl::StrSplit(*line, ' ');
   if (f.size() != 4 || f[0] != "done" ||
       !absl::SimpleAtod(f[1], &r->receiver_cpu_s) ||

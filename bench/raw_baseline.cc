@@ -2,9 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -12,10 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/destination_process.h"
 #include "engine/control.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
@@ -32,8 +32,7 @@ std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
 
 [[noreturn]] void Receive(const TransferConfig& c, int out) {
   auto fail = [&](const std::string& why) {
-    std::string l = "error " + why + "\n";
-    (void)!write(out, l.data(), l.size());
+    ReportLine(out, "error " + why);
     _exit(1);
   };
   auto mem = MappedMemory::Allocate(c.bytes, {.huge_pages = c.huge_pages});
@@ -66,8 +65,7 @@ std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
   const uint16_t port = ntohs(
       a.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&a)->sin_port
                              : reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
-  std::string l = absl::StrFormat("port %d\n", port);
-  (void)!write(out, l.data(), l.size());
+  ReportLine(out, absl::StrFormat("port %d", port));
   const int n = static_cast<int>(c.session.channels);
   std::vector<int> fds;
   for (int i = 0; i < n; ++i) {
@@ -99,44 +97,28 @@ std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
   for (auto& t : threads) t.join();
   const double cpu = cli::ProcessCpuSeconds() - cpu0;
   // Received: the clock stops here; the digest comes after, untimed.
-  l = absl::StrFormat("received %.6f\n", cpu);
-  (void)!write(out, l.data(), l.size());
-  l = absl::StrFormat("digest %d\n", XXH3_64bits((*mem)->data(), c.bytes));
-  (void)!write(out, l.data(), l.size());
+  ReportLine(out, absl::StrFormat("received %.6f", cpu));
+  ReportLine(
+      out, absl::StrFormat("digest %d", XXH3_64bits((*mem)->data(), c.bytes)));
   _exit(0);
 }
 
 }  // namespace
 
 absl::StatusOr<TransferResult> RunRawBaseline(const TransferConfig& c) {
-  int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  std::fflush(nullptr);
-  pid_t child = fork();
-  if (child < 0) return absl::InternalError("fork failed");
-  if (child == 0) {
-    close(fds[0]);
-    Receive(c, fds[1]);
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  auto finish = [&](bool kill_it) {
-    if (kill_it) kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    std::fclose(in);
-  };
-  char line[256];
+  absl::StatusOr<std::unique_ptr<DestinationProcess>> dest =
+      DestinationProcess::Fork([&](int out) { Receive(c, out); });
+  if (!dest.ok()) return dest.status();
+  absl::StatusOr<std::string> line = (*dest)->ReadLine(absl::Seconds(120));
   uint32_t port = 0;
-  if (std::fgets(line, sizeof line, in) == nullptr ||
-      std::sscanf(line, "port %u", &port) != 1) {
-    finish(true);
-    return absl::InternalError("raw receiver did not start");
+  if (!line.ok() || !absl::StartsWith(*line, "port ") ||
+      !absl::SimpleAtoi(line->substr(5), &port)) {
+    return absl::InternalError(
+        absl::StrCat("raw receiver did not start: ",
+                     line.ok() ? *line : std::string(line.status().message())));
   }
   auto mem = MappedMemory::Allocate(c.bytes, {.huge_pages = c.huge_pages});
-  if (!mem.ok()) {
-    finish(true);
-    return mem.status();
-  }
+  if (!mem.ok()) return mem.status();
   FillRandom((*mem)->data(), c.bytes, c.seed);
   const int n = static_cast<int>(c.session.channels);
   const size_t send_size = size_t{c.session.packet_pages} * 4096;
@@ -146,7 +128,7 @@ absl::StatusOr<TransferResult> RunRawBaseline(const TransferConfig& c) {
         c.session.host, static_cast<uint16_t>(port), absl::Seconds(10));
     uint32_t index = i;
     if (!fd.ok() || write(*fd, &index, sizeof index) != sizeof index) {
-      finish(true);
+      for (int s : socks) close(s);
       return absl::InternalError("raw connect failed");
     }
     socks.push_back(*fd);
@@ -170,19 +152,23 @@ absl::StatusOr<TransferResult> RunRawBaseline(const TransferConfig& c) {
   }
   for (auto& t : threads) t.join();
   r.sender_cpu_s = cli::ProcessCpuSeconds() - cpu0;
-  const bool received =
-      std::fgets(line, sizeof line, in) != nullptr &&
-      std::sscanf(line, "received %lf", &r.receiver_cpu_s) == 1;
+  // The receiver's two lines, then the clock stops at the first.
+  line = (*dest)->ReadLine(absl::Seconds(120));
   r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-  unsigned long long digest = 0;
-  const bool digested = received &&
-                        std::fgets(line, sizeof line, in) != nullptr &&
-                        std::sscanf(line, "digest %llu", &digest) == 1;
+  absl::StatusOr<std::string> digest_line =
+      line.ok() ? (*dest)->ReadLine(absl::Seconds(120)) : line;
   for (int fd : socks) close(fd);
-  finish(!digested);
-  if (!digested) {
-    return absl::InternalError(absl::StrCat("raw receiver failed: ", line));
+  uint64_t digest = 0;
+  if (!digest_line.ok() || !absl::StartsWith(*line, "received ") ||
+      !absl::SimpleAtod(line->substr(9), &r.receiver_cpu_s) ||
+      !absl::StartsWith(*digest_line, "digest ") ||
+      !absl::SimpleAtoi(digest_line->substr(7), &digest)) {
+    return absl::InternalError(absl::StrCat(
+        "raw receiver failed: ",
+        digest_line.ok() ? *line + " / " + *digest_line
+                         : std::string(digest_line.status().message())));
   }
+  (*dest)->Reap();
   r.destination_digest = digest;
   r.bytes = c.bytes;
   r.rounds = 1;
