@@ -10,6 +10,7 @@
 #include "ramferry/pinning.h"
 #include "ramferry/transport.h"
 #include "tools/common/auth_flags.h"
+#include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
 
 ABSL_FLAG(std::string, transport, "tcp",
@@ -29,22 +30,12 @@ ABSL_FLAG(uint32_t, rdma_max_inline, 512,
           "rdma: inline room to ask the QP for (it may grant less)");
 ABSL_FLAG(bool, single_thread, false,
           "no channel threads: the scheduler drives each channel itself");
-ABSL_FLAG(bool, registered_buffers, false,
-          "uring-zc: send pages from io_uring registered buffers");
-ABSL_FLAG(bool, uring_fallback, false,
-          "uring-zc on a kernel without it: use tcp-zerocopy (with a "
-          "warning) instead of failing");
-ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
 ABSL_FLAG(ramferry::cli::ByteSize, size, ramferry::cli::ByteSize{1ull << 30},
           "region size (e.g. 256MiB, 1GiB)");
 ABSL_FLAG(uint32_t, rounds, 1,
           "rounds: the first sends every page, later ones --dirty-fraction");
 ABSL_FLAG(double, dirty_fraction, 0.1,
           "share of pages rewritten and resent in each round after the first");
-ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
-ABSL_FLAG(uint32_t, header_slots, 1024, "zero-copy header slots per channel");
-ABSL_FLAG(std::string, completion, "wrap",
-          "zero-copy completion policy: wrap | slot | each");
 ABSL_FLAG(bool, prefault, true,
           "pre-fault the destination before timing (--noprefault: cold)");
 ABSL_FLAG(bool, huge_pages, false, "transparent huge pages on both ends");
@@ -61,42 +52,29 @@ int Main() {
   bench::TransferConfig c;
   std::string transport_reason;
   const bool raw = absl::GetFlag(FLAGS_transport) == "raw";
-  absl::StatusOr<TransportKind> kind =
-      raw ? absl::StatusOr<TransportKind>(TransportKind::kTcp)
-          : ParseTransportKind(absl::GetFlag(FLAGS_transport));
-  if (absl::GetFlag(FLAGS_transport) == "auto") {
-    absl::StatusOr<TransportChoice> choice =
-        ChooseTransport(absl::GetFlag(FLAGS_host));
-    kind = choice.ok() ? absl::StatusOr<TransportKind>(choice->kind)
-                       : absl::StatusOr<TransportKind>(choice.status());
-    if (choice.ok()) {
-      transport_reason = choice->reason;
-      std::fprintf(stderr, "ramferry-bench: --transport=auto chose %s\n",
-                   transport_reason.c_str());
-    }
+  c.session.host = absl::GetFlag(FLAGS_host);
+  absl::Status flags_ok = cli::ApplyChannelFlags(&c.session);
+  if (flags_ok.ok() && absl::GetFlag(FLAGS_transport) == "auto") {
+    absl::StatusOr<std::string> reason =
+        cli::ChooseTransportFor(c.session.host, "ramferry-bench", &c.session);
+    if (reason.ok()) transport_reason = *reason;
+    flags_ok = reason.status();
+  } else if (flags_ok.ok() && !raw) {
+    absl::StatusOr<TransportKind> kind =
+        ParseTransportKind(absl::GetFlag(FLAGS_transport));
+    if (kind.ok()) c.session.transport = *kind;
+    flags_ok = kind.status();
   }
-  absl::StatusOr<CompletionPolicy> policy =
-      ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
-  if (!kind.ok() || !policy.ok()) {
-    std::fprintf(
-        stderr, "ramferry-bench: %s\n",
-        std::string((kind.ok() ? policy.status() : kind.status()).message())
-            .c_str());
+  if (!flags_ok.ok()) {
+    std::fprintf(stderr, "ramferry-bench: %s\n",
+                 std::string(flags_ok.message()).c_str());
     return 2;
   }
-  c.session.transport = *kind;
-  c.session.completion = *policy;
-  c.session.channels = absl::GetFlag(FLAGS_channels);
-  c.session.packet_pages = absl::GetFlag(FLAGS_packet_pages);
-  c.session.header_slots = absl::GetFlag(FLAGS_header_slots);
-  c.session.registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
-  c.session.host = absl::GetFlag(FLAGS_host);
   c.session.rdma_pin_all = absl::GetFlag(FLAGS_rdma_pin_all);
   c.session.rdma_reg_batch = absl::GetFlag(FLAGS_rdma_reg_batch);
   c.session.rdma_chunk_bytes = absl::GetFlag(FLAGS_rdma_chunk).bytes;
   c.session.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
   c.session.single_thread = absl::GetFlag(FLAGS_single_thread);
-  c.session.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
   if (!key.ok()) {
     std::fprintf(stderr, "ramferry-bench: %s\n",

@@ -99,7 +99,8 @@ void InitBinary(int argc, char** argv, absl::string_view usage,
   // The binary's own flags, and the ones every binary shares.
   config.contains_help_flags = [file](absl::string_view f) {
     return absl::EndsWith(file, f) || absl::EndsWith(f, file) ||
-           absl::EndsWith(f, "tools/common/auth_flags.cc");
+           absl::EndsWith(f, "tools/common/auth_flags.cc") ||
+           absl::EndsWith(f, "tools/common/channel_flags.cc");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);

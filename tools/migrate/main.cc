@@ -17,6 +17,7 @@
 #include "ramferry/pinning.h"
 #include "ramferry/region.h"
 #include "tools/common/auth_flags.h"
+#include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
 #include "tools/migrate/destination.h"
 #include "tools/migrate/dirty_tracker.h"
@@ -75,16 +76,6 @@ ABSL_FLAG(std::string, transport, "tcp",
           "tcp | tcp-zerocopy | uring-zc | rdma | auto (source: chosen for "
           "the destination's address, and why printed; the destination "
           "follows the source)");
-ABSL_FLAG(bool, registered_buffers, false,
-          "uring-zc: send pages from io_uring registered buffers");
-ABSL_FLAG(bool, uring_fallback, false,
-          "uring-zc on a kernel without it: use tcp-zerocopy (with a "
-          "warning) instead of failing");
-ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
-ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
-ABSL_FLAG(uint32_t, header_slots, 1024, "zero-copy header slots per channel");
-ABSL_FLAG(std::string, completion, "wrap",
-          "zero-copy completion policy: wrap | slot | each");
 ABSL_FLAG(ramferry::cli::ByteSize, size, ramferry::cli::ByteSize{1ull << 30},
           "region size (anonymous memory; for dest also the file size)");
 ABSL_FLAG(std::string, region_file, "",
@@ -154,16 +145,8 @@ absl::StatusOr<SessionOptions> Session() {
       AutoTransport() ? TransportKind::kTcp
                       : ParseTransportKind(absl::GetFlag(FLAGS_transport));
   if (!t.ok()) return t.status();
-  absl::StatusOr<CompletionPolicy> c =
-      ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
-  if (!c.ok()) return c.status();
   o.transport = *t;
-  o.completion = *c;
-  o.channels = absl::GetFlag(FLAGS_channels);
-  o.packet_pages = absl::GetFlag(FLAGS_packet_pages);
-  o.header_slots = absl::GetFlag(FLAGS_header_slots);
-  o.registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
-  o.fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
+  if (absl::Status s = cli::ApplyChannelFlags(&o); !s.ok()) return s;
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
@@ -213,12 +196,7 @@ using FetchPeerReport = std::function<PeerReport()>;
 // transport was named).
 absl::StatusOr<std::string> ChooseFor(SessionOptions* opt) {
   if (!AutoTransport()) return std::string();
-  absl::StatusOr<TransportChoice> choice = ChooseTransport(opt->host);
-  if (!choice.ok()) return choice.status();
-  opt->transport = choice->kind;
-  std::fprintf(stderr, "ramferry-migrate: --transport=auto chose %s\n",
-               choice->reason.c_str());
-  return choice->reason;
+  return cli::ChooseTransportFor(opt->host, "ramferry-migrate", opt);
 }
 
 // The source role, given where to connect.
