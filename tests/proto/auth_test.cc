@@ -3,6 +3,7 @@
 #include "proto/auth.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,26 @@ TEST(AuthChallengeTest, RoundTripAndLayout) {
   EXPECT_EQ(back->proof, c.proof);
 }
 
+// A byte whose corruption a decoder must refuse, and a word of its reason.
+struct BadByte {
+  size_t byte;
+  const char* says;
+};
+
+// Each case: `good` with that byte's bits `flip` flipped is refused with a
+// message naming the field.
+template <typename Decode>
+void ExpectEachRefused(const std::vector<uint8_t>& good, uint8_t flip,
+                       std::initializer_list<BadByte> cases, Decode decode) {
+  for (const BadByte& c : cases) {
+    std::vector<uint8_t> bad = good;
+    bad[c.byte] ^= flip;
+    absl::Status s = decode(bad).status();
+    EXPECT_FALSE(s.ok()) << c.byte;
+    EXPECT_THAT(s.message(), HasSubstr(c.says)) << c.byte;
+  }
+}
+
 TEST(AuthChallengeTest, RefusesBadFields) {
   std::vector<uint8_t> good(kAuthChallengeBytes);
   EncodeAuthChallenge(AuthChallenge{}, absl::MakeSpan(good));
@@ -103,18 +124,10 @@ TEST(AuthChallengeTest, RefusesBadFields) {
                   .status()
                   .message(),
               HasSubstr("truncated"));
-  struct Case {
-    size_t byte;
-    const char* says;
-  };
-  for (Case c : {Case{0, "magic"}, Case{5, "version"}, Case{7, "method"},
-                 Case{63, "reserved"}}) {
-    std::vector<uint8_t> bad = good;
-    bad[c.byte] ^= 0x40;
-    absl::Status s = DecodeAuthChallenge(bad).status();
-    EXPECT_FALSE(s.ok()) << c.byte;
-    EXPECT_THAT(s.message(), HasSubstr(c.says)) << c.byte;
-  }
+  ExpectEachRefused(
+      good, 0x40,
+      {{0, "magic"}, {5, "version"}, {7, "method"}, {63, "reserved"}},
+      [](absl::Span<const uint8_t> in) { return DecodeAuthChallenge(in); });
 }
 
 TEST(AuthProofTest, RoundTripAndBadFields) {
@@ -128,18 +141,10 @@ TEST(AuthProofTest, RoundTripAndBadFields) {
   EXPECT_THAT(
       DecodeAuthProof(absl::MakeSpan(buf).subspan(1)).status().message(),
       HasSubstr("truncated"));
-  struct Case {
-    size_t byte;
-    const char* says;
-  };
-  for (Case c : {Case{1, "magic"}, Case{4, "version"}, Case{6, "reserved"},
-                 Case{47, "reserved"}}) {
-    std::vector<uint8_t> bad = buf;
-    bad[c.byte] ^= 0x10;
-    absl::Status s = DecodeAuthProof(bad).status();
-    EXPECT_FALSE(s.ok()) << c.byte;
-    EXPECT_THAT(s.message(), HasSubstr(c.says)) << c.byte;
-  }
+  ExpectEachRefused(
+      buf, 0x10,
+      {{1, "magic"}, {4, "version"}, {6, "reserved"}, {47, "reserved"}},
+      [](absl::Span<const uint8_t> in) { return DecodeAuthProof(in); });
 }
 
 }  // namespace
