@@ -19,26 +19,12 @@
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_support.h"
 
 namespace ramferry::channels {
 namespace {
 
-// A connected loopback TCP pair: {sender fd, receiver fd}.
-std::pair<int, int> TcpPair() {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(listen(lfd, 1), 0);
-  EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  int cfd = socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_EQ(connect(cfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  int sfd = accept(lfd, nullptr, nullptr);
-  close(lfd);
-  return {cfd, sfd};
-}
+using testing::TcpPair;
 
 constexpr uint32_t kSlots = 4;
 constexpr uint32_t kPackets = 100;

@@ -34,6 +34,8 @@
 
 namespace ramferry::conformance {
 
+using testing::TcpPair;
+
 std::string TestName(TransportKind kind) {
   std::string name(TransportKindName(kind));
   std::replace(name.begin(), name.end(), '-', '_');
@@ -127,22 +129,6 @@ std::string WhyUnavailable(TransportKind kind) {
     default:
       return "";
   }
-}
-
-std::pair<int, int> TcpPair() {
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(listen(lfd, 1), 0);
-  EXPECT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  EXPECT_EQ(connect(cfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  int sfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-  close(lfd);
-  return {cfd, sfd};
 }
 
 namespace {

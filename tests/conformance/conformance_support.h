@@ -70,9 +70,6 @@ std::string RdmaHost();
 // leaves every other session on its loopback default.
 void UseTransportHost(SessionOptions& opt);
 
-// A connected loopback TCP pair: {sender fd, receiver fd}.
-std::pair<int, int> TcpPair();
-
 // The send side of `kind` and the receive side it talks to. Socket
 // transports: engine::OpenSocketTransport (no fallback) and the receive
 // side every socket transport shares (channels::OpenTcp), on the two ends

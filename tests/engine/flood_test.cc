@@ -37,16 +37,8 @@ class Flood {
 
   void Open(uint16_t port, int count) {
     for (int i = 0; i < count; ++i) {
-      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      ASSERT_GE(fd, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(port);
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);  // the backlog overflowed: that is a refusal too
-        continue;
-      }
+      const int fd = testing::ConnectToLoopback(port);
+      if (fd < 0) continue;  // the backlog overflowed: that is a refusal too
       fds_.push_back(fd);
       uint8_t bytes[proto::kHelloBytes];
       switch (static_cast<Kind>(i % 3)) {
@@ -145,12 +137,8 @@ TEST(FloodTest, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
   for (size_t sent : {size_t{0}, proto::kHelloBytes / 2}) {
     Flood one;
     one.Open(rx.port(), 1);  // idle
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(rx.port());
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const int fd = testing::ConnectToLoopback(rx.port());
+    ASSERT_GE(fd, 0);
     std::vector<uint8_t> part(sent, 0x52);
     if (sent > 0) {
       ASSERT_EQ(send(fd, part.data(), sent, 0), ssize_t(sent));

@@ -444,16 +444,7 @@ class ResetRelay {
   static constexpr int kAll = -1;
 
   explicit ResetRelay(uint16_t upstream) : upstream_(upstream) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(listen(listen_fd_, 16), 0);
-    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len),
-              0);
-    port_ = ntohs(a.sin_port);
+    std::tie(listen_fd_, port_) = testing::ListenOnLoopback(16);
     thread_ = std::thread([this] { Run(); });
   }
   ~ResetRelay() {
@@ -505,14 +496,9 @@ class ResetRelay {
   void Accept() {
     int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) return;
-    int u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(upstream_);
-    if (connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int u = testing::ConnectToLoopback(upstream_);
+    if (u < 0) {
       close(c);
-      close(u);
       return;
     }
     fcntl(u, F_SETFL, fcntl(u, F_GETFL) | O_NONBLOCK);

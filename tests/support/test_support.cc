@@ -1,5 +1,10 @@
 #include "tests/support/test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -92,6 +97,41 @@ bool SameBytes(const Region& a, const Region& b) {
   return a.length == b.length &&
          SameMemory(static_cast<const uint8_t*>(a.base),
                     static_cast<const uint8_t*>(b.base), a.length);
+}
+
+std::pair<int, uint16_t> ListenOnLoopback(int backlog) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(listen(fd, backlog), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  return {fd, ntohs(a.sin_port)};
+}
+
+int ConnectToLoopback(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::pair<int, int> TcpPair() {
+  auto [lfd, port] = ListenOnLoopback(1);
+  int cfd = ConnectToLoopback(port);
+  EXPECT_GE(cfd, 0);
+  int sfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+  close(lfd);
+  return {cfd, sfd};
 }
 
 }  // namespace ramferry::testing

@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,6 +64,16 @@ struct LoopbackPair {
 
 // Whether two memory ranges are byte-identical.
 bool SameBytes(const Region& a, const Region& b);
+
+// Loopback TCP for tests that speak to an end directly. Each fails the
+// test (EXPECT) when a socket call fails.
+// A socket listening on 127.0.0.1 at a free port: {fd, port}.
+std::pair<int, uint16_t> ListenOnLoopback(int backlog);
+// A socket connected to 127.0.0.1:`port`; -1 if the connect failed (a
+// refusal is not a test failure: a flood expects some).
+int ConnectToLoopback(uint16_t port);
+// A connected loopback TCP pair: {sender fd, receiver fd}.
+std::pair<int, int> TcpPair();
 
 }  // namespace ramferry::testing
 
