@@ -80,6 +80,7 @@ std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
   }
   const double cpu0 = cli::ProcessCpuSeconds();
   std::vector<std::thread> threads;
+  threads.reserve(n);
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       auto [off, bytes] = Slice(c.bytes, i, n);
@@ -137,6 +138,7 @@ absl::StatusOr<TransferResult> RunRawBaseline(const TransferConfig& c) {
   const double cpu0 = cli::ProcessCpuSeconds();
   const absl::Time t0 = absl::Now();
   std::vector<std::thread> threads;
+  threads.reserve(n);
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       auto [off, bytes] = Slice(c.bytes, i, n);
