@@ -120,11 +120,13 @@ int Main() {
   const uint64_t wire_packets = t.packets + t.syncs + t.finishes;
   const double calls_per_packet =
       wire_packets ? double(t.send_calls) / wire_packets : 0;
+  const std::string transport_name(
+      raw ? "raw" : TransportKindName(c.session.transport));
   if (json) {
     cli::JsonWriter w;
     w.BeginObject()
         .Key("transport")
-        .String(raw ? "raw" : TransportKindName(c.session.transport))
+        .String(transport_name)
         .Key("raw_whole_recv")
         .Bool(raw && c.raw_whole_receive)
         .Key("authenticated")
@@ -254,10 +256,10 @@ int Main() {
         "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
         "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d; "
         "verified: %s\n",
-        TransportKindName(c.session.transport), c.session.channels,
-        cli::FormatBytes(r->bytes), r->seconds, gbps, r->sender_cpu_s / gib,
-        r->receiver_cpu_s / gib, t.packets, calls_per_packet, t.zc_copied,
-        t.zc_completions, r->verified ? "yes" : "NO");
+        transport_name, c.session.channels, cli::FormatBytes(r->bytes),
+        r->seconds, gbps, r->sender_cpu_s / gib, r->receiver_cpu_s / gib,
+        t.packets, calls_per_packet, t.zc_copied, t.zc_completions,
+        r->verified ? "yes" : "NO");
   }
   return r->verified ? 0 : 3;
 }
