@@ -117,7 +117,7 @@ absl::Status SendAll(int fd, absl::Span<iovec> iov, int flags,
   return absl::OkStatus();
 }
 
-absl::Status ReadAll(int fd, absl::Span<iovec> iov, bool idle_ok,
+absl::Status ReadAll(int fd, absl::Span<iovec> iov, size_t idle_at,
                      absl::Duration stall, const std::atomic<bool>& stop,
                      size_t* calls) {
   const size_t total = IovBytes(iov);
@@ -139,7 +139,7 @@ absl::Status ReadAll(int fd, absl::Span<iovec> iov, bool idle_ok,
       return absl::AbortedError("read interrupted: session is ending");
     }
     if (n == 0) {
-      if (done == 0 && idle_ok) {
+      if (done == idle_at) {
         return absl::UnavailableError("connection closed by peer");
       }
       return absl::UnavailableError(absl::StrFormat(
@@ -149,7 +149,7 @@ absl::Status ReadAll(int fd, absl::Span<iovec> iov, bool idle_ok,
     int err = errno;
     if (err == EINTR) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) {
-      if ((done == 0 && idle_ok) || absl::Now() - last_progress < stall) {
+      if (done == idle_at || absl::Now() - last_progress < stall) {
         continue;
       }
       return absl::DeadlineExceededError(absl::StrFormat(

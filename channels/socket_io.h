@@ -47,10 +47,16 @@ absl::Status SendAll(int fd, absl::Span<iovec> iov, int flags,
                      absl::Duration stall, const std::atomic<bool>& stop,
                      const SendHooks& hooks);
 
+// `idle_at` for a read with no packet boundary in it.
+inline constexpr size_t kNoIdle = ~size_t{0};
+
 // Reads exactly the bytes of `iov` (edited as it goes) with MSG_WAITALL.
-// `idle_ok`: until the first byte arrives the peer may be silent forever.
-// Each recvmsg call is counted into *calls.
-absl::Status ReadAll(int fd, absl::Span<iovec> iov, bool idle_ok,
+// `idle_at`: once exactly this many bytes have arrived (a packet
+// boundary: 0 before a header, a payload's end before the next header)
+// the peer may be silent forever, and may close the connection cleanly;
+// anywhere else `stall` without progress fails. Each recvmsg call is
+// counted into *calls.
+absl::Status ReadAll(int fd, absl::Span<iovec> iov, size_t idle_at,
                      absl::Duration stall, const std::atomic<bool>& stop,
                      size_t* calls);
 

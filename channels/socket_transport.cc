@@ -23,8 +23,9 @@ absl::Status SocketTransport::ReadExact(absl::Span<uint8_t> buf,
                                         bool at_packet_boundary) {
   iovec v{buf.data(), buf.size()};
   size_t calls = 0;
-  absl::Status s = ReadAll(fd_, absl::MakeSpan(&v, 1), at_packet_boundary,
-                           options_.stall_timeout, stop_, &calls);
+  absl::Status s =
+      ReadAll(fd_, absl::MakeSpan(&v, 1), at_packet_boundary ? 0 : kNoIdle,
+              options_.stall_timeout, stop_, &calls);
   stats_.recv_calls.Add(calls);
   return s;
 }
@@ -32,7 +33,18 @@ absl::Status SocketTransport::ReadExact(absl::Span<uint8_t> buf,
 absl::Status SocketTransport::ReadPayload(absl::Span<const iovec> dst) {
   iov_.assign(dst.begin(), dst.end());
   size_t calls = 0;
-  absl::Status s = ReadAll(fd_, absl::MakeSpan(iov_), /*idle_ok=*/false,
+  absl::Status s = ReadAll(fd_, absl::MakeSpan(iov_), kNoIdle,
+                           options_.stall_timeout, stop_, &calls);
+  stats_.recv_calls.Add(calls);
+  return s;
+}
+
+absl::Status SocketTransport::ReadPayloadAndHeader(
+    absl::Span<const iovec> dst, absl::Span<uint8_t> next_header) {
+  iov_.assign(dst.begin(), dst.end());
+  iov_.push_back({next_header.data(), next_header.size()});
+  size_t calls = 0;
+  absl::Status s = ReadAll(fd_, absl::MakeSpan(iov_), IovBytes(dst),
                            options_.stall_timeout, stop_, &calls);
   stats_.recv_calls.Add(calls);
   return s;

@@ -20,6 +20,8 @@ class SocketTransport : public Transport {
   absl::Status ReadExact(absl::Span<uint8_t> buf,
                          bool at_packet_boundary) override;
   absl::Status ReadPayload(absl::Span<const iovec> dst) override;
+  absl::Status ReadPayloadAndHeader(absl::Span<const iovec> dst,
+                                    absl::Span<uint8_t> next_header) override;
   void Shutdown() override;
 
  protected:

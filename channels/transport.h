@@ -113,6 +113,15 @@ class Transport {
                                  bool at_packet_boundary) = 0;
   // Reads the payload announced by the header just read into `dst`.
   virtual absl::Status ReadPayload(absl::Span<const iovec> dst) = 0;
+  // Reads the payload into `dst`, then the first next_header.size() bytes
+  // of the packet after it; the peer may pause between the two as at any
+  // packet boundary. Stream transports do both in one call; the default
+  // does them one after the other.
+  virtual absl::Status ReadPayloadAndHeader(absl::Span<const iovec> dst,
+                                            absl::Span<uint8_t> next_header) {
+    if (absl::Status s = ReadPayload(dst); !s.ok()) return s;
+    return ReadExact(next_header, /*at_packet_boundary=*/true);
+  }
 
   // --- any thread ---
   // Makes blocked calls return; the transport is unusable afterwards.

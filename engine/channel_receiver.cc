@@ -9,18 +9,20 @@ namespace ramferry::engine {
 
 ChannelReceiver::ChannelReceiver(uint32_t index,
                                  std::unique_ptr<channels::Transport> transport,
-                                 const RegionTable* regions, uint32_t max_pages,
-                                 RoundBarrier* barrier, SessionFailure* failure,
-                                 ErrorHandler on_error)
+                                 const RegionTable* regions,
+                                 const Config& config, RoundBarrier* barrier,
+                                 SessionFailure* failure, ErrorHandler on_error)
     : index_(index),
       transport_(std::move(transport)),
       regions_(regions),
-      max_pages_(max_pages),
+      max_pages_(config.max_pages),
+      next_header_size_(config.next_header_size),
+      arrival_digests_(config.arrival_digests),
       barrier_(barrier),
       failure_(failure),
       on_error_(std::move(on_error)),
-      raw_offsets_(sizeof(uint64_t) * max_pages),
-      offsets_(max_pages) {}
+      header_(proto::PacketHeaderBytes(config.max_pages)),
+      offsets_(config.max_pages) {}
 
 ChannelReceiver::~ChannelReceiver() { Join(); }
 
@@ -33,9 +35,16 @@ void ChannelReceiver::Join() {
 }
 
 void ChannelReceiver::Run() {
+  // The thread's CPU clock is a syscall, not a vDSO call: sampled once a
+  // round (and at the end), not once a packet.
+  auto sample_cpu = [this] {
+    thread_cpu_ns_.Add(channels::ThreadCpuNs() - thread_cpu_ns_.get());
+  };
+  uint64_t sampled_round = round_;
   while (true) {
     absl::StatusOr<Step> step = ReceiveOne();
     if (!step.ok()) {
+      sample_cpu();
       // Once the session failed elsewhere, this channel's error is only
       // the echo of the teardown: the first error is the one to report.
       absl::Status annotated =
@@ -47,27 +56,60 @@ void ChannelReceiver::Run() {
       }
       return;
     }
-    // Cheap (a vDSO call): keeps the thread's CPU visible while it runs.
-    thread_cpu_ns_.Add(channels::ThreadCpuNs() - thread_cpu_ns_.get());
-    if (*step == Step::kFinished) return;
+    if (*step == Step::kFinished) {
+      sample_cpu();
+      return;
+    }
+    if (round_ != sampled_round) {
+      sample_cpu();
+      sampled_round = round_;
+    }
   }
 }
 
-absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
-  if (absl::Status s = transport_->ReadExact(absl::MakeSpan(fixed_),
-                                             /*at_packet_boundary=*/true);
-      !s.ok()) {
-    connection_failed_ = true;
-    if (absl::IsUnavailable(s)) {
-      return absl::UnavailableError(
-          absl::StrFormat("%s before FINISH (after packet %d, in round %d)",
-                          s.message(), next_packet_, round_));
+absl::Status ChannelReceiver::ConnectionError(absl::Status s) {
+  connection_failed_ = true;
+  if (!absl::IsUnavailable(s)) return s;
+  return absl::UnavailableError(
+      absl::StrFormat("%s before FINISH (after packet %d, in round %d)",
+                      s.message(), next_packet_, round_));
+}
+
+absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
+  if (header_ahead_ == 0) {
+    if (absl::Status s =
+            transport_->ReadExact(absl::MakeSpan(header_.data(), header_next_),
+                                  /*at_packet_boundary=*/true);
+        !s.ok()) {
+      return ConnectionError(s);
     }
-    return s;
+    header_ahead_ = header_next_;
   }
-  absl::StatusOr<proto::PacketHeader> h =
-      proto::DecodePacketFixed(fixed_, index_, max_pages_);
+  const size_t have = header_ahead_;
+  current_bytes_ = have;
+  header_ahead_ = 0;
+  header_next_ = proto::kPacketFixedBytes;
+  absl::StatusOr<proto::PacketHeader> h = proto::DecodePacketFixed(
+      absl::MakeConstSpan(header_.data(), proto::kPacketFixedBytes), index_,
+      max_pages_, next_header_size_);
   if (!h.ok()) return Annotate(h.status(), "bad packet header");
+  // An announcement that does not match the header it announced is a
+  // lying or broken peer; nothing of the packet is used.
+  if (have > proto::kPacketFixedBytes &&
+      have != proto::PacketHeaderBytes(h->page_count)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad packet header: packet %d was announced as %d header bytes but "
+        "carries %d pages (%d bytes)",
+        h->packet_num, have, h->page_count,
+        proto::PacketHeaderBytes(h->page_count)));
+  }
+  if (h->next_header_bytes != 0) header_next_ = h->next_header_bytes;
+  return h;
+}
+
+absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
+  absl::StatusOr<proto::PacketHeader> h = NextHeader();
+  if (!h.ok()) return h.status();
   header_bytes_.Add(proto::PacketHeaderBytes(h->page_count));
   if (h->packet_num != next_packet_) {
     return absl::InvalidArgumentError(
@@ -111,24 +153,37 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
         "bad packet header: page size %d, region %d has %d-byte pages",
         h.page_size, h.region_id, region->page_size));
   }
-  auto raw = absl::MakeSpan(raw_offsets_.data(), 8 * size_t{h.page_count});
-  if (absl::Status s = transport_->ReadExact(raw, /*at_packet_boundary=*/false);
-      !s.ok()) {
-    connection_failed_ = true;
-    return s;
+  const size_t header_bytes = proto::PacketHeaderBytes(h.page_count);
+  if (current_bytes_ < header_bytes) {
+    if (absl::Status s = transport_->ReadExact(
+            absl::MakeSpan(header_.data() + current_bytes_,
+                           header_bytes - current_bytes_),
+            /*at_packet_boundary=*/false);
+        !s.ok()) {
+      return ConnectionError(s);
+    }
   }
   auto offsets = absl::MakeSpan(offsets_.data(), h.page_count);
-  if (absl::Status s =
-          proto::DecodePageOffsets(h, raw, region->length, offsets);
+  if (absl::Status s = proto::DecodePageOffsets(
+          h,
+          absl::MakeConstSpan(header_.data() + proto::kPacketFixedBytes,
+                              header_bytes - proto::kPacketFixedBytes),
+          region->length, offsets);
       !s.ok()) {
     return Annotate(s, "bad packet");
   }
   // Only validated offsets reach this point: every span lies inside the
-  // region.
+  // region. The header buffer is free again (the offsets are decoded), so
+  // the next header is read into it with the payload, in one call.
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
-  if (absl::Status s = transport_->ReadPayload(iov_); !s.ok()) {
-    connection_failed_ = true;
-    return s;
+  if (absl::Status s = transport_->ReadPayloadAndHeader(
+          iov_, absl::MakeSpan(header_.data(), header_next_));
+      !s.ok()) {
+    return ConnectionError(s);
+  }
+  header_ahead_ = header_next_;
+  if (arrival_digests_ != nullptr) {
+    arrival_digests_->Record(regions_->IndexOf(*region), iov_);
   }
   packets_.Add();
   pages_.Add(h.page_count);

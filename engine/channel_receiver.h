@@ -18,6 +18,7 @@
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/verify.h"
 #include "proto/packet.h"
 #include "ramferry/stats.h"
 
@@ -36,11 +37,19 @@ class ChannelReceiver {
   };
   using ErrorHandler = std::function<void(const Error&)>;
 
+  struct Config {
+    uint32_t max_pages = 128;
+    // Headers announce the size of the next one (kCapNextHeaderSize).
+    bool next_header_size = false;
+    // Where to record a digest of every page that lands (null: nowhere).
+    DigestTable* arrival_digests = nullptr;
+  };
+
   // An error ends the session through `failure`, unless `on_error` is set:
   // then it goes there, on the receive thread, which stops.
   ChannelReceiver(uint32_t index,
                   std::unique_ptr<channels::Transport> transport,
-                  const RegionTable* regions, uint32_t max_pages,
+                  const RegionTable* regions, const Config& config,
                   RoundBarrier* barrier, SessionFailure* failure,
                   ErrorHandler on_error = nullptr);
   ~ChannelReceiver();
@@ -59,12 +68,17 @@ class ChannelReceiver {
 
  private:
   void Run();
+  // Reads the next header unless the previous payload read brought it.
+  absl::StatusOr<proto::PacketHeader> NextHeader();
   absl::Status ReceiveData(const proto::PacketHeader& h);
+  absl::Status ConnectionError(absl::Status s);
 
   const uint32_t index_;
   std::unique_ptr<channels::Transport> transport_;
   const RegionTable* const regions_;
   const uint32_t max_pages_;
+  const bool next_header_size_;
+  DigestTable* const arrival_digests_;
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
   const ErrorHandler on_error_;
@@ -76,8 +90,14 @@ class ChannelReceiver {
   uint64_t next_packet_ = 0;
   uint64_t round_ = 0;
   uint64_t round_pages_ = 0;
-  uint8_t fixed_[proto::kPacketFixedBytes];
-  std::vector<uint8_t> raw_offsets_;
+  // The next header: `header_ahead_` bytes of it are already in header_
+  // (read with the previous payload); `header_next_` bytes are to be read
+  // at the packet boundary (what the previous header announced, or the
+  // fixed part alone).
+  std::vector<uint8_t> header_;
+  size_t header_ahead_ = 0;
+  size_t current_bytes_ = 0;  // of the header being handled, in header_
+  size_t header_next_ = proto::kPacketFixedBytes;
   std::vector<uint64_t> offsets_;
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;

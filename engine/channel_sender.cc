@@ -10,14 +10,16 @@ namespace ramferry::engine {
 ChannelSender::ChannelSender(uint32_t index,
                              std::unique_ptr<channels::Transport> transport,
                              absl::Span<const Region> regions,
-                             uint32_t ring_entries, uint32_t max_pages,
-                             SessionFailure* failure, LossHandler on_loss)
+                             const Config& config, SessionFailure* failure,
+                             LossHandler on_loss)
     : index_(index),
       transport_(std::move(transport)),
       regions_(regions),
-      ring_(ring_entries, max_pages),
+      ring_(config.ring_entries, config.max_pages),
       failure_(failure),
-      on_loss_(std::move(on_loss)) {}
+      on_loss_(std::move(on_loss)),
+      announce_next_header_(config.announce_next_header),
+      sent_digests_(config.sent_digests) {}
 
 ChannelSender::~ChannelSender() { Join(); }
 
@@ -61,7 +63,10 @@ absl::StatusOr<bool> ChannelSender::ProcessBatch(uint32_t n) {
   bool finished = false;
   for (uint32_t i = 0; i < n; ++i) {
     const Command& c = ring_.At(i);
-    if (absl::Status s = Execute(c); !s.ok()) return Fail(s);
+    // The last command of the batch may already have a successor queued.
+    const Command* next =
+        i + 1 < n || ring_.Peek(n + 1) > n ? &ring_.At(i + 1) : nullptr;
+    if (absl::Status s = Execute(c, next); !s.ok()) return Fail(s);
     if (c.barrier_seq != 0) ring_.CompleteBarrier(c.barrier_seq);
     if (c.type == CommandType::kFinish) {
       finished = true;
@@ -89,20 +94,28 @@ absl::Status ChannelSender::Fail(const absl::Status& status) {
   return annotated;
 }
 
-absl::Status ChannelSender::Execute(const Command& c) {
+uint32_t ChannelSender::NextHeaderBytes(const Command* next) const {
+  if (!announce_next_header_ || next == nullptr) return 0;
+  return static_cast<uint32_t>(proto::PacketHeaderBytes(
+      next->type == CommandType::kWrite ? next->page_count : 0));
+}
+
+absl::Status ChannelSender::Execute(const Command& c, const Command* next) {
   switch (c.type) {
     case CommandType::kWrite:
-      return SendData(c);
+      return SendData(c, NextHeaderBytes(next));
     case CommandType::kSync:
       // Every page of the round must be out of the kernel's hands before
       // the round counts as sent: flush, then mark the boundary.
       if (absl::Status s = transport_->Flush(); !s.ok()) return s;
       syncs_.Add();
-      return SendMarker(proto::kPacketSync, c.round);
+      return SendMarker(proto::kPacketSync, c.round, NextHeaderBytes(next));
     case CommandType::kFinish:
       if (absl::Status s = transport_->Flush(); !s.ok()) return s;
       finishes_.Add();
-      if (absl::Status s = SendMarker(proto::kPacketFinish, c.round); !s.ok()) {
+      // Nothing follows FINISH, so it announces nothing.
+      if (absl::Status s = SendMarker(proto::kPacketFinish, c.round, 0);
+          !s.ok()) {
         return s;
       }
       return transport_->Flush();
@@ -110,7 +123,8 @@ absl::Status ChannelSender::Execute(const Command& c) {
   return absl::InternalError("unknown command type");
 }
 
-absl::Status ChannelSender::SendData(const Command& c) {
+absl::Status ChannelSender::SendData(const Command& c,
+                                     uint32_t next_header_bytes) {
   const uint64_t start = channels::MonotonicNs();
   const Region& region = regions_[c.region];
   absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
@@ -123,11 +137,16 @@ absl::Status ChannelSender::SendData(const Command& c) {
   h.round = c.round;
   h.region_id = region.id;
   h.page_size = region.page_size;
+  h.next_header_bytes = next_header_bytes;
   auto offsets = absl::MakeConstSpan(c.offsets, c.page_count);
   size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
   BuildPageRuns(region, offsets, &iov_, &run_offsets_);
   channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
+  // After the send, from memory the send path just read: what the
+  // destination will hold for these pages unless a later round re-sends
+  // them (a page written meanwhile is dirty, so it is sent again).
+  if (sent_digests_ != nullptr) sent_digests_->Record(c.region, iov_);
   send_latency_.Record(channels::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
@@ -136,7 +155,8 @@ absl::Status ChannelSender::SendData(const Command& c) {
   return absl::OkStatus();
 }
 
-absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round) {
+absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round,
+                                       uint32_t next_header_bytes) {
   absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
   if (!header.ok()) return header.status();
   proto::PacketHeader h;
@@ -144,6 +164,7 @@ absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round) {
   h.channel = index_;
   h.packet_num = packet_num_++;
   h.round = round;
+  h.next_header_bytes = next_header_bytes;
   size_t header_bytes = proto::EncodePacketHeader(h, {}, *header);
   header_bytes_.Add(header_bytes);
   return transport_->SendPacket({header_bytes, 0, {}, {}});

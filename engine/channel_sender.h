@@ -16,6 +16,7 @@
 #include "channels/transport.h"
 #include "engine/command_ring.h"
 #include "engine/failure.h"
+#include "engine/verify.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
 
@@ -31,12 +32,20 @@ class ChannelSender {
   // ring is aborted; the channel stops either way.
   using LossHandler = std::function<void(uint32_t, const absl::Status&)>;
 
+  struct Config {
+    uint32_t ring_entries = 256;
+    uint32_t max_pages = 128;
+    // Each header names the size of the next one (kCapNextHeaderSize).
+    bool announce_next_header = false;
+    // Where to record a digest of every page sent (null: nowhere).
+    DigestTable* sent_digests = nullptr;
+  };
+
   // A failure ends the session through `failure`, unless `on_loss` is set
   // (the session survives channel loss): then it goes there.
   ChannelSender(uint32_t index, std::unique_ptr<channels::Transport> transport,
-                absl::Span<const Region> regions, uint32_t ring_entries,
-                uint32_t max_pages, SessionFailure* failure,
-                LossHandler on_loss = nullptr);
+                absl::Span<const Region> regions, const Config& config,
+                SessionFailure* failure, LossHandler on_loss = nullptr);
   ~ChannelSender();
 
   CommandRing& ring() { return ring_; }
@@ -56,9 +65,13 @@ class ChannelSender {
   // once FINISH was executed. A failure is recorded and aborts the ring.
   absl::StatusOr<bool> ProcessBatch(uint32_t n);
   absl::Status Fail(const absl::Status& status);
-  absl::Status Execute(const Command& command);
-  absl::Status SendData(const Command& command);
-  absl::Status SendMarker(uint16_t flags, uint64_t round);
+  // `next`: the command after this one, where it is already queued.
+  absl::Status Execute(const Command& command, const Command* next);
+  absl::Status SendData(const Command& command, uint32_t next_header_bytes);
+  absl::Status SendMarker(uint16_t flags, uint64_t round,
+                          uint32_t next_header_bytes);
+  // What the header of `next` will take on the wire, when announced.
+  uint32_t NextHeaderBytes(const Command* next) const;
 
   const uint32_t index_;
   std::unique_ptr<channels::Transport> transport_;
@@ -66,6 +79,8 @@ class ChannelSender {
   CommandRing ring_;
   SessionFailure* const failure_;
   const LossHandler on_loss_;
+  const bool announce_next_header_;
+  DigestTable* const sent_digests_;
   std::thread thread_;
 
   uint64_t packet_num_ = 0;  // channel thread only

@@ -114,6 +114,9 @@ class ReceiverImpl {
   uint32_t channel_count_ = 0;
   uint32_t packet_pages_ = 0;
   uint64_t capabilities_ = 0;
+  // kCapArrivalDigests: a digest of every page as it landed, written by
+  // the channel threads, read by AnswerVerify once they are done.
+  std::unique_ptr<engine::DigestTable> arrival_digests_;
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;
   bool survive_ = false;
@@ -190,6 +193,7 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     }
     uint64_t offered = proto::kKnownCapabilities;
     if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
+    if (!options_.announce_next_header) offered &= ~proto::kCapNextHeaderSize;
     // RDMA writes land without the receive thread: stopping it would not
     // stop a dead channel's data.
     if (h.transport == proto::kRdmaTransportId) {
@@ -202,6 +206,14 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     transport_ = h.transport;
     rdma_chunk_bytes_ = h.rdma_chunk_bytes;
     survive_ = (capabilities_ & proto::kCapSurviveChannelLoss) != 0;
+    if ((capabilities_ & proto::kCapArrivalDigests) != 0) {
+      absl::StatusOr<std::unique_ptr<engine::DigestTable>> t =
+          engine::DigestTable::Create(table_.regions());
+      if (!t.ok()) {
+        return Refuse(t.status().code(), std::string(t.status().message()));
+      }
+      arrival_digests_ = std::move(*t);
+    }
     if (h.transport == proto::kRdmaTransportId) {
       // Its channels' Hellos could not be authenticated (see options.cc).
       if (!options_.auth_key.empty()) {
@@ -410,7 +422,7 @@ absl::Status ReceiverImpl::AwaitChannels(absl::Time deadline) {
 
 absl::Status ReceiverImpl::StartChannels() {
   std::vector<std::unique_ptr<channels::Transport>> transports;
-  uint32_t pages;
+  ChannelReceiver::Config config;
   bool survive;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -418,7 +430,9 @@ absl::Status ReceiverImpl::StartChannels() {
       transports.push_back(std::move(c.transport));
       c.state = ChannelSlot::kTaken;
     }
-    pages = packet_pages_;
+    config.max_pages = packet_pages_;
+    config.next_header_size = (capabilities_ & proto::kCapNextHeaderSize) != 0;
+    config.arrival_digests = arrival_digests_.get();
     survive = survive_;
   }
   surviving_ = survive;
@@ -446,7 +460,7 @@ absl::Status ReceiverImpl::StartChannels() {
   }
   for (uint32_t i = 0; i < transports.size(); ++i) {
     channels_.push_back(std::make_unique<ChannelReceiver>(
-        i, std::move(transports[i]), &table_, pages, barrier_.get(), &failure_,
+        i, std::move(transports[i]), &table_, config, barrier_.get(), &failure_,
         on_error));
   }
   if (failure_.failed()) return failure_.status();
@@ -564,9 +578,25 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
   proto::VerifyResult result;
   result.region_id = q->region_id;
   result.first_page = q->first_page;
-  result.page_digests.resize(q->page_count);
-  engine::PageDigests(*region, q->first_page,
-                      absl::MakeSpan(result.page_digests));
+  if (arrival_digests_ != nullptr) {
+    // What landed, not what memory holds now: the destination may already
+    // run on it, and nothing is read again. The channel threads wrote the
+    // digests before they arrived at the round barrier whose confirmation
+    // the source waited for; taking the barrier's lock makes that order
+    // visible to this thread (and to TSan), not only to the peer.
+    {
+      std::lock_guard<std::mutex> lock(objects_mu_);
+      if (barrier_ != nullptr) barrier_->completed_rounds();
+    }
+    absl::Span<const uint64_t> landed =
+        arrival_digests_->region(table_.IndexOf(*region))
+            .subspan(q->first_page, q->page_count);
+    result.page_digests.assign(landed.begin(), landed.end());
+  } else {
+    result.page_digests.resize(q->page_count);
+    engine::PageDigests(*region, q->first_page,
+                        absl::MakeSpan(result.page_digests));
+  }
   verified_pages_.fetch_add(q->page_count);
   return control_->Send(proto::EncodeVerifyResult(result));
 }

@@ -22,6 +22,10 @@ class RegionTable {
     return it == by_id_.end() ? nullptr : &regions_[it->second];
   }
   absl::Span<const Region> regions() const { return regions_; }
+  // The position of a region Find returned in the caller's list.
+  size_t IndexOf(const Region& region) const {
+    return static_cast<size_t>(&region - regions_.data());
+  }
 
   // The wire description of every region, in order.
   std::vector<proto::RegionInfo> Describe() const;

@@ -113,7 +113,9 @@ class SenderImpl {
   bool survive_ = false;
   // Caller thread only.
   std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
-  std::vector<bool> lost_;                      // per channel, declared gone
+  // VerifyMode::kSent: what each page's last send carried.
+  std::unique_ptr<engine::DigestTable> sent_digests_;
+  std::vector<bool> lost_;          // per channel, declared gone
   std::vector<uint32_t> last_seq_;  // per channel: last barrier pushed, or 0
   std::optional<uint64_t> open_round_;  // the round SendRound is sending
   bool finishing_ = false;
@@ -194,6 +196,12 @@ absl::Status SenderImpl::Setup() {
     return absl::FailedPreconditionError(absl::StrCat(
         "destination refused the region table: ", regions->reason));
   }
+  if (options_.verify == VerifyMode::kSent) {
+    absl::StatusOr<std::unique_ptr<engine::DigestTable>> t =
+        engine::DigestTable::Create(regions_);
+    if (!t.ok()) return t.status();
+    sent_digests_ = std::move(*t);
+  }
   if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
 
   std::vector<CommandRing*> rings;
@@ -254,9 +262,15 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
         OnChannelLoss(c, cause);
       };
     }
-    channels_.push_back(std::make_unique<ChannelSender>(
-        i, std::move(*transport), regions_, options_.ring_entries,
-        options_.packet_pages, &failure_, std::move(on_loss)));
+    ChannelSender::Config config;
+    config.ring_entries = options_.ring_entries;
+    config.max_pages = options_.packet_pages;
+    config.announce_next_header =
+        (capabilities_ & proto::kCapNextHeaderSize) != 0;
+    config.sent_digests = sent_digests_.get();
+    channels_.push_back(
+        std::make_unique<ChannelSender>(i, std::move(*transport), regions_,
+                                        config, &failure_, std::move(on_loss)));
   }
   return absl::OkStatus();
 }
@@ -264,6 +278,10 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
 uint64_t SenderImpl::OfferedCapabilities() const {
   uint64_t caps = proto::kCapVerify;
   if (options_.survive_channel_loss) caps |= proto::kCapSurviveChannelLoss;
+  if (options_.announce_next_header) caps |= proto::kCapNextHeaderSize;
+  if (options_.verify != VerifyMode::kReread) {
+    caps |= proto::kCapArrivalDigests;
+  }
   if (options_.transport == TransportKind::kRdma) {
     if (options_.rdma_pin_all) caps |= proto::kCapRdmaPinAll;
     if (options_.rdma_reg_batch) caps |= proto::kCapRdmaRegBatch;
@@ -818,7 +836,17 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
         return FinalStatus();
       }
       auto mine = absl::MakeSpan(local.data(), count);
-      engine::PageDigests(region, compared, mine);
+      if (sent_digests_ != nullptr) {
+        absl::Span<const uint64_t> sent =
+            sent_digests_
+                ->region(static_cast<size_t>(&region - regions_.data()))
+                .subspan(compared, count);
+        std::copy(sent.begin(), sent.end(), mine.begin());
+      } else {
+        // Memory speed: every core, while the destination answers the
+        // requests still in flight.
+        engine::PageDigestsParallel(region, compared, mine);
+      }
       for (uint64_t i = 0; i < count; ++i) {
         if (mine[i] == result.page_digests[i]) continue;
         ++report.pages_mismatched;

@@ -53,9 +53,17 @@ enum Capability : uint64_t {
   // unconfirmed batches on the others and tells the destination over the
   // control connection (CHANNEL_LOST / CHANNEL_GONE / CHANNEL_GONE_ACK).
   kCapSurviveChannelLoss = 1ull << 3,
+  // Every packet header announces the size of the header after it
+  // (PacketHeader::next_header_bytes), so the destination reads a payload
+  // and the next header in one call.
+  kCapNextHeaderSize = 1ull << 4,
+  // The destination hashes every page as it lands and answers a verify
+  // request from those digests, without reading its memory again.
+  kCapArrivalDigests = 1ull << 5,
 };
 inline constexpr uint64_t kKnownCapabilities =
-    kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch | kCapSurviveChannelLoss;
+    kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch | kCapSurviveChannelLoss |
+    kCapNextHeaderSize | kCapArrivalDigests;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -21,7 +21,8 @@ size_t EncodePacketHeader(const PacketHeader& h,
   Store64(p + 24, h.round);
   Store32(p + 32, h.region_id);
   Store32(p + 36, h.page_size);
-  std::memset(p + 40, 0, kPacketFixedBytes - 40);
+  Store32(p + 40, h.next_header_bytes);
+  std::memset(p + 44, 0, kPacketFixedBytes - 44);
   for (uint32_t i = 0; i < h.page_count; ++i) {
     Store64(p + kPacketFixedBytes + size_t{8} * i, offsets[i]);
   }
@@ -30,7 +31,8 @@ size_t EncodePacketHeader(const PacketHeader& h,
 
 absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
                                                uint32_t channel,
-                                               uint32_t max_pages) {
+                                               uint32_t max_pages,
+                                               bool next_size_negotiated) {
   if (fixed.size() < kPacketFixedBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("packet header truncated: %d of %d bytes", fixed.size(),
@@ -53,6 +55,7 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   h.round = Load64(p + 24);
   h.region_id = Load32(p + 32);
   h.page_size = Load32(p + 36);
+  h.next_header_bytes = Load32(p + 40);
   if ((h.flags & ~kKnownPacketFlags) != 0 ||
       h.flags == (kPacketSync | kPacketFinish)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -63,7 +66,9 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
         absl::StrFormat("packet names channel %d but arrived on channel %d",
                         h.channel, channel));
   }
-  for (size_t i = 40; i < kPacketFixedBytes; ++i) {
+  // Without the capability the announcement is a reserved field like the
+  // rest, and must be zero.
+  for (size_t i = next_size_negotiated ? 44 : 40; i < kPacketFixedBytes; ++i) {
     if (p[i] != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "packet reserved byte %d is 0x%02x, want 0", i, p[i]));
@@ -79,6 +84,21 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
         "%s packet carries page_count %d region_id %d page_size %d; want 0",
         (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count, h.region_id,
         h.page_size));
+  }
+  if (const uint32_t n = h.next_header_bytes; n != 0) {
+    if (h.flags & kPacketFinish) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "FINISH packet announces a next header of %d bytes; nothing may "
+          "follow FINISH",
+          n));
+    }
+    if (n < kPacketFixedBytes || n > PacketHeaderBytes(max_pages) ||
+        (n - kPacketFixedBytes) % sizeof(uint64_t) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet announces a next header of %d bytes; want 0 or %d + 8k "
+          "bytes for k <= %d pages",
+          n, kPacketFixedBytes, max_pages));
+    }
   }
   return h;
 }

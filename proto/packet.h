@@ -6,8 +6,15 @@
 //    8 u32 channel          12 u32 page_count
 //   16 u64 packet_num       24 u64 round
 //   32 u32 region_id        36 u32 page_size
-//   40 u8[24] reserved: zero in version 1, so a later version can give them
-//             meaning behind a capability bit without breaking old peers.
+//   40 u32 next_header_bytes: with kCapNextHeaderSize (proto/handshake.h),
+//             the size of the header that follows this packet on the
+//             channel (64 + 8 * its page_count), or 0 when the sender did
+//             not know it yet; without the capability always 0. It lets the
+//             receiver read a packet's payload and the whole next header in
+//             one call and still validate that header before asking for a
+//             byte of its payload.
+//   44 u8[20] reserved: zero, so a later version can give them meaning
+//             behind a capability bit without breaking old peers.
 //   64 u64 offsets[page_count]: byte offset of each page in its region
 #ifndef RAMFERRY_PROTO_PACKET_H_
 #define RAMFERRY_PROTO_PACKET_H_
@@ -47,6 +54,7 @@ struct PacketHeader {
   uint64_t round = 0;
   uint32_t region_id = 0;
   uint32_t page_size = 0;
+  uint32_t next_header_bytes = 0;  // 0: not announced
 
   bool is_data() const { return flags == kPacketData; }
 };
@@ -65,11 +73,15 @@ size_t EncodePacketHeader(const PacketHeader& header,
 // Decodes and validates the fixed 64 bytes of a packet received on channel
 // `channel`: magic, version, flags, channel, page count bound, reserved
 // bytes, and the shape rules (a data packet has pages; SYNC and FINISH have
-// none and name no region). Region lookup and offsets come after, with
-// ValidatePageOffsets, once the region is known.
+// none and name no region). `next_size_negotiated`: next_header_bytes may
+// be non-zero (kCapNextHeaderSize); it must then be a header size for at
+// most `max_pages` pages, and 0 on FINISH (nothing follows it). Region
+// lookup and offsets come after, with DecodePageOffsets, once the region is
+// known.
 absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
                                                uint32_t channel,
-                                               uint32_t max_pages);
+                                               uint32_t max_pages,
+                                               bool next_size_negotiated);
 
 // Decodes header.page_count big-endian offsets from `raw` into `out` and
 // checks each one against a region of `region_length` bytes whose pages

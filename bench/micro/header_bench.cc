@@ -69,7 +69,8 @@ void BM_Header_DecodeFixedAndOffsets(benchmark::State& state) {
   for (auto _ : state) {
     benchmark::DoNotOptimize(wire.data());
     absl::StatusOr<PacketHeader> got = DecodePacketFixed(
-        all.subspan(0, kPacketFixedBytes), h.channel, kDefaultPacketPages);
+        all.subspan(0, kPacketFixedBytes), h.channel, kDefaultPacketPages,
+        /*next_size_negotiated=*/true);
     if (!got.ok()) {
       state.SkipWithError(got.status().ToString().c_str());
       break;

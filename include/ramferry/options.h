@@ -12,6 +12,28 @@
 
 namespace ramferry {
 
+// How Sender::Verify checks the destination. Chosen when the session
+// connects, because the modes that keep per-page digests (8 bytes per page
+// on each end that keeps them) record them while pages move. The
+// destination follows the source's choice.
+enum class VerifyMode : uint8_t {
+  // The destination records a digest of every page as it lands; Verify
+  // hashes the source's memory on every core and compares. Proves the
+  // destination holds what the source's memory holds now, page for page,
+  // including a page written without being marked dirty (a write the
+  // tracking missed). The destination never reads its memory again, so it
+  // may already be running when Verify runs.
+  kFull,
+  // Both ends record a digest of every page as it leaves and as it lands;
+  // Verify compares the two tables and reads no memory. Proves every
+  // page's last sent copy landed intact and was not overwritten by a stale
+  // one; not that the tracking missed no write.
+  kSent,
+  // Nothing is recorded; Verify hashes both ends' memory again, one pass
+  // each, as the pages are requested. Costs nothing while pages move.
+  kReread,
+};
+
 struct SessionOptions {
   // Source: where to connect. Destination: where to listen (port 0 picks
   // a free port; Receiver::port() tells which).
@@ -51,6 +73,12 @@ struct SessionOptions {
   // down, which this does not do), nor with single_thread. The destination
   // follows the source's choice.
   bool survive_channel_loss = false;
+
+  VerifyMode verify = VerifyMode::kFull;
+  // Headers announce the size of the next one, so the destination reads a
+  // payload and the next header in one call (kCapNextHeaderSize). Off
+  // speaks the older stream, as a peer without the capability does.
+  bool announce_next_header = true;
 
   // Source: no channel threads; the scheduler drives each channel itself
   // (the baseline the producer/consumer split is measured against).

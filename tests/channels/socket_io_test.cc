@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,7 @@ namespace ramferry::channels {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct SocketPair {
   SocketPair() { EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0); }
@@ -96,7 +98,7 @@ TEST(ReadAll, ResumesPartialReadsIntoScatteredSpans) {
   }
   std::atomic<bool> stop{false};
   size_t calls = 0;
-  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(iov), /*idle_ok=*/false,
+  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(iov), kNoIdle,
                            absl::Seconds(10), stop, &calls);
   writer.join();
   ASSERT_TRUE(s.ok()) << s;
@@ -112,7 +114,7 @@ TEST(ReadAll, PeerCloseMidBufferSaysHowFarItGot) {
   iovec v{buf, sizeof buf};
   std::atomic<bool> stop{false};
   size_t calls = 0;
-  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(&v, 1), false,
+  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(&v, 1), kNoIdle,
                            absl::Seconds(1), stop, &calls);
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("after 3 of 10 bytes"));
@@ -126,10 +128,60 @@ TEST(ReadAll, StalledPeerMidBufferTimesOut) {
   iovec v{buf, sizeof buf};
   std::atomic<bool> stop{false};
   size_t calls = 0;
-  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(&v, 1), false,
+  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(&v, 1), kNoIdle,
                            absl::Milliseconds(200), stop, &calls);
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("stalled"));
+}
+
+// A payload and the next header in one read: the peer may pause at the
+// boundary between them for longer than the stall timeout, and may close
+// there cleanly; a pause anywhere else still fails.
+TEST(ReadAll, IdleAtThePacketBoundaryInsideTheBufferIsNotAStall) {
+  SocketPair p;
+  ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)).ok());
+  std::thread writer([&] {
+    ASSERT_EQ(write(p.fds[0], "payload", 7), 7);
+    absl::SleepFor(absl::Milliseconds(300));  // 3x the stall bound
+    ASSERT_EQ(write(p.fds[0], "HDR", 3), 3);
+  });
+  uint8_t payload[7], header[3];
+  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
+  std::atomic<bool> stop{false};
+  size_t calls = 0;
+  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(v), sizeof payload,
+                           absl::Milliseconds(100), stop, &calls);
+  writer.join();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(header), 3), "HDR");
+}
+
+TEST(ReadAll, StallBeforeTheBoundaryInsideTheBufferFails) {
+  SocketPair p;
+  ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)).ok());
+  ASSERT_EQ(write(p.fds[0], "pay", 3), 3);  // 4 payload bytes short
+  uint8_t payload[7], header[3];
+  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
+  std::atomic<bool> stop{false};
+  size_t calls = 0;
+  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(v), sizeof payload,
+                           absl::Milliseconds(100), stop, &calls);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("3 of 10 bytes"));
+}
+
+TEST(ReadAll, CloseAtTheBoundaryInsideTheBufferIsACleanClose) {
+  SocketPair p;
+  ASSERT_EQ(write(p.fds[0], "payload", 7), 7);
+  shutdown(p.fds[0], SHUT_WR);
+  uint8_t payload[7], header[3];
+  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
+  std::atomic<bool> stop{false};
+  size_t calls = 0;
+  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(v), sizeof payload,
+                           absl::Seconds(1), stop, &calls);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(s.message(), Not(HasSubstr("mid-packet")));
 }
 
 TEST(SendAll, BrokenPipeIsUnavailableNotASignal) {

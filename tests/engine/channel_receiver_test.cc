@@ -13,6 +13,7 @@
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/verify.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
@@ -37,8 +38,10 @@ std::vector<uint8_t> Header(const proto::PacketHeader& h,
 }
 
 void AppendData(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
-                const std::vector<uint64_t>& offsets, uint8_t fill) {
+                const std::vector<uint64_t>& offsets, uint8_t fill,
+                uint32_t next_header_bytes = 0) {
   proto::PacketHeader h;
+  h.next_header_bytes = next_header_bytes;
   h.channel = kChannel;
   h.packet_num = num;
   h.round = round;
@@ -51,8 +54,9 @@ void AppendData(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
 }
 
 void AppendMarker(std::vector<uint8_t>* s, uint16_t flags, uint64_t num,
-                  uint64_t round) {
+                  uint64_t round, uint32_t next_header_bytes = 0) {
   proto::PacketHeader h;
+  h.next_header_bytes = next_header_bytes;
   h.flags = flags;
   h.channel = kChannel;
   h.packet_num = num;
@@ -63,7 +67,8 @@ void AppendMarker(std::vector<uint8_t>* s, uint16_t flags, uint64_t num,
 
 // One 4-page region and a receiver on channel kChannel reading `stream`.
 struct Fixture {
-  explicit Fixture(const std::vector<uint8_t>& bytes)
+  explicit Fixture(const std::vector<uint8_t>& bytes,
+                   bool next_header_size = false)
       : stream(bytes),
         region(testing::MakeRegion(1, 4 * 4096)),
         table({&region.region, 1}),
@@ -74,7 +79,8 @@ struct Fixture {
                 }),
         failure([](const absl::Status&, Origin) {}),
         rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
-           kMaxPages, &barrier, &failure) {}
+           {.max_pages = kMaxPages, .next_header_size = next_header_size},
+           &barrier, &failure) {}
 
   // ReceiveOne until it fails or reads FINISH; the last result.
   absl::StatusOr<ChannelReceiver::Step> RunToEnd() {
@@ -147,6 +153,96 @@ TEST(ChannelReceiverTest, EndOfStreamMidPayloadKeepsWhatArrived) {
   EXPECT_EQ(f.byte_at(4096 + 4095), 0xcc);
   EXPECT_EQ(f.byte_at(4095 - 100), 0xcc);
   EXPECT_EQ(f.byte_at(4095 - 99), 0);
+}
+
+// kCapNextHeaderSize: each header names the size of the next, which is
+// read with the payload before it; the result is the same stream.
+TEST(ChannelReceiverTest, AnnouncedHeadersGiveTheSameResult) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {4096 * 3, 0}, 0xaa, proto::PacketHeaderBytes(1));
+  AppendData(&s, 1, 0, {4096 * 2}, 0xdd, proto::PacketHeaderBytes(0));
+  AppendMarker(&s, proto::kPacketSync, 2, 0);  // next unknown: 64 bytes
+  AppendData(&s, 3, 1, {4096}, 0xbb, proto::PacketHeaderBytes(0));
+  AppendMarker(&s, proto::kPacketSync, 4, 1, proto::PacketHeaderBytes(0));
+  AppendMarker(&s, proto::kPacketFinish, 5, 2);
+  Fixture f(s, /*next_header_size=*/true);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_THAT(f.rounds, ElementsAre(Pair(0, 3), Pair(1, 1)));
+  EXPECT_EQ(f.byte_at(4096 * 3), 0xaa);
+  EXPECT_EQ(f.byte_at(0), 0xaa);
+  EXPECT_EQ(f.byte_at(4096 * 2), 0xdd);
+  EXPECT_EQ(f.byte_at(4096), 0xbb);
+}
+
+TEST(ChannelReceiverTest, WrongAnnouncementEndsTheChannel) {
+  for (uint32_t announced : {proto::PacketHeaderBytes(1),     // too small
+                             proto::PacketHeaderBytes(3)}) {  // too big
+    std::vector<uint8_t> s;
+    AppendData(&s, 0, 0, {0}, 0xaa, announced);
+    AppendData(&s, 1, 0, {4096, 8192}, 0xbb);
+    AppendMarker(&s, proto::kPacketFinish, 2, 0);
+    Fixture f(s, /*next_header_size=*/true);
+
+    absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+    EXPECT_EQ(end.status().code(), absl::StatusCode::kInvalidArgument)
+        << end.status();
+    // Too big reads into the payload, whose bytes are no header; too small
+    // is caught by the size check. Neither writes a byte of packet 1.
+    EXPECT_THAT(end.status().message(), HasSubstr("bad packet header"));
+    EXPECT_EQ(f.byte_at(4096), 0) << announced;
+    EXPECT_EQ(f.byte_at(8192), 0) << announced;
+  }
+}
+
+TEST(ChannelReceiverTest, AnnouncementWithoutTheCapabilityIsRefused) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {0}, 0xaa, proto::PacketHeaderBytes(0));
+  AppendMarker(&s, proto::kPacketFinish, 1, 0);
+  Fixture f(s, /*next_header_size=*/false);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  EXPECT_EQ(end.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(end.status().message(), HasSubstr("reserved byte"));
+  EXPECT_EQ(f.byte_at(0), 0);
+}
+
+// Pages are hashed as they land, so a verify answer never reads memory.
+TEST(ChannelReceiverTest, ArrivalDigestsAreThoseOfTheLandedPages) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {4096 * 3, 0, 4096}, 0xaa);
+  AppendMarker(&s, proto::kPacketSync, 1, 0);
+  AppendData(&s, 2, 1, {4096}, 0xbb);
+  AppendMarker(&s, proto::kPacketFinish, 3, 1);
+  testing::TestRegion region = testing::MakeRegion(1, 4 * 4096);
+  RegionTable table({&region.region, 1});
+  absl::StatusOr<std::unique_ptr<DigestTable>> digests =
+      DigestTable::Create(table.regions());
+  ASSERT_TRUE(digests.ok()) << digests.status();
+  RoundBarrier barrier(std::vector<uint32_t>{kChannel},
+                       [](uint64_t, uint64_t) { return absl::OkStatus(); });
+  SessionFailure failure([](const absl::Status&, Origin) {});
+  ChannelReceiver rx(
+      kChannel, std::make_unique<testing::MemoryTransport>(s), &table,
+      {.max_pages = kMaxPages, .arrival_digests = digests->get()}, &barrier,
+      &failure);
+  while (true) {
+    absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
+    ASSERT_TRUE(step.ok()) << step.status();
+    if (*step == ChannelReceiver::Step::kFinished) break;
+  }
+  std::vector<uint64_t> now(4);
+  PageDigests(region.region, 0, absl::MakeSpan(now));
+  absl::Span<const uint64_t> landed = (*digests)->region(0);
+  EXPECT_EQ(landed[0], now[0]);
+  EXPECT_EQ(landed[1], now[1]);  // the round-1 copy, not the round-0 one
+  EXPECT_EQ(landed[3], now[3]);
+  EXPECT_EQ(landed[2], 0u);  // never sent: no digest
+  // Memory changed after landing: the table still says what landed.
+  static_cast<uint8_t*>(region.region.base)[0] ^= 1;
+  PageDigests(region.region, 0, absl::MakeSpan(now));
+  EXPECT_NE(landed[0], now[0]);
 }
 
 }  // namespace

@@ -39,33 +39,40 @@ struct PacketHeaderConfig {
   uint32_t channel;
   uint32_t max_pages;
   uint64_t region_length;
+  bool next_header_size;  // bit 7: kCapNextHeaderSize negotiated
 };
 inline constexpr uint32_t kFuzzMaxPages[4] = {1, 3, 128, 4096};
 inline constexpr uint64_t kFuzzRegionLengths[8] = {
     0, 4096, 3 * 4096, 1ull << 20, 1ull << 40, ~0ull - 4095, ~0ull, 512};
 inline PacketHeaderConfig DecodePacketHeaderConfig(uint8_t b) {
-  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3],
-          kFuzzRegionLengths[(b >> 4) & 7]};
+  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3], kFuzzRegionLengths[(b >> 4) & 7],
+          (b & 0x80) != 0};
 }
 inline uint8_t EncodePacketHeaderConfig(uint32_t channel, int max_pages_index,
-                                        int region_length_index) {
+                                        int region_length_index,
+                                        bool next_header_size = false) {
   return static_cast<uint8_t>((channel & 3) | (max_pages_index & 3) << 2 |
-                              (region_length_index & 7) << 4);
+                              (region_length_index & 7) << 4 |
+                              (next_header_size ? 0x80 : 0));
 }
 
 // channel_receiver input: one config byte, then the received stream.
 //   bits 0-1: the receiver's channel index (0..3)
 //   bits 2-3: the negotiated max pages per packet (kFuzzMaxPages)
+//   bit 4:    kCapNextHeaderSize negotiated (headers announce the next)
 // The destination's regions are fixed (kFuzzRegions).
 struct ReceiverConfig {
   uint32_t channel;
   uint32_t max_pages;
+  bool next_header_size;
 };
 inline ReceiverConfig DecodeReceiverConfig(uint8_t b) {
-  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3]};
+  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3], (b & 0x10) != 0};
 }
-inline uint8_t EncodeReceiverConfig(uint32_t channel, int max_pages_index) {
-  return static_cast<uint8_t>((channel & 3) | (max_pages_index & 3) << 2);
+inline uint8_t EncodeReceiverConfig(uint32_t channel, int max_pages_index,
+                                    bool next_header_size = false) {
+  return static_cast<uint8_t>((channel & 3) | (max_pages_index & 3) << 2 |
+                              (next_header_size ? 0x10 : 0));
 }
 
 struct FuzzRegionShape {

@@ -72,6 +72,12 @@ proto::PacketHeader Marker(uint16_t flags, uint32_t channel, uint64_t num,
   return h;
 }
 
+// `h` announcing a next header of `bytes` (kCapNextHeaderSize).
+proto::PacketHeader Announcing(proto::PacketHeader h, uint32_t bytes) {
+  h.next_header_bytes = bytes;
+  return h;
+}
+
 Bytes Header(const proto::PacketHeader& h, const std::vector<uint64_t>& offs) {
   Bytes out(proto::PacketHeaderBytes(h.page_count));
   proto::EncodePacketHeader(h, offs, absl::MakeSpan(out));
@@ -142,6 +148,22 @@ void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
   seed("edge_offsets_truncated", mib, bad);
   bad.resize(proto::kPacketFixedBytes - 1);
   seed("edge_fixed_truncated", mib, bad);
+  // The next header's size, announced (kCapNextHeaderSize in bit 7).
+  const uint8_t next = EncodePacketHeaderConfig(0, 2, 3, true);
+  seed("next_announced", next,
+       Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 128), {0}));
+  seed("next_announced_by_sync", next,
+       Header(Announcing(Marker(proto::kPacketSync, 0, 4, 0), 72), {}));
+  seed("edge_next_without_capability", mib,
+       Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 72), {0}));
+  seed("edge_next_after_finish", next,
+       Header(Announcing(Marker(proto::kPacketFinish, 0, 5, 1), 64), {}));
+  seed("edge_next_not_a_header_size", next,
+       Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 68), {0}));
+  seed("edge_next_over_max", next,
+       Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 129), {0}));
+  seed("edge_next_below_fixed", next,
+       Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 56), {0}));
 }
 
 // --- handshake ---
@@ -561,6 +583,25 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
        Packet(Data(3, 0, 0, 2, 512, 4), Run(4, 0, 512)));
   seed("edge_bytes_after_finish", ch0,
        Cat({Header(Marker(proto::kPacketFinish, 0, 0, 0), {}), first}));
+  // Headers that announce the next one's size (bit 4 of the config).
+  const uint8_t next = EncodeReceiverConfig(0, 2, true);
+  seed("next_announced_two_rounds", next,
+       Cat({Packet(Announcing(Data(0, 0, 0, 1, 4096, 2), 88), {0, 4096 * 2}),
+            Packet(Announcing(Data(0, 1, 0, 2, 512, 3), 64), {512 * 7, 0, 512}),
+            Header(Announcing(Marker(proto::kPacketSync, 0, 2, 0), 72), {}),
+            Packet(Data(0, 3, 1, big, 8192, 1), {8192}),
+            Header(Marker(proto::kPacketSync, 0, 4, 1), {}),
+            Header(Marker(proto::kPacketFinish, 0, 5, 2), {})}));
+  seed("edge_next_announced_too_small", next,
+       Cat({Packet(Announcing(Data(0, 0, 0, 1, 4096, 1), 72), {0}),
+            Packet(Data(0, 1, 0, 1, 4096, 2), {4096, 8192}),
+            Header(Marker(proto::kPacketFinish, 0, 2, 0), {})}));
+  seed("edge_next_announced_too_big", next,
+       Cat({Packet(Announcing(Data(0, 0, 0, 1, 4096, 1), 88), {0}),
+            Packet(Data(0, 1, 0, 1, 4096, 1), {4096}),
+            Header(Marker(proto::kPacketFinish, 0, 2, 0), {})}));
+  seed("edge_next_announced_stream_ends", next,
+       Packet(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 128), {0}));
 }
 
 Corpus Generate() {

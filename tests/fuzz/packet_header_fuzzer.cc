@@ -29,8 +29,8 @@ void FuzzPacketHeader(absl::Span<const uint8_t> in) {
   const PacketHeaderConfig cfg = DecodePacketHeaderConfig(in[0]);
   in.remove_prefix(1);
 
-  absl::StatusOr<proto::PacketHeader> h =
-      proto::DecodePacketFixed(in, cfg.channel, cfg.max_pages);
+  absl::StatusOr<proto::PacketHeader> h = proto::DecodePacketFixed(
+      in, cfg.channel, cfg.max_pages, cfg.next_header_size);
   if (!h.ok()) return;
   FUZZ_CHECK(h->channel == cfg.channel);
   FUZZ_CHECK((h->flags & ~proto::kKnownPacketFlags) == 0);
@@ -38,6 +38,16 @@ void FuzzPacketHeader(absl::Span<const uint8_t> in) {
     FUZZ_CHECK(h->page_count >= 1 && h->page_count <= cfg.max_pages);
   } else {
     FUZZ_CHECK(h->page_count == 0 && h->region_id == 0 && h->page_size == 0);
+  }
+  // An announced next header is one the receiver may read whole: a real
+  // header size within the negotiated bound; never after FINISH, never
+  // without the capability.
+  if (const uint32_t n = h->next_header_bytes; n != 0) {
+    FUZZ_CHECK(cfg.next_header_size);
+    FUZZ_CHECK((h->flags & proto::kPacketFinish) == 0);
+    FUZZ_CHECK(n >= proto::kPacketFixedBytes &&
+               n <= proto::PacketHeaderBytes(cfg.max_pages) &&
+               (n - proto::kPacketFixedBytes) % 8 == 0);
   }
 
   std::vector<uint64_t> offsets(h->page_count);
@@ -63,13 +73,14 @@ void FuzzPacketHeader(absl::Span<const uint8_t> in) {
              bytes);
   FUZZ_CHECK(in.size() >= bytes);
   FUZZ_CHECK(std::memcmp(out.data(), in.data(), bytes) == 0);
-  absl::StatusOr<proto::PacketHeader> again =
-      proto::DecodePacketFixed(out, cfg.channel, cfg.max_pages);
+  absl::StatusOr<proto::PacketHeader> again = proto::DecodePacketFixed(
+      out, cfg.channel, cfg.max_pages, cfg.next_header_size);
   FUZZ_CHECK(again.ok());
   FUZZ_CHECK(again->flags == h->flags && again->packet_num == h->packet_num &&
              again->round == h->round && again->page_count == h->page_count &&
              again->region_id == h->region_id &&
-             again->page_size == h->page_size);
+             again->page_size == h->page_size &&
+             again->next_header_bytes == h->next_header_bytes);
 }
 
 }  // namespace

@@ -718,7 +718,7 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
   {
     uint32_t channel = in.size() >= 12 ? Load32(in.data() + 8) : 0;
     uint32_t max_pages = (rng() & 1) ? kMaxPacketPagesLimit : 4;
-    auto h = DecodePacketFixed(s, channel, max_pages);
+    auto h = DecodePacketFixed(s, channel, max_pages, (rng() & 1) != 0);
     ExpectOkOrInputError(h.status(), "DecodePacketFixed");
     if (h.ok()) {
       // Canonical: re-encoding reproduces the fixed bytes.
@@ -912,7 +912,7 @@ TEST(ProtoRobustnessTest, RandomAndMutatedInputsNeverCrash) {
     if (::testing::Test::HasFailure()) break;
     if (DecodeHello(exact).ok() || DecodeRegionTable(exact).ok() ||
         DecodePacketFixed(exact, exact.size() >= 12 ? Load32(&exact[8]) : 0,
-                          kMaxPacketPagesLimit)
+                          kMaxPacketPagesLimit, /*next_size_negotiated=*/true)
             .ok()) {
       ++accepted_somewhere;
     }

@@ -44,7 +44,7 @@ std::vector<uint8_t> Encode(const PacketHeader& h,
 absl::Status DecodeFixed(const std::vector<uint8_t>& buf,
                          uint32_t channel = kChannel,
                          uint32_t max_pages = kMaxPages) {
-  return DecodePacketFixed(buf, channel, max_pages).status();
+  return DecodePacketFixed(buf, channel, max_pages, false).status();
 }
 
 TEST(PacketTest, HeaderBytes) {
@@ -59,7 +59,7 @@ TEST(PacketTest, DataRoundTrip) {
   std::vector<uint8_t> buf = Encode(h, offsets);
 
   auto got = DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
-                               kMaxPages);
+                               kMaxPages, false);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->flags, kPacketData);
   EXPECT_TRUE(got->is_data());
@@ -85,7 +85,7 @@ TEST(PacketTest, SyncRoundTrip) {
   h.round = 12;
   std::vector<uint8_t> buf = Encode(h, {});
   ASSERT_EQ(buf.size(), 64u);
-  auto got = DecodePacketFixed(buf, kChannel, kMaxPages);
+  auto got = DecodePacketFixed(buf, kChannel, kMaxPages, false);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->flags, kPacketSync);
   EXPECT_FALSE(got->is_data());
@@ -103,7 +103,7 @@ TEST(PacketTest, FinishRoundTrip) {
   h.packet_num = 1000;
   h.round = 3;
   std::vector<uint8_t> buf = Encode(h, {});
-  auto got = DecodePacketFixed(buf, kChannel, kMaxPages);
+  auto got = DecodePacketFixed(buf, kChannel, kMaxPages, false);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->flags, kPacketFinish);
   EXPECT_FALSE(got->is_data());
@@ -163,16 +163,16 @@ TEST(PacketTest, RejectsTruncatedFixedHeader) {
   std::vector<uint8_t> buf = Encode(DataHeader(1), {0});
   for (size_t n : {size_t{0}, size_t{1}, size_t{40}, size_t{63}}) {
     absl::Status s = DecodePacketFixed(absl::MakeConstSpan(buf).first(n),
-                                       kChannel, kMaxPages)
+                                       kChannel, kMaxPages, false)
                          .status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
     EXPECT_THAT(s.message(), AllOf(HasSubstr("truncated"),
                                    HasSubstr(std::to_string(n) + " of 64")))
         << n;
   }
-  EXPECT_TRUE(
-      DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel, kMaxPages)
-          .ok());
+  EXPECT_TRUE(DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
+                                kMaxPages, false)
+                  .ok());
 }
 
 TEST(PacketTest, RejectsBadMagic) {
@@ -382,6 +382,61 @@ TEST(PageOffsetsTest, StopsAtFirstBadOffset) {
       DecodeOffsets(4096, 4096 * 4, {0, 4096, 4096 * 4, 4096 * 2}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(s.message(), HasSubstr("index 2"));
+}
+
+// kCapNextHeaderSize: bytes 40..43 announce the next header's size.
+TEST(PacketTest, NextHeaderSizeRoundTripsWhenNegotiated) {
+  PacketHeader h = DataHeader(1);
+  h.next_header_bytes = PacketHeaderBytes(kMaxPages);
+  std::vector<uint8_t> buf = Encode(h, {0});
+  EXPECT_EQ(Load32(buf.data() + 40), PacketHeaderBytes(kMaxPages));
+  auto got = DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
+                               kMaxPages, /*next_size_negotiated=*/true);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->next_header_bytes, PacketHeaderBytes(kMaxPages));
+
+  PacketHeader sync;
+  sync.flags = kPacketSync;
+  sync.channel = kChannel;
+  sync.next_header_bytes = 64;
+  got = DecodePacketFixed(Encode(sync, {}), kChannel, kMaxPages, true);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->next_header_bytes, 64u);
+}
+
+TEST(PacketTest, NextHeaderSizeIsReservedWithoutTheCapability) {
+  PacketHeader h = DataHeader(1);
+  h.next_header_bytes = 72;
+  absl::Status s = DecodeFixed(Encode(h, {0}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("reserved byte 43"));
+}
+
+TEST(PacketTest, RejectsAnnouncementsNoHeaderCouldHave) {
+  const uint32_t max_bytes = PacketHeaderBytes(kMaxPages);
+  for (uint32_t bad : {1u, 56u, 63u, 65u, 71u, max_bytes + 8, ~0u}) {
+    PacketHeader h = DataHeader(1);
+    h.next_header_bytes = bad;
+    std::vector<uint8_t> buf = Encode(h, {0});
+    absl::Status s = DecodePacketFixed(buf, kChannel, kMaxPages, true).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("announces a next header")) << bad;
+  }
+  PacketHeader fin;
+  fin.flags = kPacketFinish;
+  fin.channel = kChannel;
+  fin.next_header_bytes = 64;
+  absl::Status s =
+      DecodePacketFixed(Encode(fin, {}), kChannel, kMaxPages, true).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("nothing may follow FINISH"));
+  // The rest of the reserved bytes stay reserved.
+  PacketHeader h = DataHeader(1);
+  std::vector<uint8_t> buf = Encode(h, {0});
+  buf[44] = 1;
+  EXPECT_THAT(
+      DecodePacketFixed(buf, kChannel, kMaxPages, true).status().message(),
+      HasSubstr("reserved byte 44"));
 }
 
 }  // namespace
