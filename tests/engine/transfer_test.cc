@@ -220,6 +220,118 @@ TEST(TransferTest, VerifyFindsPagesThatDiffer) {
   EXPECT_TRUE(p.rx->result().ok());
 }
 
+// One session with `dest_announces` / `src_announces` for
+// kCapNextHeaderSize, one full round of `pattern` pages (every page, or
+// every other one) at `packet_pages`; byte-exact, and the destination's
+// receive statistics.
+ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,
+                            bool dest_announces, uint32_t packet_pages,
+                            bool every_other_page) {
+  const uint64_t bytes = 32ull << 20;
+  auto src = MakeRegion(1, bytes, /*seed=*/11, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions opt;
+  opt.transport = kind;
+  opt.channels = 2;
+  opt.packet_pages = packet_pages;
+  opt.announce_next_header = dest_announces;
+  ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  opt.announce_next_header = src_announces;
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  EXPECT_TRUE(sender.ok()) << sender.status();
+  if (!sender.ok()) return {};
+  DirtyBitmap dirty(src.region.page_count());
+  DirtyBitmap* bitmaps[] = {&dirty};
+  for (int pass = 0; pass < (every_other_page ? 2 : 1); ++pass) {
+    for (uint64_t p = pass; p < src.region.page_count();
+         p += every_other_page ? 2 : 1) {
+      dirty.Set(p);
+    }
+    absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+    EXPECT_TRUE(r.ok()) << r.status();
+  }
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  EXPECT_TRUE(v.ok() && v->ok()) << v.status();
+  EXPECT_TRUE((*sender)->Finish().ok());
+  EXPECT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  return rx.receiver().stats().Total();
+}
+
+TEST(TransferTest, AnnouncedHeadersMeanOneReadPerDataPacket) {
+  for (TransportKind kind :
+       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+    SCOPED_TRACE(std::string(TransportKindName(kind)));
+    const ChannelStats t = AnnouncedRound(kind, true, true, 128, false);
+    ASSERT_GT(t.packets, 0u);
+    // Each data packet: its payload and the next header in one call; the
+    // first packet after a SYNC may cost two more (fixed part, offsets).
+    EXPECT_LE(t.recv_calls, t.packets + 3 * (t.syncs + t.finishes))
+        << t.recv_calls << " calls for " << t.packets << " packets";
+    // Either end without the capability: two calls a packet, same bytes.
+    for (auto [src, dest] : {std::pair{true, false}, std::pair{false, true}}) {
+      const ChannelStats old = AnnouncedRound(kind, src, dest, 128, false);
+      EXPECT_GE(old.recv_calls, 2 * old.packets);
+    }
+  }
+}
+
+// The largest packet the destination accepts, every other page dirty: a
+// packet's payload is 1024 separate spans, so payload + next header is
+// more than IOV_MAX iovecs and the read takes two calls.
+TEST(TransferTest, AnnouncedHeadersAtTheLargestPacketWithSparsePages) {
+  for (TransportKind kind :
+       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+    SCOPED_TRACE(std::string(TransportKindName(kind)));
+    const ChannelStats t =
+        AnnouncedRound(kind, true, true, SessionOptions{}.max_packet_pages,
+                       /*every_other_page=*/true);
+    EXPECT_GT(t.packets, 0u);
+  }
+}
+
+// What each VerifyMode proves, pinned: a page written after its last
+// send, without being marked dirty (a write the tracking missed).
+TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
+  for (VerifyMode mode :
+       {VerifyMode::kFull, VerifyMode::kSent, VerifyMode::kReread}) {
+    SessionOptions opt;
+    opt.verify = mode;
+    LoopbackPair p(4 << 20, 6, opt);
+    ASSERT_NE(p.sender, nullptr);
+    ASSERT_TRUE(p.SendEverything().ok());
+    absl::StatusOr<VerifyReport> clean = p.sender->Verify();
+    ASSERT_TRUE(clean.ok()) << clean.status();
+    EXPECT_TRUE(clean->ok());
+    EXPECT_EQ(clean->pages_checked, p.src.region.page_count());
+    p.src.region.page(300)[5] ^= 0x5a;
+    absl::StatusOr<VerifyReport> v = p.sender->Verify();
+    ASSERT_TRUE(v.ok()) << v.status();
+    // full and reread compare the source's memory now; sent compares
+    // what was sent with what landed, which still agree.
+    EXPECT_EQ(v->pages_mismatched, mode == VerifyMode::kSent ? 0u : 1u)
+        << static_cast<int>(mode);
+    ASSERT_TRUE(p.sender->Finish().ok());
+    EXPECT_TRUE(p.rx->result().ok());
+  }
+}
+
+// The destination answers from what landed, not from memory it may be
+// running on: a destination page changed after the final round does not
+// make full verification fail, and a page that landed wrong does.
+TEST(TransferTest, FullVerificationComparesWithWhatLanded) {
+  LoopbackPair p(4 << 20, 8);
+  ASSERT_NE(p.sender, nullptr);
+  ASSERT_TRUE(p.SendEverything().ok());
+  p.dst.region.page(12)[0] ^= 1;  // the resumed destination wrote it
+  absl::StatusOr<VerifyReport> v = p.sender->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok());
+  ASSERT_TRUE(p.sender->Finish().ok());
+  EXPECT_TRUE(p.rx->result().ok());
+}
+
 TEST(TransferTest, BadArgumentsAreRejectedWithoutEndingTheSession) {
   LoopbackPair p(1 << 20, 5);
   ASSERT_NE(p.sender, nullptr);

@@ -1,7 +1,9 @@
 // ramferry-migrate as a user runs it: separate processes, real signals, and
 // (where this machine allows) a private network namespace whose loopback is
 // rate-limited, so a migration can take seconds and outrun its link.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -188,6 +190,107 @@ TEST(MigrateCli, AKeyFileOthersCanReadIsRefused) {
       RunCommand({kMigrate, "--demo", "--key-file=" + key.path()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("chmod 600"));
+}
+
+TEST(MigrateCli, EachVerifyModeReportsWhatItChecked) {
+  for (const char* mode : {"full", "sent", "off"}) {
+    CommandResult r = RunCommand({kMigrate, "--demo", "--json", "--size=64MiB",
+                                  absl::StrCat("--verify=", mode)});
+    EXPECT_EQ(r.exit_code, 0) << mode << r.err;
+    Json j = ParseJson(r);
+    EXPECT_EQ(j["verify_mode"], mode);
+    const bool checks = std::string(mode) != "off";
+    EXPECT_EQ(j["verified"], checks) << mode;
+    EXPECT_EQ(j["pages_verified"], checks ? (64 << 20) / 4096 : 0) << mode;
+    // Verification runs after the switchover: none of it is downtime.
+    EXPECT_EQ(j["downtime_verify_s"], 0) << mode;
+    EXPECT_GE(j["downtime_s"].get<double>(),
+              j["downtime_final_round_s"].get<double>())
+        << mode;
+    EXPECT_NEAR(j["downtime_if_verified_first_s"].get<double>(),
+                j["downtime_s"].get<double>() + j["verify_s"].get<double>(),
+                1e-6)
+        << mode;
+  }
+  CommandResult bad = RunCommand({kMigrate, "--demo", "--verify=maybe"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--verify must be full, sent or off"));
+}
+
+// A writer the tool cannot see (another process writing the shared file)
+// changes pages without marking them dirty: full verification compares
+// the source's memory at the end with what landed, and must catch it.
+TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
+  const std::string src =
+      absl::StrCat("/dev/shm/ramferry-test-lost-", getpid());
+  const std::string dst = src + ".dest";
+  constexpr size_t kBytes = 64 << 20;
+  {
+    std::ofstream f(src, std::ios::binary);
+    std::string page(4096, 'x');
+    for (size_t i = 0; i < kBytes / 4096; ++i) f.write(page.data(), 4096);
+  }
+  pid_t writer = fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    int fd = open(src.c_str(), O_RDWR);
+    auto* p = static_cast<volatile uint8_t*>(
+        mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    for (uint64_t i = 1;; ++i) {
+      p[(i * 0x9E3779B97F4A7C15ull) % (kBytes / 4096) * 4096 + i % 4096] =
+          static_cast<uint8_t>(i);
+      if (i % 1024 == 0) usleep(100);
+    }
+  }
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--json", "--region-file=" + src, "--verify=full"});
+  kill(writer, SIGKILL);
+  waitpid(writer, nullptr, 0);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], false);
+  EXPECT_GT(j["pages_mismatched"].get<uint64_t>(), 0u);
+  EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("verification failed"));
+  unlink(src.c_str());
+  unlink(dst.c_str());
+}
+
+// The destination's own error reaches the user, not only "did not start".
+TEST(MigrateCli, DemoSaysWhyItsDestinationDidNotStart) {
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--transport=rdma", "--size=64MiB"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("the destination process did not start:"));
+  EXPECT_THAT(r.err, HasSubstr("error: "));
+}
+
+TEST(MigrateCli, ARegionLargerThanTheMachineIsRefusedUpFront) {
+  CommandResult r = RunCommand({kMigrate, "--demo", "--size=1TiB"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("larger than this machine's memory"));
+}
+
+// A destination file that already has the region's size is reused as it
+// is (warm: its pages stay allocated), and still ends identical.
+TEST(MigrateCli, AnExistingDestinationFileIsReusedAndOverwritten) {
+  const std::string src =
+      absl::StrCat("/dev/shm/ramferry-test-warm-", getpid());
+  const std::string dst = src + ".dest";
+  for (const std::string& path : {src, dst}) {
+    std::ofstream f(path, std::ios::binary);
+    std::string page(4096, path == src ? 's' : 'd');
+    for (int i = 0; i < (8 << 20) / 4096; ++i) f.write(page.data(), 4096);
+  }
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--json", "--region-file=" + src, "--prefault=off"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  // Every old byte was overwritten.
+  CommandResult cmp = RunCommand({"/usr/bin/cmp", src, dst});
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+  unlink(src.c_str());
+  unlink(dst.c_str());
 }
 
 TEST(MigrateCli, DemoMigratesAFileBackedRegion) {

@@ -1,25 +1,113 @@
 #include "tools/migrate/destination.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "ramferry/receiver.h"
 #include "tools/common/cli.h"
 
 namespace ramferry::migrate {
+namespace {
+
+uint64_t MinorFaults() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_minflt);
+}
+
+// Faults the region in from its start, a slice at a time, until done or
+// `stop`: runs beside the receive threads, which fault in whatever it has
+// not reached yet. Populating a page that already holds data leaves it
+// as it is, so the two never race on content.
+class BackgroundPrefault {
+ public:
+  // `until` (optional) is asked between slices: true ends the pre-fault.
+  BackgroundPrefault(const Region& region, std::function<bool()> until)
+      : region_(region), until_(std::move(until)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~BackgroundPrefault() { Stop(); }
+  void Stop() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t done_bytes() const { return done_.load(); }
+  double seconds() const { return seconds_.load(); }
+  absl::Status status() const { return status_; }  // after Stop()
+
+ private:
+  void Run() {
+    constexpr uint64_t kSlice = 32u << 20;
+    const absl::Time start = absl::Now();
+    auto* p = static_cast<uint8_t*>(region_.base);
+    for (uint64_t off = 0; off < region_.length && !stop_.load();
+         off += kSlice) {
+      if (until_ && until_()) break;
+      const uint64_t n = std::min(kSlice, region_.length - off);
+      if (absl::Status s = PrefaultForWrite(p + off, n, 1); !s.ok()) {
+        status_ = s;
+        break;
+      }
+      done_.fetch_add(n);
+    }
+    seconds_.store(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  const Region& region_;
+  const std::function<bool()> until_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> done_{0};
+  std::atomic<double> seconds_{0};
+  absl::Status status_;  // written by the thread, read after join
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<Prefault> ParsePrefault(absl::string_view text) {
+  if (text == "off" || text == "false") return Prefault::kOff;
+  if (text == "before" || text == "true") return Prefault::kBefore;
+  if (text == "during") return Prefault::kDuring;
+  if (text == "idle") return Prefault::kIdle;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--prefault must be off, before, during or idle, not '", text, "'"));
+}
+
+const char* PrefaultName(Prefault p) {
+  switch (p) {
+    case Prefault::kOff:
+      return "off";
+    case Prefault::kBefore:
+      return "before";
+    case Prefault::kDuring:
+      return "during";
+    case Prefault::kIdle:
+      return "idle";
+  }
+  return "?";
+}
 
 DestinationReport RunDestination(
-    const SessionOptions& options, const Region& region, bool prefault,
+    const SessionOptions& options, const Region& region, Prefault prefault,
     bool progress, const std::function<void(uint16_t)>& on_listening) {
   DestinationReport report;
-  // First-touch faults cost ~10x a warm write here: take them before any
-  // data arrives, on both cores.
-  if (prefault) {
+  report.prefault = prefault;
+  const uint64_t faults0 = MinorFaults();
+  if (prefault == Prefault::kBefore) {
     const absl::Time t = absl::Now();
-    report.status = PrefaultForWrite(region.base, region.length, 2);
+    report.status = PrefaultForWrite(region.base, region.length,
+                                     std::thread::hardware_concurrency());
     report.prefault_s = absl::ToDoubleSeconds(absl::Now() - t);
+    report.prefault_bytes = region.length;
     if (!report.status.ok()) return report;
   }
   absl::StatusOr<std::unique_ptr<Receiver>> rx =
@@ -29,6 +117,13 @@ DestinationReport RunDestination(
     return report;
   }
   Receiver& receiver = **rx;
+  std::optional<BackgroundPrefault> background;
+  if (prefault == Prefault::kDuring) background.emplace(region, nullptr);
+  if (prefault == Prefault::kIdle) {
+    background.emplace(region, [&receiver] {
+      return receiver.stats().Total().payload_bytes > 0;
+    });
+  }
   on_listening(receiver.port());
 
   const double cpu0 = cli::ProcessCpuSeconds();
@@ -48,6 +143,19 @@ DestinationReport RunDestination(
     });
   }
   report.status = receiver.Serve();
+  if (background.has_value()) {
+    background->Stop();
+    report.prefault_s = background->seconds();
+    report.prefault_bytes = background->done_bytes();
+    // A failed pre-fault costs speed, not correctness: the receive
+    // threads fault the rest in.
+    if (!background->status().ok() && report.status.ok()) {
+      std::fprintf(stderr,
+                   "ramferry-migrate: destination: pre-fault stopped: %s\n",
+                   std::string(background->status().message()).c_str());
+    }
+  }
+  report.page_faults = MinorFaults() - faults0;
   done.store(true);
   if (progress_thread.joinable()) progress_thread.join();
   report.serve_s = absl::ToDoubleSeconds(absl::Now() - start);

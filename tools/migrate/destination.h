@@ -7,17 +7,34 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
 
 namespace ramferry::migrate {
 
+// When the destination faults its memory in ahead of the data.
+enum class Prefault {
+  kOff,     // the receive threads take each first-touch fault themselves
+  kBefore,  // all of it, on every core, before listening
+  kDuring,  // one background thread from the start of the region while
+            // the data arrives; it stops when the session ends
+  kIdle,    // the same, but only until the first page arrives: it uses the
+            // wait for the source and never competes with the receivers
+};
+absl::StatusOr<Prefault> ParsePrefault(absl::string_view text);
+const char* PrefaultName(Prefault p);
+
 struct DestinationReport {
   absl::Status status;
-  double prefault_s = 0;
-  double serve_s = 0;  // listening until the source finished
-  double cpu_s = 0;    // process CPU while serving
+  Prefault prefault = Prefault::kOff;
+  double prefault_s = 0;        // time the pre-fault ran (overlapped: kDuring)
+  uint64_t prefault_bytes = 0;  // how much it faulted in before it stopped
+  uint64_t page_faults = 0;     // minor faults while serving, pre-fault's too
+  double serve_s = 0;           // listening until the source finished
+  double cpu_s = 0;             // process CPU while serving
   uint64_t rounds_applied = 0;
   uint64_t pages_verified = 0;
   bool verified = false;  // served OK and the source checked every page
@@ -26,7 +43,7 @@ struct DestinationReport {
 
 // `on_listening(port)` runs once the port is open (before any data).
 DestinationReport RunDestination(
-    const SessionOptions& options, const Region& region, bool prefault,
+    const SessionOptions& options, const Region& region, Prefault prefault,
     bool progress, const std::function<void(uint16_t)>& on_listening);
 
 }  // namespace ramferry::migrate

@@ -24,6 +24,9 @@ struct PrecopyConfig {
   absl::Duration downtime_limit = absl::Milliseconds(300);
   // Live rounds (round 0 included) before stopping regardless.
   uint32_t max_rounds = 30;
+  // Check the destination page by page after the final round, as
+  // session.verify says (off: trust the transfer; the report says so).
+  bool verify = true;
   bool progress = true;
 };
 
@@ -38,9 +41,16 @@ struct PrecopyReport {
   absl::Status status;    // OK: migrated and verified
   double setup_s = 0;     // connect, handshake, region agreement
   double transfer_s = 0;  // first round start to last round confirmed
+  // The downtime: workload paused -> the final round confirmed, when the
+  // destination holds a complete copy and may resume. Of it:
+  double final_collect_s = 0;  // the last dirty collection
+  double final_round_s = 0;    // the final round's pages + its round trip
+  // After the switchover, with the source still paused: the page-by-page
+  // check. A destination that must not run before it is verified waits
+  // this much longer (downtime_s + verify_s).
   double verify_s = 0;
-  double downtime_s = 0;  // workload paused -> destination verified
-  double total_s = 0;
+  double downtime_s = 0;
+  double total_s = 0;  // start -> verified destination, FINISH confirmed
   std::vector<RoundRecord> rounds;
   uint64_t bytes_sent = 0;
   uint64_t bytes_resent = 0;  // beyond one copy of the region

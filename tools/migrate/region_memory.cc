@@ -32,13 +32,26 @@ absl::StatusOr<uint8_t*> Map(uint64_t bytes, int fd) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
-    uint64_t bytes) {
+    uint64_t bytes, bool huge_pages) {
   if (bytes == 0 || bytes % 4096 != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size %d is not a positive multiple of 4 KiB", bytes));
   }
+  // Anonymous memory is filled (source) or received into (destination):
+  // more than the machine has could only end in the OOM killer, late.
+  const uint64_t machine = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                           static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (bytes > machine) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a region of %d bytes is larger than this machine's memory (%d "
+        "bytes); use a smaller --size, or --region-file for memory that "
+        "lives elsewhere",
+        bytes, machine));
+  }
   absl::StatusOr<uint8_t*> m = Map(bytes, -1);
   if (!m.ok()) return m.status();
+  // Advice only: a kernel without THP keeps 4 KiB pages and says EINVAL.
+  if (huge_pages) madvise(*m, bytes, MADV_HUGEPAGE);
   return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, false));
 }
 
@@ -66,14 +79,25 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
 }
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
-    const std::string& path, uint64_t bytes) {
+    const std::string& path, uint64_t bytes, bool* existed) {
   if (bytes == 0 || bytes % 4096 != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size %d is not a positive multiple of 4 KiB", bytes));
   }
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("cannot create region file", path);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    absl::Status s = Errno("cannot stat region file", path);
+    close(fd);
+    return s;
+  }
+  const bool reuse = static_cast<uint64_t>(st.st_size) == bytes;
+  if (existed != nullptr) *existed = reuse;
+  // Every page is sent in round 0, so old content is overwritten; a file
+  // of another size starts over, sparse.
+  if (!reuse && (ftruncate(fd, 0) != 0 ||
+                 ftruncate(fd, static_cast<off_t>(bytes)) != 0)) {
     absl::Status s = Errno("cannot size region file", path);
     close(fd);
     return s;

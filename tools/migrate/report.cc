@@ -82,6 +82,16 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Number(r.verify_s)
       .Key("downtime_s")
       .Number(r.downtime_s)
+      .Key("downtime_final_collect_s")
+      .Number(r.final_collect_s)
+      .Key("downtime_final_round_s")
+      .Number(r.final_round_s)
+      .Key("downtime_verify_s")
+      .Number(0)
+      .Key("downtime_if_verified_first_s")
+      .Number(r.downtime_s + r.verify_s)
+      .Key("verify_mode")
+      .String(run.verify_mode)
       .Key("rounds")
       .Uint(r.rounds.size())
       .Key("converged_by")
@@ -151,9 +161,16 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   absl::StrAppendFormat(&t, "  throughput       %.2f GB/s\n", Throughput(r));
   absl::StrAppendFormat(&t,
                         "  downtime         %.1f ms (final-round estimate "
-                        "limit %.0f ms; of it verification %.1f ms)\n",
+                        "limit %.0f ms): last collect %.1f ms, final round "
+                        "%.1f ms (its pages + one round trip)\n",
                         r.downtime_s * 1e3, run.downtime_limit_s * 1e3,
-                        r.verify_s * 1e3);
+                        r.final_collect_s * 1e3, r.final_round_s * 1e3);
+  absl::StrAppendFormat(&t,
+                        "  verification     %s, %.1f ms after the switchover "
+                        "(source paused; a destination that waits for it "
+                        "resumes at %.1f ms)\n",
+                        run.verify_mode, r.verify_s * 1e3,
+                        (r.downtime_s + r.verify_s) * 1e3);
   absl::StrAppendFormat(&t, "  rounds           %d (stopped by %s)\n",
                         r.rounds.size(),
                         r.converged_by.empty() ? "-" : r.converged_by);
@@ -169,11 +186,15 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   absl::StrAppendFormat(
       &t, "  dirty rate       %s/s while running\n",
       cli::FormatBytes(static_cast<uint64_t>(r.dirty_pages_per_s * 4096)));
-  absl::StrAppendFormat(&t,
-                        "  verified         %s (%d pages checked, %d "
-                        "differ)\n",
-                        r.verified ? "true" : "false", r.pages_verified,
-                        r.pages_mismatched);
+  if (run.verify_mode == "off") {
+    t += "  verified         not checked (--verify=off)\n";
+  } else {
+    absl::StrAppendFormat(&t,
+                          "  verified         %s (%d pages checked, %d "
+                          "differ)\n",
+                          r.verified ? "true" : "false", r.pages_verified,
+                          r.pages_mismatched);
+  }
   absl::StrAppendFormat(&t, "  channels lost    %s\n", LossLine(r.stats));
   t += "  channel  packets   pages     send calls  zc sent/done/copied  "
        "flushes  wait ms\n";
@@ -191,8 +212,14 @@ std::string DestinationJson(const DestinationReport& r) {
   cli::JsonWriter w;
   w.BeginObject().Key("role").String("destination");
   StatusFields(w, r.status);
-  w.Key("prefault_s")
+  w.Key("prefault")
+      .String(PrefaultName(r.prefault))
+      .Key("prefault_s")
       .Number(r.prefault_s)
+      .Key("prefault_bytes")
+      .Uint(r.prefault_bytes)
+      .Key("page_faults")
+      .Uint(r.page_faults)
       .Key("serve_s")
       .Number(r.serve_s)
       .Key("cpu_s")
@@ -218,11 +245,12 @@ std::string DestinationJson(const DestinationReport& r) {
 std::string DestinationTable(const DestinationReport& r) {
   return absl::StrFormat(
       "destination: %s; %d rounds applied, %d pages verified by the "
-      "source, pre-fault %.2f s, served %.2f s, CPU %.2f s; %d connections "
-      "refused (%d failed authentication)%s%s\n",
+      "source, pre-fault %s %.2f s (%s), %d page faults, served %.2f s, CPU "
+      "%.2f s; %d connections refused (%d failed authentication)%s%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
-      r.prefault_s, r.serve_s, r.cpu_s, r.stats.connections_refused,
-      r.stats.auth_failures,
+      PrefaultName(r.prefault), r.prefault_s,
+      cli::FormatBytes(r.prefault_bytes), r.page_faults, r.serve_s, r.cpu_s,
+      r.stats.connections_refused, r.stats.auth_failures,
       r.stats.channels_lost.empty()
           ? ""
           : absl::StrCat("\n  channels lost: ",

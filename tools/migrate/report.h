@@ -24,6 +24,7 @@ struct RunDescription {
   double downtime_limit_s = 0;
   uint32_t max_rounds = 0;
   bool authenticated = false;  // a pre-shared key authenticated every link
+  std::string verify_mode;     // --verify: full, sent or off
 };
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
