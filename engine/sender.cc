@@ -54,6 +54,7 @@ class SenderImpl {
 
   absl::Status Setup();
   absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
+  absl::Status StartVerify();
   absl::StatusOr<VerifyReport> Verify();
   absl::Status Finish();
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
@@ -115,6 +116,8 @@ class SenderImpl {
   std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
   // VerifyMode::kSent: what each page's last send carried.
   std::unique_ptr<engine::DigestTable> sent_digests_;
+  // This side's memory, being hashed since StartVerify (kFull, kReread).
+  std::unique_ptr<engine::BackgroundDigests> local_digests_;
   std::vector<bool> lost_;          // per channel, declared gone
   std::vector<uint32_t> last_seq_;  // per channel: last barrier pushed, or 0
   std::optional<uint64_t> open_round_;  // the round SendRound is sending
@@ -782,18 +785,35 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
   return RoundResult{round, sent->pages, sent->bytes, absl::Now() - start};
 }
 
+absl::Status SenderImpl::StartVerify() {
+  if (finished_) return absl::FailedPreconditionError("session is finished");
+  if (sent_digests_ != nullptr || local_digests_ != nullptr) {
+    return absl::OkStatus();  // nothing to read, or already started
+  }
+  absl::StatusOr<std::unique_ptr<engine::BackgroundDigests>> d =
+      engine::BackgroundDigests::Start(regions_);
+  if (!d.ok()) return d.status();
+  local_digests_ = std::move(*d);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<VerifyReport> SenderImpl::Verify() {
   if (finished_) return absl::FailedPreconditionError("session is finished");
   if (failure_.failed()) return FinalStatus();
   if ((capabilities_ & proto::kCapVerify) == 0) {
     return absl::UnimplementedError("destination cannot verify pages");
   }
+  if (absl::Status s = StartVerify(); !s.ok()) return s;
+  // A later Verify hashes memory again: it may have changed since.
+  std::unique_ptr<engine::BackgroundDigests> local_digests =
+      std::move(local_digests_);
+  bool hashed = sent_digests_ != nullptr;
   // Requests stay this many pieces ahead of the comparison, so the
   // destination hashes while this side compares.
   constexpr int kWindow = 4;
   VerifyReport report;
-  std::vector<uint64_t> local(proto::kMaxVerifyPages);
   for (const Region& region : regions_) {
+    const size_t index = static_cast<size_t>(&region - regions_.data());
     const uint64_t pages = region.page_count();
     uint64_t requested = 0;
     uint64_t compared = 0;
@@ -835,18 +855,16 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
             region.id, compared, count)));
         return FinalStatus();
       }
-      auto mine = absl::MakeSpan(local.data(), count);
-      if (sent_digests_ != nullptr) {
-        absl::Span<const uint64_t> sent =
-            sent_digests_
-                ->region(static_cast<size_t>(&region - regions_.data()))
-                .subspan(compared, count);
-        std::copy(sent.begin(), sent.end(), mine.begin());
-      } else {
-        // Memory speed: every core, while the destination answers the
-        // requests still in flight.
-        engine::PageDigestsParallel(region, compared, mine);
+      if (!hashed) {
+        // Every core, while the destination answers the requests already
+        // in flight.
+        local_digests->Finish();
+        hashed = true;
       }
+      absl::Span<const uint64_t> mine =
+          (sent_digests_ != nullptr ? *sent_digests_ : local_digests->digests())
+              .region(index)
+              .subspan(compared, count);
       for (uint64_t i = 0; i < count; ++i) {
         if (mine[i] == result.page_digests[i]) continue;
         ++report.pages_mismatched;
@@ -927,6 +945,7 @@ absl::StatusOr<RoundResult> Sender::SendRound(
     absl::Span<DirtyBitmap* const> dirty) {
   return impl_->SendRound(dirty);
 }
+absl::Status Sender::StartVerify() { return impl_->StartVerify(); }
 absl::StatusOr<VerifyReport> Sender::Verify() { return impl_->Verify(); }
 absl::Status Sender::Finish() { return impl_->Finish(); }
 void Sender::Abort(const absl::Status& reason) { impl_->Abort(reason); }

@@ -1,6 +1,8 @@
 #include "engine/verify.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <xxhash.h>
@@ -17,31 +19,6 @@ void PageDigests(const Region& region, uint64_t first_page,
   for (size_t i = 0; i < out.size(); ++i) {
     out[i] = XXH3_64bits(region.page(first_page + i), region.page_size);
   }
-}
-
-void PageDigestsParallel(const Region& region, uint64_t first_page,
-                         absl::Span<uint64_t> out, int threads) {
-  if (threads <= 0) {
-    threads =
-        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  // Below this a thread costs more than it saves.
-  constexpr size_t kMinPagesPerThread = 4096;
-  const size_t n = std::min<size_t>(
-      threads, std::max<size_t>(1, out.size() / kMinPagesPerThread));
-  if (n <= 1) return PageDigests(region, first_page, out);
-  std::vector<std::thread> pool;
-  pool.reserve(n - 1);
-  const size_t per = (out.size() + n - 1) / n;
-  for (size_t t = 1; t < n; ++t) {
-    const size_t from = std::min(out.size(), t * per);
-    const size_t count = std::min(per, out.size() - from);
-    pool.emplace_back([&region, first_page, out, from, count] {
-      PageDigests(region, first_page + from, out.subspan(from, count));
-    });
-  }
-  PageDigests(region, first_page, out.subspan(0, std::min(per, out.size())));
-  for (std::thread& t : pool) t.join();
 }
 
 absl::StatusOr<std::unique_ptr<DigestTable>> DigestTable::Create(
@@ -79,6 +56,68 @@ void DigestTable::Record(size_t index, absl::Span<const iovec> runs) {
     for (size_t done = 0; done < run.iov_len; done += t.page_size) {
       t.digests[page++] = XXH3_64bits(p + done, t.page_size);
     }
+  }
+}
+
+void DigestTable::HashPages(size_t index, uint64_t first, uint64_t count) {
+  const Table& t = tables_[index];
+  for (uint64_t p = first; p < first + count; ++p) {
+    t.digests[p] = XXH3_64bits(t.base + p * t.page_size, t.page_size);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<BackgroundDigests>> BackgroundDigests::Start(
+    absl::Span<const Region> regions, int threads) {
+  absl::StatusOr<std::unique_ptr<DigestTable>> table =
+      DigestTable::Create(regions);
+  if (!table.ok()) return table.status();
+  std::unique_ptr<BackgroundDigests> d(
+      new BackgroundDigests(std::move(*table)));
+  // Slices small enough to spread evenly, big enough to cost nothing to
+  // hand out: 64 MiB of 4 KiB pages.
+  constexpr uint64_t kSliceBytes = 64u << 20;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const uint64_t pages = regions[i].page_count();
+    const uint64_t per =
+        std::max<uint64_t>(1, kSliceBytes / regions[i].page_size);
+    for (uint64_t first = 0; first < pages; first += per) {
+      d->slices_.push_back({i, first, std::min(per, pages - first)});
+    }
+  }
+  if (threads <= 0) {
+    threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  for (int t = 0; t < threads; ++t) {
+    d->threads_.emplace_back([raw = d.get()] {
+      sched_param none{};
+      // Best effort: at normal priority the threads still hash, only
+      // sooner at the cost of what they overlap.
+      pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);
+      raw->Work();
+    });
+  }
+  return d;
+}
+
+BackgroundDigests::~BackgroundDigests() {
+  next_.store(slices_.size());  // nothing more for anyone
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void BackgroundDigests::Work() {
+  for (size_t i = next_.fetch_add(1); i < slices_.size();
+       i = next_.fetch_add(1)) {
+    table_->HashPages(slices_[i].region, slices_[i].first, slices_[i].count);
+  }
+}
+
+void BackgroundDigests::Finish() {
+  Work();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
   }
 }
 

@@ -5,9 +5,11 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,11 +21,6 @@ namespace ramferry::engine {
 // XXH3-64 of each page in [first, first + out.size()) of `region`.
 void PageDigests(const Region& region, uint64_t first_page,
                  absl::Span<uint64_t> out);
-
-// The same, split over `threads` threads (0: one per core); for a whole
-// region at memory speed.
-void PageDigestsParallel(const Region& region, uint64_t first_page,
-                         absl::Span<uint64_t> out, int threads = 0);
 
 // One digest per page of each region, written as pages move: by the
 // destination's channel threads as pages land, or by the source's as
@@ -43,6 +40,8 @@ class DigestTable {
   // Hashes the pages that `runs` (contiguous spans of region `index`'s
   // memory, as BuildPageRuns makes them) cover and records their digests.
   void Record(size_t index, absl::Span<const iovec> runs);
+  // Hashes pages [first, first + count) of region `index` from memory.
+  void HashPages(size_t index, uint64_t first, uint64_t count);
   absl::Span<const uint64_t> region(size_t index) const {
     return {tables_[index].digests, tables_[index].pages};
   }
@@ -57,6 +56,39 @@ class DigestTable {
   };
   DigestTable() = default;
   std::vector<Table> tables_;
+};
+
+// Every page of a set of regions hashed by background threads while the
+// caller does other work (the final round is sent), then finished with the
+// caller's help. The threads run at SCHED_IDLE: they take only CPU that
+// nothing else wants, so the work they overlap is not slowed. The memory
+// must not change from construction on.
+class BackgroundDigests {
+ public:
+  static absl::StatusOr<std::unique_ptr<BackgroundDigests>> Start(
+      absl::Span<const Region> regions, int threads = 0);
+  ~BackgroundDigests();
+  BackgroundDigests(const BackgroundDigests&) = delete;
+  BackgroundDigests& operator=(const BackgroundDigests&) = delete;
+
+  // Hashes what is left on the calling thread too, then waits for the
+  // background threads. The digests are complete afterwards.
+  void Finish();
+  const DigestTable& digests() const { return *table_; }
+
+ private:
+  struct Slice {
+    size_t region;
+    uint64_t first, count;
+  };
+  explicit BackgroundDigests(std::unique_ptr<DigestTable> table)
+      : table_(std::move(table)) {}
+  void Work();  // takes slices until none is left
+
+  std::unique_ptr<DigestTable> table_;
+  std::vector<Slice> slices_;
+  std::atomic<size_t> next_{0};
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace ramferry::engine

@@ -63,8 +63,13 @@ class Sender {
   absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
 
   // Asks the destination for a digest of every page and compares it with
-  // this side's memory, which must not change meanwhile.
+  // this side's memory (SessionOptions::verify says which digests), which
+  // must not change meanwhile.
   absl::StatusOr<VerifyReport> Verify();
+  // Optional, once this side's memory no longer changes (the workload is
+  // paused): starts hashing it on background threads that take only idle
+  // CPU, so the hashing overlaps the final round and Verify has less left.
+  absl::Status StartVerify();
 
   // Ends the session: every channel sends FINISH and the destination
   // confirms. Calling Finish after an error returns that error.

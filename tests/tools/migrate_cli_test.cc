@@ -230,6 +230,8 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
     std::string page(4096, 'x');
     for (size_t i = 0; i < kBytes / 4096; ++i) f.write(page.data(), 4096);
   }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
   pid_t writer = fork();
   ASSERT_GE(writer, 0);
   if (writer == 0) {
@@ -237,11 +239,18 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
     auto* p = static_cast<volatile uint8_t*>(
         mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
     for (uint64_t i = 1;; ++i) {
+      // The value changes with every pass over the pages (i >> 14), so
+      // the content never settles.
       p[(i * 0x9E3779B97F4A7C15ull) % (kBytes / 4096) * 4096 + i % 4096] =
-          static_cast<uint8_t>(i);
+          static_cast<uint8_t>(1 + (i >> 14));
+      if (i == 1) (void)!write(ready[1], "w", 1);  // writing from now on
       if (i % 1024 == 0) usleep(100);
     }
   }
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
   CommandResult r = RunCommand(
       {kMigrate, "--demo", "--json", "--region-file=" + src, "--verify=full"});
   kill(writer, SIGKILL);

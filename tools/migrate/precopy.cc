@@ -198,6 +198,14 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
     const absl::Time pause = absl::Now();
     load.Pause();
     paused = true;
+    // Memory is frozen from here: the check's hashing may start now, on
+    // idle CPU only, beside the final round.
+    if (config.verify) {
+      if (absl::Status v = sender.StartVerify(); !v.ok()) {
+        record_session();
+        return finish(v);
+      }
+    }
     absl::Status s = tracker.Collect(dirty).status();
     report.final_collect_s = Seconds(absl::Now() - pause);
     if (s.ok()) s = send_round(true);

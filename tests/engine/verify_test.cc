@@ -1,0 +1,73 @@
+// Page digests: the table the channel threads fill as pages move, and the
+// background hashing that overlaps the final round.
+#include "engine/verify.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry::engine {
+namespace {
+
+std::vector<uint64_t> Expected(const Region& r) {
+  std::vector<uint64_t> d(r.page_count());
+  PageDigests(r, 0, absl::MakeSpan(d));
+  return d;
+}
+
+TEST(DigestTableTest, RecordHashesExactlyThePagesOfEachRun) {
+  auto a = testing::MakeRegion(1, 16 * 4096, /*seed=*/1, /*fill=*/true);
+  std::vector<Region> regions = {a.region};
+  absl::StatusOr<std::unique_ptr<DigestTable>> t = DigestTable::Create(regions);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Runs as BuildPageRuns makes them: pages 2-4 and 9.
+  std::vector<iovec> runs = {{a.region.page(2), 3 * 4096},
+                             {a.region.page(9), 4096}};
+  (*t)->Record(0, runs);
+  const std::vector<uint64_t> want = Expected(a.region);
+  absl::Span<const uint64_t> got = (*t)->region(0);
+  ASSERT_EQ(got.size(), want.size());
+  for (uint64_t p = 0; p < want.size(); ++p) {
+    const bool recorded = (p >= 2 && p <= 4) || p == 9;
+    EXPECT_EQ(got[p], recorded ? want[p] : 0u) << "page " << p;
+  }
+}
+
+TEST(BackgroundDigestsTest, HashesEveryPageOfEveryRegion) {
+  // Several regions, page sizes and slice boundaries (64 MiB slices).
+  auto a = testing::MakeRegion(1, 70ull << 20, 2, true);
+  auto b = testing::MakeRegion(2, 3 * 4096, 3, true);
+  auto c_mem = testing::MakeRegion(3, 8 << 20, 4, true);
+  Region c = c_mem.region;
+  c.page_size = 8192;
+  std::vector<Region> regions = {a.region, b.region, c};
+  for (int threads : {1, 3}) {
+    absl::StatusOr<std::unique_ptr<BackgroundDigests>> d =
+        BackgroundDigests::Start(regions, threads);
+    ASSERT_TRUE(d.ok()) << d.status();
+    (*d)->Finish();
+    for (size_t i = 0; i < regions.size(); ++i) {
+      const std::vector<uint64_t> want = Expected(regions[i]);
+      absl::Span<const uint64_t> got = (*d)->digests().region(i);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
+          << "region " << i << " threads " << threads;
+    }
+  }
+}
+
+TEST(BackgroundDigestsTest, DestroyedBeforeFinishStopsItsThreads) {
+  auto a = testing::MakeRegion(1, 256ull << 20, 5, true);
+  std::vector<Region> regions = {a.region};
+  absl::StatusOr<std::unique_ptr<BackgroundDigests>> d =
+      BackgroundDigests::Start(regions, 2);
+  ASSERT_TRUE(d.ok()) << d.status();
+  d->reset();  // joins without hashing the rest
+}
+
+}  // namespace
+}  // namespace ramferry::engine
