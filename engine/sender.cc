@@ -54,6 +54,8 @@ class SenderImpl {
 
   absl::Status Setup();
   absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
+  absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
+  absl::StatusOr<RoundResult> AwaitRound();
   absl::Status StartVerify();
   absl::StatusOr<VerifyReport> Verify();
   absl::Status Finish();
@@ -82,6 +84,10 @@ class SenderImpl {
   // Waits until every live ring executed the last barrier pushed to it,
   // handling the losses that come up meanwhile.
   absl::Status AwaitRings();
+  // Checks the destination applied as many pages as `round` sent.
+  absl::Status CheckApplied(uint64_t round, uint64_t sent_pages);
+  // Awaits every round StartRound left in flight (Verify, Finish).
+  absl::Status AwaitStartedRounds();
 
   // ---- surviving channel loss (survive_ only; caller thread) ----
   // A channel died: from its own thread (a send failed) or the control
@@ -124,14 +130,25 @@ class SenderImpl {
   bool finishing_ = false;
   std::vector<std::string> warnings_;  // written during Setup only
   uint64_t next_round_ = 0;            // caller thread only
-  bool finished_ = false;              // caller thread only
+  // StartRound's rounds not yet awaited, oldest first (caller thread);
+  // in survive mode StartRound completes a round at once and keeps its
+  // result here.
+  struct StartedRound {
+    uint64_t round, pages, bytes;
+    absl::Time start;
+    std::optional<RoundResult> done;
+  };
+  std::deque<StartedRound> started_;
+  bool finished_ = false;  // caller thread only
 
   // Events from the control thread.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   // Guarded by mu_.
   uint64_t confirmed_rounds_ = 0;
-  uint64_t confirmed_pages_ = 0;
+  // Pages the destination applied in each confirmed round not yet
+  // checked against what was sent, oldest first.
+  std::deque<uint64_t> confirmed_pages_;
   bool finish_acked_ = false;
   bool control_closed_ = false;
   std::optional<absl::Status> peer_error_;
@@ -380,7 +397,7 @@ void SenderImpl::ControlLoop() {
           break;
         }
         confirmed_rounds_ = d->round + 1;
-        confirmed_pages_ = d->pages;
+        confirmed_pages_.push_back(d->pages);
         confirmed_mirror_.store(confirmed_rounds_, std::memory_order_release);
         cv_.notify_all();
         break;
@@ -730,6 +747,10 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
     absl::Span<DirtyBitmap* const> dirty) {
   if (finished_) return absl::FailedPreconditionError("session is finished");
   if (failure_.failed()) return FinalStatus();
+  if (!started_.empty()) {
+    return absl::FailedPreconditionError(
+        "SendRound with started rounds not awaited: AwaitRound them first");
+  }
   const absl::Time start = absl::Now();
   const uint64_t round = next_round_;
   if (survive_) {
@@ -770,19 +791,91 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
     if (absl::Status s = AwaitRings(); !s.ok()) return s;
   }
   open_round_.reset();
+  if (absl::Status s = CheckApplied(round, sent->pages); !s.ok()) return s;
+  ++next_round_;
+  return RoundResult{round, sent->pages, sent->bytes, absl::Now() - start};
+}
+
+absl::Status SenderImpl::CheckApplied(uint64_t round, uint64_t sent_pages) {
   uint64_t applied;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    applied = confirmed_pages_;
+    if (confirmed_pages_.empty()) {
+      return absl::InternalError(
+          absl::StrFormat("round %d confirmed without a page count", round));
+    }
+    applied = confirmed_pages_.front();
+    confirmed_pages_.pop_front();
   }
-  if (applied != sent->pages) {
+  if (applied != sent_pages) {
     failure_.Fail(absl::DataLossError(absl::StrFormat(
         "round %d: destination applied %d pages, source sent %d", round,
-        applied, sent->pages)));
+        applied, sent_pages)));
     return FinalStatus();
   }
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
+  if (finished_) return absl::FailedPreconditionError("session is finished");
+  if (failure_.failed()) return FinalStatus();
+  // Re-sending a lost channel's batches needs the open round to be the
+  // only one: rounds go one at a time, the result kept for AwaitRound.
+  if (survive_) {
+    if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
+    absl::StatusOr<RoundResult> r = SendRound(dirty);
+    if (!r.ok()) return r.status();
+    started_.push_back({r->round, r->pages, r->bytes, absl::Now(), *r});
+    return absl::OkStatus();
+  }
+  const absl::Time start = absl::Now();
+  const uint64_t round = next_round_;
+  absl::StatusOr<engine::Scheduler::Scheduled> sent =
+      scheduler_->ScheduleRound(dirty, round);
+  if (!sent.ok()) {
+    if (failure_.failed()) return FinalStatus();
+    return sent.status();  // a bad argument: nothing was taken
+  }
+  // The SYNCs ride the rings behind the round's batches; the next round's
+  // batches may follow them at once: the destination holds every channel
+  // at its SYNC until all arrived, so no page of the next round lands
+  // before this round's copy of it.
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    ChannelSender& c = *channels_[i];
+    const uint32_t seq = c.ring().PushBarrier(CommandType::kSync, round);
+    if (seq == 0) return FinalStatus();
+    last_seq_[i] = seq;
+    if (options_.single_thread && !c.DrainInline().ok()) return FinalStatus();
+  }
   ++next_round_;
-  return RoundResult{round, sent->pages, sent->bytes, absl::Now() - start};
+  started_.push_back({round, sent->pages, sent->bytes, start, std::nullopt});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RoundResult> SenderImpl::AwaitRound() {
+  if (started_.empty()) {
+    return absl::FailedPreconditionError("no round was started");
+  }
+  const StartedRound r = started_.front();
+  started_.pop_front();
+  if (r.done.has_value()) return *r.done;
+  if (absl::Status s = AwaitControl([&] { return confirmed_rounds_ > r.round; },
+                                    options_.round_timeout,
+                                    absl::StrFormat("round %d", r.round));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckApplied(r.round, r.pages); !s.ok()) return s;
+  return RoundResult{r.round, r.pages, r.bytes, absl::Now() - r.start};
+}
+
+absl::Status SenderImpl::AwaitStartedRounds() {
+  while (!started_.empty()) {
+    if (absl::StatusOr<RoundResult> r = AwaitRound(); !r.ok()) {
+      return r.status();
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SenderImpl::StartVerify() {
@@ -803,6 +896,7 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
   if ((capabilities_ & proto::kCapVerify) == 0) {
     return absl::UnimplementedError("destination cannot verify pages");
   }
+  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
   if (absl::Status s = StartVerify(); !s.ok()) return s;
   // A later Verify hashes memory again: it may have changed since.
   std::unique_ptr<engine::BackgroundDigests> local_digests =
@@ -882,6 +976,7 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
 absl::Status SenderImpl::Finish() {
   if (finished_) return absl::OkStatus();
   if (failure_.failed()) return FinalStatus();
+  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
   finishing_ = true;
   if (survive_) {
     if (absl::Status s = HandleLosses(); !s.ok()) return s;
@@ -945,6 +1040,10 @@ absl::StatusOr<RoundResult> Sender::SendRound(
     absl::Span<DirtyBitmap* const> dirty) {
   return impl_->SendRound(dirty);
 }
+absl::Status Sender::StartRound(absl::Span<DirtyBitmap* const> dirty) {
+  return impl_->StartRound(dirty);
+}
+absl::StatusOr<RoundResult> Sender::AwaitRound() { return impl_->AwaitRound(); }
 absl::Status Sender::StartVerify() { return impl_->StartVerify(); }
 absl::StatusOr<VerifyReport> Sender::Verify() { return impl_->Verify(); }
 absl::Status Sender::Finish() { return impl_->Finish(); }

@@ -62,6 +62,18 @@ class Sender {
   // applied the whole round. On error the session is over.
   absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
 
+  // SendRound in two halves, so rounds can overlap: StartRound takes and
+  // queues the pages marked in `dirty` and returns without waiting (the
+  // next round's dirty scan and batches can then overlap this round's
+  // tail, and its batches follow this round's on the wire with no idle
+  // gap); AwaitRound waits for the oldest started round as SendRound
+  // does and returns its result. Rounds are confirmed in order. Verify
+  // and Finish await every started round first; SendRound refuses while
+  // one is pending. With survive_channel_loss, StartRound completes the
+  // round before returning.
+  absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
+  absl::StatusOr<RoundResult> AwaitRound();
+
   // Asks the destination for a digest of every page and compares it with
   // this side's memory (SessionOptions::verify says which digests), which
   // must not change meanwhile.

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,14 @@ using testing::RunCommand;
 using Json = nlohmann::json;
 
 const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
+
+// Removes the region files a test made, however the test ends.
+struct RemoveOnExit {
+  std::vector<std::string> paths;
+  ~RemoveOnExit() {
+    for (const std::string& p : paths) unlink(p.c_str());
+  }
+};
 
 Json ParseJson(const CommandResult& r) {
   Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
@@ -224,6 +234,7 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
   const std::string src =
       absl::StrCat("/dev/shm/ramferry-test-lost-", getpid());
   const std::string dst = src + ".dest";
+  RemoveOnExit cleanup{{src, dst}};
   constexpr size_t kBytes = 64 << 20;
   {
     std::ofstream f(src, std::ios::binary);
@@ -259,9 +270,7 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
   Json j = ParseJson(r);
   EXPECT_EQ(j["verified"], false);
   EXPECT_GT(j["pages_mismatched"].get<uint64_t>(), 0u);
-  EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("verification failed"));
-  unlink(src.c_str());
-  unlink(dst.c_str());
+  EXPECT_THAT(j.value("error", std::string()), HasSubstr("verification failed"));
 }
 
 // The destination's own error reaches the user, not only "did not start".
@@ -285,6 +294,7 @@ TEST(MigrateCli, AnExistingDestinationFileIsReusedAndOverwritten) {
   const std::string src =
       absl::StrCat("/dev/shm/ramferry-test-warm-", getpid());
   const std::string dst = src + ".dest";
+  RemoveOnExit cleanup{{src, dst}};
   for (const std::string& path : {src, dst}) {
     std::ofstream f(path, std::ios::binary);
     std::string page(4096, path == src ? 's' : 'd');
@@ -298,13 +308,12 @@ TEST(MigrateCli, AnExistingDestinationFileIsReusedAndOverwritten) {
   // Every old byte was overwritten.
   CommandResult cmp = RunCommand({"/usr/bin/cmp", src, dst});
   EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
-  unlink(src.c_str());
-  unlink(dst.c_str());
 }
 
 TEST(MigrateCli, DemoMigratesAFileBackedRegion) {
   const std::string src = absl::StrCat("/dev/shm/ramferry-test-", getpid());
   const std::string dst = src + ".dest";
+  RemoveOnExit cleanup{{src, dst}};
   {
     std::ofstream f(src, std::ios::binary);
     for (int i = 0; i < (8 << 20) / 8; ++i) {
@@ -321,8 +330,6 @@ TEST(MigrateCli, DemoMigratesAFileBackedRegion) {
   EXPECT_EQ(j["workload"]["pages_written"], 0);  // a file is left alone
   CommandResult cmp = RunCommand({"/usr/bin/cmp", src, dst});
   EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
-  unlink(src.c_str());
-  unlink(dst.c_str());
 }
 
 TEST(MigrateCli, ZeroCopyRefusesToStartUnderASmallMemlockLimit) {

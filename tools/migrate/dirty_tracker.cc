@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -135,6 +136,13 @@ absl::StatusOr<std::unique_ptr<DirtyTracker>> MakeUffdWpTracker(
     close(uffd);
     return s;
   }
+  // Map every page before protecting: a page not yet mapped here (a file's
+  // pages, which live in the page cache) is protected by a marker, and a
+  // read through a marker faults page by page (no fault-around), which
+  // cost round 0 of a 4 GiB /dev/shm file ~0.7 s here. One populate call
+  // maps them in batches; pages already mapped cost a walk. Best effort:
+  // without it the pages still fault in, only slower.
+  madvise(base, length, MADV_POPULATE_READ);
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(base);
   reg.range.len = length;

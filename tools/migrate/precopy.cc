@@ -164,12 +164,16 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
         record_session();
         return finish(s);
       }
+      const absl::Time collect_start = absl::Now();
       absl::StatusOr<uint64_t> collected = tracker.Collect(dirty);
       if (!collected.ok()) {
         record_session();
         return finish(collected.status());
       }
       const absl::Time now = absl::Now();
+      // The wire idles while this runs, between one round's confirmation
+      // and the next one's first packet.
+      report.collect_s += Seconds(now - collect_start);
       dirty_pages_seen += *collected;
       dirty_seconds += Seconds(now - last_collect);
       last_collect = now;

@@ -39,6 +39,7 @@ struct RoundRecord {
 
 struct PrecopyReport {
   absl::Status status;    // OK: migrated and verified
+  double prepare_s = 0;   // before the session: map the memory, arm tracking
   double setup_s = 0;     // connect, handshake, region agreement
   double transfer_s = 0;  // first round start to last round confirmed
   // The downtime: workload paused -> the final round confirmed, when the
@@ -49,6 +50,7 @@ struct PrecopyReport {
   // check. A destination that must not run before it is verified waits
   // this much longer (downtime_s + verify_s).
   double verify_s = 0;
+  double collect_s = 0;  // dirty collections between live rounds, summed
   double downtime_s = 0;
   double total_s = 0;  // start -> verified destination, FINISH confirmed
   std::vector<RoundRecord> rounds;

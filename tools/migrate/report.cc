@@ -74,6 +74,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Uint(run.max_rounds)
       .Key("total_s")
       .Number(r.total_s)
+      .Key("prepare_s")
+      .Number(r.prepare_s)
       .Key("setup_s")
       .Number(r.setup_s)
       .Key("transfer_s")
@@ -90,6 +92,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Number(0)
       .Key("downtime_if_verified_first_s")
       .Number(r.downtime_s + r.verify_s)
+      .Key("collect_s")
+      .Number(r.collect_s)
       .Key("verify_mode")
       .String(run.verify_mode)
       .Key("rounds")
@@ -156,6 +160,10 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                                                    : "not writing");
   }
   absl::StrAppendFormat(&t, "  total            %.3f s\n", r.total_s);
+  absl::StrAppendFormat(&t,
+                        "  prepare          %.3f s (map the memory, arm the "
+                        "tracking; before the total)\n",
+                        r.prepare_s);
   absl::StrAppendFormat(&t, "  setup            %.3f s\n", r.setup_s);
   absl::StrAppendFormat(&t, "  transfer phase   %.3f s\n", r.transfer_s);
   absl::StrAppendFormat(&t, "  throughput       %.2f GB/s\n", Throughput(r));
