@@ -105,7 +105,9 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
   absl::StatusOr<uint8_t*> m = Map(bytes, fd);
   close(fd);
   if (!m.ok()) return m.status();
-  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, true));
+  std::unique_ptr<RegionMemory> r(new RegionMemory(*m, bytes, true));
+  r->reused_file_ = reuse;
+  return r;
 }
 
 RegionMemory::~RegionMemory() { munmap(data_, size_); }

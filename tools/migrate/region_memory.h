@@ -32,6 +32,8 @@ class RegionMemory {
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   bool file_backed() const { return file_backed_; }
+  // A file that CreateFile found at the right size and kept.
+  bool reused_file() const { return reused_file_; }
 
  private:
   RegionMemory(uint8_t* data, uint64_t size, bool file_backed)
@@ -39,6 +41,7 @@ class RegionMemory {
   uint8_t* data_;
   uint64_t size_;
   bool file_backed_;
+  bool reused_file_ = false;
 };
 
 }  // namespace ramferry::migrate
