@@ -134,6 +134,17 @@ TEST(ReadAll, StalledPeerMidBufferTimesOut) {
   EXPECT_THAT(s.message(), HasSubstr("stalled"));
 }
 
+// A 7-byte payload and a 3-byte header in one read, idle allowed at the
+// boundary between them; `header` receives the header bytes.
+absl::Status ReadPayloadThenHeader(int fd, absl::Duration stall,
+                                   uint8_t (&header)[3]) {
+  uint8_t payload[7];
+  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
+  std::atomic<bool> stop{false};
+  size_t calls = 0;
+  return ReadAll(fd, absl::MakeSpan(v), sizeof payload, stall, stop, &calls);
+}
+
 // A payload and the next header in one read: the peer may pause at the
 // boundary between them for longer than the stall timeout, and may close
 // there cleanly; a pause anywhere else still fails.
@@ -145,12 +156,9 @@ TEST(ReadAll, IdleAtThePacketBoundaryInsideTheBufferIsNotAStall) {
     absl::SleepFor(absl::Milliseconds(300));  // 3x the stall bound
     ASSERT_EQ(write(p.fds[0], "HDR", 3), 3);
   });
-  uint8_t payload[7], header[3];
-  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
-  std::atomic<bool> stop{false};
-  size_t calls = 0;
-  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(v), sizeof payload,
-                           absl::Milliseconds(100), stop, &calls);
+  uint8_t header[3];
+  absl::Status s =
+      ReadPayloadThenHeader(p.fds[1], absl::Milliseconds(100), header);
   writer.join();
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(std::string(reinterpret_cast<char*>(header), 3), "HDR");
@@ -160,12 +168,9 @@ TEST(ReadAll, StallBeforeTheBoundaryInsideTheBufferFails) {
   SocketPair p;
   ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)).ok());
   ASSERT_EQ(write(p.fds[0], "pay", 3), 3);  // 4 payload bytes short
-  uint8_t payload[7], header[3];
-  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
-  std::atomic<bool> stop{false};
-  size_t calls = 0;
-  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(v), sizeof payload,
-                           absl::Milliseconds(100), stop, &calls);
+  uint8_t header[3];
+  absl::Status s =
+      ReadPayloadThenHeader(p.fds[1], absl::Milliseconds(100), header);
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("3 of 10 bytes"));
 }
@@ -174,12 +179,8 @@ TEST(ReadAll, CloseAtTheBoundaryInsideTheBufferIsACleanClose) {
   SocketPair p;
   ASSERT_EQ(write(p.fds[0], "payload", 7), 7);
   shutdown(p.fds[0], SHUT_WR);
-  uint8_t payload[7], header[3];
-  iovec v[2] = {{payload, sizeof payload}, {header, sizeof header}};
-  std::atomic<bool> stop{false};
-  size_t calls = 0;
-  absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(v), sizeof payload,
-                           absl::Seconds(1), stop, &calls);
+  uint8_t header[3];
+  absl::Status s = ReadPayloadThenHeader(p.fds[1], absl::Seconds(1), header);
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_THAT(s.message(), Not(HasSubstr("mid-packet")));
 }

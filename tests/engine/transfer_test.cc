@@ -18,14 +18,19 @@ using testing::SameBytes;
 using testing::ScaledBytes;
 using testing::ServingReceiver;
 
-// Rewrites `count` random pages of `r` and marks them in `dirty`; returns
-// how many distinct pages that was.
-uint64_t RewriteRandomPages(const Region& r, uint64_t count,
-                            std::mt19937_64& rng, DirtyBitmap& dirty) {
+// Rewrites `count` pages picked by `rng` with a pattern from `rng` and marks
+// them dirty; returns how many distinct pages. It writes pages a round may
+// still be sending, as a live workload does: the engine is built for that
+// (a page written during its send is dirty and goes again), so, like
+// memload's writers, these writes are not instrumented for TSan.
+__attribute__((no_sanitize("thread"))) uint64_t RewriteRandomPages(
+    const Region& r, uint64_t count, std::mt19937_64& rng, DirtyBitmap& dirty) {
   std::set<uint64_t> pages;
   for (uint64_t i = 0; i < count; ++i) {
-    uint64_t p = rng() % r.page_count();
-    FillRandom(r.page(p), r.page_size, rng(), 1);
+    const uint64_t p = rng() % r.page_count();
+    const uint64_t v = rng();
+    auto* words = reinterpret_cast<volatile uint64_t*>(r.page(p));
+    for (size_t w = 0; w < r.page_size / 8; ++w) words[w] = v + w;
     dirty.Set(p);
     pages.insert(p);
   }
@@ -332,25 +337,6 @@ TEST(TransferTest, FullVerificationComparesWithWhatLanded) {
   EXPECT_TRUE(p.rx->result().ok());
 }
 
-// Rewrites `count` pages picked by `rng` with a pattern from `rng` and marks
-// them dirty; returns how many distinct pages. It writes pages a round may
-// still be sending, as a live workload does: the engine is built for that
-// (a page written during its send is dirty and goes again), so, like
-// memload's writers, these writes are not instrumented for TSan.
-__attribute__((no_sanitize("thread"))) uint64_t ScribblePages(
-    const Region& r, uint64_t count, std::mt19937_64& rng, DirtyBitmap& dirty) {
-  std::set<uint64_t> pages;
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t p = rng() % r.page_count();
-    const uint64_t v = rng();
-    auto* words = reinterpret_cast<volatile uint64_t*>(r.page(p));
-    for (size_t w = 0; w < r.page_size / 8; ++w) words[w] = v + w;
-    dirty.Set(p);
-    pages.insert(p);
-  }
-  return pages.size();
-}
-
 // StartRound/AwaitRound: the next round is queued behind the one in
 // flight, before it is confirmed; pages rewritten in between still end
 // byte-identical (the destination's SYNC barrier orders the copies).
@@ -380,7 +366,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
         // the same pages again and again, so copies of one page from
         // consecutive rounds race on different channels.
         std::mt19937_64 same(round % 2);
-        started.push_back(ScribblePages(
+        started.push_back(RewriteRandomPages(
             src.region, src.region.page_count() / 10, same, dirty));
         ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
         absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -37,6 +37,13 @@ struct RemoveOnExit {
     for (const std::string& p : paths) unlink(p.c_str());
   }
 };
+
+// A region file of `bytes`, every byte `fill`.
+void WriteRegionFile(const std::string& path, size_t bytes, char fill) {
+  std::ofstream f(path, std::ios::binary);
+  const std::string page(4096, fill);
+  for (size_t i = 0; i < bytes / 4096; ++i) f.write(page.data(), 4096);
+}
 
 Json ParseJson(const CommandResult& r) {
   Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
@@ -236,11 +243,7 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
   const std::string dst = src + ".dest";
   RemoveOnExit cleanup{{src, dst}};
   constexpr size_t kBytes = 64 << 20;
-  {
-    std::ofstream f(src, std::ios::binary);
-    std::string page(4096, 'x');
-    for (size_t i = 0; i < kBytes / 4096; ++i) f.write(page.data(), 4096);
-  }
+  WriteRegionFile(src, kBytes, 'x');
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   pid_t writer = fork();
@@ -270,7 +273,8 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
   Json j = ParseJson(r);
   EXPECT_EQ(j["verified"], false);
   EXPECT_GT(j["pages_mismatched"].get<uint64_t>(), 0u);
-  EXPECT_THAT(j.value("error", std::string()), HasSubstr("verification failed"));
+  EXPECT_THAT(j.value("error", std::string()),
+              HasSubstr("verification failed"));
 }
 
 // The destination's own error reaches the user, not only "did not start".
@@ -295,11 +299,8 @@ TEST(MigrateCli, AnExistingDestinationFileIsReusedAndOverwritten) {
       absl::StrCat("/dev/shm/ramferry-test-warm-", getpid());
   const std::string dst = src + ".dest";
   RemoveOnExit cleanup{{src, dst}};
-  for (const std::string& path : {src, dst}) {
-    std::ofstream f(path, std::ios::binary);
-    std::string page(4096, path == src ? 's' : 'd');
-    for (int i = 0; i < (8 << 20) / 4096; ++i) f.write(page.data(), 4096);
-  }
+  WriteRegionFile(src, 8 << 20, 's');
+  WriteRegionFile(dst, 8 << 20, 'd');
   CommandResult r = RunCommand(
       {kMigrate, "--demo", "--json", "--region-file=" + src, "--prefault=off"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
