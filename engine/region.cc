@@ -107,6 +107,13 @@ absl::Status PrefaultForWrite(void* base, uint64_t length, int threads) {
   return absl::OkStatus();
 }
 
+void PrefaultForRead(void* base, uint64_t length, int threads) {
+  auto* p = static_cast<uint8_t*>(base);
+  ParallelSlices(length, threads, [&](uint64_t begin, uint64_t end) {
+    madvise(p + begin, end - begin, MADV_POPULATE_READ);
+  });
+}
+
 void FillRandom(void* base, uint64_t length, uint64_t seed, int threads) {
   auto* p = static_cast<uint8_t*>(base);
   ParallelSlices(length, threads, [&](uint64_t begin, uint64_t end) {

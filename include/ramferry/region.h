@@ -71,6 +71,11 @@ class MappedMemory {
 // Uses MADV_POPULATE_WRITE where the kernel has it, else touches pages.
 absl::Status PrefaultForWrite(void* base, uint64_t length, int threads = 2);
 
+// Maps every page of [base, base+length) for reading, with `threads`
+// threads (MADV_POPULATE_READ), so reads that follow take no faults. Best
+// effort: a kernel without it leaves the pages to fault in as they are read.
+void PrefaultForRead(void* base, uint64_t length, int threads = 2);
+
 // Fills memory with pseudo-random bytes from `seed`, in parallel.
 void FillRandom(void* base, uint64_t length, uint64_t seed, int threads = 2);
 

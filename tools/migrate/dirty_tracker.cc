@@ -4,16 +4,15 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "ramferry/region.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -117,20 +116,6 @@ class BitmapTracker final : public DirtyTracker {
   DirtyBitmap written_;
 };
 
-void PopulateForRead(void* base, uint64_t length) {
-  const uint64_t threads = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t slice = (length / threads + kPage - 1) / kPage * kPage;
-  std::vector<std::thread> pool;
-  for (uint64_t off = slice; off < length; off += slice) {
-    pool.emplace_back([=] {
-      madvise(static_cast<uint8_t*>(base) + off, std::min(slice, length - off),
-              MADV_POPULATE_READ);
-    });
-  }
-  madvise(base, std::min(slice, length), MADV_POPULATE_READ);
-  for (std::thread& t : pool) t.join();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DirtyTracker>> MakeUffdWpTracker(
@@ -158,7 +143,8 @@ absl::StatusOr<std::unique_ptr<DirtyTracker>> MakeUffdWpTracker(
   // cost round 0 of a 4 GiB /dev/shm file ~0.7 s here. Populating maps
   // them in batches, on every core; pages already mapped cost a walk.
   // Best effort: without it the pages still fault in, only slower.
-  PopulateForRead(base, length);
+  PrefaultForRead(base, length,
+                  static_cast<int>(std::thread::hardware_concurrency()));
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(base);
   reg.range.len = length;
