@@ -324,7 +324,8 @@ TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
 
 // The destination answers from what landed, not from memory it may be
 // running on: a destination page changed after the final round does not
-// make full verification fail, and a page that landed wrong does.
+// make full verification fail (a source page that differs from what
+// landed does: VerifyFindsPagesThatDiffer).
 TEST(TransferTest, FullVerificationComparesWithWhatLanded) {
   LoopbackPair p(4 << 20, 8);
   ASSERT_NE(p.sender, nullptr);

@@ -88,8 +88,6 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Number(r.final_collect_s)
       .Key("downtime_final_round_s")
       .Number(r.final_round_s)
-      .Key("downtime_verify_s")
-      .Number(0)
       .Key("downtime_if_verified_first_s")
       .Number(r.downtime_s + r.verify_s)
       .Key("collect_s")
