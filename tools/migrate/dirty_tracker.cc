@@ -12,27 +12,24 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/pagemap_scan.h"
 #include "ramferry/region.h"
 
 namespace ramferry::migrate {
 namespace {
 
 // Debian 12's kernel headers (6.1) predate these; the values are the
-// kernel's ABI (include/uapi/linux/userfaultfd.h, fs.h).
+// kernel's ABI (include/uapi/linux/userfaultfd.h; PAGEMAP_SCAN's, from
+// fs.h, are in engine/pagemap_scan.h).
 constexpr uint64_t kFeatureWpUnpopulated = 1ull << 13;
 constexpr uint64_t kFeatureWpAsync = 1ull << 15;
 constexpr int kUserModeOnly = 1;  // UFFD_USER_MODE_ONLY
-struct PageRegion {
-  uint64_t start, end, categories;
-};
-struct PmScanArg {
-  uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages,
-      category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-constexpr unsigned long kPagemapScan = _IOWR('f', 16, PmScanArg);
-constexpr uint64_t kScanWpMatching = 1ull << 0;
-constexpr uint64_t kScanCheckWpAsync = 1ull << 1;
-constexpr uint64_t kPageIsWritten = 1ull << 1;
+using engine::kPageIsWritten;
+using engine::kPagemapScan;
+using engine::kScanCheckWpAsync;
+using engine::kScanWpMatching;
+using engine::PageRegion;
+using engine::PmScanArg;
 constexpr uint64_t kPage = 4096;
 
 absl::Status Errno(absl::string_view what) {

@@ -1,0 +1,338 @@
+#include "engine/untouched.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "channels/socket_io.h"
+#include "engine/pagemap_scan.h"
+#include "engine/status_util.h"
+
+namespace ramferry::engine {
+namespace {
+
+// Closes on scope exit, so no early return leaks a descriptor.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The next field up to `sep` (or the end), removed from `s` with the
+// separator; nothing if the field is empty.
+std::optional<std::string_view> TakeField(std::string_view& s, char sep) {
+  size_t at = s.find(sep);
+  std::string_view field = s.substr(0, at);
+  if (field.empty()) return std::nullopt;
+  s.remove_prefix(at == std::string_view::npos ? s.size() : at + 1);
+  return field;
+}
+
+template <typename T>
+bool ParseNumber(std::string_view s, int base, T& out) {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+absl::StatusOr<std::string> ReadProcFile(const char* path) {
+  Fd fd(open(path, O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return channels::ErrnoStatus(errno, absl::StrCat("open ", path));
+  }
+  std::string text;
+  char buf[64 << 10];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return channels::ErrnoStatus(errno, absl::StrCat("read ", path));
+    }
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Appends the pieces of [lo, hi) (addresses inside one private anonymous
+// VMA) that read as zero, as offsets from `base`. False: this kernel has
+// no PAGEMAP_SCAN, or refuses it; what was appended before still holds.
+absl::StatusOr<bool> ScanAnonymous(int pagemap, uint64_t lo, uint64_t hi,
+                                   uint64_t base, std::vector<PageRegion>& vec,
+                                   std::vector<ByteRange>& out) {
+  // The scan takes host pages; a region of 512-byte tracking pages may
+  // start or end inside one (VMAs never do). What reads zero in a whole
+  // host page reads zero in any part of it, so clip the answer instead.
+  const uint64_t host = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t start = lo / host * host;
+  const uint64_t scan_end = (hi + host - 1) / host * host;
+  while (start < scan_end) {
+    PmScanArg a{};
+    a.size = sizeof a;
+    a.flags = 0;  // no kScanWpMatching: read the page tables, change nothing
+    a.start = start;
+    a.end = scan_end;
+    a.vec = reinterpret_cast<uint64_t>(vec.data());
+    a.vec_len = vec.size();
+    // No filter: every run comes back, tagged with just the categories
+    // that decide, so like pages merge into few runs and one pass answers
+    // both "absent" and "on the zero page".
+    a.return_mask = kPageIsPresent | kPageIsSwapped | kPageIsPfnZero;
+    int n = ioctl(pagemap, kPagemapScan, &a);
+    if (n < 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      if (err == ENOTTY || err == EINVAL || err == EOPNOTSUPP || err == EPERM ||
+          err == EACCES) {
+        return false;
+      }
+      return channels::ErrnoStatus(
+          err, absl::StrFormat("PAGEMAP_SCAN of [%#x, %#x)", start, scan_end));
+    }
+    for (int i = 0; i < n; ++i) {
+      const PageRegion& r = vec[i];
+      if (r.start < start || r.end > scan_end || r.end <= r.start) {
+        return absl::InternalError(
+            absl::StrFormat("PAGEMAP_SCAN of [%#x, %#x) returned [%#x, %#x)",
+                            start, scan_end, r.start, r.end));
+      }
+      const uint64_t from = std::max(r.start, lo);
+      const uint64_t to = std::min(r.end, hi);
+      if (from < to && AnonymousPieceReadsZero(r.categories)) {
+        out.push_back({from - base, to - from});
+      }
+    }
+    // A full vector stops the walk early; walk_end says where.
+    if (a.walk_end <= start) {
+      return absl::InternalError(absl::StrFormat(
+          "PAGEMAP_SCAN of [%#x, %#x) made no progress", start, scan_end));
+    }
+    start = a.walk_end;
+  }
+  return true;
+}
+
+// Appends the holes of the file mapped by `e` over [lo, hi) (addresses
+// inside it), as offsets from `base`. Appends nothing wherever the kernel
+// will not say: a file we may not open, not the inode maps named (the VMA
+// changed under us), no SEEK_HOLE, a size that moved during the scan.
+void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
+                     uint64_t base, std::vector<ByteRange>& out) {
+  // map_files names have no leading zeros (the kernel rejects them).
+  const std::string path =
+      absl::StrFormat("/proc/self/map_files/%x-%x", e.start, e.end);
+  // stat before open: opening a device could have side effects.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_ino != e.inode || major(st.st_dev) != e.dev_major ||
+      minor(st.st_dev) != e.dev_minor) {
+    return;
+  }
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat before;
+  if (fd.get() < 0 || fstat(fd.get(), &before) != 0 ||
+      before.st_ino != st.st_ino || before.st_dev != st.st_dev) {
+    return;
+  }
+  const uint64_t file_lo = e.offset + (lo - e.start);
+  // Past EOF a mapped page raises SIGBUS: it does not read as zero.
+  const uint64_t size = static_cast<uint64_t>(before.st_size);
+  const uint64_t file_hi = std::min(file_lo + (hi - lo), size);
+  std::vector<ByteRange> holes;  // file offsets
+  uint64_t pos = file_lo;
+  while (pos < file_hi) {
+    off_t data = lseek(fd.get(), static_cast<off_t>(pos), SEEK_DATA);
+    if (data < 0) {
+      if (errno != ENXIO) return;             // no SEEK_DATA here: say nothing
+      holes.push_back({pos, file_hi - pos});  // no data before EOF
+      break;
+    }
+    const uint64_t d = static_cast<uint64_t>(data);
+    if (d < pos) return;
+    if (d > pos) holes.push_back({pos, std::min(d, file_hi) - pos});
+    if (d >= file_hi) break;
+    off_t hole = lseek(fd.get(), data, SEEK_HOLE);
+    if (hole <= data) return;  // error, or truncated under us
+    pos = static_cast<uint64_t>(hole);
+  }
+  // A truncate during the loop could have turned a hole into EOF.
+  struct stat after;
+  if (fstat(fd.get(), &after) != 0 || after.st_size != before.st_size) return;
+  for (const ByteRange& h : holes) {
+    out.push_back({lo - base + (h.offset - file_lo), h.length});
+  }
+}
+
+}  // namespace
+
+std::optional<MapsEntry> ParseMapsLine(std::string_view line) {
+  if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+  MapsEntry e;
+  std::optional<std::string_view> start = TakeField(line, '-');
+  std::optional<std::string_view> end = TakeField(line, ' ');
+  std::optional<std::string_view> perms = TakeField(line, ' ');
+  std::optional<std::string_view> offset = TakeField(line, ' ');
+  std::optional<std::string_view> dev_major = TakeField(line, ':');
+  std::optional<std::string_view> dev_minor = TakeField(line, ' ');
+  std::optional<std::string_view> inode = TakeField(line, ' ');
+  if (!start || !end || !perms || !offset || !dev_major || !dev_minor ||
+      !inode || !ParseNumber(*start, 16, e.start) ||
+      !ParseNumber(*end, 16, e.end) || e.end <= e.start ||
+      !ParseNumber(*offset, 16, e.offset) ||
+      !ParseNumber(*dev_major, 16, e.dev_major) ||
+      !ParseNumber(*dev_minor, 16, e.dev_minor) ||
+      !ParseNumber(*inode, 10, e.inode)) {
+    return std::nullopt;
+  }
+  const std::string_view p = *perms;
+  if (p.size() != 4 || (p[0] != 'r' && p[0] != '-') ||
+      (p[1] != 'w' && p[1] != '-') || (p[2] != 'x' && p[2] != '-') ||
+      (p[3] != 's' && p[3] != 'p')) {
+    return std::nullopt;
+  }
+  e.shared = p[3] == 's';
+  // The kernel pads to a column before the name; names start with '/' or
+  // '[', so leading blanks are padding and trailing ones are the name's.
+  line.remove_prefix(std::min(line.find_first_not_of(' '), line.size()));
+  e.path = std::string(line);
+  return e;
+}
+
+VmaKind ClassifyVma(const MapsEntry& e) {
+  if (e.shared) return e.inode != 0 ? VmaKind::kSharedFile : VmaKind::kOther;
+  if (e.inode != 0 || e.dev_major != 0 || e.dev_minor != 0) {
+    return VmaKind::kOther;
+  }
+  // Only the names anonymous memory has; [vdso], [vvar], [uprobes] and the
+  // like are special mappings whose absent pages are not zero.
+  const std::string_view p = e.path;
+  if (p.empty() || p == "[heap]" || p == "[stack]" ||
+      p.starts_with("[stack:") || p.starts_with("[anon:")) {
+    return VmaKind::kPrivateAnonymous;
+  }
+  return VmaKind::kOther;
+}
+
+bool AnonymousPieceReadsZero(uint64_t categories) {
+  if (categories & kPageIsSwapped) return false;  // holds data, elsewhere
+  if (categories & kPageIsPresent) return (categories & kPageIsPfnZero) != 0;
+  return true;
+}
+
+ByteRange AlignInward(ByteRange range, uint64_t align) {
+  uint64_t begin = (range.offset + align - 1) / align * align;
+  uint64_t end = range.end() / align * align;
+  return {begin, end > begin ? end - begin : 0};
+}
+
+std::vector<ByteRange> ToPageRanges(absl::Span<const ByteRange> pieces,
+                                    uint64_t page_size) {
+  std::vector<ByteRange> sorted(pieces.begin(), pieces.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const ByteRange& a, const ByteRange& b) {
+              return a.offset < b.offset;
+            });
+  // Merge into maximal runs first: a page is covered by the union only if
+  // it lies inside one run, so aligning each run inward loses no page.
+  // Runs are separated by gaps, so the aligned ones neither touch nor
+  // overlap.
+  std::vector<ByteRange> out;
+  auto flush = [&](const ByteRange& run) {
+    ByteRange aligned = AlignInward(run, page_size);
+    if (aligned.length != 0) out.push_back(aligned);
+  };
+  std::optional<ByteRange> run;
+  for (const ByteRange& p : sorted) {
+    if (p.length == 0) continue;
+    if (run && p.offset <= run->end()) {
+      run->length = std::max(run->end(), p.end()) - run->offset;
+      continue;
+    }
+    if (run) flush(*run);
+    run = p;
+  }
+  if (run) flush(*run);
+  return out;
+}
+
+absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
+    const Region& region) {
+  if (absl::Status s = ValidateRegion(region); !s.ok()) {
+    return Annotate(s, "finding untouched pages");
+  }
+  const uint64_t base = reinterpret_cast<uint64_t>(region.base);
+  const uint64_t end = base + region.length;
+  absl::StatusOr<std::string> maps = ReadProcFile("/proc/self/maps");
+  if (!maps.ok()) {
+    return Annotate(
+        maps.status(),
+        absl::StrFormat("finding untouched pages of region %d", region.id));
+  }
+  std::vector<ByteRange> pieces;
+  std::vector<PageRegion> vec;  // PAGEMAP_SCAN output, allocated on need
+  std::optional<Fd> pagemap;
+  bool scan_available = true;
+  for (absl::string_view text :
+       absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
+    const std::string_view line(text.data(), text.size());
+    std::optional<MapsEntry> e = ParseMapsLine(line);
+    if (!e) {
+      return absl::InternalError(
+          absl::StrCat("finding untouched pages: unexpected line in "
+                       "/proc/self/maps: \"",
+                       text, "\""));
+    }
+    if (e->end <= base) continue;
+    if (e->start >= end) break;  // maps is sorted by address
+    const uint64_t lo = std::max(e->start, base);
+    const uint64_t hi = std::min(e->end, end);
+    switch (ClassifyVma(*e)) {
+      case VmaKind::kPrivateAnonymous: {
+        if (!scan_available) break;
+        if (!pagemap) {
+          pagemap.emplace(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+          vec.resize(1024);
+        }
+        if (pagemap->get() < 0) {
+          scan_available = false;
+          break;
+        }
+        absl::StatusOr<bool> ok =
+            ScanAnonymous(pagemap->get(), lo, hi, base, vec, pieces);
+        if (!ok.ok()) {
+          return Annotate(ok.status(),
+                          absl::StrFormat("finding untouched pages of region "
+                                          "%d",
+                                          region.id));
+        }
+        scan_available = *ok;
+        break;
+      }
+      case VmaKind::kSharedFile:
+        SharedFileHoles(*e, lo, hi, base, pieces);
+        break;
+      case VmaKind::kOther:
+        break;
+    }
+  }
+  return ToPageRanges(pieces, region.page_size);
+}
+
+}  // namespace ramferry::engine

@@ -1,0 +1,122 @@
+// Pages of a source region that hold nothing yet: the kernel knows them to
+// read as zero without anyone reading them, so a first round can skip them
+// (neither read, which would fault them in, nor sent).
+#ifndef RAMFERRY_ENGINE_UNTOUCHED_H_
+#define RAMFERRY_ENGINE_UNTOUCHED_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ramferry/region.h"
+
+namespace ramferry::engine {
+
+// A byte range inside a region: [offset, offset + length).
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t end() const { return offset + length; }
+  bool operator==(const ByteRange&) const = default;
+};
+
+// The whole pages (of region.page_size) of `region`, a range of THIS
+// process's address space, that the kernel says hold nothing yet and read
+// as zero. Offsets are from region.base. Sorted, merged (no two ranges
+// touch), each aligned to region.page_size; a page is reported only if all
+// of it qualifies, so a 2 MiB tracking page with one written 4 KiB piece
+// is not. (The kernel answers per host page, 4 KiB on x86; a tracking page
+// smaller than that qualifies when the host page holding it does.)
+//
+// Never reports a page that holds data; where the kernel cannot say, it
+// reports nothing. Per VMA of /proc/self/maps overlapping the region:
+//  - private anonymous (including [heap], [stack], [anon:...]): a 4 KiB
+//    piece qualifies when PAGEMAP_SCAN finds it neither present nor
+//    swapped, or present and mapped to the shared zero page (a read fault,
+//    MADV_POPULATE_READ; under THP the huge zero page, which 6.18 reports
+//    as PAGE_IS_PFNZERO too). Swapped, migrating and marker entries
+//    (uffd-wp, guard) are not "none": never reported.
+//  - shared mapping of a regular file (tmpfs, /dev/shm, memfd, SysV shm,
+//    MAP_SHARED|MAP_ANONYMOUS): the holes SEEK_DATA/SEEK_HOLE find in the
+//    mapped file range, up to EOF (a page past EOF raises SIGBUS, it does
+//    not read zero). The file, not our page tables, is the truth here:
+//    data written with write(2), or swapped-out shmem, is not mapped in
+//    this process, so PAGEMAP_SCAN would call it absent. Note that a read
+//    fault on a shmem hole allocates a zeroed page: it is data from then on.
+//  - anything else: nothing (a private file mapping's absent page reads
+//    the file; device and VM_PFNMAP mappings; gaps in the address space).
+// Best effort: a kernel without PAGEMAP_SCAN (before 6.7), or a refusal to
+// open /proc/self/map_files (it needs CAP_CHECKPOINT_RESTORE or
+// CAP_SYS_ADMIN), or a file system without SEEK_HOLE gives fewer ranges,
+// never a wrong one. Errors (maps unreadable, an invalid region) have
+// context.
+//
+// A snapshot: a page written after the scan passed it is still reported,
+// so start dirty tracking before calling, and let the tracker's first
+// report override this one. (The uffd-wp tracker read-faults the region
+// when it starts: anonymous pages land on the zero page and still count,
+// but each shmem hole becomes an allocated page, i.e. data.) Not for
+// memory registered with userfaultfd MISSING or MINOR mode (a post-copy
+// destination): there an absent page is whatever the handler supplies,
+// and /proc/self/maps does not show the registration.
+//
+// Cost: one read of /proc/self/maps, then per overlapping VMA either one
+// read-only PAGEMAP_SCAN pass over its page tables (one ioctl per 1024
+// runs of like pages; mmap_lock taken for reading, write-protection left
+// alone) or a stat, an open and two lseeks per data extent. No page is
+// faulted in and no page's contents are read.
+absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
+    const Region& region);
+
+// ---- The pure pieces, exposed for tests. ----
+
+// One line of /proc/<pid>/maps.
+struct MapsEntry {
+  uint64_t start = 0;  // [start, end): virtual addresses
+  uint64_t end = 0;
+  bool shared = false;  // perms "s" (MAP_SHARED) rather than "p"
+  uint64_t offset = 0;  // file offset mapped at `start`
+  uint32_t dev_major = 0;
+  uint32_t dev_minor = 0;
+  uint64_t inode = 0;
+  // As the kernel prints it: may be empty, hold spaces, end in
+  // " (deleted)", or be a pseudo-name such as "[heap]". Newline removed.
+  std::string path;
+  bool operator==(const MapsEntry&) const = default;
+};
+
+// Nothing for a line that is not in the kernel's format: a misparsed line
+// must not be mistaken for anonymous memory.
+std::optional<MapsEntry> ParseMapsLine(std::string_view line);
+
+enum class VmaKind {
+  kPrivateAnonymous,  // absent pages read zero: ask the page tables
+  kSharedFile,        // the file's holes read zero: ask the file
+  kOther,             // nothing is known to read zero
+};
+// By the maps line alone; a kSharedFile is still checked to be a regular
+// file (and the same inode) before it is opened.
+VmaKind ClassifyVma(const MapsEntry& entry);
+
+// Whether a 4 KiB piece of a private anonymous VMA with these PAGEMAP_SCAN
+// categories reads as zero: not present and not swapped (nothing was ever
+// stored, or it was discarded), or present on the zero page.
+bool AnonymousPieceReadsZero(uint64_t categories);
+
+// `range` shrunk to the `align` boundaries inside it; length 0 if none.
+ByteRange AlignInward(ByteRange range, uint64_t align);
+
+// The whole `page_size` pages covered by the union of `pieces` (any order,
+// any alignment, may overlap or touch): sorted, merged, page-aligned. A
+// page partly covered is left out, which is what makes a 2 MiB page with
+// one 4 KiB piece of data stay out.
+std::vector<ByteRange> ToPageRanges(absl::Span<const ByteRange> pieces,
+                                    uint64_t page_size);
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_UNTOUCHED_H_
