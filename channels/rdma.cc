@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
 #include "channels/socket_io.h"
+#include "channels/zero_page.h"
 #include "proto/packet.h"
 #include "proto/rdma_control.h"
 
@@ -755,8 +756,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   bool ChunkIsZero(const Region& r, uint64_t chunk) const {
     const uint64_t off = chunk * config_.chunk_bytes;
     const uint64_t len = std::min(config_.chunk_bytes, r.length - off);
-    const uint8_t* p = r.base + off;
-    return p[0] == 0 && std::memcmp(p, p + 1, len - 1) == 0;
+    return IsAllZero(r.base + off, len);
   }
 
   // Calls fn(region, chunk, offset, length, address) for each piece of a

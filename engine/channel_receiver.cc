@@ -18,11 +18,13 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       max_pages_(config.max_pages),
       next_header_size_(config.next_header_size),
       arrival_digests_(config.arrival_digests),
+      zero_pages_(config.zero_pages),
       barrier_(barrier),
       failure_(failure),
       on_error_(std::move(on_error)),
       header_(proto::PacketHeaderBytes(config.max_pages)),
-      offsets_(config.max_pages) {}
+      offsets_(config.max_pages),
+      ranges_(proto::MaxZeroRangesPerPacket(config.max_pages)) {}
 
 ChannelReceiver::~ChannelReceiver() { Join(); }
 
@@ -91,7 +93,9 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
   header_next_ = proto::kPacketFixedBytes;
   absl::StatusOr<proto::PacketHeader> h = proto::DecodePacketFixed(
       absl::MakeConstSpan(header_.data(), proto::kPacketFixedBytes), index_,
-      max_pages_, next_header_size_);
+      max_pages_,
+      proto::PacketFeatures{.next_header_size = next_header_size_,
+                            .zero_pages = zero_pages_ != nullptr});
   if (!h.ok()) return Annotate(h.status(), "bad packet header");
   // An announcement that does not match the header it announced is a
   // lying or broken peer; nothing of the packet is used.
@@ -138,11 +142,14 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
     round_pages_ = 0;
     return Step::kContinue;
   }
-  if (absl::Status s = ReceiveData(*h); !s.ok()) return s;
+  absl::Status s =
+      h->is_zero_ranges() ? ReceiveZeroRanges(*h) : ReceiveData(*h);
+  if (!s.ok()) return s;
   return Step::kContinue;
 }
 
-absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
+absl::StatusOr<const Region*> ChannelReceiver::ReadHeaderWords(
+    const proto::PacketHeader& h) {
   const Region* region = regions_->Find(h.region_id);
   if (region == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -163,12 +170,19 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
       return ConnectionError(s);
     }
   }
+  return region;
+}
+
+absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
+  absl::StatusOr<const Region*> found = ReadHeaderWords(h);
+  if (!found.ok()) return found.status();
+  const Region* region = *found;
   auto offsets = absl::MakeSpan(offsets_.data(), h.page_count);
   if (absl::Status s = proto::DecodePageOffsets(
           h,
           absl::MakeConstSpan(header_.data() + proto::kPacketFixedBytes,
-                              header_bytes - proto::kPacketFixedBytes),
-          region->length, offsets);
+                              sizeof(uint64_t) * h.page_count),
+          region->length, zero_pages_ != nullptr, offsets);
       !s.ok()) {
     return Annotate(s, "bad packet");
   }
@@ -182,13 +196,76 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
     return ConnectionError(s);
   }
   header_ahead_ = header_next_;
-  if (arrival_digests_ != nullptr) {
-    arrival_digests_->Record(regions_->IndexOf(*region), iov_);
+  const size_t index = regions_->IndexOf(*region);
+  if (arrival_digests_ != nullptr) arrival_digests_->Record(index, iov_);
+  uint64_t zeros = 0;
+  if (zero_pages_ != nullptr) {
+    zero_pages_->NoteData(index, iov_);
+    zeros = ApplyZeroPages(index, *region, offsets);
   }
   packets_.Add();
   pages_.Add(h.page_count);
-  payload_bytes_.Add(uint64_t{h.page_count} * h.page_size);
+  zero_pages_received_.Add(zeros);
+  payload_bytes_.Add((h.page_count - zeros) * h.page_size);
   round_pages_ += h.page_count;
+  return absl::OkStatus();
+}
+
+uint64_t ChannelReceiver::ApplyZeroPages(size_t index, const Region& region,
+                                         absl::Span<const uint64_t> offsets) {
+  // Offsets come in the order the scheduler took them (ascending within
+  // a packet), so adjacent zero pages are applied as one run.
+  uint64_t zeros = 0, run_first = 0, run_count = 0;
+  for (uint64_t entry : offsets) {
+    if (!proto::IsZeroPageEntry(entry)) continue;
+    ++zeros;
+    const uint64_t page = proto::PageOffsetOf(entry) / region.page_size;
+    if (run_count != 0 && run_first + run_count == page) {
+      ++run_count;
+      continue;
+    }
+    if (run_count != 0) CountZeroed(index, run_first, run_count);
+    run_first = page;
+    run_count = 1;
+  }
+  if (run_count != 0) CountZeroed(index, run_first, run_count);
+  return zeros;
+}
+
+void ChannelReceiver::CountZeroed(size_t index, uint64_t first,
+                                  uint64_t count) {
+  const ZeroPages::Applied a = zero_pages_->Zero(index, first, count);
+  zero_pages_written_.Add(a.written);
+  if (arrival_digests_ != nullptr) {
+    arrival_digests_->RecordZero(index, first, count);
+  }
+}
+
+absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
+  absl::StatusOr<const Region*> found = ReadHeaderWords(h);
+  if (!found.ok()) return found.status();
+  const Region* region = *found;
+  auto ranges = absl::MakeSpan(ranges_.data(), h.page_count / 2);
+  if (absl::Status s = proto::DecodeZeroRanges(
+          h,
+          absl::MakeConstSpan(header_.data() + proto::kPacketFixedBytes,
+                              sizeof(uint64_t) * h.page_count),
+          region->length, ranges);
+      !s.ok()) {
+    return Annotate(s, "bad packet");
+  }
+  // Nothing follows the header: the next header is read at the boundary.
+  const size_t index = regions_->IndexOf(*region);
+  uint64_t pages = 0;
+  for (const proto::ZeroRange& r : ranges) {
+    const uint64_t first = r.offset / region->page_size;
+    const uint64_t count = r.length / region->page_size;
+    CountZeroed(index, first, count);
+    pages += count;
+  }
+  zero_range_packets_.Add();
+  untouched_pages_.Add(pages);
+  round_pages_ += pages;
   return absl::OkStatus();
 }
 
@@ -202,6 +279,10 @@ void ChannelReceiver::ExportStats(ChannelStats* out) const {
   out->syncs = syncs_.get();
   out->finishes = finishes_.get();
   out->thread_cpu_ns = thread_cpu_ns_.get();
+  out->zero_pages = zero_pages_received_.get();
+  out->untouched_pages = untouched_pages_.get();
+  out->zero_range_packets = zero_range_packets_.get();
+  out->zero_pages_written = zero_pages_written_.get();
 }
 
 }  // namespace ramferry::engine

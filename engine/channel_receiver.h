@@ -19,6 +19,7 @@
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/verify.h"
+#include "engine/zero_pages.h"
 #include "proto/packet.h"
 #include "ramferry/stats.h"
 
@@ -43,6 +44,9 @@ class ChannelReceiver {
     bool next_header_size = false;
     // Where to record a digest of every page that lands (null: nowhere).
     DigestTable* arrival_digests = nullptr;
+    // Non-null: kCapZeroPages was negotiated, and zero pages and ranges
+    // are applied through it.
+    ZeroPages* zero_pages = nullptr;
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
@@ -70,7 +74,15 @@ class ChannelReceiver {
   void Run();
   // Reads the next header unless the previous payload read brought it.
   absl::StatusOr<proto::PacketHeader> NextHeader();
+  // Finds the region a data or ZERO_RANGES header names and reads the rest
+  // of the header (its page_count words) unless it is already here.
+  absl::StatusOr<const Region*> ReadHeaderWords(const proto::PacketHeader& h);
   absl::Status ReceiveData(const proto::PacketHeader& h);
+  absl::Status ReceiveZeroRanges(const proto::PacketHeader& h);
+  // Makes the flagged entries of `offsets` zero; returns how many.
+  uint64_t ApplyZeroPages(size_t index, const Region& region,
+                          absl::Span<const uint64_t> offsets);
+  void CountZeroed(size_t index, uint64_t first, uint64_t count);
   absl::Status ConnectionError(absl::Status s);
 
   const uint32_t index_;
@@ -79,6 +91,7 @@ class ChannelReceiver {
   const uint32_t max_pages_;
   const bool next_header_size_;
   DigestTable* const arrival_digests_;
+  ZeroPages* const zero_pages_;
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
   const ErrorHandler on_error_;
@@ -99,11 +112,13 @@ class ChannelReceiver {
   size_t current_bytes_ = 0;  // of the header being handled, in header_
   size_t header_next_ = proto::kPacketFixedBytes;
   std::vector<uint64_t> offsets_;
+  std::vector<proto::ZeroRange> ranges_;
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
 
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
-      finishes_, thread_cpu_ns_;
+      finishes_, thread_cpu_ns_, zero_pages_received_, untouched_pages_,
+      zero_range_packets_, zero_pages_written_;
 };
 
 }  // namespace ramferry::engine

@@ -1,6 +1,7 @@
 #include "engine/channel_sender.h"
 
 #include "absl/strings/str_cat.h"
+#include "channels/zero_page.h"
 #include "engine/page_runs.h"
 #include "engine/status_util.h"
 #include "proto/packet.h"
@@ -19,7 +20,10 @@ ChannelSender::ChannelSender(uint32_t index,
       failure_(failure),
       on_loss_(std::move(on_loss)),
       announce_next_header_(config.announce_next_header),
-      sent_digests_(config.sent_digests) {}
+      sent_digests_(config.sent_digests),
+      zero_pages_(config.zero_pages) {
+  if (zero_pages_) wire_offsets_.resize(config.max_pages);
+}
 
 ChannelSender::~ChannelSender() { Join(); }
 
@@ -96,14 +100,18 @@ absl::Status ChannelSender::Fail(const absl::Status& status) {
 
 uint32_t ChannelSender::NextHeaderBytes(const Command* next) const {
   if (!announce_next_header_ || next == nullptr) return 0;
-  return static_cast<uint32_t>(proto::PacketHeaderBytes(
-      next->type == CommandType::kWrite ? next->page_count : 0));
+  const bool carries_words = next->type == CommandType::kWrite ||
+                             next->type == CommandType::kZeroRanges;
+  return static_cast<uint32_t>(
+      proto::PacketHeaderBytes(carries_words ? next->page_count : 0));
 }
 
 absl::Status ChannelSender::Execute(const Command& c, const Command* next) {
   switch (c.type) {
     case CommandType::kWrite:
       return SendData(c, NextHeaderBytes(next));
+    case CommandType::kZeroRanges:
+      return SendZeroRanges(c, NextHeaderBytes(next));
     case CommandType::kSync:
       // Every page of the round must be out of the kernel's hands before
       // the round counts as sent: flush, then mark the boundary.
@@ -139,18 +147,84 @@ absl::Status ChannelSender::SendData(const Command& c,
   h.page_size = region.page_size;
   h.next_header_bytes = next_header_bytes;
   auto offsets = absl::MakeConstSpan(c.offsets, c.page_count);
+  uint32_t zeros = 0;
+  if (zero_pages_) {
+    zeros = FlagZeroPages(region, offsets);
+    offsets = absl::MakeConstSpan(wire_offsets_.data(), c.page_count);
+  }
   size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
   BuildPageRuns(region, offsets, &iov_, &run_offsets_);
   channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
   // After the send, from memory the send path just read: what the
   // destination will hold for these pages unless a later round re-sends
-  // them (a page written meanwhile is dirty, so it is sent again).
-  if (sent_digests_ != nullptr) sent_digests_->Record(c.region, iov_);
+  // them (a page written meanwhile is dirty, so it is sent again). A zero
+  // page is what the destination gets, whatever the memory holds now.
+  if (sent_digests_ != nullptr) {
+    sent_digests_->Record(c.region, iov_);
+    if (zeros != 0) {
+      for (uint64_t entry : offsets) {
+        if (!proto::IsZeroPageEntry(entry)) continue;
+        sent_digests_->RecordZero(
+            c.region, proto::PageOffsetOf(entry) / region.page_size, 1);
+      }
+    }
+  }
   send_latency_.Record(channels::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
-  payload_bytes_.Add(uint64_t{c.page_count} * region.page_size);
+  zero_pages_sent_.Add(zeros);
+  payload_bytes_.Add(uint64_t{c.page_count - zeros} * region.page_size);
+  header_bytes_.Add(header_bytes);
+  return absl::OkStatus();
+}
+
+uint32_t ChannelSender::FlagZeroPages(const Region& region,
+                                      absl::Span<const uint64_t> offsets) {
+  // On the channel thread, so the scheduler never reads a page. A page
+  // written after its test is dirty again and goes next round, as a page
+  // written after a data send does.
+  uint32_t zeros = 0;
+  const auto* base = static_cast<const uint8_t*>(region.base);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const bool zero = channels::IsAllZero(base + offsets[i], region.page_size);
+    wire_offsets_[i] = offsets[i] | (zero ? proto::kZeroPageFlag : 0);
+    zeros += zero ? 1 : 0;
+  }
+  return zeros;
+}
+
+absl::Status ChannelSender::SendZeroRanges(const Command& c,
+                                           uint32_t next_header_bytes) {
+  const Region& region = regions_[c.region];
+  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
+  if (!header.ok()) return header.status();
+  proto::PacketHeader h;
+  h.flags = proto::kPacketZeroRanges;
+  h.channel = index_;
+  h.page_count = c.page_count;
+  h.packet_num = packet_num_++;
+  h.round = c.round;
+  h.region_id = region.id;
+  h.page_size = region.page_size;
+  h.next_header_bytes = next_header_bytes;
+  auto words = absl::MakeConstSpan(c.offsets, c.page_count);
+  size_t header_bytes = proto::EncodePacketHeader(h, words, *header);
+  if (absl::Status s =
+          transport_->SendPacket({header_bytes, region.id, {}, {}});
+      !s.ok()) {
+    return s;
+  }
+  uint64_t pages = 0;
+  for (size_t i = 0; i + 1 < words.size(); i += 2) {
+    const uint64_t first = words[i] / region.page_size;
+    const uint64_t count = words[i + 1] / region.page_size;
+    if (sent_digests_ != nullptr)
+      sent_digests_->RecordZero(c.region, first, count);
+    pages += count;
+  }
+  zero_range_packets_.Add();
+  untouched_pages_.Add(pages);
   header_bytes_.Add(header_bytes);
   return absl::OkStatus();
 }
@@ -186,6 +260,9 @@ void ChannelSender::ExportStats(ChannelStats* out) const {
   out->send_latency_p50_ns = send_latency_.Quantile(0.5);
   out->send_latency_p99_ns = send_latency_.Quantile(0.99);
   out->thread_cpu_ns = thread_cpu_ns_.get();
+  out->zero_pages = zero_pages_sent_.get();
+  out->untouched_pages = untouched_pages_.get();
+  out->zero_range_packets = zero_range_packets_.get();
 }
 
 }  // namespace ramferry::engine

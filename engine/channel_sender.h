@@ -39,6 +39,9 @@ class ChannelSender {
     bool announce_next_header = false;
     // Where to record a digest of every page sent (null: nowhere).
     DigestTable* sent_digests = nullptr;
+    // All-zero pages go as flagged offsets, without their bytes
+    // (kCapZeroPages).
+    bool zero_pages = false;
   };
 
   // A failure ends the session through `failure`, unless `on_loss` is set
@@ -68,6 +71,12 @@ class ChannelSender {
   // `next`: the command after this one, where it is already queued.
   absl::Status Execute(const Command& command, const Command* next);
   absl::Status SendData(const Command& command, uint32_t next_header_bytes);
+  absl::Status SendZeroRanges(const Command& command,
+                              uint32_t next_header_bytes);
+  // Flags the zero pages among `offsets` into wire_offsets_; returns how
+  // many there were.
+  uint32_t FlagZeroPages(const Region& region,
+                         absl::Span<const uint64_t> offsets);
   absl::Status SendMarker(uint16_t flags, uint64_t round,
                           uint32_t next_header_bytes);
   // What the header of `next` will take on the wire, when announced.
@@ -81,13 +90,16 @@ class ChannelSender {
   const LossHandler on_loss_;
   const bool announce_next_header_;
   DigestTable* const sent_digests_;
+  const bool zero_pages_;
   std::thread thread_;
 
   uint64_t packet_num_ = 0;  // channel thread only
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
+  std::vector<uint64_t> wire_offsets_;  // offsets, zero pages flagged
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
-      finishes_, thread_cpu_ns_;
+      finishes_, thread_cpu_ns_, zero_pages_sent_, untouched_pages_,
+      zero_range_packets_;
   channels::LatencyHistogram send_latency_;
 };
 

@@ -33,6 +33,9 @@ enum class CommandType : uint8_t {
   kWrite,   // send `page_count` pages of region `region` as one packet
   kSync,    // round barrier: flush completions, send SYNC, complete seq
   kFinish,  // end of stream: flush, send FINISH, complete seq, stop
+  // `page_count` words of `offsets` are (offset, length) byte ranges of
+  // region `region` that read as zero: one ZERO_RANGES packet.
+  kZeroRanges,
 };
 
 struct Command {

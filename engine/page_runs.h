@@ -9,12 +9,15 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "proto/packet.h"
 #include "ramferry/region.h"
 
 namespace ramferry::engine {
 
 // Fills `iov` (and `run_offsets`, the region offset of each span) for
-// `offsets` within `region`. Offsets must already be validated.
+// `offsets` within `region`, leaving out zero pages (entries that carry
+// proto::kZeroPageFlag: their bytes are not in the payload). Offsets must
+// already be validated.
 inline void BuildPageRuns(const Region& region,
                           absl::Span<const uint64_t> offsets,
                           std::vector<iovec>* iov,
@@ -23,6 +26,7 @@ inline void BuildPageRuns(const Region& region,
   run_offsets->clear();
   auto* base = static_cast<uint8_t*>(region.base);
   for (uint64_t off : offsets) {
+    if (proto::IsZeroPageEntry(off)) continue;
     if (!iov->empty() && run_offsets->back() + iov->back().iov_len == off) {
       iov->back().iov_len += region.page_size;
       continue;

@@ -22,6 +22,7 @@
 #include "engine/status_util.h"
 #include "engine/transports.h"
 #include "engine/verify.h"
+#include "engine/zero_pages.h"
 #include "proto/packet.h"
 
 namespace ramferry {
@@ -117,6 +118,8 @@ class ReceiverImpl {
   // kCapArrivalDigests: a digest of every page as it landed, written by
   // the channel threads, read by AnswerVerify once they are done.
   std::unique_ptr<engine::DigestTable> arrival_digests_;
+  // kCapZeroPages: how zero pages are applied to the regions.
+  std::unique_ptr<engine::ZeroPages> zero_pages_;
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;
   bool survive_ = false;
@@ -194,6 +197,7 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     uint64_t offered = proto::kKnownCapabilities;
     if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
     if (!options_.announce_next_header) offered &= ~proto::kCapNextHeaderSize;
+    if (!options_.zero_pages) offered &= ~proto::kCapZeroPages;
     // RDMA writes land without the receive thread: stopping it would not
     // stop a dead channel's data.
     if (h.transport == proto::kRdmaTransportId) {
@@ -213,6 +217,9 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
         return Refuse(t.status().code(), std::string(t.status().message()));
       }
       arrival_digests_ = std::move(*t);
+    }
+    if ((capabilities_ & proto::kCapZeroPages) != 0) {
+      zero_pages_ = std::make_unique<engine::ZeroPages>(table_.regions());
     }
     if (h.transport == proto::kRdmaTransportId) {
       // Its channels' Hellos could not be authenticated (see options.cc).
@@ -433,6 +440,7 @@ absl::Status ReceiverImpl::StartChannels() {
     config.max_pages = packet_pages_;
     config.next_header_size = (capabilities_ & proto::kCapNextHeaderSize) != 0;
     config.arrival_digests = arrival_digests_.get();
+    config.zero_pages = zero_pages_.get();
     survive = survive_;
   }
   surviving_ = survive;

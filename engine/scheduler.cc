@@ -1,5 +1,6 @@
 #include "engine/scheduler.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "absl/strings/str_format.h"
@@ -42,8 +43,86 @@ absl::Status Scheduler::Commit(size_t ring, const Command& batch) {
   return after_commit_ ? after_commit_(ring) : absl::OkStatus();
 }
 
+Command* Scheduler::BeginCommand(CommandType type, uint32_t region,
+                                 uint64_t round, size_t* ring) {
+  Command* c = nullptr;
+  while (c == nullptr) {
+    *ring = LeastLoaded();
+    if (*ring == rings_.size()) return nullptr;
+    // nullptr: the ring was aborted while this waited for room in it; the
+    // next pick skips it.
+    c = rings_[*ring]->BeginPush();
+  }
+  c->type = type;
+  c->region = region;
+  c->page_count = 0;
+  c->barrier_seq = 0;
+  c->round = round;
+  return c;
+}
+
+absl::StatusOr<uint64_t> Scheduler::ScheduleZeroRanges(
+    uint32_t r, DirtyBitmap& bits, absl::Span<const proto::ZeroRange> ranges,
+    uint64_t round) {
+  const uint64_t page_size = regions_[r].page_size;
+  const uint32_t max_words = packet_pages_ & ~uint32_t{1};
+  uint64_t taken_pages = 0;
+  size_t ring = 0;
+  Command* batch = nullptr;
+  // Appends pages [first, first + count) to the open command, merging
+  // with the range before it where they touch.
+  auto add = [&](uint64_t first, uint64_t count) -> absl::Status {
+    taken_pages += count;
+    if (batch != nullptr && batch->page_count >= 2) {
+      uint64_t* last = batch->offsets + batch->page_count - 2;
+      if (last[0] + last[1] == first * page_size) {
+        last[1] += count * page_size;
+        return absl::OkStatus();
+      }
+    }
+    if (batch != nullptr && batch->page_count == max_words) {
+      if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
+      batch = nullptr;
+    }
+    if (batch == nullptr) {
+      batch = BeginCommand(CommandType::kZeroRanges, r, round, &ring);
+      if (batch == nullptr) {
+        return absl::AbortedError("every channel stopped while scheduling");
+      }
+    }
+    batch->offsets[batch->page_count++] = first * page_size;
+    batch->offsets[batch->page_count++] = count * page_size;
+    return absl::OkStatus();
+  };
+  for (const proto::ZeroRange& z : ranges) {
+    const uint64_t first = z.offset / page_size;
+    const uint64_t end = first + z.length / page_size;
+    // Word by word: only pages whose bits were set are taken (a page the
+    // caller did not ask for stays as the destination has it).
+    for (uint64_t p = first; p < end;) {
+      const uint64_t in_word = std::min<uint64_t>(64 - p % 64, end - p);
+      const uint64_t mask = in_word == 64
+                                ? ~uint64_t{0}
+                                : ((uint64_t{1} << in_word) - 1) << (p % 64);
+      uint64_t got = bits.TakeBits(p / 64, mask);
+      while (got != 0) {
+        const uint64_t lo = std::countr_zero(got);
+        const uint64_t run = std::countr_one(got >> lo);
+        if (absl::Status s = add(p / 64 * 64 + lo, run); !s.ok()) return s;
+        got = run + lo >= 64 ? 0 : got & (~uint64_t{0} << (lo + run));
+      }
+      p += in_word;
+    }
+  }
+  if (batch != nullptr) {
+    if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
+  }
+  return taken_pages;
+}
+
 absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
-    absl::Span<DirtyBitmap* const> dirty, uint64_t round) {
+    absl::Span<DirtyBitmap* const> dirty, uint64_t round,
+    absl::Span<const std::vector<proto::ZeroRange>> zero_ranges) {
   if (dirty.size() != regions_.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d dirty bitmaps for %d regions", dirty.size(), regions_.size()));
@@ -59,9 +138,40 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
                           regions_[r].id, regions_[r].page_count()));
     }
   }
+  if (!zero_ranges.empty()) {
+    if (zero_ranges.size() != regions_.size() || packet_pages_ < 2) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%d zero-range lists for %d regions at %d pages per packet (want "
+          "one per region and at least 2 pages per packet)",
+          zero_ranges.size(), regions_.size(), packet_pages_));
+    }
+    for (uint32_t r = 0; r < regions_.size(); ++r) {
+      uint64_t end_of_previous = 0;
+      for (const proto::ZeroRange& z : zero_ranges[r]) {
+        const uint64_t mask = regions_[r].page_size - 1;
+        if (((z.offset | z.length) & mask) != 0 || z.length == 0 ||
+            z.offset < end_of_previous || z.offset > regions_[r].length ||
+            z.length > regions_[r].length - z.offset) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "zero range (offset %d, %d bytes) of region %d is not a "
+              "sorted, disjoint, page-aligned range inside it",
+              z.offset, z.length, regions_[r].id));
+        }
+        end_of_previous = z.offset + z.length;
+      }
+    }
+  }
   Scheduled total;
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     DirtyBitmap& bits = *dirty[r];
+    if (!zero_ranges.empty() && !zero_ranges[r].empty()) {
+      absl::StatusOr<uint64_t> zeroed =
+          ScheduleZeroRanges(r, bits, zero_ranges[r], round);
+      if (!zeroed.ok()) return zeroed.status();
+      total.pages += *zeroed;
+      total.bytes += *zeroed * regions_[r].page_size;
+      total.zero_range_pages += *zeroed;
+    }
     const uint64_t page_size = regions_[r].page_size;
     size_t ring = 0;
     Command* batch = nullptr;
@@ -75,18 +185,8 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         const uint64_t page = w * 64 + std::countr_zero(word);
         word &= word - 1;
         if (batch == nullptr) {
-          while (batch == nullptr) {
-            ring = LeastLoaded();
-            if (ring == rings_.size()) return aborted();
-            // nullptr: the ring was aborted while this waited for room in
-            // it; the next pick skips it.
-            batch = rings_[ring]->BeginPush();
-          }
-          batch->type = CommandType::kWrite;
-          batch->region = r;
-          batch->page_count = 0;
-          batch->barrier_seq = 0;
-          batch->round = round;
+          batch = BeginCommand(CommandType::kWrite, r, round, &ring);
+          if (batch == nullptr) return aborted();
         }
         batch->offsets[batch->page_count++] = page * page_size;
         ++total.pages;

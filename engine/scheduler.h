@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "engine/command_ring.h"
 #include "engine/sent_ledger.h"
+#include "proto/packet.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/region.h"
 
@@ -30,19 +31,36 @@ class Scheduler {
             SentLedger* ledger = nullptr);
 
   struct Scheduled {
-    uint64_t pages = 0;
+    uint64_t pages = 0;  // every page the round covers, zero ranges too
     uint64_t bytes = 0;
+    uint64_t zero_range_pages = 0;  // of `pages`, those in zero ranges
   };
   // Takes (and clears) every bit of `dirty` (one bitmap per region) and
-  // queues WRITE commands for `round`. INVALID_ARGUMENT, with nothing
-  // taken, if the bitmaps do not fit the regions; ABORTED once every ring
-  // is aborted.
-  absl::StatusOr<Scheduled> ScheduleRound(absl::Span<DirtyBitmap* const> dirty,
-                                          uint64_t round);
+  // queues WRITE commands for `round`. `zero_ranges`, if not empty, has
+  // one list per region of byte ranges that read as zero (sorted,
+  // disjoint, page-aligned, inside the region): their dirty pages are
+  // taken first and queued as ZERO_RANGES commands (at most packet_pages/2
+  // ranges each), so no byte of them is read or sent. INVALID_ARGUMENT,
+  // with nothing taken, if the bitmaps or ranges do not fit the regions;
+  // ABORTED once every ring is aborted. Zero ranges are not recorded in
+  // the ledger: a session that re-sends a lost channel's batches must not
+  // pass any.
+  absl::StatusOr<Scheduled> ScheduleRound(
+      absl::Span<DirtyBitmap* const> dirty, uint64_t round,
+      absl::Span<const std::vector<proto::ZeroRange>> zero_ranges = {});
 
  private:
   // The live ring with the smallest backlog; rings_.size() if none lives.
   size_t LeastLoaded();
+  // A free slot of the least-loaded live ring, filled in as an empty
+  // command of `type`; nullptr once every ring is aborted.
+  Command* BeginCommand(CommandType type, uint32_t region, uint64_t round,
+                        size_t* ring);
+  // Takes region r's dirty pages inside `ranges` and queues them as
+  // ZERO_RANGES commands; returns the pages taken.
+  absl::StatusOr<uint64_t> ScheduleZeroRanges(
+      uint32_t r, DirtyBitmap& bits, absl::Span<const proto::ZeroRange> ranges,
+      uint64_t round);
   absl::Status Commit(size_t ring, const Command& batch);
 
   std::vector<CommandRing*> rings_;

@@ -24,6 +24,7 @@
 #include "engine/sent_ledger.h"
 #include "engine/status_util.h"
 #include "engine/transports.h"
+#include "engine/untouched.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
 
@@ -100,6 +101,9 @@ class SenderImpl {
   // once it confirms, re-sends the channel's batches of the open round on
   // the live channels, followed by one more SYNC on each.
   absl::Status DeclareGone(uint32_t channel, const absl::Status& cause);
+  // The first round's ranges that need not be read or sent (one list per
+  // region; none where skip_untouched does not apply).
+  std::vector<std::vector<proto::ZeroRange>> UntouchedRanges(uint64_t round);
   // Waits (for at most `timeout`) until `ready()` holds under mu_, the
   // session fails, or the control connection closes.
   template <typename Pred>
@@ -288,6 +292,7 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
     config.announce_next_header =
         (capabilities_ & proto::kCapNextHeaderSize) != 0;
     config.sent_digests = sent_digests_.get();
+    config.zero_pages = (capabilities_ & proto::kCapZeroPages) != 0;
     channels_.push_back(
         std::make_unique<ChannelSender>(i, std::move(*transport), regions_,
                                         config, &failure_, std::move(on_loss)));
@@ -299,6 +304,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   uint64_t caps = proto::kCapVerify;
   if (options_.survive_channel_loss) caps |= proto::kCapSurviveChannelLoss;
   if (options_.announce_next_header) caps |= proto::kCapNextHeaderSize;
+  if (options_.zero_pages) caps |= proto::kCapZeroPages;
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kCapArrivalDigests;
   }
@@ -743,6 +749,28 @@ absl::Status SenderImpl::DeclareGone(uint32_t channel,
   return absl::OkStatus();
 }
 
+std::vector<std::vector<proto::ZeroRange>> SenderImpl::UntouchedRanges(
+    uint64_t round) {
+  if (round != 0 || !options_.skip_untouched || survive_ ||
+      (capabilities_ & proto::kCapZeroPages) == 0 ||
+      options_.packet_pages < 2) {
+    return {};
+  }
+  std::vector<std::vector<proto::ZeroRange>> all(regions_.size());
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    // Best effort: a region the kernel cannot describe is sent in full
+    // (its zero pages still go as offsets).
+    absl::StatusOr<std::vector<engine::ByteRange>> found =
+        engine::FindUntouchedRanges(regions_[r]);
+    if (!found.ok()) continue;
+    all[r].reserve(found->size());
+    for (const engine::ByteRange& b : *found) {
+      all[r].push_back({b.offset, b.length});
+    }
+  }
+  return all;
+}
+
 absl::StatusOr<RoundResult> SenderImpl::SendRound(
     absl::Span<DirtyBitmap* const> dirty) {
   if (finished_) return absl::FailedPreconditionError("session is finished");
@@ -760,7 +788,7 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
     if (absl::Status s = HandleLosses(); !s.ok()) return s;
   }
   absl::StatusOr<engine::Scheduler::Scheduled> sent =
-      scheduler_->ScheduleRound(dirty, round);
+      scheduler_->ScheduleRound(dirty, round, UntouchedRanges(round));
   if (!sent.ok()) {
     if (failure_.failed()) return FinalStatus();
     if (absl::IsAborted(sent.status()) && survive_) {
@@ -831,7 +859,7 @@ absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
   const absl::Time start = absl::Now();
   const uint64_t round = next_round_;
   absl::StatusOr<engine::Scheduler::Scheduled> sent =
-      scheduler_->ScheduleRound(dirty, round);
+      scheduler_->ScheduleRound(dirty, round, UntouchedRanges(round));
   if (!sent.ok()) {
     if (failure_.failed()) return FinalStatus();
     return sent.status();  // a bad argument: nothing was taken

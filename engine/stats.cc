@@ -13,6 +13,10 @@ ChannelStats SessionStats::Total() const {
     t.pages += c.pages;
     t.payload_bytes += c.payload_bytes;
     t.header_bytes += c.header_bytes;
+    t.zero_pages += c.zero_pages;
+    t.untouched_pages += c.untouched_pages;
+    t.zero_range_packets += c.zero_range_packets;
+    t.zero_pages_written += c.zero_pages_written;
     t.syncs += c.syncs;
     t.finishes += c.finishes;
     t.send_calls += c.send_calls;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -39,6 +40,8 @@ absl::StatusOr<std::unique_ptr<DigestTable>> DigestTable::Create(
           t.mapped, r.id, strerror(errno)));
     }
     t.digests = static_cast<uint64_t*>(m);
+    const std::vector<uint8_t> zeros(r.page_size, 0);
+    t.zero_digest = XXH3_64bits(zeros.data(), zeros.size());
     d->tables_.push_back(t);
   }
   return d;
@@ -57,6 +60,11 @@ void DigestTable::Record(size_t index, absl::Span<const iovec> runs) {
       t.digests[page++] = XXH3_64bits(p + done, t.page_size);
     }
   }
+}
+
+void DigestTable::RecordZero(size_t index, uint64_t first, uint64_t count) {
+  const Table& t = tables_[index];
+  std::fill_n(t.digests + first, count, t.zero_digest);
 }
 
 void DigestTable::HashPages(size_t index, uint64_t first, uint64_t count) {

@@ -40,6 +40,10 @@ class DigestTable {
   // Hashes the pages that `runs` (contiguous spans of region `index`'s
   // memory, as BuildPageRuns makes them) cover and records their digests.
   void Record(size_t index, absl::Span<const iovec> runs);
+  // Records pages [first, first + count) of region `index` as all zero,
+  // without reading them (they travelled as zero pages, and the
+  // destination may not have touched them at all).
+  void RecordZero(size_t index, uint64_t first, uint64_t count);
   // Hashes pages [first, first + count) of region `index` from memory.
   void HashPages(size_t index, uint64_t first, uint64_t count);
   absl::Span<const uint64_t> region(size_t index) const {
@@ -51,6 +55,7 @@ class DigestTable {
     const uint8_t* base = nullptr;
     uint32_t page_size = 0;
     uint64_t pages = 0;
+    uint64_t zero_digest = 0;  // of a page_size run of zero bytes
     uint64_t* digests = nullptr;
     size_t mapped = 0;
   };

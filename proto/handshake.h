@@ -60,10 +60,13 @@ enum Capability : uint64_t {
   // The destination hashes every page as it lands and answers a verify
   // request from those digests, without reading its memory again.
   kCapArrivalDigests = 1ull << 5,
+  // All-zero pages travel as flagged offsets with no payload, and pages
+  // the source never touched as ZERO_RANGES packets (proto/packet.h).
+  kCapZeroPages = 1ull << 6,
 };
 inline constexpr uint64_t kKnownCapabilities =
     kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch | kCapSurviveChannelLoss |
-    kCapNextHeaderSize | kCapArrivalDigests;
+    kCapNextHeaderSize | kCapArrivalDigests | kCapZeroPages;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -32,7 +32,7 @@ size_t EncodePacketHeader(const PacketHeader& h,
 absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
                                                uint32_t channel,
                                                uint32_t max_pages,
-                                               bool next_size_negotiated) {
+                                               PacketFeatures features) {
   if (fixed.size() < kPacketFixedBytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("packet header truncated: %d of %d bytes", fixed.size(),
@@ -56,10 +56,14 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   h.region_id = Load32(p + 32);
   h.page_size = Load32(p + 36);
   h.next_header_bytes = Load32(p + 40);
-  if ((h.flags & ~kKnownPacketFlags) != 0 ||
-      h.flags == (kPacketSync | kPacketFinish)) {
+  // At most one flag: a packet is one thing.
+  if ((h.flags & ~kKnownPacketFlags) != 0 || (h.flags & (h.flags - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "packet flags 0x%04x are not a valid combination", h.flags));
+  }
+  if (h.is_zero_ranges() && !features.zero_pages) {
+    return absl::InvalidArgumentError(
+        "ZERO_RANGES packet on a session that did not negotiate zero pages");
   }
   if (h.channel != channel) {
     return absl::InvalidArgumentError(
@@ -68,7 +72,8 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   }
   // Without the capability the announcement is a reserved field like the
   // rest, and must be zero.
-  for (size_t i = next_size_negotiated ? 44 : 40; i < kPacketFixedBytes; ++i) {
+  for (size_t i = features.next_header_size ? 44 : 40; i < kPacketFixedBytes;
+       ++i) {
     if (p[i] != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "packet reserved byte %d is 0x%02x, want 0", i, p[i]));
@@ -78,6 +83,12 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
     if (h.page_count == 0 || h.page_count > max_pages) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "packet page_count %d outside [1, %d]", h.page_count, max_pages));
+    }
+  } else if (h.is_zero_ranges()) {
+    if (h.page_count < 2 || h.page_count > max_pages || h.page_count % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ZERO_RANGES packet carries %d words; want an even count in [2, %d]",
+          h.page_count, max_pages));
     }
   } else if (h.page_count != 0 || h.region_id != 0 || h.page_size != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -105,7 +116,7 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
 
 absl::Status DecodePageOffsets(const PacketHeader& h,
                                absl::Span<const uint8_t> raw,
-                               uint64_t region_length,
+                               uint64_t region_length, bool zero_pages,
                                absl::Span<uint64_t> out) {
   const size_t want = sizeof(uint64_t) * h.page_count;
   if (raw.size() < want || out.size() < h.page_count) {
@@ -114,8 +125,10 @@ absl::Status DecodePageOffsets(const PacketHeader& h,
   }
   // page_size was matched to the region by the caller; it is a power of two.
   const uint64_t mask = uint64_t{h.page_size} - 1;
+  const uint64_t flags = zero_pages ? kZeroPageFlag : 0;
   for (uint32_t i = 0; i < h.page_count; ++i) {
-    uint64_t off = Load64(raw.data() + size_t{8} * i);
+    const uint64_t entry = Load64(raw.data() + size_t{8} * i);
+    const uint64_t off = entry & ~flags;
     if ((off & mask) != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "page offset %d (index %d) is not aligned to page size %d", off, i,
@@ -127,7 +140,46 @@ absl::Status DecodePageOffsets(const PacketHeader& h,
           "page offset %d (index %d) outside region %d of %d bytes", off, i,
           h.region_id, region_length));
     }
-    out[i] = off;
+    out[i] = entry;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeZeroRanges(const PacketHeader& h,
+                              absl::Span<const uint8_t> raw,
+                              uint64_t region_length,
+                              absl::Span<ZeroRange> out) {
+  const size_t pairs = h.page_count / 2;
+  const size_t want = sizeof(uint64_t) * h.page_count;
+  if (raw.size() < want || out.size() < pairs) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "zero ranges truncated: %d of %d bytes", raw.size(), want));
+  }
+  const uint64_t mask = uint64_t{h.page_size} - 1;
+  uint64_t end_of_previous = 0;
+  for (size_t i = 0; i < pairs; ++i) {
+    const uint64_t off = Load64(raw.data() + 16 * i);
+    const uint64_t len = Load64(raw.data() + 16 * i + 8);
+    if (((off | len) & mask) != 0 || len == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "zero range %d (offset %d, %d bytes) is empty or not aligned to "
+          "page size %d",
+          i, off, len, h.page_size));
+    }
+    // Subtractions, so no sum can wrap past the checks.
+    if (off > region_length || len > region_length - off) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "zero range %d (offset %d, %d bytes) outside region %d of %d bytes",
+          i, off, len, h.region_id, region_length));
+    }
+    if (i > 0 && off < end_of_previous) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "zero range %d (offset %d) overlaps or precedes the range before "
+          "it (which ends at %d); ranges must ascend",
+          i, off, end_of_previous));
+    }
+    end_of_previous = off + len;
+    out[i] = {off, len};
   }
   return absl::OkStatus();
 }

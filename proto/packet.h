@@ -15,7 +15,17 @@
 //             byte of its payload.
 //   44 u8[20] reserved: zero, so a later version can give them meaning
 //             behind a capability bit without breaking old peers.
-//   64 u64 offsets[page_count]: byte offset of each page in its region
+//   64 u64 offsets[page_count]: byte offset of each page in its region.
+//             With kCapZeroPages, bit 0 of an offset (free: offsets are
+//             page-aligned) marks a page that is all zero: its bytes are
+//             not in the payload and the destination makes it zero.
+//
+// A ZERO_RANGES packet (kCapZeroPages) carries page_count u64 words after
+// the fixed part, read as (offset, length) pairs: byte ranges of its
+// region, page-aligned, ascending and disjoint, that read as zero (the
+// source never touched them). No payload follows. Keeping the pairs in
+// the header's offset array keeps every header size rule (the
+// announcement, the max_pages bound, the header slot size) the same.
 #ifndef RAMFERRY_PROTO_PACKET_H_
 #define RAMFERRY_PROTO_PACKET_H_
 
@@ -43,8 +53,29 @@ enum PacketFlag : uint16_t {
   kPacketSync = 1u << 0,
   // End of stream on this channel; nothing may follow it.
   kPacketFinish = 1u << 1,
+  // Zero ranges of a region for this round (kCapZeroPages).
+  kPacketZeroRanges = 1u << 2,
 };
-inline constexpr uint16_t kKnownPacketFlags = kPacketSync | kPacketFinish;
+inline constexpr uint16_t kKnownPacketFlags =
+    kPacketSync | kPacketFinish | kPacketZeroRanges;
+
+// Bit 0 of a page offset: the page is all zero and not in the payload.
+inline constexpr uint64_t kZeroPageFlag = 1;
+constexpr bool IsZeroPageEntry(uint64_t entry) {
+  return (entry & kZeroPageFlag) != 0;
+}
+constexpr uint64_t PageOffsetOf(uint64_t entry) {
+  return entry & ~kZeroPageFlag;
+}
+
+// What the two ends negotiated that changes how a header is read.
+struct PacketFeatures {
+  // next_header_bytes may be non-zero (kCapNextHeaderSize).
+  bool next_header_size = false;
+  // Offsets may carry kZeroPageFlag; ZERO_RANGES packets may come
+  // (kCapZeroPages).
+  bool zero_pages = false;
+};
 
 struct PacketHeader {
   uint16_t flags = kPacketData;
@@ -57,6 +88,10 @@ struct PacketHeader {
   uint32_t next_header_bytes = 0;  // 0: not announced
 
   bool is_data() const { return flags == kPacketData; }
+  bool is_zero_ranges() const { return flags == kPacketZeroRanges; }
+  // Both kinds name a region and carry page_count words after the fixed
+  // part.
+  bool names_region() const { return is_data() || is_zero_ranges(); }
 };
 
 constexpr size_t PacketHeaderBytes(uint32_t page_count) {
@@ -72,24 +107,48 @@ size_t EncodePacketHeader(const PacketHeader& header,
 
 // Decodes and validates the fixed 64 bytes of a packet received on channel
 // `channel`: magic, version, flags, channel, page count bound, reserved
-// bytes, and the shape rules (a data packet has pages; SYNC and FINISH have
-// none and name no region). `next_size_negotiated`: next_header_bytes may
-// be non-zero (kCapNextHeaderSize); it must then be a header size for at
-// most `max_pages` pages, and 0 on FINISH (nothing follows it). Region
-// lookup and offsets come after, with DecodePageOffsets, once the region is
-// known.
+// bytes, and the shape rules (a data packet has pages; a ZERO_RANGES
+// packet, only with features.zero_pages, has an even word count of at
+// least 2; SYNC and FINISH have none and name no region). With
+// features.next_header_size, next_header_bytes may be non-zero; it must
+// then be a header size for at most `max_pages` pages, and 0 on FINISH
+// (nothing follows it). Region lookup and offsets come after, with
+// DecodePageOffsets or DecodeZeroRanges, once the region is known.
 absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
                                                uint32_t channel,
                                                uint32_t max_pages,
-                                               bool next_size_negotiated);
+                                               PacketFeatures features);
 
 // Decodes header.page_count big-endian offsets from `raw` into `out` and
 // checks each one against a region of `region_length` bytes whose pages
 // are `page_size` bytes: aligned, and the whole page inside the region.
+// With `zero_pages`, an entry may carry kZeroPageFlag, kept in `out`.
 absl::Status DecodePageOffsets(const PacketHeader& header,
                                absl::Span<const uint8_t> raw,
-                               uint64_t region_length,
+                               uint64_t region_length, bool zero_pages,
                                absl::Span<uint64_t> out);
+
+struct ZeroRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool operator==(const ZeroRange&) const = default;
+};
+
+// The most (offset, length) pairs one ZERO_RANGES packet carries.
+constexpr uint32_t MaxZeroRangesPerPacket(uint32_t max_pages) {
+  return max_pages / 2;
+}
+
+// Decodes a ZERO_RANGES packet's header.page_count / 2 pairs from `raw`
+// into `out` (room for that many) and checks them against a region of
+// `region_length` bytes whose pages are header.page_size bytes: each range
+// page-aligned, not empty, inside the region, and after the one before it
+// (ascending and disjoint), so applying them cannot touch a byte twice or
+// outside the region.
+absl::Status DecodeZeroRanges(const PacketHeader& header,
+                              absl::Span<const uint8_t> raw,
+                              uint64_t region_length,
+                              absl::Span<ZeroRange> out);
 
 }  // namespace ramferry::proto
 

@@ -68,15 +68,16 @@ void BM_Header_DecodeFixedAndOffsets(benchmark::State& state) {
   const absl::Span<const uint8_t> all = absl::MakeConstSpan(wire);
   for (auto _ : state) {
     benchmark::DoNotOptimize(wire.data());
-    absl::StatusOr<PacketHeader> got = DecodePacketFixed(
-        all.subspan(0, kPacketFixedBytes), h.channel, kDefaultPacketPages,
-        /*next_size_negotiated=*/true);
+    absl::StatusOr<PacketHeader> got =
+        DecodePacketFixed(all.subspan(0, kPacketFixedBytes), h.channel,
+                          kDefaultPacketPages, {.next_header_size = true});
     if (!got.ok()) {
       state.SkipWithError(got.status().ToString().c_str());
       break;
     }
-    absl::Status s = DecodePageOffsets(*got, all.subspan(kPacketFixedBytes),
-                                       kRegionBytes, absl::MakeSpan(decoded));
+    absl::Status s =
+        DecodePageOffsets(*got, all.subspan(kPacketFixedBytes), kRegionBytes,
+                          /*zero_pages=*/true, absl::MakeSpan(decoded));
     if (!s.ok()) {
       state.SkipWithError(s.ToString().c_str());
       break;

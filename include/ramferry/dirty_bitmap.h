@@ -34,6 +34,11 @@ class DirtyBitmap {
   uint64_t TakeWord(size_t w) {
     return words_ptr_[w].exchange(0, std::memory_order_acq_rel);
   }
+  // Atomically clears the bits of word `w` in `mask`; returns which of
+  // them were set.
+  uint64_t TakeBits(size_t w, uint64_t mask) {
+    return words_ptr_[w].fetch_and(~mask, std::memory_order_acq_rel) & mask;
+  }
   // Non-destructive read of word `w`.
   uint64_t PeekWord(size_t w) const {
     return words_ptr_[w].load(std::memory_order_relaxed);

@@ -79,6 +79,18 @@ struct SessionOptions {
   // payload and the next header in one call (kCapNextHeaderSize). Off
   // speaks the older stream, as a peer without the capability does.
   bool announce_next_header = true;
+  // All-zero pages travel as offsets alone (kCapZeroPages): the source's
+  // channel threads test each page as they send it, and the destination
+  // makes the page zero, writing nothing where it already reads as zero
+  // (Region::reads_as_zero). Off on either end: every page's bytes travel.
+  bool zero_pages = true;
+  // Source, with zero_pages: the first round neither reads nor sends the
+  // pages the kernel says were never touched (engine/untouched.h: no page
+  // behind them, a tmpfs hole, the shared zero page); it sends their
+  // ranges instead. Not with survive_channel_loss (the ranges are not
+  // re-sent when their channel is lost, so that session sends them as
+  // zero pages).
+  bool skip_untouched = true;
 
   // Source: no channel threads; the scheduler drives each channel itself
   // (the baseline the producer/consumer split is measured against).

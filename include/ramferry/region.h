@@ -19,6 +19,13 @@ struct Region {
   void* base = nullptr;  // 4 KiB-aligned; owned by the caller
   uint64_t length = 0;   // a multiple of page_size
   uint32_t page_size = 4096;
+  // Destination: every byte reads as zero when the session starts (fresh
+  // anonymous memory, a new or truncated file) and only the session writes
+  // it. Zero pages that arrive for a page no data landed on are then not
+  // written at all, which leaves memory the source never filled
+  // unallocated. False (the safe default): each zero page is read and
+  // zero-filled only where it is not zero already.
+  bool reads_as_zero = false;
 
   uint64_t page_count() const { return length / page_size; }
   uint8_t* page(uint64_t index) const {

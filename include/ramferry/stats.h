@@ -11,10 +11,19 @@ namespace ramferry {
 
 struct ChannelStats {
   uint32_t channel = 0;
-  uint64_t packets = 0;  // data packets (SYNC/FINISH not counted)
-  uint64_t pages = 0;
-  uint64_t payload_bytes = 0;  // page bytes
+  uint64_t packets = 0;        // data packets (SYNC/FINISH not counted)
+  uint64_t pages = 0;          // in data packets, zero pages included
+  uint64_t payload_bytes = 0;  // page bytes that travelled
   uint64_t header_bytes = 0;
+  // Zero pages (kCapZeroPages): of `pages`, those that went as an offset
+  // alone; and pages covered by ZERO_RANGES packets (the source never
+  // touched them), in `zero_range_packets`. Neither is in payload_bytes.
+  uint64_t zero_pages = 0;
+  uint64_t untouched_pages = 0;
+  uint64_t zero_range_packets = 0;
+  // Destination: of zero_pages + untouched_pages, the pages it had to
+  // zero-fill (the rest already read as zero and were not written).
+  uint64_t zero_pages_written = 0;
   uint64_t syncs = 0;     // SYNC packets (round barriers)
   uint64_t finishes = 0;  // FINISH packets (0 or 1)
   // Send side.

@@ -12,6 +12,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -475,6 +476,135 @@ TEST_P(TransportConformance, RegisteredBuffersEndByteExact) {
 INSTANTIATE_TEST_SUITE_P(Transports, TransportConformance,
                          ::testing::ValuesIn(kAllTransports),
                          [](const auto& info) { return TestName(info.param); });
+
+// ---------------------------------------------------------------------
+// Zero pages and never-touched pages (kCapZeroPages): the source sends
+// their offsets or ranges instead of their bytes, the destination ends
+// byte-exact whether its memory started zero (and says so) or held other
+// bytes, and a page that turns zero later becomes zero there.
+
+class ZeroPageConformance
+    : public ::testing::TestWithParam<std::tuple<TransportKind, bool>> {
+ protected:
+  void SetUp() override { SKIP_IF_UNAVAILABLE(kind()); }
+  TransportKind kind() const { return std::get<0>(GetParam()); }
+  // The destination's memory is fresh and Region::reads_as_zero says so;
+  // otherwise it starts full of other bytes.
+  bool fresh_destination() const { return std::get<1>(GetParam()); }
+};
+
+// What a 16-page block of the source holds, by block index % 8.
+enum class Block { kData, kZeroed, kReadOnly, kUntouched };
+Block BlockKind(uint64_t page) {
+  switch (page / 16 % 8) {
+    case 0:
+    case 1:
+    case 2:
+      return Block::kData;
+    case 3:
+    case 4:
+      return Block::kZeroed;  // written, then zeroed
+    case 5:
+      return Block::kReadOnly;  // read, never written
+    default:
+      return Block::kUntouched;  // never touched at all
+  }
+}
+
+TEST_P(ZeroPageConformance, ZeroAndUntouchedPagesEndByteExact) {
+  SessionOptions opt = OptionsFor(kind(), 2);
+  // Several ZERO_RANGES packets, and data packets mixing both kinds.
+  opt.packet_pages = 32;
+  const uint64_t bytes = BytesFor(kind(), 32ull << 20);
+  auto src = MakeRegion(1, bytes);
+  auto dst = MakeRegion(1, bytes);
+  const Region& s = src.region;
+  const uint64_t pages = s.page_count();
+  uint64_t data_pages = 0, zero_pages = 0, never_touched = 0;
+  volatile uint8_t sink = 0;
+  for (uint64_t p = 0; p < pages; ++p) {
+    switch (BlockKind(p)) {
+      case Block::kData:
+        FillRandom(s.page(p), 4096, p + 1, 1);
+        ++data_pages;
+        break;
+      case Block::kZeroed:
+        std::memset(s.page(p), 0xee, 4096);
+        std::memset(s.page(p), 0, 4096);
+        ++zero_pages;
+        break;
+      case Block::kReadOnly:
+        sink = sink + s.page(p)[100];
+        ++zero_pages;
+        break;
+      case Block::kUntouched:
+        ++never_touched;
+        break;
+    }
+  }
+  if (fresh_destination()) {
+    dst.region.reads_as_zero = true;
+  } else {
+    std::memset(dst.region.base, 0x5a, bytes);
+  }
+  ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(pages);
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  absl::StatusOr<RoundResult> r0 = (*sender)->SendRound(bitmaps);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(r0->pages, pages);  // every page covered, however it went
+  const ChannelStats t0 = (*sender)->stats().Total();
+  EXPECT_EQ(t0.payload_bytes, data_pages * 4096);
+  EXPECT_EQ(t0.zero_pages + t0.untouched_pages, zero_pages + never_touched);
+  // The scan finds every never-touched page (and read-only pages mapped to
+  // the zero page); a page that was written is never among them.
+  EXPECT_GE(t0.untouched_pages, never_touched);
+  EXPECT_LE(t0.untouched_pages, never_touched + pages / 8);
+  EXPECT_GT(t0.zero_range_packets, 0u);
+
+  // Round 1: a data block turns zero, an untouched block gets data.
+  for (uint64_t p = 0; p < 16; ++p) {
+    std::memset(s.page(p), 0, 4096);
+    dirty.Set(p);
+    FillRandom(s.page(6 * 16 + p), 4096, 99 + p, 1);
+    dirty.Set(6 * 16 + p);
+  }
+  absl::StatusOr<RoundResult> r1 = (*sender)->SendRound(bitmaps);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(r1->pages, 32u);
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok());
+  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+
+  const ChannelStats t = (*sender)->stats().Total();
+  const ChannelStats d = rx.receiver().stats().Total();
+  EXPECT_EQ(t.zero_pages, t0.zero_pages + 16);
+  EXPECT_EQ(d.zero_pages, t.zero_pages);
+  EXPECT_EQ(d.untouched_pages, t.untouched_pages);
+  EXPECT_EQ(d.zero_range_packets, t.zero_range_packets);
+  EXPECT_EQ(d.payload_bytes, t.payload_bytes);
+  // A fresh destination writes only the 16 pages that had data and
+  // turned zero; one full of other bytes writes every zero page.
+  EXPECT_EQ(d.zero_pages_written,
+            fresh_destination() ? 16 : zero_pages + never_touched + 16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ZeroPageConformance,
+                         ::testing::Combine(::testing::ValuesIn(kAllTransports),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               TestName(std::get<0>(info.param)),
+                               std::get<1>(info.param) ? "_FreshDestination"
+                                                       : "_DirtyDestination");
+                         });
 
 TEST(TransportNames, EveryTransportParsesByName) {
   for (TransportKind kind : kAllTransports) {

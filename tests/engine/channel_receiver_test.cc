@@ -5,6 +5,7 @@
 #include "engine/channel_receiver.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/verify.h"
+#include "engine/zero_pages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
@@ -65,13 +67,49 @@ void AppendMarker(std::vector<uint8_t>* s, uint16_t flags, uint64_t num,
   s->insert(s->end(), b.begin(), b.end());
 }
 
-// One 4-page region and a receiver on channel kChannel reading `stream`.
+// Data packet `num` of `round` whose entries may carry kZeroPageFlag:
+// only the pages without it have bytes (`fill`) in the payload.
+void AppendWithZeros(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
+                     const std::vector<uint64_t>& entries, uint8_t fill) {
+  proto::PacketHeader h;
+  h.channel = kChannel;
+  h.packet_num = num;
+  h.round = round;
+  h.region_id = 1;
+  h.page_size = 4096;
+  h.page_count = static_cast<uint32_t>(entries.size());
+  std::vector<uint8_t> b = Header(h, entries);
+  s->insert(s->end(), b.begin(), b.end());
+  for (uint64_t e : entries) {
+    if (!proto::IsZeroPageEntry(e)) s->insert(s->end(), 4096, fill);
+  }
+}
+
+void AppendZeroRanges(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
+                      const std::vector<uint64_t>& words) {
+  proto::PacketHeader h;
+  h.flags = proto::kPacketZeroRanges;
+  h.channel = kChannel;
+  h.packet_num = num;
+  h.round = round;
+  h.region_id = 1;
+  h.page_size = 4096;
+  h.page_count = static_cast<uint32_t>(words.size());
+  std::vector<uint8_t> b = Header(h, words);
+  s->insert(s->end(), b.begin(), b.end());
+}
+
+// One 4-page region (filled with `prefill`, and known to read as zero when
+// `reads_as_zero`) and a receiver on channel kChannel reading `stream`,
+// with kCapZeroPages when `zero_pages`.
 struct Fixture {
   explicit Fixture(const std::vector<uint8_t>& bytes,
-                   bool next_header_size = false)
+                   bool next_header_size = false, bool zero_pages = false,
+                   bool reads_as_zero = false, uint8_t prefill = 0)
       : stream(bytes),
-        region(testing::MakeRegion(1, 4 * 4096)),
+        region(MakePrefilled(prefill, reads_as_zero)),
         table({&region.region, 1}),
+        zero_fill({&region.region, 1}),
         barrier(std::vector<uint32_t>{kChannel},
                 [this](uint64_t round, uint64_t pages) {
                   rounds.emplace_back(round, pages);
@@ -79,8 +117,18 @@ struct Fixture {
                 }),
         failure([](const absl::Status&, Origin) {}),
         rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
-           {.max_pages = kMaxPages, .next_header_size = next_header_size},
+           {.max_pages = kMaxPages,
+            .next_header_size = next_header_size,
+            .zero_pages = zero_pages ? &zero_fill : nullptr},
            &barrier, &failure) {}
+
+  static testing::TestRegion MakePrefilled(uint8_t prefill,
+                                           bool reads_as_zero) {
+    testing::TestRegion r = testing::MakeRegion(1, 4 * 4096);
+    if (prefill != 0) std::memset(r.region.base, prefill, 4 * 4096);
+    r.region.reads_as_zero = reads_as_zero;
+    return r;
+  }
 
   // ReceiveOne until it fails or reads FINISH; the last result.
   absl::StatusOr<ChannelReceiver::Step> RunToEnd() {
@@ -96,6 +144,7 @@ struct Fixture {
   std::vector<uint8_t> stream;
   testing::TestRegion region;
   RegionTable table;
+  ZeroPages zero_fill;
   std::vector<std::pair<uint64_t, uint64_t>> rounds;
   RoundBarrier barrier;
   SessionFailure failure;
@@ -243,6 +292,115 @@ TEST(ChannelReceiverTest, ArrivalDigestsAreThoseOfTheLandedPages) {
   static_cast<uint8_t*>(region.region.base)[0] ^= 1;
   PageDigests(region.region, 0, absl::MakeSpan(now));
   EXPECT_NE(landed[0], now[0]);
+}
+
+// kCapZeroPages: a zero page is named, not sent; it is made zero where it
+// is not, and counted as applied in its round like any page.
+TEST(ChannelReceiverTest, ZeroPagesAreZeroFilledWhereTheyAreNot) {
+  std::vector<uint8_t> s;
+  AppendWithZeros(&s, 0, 0, {0, 4096 | proto::kZeroPageFlag, 4096 * 3}, 0xaa);
+  AppendMarker(&s, proto::kPacketSync, 1, 0);
+  AppendMarker(&s, proto::kPacketFinish, 2, 1);
+  Fixture f(s, false, /*zero_pages=*/true, /*reads_as_zero=*/false,
+            /*prefill=*/0x77);
+  ASSERT_TRUE(f.RunToEnd().ok());
+  EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 3u)));
+  EXPECT_EQ(f.byte_at(0), 0xaa);
+  EXPECT_EQ(f.byte_at(4096), 0);
+  EXPECT_EQ(f.byte_at(2 * 4096 - 1), 0);
+  EXPECT_EQ(f.byte_at(2 * 4096), 0x77);  // not named: untouched
+  EXPECT_EQ(f.byte_at(3 * 4096), 0xaa);
+  ChannelStats st;
+  f.rx.ExportStats(&st);
+  EXPECT_EQ(st.pages, 3u);
+  EXPECT_EQ(st.zero_pages, 1u);
+  EXPECT_EQ(st.zero_pages_written, 1u);
+  EXPECT_EQ(st.payload_bytes, 2u * 4096);
+}
+
+// On memory known to read as zero, a zero page for a page no data landed
+// on is not written; one for a page data landed on in an earlier round is.
+TEST(ChannelReceiverTest, ZeroPagesOnMemoryKnownZeroWriteOnlyWhereDataLanded) {
+  std::vector<uint8_t> s;
+  AppendWithZeros(&s, 0, 0, {0, 4096 | proto::kZeroPageFlag}, 0xaa);
+  AppendMarker(&s, proto::kPacketSync, 1, 0);
+  // Round 1: page 0 turned zero at the source.
+  AppendWithZeros(&s, 2, 1, {0 | proto::kZeroPageFlag}, 0);
+  AppendZeroRanges(&s, 3, 1, {2 * 4096, 2 * 4096});
+  AppendMarker(&s, proto::kPacketSync, 4, 1);
+  AppendMarker(&s, proto::kPacketFinish, 5, 2);
+  Fixture f(s, false, /*zero_pages=*/true, /*reads_as_zero=*/true);
+  ASSERT_TRUE(f.RunToEnd().ok());
+  EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 2u), Pair(1u, 3u)));
+  for (uint64_t off = 0; off < 4 * 4096; off += 512) {
+    EXPECT_EQ(f.byte_at(off), 0) << off;
+  }
+  ChannelStats st;
+  f.rx.ExportStats(&st);
+  EXPECT_EQ(st.zero_pages, 2u);
+  EXPECT_EQ(st.untouched_pages, 2u);
+  EXPECT_EQ(st.zero_range_packets, 1u);
+  EXPECT_EQ(st.zero_pages_written, 1u);  // page 0 in round 1 only
+}
+
+TEST(ChannelReceiverTest, ZeroRangesAreAppliedWithinTheirRound) {
+  std::vector<uint8_t> s;
+  AppendZeroRanges(&s, 0, 0, {0, 4096, 2 * 4096, 2 * 4096});
+  AppendMarker(&s, proto::kPacketSync, 1, 0);
+  AppendMarker(&s, proto::kPacketFinish, 2, 1);
+  Fixture f(s, false, true, false, /*prefill=*/0x55);
+  ASSERT_TRUE(f.RunToEnd().ok());
+  EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 3u)));
+  EXPECT_EQ(f.byte_at(0), 0);
+  EXPECT_EQ(f.byte_at(4096), 0x55);
+  EXPECT_EQ(f.byte_at(2 * 4096), 0);
+  EXPECT_EQ(f.byte_at(4 * 4096 - 1), 0);
+}
+
+// A zero flag, a ZERO_RANGES packet or a bad range from a peer that did
+// not negotiate them, or that lies, ends the channel with a clear error
+// and writes nothing.
+TEST(ChannelReceiverTest, BadZeroPagesAndRangesAreRefused) {
+  struct Case {
+    bool zero_pages;
+    std::vector<uint8_t> stream;
+    const char* want;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{false, {}, "not aligned"};
+    AppendWithZeros(&c.stream, 0, 0, {4096 | proto::kZeroPageFlag}, 0);
+    cases.push_back(c);
+  }
+  {
+    Case c{false, {}, "did not negotiate zero pages"};
+    AppendZeroRanges(&c.stream, 0, 0, {0, 4096});
+    cases.push_back(c);
+  }
+  {
+    Case c{true, {}, "outside region"};
+    AppendZeroRanges(&c.stream, 0, 0, {3 * 4096, 2 * 4096});
+    cases.push_back(c);
+  }
+  {
+    Case c{true, {}, "ranges must ascend"};
+    AppendZeroRanges(&c.stream, 0, 0, {2 * 4096, 4096, 0, 4096});
+    cases.push_back(c);
+  }
+  {
+    Case c{true, {}, "outside region"};
+    AppendWithZeros(&c.stream, 0, 0, {4 * 4096 | proto::kZeroPageFlag}, 0);
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    Fixture f(c.stream, false, c.zero_pages, false, /*prefill=*/0x33);
+    absl::StatusOr<ChannelReceiver::Step> step = f.RunToEnd();
+    ASSERT_FALSE(step.ok()) << c.want;
+    EXPECT_THAT(step.status().message(), HasSubstr(c.want));
+    for (uint64_t off = 0; off < 4 * 4096; off += 4096) {
+      EXPECT_EQ(f.byte_at(off), 0x33) << c.want;
+    }
+  }
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ struct Rings {
 
 struct Drained {
   uint32_t ring;
+  CommandType type;
   uint32_t region;
   uint64_t round;
   std::vector<uint64_t> offsets;
@@ -55,9 +56,10 @@ std::vector<Drained> DrainRing(CommandRing& ring, uint32_t index) {
   uint32_t n = ring.Peek(1u << 20);
   for (uint32_t i = 0; i < n; ++i) {
     const Command& c = ring.At(i);
-    EXPECT_EQ(c.type, CommandType::kWrite);
+    EXPECT_TRUE(c.type == CommandType::kWrite ||
+                c.type == CommandType::kZeroRanges);
     EXPECT_EQ(c.barrier_seq, 0u);
-    out.push_back({index, c.region, c.round,
+    out.push_back({index, c.type, c.region, c.round,
                    std::vector<uint64_t>(c.offsets, c.offsets + c.page_count)});
   }
   ring.Release(n);
@@ -279,6 +281,89 @@ TEST(SchedulerTest, AbortedRingFailsRound) {
   std::vector<DirtyBitmap*> bitmaps = {&dirty};
   absl::Status s = sched.ScheduleRound(bitmaps, 0).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+}
+
+// Zero ranges: the pages inside them whose bits are set go as
+// ZERO_RANGES commands of (offset, length) pairs, merged where they
+// touch, at most packet_pages / 2 pairs each; every other dirty page goes
+// as WRITE; bits outside the dirty set stay as they are.
+TEST(SchedulerTest, ZeroRangesTakeOnlyTheirDirtyPages) {
+  constexpr uint32_t kPacketPages = 5;  // odd: 2 pairs per command
+  constexpr uint64_t kPages = 300;
+  Rings rings(2, 256, kPacketPages);
+  std::vector<Region> regions = {MakeRegion(3, kPages, 4096)};
+  Scheduler sched(rings.ptrs, regions, kPacketPages);
+  DirtyBitmap dirty(kPages);
+  dirty.SetAll();
+  // Holes in the dirty set: page 10 and pages 128..129 stay clean.
+  dirty.TakeBits(0, uint64_t{1} << 10);
+  dirty.TakeBits(2, 3);
+  const std::vector<std::vector<proto::ZeroRange>> ranges = {{
+      {0, 4096 * 20},            // pages 0..19, less 10
+      {4096 * 20, 4096 * 4},     // touches the one before: merged
+      {4096 * 100, 4096 * 100},  // 100..199, less 128..129; crosses words
+      {4096 * 299, 4096},        // the last page
+  }};
+  std::vector<DirtyBitmap*> bitmaps = {&dirty};
+  auto got = sched.ScheduleRound(bitmaps, 2, ranges);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const uint64_t zeroed = 23 + 98 + 1;
+  EXPECT_EQ(got->zero_range_pages, zeroed);
+  EXPECT_EQ(got->pages, kPages - 3);
+  EXPECT_EQ(dirty.Count(), 0u);
+
+  std::set<uint64_t> written, zero;
+  for (const Drained& c : DrainAll(rings)) {
+    EXPECT_EQ(c.round, 2u);
+    if (c.type == CommandType::kWrite) {
+      for (uint64_t off : c.offsets) written.insert(off / 4096);
+      continue;
+    }
+    ASSERT_EQ(c.offsets.size() % 2, 0u);
+    EXPECT_LE(c.offsets.size(), 4u);
+    for (size_t i = 0; i < c.offsets.size(); i += 2) {
+      for (uint64_t p = c.offsets[i] / 4096;
+           p < (c.offsets[i] + c.offsets[i + 1]) / 4096; ++p) {
+        EXPECT_TRUE(zero.insert(p).second) << "page " << p << " twice";
+      }
+      if (i >= 2) {
+        // Merged: a pair never starts where the one before ends.
+        EXPECT_GT(c.offsets[i], c.offsets[i - 2] + c.offsets[i - 1]);
+      }
+    }
+  }
+  EXPECT_EQ(zero.size(), zeroed);
+  for (uint64_t p :
+       {0ull, 9ull, 11ull, 23ull, 100ull, 127ull, 130ull, 199ull, 299ull}) {
+    EXPECT_TRUE(zero.count(p)) << p;
+  }
+  for (uint64_t p : {10ull, 128ull, 129ull}) {
+    EXPECT_FALSE(zero.count(p) || written.count(p)) << p;
+  }
+  for (uint64_t p : zero) EXPECT_FALSE(written.count(p)) << p;
+  EXPECT_EQ(written.size() + zero.size(), kPages - 3);
+}
+
+TEST(SchedulerTest, BadZeroRangesAreRejectedWithNothingTaken) {
+  Rings rings(1, 64, 8);
+  std::vector<Region> regions = {MakeRegion(3, 64, 4096)};
+  Scheduler sched(rings.ptrs, regions, 8);
+  DirtyBitmap dirty(64);
+  dirty.SetAll();
+  std::vector<DirtyBitmap*> bitmaps = {&dirty};
+  const std::vector<std::vector<proto::ZeroRange>> bad[] = {
+      {{{100, 4096}}},                  // unaligned
+      {{{4096 * 63, 4096 * 2}}},        // past the end
+      {{{4096 * 4, 4096}, {0, 4096}}},  // descending
+      {{{0, 0}}},                       // empty
+      {{}, {}},                         // two lists, one region
+  };
+  for (const auto& ranges : bad) {
+    auto got = sched.ScheduleRound(bitmaps, 0, ranges);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(dirty.Count(), 64u);
+  }
+  EXPECT_TRUE(DrainAll(rings).empty());
 }
 
 }  // namespace

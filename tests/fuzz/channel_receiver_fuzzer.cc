@@ -9,9 +9,13 @@
 //    canary pages (checked after every input) inside a mapping with
 //    PROT_NONE guard pages beyond them (a far write crashes at once).
 //  - Before any payload lands, its destination is exactly the pages the
-//    packet's header names, in order, each wholly inside that region: the
-//    header is re-read here from the stream, independently of the decoders.
-//  - Each SYNC reports the pages applied in its round, rounds in order.
+//    packet's header names, in order, each wholly inside that region, less
+//    the zero pages (with kCapZeroPages): the header is re-read here from
+//    the stream, independently of the decoders.
+//  - Each SYNC reports the pages applied in its round, rounds in order (with
+//    kCapZeroPages, at least those: ZERO_RANGES pages come on top). Zero
+//    pages and ranges are applied to memory that is not known to read as
+//    zero, so each is really written, and the canaries catch a stray one.
 //  - Every call consumes input (no hang), and every failure is one a
 //    hostile or truncated stream explains: INVALID_ARGUMENT, OUT_OF_RANGE,
 //    or UNAVAILABLE at the end of the stream.
@@ -28,6 +32,7 @@
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/zero_pages.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
 #include "ramferry/region.h"
@@ -94,18 +99,20 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
   const Region* r = FindRegion(proto::Load32(fixed + 32));
   FUZZ_CHECK(r != nullptr);
   FUZZ_CHECK(proto::Load32(fixed + 36) == r->page_size);
-  FUZZ_CHECK(count == uint64_t{page_count} * r->page_size);
 
-  // The pages the header names, in order, each inside the region.
+  // The pages the header names, in order, each inside the region; a zero
+  // page is named too but is not in the payload.
   auto* base = static_cast<uint8_t*>(r->base);
   std::vector<uint8_t*> want;
   for (uint32_t i = 0; i < page_count; ++i) {
-    const uint64_t off =
+    const uint64_t entry =
         proto::Load64(fixed + proto::kPacketFixedBytes + 8 * i);
+    const uint64_t off = entry & ~proto::kZeroPageFlag;
     FUZZ_CHECK(off % r->page_size == 0);
     FUZZ_CHECK(off < r->length && r->length - off >= r->page_size);
-    want.push_back(base + off);
+    if (!proto::IsZeroPageEntry(entry)) want.push_back(base + off);
   }
+  FUZZ_CHECK(count == want.size() * r->page_size);
   // The pages the receiver is about to fill, in order.
   std::vector<uint8_t*> got;
   for (const iovec& v : dst) {
@@ -150,14 +157,15 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
 
   uint64_t round_pages = 0;  // payload pages seen since the last SYNC
   uint64_t rounds = 0;
-  engine::RoundBarrier barrier(std::vector<uint32_t>{cfg.channel},
-                               [&](uint64_t round, uint64_t pages) {
-                                 FUZZ_CHECK(round == rounds);
-                                 FUZZ_CHECK(pages == round_pages);
-                                 ++rounds;
-                                 round_pages = 0;
-                                 return absl::OkStatus();
-                               });
+  engine::RoundBarrier barrier(
+      std::vector<uint32_t>{cfg.channel}, [&](uint64_t round, uint64_t pages) {
+        FUZZ_CHECK(round == rounds);
+        FUZZ_CHECK(cfg.zero_pages ? pages >= round_pages
+                                  : pages == round_pages);
+        ++rounds;
+        round_pages = 0;
+        return absl::OkStatus();
+      });
   engine::SessionFailure failure([](const absl::Status&, engine::Origin) {});
 
   testing::MemoryTransport* transport = nullptr;
@@ -167,9 +175,12 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
                            transport->position(), dst, &round_pages);
       });
   transport = owned.get();
+  engine::ZeroPages zero_pages(regions);
   engine::ChannelReceiver rx(
       cfg.channel, std::move(owned), &table,
-      {.max_pages = cfg.max_pages, .next_header_size = cfg.next_header_size},
+      {.max_pages = cfg.max_pages,
+       .next_header_size = cfg.next_header_size,
+       .zero_pages = cfg.zero_pages ? &zero_pages : nullptr},
       &barrier, &failure);
 
   int idle_steps = 0;

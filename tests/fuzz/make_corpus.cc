@@ -91,13 +91,25 @@ std::vector<uint64_t> Run(uint32_t pages, uint64_t first, uint64_t step) {
 }
 
 // Header, offsets and the pages, each page filled with a distinct byte.
+// A zero page (kCapZeroPages) is named but has no bytes in the payload.
 Bytes Packet(const proto::PacketHeader& h, const std::vector<uint64_t>& offs) {
   Bytes out = Header(h, offs);
   for (uint32_t i = 0; i < h.page_count; ++i) {
+    if (proto::IsZeroPageEntry(offs[i])) continue;
     out.insert(out.end(), h.page_size, static_cast<uint8_t>(0x10 + i));
   }
   return out;
 }
+
+// A ZERO_RANGES packet: `words` are (offset, length) pairs.
+proto::PacketHeader ZeroRanges(uint32_t channel, uint64_t num, uint64_t round,
+                               uint32_t region, uint32_t page_size,
+                               uint32_t words) {
+  proto::PacketHeader h = Data(channel, num, round, region, page_size, words);
+  h.flags = proto::kPacketZeroRanges;
+  return h;
+}
+constexpr uint64_t kZ = proto::kZeroPageFlag;
 
 void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
   auto seed = [&](const char* name, uint8_t cfg, Bytes header) {
@@ -164,6 +176,32 @@ void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
        Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 129), {0}));
   seed("edge_next_below_fixed", next,
        Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 56), {0}));
+  // Zero pages and ranges (kCapZeroPages: every input is decoded with and
+  // without it).
+  seed("zero_pages_mixed", mib,
+       Header(Data(0, 0, 0, 1, 4096, 3), {0 | kZ, 4096, 4096 * 2 | kZ}));
+  seed("zero_ranges", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 4), {0, 4096, 4096 * 8, 4096 * 4}));
+  seed("zero_ranges_whole_region", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {0, 1 << 20}));
+  seed("edge_zero_flag_unaligned", mib,
+       Header(Data(0, 0, 0, 1, 4096, 1), {4096 | 3}));
+  seed("edge_zero_page_past_end", mib,
+       Header(Data(0, 0, 0, 1, 4096, 1), {(1 << 20) | kZ}));
+  seed("edge_zero_ranges_odd_words", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 3), {0, 4096, 8192}));
+  seed("edge_zero_ranges_overlap", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 4), {0, 8192, 4096, 4096}));
+  seed("edge_zero_ranges_descend", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 4), {8192, 4096, 0, 4096}));
+  seed("edge_zero_range_past_end", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {(1 << 20) - 4096, 8192}));
+  seed("edge_zero_range_wraps", EncodePacketHeaderConfig(0, 2, 5),
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, ~0ull - 4095}));
+  seed("edge_zero_range_empty", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, 0}));
+  seed("edge_zero_range_unaligned", mib,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, 100}));
 }
 
 // --- handshake ---
@@ -602,6 +640,33 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
             Header(Marker(proto::kPacketFinish, 0, 2, 0), {})}));
   seed("edge_next_announced_stream_ends", next,
        Packet(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 128), {0}));
+  // Zero pages and ranges (bit 5 of the config).
+  const uint8_t zero = EncodeReceiverConfig(0, 2, true, true);
+  seed("zero_pages_and_ranges", zero,
+       Cat({Packet(Announcing(Data(0, 0, 0, 1, 4096, 3), 80),
+                   {0 | kZ, 4096, 4096 * 3 | kZ}),
+            Header(Announcing(ZeroRanges(0, 1, 0, 2, 512, 2), 64),
+                   {512 * 2, 512 * 6}),
+            Header(Marker(proto::kPacketSync, 0, 2, 0), {}),
+            Packet(Data(0, 3, 1, big, 8192, 2), {0 | kZ, 8192 | kZ}),
+            Header(ZeroRanges(0, 4, 1, 1, 4096, 4), {0, 4096, 4096 * 2, 8192}),
+            Header(Marker(proto::kPacketSync, 0, 5, 1), {}),
+            Header(Marker(proto::kPacketFinish, 0, 6, 2), {})}));
+  const Bytes zero_first = Packet(Data(0, 0, 0, 1, 4096, 1), {4096 | kZ});
+  seed("edge_zero_flag_without_capability", ch0,
+       Cat({zero_first, Header(Marker(proto::kPacketFinish, 0, 1, 0), {})}));
+  seed("edge_zero_ranges_without_capability", ch0,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {0, 4096}));
+  seed("edge_zero_range_past_region", zero,
+       Cat({zero_first,
+            Header(ZeroRanges(0, 1, 0, 1, 4096, 2), {4096 * 3, 8192})}));
+  seed("edge_zero_ranges_overlap", zero,
+       Header(ZeroRanges(0, 0, 0, 1, 4096, 4), {0, 8192, 4096, 4096}));
+  Bytes ranges_cut = Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {0, 4096});
+  ranges_cut.resize(ranges_cut.size() - 3);
+  seed("edge_zero_ranges_truncated", zero, ranges_cut);
+  seed("edge_zero_page_past_region", zero,
+       Packet(Data(0, 0, 0, 2, 512, 1), {512 * 8 | kZ}));
 }
 
 Corpus Generate() {

@@ -718,7 +718,9 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
   {
     uint32_t channel = in.size() >= 12 ? Load32(in.data() + 8) : 0;
     uint32_t max_pages = (rng() & 1) ? kMaxPacketPagesLimit : 4;
-    auto h = DecodePacketFixed(s, channel, max_pages, (rng() & 1) != 0);
+    auto h = DecodePacketFixed(
+        s, channel, max_pages,
+        {.next_header_size = (rng() & 1) != 0, .zero_pages = (rng() & 1) != 0});
     ExpectOkOrInputError(h.status(), "DecodePacketFixed");
     if (h.ok()) {
       // Canonical: re-encoding reproduces the fixed bytes.
@@ -737,7 +739,8 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
         ph.page_size = 1u << (9 + rng() % 8);
         uint64_t region_len = ph.page_size * (rng() % 64);
         ExpectOkOrInputError(
-            DecodePageOffsets(ph, raw, region_len, absl::MakeSpan(out)),
+            DecodePageOffsets(ph, raw, region_len, (rng() & 1) != 0,
+                              absl::MakeSpan(out)),
             "DecodePageOffsets");
       }
     }
@@ -912,7 +915,8 @@ TEST(ProtoRobustnessTest, RandomAndMutatedInputsNeverCrash) {
     if (::testing::Test::HasFailure()) break;
     if (DecodeHello(exact).ok() || DecodeRegionTable(exact).ok() ||
         DecodePacketFixed(exact, exact.size() >= 12 ? Load32(&exact[8]) : 0,
-                          kMaxPacketPagesLimit, /*next_size_negotiated=*/true)
+                          kMaxPacketPagesLimit,
+                          {.next_header_size = true, .zero_pages = true})
             .ok()) {
       ++accepted_somewhere;
     }

@@ -44,7 +44,7 @@ std::vector<uint8_t> Encode(const PacketHeader& h,
 absl::Status DecodeFixed(const std::vector<uint8_t>& buf,
                          uint32_t channel = kChannel,
                          uint32_t max_pages = kMaxPages) {
-  return DecodePacketFixed(buf, channel, max_pages, false).status();
+  return DecodePacketFixed(buf, channel, max_pages, {}).status();
 }
 
 TEST(PacketTest, HeaderBytes) {
@@ -59,7 +59,7 @@ TEST(PacketTest, DataRoundTrip) {
   std::vector<uint8_t> buf = Encode(h, offsets);
 
   auto got = DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
-                               kMaxPages, false);
+                               kMaxPages, {});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->flags, kPacketData);
   EXPECT_TRUE(got->is_data());
@@ -72,7 +72,7 @@ TEST(PacketTest, DataRoundTrip) {
 
   std::vector<uint64_t> out(3, 0xdead);
   absl::Status s = DecodePageOffsets(*got, absl::MakeConstSpan(buf).subspan(64),
-                                     4096 * 8, absl::MakeSpan(out));
+                                     4096 * 8, false, absl::MakeSpan(out));
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(out, offsets);
 }
@@ -85,7 +85,7 @@ TEST(PacketTest, SyncRoundTrip) {
   h.round = 12;
   std::vector<uint8_t> buf = Encode(h, {});
   ASSERT_EQ(buf.size(), 64u);
-  auto got = DecodePacketFixed(buf, kChannel, kMaxPages, false);
+  auto got = DecodePacketFixed(buf, kChannel, kMaxPages, {});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->flags, kPacketSync);
   EXPECT_FALSE(got->is_data());
@@ -103,7 +103,7 @@ TEST(PacketTest, FinishRoundTrip) {
   h.packet_num = 1000;
   h.round = 3;
   std::vector<uint8_t> buf = Encode(h, {});
-  auto got = DecodePacketFixed(buf, kChannel, kMaxPages, false);
+  auto got = DecodePacketFixed(buf, kChannel, kMaxPages, {});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->flags, kPacketFinish);
   EXPECT_FALSE(got->is_data());
@@ -163,7 +163,7 @@ TEST(PacketTest, RejectsTruncatedFixedHeader) {
   std::vector<uint8_t> buf = Encode(DataHeader(1), {0});
   for (size_t n : {size_t{0}, size_t{1}, size_t{40}, size_t{63}}) {
     absl::Status s = DecodePacketFixed(absl::MakeConstSpan(buf).first(n),
-                                       kChannel, kMaxPages, false)
+                                       kChannel, kMaxPages, {})
                          .status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
     EXPECT_THAT(s.message(), AllOf(HasSubstr("truncated"),
@@ -171,7 +171,7 @@ TEST(PacketTest, RejectsTruncatedFixedHeader) {
         << n;
   }
   EXPECT_TRUE(DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
-                                kMaxPages, false)
+                                kMaxPages, {})
                   .ok());
 }
 
@@ -196,8 +196,8 @@ TEST(PacketTest, RejectsBadVersion) {
 }
 
 TEST(PacketTest, RejectsUnknownFlagBits) {
-  for (uint16_t f : {uint16_t{1u << 2}, uint16_t{1u << 15},
-                     uint16_t{kPacketSync | (1u << 3)}}) {
+  for (uint16_t f : {uint16_t{1u << 3}, uint16_t{1u << 15},
+                     uint16_t{kPacketSync | (1u << 4)}}) {
     PacketHeader h = DataHeader(1);
     std::vector<uint8_t> buf = Encode(h, {0});
     Store16(buf.data() + 6, f);
@@ -305,7 +305,7 @@ absl::Status DecodeOffsets(uint32_t page_size, uint64_t region_length,
   std::vector<uint64_t> local(offsets.size());
   std::vector<uint64_t>& dst = out ? *out : local;
   dst.resize(offsets.size());
-  return DecodePageOffsets(h, raw, region_length, absl::MakeSpan(dst));
+  return DecodePageOffsets(h, raw, region_length, false, absl::MakeSpan(dst));
 }
 
 TEST(PageOffsetsTest, AcceptsFirstAndLastPage) {
@@ -365,14 +365,15 @@ TEST(PageOffsetsTest, RejectsTruncatedRawOffsets) {
   std::vector<uint64_t> out(3);
   for (size_t n : {size_t{0}, size_t{8}, size_t{23}}) {
     absl::Status s = DecodePageOffsets(h, absl::MakeConstSpan(raw).first(n),
-                                       4096 * 10, absl::MakeSpan(out));
+                                       4096 * 10, false, absl::MakeSpan(out));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
     EXPECT_THAT(s.message(), AllOf(HasSubstr("truncated"),
                                    HasSubstr(std::to_string(n) + " of 24")));
   }
   // An output span too short is refused too, never overrun.
   std::vector<uint64_t> small(2);
-  absl::Status s = DecodePageOffsets(h, raw, 4096 * 10, absl::MakeSpan(small));
+  absl::Status s =
+      DecodePageOffsets(h, raw, 4096 * 10, false, absl::MakeSpan(small));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -391,7 +392,7 @@ TEST(PacketTest, NextHeaderSizeRoundTripsWhenNegotiated) {
   std::vector<uint8_t> buf = Encode(h, {0});
   EXPECT_EQ(Load32(buf.data() + 40), PacketHeaderBytes(kMaxPages));
   auto got = DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
-                               kMaxPages, /*next_size_negotiated=*/true);
+                               kMaxPages, {.next_header_size = true});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->next_header_bytes, PacketHeaderBytes(kMaxPages));
 
@@ -399,7 +400,8 @@ TEST(PacketTest, NextHeaderSizeRoundTripsWhenNegotiated) {
   sync.flags = kPacketSync;
   sync.channel = kChannel;
   sync.next_header_bytes = 64;
-  got = DecodePacketFixed(Encode(sync, {}), kChannel, kMaxPages, true);
+  got = DecodePacketFixed(Encode(sync, {}), kChannel, kMaxPages,
+                          {.next_header_size = true});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->next_header_bytes, 64u);
 }
@@ -418,7 +420,9 @@ TEST(PacketTest, RejectsAnnouncementsNoHeaderCouldHave) {
     PacketHeader h = DataHeader(1);
     h.next_header_bytes = bad;
     std::vector<uint8_t> buf = Encode(h, {0});
-    absl::Status s = DecodePacketFixed(buf, kChannel, kMaxPages, true).status();
+    absl::Status s =
+        DecodePacketFixed(buf, kChannel, kMaxPages, {.next_header_size = true})
+            .status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr("announces a next header")) << bad;
   }
@@ -426,8 +430,9 @@ TEST(PacketTest, RejectsAnnouncementsNoHeaderCouldHave) {
   fin.flags = kPacketFinish;
   fin.channel = kChannel;
   fin.next_header_bytes = 64;
-  absl::Status s =
-      DecodePacketFixed(Encode(fin, {}), kChannel, kMaxPages, true).status();
+  absl::Status s = DecodePacketFixed(Encode(fin, {}), kChannel, kMaxPages,
+                                     {.next_header_size = true})
+                       .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("nothing may follow FINISH"));
   // The rest of the reserved bytes stay reserved.
@@ -435,8 +440,135 @@ TEST(PacketTest, RejectsAnnouncementsNoHeaderCouldHave) {
   std::vector<uint8_t> buf = Encode(h, {0});
   buf[44] = 1;
   EXPECT_THAT(
-      DecodePacketFixed(buf, kChannel, kMaxPages, true).status().message(),
+      DecodePacketFixed(buf, kChannel, kMaxPages, {.next_header_size = true})
+          .status()
+          .message(),
       HasSubstr("reserved byte 44"));
+}
+
+// ---- kCapZeroPages ----
+
+TEST(ZeroPagesTest, ZeroFlagOnlyWithTheCapability) {
+  std::vector<uint64_t> out;
+  const std::vector<uint64_t> flagged = {4096 | kZeroPageFlag, 0};
+  PacketHeader h = DataHeader(2);
+  std::vector<uint8_t> raw(16);
+  Store64(raw.data(), flagged[0]);
+  Store64(raw.data() + 8, flagged[1]);
+  out.resize(2);
+  EXPECT_EQ(
+      DecodePageOffsets(h, raw, 4096 * 4, false, absl::MakeSpan(out)).code(),
+      absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(
+      DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)).ok());
+  EXPECT_TRUE(IsZeroPageEntry(out[0]));
+  EXPECT_EQ(PageOffsetOf(out[0]), 4096u);
+  EXPECT_FALSE(IsZeroPageEntry(out[1]));
+  // The flag is bit 0 alone: other low bits are still misalignment, and
+  // a flagged page must lie inside the region like any other.
+  Store64(raw.data(), 4096 | 2);
+  EXPECT_FALSE(
+      DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)).ok());
+  Store64(raw.data(), (4096 * 4) | kZeroPageFlag);
+  EXPECT_EQ(
+      DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)).code(),
+      absl::StatusCode::kOutOfRange);
+}
+
+PacketHeader ZeroRangesHeader(uint32_t words) {
+  PacketHeader h = DataHeader(words);
+  h.flags = kPacketZeroRanges;
+  return h;
+}
+
+absl::Status DecodeRanges(const std::vector<uint64_t>& words,
+                          uint64_t region_length,
+                          std::vector<ZeroRange>* out = nullptr) {
+  const PacketHeader h = ZeroRangesHeader(static_cast<uint32_t>(words.size()));
+  std::vector<uint8_t> buf = Encode(h, words);
+  absl::StatusOr<PacketHeader> got =
+      DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel, kMaxPages,
+                        {.zero_pages = true});
+  if (!got.ok()) return got.status();
+  std::vector<ZeroRange> local(words.size() / 2);
+  std::vector<ZeroRange>& dst = out ? *out : local;
+  dst.resize(words.size() / 2);
+  return DecodeZeroRanges(*got, absl::MakeConstSpan(buf).subspan(64),
+                          region_length, absl::MakeSpan(dst));
+}
+
+TEST(ZeroPagesTest, ZeroRangesRoundTrip) {
+  std::vector<ZeroRange> out;
+  ASSERT_TRUE(DecodeRanges({0, 4096, 4096 * 3, 4096 * 5}, 4096 * 8, &out).ok());
+  EXPECT_EQ(out, (std::vector<ZeroRange>{{0, 4096}, {4096 * 3, 4096 * 5}}));
+  // Ranges may touch (the source merges them, but need not).
+  EXPECT_TRUE(DecodeRanges({0, 4096, 4096, 4096}, 4096 * 8).ok());
+}
+
+TEST(ZeroPagesTest, ZeroRangesPacketShapeIsChecked) {
+  // Without the capability a ZERO_RANGES packet is refused outright.
+  std::vector<uint8_t> buf = Encode(ZeroRangesHeader(2), {0, 4096});
+  absl::Status s = DecodeFixed(buf);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("did not negotiate zero pages"));
+  // An odd word count, none, or more than the packet bound.
+  for (uint32_t words : {1u, 3u, 0u, kMaxPages + 2}) {
+    PacketHeader h = ZeroRangesHeader(words);
+    std::vector<uint8_t> b(PacketHeaderBytes(words));
+    std::vector<uint64_t> zeros(words, 0);
+    EncodePacketHeader(h, zeros, absl::MakeSpan(b));
+    EXPECT_EQ(DecodePacketFixed(absl::MakeConstSpan(b).first(64), kChannel,
+                                kMaxPages, {.zero_pages = true})
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument)
+        << words;
+  }
+  // Two kinds at once is not a packet.
+  buf = Encode(ZeroRangesHeader(2), {0, 4096});
+  Store16(buf.data() + 6, kPacketZeroRanges | kPacketSync);
+  EXPECT_FALSE(DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
+                                 kMaxPages, {.zero_pages = true})
+                   .ok());
+}
+
+TEST(ZeroPagesTest, BadZeroRangesAreRefused) {
+  const uint64_t len = 4096 * 8;
+  struct Case {
+    std::vector<uint64_t> words;
+    absl::StatusCode code;
+    const char* why;
+  };
+  const Case cases[] = {
+      {{0, 0}, absl::StatusCode::kInvalidArgument, "empty"},
+      {{100, 4096}, absl::StatusCode::kInvalidArgument, "offset unaligned"},
+      {{0, 100}, absl::StatusCode::kInvalidArgument, "length unaligned"},
+      {{1, 4096}, absl::StatusCode::kInvalidArgument, "zero flag is no flag"},
+      {{len, 4096}, absl::StatusCode::kOutOfRange, "starts at the end"},
+      {{4096 * 7, 4096 * 2}, absl::StatusCode::kOutOfRange, "runs past it"},
+      {{4096, ~uint64_t{0} - 4095},
+       absl::StatusCode::kOutOfRange,
+       "a length that would wrap"},
+      {{~uint64_t{0} - 4095, 8192},
+       absl::StatusCode::kOutOfRange,
+       "an offset that would wrap"},
+      {{4096 * 2, 4096 * 2, 4096 * 3, 4096},
+       absl::StatusCode::kInvalidArgument,
+       "overlaps the one before"},
+      {{4096 * 4, 4096, 0, 4096},
+       absl::StatusCode::kInvalidArgument,
+       "descends"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = DecodeRanges(c.words, len);
+    EXPECT_EQ(s.code(), c.code) << c.why << ": " << s;
+  }
+  // A truncated pair array.
+  const PacketHeader h = ZeroRangesHeader(2);
+  std::vector<uint8_t> raw(15);
+  std::vector<ZeroRange> out(1);
+  EXPECT_EQ(DecodeZeroRanges(h, raw, len, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
