@@ -273,7 +273,7 @@ std::vector<ByteRange> ToPageRanges(absl::Span<const ByteRange> pieces,
 }
 
 absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
-    const Region& region) {
+    const Region& region, UntouchedScope scope) {
   if (absl::Status s = ValidateRegion(region); !s.ok()) {
     return Annotate(s, "finding untouched pages");
   }
@@ -305,7 +305,7 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
     const uint64_t hi = std::min(e->end, end);
     switch (ClassifyVma(*e)) {
       case VmaKind::kPrivateAnonymous: {
-        if (!scan_available) break;
+        if (!scan_available || scope == UntouchedScope::kFileHolesOnly) break;
         if (!pagemap) {
           pagemap.emplace(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
           vec.resize(1024);

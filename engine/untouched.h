@@ -69,8 +69,17 @@ struct ByteRange {
 // runs of like pages; mmap_lock taken for reading, write-protection left
 // alone) or a stat, an open and two lseeks per data extent. No page is
 // faulted in and no page's contents are read.
+//
+// kFileHolesOnly looks at shared files alone. That is what a caller about
+// to read-fault the region wants to avoid (a read fault on a hole of a
+// shared file allocates a page there; on untouched anonymous memory it
+// maps the shared zero page, which this still reports afterwards), and
+// what stays visible once the region is write-protected with userfaultfd
+// (a protected never-touched anonymous page is a pte marker, which
+// PAGEMAP_SCAN cannot tell from a swapped-out page).
+enum class UntouchedScope { kAll, kFileHolesOnly };
 absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
-    const Region& region);
+    const Region& region, UntouchedScope scope = UntouchedScope::kAll);
 
 // ---- The pure pieces, exposed for tests. ----
 

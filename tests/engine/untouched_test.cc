@@ -609,6 +609,13 @@ TEST(FindUntouchedRanges, RegionOverTwoMappingsFollowsEachOnesRule) {
   *m.page(40) = 1;                                   // memfd through the map
   PwritePage(fd, 50 - 32);                           // memfd, not mapped here
   EXPECT_EQ(Find(RegionAt(m.data(), 64 * kPage)), Complement(64, {2, 40, 50}));
+  // File holes only: the memfd half's holes, none of the anonymous half.
+  absl::StatusOr<std::vector<ByteRange>> holes = FindUntouchedRanges(
+      RegionAt(m.data(), 64 * kPage), UntouchedScope::kFileHolesOnly);
+  ASSERT_TRUE(holes.ok()) << holes.status();
+  EXPECT_EQ(*holes, (std::vector<ByteRange>{{32 * kPage, 8 * kPage},
+                                            {41 * kPage, 9 * kPage},
+                                            {51 * kPage, 13 * kPage}}));
   close(fd);
 }
 

@@ -7,12 +7,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "engine/pagemap_scan.h"
+#include "engine/untouched.h"
 #include "ramferry/region.h"
 
 namespace ramferry::migrate {
@@ -113,6 +115,46 @@ class BitmapTracker final : public DirtyTracker {
   DirtyBitmap written_;
 };
 
+// MADV_POPULATE_READ over [base, base + length) but for the holes of
+// shared files in it, spread over every core. Never-touched anonymous
+// pages are read-faulted too: they map the shared zero page, which keeps
+// them visible to the first round's scan once they are protected.
+void PrefaultDataPages(uint8_t* base, uint64_t length) {
+  Region whole;
+  whole.base = base;
+  whole.length = length;
+  absl::StatusOr<std::vector<engine::ByteRange>> holes =
+      engine::FindUntouchedRanges(whole,
+                                  engine::UntouchedScope::kFileHolesOnly);
+  std::vector<engine::ByteRange> data;
+  uint64_t at = 0;
+  for (const engine::ByteRange& h :
+       holes.ok() ? *holes : std::vector<engine::ByteRange>{}) {
+    if (h.offset > at) data.push_back({at, h.offset - at});
+    at = h.end();
+  }
+  if (at < length) data.push_back({at, length - at});
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  // Slices of at most 64 MiB, dealt round-robin, so a few large extents
+  // still spread over every core.
+  constexpr uint64_t kSlice = 64ull << 20;
+  std::vector<engine::ByteRange> slices;
+  for (const engine::ByteRange& d : data) {
+    for (uint64_t off = 0; off < d.length; off += kSlice) {
+      slices.push_back({d.offset + off, std::min(kSlice, d.length - off)});
+    }
+  }
+  auto work = [&](int t) {
+    for (size_t i = t; i < slices.size(); i += threads) {
+      PrefaultForRead(base + slices[i].offset, slices[i].length, 1);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DirtyTracker>> MakeUffdWpTracker(
@@ -134,14 +176,16 @@ absl::StatusOr<std::unique_ptr<DirtyTracker>> MakeUffdWpTracker(
     close(uffd);
     return s;
   }
-  // Map every page before protecting: a page not yet mapped here (a file's
-  // pages, which live in the page cache) is protected by a marker, and a
-  // read through a marker faults page by page (no fault-around), which
-  // cost round 0 of a 4 GiB /dev/shm file ~0.7 s here. Populating maps
-  // them in batches, on every core; pages already mapped cost a walk.
-  // Best effort: without it the pages still fault in, only slower.
-  PrefaultForRead(base, length,
-                  static_cast<int>(std::thread::hardware_concurrency()));
+  // Map every page that holds data before protecting: a page not yet
+  // mapped here (a file's pages, which live in the page cache) is
+  // protected by a marker, and a read through a marker faults page by page
+  // (no fault-around), which cost round 0 of a 4 GiB /dev/shm file ~0.7 s
+  // here. Populating maps them in batches, on every core; pages already
+  // mapped cost a walk. Pages that hold nothing yet are left alone: a read
+  // fault on a hole of a shared file allocates a page there, and the first
+  // round sends such pages as ranges without reading them. Best effort:
+  // without it the pages still fault in, only slower.
+  PrefaultDataPages(static_cast<uint8_t*>(base), length);
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uint64_t>(base);
   reg.range.len = length;
