@@ -66,7 +66,9 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
                            "prefault",       "connect_timeout",
                            "stall_timeout",  "survive_channel_loss",
                            "seed",           "json",
-                           "key_file",       "key"}) {
+                           "key_file",       "key",
+                           "image",          "make_image",
+                           "zero_pages"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
@@ -334,6 +336,98 @@ TEST(MigrateCli, DemoMigratesAFileBackedRegion) {
   EXPECT_EQ(j["workload"]["pages_written"], 0);  // a file is left alone
   CommandResult cmp = RunCommand({"/usr/bin/cmp", src, dst});
   EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+}
+
+// What --make-image wrote: its JSON line.
+Json MakeImage(const std::string& path, const std::string& size,
+               const std::string& image) {
+  CommandResult r = RunCommand(
+      {kMigrate, "--make-image=" + path, "--size=" + size, "--image=" + image});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return ParseJson(r);
+}
+
+// An image of zero, never-touched and random pages: only the random pages'
+// bytes travel; the rest go as offsets or ranges, and the destination
+// ends verified. The layout is --make-image's for the same size and seed.
+TEST(MigrateCli, ZeroAndUntouchedPagesOfAnImageDoNotTravel) {
+  const std::string probe =
+      absl::StrCat("/dev/shm/ramferry-test-img-", getpid());
+  RemoveOnExit cleanup{{probe}};
+  const std::string image = "zero=50,untouched=25,random=25";
+  const Json plan = MakeImage(probe, "64MiB", image);
+  const uint64_t pages = (64 << 20) / 4096;
+  ASSERT_EQ(plan["zero_pages"].get<uint64_t>() +
+                plan["untouched_pages"].get<uint64_t>() +
+                plan["random_pages"].get<uint64_t>(),
+            pages);
+  for (const char* zero : {"true", "false"}) {
+    SCOPED_TRACE(zero);
+    CommandResult r = RunCommand({kMigrate, "--demo", "--json", "--size=64MiB",
+                                  "--image=" + image, "--dirty-rate=0",
+                                  absl::StrCat("--zero-pages=", zero)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json j = ParseJson(r);
+    EXPECT_EQ(j["verified"], true);
+    EXPECT_EQ(j["image"], image);
+    if (std::string(zero) == "false") {
+      EXPECT_EQ(j["zero_pages"], 0);
+      EXPECT_EQ(j["untouched_pages"], 0);
+      EXPECT_EQ(j["payload_bytes"], pages * 4096);
+      continue;
+    }
+    EXPECT_EQ(j["payload_bytes"], plan["random_pages"].get<uint64_t>() * 4096);
+    EXPECT_EQ(
+        j["zero_pages"].get<uint64_t>() + j["untouched_pages"].get<uint64_t>(),
+        plan["zero_pages"].get<uint64_t>() +
+            plan["untouched_pages"].get<uint64_t>());
+    // The uffd tracker read-faults memory before it protects it, which
+    // maps never-touched anonymous pages to the zero page: still found.
+    EXPECT_GE(j["untouched_pages"], plan["untouched_pages"]);
+    EXPECT_EQ(j["bytes_saved"],
+              pages * 4096 - j["payload_bytes"].get<uint64_t>());
+    // Fresh destination memory: nothing had to be zero-filled.
+    EXPECT_EQ(j["destination"]["zero_pages_written"], 0);
+    EXPECT_EQ(j["destination"]["untouched_pages"], j["untouched_pages"]);
+  }
+}
+
+// A file image: never-touched pages are holes, found through the file
+// (SEEK_HOLE) by the source and never written by the destination, whose
+// file keeps them as holes.
+TEST(MigrateCli, HolesOfAFileImageStayHoles) {
+  const std::string src =
+      absl::StrCat("/dev/shm/ramferry-test-holes-", getpid());
+  const std::string dst = src + ".dest";
+  RemoveOnExit cleanup{{src, dst}};
+  const Json plan = MakeImage(src, "32MiB", "untouched=60,random=40");
+  struct stat st {};
+  ASSERT_EQ(stat(src.c_str(), &st), 0);
+  const uint64_t holes = plan["untouched_pages"].get<uint64_t>();
+  EXPECT_EQ(static_cast<uint64_t>(st.st_blocks) * 512, (8192 - holes) * 4096)
+      << "untouched pages are holes";
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--json", "--region-file=" + src, "--prefault=off"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["untouched_pages"], holes);
+  EXPECT_EQ(j["payload_bytes"], plan["random_pages"].get<uint64_t>() * 4096);
+  CommandResult cmp = RunCommand({"/usr/bin/cmp", src, dst});
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+  ASSERT_EQ(stat(dst.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_blocks) * 512, (8192 - holes) * 4096)
+      << "the destination allocated pages it did not need";
+}
+
+TEST(MigrateCli, ABadImageIsAUsageError) {
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--size=16MiB", "--image=zero=70,random=20"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("sum to 90, not 100"));
+  r = RunCommand({kMigrate, "--make-image=/dev/shm/x", "--image=gray=100"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'gray=100' is not KIND=PERCENT"));
 }
 
 TEST(MigrateCli, ZeroCopyRefusesToStartUnderASmallMemlockLimit) {

@@ -5,13 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "ramferry/pinning.h"
@@ -22,6 +25,7 @@
 #include "tools/migrate/destination.h"
 #include "tools/migrate/dirty_tracker.h"
 #include "tools/migrate/memload.h"
+#include "tools/migrate/memory_image.h"
 #include "tools/migrate/precopy.h"
 #include "tools/migrate/region_memory.h"
 #include "tools/migrate/report.h"
@@ -122,7 +126,20 @@ ABSL_FLAG(bool, survive_channel_loss, false,
           "source: when a data channel dies and others live, re-send its "
           "unconfirmed pages on the others and carry on (the report says "
           "which channel was lost); off: a dead channel ends the migration");
+ABSL_FLAG(bool, zero_pages, true,
+          "send all-zero pages as offsets alone and, in the first round, "
+          "never-touched memory as ranges, instead of their bytes (either "
+          "end can turn it off; off moves every byte)");
 ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
+ABSL_FLAG(std::string, image, "random",
+          "memload: what the source's anonymous memory holds, as percent of "
+          "pages per kind, in runs of 1-512 pages: zero (written zeros), "
+          "untouched (never faulted in), text (compressible words), random; "
+          "e.g. zero=60,untouched=10,text=10,random=20");
+ABSL_FLAG(std::string, make_image, "",
+          "write a file of --size holding --image (untouched pages are "
+          "holes) with --seed, print what it holds, and exit: the data file "
+          "for a --region-file run or bench/compare --qemu");
 ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
 
 namespace ramferry::migrate {
@@ -162,6 +179,7 @@ absl::StatusOr<SessionOptions> Session() {
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
+  o.zero_pages = absl::GetFlag(FLAGS_zero_pages);
   const std::string verify = absl::GetFlag(FLAGS_verify);
   if (verify == "full") {
     o.verify = VerifyMode::kFull;
@@ -206,6 +224,7 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   d.max_rounds = absl::GetFlag(FLAGS_max_rounds);
   d.authenticated = !o.auth_key.empty();
   d.verify_mode = absl::GetFlag(FLAGS_verify);
+  d.image = d.region == "anonymous" ? absl::GetFlag(FLAGS_image) : "the file's";
   return d;
 }
 
@@ -249,7 +268,12 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
   // memload's one-time fill (a file keeps the content it has).
   if (!mem->file_backed()) {
     prepare += absl::Now() - prepare_start;
-    FillRandom(mem->data(), mem->size(), absl::GetFlag(FLAGS_seed));
+    absl::StatusOr<MemoryImage> image =
+        MemoryImage::Parse(absl::GetFlag(FLAGS_image));
+    if (!image.ok()) return Usage(std::string(image.status().message()));
+    FillImage(mem->data(),
+              PlanImage(mem->size() / 4096, *image, absl::GetFlag(FLAGS_seed)),
+              absl::GetFlag(FLAGS_seed));
     prepare_start = absl::Now();
   }
   Region region{1, "ram", mem->data(), mem->size(), 4096};
@@ -312,6 +336,15 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> DestinationMemory(
 // (tmpfs: no huge pages here) must be allocated, and a second thread
 // allocating them while data arrives doubled the transfer, so it runs
 // only until the first page arrives.
+// The destination's region: memory it just mapped reads as zero (fresh
+// anonymous memory, a new or resized file), so zero pages for it need no
+// write; a reused file holds what the last run left.
+Region DestinationRegion(const RegionMemory& mem) {
+  Region region{1, "ram", mem.data(), mem.size(), 4096};
+  region.reads_as_zero = !mem.reused_file();
+  return region;
+}
+
 absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem) {
   const std::string flag = absl::GetFlag(FLAGS_prefault);
   if (flag != "auto") return ParsePrefault(flag);
@@ -325,7 +358,7 @@ int RunDestRole(SessionOptions opt) {
   if (!mem.ok()) return Usage(std::string(mem.status().message()));
   absl::StatusOr<Prefault> prefault = DestinationPrefault(**mem);
   if (!prefault.ok()) return Usage(std::string(prefault.status().message()));
-  Region region{1, "ram", (*mem)->data(), (*mem)->size(), 4096};
+  const Region region = DestinationRegion(**mem);
   const bool json = absl::GetFlag(FLAGS_json);
   DestinationReport r =
       RunDestination(opt, region, *prefault, !json, [&](uint16_t port) {
@@ -378,7 +411,7 @@ int RunDemo(SessionOptions opt) {
                    std::string(prefault.status().message()).c_str());
       _exit(1);
     }
-    Region region{1, "ram", (*mem)->data(), (*mem)->size(), 4096};
+    const Region region = DestinationRegion(**mem);
     opt.host = "127.0.0.1";
     opt.port = 0;
     DestinationReport r =
@@ -438,6 +471,37 @@ int RunDemo(SessionOptions opt) {
   return rc;
 }
 
+// --make-image: a data file, made once, for runs that migrate a file.
+int RunMakeImage(const std::string& path) {
+  absl::StatusOr<MemoryImage> image =
+      MemoryImage::Parse(absl::GetFlag(FLAGS_image));
+  if (!image.ok()) return Usage(std::string(image.status().message()));
+  // A new file, so untouched pages are holes and not an old run's bytes.
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Usage(absl::StrCat("--make-image: cannot replace ", path, ": ",
+                              strerror(errno)));
+  }
+  absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
+      RegionMemory::CreateFile(path, absl::GetFlag(FLAGS_size).bytes);
+  if (!mem.ok()) return Usage(std::string(mem.status().message()));
+  const uint64_t pages = (*mem)->size() / 4096;
+  std::fprintf(stderr, "ramferry-migrate: writing %s (%s, %s)\n", path.c_str(),
+               cli::FormatBytes((*mem)->size()).c_str(),
+               image->ToString().c_str());
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const std::vector<uint64_t> counts =
+      FillImage((*mem)->data(), PlanImage(pages, *image, seed), seed);
+  std::printf(
+      "{\"path\":\"%s\",\"bytes\":%llu,\"image\":\"%s\",\"zero_pages\":%llu,"
+      "\"untouched_pages\":%llu,\"text_pages\":%llu,\"random_pages\":%llu}\n",
+      path.c_str(), static_cast<unsigned long long>((*mem)->size()),
+      image->ToString().c_str(), static_cast<unsigned long long>(counts[0]),
+      static_cast<unsigned long long>(counts[1]),
+      static_cast<unsigned long long>(counts[2]),
+      static_cast<unsigned long long>(counts[3]));
+  return 0;
+}
+
 }  // namespace
 }  // namespace ramferry::migrate
 
@@ -452,6 +516,9 @@ int main(int argc, char** argv) {
   using namespace ramferry::migrate;
   absl::StatusOr<ramferry::SessionOptions> opt = Session();
   if (!opt.ok()) return Usage(std::string(opt.status().message()));
+  if (const std::string path = absl::GetFlag(FLAGS_make_image); !path.empty()) {
+    return RunMakeImage(path);
+  }
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
   ramferry::cli::WarnIfUnauthenticated(opt->auth_key, "ramferry-migrate");
   const std::string role = absl::GetFlag(FLAGS_role);

@@ -32,6 +32,30 @@ std::string LossLine(const SessionStats& s) {
                          s.resent_pages);
 }
 
+// What zero pages saved: "N zero pages as offsets, M never-touched pages
+// as ranges: X not sent".
+std::string ZeroLine(const ChannelStats& t) {
+  return absl::StrFormat(
+      "%d zero pages as offsets, %d never-touched as ranges: %s not sent",
+      t.zero_pages, t.untouched_pages,
+      cli::FormatBytes((t.zero_pages + t.untouched_pages) * 4096));
+}
+
+void ZeroFields(cli::JsonWriter& w, const ChannelStats& t) {
+  w.Key("zero_pages")
+      .Uint(t.zero_pages)
+      .Key("untouched_pages")
+      .Uint(t.untouched_pages)
+      .Key("zero_range_packets")
+      .Uint(t.zero_range_packets)
+      .Key("zero_pages_written")
+      .Uint(t.zero_pages_written)
+      .Key("payload_bytes")
+      .Uint(t.payload_bytes)
+      .Key("bytes_saved")
+      .Uint((t.zero_pages + t.untouched_pages) * 4096);
+}
+
 }  // namespace
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
@@ -53,6 +77,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Uint(run.region_bytes)
       .Key("region")
       .String(run.region)
+      .Key("image")
+      .String(run.image)
       .Key("dirty_tracking")
       .String(run.dirty_tracking)
       .Key("workload")
@@ -123,8 +149,9 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
       .Key("verified")
       .Bool(r.verified)
       .Key("resent_pages")
-      .Uint(r.stats.resent_pages)
-      .Key("channels_lost");
+      .Uint(r.stats.resent_pages);
+  ZeroFields(w, r.stats.Total());
+  w.Key("channels_lost");
   cli::WriteChannelLosses(w, r.stats);
   w.Key("channel_stats");
   cli::WriteChannelArray(w, r.stats);
@@ -189,6 +216,9 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   absl::StrAppendFormat(&t, "  sent / re-sent   %s / %s\n",
                         cli::FormatBytes(r.bytes_sent),
                         cli::FormatBytes(r.bytes_resent));
+  absl::StrAppendFormat(&t, "  memory image     %s\n", run.image);
+  absl::StrAppendFormat(&t, "  zero pages       %s\n",
+                        ZeroLine(r.stats.Total()));
   absl::StrAppendFormat(
       &t, "  dirty rate       %s/s while running\n",
       cli::FormatBytes(static_cast<uint64_t>(r.dirty_pages_per_s * 4096)));
@@ -239,8 +269,9 @@ std::string DestinationJson(const DestinationReport& r) {
       .Key("connections_refused")
       .Uint(r.stats.connections_refused)
       .Key("auth_failures")
-      .Uint(r.stats.auth_failures)
-      .Key("channels_lost");
+      .Uint(r.stats.auth_failures);
+  ZeroFields(w, r.stats.Total());
+  w.Key("channels_lost");
   cli::WriteChannelLosses(w, r.stats);
   w.Key("channel_stats");
   cli::WriteChannelArray(w, r.stats);
@@ -252,11 +283,13 @@ std::string DestinationTable(const DestinationReport& r) {
   return absl::StrFormat(
       "destination: %s; %d rounds applied, %d pages verified by the "
       "source, pre-fault %s %.2f s (%s), %d page faults, served %.2f s, CPU "
-      "%.2f s; %d connections refused (%d failed authentication)%s%s\n",
+      "%.2f s; %d connections refused (%d failed authentication); zero "
+      "pages: %d written, the rest already read as zero%s%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
       PrefaultName(r.prefault), r.prefault_s,
       cli::FormatBytes(r.prefault_bytes), r.page_faults, r.serve_s, r.cpu_s,
       r.stats.connections_refused, r.stats.auth_failures,
+      r.stats.Total().zero_pages_written,
       r.stats.channels_lost.empty()
           ? ""
           : absl::StrCat("\n  channels lost: ",

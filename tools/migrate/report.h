@@ -25,6 +25,7 @@ struct RunDescription {
   uint32_t max_rounds = 0;
   bool authenticated = false;  // a pre-shared key authenticated every link
   std::string verify_mode;     // --verify: full, sent or off
+  std::string image;           // --image of anonymous memory, or the file's
 };
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
