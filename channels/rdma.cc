@@ -219,7 +219,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   TransportKind kind() const override { return TransportKind::kRdma; }
   uint32_t capabilities() const override {
     return kCapZeroCopy | kCapHeaderSlots | kCapCompletionPolicies |
-           kCapRegisteredBuffers | kCapInlineSends;
+           kCapRegisteredBuffers | kCapInlineSends | kCapRemotePlacement;
   }
 
   // --- send side (source) ---

@@ -39,6 +39,10 @@ enum TransportCapability : uint32_t {
   kCapInlineSends = 1u << 4,
   // Several queued packets can share one submission syscall.
   kCapBatchedSubmit = 1u << 5,
+  // Payload lands in the peer's memory at payload_offsets by the transport
+  // itself (RDMA WRITE): it must be the pages as they are, never a
+  // transformed copy of them.
+  kCapRemotePlacement = 1u << 6,
 };
 
 struct TransportOptions {

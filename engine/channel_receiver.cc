@@ -19,6 +19,7 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       next_header_size_(config.next_header_size),
       arrival_digests_(config.arrival_digests),
       zero_pages_(config.zero_pages),
+      compressed_pages_(config.compressed_pages),
       barrier_(barrier),
       failure_(failure),
       on_error_(std::move(on_error)),
@@ -95,7 +96,8 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
       absl::MakeConstSpan(header_.data(), proto::kPacketFixedBytes), index_,
       max_pages_,
       proto::PacketFeatures{.next_header_size = next_header_size_,
-                            .zero_pages = zero_pages_ != nullptr});
+                            .zero_pages = zero_pages_ != nullptr,
+                            .compressed_pages = compressed_pages_});
   if (!h.ok()) return Annotate(h.status(), "bad packet header");
   // An announcement that does not match the header it announced is a
   // lying or broken peer; nothing of the packet is used.
@@ -190,9 +192,13 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   // region. The header buffer is free again (the offsets are decoded), so
   // the next header is read into it with the payload, in one call.
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
-  if (absl::Status s = transport_->ReadPayloadAndHeader(
-          iov_, absl::MakeSpan(header_.data(), header_next_));
-      !s.ok()) {
+  uint64_t page_bytes = 0;
+  for (const iovec& v : iov_) page_bytes += v.iov_len;
+  if (h.compressed_bytes != 0) {
+    if (absl::Status s = ReadCompressed(h, page_bytes); !s.ok()) return s;
+  } else if (absl::Status s = transport_->ReadPayloadAndHeader(
+                 iov_, absl::MakeSpan(header_.data(), header_next_));
+             !s.ok()) {
     return ConnectionError(s);
   }
   header_ahead_ = header_next_;
@@ -206,8 +212,44 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   packets_.Add();
   pages_.Add(h.page_count);
   zero_pages_received_.Add(zeros);
-  payload_bytes_.Add((h.page_count - zeros) * h.page_size);
+  payload_bytes_.Add(h.compressed_bytes != 0 ? h.compressed_bytes : page_bytes);
   round_pages_ += h.page_count;
+  return absl::OkStatus();
+}
+
+absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
+                                             uint64_t page_bytes) {
+  // Checked before a byte of it is read: a frame must be smaller than the
+  // pages it fills, and those must fit one staging buffer.
+  if (page_bytes > kMaxCompressedPayload || h.compressed_bytes >= page_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad packet: packet %d says %d compressed bytes for %d bytes of "
+        "pages; want fewer than the pages, which may hold at most %d",
+        h.packet_num, h.compressed_bytes, page_bytes, kMaxCompressedPayload));
+  }
+  if (decompressor_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<PacketDecompressor>> d =
+        PacketDecompressor::Create();
+    if (!d.ok()) return d.status();
+    decompressor_ = std::move(*d);
+    staging_.resize(proto::kMaxCompressedBytes);
+  }
+  const iovec frame{staging_.data(), h.compressed_bytes};
+  if (absl::Status s = transport_->ReadPayloadAndHeader(
+          {&frame, 1}, absl::MakeSpan(header_.data(), header_next_));
+      !s.ok()) {
+    return ConnectionError(s);
+  }
+  const uint64_t start = channels::MonotonicNs();
+  if (absl::Status s = decompressor_->Decompress(
+          absl::MakeConstSpan(staging_.data(), h.compressed_bytes), iov_);
+      !s.ok()) {
+    return Annotate(s, absl::StrFormat("bad packet %d", h.packet_num));
+  }
+  compress_ns_.Add(channels::MonotonicNs() - start);
+  compressed_packets_.Add();
+  compressed_input_bytes_.Add(page_bytes);
+  compressed_output_bytes_.Add(h.compressed_bytes);
   return absl::OkStatus();
 }
 
@@ -283,6 +325,10 @@ void ChannelReceiver::ExportStats(ChannelStats* out) const {
   out->untouched_pages = untouched_pages_.get();
   out->zero_range_packets = zero_range_packets_.get();
   out->zero_pages_written = zero_pages_written_.get();
+  out->compressed_packets = compressed_packets_.get();
+  out->compressed_input_bytes = compressed_input_bytes_.get();
+  out->compressed_output_bytes = compressed_output_bytes_.get();
+  out->compress_ns = compress_ns_.get();
 }
 
 }  // namespace ramferry::engine

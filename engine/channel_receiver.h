@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "channels/transport.h"
+#include "engine/compressor.h"
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
@@ -47,6 +48,8 @@ class ChannelReceiver {
     // Non-null: kCapZeroPages was negotiated, and zero pages and ranges
     // are applied through it.
     ZeroPages* zero_pages = nullptr;
+    // Payloads may come as zstd frames (kCapCompressedPages).
+    bool compressed_pages = false;
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
@@ -83,6 +86,10 @@ class ChannelReceiver {
   uint64_t ApplyZeroPages(size_t index, const Region& region,
                           absl::Span<const uint64_t> offsets);
   void CountZeroed(size_t index, uint64_t first, uint64_t count);
+  // Reads a compressed payload (and the next header) and expands it into
+  // iov_, which holds `page_bytes`.
+  absl::Status ReadCompressed(const proto::PacketHeader& h,
+                              uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
 
   const uint32_t index_;
@@ -92,6 +99,9 @@ class ChannelReceiver {
   const bool next_header_size_;
   DigestTable* const arrival_digests_;
   ZeroPages* const zero_pages_;
+  const bool compressed_pages_;
+  std::unique_ptr<PacketDecompressor> decompressor_;  // on first need
+  std::vector<uint8_t> staging_;                      // on first need
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
   const ErrorHandler on_error_;
@@ -118,7 +128,8 @@ class ChannelReceiver {
 
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
       finishes_, thread_cpu_ns_, zero_pages_received_, untouched_pages_,
-      zero_range_packets_, zero_pages_written_;
+      zero_range_packets_, zero_pages_written_, compressed_packets_,
+      compressed_input_bytes_, compressed_output_bytes_, compress_ns_;
 };
 
 }  // namespace ramferry::engine

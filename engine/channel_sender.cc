@@ -21,8 +21,18 @@ ChannelSender::ChannelSender(uint32_t index,
       on_loss_(std::move(on_loss)),
       announce_next_header_(config.announce_next_header),
       sent_digests_(config.sent_digests),
-      zero_pages_(config.zero_pages) {
+      zero_pages_(config.zero_pages),
+      compression_(
+          (transport_->capabilities() & channels::kCapRemotePlacement) != 0
+              ? Compression::kOff
+              : config.compression) {
   if (zero_pages_) wire_offsets_.resize(config.max_pages);
+  if (compression_ != Compression::kOff) {
+    absl::StatusOr<std::unique_ptr<PacketCompressor>> c =
+        PacketCompressor::Create(config.compression_level);
+    // Without a compressor (out of memory) the pages go as they are.
+    if (c.ok()) compressor_ = std::move(*c);
+  }
 }
 
 ChannelSender::~ChannelSender() { Join(); }
@@ -152,10 +162,35 @@ absl::Status ChannelSender::SendData(const Command& c,
     zeros = FlagZeroPages(region, offsets);
     offsets = absl::MakeConstSpan(wire_offsets_.data(), c.page_count);
   }
-  size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
   BuildPageRuns(region, offsets, &iov_, &run_offsets_);
+  const uint64_t page_bytes = uint64_t{c.page_count - zeros} * region.page_size;
+  const uint64_t mode_start = channels::MonotonicNs();
+  bool tried = false;
+  absl::StatusOr<size_t> compressed = MaybeCompress(page_bytes, &tried);
+  if (!compressed.ok()) return compressed.status();
+  h.compressed_bytes = static_cast<uint32_t>(*compressed);
+  size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
+  const iovec staged{
+      staging_.empty() ? nullptr : staging_[next_staging_].data(), *compressed};
   channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
+  if (*compressed != 0) {
+    packet.payload = {&staged, 1};
+    packet.payload_offsets = {};
+    next_staging_ = (next_staging_ + 1) % kStagingBuffers;
+    staging_wrapped_ |= next_staging_ == 0;
+  }
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
+  // What this packet's way of going (compressed or not) achieved: its
+  // pages' bytes over the time compressing and sending took. Bytes and
+  // time decay separately, so the few sends that block while a socket
+  // buffer drains weigh by their time, not as one sample among many that
+  // found room at once.
+  if (compression_ == Compression::kAuto && page_bytes != 0) {
+    Throughput& t = mode_[tried ? 1 : 0];
+    t.bytes = 0.9 * t.bytes + static_cast<double>(page_bytes);
+    t.ns =
+        0.9 * t.ns + static_cast<double>(channels::MonotonicNs() - mode_start);
+  }
   // After the send, from memory the send path just read: what the
   // destination will hold for these pages unless a later round re-sends
   // them (a page written meanwhile is dirty, so it is sent again). A zero
@@ -174,9 +209,59 @@ absl::Status ChannelSender::SendData(const Command& c,
   packets_.Add();
   pages_.Add(c.page_count);
   zero_pages_sent_.Add(zeros);
-  payload_bytes_.Add(uint64_t{c.page_count - zeros} * region.page_size);
+  payload_bytes_.Add(*compressed != 0 ? *compressed : page_bytes);
   header_bytes_.Add(header_bytes);
   return absl::OkStatus();
+}
+
+bool ChannelSender::CompressionPays() {
+  // Whichever way moved pages faster lately, measured on this channel's
+  // own link and data. The other way is tried every kProbeEvery packets,
+  // so a change (a link that slows, data that stops shrinking) is seen.
+  // A way must beat the current one by a quarter to take over: one
+  // sample that found a socket buffer empty does not flip the choice.
+  const double on = mode_[1].bytes * mode_[0].ns;
+  const double off = mode_[0].bytes * mode_[1].ns;
+  const bool faster_compressed =
+      compressing_ ? on * 1.25 > off : on > off * 1.25;
+  // Each way once first: as they are, then compressed.
+  if (mode_[0].ns == 0) return false;
+  if (mode_[1].ns == 0) return true;
+  if (++packets_since_probe_ >= kProbeEvery) {
+    packets_since_probe_ = 0;
+    return !faster_compressed;
+  }
+  compressing_ = faster_compressed;
+  return compressing_;
+}
+
+absl::StatusOr<size_t> ChannelSender::MaybeCompress(uint64_t payload_bytes,
+                                                    bool* tried) {
+  if (compressor_ == nullptr || payload_bytes == 0 ||
+      payload_bytes > kMaxCompressedPayload) {
+    return 0;
+  }
+  if (compression_ == Compression::kAuto && !CompressionPays()) return 0;
+  *tried = true;
+  if (staging_.empty()) {
+    staging_.assign(kStagingBuffers,
+                    std::vector<uint8_t>(kMaxCompressedPayload));
+  }
+  // The buffer about to be reused may still be in a zero-copy send.
+  if (next_staging_ == 0 && staging_wrapped_ &&
+      (transport_->capabilities() & channels::kCapZeroCopy) != 0) {
+    if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+  }
+  const uint64_t start = channels::MonotonicNs();
+  const size_t n =
+      compressor_->Compress(iov_, absl::MakeSpan(staging_[next_staging_]));
+  compress_ns_.Add(channels::MonotonicNs() - start);
+  if (n != 0) {
+    compressed_packets_.Add();
+    compressed_input_bytes_.Add(payload_bytes);
+    compressed_output_bytes_.Add(n);
+  }
+  return n;
 }
 
 uint32_t ChannelSender::FlagZeroPages(const Region& region,
@@ -263,6 +348,10 @@ void ChannelSender::ExportStats(ChannelStats* out) const {
   out->zero_pages = zero_pages_sent_.get();
   out->untouched_pages = untouched_pages_.get();
   out->zero_range_packets = zero_range_packets_.get();
+  out->compressed_packets = compressed_packets_.get();
+  out->compressed_input_bytes = compressed_input_bytes_.get();
+  out->compressed_output_bytes = compressed_output_bytes_.get();
+  out->compress_ns = compress_ns_.get();
 }
 
 }  // namespace ramferry::engine

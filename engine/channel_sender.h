@@ -15,8 +15,10 @@
 #include "absl/types/span.h"
 #include "channels/transport.h"
 #include "engine/command_ring.h"
+#include "engine/compressor.h"
 #include "engine/failure.h"
 #include "engine/verify.h"
+#include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
 
@@ -42,6 +44,10 @@ class ChannelSender {
     // All-zero pages go as flagged offsets, without their bytes
     // (kCapZeroPages).
     bool zero_pages = false;
+    // Payloads may go as zstd frames (kCapCompressedPages); ignored on a
+    // transport with channels::kCapRemotePlacement.
+    Compression compression = Compression::kOff;
+    int compression_level = 1;
   };
 
   // A failure ends the session through `failure`, unless `on_loss` is set
@@ -73,6 +79,12 @@ class ChannelSender {
   absl::Status SendData(const Command& command, uint32_t next_header_bytes);
   absl::Status SendZeroRanges(const Command& command,
                               uint32_t next_header_bytes);
+  // The payload to send for `payload_bytes` bytes in iov_: a compressed
+  // copy in a staging buffer (and its size), or nothing (0) to send iov_.
+  // `tried`: the compressor ran (its output may not have been smaller).
+  absl::StatusOr<size_t> MaybeCompress(uint64_t payload_bytes, bool* tried);
+  // Whether kAuto should compress the next packet, from what it measured.
+  bool CompressionPays();
   // Flags the zero pages among `offsets` into wire_offsets_; returns how
   // many there were.
   uint32_t FlagZeroPages(const Region& region,
@@ -97,9 +109,29 @@ class ChannelSender {
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
   std::vector<uint64_t> wire_offsets_;  // offsets, zero pages flagged
+
+  // Compression (channel thread only). A zero-copy transport may still
+  // read a staging buffer after SendPacket returns: the buffers rotate,
+  // and the transport is flushed before one is reused.
+  static constexpr size_t kStagingBuffers = 4;
+  static constexpr uint64_t kProbeEvery = 32;  // kAuto: the other way, once
+  const Compression compression_;
+  std::unique_ptr<PacketCompressor> compressor_;
+  std::vector<std::vector<uint8_t>> staging_;
+  size_t next_staging_ = 0;
+  bool staging_wrapped_ = false;
+  uint64_t packets_since_probe_ = 0;
+  // kAuto: page bytes moved and the time it took, decaying, for packets
+  // sent as they are ([0]) and through the compressor ([1]).
+  struct Throughput {
+    double bytes = 0, ns = 0;
+  };
+  Throughput mode_[2];
+  bool compressing_ = false;  // the way kAuto chose, between probes
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
       finishes_, thread_cpu_ns_, zero_pages_sent_, untouched_pages_,
-      zero_range_packets_;
+      zero_range_packets_, compressed_packets_, compressed_input_bytes_,
+      compressed_output_bytes_, compress_ns_;
   channels::LatencyHistogram send_latency_;
 };
 

@@ -71,6 +71,11 @@ absl::Status ValidateOptions(const SessionOptions& o) {
         "survive_channel_loss is not supported on rdma: use tcp, "
         "tcp-zerocopy or uring-zc, or turn it off");
   }
+  // zstd's range, less its "ultra" levels (which need large windows).
+  if (o.compression_level < -100 || o.compression_level > 19) {
+    return bad("compression_level = %d; want [-100, 19] (zstd's levels)",
+               o.compression_level);
+  }
   if (o.survive_channel_loss && o.single_thread) {
     return bad(
         "survive_channel_loss needs channel threads: turn off single_thread");

@@ -441,6 +441,7 @@ absl::Status ReceiverImpl::StartChannels() {
     config.next_header_size = (capabilities_ & proto::kCapNextHeaderSize) != 0;
     config.arrival_digests = arrival_digests_.get();
     config.zero_pages = zero_pages_.get();
+    config.compressed_pages = (capabilities_ & proto::kCapCompressedPages) != 0;
     survive = survive_;
   }
   surviving_ = survive;

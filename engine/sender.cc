@@ -293,6 +293,10 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
         (capabilities_ & proto::kCapNextHeaderSize) != 0;
     config.sent_digests = sent_digests_.get();
     config.zero_pages = (capabilities_ & proto::kCapZeroPages) != 0;
+    if ((capabilities_ & proto::kCapCompressedPages) != 0) {
+      config.compression = options_.compression;
+      config.compression_level = options_.compression_level;
+    }
     channels_.push_back(
         std::make_unique<ChannelSender>(i, std::move(*transport), regions_,
                                         config, &failure_, std::move(on_loss)));
@@ -305,6 +309,9 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (options_.survive_channel_loss) caps |= proto::kCapSurviveChannelLoss;
   if (options_.announce_next_header) caps |= proto::kCapNextHeaderSize;
   if (options_.zero_pages) caps |= proto::kCapZeroPages;
+  if (options_.compression != Compression::kOff) {
+    caps |= proto::kCapCompressedPages;
+  }
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kCapArrivalDigests;
   }

@@ -17,6 +17,10 @@ ChannelStats SessionStats::Total() const {
     t.untouched_pages += c.untouched_pages;
     t.zero_range_packets += c.zero_range_packets;
     t.zero_pages_written += c.zero_pages_written;
+    t.compressed_packets += c.compressed_packets;
+    t.compressed_input_bytes += c.compressed_input_bytes;
+    t.compressed_output_bytes += c.compressed_output_bytes;
+    t.compress_ns += c.compress_ns;
     t.syncs += c.syncs;
     t.finishes += c.finishes;
     t.send_calls += c.send_calls;

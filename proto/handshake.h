@@ -63,10 +63,14 @@ enum Capability : uint64_t {
   // All-zero pages travel as flagged offsets with no payload, and pages
   // the source never touched as ZERO_RANGES packets (proto/packet.h).
   kCapZeroPages = 1ull << 6,
+  // A data packet's payload may be one zstd frame of its pages
+  // (PacketHeader::compressed_bytes).
+  kCapCompressedPages = 1ull << 7,
 };
 inline constexpr uint64_t kKnownCapabilities =
     kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch | kCapSurviveChannelLoss |
-    kCapNextHeaderSize | kCapArrivalDigests | kCapZeroPages;
+    kCapNextHeaderSize | kCapArrivalDigests | kCapZeroPages |
+    kCapCompressedPages;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -22,7 +22,8 @@ size_t EncodePacketHeader(const PacketHeader& h,
   Store32(p + 32, h.region_id);
   Store32(p + 36, h.page_size);
   Store32(p + 40, h.next_header_bytes);
-  std::memset(p + 44, 0, kPacketFixedBytes - 44);
+  Store32(p + 44, h.compressed_bytes);
+  std::memset(p + 48, 0, kPacketFixedBytes - 48);
   for (uint32_t i = 0; i < h.page_count; ++i) {
     Store64(p + kPacketFixedBytes + size_t{8} * i, offsets[i]);
   }
@@ -56,6 +57,7 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   h.region_id = Load32(p + 32);
   h.page_size = Load32(p + 36);
   h.next_header_bytes = Load32(p + 40);
+  h.compressed_bytes = Load32(p + 44);
   // At most one flag: a packet is one thing.
   if ((h.flags & ~kKnownPacketFlags) != 0 || (h.flags & (h.flags - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -70,10 +72,13 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
         absl::StrFormat("packet names channel %d but arrived on channel %d",
                         h.channel, channel));
   }
-  // Without the capability the announcement is a reserved field like the
-  // rest, and must be zero.
-  for (size_t i = features.next_header_size ? 44 : 40; i < kPacketFixedBytes;
-       ++i) {
+  // Without its capability a field is reserved like the rest, and must be
+  // zero.
+  for (size_t i = 40; i < kPacketFixedBytes; ++i) {
+    if ((i < 44 && features.next_header_size) ||
+        (i >= 44 && i < 48 && features.compressed_pages)) {
+      continue;
+    }
     if (p[i] != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "packet reserved byte %d is 0x%02x, want 0", i, p[i]));
@@ -95,6 +100,14 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
         "%s packet carries page_count %d region_id %d page_size %d; want 0",
         (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count, h.region_id,
         h.page_size));
+  }
+  if (const uint32_t c = h.compressed_bytes; c != 0) {
+    if (!h.is_data() || c > kMaxCompressedBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet says %d compressed bytes; only a data packet may, and at "
+          "most %d",
+          c, kMaxCompressedBytes));
+    }
   }
   if (const uint32_t n = h.next_header_bytes; n != 0) {
     if (h.flags & kPacketFinish) {

@@ -13,7 +13,12 @@
 //             receiver read a packet's payload and the whole next header in
 //             one call and still validate that header before asking for a
 //             byte of its payload.
-//   44 u8[20] reserved: zero, so a later version can give them meaning
+//   44 u32 compressed_bytes: with kCapCompressedPages, on a data packet,
+//             non-zero when the payload is one zstd frame of this many
+//             bytes that expands to the packet's pages (those not flagged
+//             zero), in offset order; 0: the pages as they are. Without
+//             the capability always 0.
+//   48 u8[16] reserved: zero, so a later version can give them meaning
 //             behind a capability bit without breaking old peers.
 //   64 u64 offsets[page_count]: byte offset of each page in its region.
 //             With kCapZeroPages, bit 0 of an offset (free: offsets are
@@ -75,7 +80,14 @@ struct PacketFeatures {
   // Offsets may carry kZeroPageFlag; ZERO_RANGES packets may come
   // (kCapZeroPages).
   bool zero_pages = false;
+  // compressed_bytes may be non-zero (kCapCompressedPages), up to
+  // kMaxCompressedBytes.
+  bool compressed_pages = false;
 };
+
+// The most bytes one compressed payload may take on the wire; a frame
+// must also be smaller than the pages it expands to.
+inline constexpr uint32_t kMaxCompressedBytes = 4u << 20;
 
 struct PacketHeader {
   uint16_t flags = kPacketData;
@@ -86,6 +98,7 @@ struct PacketHeader {
   uint32_t region_id = 0;
   uint32_t page_size = 0;
   uint32_t next_header_bytes = 0;  // 0: not announced
+  uint32_t compressed_bytes = 0;   // 0: the payload is not compressed
 
   bool is_data() const { return flags == kPacketData; }
   bool is_zero_ranges() const { return flags == kPacketZeroRanges; }

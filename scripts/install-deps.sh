@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev libboost-dev liburing-dev libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libssl-dev
+  libzstd-dev
   nlohmann-json3-dev util-linux
   clang clang-format clang-tidy
   # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes (only recommended

@@ -34,6 +34,21 @@ enum class VerifyMode : uint8_t {
   kReread,
 };
 
+// Whether the source compresses packet payloads (zstd), for links slower
+// than the compressor. A compressed payload is built in a staging buffer:
+// its packet is still one write, but not zero-copy from the pages.
+enum class Compression : uint8_t {
+  kOff,
+  // Every packet whose pages shrink.
+  kOn,
+  // Each channel measures its link (the bytes per second its sends take)
+  // and the compressor on the data it sends (a sample packet every so
+  // often), and compresses while the link is slower than the compressor
+  // and the data shrinks (by 10% at least): off on fast links and on
+  // incompressible data.
+  kAuto,
+};
+
 struct SessionOptions {
   // Source: where to connect. Destination: where to listen (port 0 picks
   // a free port; Receiver::port() tells which).
@@ -91,6 +106,11 @@ struct SessionOptions {
   // re-sent when their channel is lost, so that session sends them as
   // zero pages).
   bool skip_untouched = true;
+  // Source: see Compression. The destination accepts compressed packets
+  // whatever this says. Not on transports that place pages in the peer's
+  // memory themselves (rdma), which send the pages as they are.
+  Compression compression = Compression::kOff;
+  int compression_level = 1;  // zstd's; negative is faster, 1..19 smaller
 
   // Source: no channel threads; the scheduler drives each channel itself
   // (the baseline the producer/consumer split is measured against).

@@ -24,6 +24,14 @@ struct ChannelStats {
   // Destination: of zero_pages + untouched_pages, the pages it had to
   // zero-fill (the rest already read as zero and were not written).
   uint64_t zero_pages_written = 0;
+  // Compression (kCapCompressedPages): packets whose payload went as a
+  // zstd frame, the page bytes they held and the frame bytes that
+  // travelled (in payload_bytes); time the channel spent compressing
+  // (source) or expanding (destination).
+  uint64_t compressed_packets = 0;
+  uint64_t compressed_input_bytes = 0;
+  uint64_t compressed_output_bytes = 0;
+  uint64_t compress_ns = 0;
   uint64_t syncs = 0;     // SYNC packets (round barriers)
   uint64_t finishes = 0;  // FINISH packets (0 or 1)
   // Send side.

@@ -101,7 +101,8 @@ TEST_P(CapabilityConformance, AdvertisesKnownBitsInlineSendsOnlyOnVerbs) {
   constexpr uint32_t kKnown =
       channels::kCapZeroCopy | channels::kCapHeaderSlots |
       channels::kCapCompletionPolicies | channels::kCapRegisteredBuffers |
-      channels::kCapInlineSends | channels::kCapBatchedSubmit;
+      channels::kCapInlineSends | channels::kCapBatchedSubmit |
+      channels::kCapRemotePlacement;
   EXPECT_EQ(caps_ & ~kKnown, 0u) << "unknown capability bits";
   // Following each policy means reusing header slots by completion.
   EXPECT_EQ(Has(channels::kCapCompletionPolicies),
@@ -126,7 +127,8 @@ TEST_P(CapabilityConformance, AdvertisesKnownBitsInlineSendsOnlyOnVerbs) {
       EXPECT_EQ(caps_, channels::kCapZeroCopy | channels::kCapHeaderSlots |
                            channels::kCapCompletionPolicies |
                            channels::kCapRegisteredBuffers |
-                           channels::kCapInlineSends);
+                           channels::kCapInlineSends |
+                           channels::kCapRemotePlacement);
       break;
     default:
       break;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/compressor.h"
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
@@ -99,13 +100,53 @@ void AppendZeroRanges(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
   s->insert(s->end(), b.begin(), b.end());
 }
 
+// A data packet whose payload is `frame`, said to be `compressed_bytes`
+// long (the frame's size unless a test lies).
+void AppendCompressed(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
+                      const std::vector<uint64_t>& offsets,
+                      const std::vector<uint8_t>& frame,
+                      uint32_t compressed_bytes = 0) {
+  proto::PacketHeader h;
+  h.channel = kChannel;
+  h.packet_num = num;
+  h.round = round;
+  h.region_id = 1;
+  h.page_size = 4096;
+  h.page_count = static_cast<uint32_t>(offsets.size());
+  h.compressed_bytes = compressed_bytes != 0
+                           ? compressed_bytes
+                           : static_cast<uint32_t>(frame.size());
+  std::vector<uint8_t> b = Header(h, offsets);
+  s->insert(s->end(), b.begin(), b.end());
+  s->insert(s->end(), frame.begin(), frame.end());
+}
+
+// A frame of `pages` pages of text, compressed as the source does.
+std::vector<uint8_t> TextFrame(size_t pages, std::vector<uint8_t>* text) {
+  text->clear();
+  const char* w = "ramferry moves pages ";
+  while (text->size() < pages * 4096) text->insert(text->end(), w, w + 21);
+  text->resize(pages * 4096);
+  std::vector<iovec> runs;
+  for (size_t i = 0; i < pages; ++i)
+    runs.push_back({text->data() + i * 4096, 4096});
+  std::vector<uint8_t> frame(kMaxCompressedPayload);
+  auto c = PacketCompressor::Create(1);
+  EXPECT_TRUE(c.ok());
+  frame.resize((*c)->Compress(runs, absl::MakeSpan(frame)));
+  EXPECT_GT(frame.size(), 0u);
+  return frame;
+}
+
 // One 4-page region (filled with `prefill`, and known to read as zero when
 // `reads_as_zero`) and a receiver on channel kChannel reading `stream`,
-// with kCapZeroPages when `zero_pages`.
+// with kCapZeroPages when `zero_pages` and kCapCompressedPages when
+// `compressed`.
 struct Fixture {
   explicit Fixture(const std::vector<uint8_t>& bytes,
                    bool next_header_size = false, bool zero_pages = false,
-                   bool reads_as_zero = false, uint8_t prefill = 0)
+                   bool reads_as_zero = false, uint8_t prefill = 0,
+                   bool compressed = false)
       : stream(bytes),
         region(MakePrefilled(prefill, reads_as_zero)),
         table({&region.region, 1}),
@@ -119,7 +160,8 @@ struct Fixture {
         rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
            {.max_pages = kMaxPages,
             .next_header_size = next_header_size,
-            .zero_pages = zero_pages ? &zero_fill : nullptr},
+            .zero_pages = zero_pages ? &zero_fill : nullptr,
+            .compressed_pages = compressed},
            &barrier, &failure) {}
 
   static testing::TestRegion MakePrefilled(uint8_t prefill,
@@ -400,6 +442,90 @@ TEST(ChannelReceiverTest, BadZeroPagesAndRangesAreRefused) {
     for (uint64_t off = 0; off < 4 * 4096; off += 4096) {
       EXPECT_EQ(f.byte_at(off), 0x33) << c.want;
     }
+  }
+}
+
+// kCapCompressedPages: a frame expands into the packet's pages, zero
+// pages left out; SYNC counts every page.
+TEST(ChannelReceiverTest, CompressedPayloadExpandsIntoItsPages) {
+  std::vector<uint8_t> text;
+  const std::vector<uint8_t> frame = TextFrame(2, &text);
+  std::vector<uint8_t> s;
+  AppendCompressed(&s, 0, 0, {4096 * 3, 4096 | proto::kZeroPageFlag, 0}, frame);
+  AppendMarker(&s, proto::kPacketSync, 1, 0);
+  AppendMarker(&s, proto::kPacketFinish, 2, 1);
+  Fixture f(s, false, /*zero_pages=*/true, false, /*prefill=*/0x11,
+            /*compressed=*/true);
+  ASSERT_TRUE(f.RunToEnd().ok());
+  EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 3u)));
+  const auto* base = static_cast<const uint8_t*>(f.region.region.base);
+  EXPECT_EQ(std::memcmp(base + 4096 * 3, text.data(), 4096), 0);
+  EXPECT_EQ(std::memcmp(base, text.data() + 4096, 4096), 0);
+  EXPECT_EQ(f.byte_at(4096), 0);
+  EXPECT_EQ(f.byte_at(2 * 4096), 0x11);
+  ChannelStats st;
+  f.rx.ExportStats(&st);
+  EXPECT_EQ(st.compressed_packets, 1u);
+  EXPECT_EQ(st.compressed_input_bytes, 2u * 4096);
+  EXPECT_EQ(st.compressed_output_bytes, frame.size());
+  EXPECT_EQ(st.payload_bytes, frame.size());
+}
+
+// Lengths that lie, frames that do not fit, and compression nobody
+// negotiated: each ends the channel with a clear error, and no page
+// outside those the packet names changes.
+TEST(ChannelReceiverTest, BadCompressedPayloadsAreRefused) {
+  std::vector<uint8_t> text;
+  const std::vector<uint8_t> frame = TextFrame(2, &text);
+  struct Case {
+    bool compressed;
+    std::vector<uint8_t> stream;
+    const char* want;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{false, {}, "reserved byte 4"};
+    AppendCompressed(&c.stream, 0, 0, {0, 4096}, frame);
+    cases.push_back(c);
+  }
+  {
+    // Says the frame is as large as the pages: nothing saved, refused
+    // before a byte of it is read.
+    Case c{true, {}, "want fewer than the pages"};
+    AppendCompressed(&c.stream, 0, 0, {0, 4096}, frame, 2 * 4096);
+    cases.push_back(c);
+  }
+  {
+    Case c{true, {}, "not a frame of the 4096 bytes"};
+    AppendCompressed(&c.stream, 0, 0, {0}, frame);  // 2 pages into 1
+    cases.push_back(c);
+  }
+  {
+    // A shorter length than the frame: the frame is cut, and what
+    // follows is not the next header.
+    Case c{true, {}, "bad packet 0"};
+    AppendCompressed(&c.stream, 0, 0, {0, 4096}, frame,
+                     static_cast<uint32_t>(frame.size() - 8));
+    cases.push_back(c);
+  }
+  {
+    Case c{true, {}, "only a data packet may"};
+    proto::PacketHeader h;
+    h.flags = proto::kPacketSync;
+    h.channel = kChannel;
+    h.compressed_bytes = 100;
+    c.stream = Header(h, {});
+    cases.push_back(c);
+  }
+  for (Case& c : cases) {
+    // A next header to read with the payload, so the frame is checked.
+    AppendMarker(&c.stream, proto::kPacketFinish, 1, 0);
+    Fixture f(c.stream, false, false, false, /*prefill=*/0x33, c.compressed);
+    absl::StatusOr<ChannelReceiver::Step> step = f.RunToEnd();
+    ASSERT_FALSE(step.ok()) << c.want;
+    EXPECT_THAT(std::string(step.status().message()), HasSubstr(c.want));
+    EXPECT_EQ(f.byte_at(2 * 4096), 0x33) << c.want;
+    EXPECT_EQ(f.byte_at(3 * 4096), 0x33) << c.want;
   }
 }
 

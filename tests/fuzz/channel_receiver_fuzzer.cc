@@ -12,6 +12,9 @@
 //    packet's header names, in order, each wholly inside that region, less
 //    the zero pages (with kCapZeroPages): the header is re-read here from
 //    the stream, independently of the decoders.
+//  - A compressed payload (kCapCompressedPages) is read into a buffer of
+//    exactly its stated size, which is smaller than the pages it names;
+//    what it expands to lands only in those pages (the canaries).
 //  - Each SYNC reports the pages applied in its round, rounds in order (with
 //    kCapZeroPages, at least those: ZERO_RANGES pages come on top). Zero
 //    pages and ranges are applied to memory that is not known to read as
@@ -112,6 +115,17 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
     FUZZ_CHECK(off < r->length && r->length - off >= r->page_size);
     if (!proto::IsZeroPageEntry(entry)) want.push_back(base + off);
   }
+  if (const uint32_t compressed = proto::Load32(fixed + 44); compressed != 0) {
+    FUZZ_CHECK(dst.size() == 1 && count == compressed);
+    FUZZ_CHECK(compressed < want.size() * r->page_size);
+    auto* p = static_cast<uint8_t*>(dst[0].iov_base);
+    for (const GuardedRegion& g : Regions()) {
+      const uint8_t* m = g.memory->data();
+      FUZZ_CHECK(p + count <= m || p >= m + g.memory->size());
+    }
+    *pages += page_count;
+    return;
+  }
   FUZZ_CHECK(count == want.size() * r->page_size);
   // The pages the receiver is about to fill, in order.
   std::vector<uint8_t*> got;
@@ -180,7 +194,8 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
       cfg.channel, std::move(owned), &table,
       {.max_pages = cfg.max_pages,
        .next_header_size = cfg.next_header_size,
-       .zero_pages = cfg.zero_pages ? &zero_pages : nullptr},
+       .zero_pages = cfg.zero_pages ? &zero_pages : nullptr,
+       .compressed_pages = cfg.compressed_pages},
       &barrier, &failure);
 
   int idle_steps = 0;

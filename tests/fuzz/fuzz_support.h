@@ -61,23 +61,27 @@ inline uint8_t EncodePacketHeaderConfig(uint32_t channel, int max_pages_index,
 //   bits 2-3: the negotiated max pages per packet (kFuzzMaxPages)
 //   bit 4:    kCapNextHeaderSize negotiated (headers announce the next)
 //   bit 5:    kCapZeroPages negotiated (zero pages and ZERO_RANGES)
+//   bit 6:    kCapCompressedPages negotiated (zstd frames as payload)
 // The destination's regions are fixed (kFuzzRegions).
 struct ReceiverConfig {
   uint32_t channel;
   uint32_t max_pages;
   bool next_header_size;
   bool zero_pages;
+  bool compressed_pages;
 };
 inline ReceiverConfig DecodeReceiverConfig(uint8_t b) {
-  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3], (b & 0x10) != 0,
-          (b & 0x20) != 0};
+  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3], (b & 0x10) != 0, (b & 0x20) != 0,
+          (b & 0x40) != 0};
 }
 inline uint8_t EncodeReceiverConfig(uint32_t channel, int max_pages_index,
                                     bool next_header_size = false,
-                                    bool zero_pages = false) {
+                                    bool zero_pages = false,
+                                    bool compressed_pages = false) {
   return static_cast<uint8_t>((channel & 3) | (max_pages_index & 3) << 2 |
                               (next_header_size ? 0x10 : 0) |
-                              (zero_pages ? 0x20 : 0));
+                              (zero_pages ? 0x20 : 0) |
+                              (compressed_pages ? 0x40 : 0));
 }
 
 struct FuzzRegionShape {

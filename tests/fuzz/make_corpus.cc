@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/compressor.h"
 #include "proto/auth.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
@@ -110,6 +111,25 @@ proto::PacketHeader ZeroRanges(uint32_t channel, uint64_t num, uint64_t round,
   return h;
 }
 constexpr uint64_t kZ = proto::kZeroPageFlag;
+
+// `h` saying its payload is a frame of `bytes` (kCapCompressedPages).
+proto::PacketHeader Compressed(proto::PacketHeader h, uint32_t bytes) {
+  h.compressed_bytes = bytes;
+  return h;
+}
+
+// A real frame of `pages` pages of `page_size` bytes of text, as the
+// source's compressor makes it.
+Bytes TextFrame(uint32_t pages, uint32_t page_size) {
+  Bytes text(size_t{pages} * page_size);
+  const char* w = "seed corpus text ";
+  for (size_t i = 0; i < text.size(); ++i) text[i] = w[i % 17];
+  iovec run{text.data(), text.size()};
+  Bytes frame(engine::kMaxCompressedPayload);
+  auto c = engine::PacketCompressor::Create(1);
+  frame.resize(c.ok() ? (*c)->Compress({&run, 1}, absl::MakeSpan(frame)) : 0);
+  return frame;
+}
 
 void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
   auto seed = [&](const char* name, uint8_t cfg, Bytes header) {
@@ -202,6 +222,15 @@ void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
        Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, 0}));
   seed("edge_zero_range_unaligned", mib,
        Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, 100}));
+  // Compressed payloads (kCapCompressedPages, the second pass).
+  seed("compressed_data", mib,
+       Header(Compressed(Data(0, 0, 0, 1, 4096, 2), 300), {0, 4096}));
+  seed("edge_compressed_on_sync", mib,
+       Header(Compressed(Marker(proto::kPacketSync, 0, 4, 0), 300), {}));
+  seed("edge_compressed_over_max", mib,
+       Header(Compressed(Data(0, 0, 0, 1, 4096, 2),
+                         proto::kMaxCompressedBytes + 1),
+              {0, 4096}));
 }
 
 // --- handshake ---
@@ -667,6 +696,35 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
   seed("edge_zero_ranges_truncated", zero, ranges_cut);
   seed("edge_zero_page_past_region", zero,
        Packet(Data(0, 0, 0, 2, 512, 1), {512 * 8 | kZ}));
+  // Compressed payloads (bit 6), with zero pages beside them.
+  const uint8_t packed = EncodeReceiverConfig(0, 2, true, true, true);
+  const Bytes frame = TextFrame(2, 4096);
+  const uint32_t n = static_cast<uint32_t>(frame.size());
+  seed("compressed_two_rounds", packed,
+       Cat({Header(Announcing(Compressed(Data(0, 0, 0, 1, 4096, 3), n), 64),
+                   {0, 4096 | kZ, 4096 * 2}),
+            frame, Header(Marker(proto::kPacketSync, 0, 1, 0), {}),
+            Packet(Data(0, 2, 1, 1, 4096, 1), {4096 * 3}),
+            Header(Marker(proto::kPacketSync, 0, 3, 1), {}),
+            Header(Marker(proto::kPacketFinish, 0, 4, 2), {})}));
+  const Bytes finish = Header(Marker(proto::kPacketFinish, 0, 1, 0), {});
+  seed("edge_compressed_into_fewer_pages", packed,
+       Cat({Header(Compressed(Data(0, 0, 0, 1, 4096, 1), n), {0}), frame,
+            finish}));
+  seed("edge_compressed_length_short", packed,
+       Cat({Header(Compressed(Data(0, 0, 0, 1, 4096, 2), n - 9), {0, 4096}),
+            frame, finish}));
+  seed("edge_compressed_not_smaller", packed,
+       Cat({Header(Compressed(Data(0, 0, 0, 1, 4096, 2), 8192), {0, 4096}),
+            frame, finish}));
+  Bytes corrupt = frame;
+  for (size_t i = 10; i < corrupt.size(); i += 5) corrupt[i] ^= 0x33;
+  seed("edge_compressed_corrupt", packed,
+       Cat({Header(Compressed(Data(0, 0, 0, 1, 4096, 2), n), {0, 4096}),
+            corrupt, finish}));
+  seed("edge_compressed_without_capability", ch0,
+       Cat({Header(Compressed(Data(0, 0, 0, 1, 4096, 2), n), {0, 4096}), frame,
+            finish}));
 }
 
 Corpus Generate() {

@@ -1,7 +1,8 @@
 // Fuzzes the data-channel packet header decoders, DecodePacketFixed,
 // DecodePageOffsets and DecodeZeroRanges, with the channel, page bound and
 // region length taken from the first input byte (see PacketHeaderConfig).
-// Each input is decoded twice: without and with kCapZeroPages.
+// Each input is decoded twice: without and with kCapZeroPages and
+// kCapCompressedPages.
 //
 // Properties: every accepted header obeys the rules the receiver relies on
 // (its channel, page count bound, SYNC/FINISH carry nothing, ZERO_RANGES
@@ -48,13 +49,19 @@ void CheckZeroRanges(const proto::PacketHeader& h,
 
 void FuzzPacketHeader(absl::Span<const uint8_t> in,
                       const PacketHeaderConfig& cfg, bool zero_pages) {
+  // The second pass turns on both the zero-page and compression fields.
   const proto::PacketFeatures features{.next_header_size = cfg.next_header_size,
-                                       .zero_pages = zero_pages};
+                                       .zero_pages = zero_pages,
+                                       .compressed_pages = zero_pages};
   absl::StatusOr<proto::PacketHeader> h =
       proto::DecodePacketFixed(in, cfg.channel, cfg.max_pages, features);
   if (!h.ok()) return;
   FUZZ_CHECK(h->channel == cfg.channel);
   FUZZ_CHECK((h->flags & ~proto::kKnownPacketFlags) == 0);
+  if (h->compressed_bytes != 0) {
+    FUZZ_CHECK(zero_pages && h->is_data());
+    FUZZ_CHECK(h->compressed_bytes <= proto::kMaxCompressedBytes);
+  }
   if (h->is_data()) {
     FUZZ_CHECK(h->page_count >= 1 && h->page_count <= cfg.max_pages);
   } else if (h->is_zero_ranges()) {
@@ -111,7 +118,8 @@ void FuzzPacketHeader(absl::Span<const uint8_t> in,
              again->round == h->round && again->page_count == h->page_count &&
              again->region_id == h->region_id &&
              again->page_size == h->page_size &&
-             again->next_header_bytes == h->next_header_bytes);
+             again->next_header_bytes == h->next_header_bytes &&
+             again->compressed_bytes == h->compressed_bytes);
 }
 
 void FuzzPacketHeader(absl::Span<const uint8_t> in) {

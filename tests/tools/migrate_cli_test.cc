@@ -68,7 +68,8 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
                            "seed",           "json",
                            "key_file",       "key",
                            "image",          "make_image",
-                           "zero_pages"}) {
+                           "zero_pages",     "compress",
+                           "compress_level"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
@@ -494,6 +495,44 @@ TEST_F(SlowLinkTest, DirtyRateAboveTheLinkEndsByMaxRoundsAndVerifies) {
   EXPECT_GT(j["dirty_rate_pages_per_s"].get<double>() * 4096,
             j["throughput_gb_per_s"].get<double>() * 1e9 / 4)
       << "the workload did not outpace the link";
+}
+
+// The sum of a per-channel counter in a report's channel_stats.
+uint64_t ChannelSum(const Json& report, const char* key) {
+  uint64_t n = 0;
+  for (const Json& c : report["channel_stats"]) n += c[key].get<uint64_t>();
+  return n;
+}
+
+// --compress=auto compresses text on a link slower than the compressor
+// and leaves it off on loopback, where the link is faster: each channel
+// then compresses only its sample packets (one in 32).
+TEST_F(SlowLinkTest, AutoCompressionFollowsTheLink) {
+  LimitLink("250mbit");
+  const std::vector<std::string> run = {kMigrate,
+                                        "--demo",
+                                        "--json",
+                                        "--size=64MiB",
+                                        "--image=text=80,random=20",
+                                        "--dirty-rate=0",
+                                        "--compress=auto"};
+  CommandResult slow = RunCommand(InNamespace(run));
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  Json s = ParseJson(slow);
+  EXPECT_EQ(s["verified"], true);
+  // The first packets fill the socket buffers without waiting for the
+  // link, and go as they are until a compressed one proves faster.
+  const uint64_t packets = ChannelSum(s, "packets");
+  EXPECT_GT(ChannelSum(s, "compressed_packets"), packets / 4);
+  EXPECT_LT(s["payload_bytes"].get<uint64_t>(), (64u << 20) * 8 / 10);
+  EXPECT_EQ(s["destination"]["payload_bytes"], s["payload_bytes"]);
+
+  CommandResult fast = RunCommand(run);
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  Json f = ParseJson(fast);
+  EXPECT_EQ(f["verified"], true);
+  EXPECT_LE(ChannelSum(f, "compressed_packets"), ChannelSum(f, "packets") / 8)
+      << "loopback outruns the compressor: auto should stay off";
 }
 
 TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {

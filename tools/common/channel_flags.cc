@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "ramferry/transport.h"
@@ -13,6 +14,14 @@ ABSL_FLAG(std::string, completion, "wrap",
           "zero-copy completion policy: wrap | slot | each");
 ABSL_FLAG(bool, registered_buffers, false,
           "uring-zc: send pages from io_uring registered buffers");
+ABSL_FLAG(std::string, compress, "off",
+          "source: compress packet payloads with zstd: off | on | auto "
+          "(each channel compresses while the link, as its sends measure "
+          "it, is slower than the compressor on the data it sends); a "
+          "compressed packet is built in a staging buffer, so it is not "
+          "zero-copy. Not on rdma");
+ABSL_FLAG(int, compress_level, 1,
+          "zstd level for --compress (negative: faster, larger)");
 ABSL_FLAG(bool, uring_fallback, false,
           "uring-zc on a kernel without it: use tcp-zerocopy (with a "
           "warning) instead of failing");
@@ -29,6 +38,18 @@ absl::Status ApplyChannelFlags(SessionOptions* options) {
   options->header_slots = absl::GetFlag(FLAGS_header_slots);
   options->registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
   options->fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
+  const std::string compress = absl::GetFlag(FLAGS_compress);
+  if (compress == "off") {
+    options->compression = Compression::kOff;
+  } else if (compress == "on") {
+    options->compression = Compression::kOn;
+  } else if (compress == "auto") {
+    options->compression = Compression::kAuto;
+  } else {
+    return absl::InvalidArgumentError(
+        "--compress must be off, on or auto, not '" + compress + "'");
+  }
+  options->compression_level = absl::GetFlag(FLAGS_compress_level);
   return absl::OkStatus();
 }
 
