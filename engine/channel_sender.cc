@@ -141,14 +141,12 @@ absl::Status ChannelSender::Execute(const Command& c, const Command* next) {
   return absl::InternalError("unknown command type");
 }
 
-absl::Status ChannelSender::SendData(const Command& c,
-                                     uint32_t next_header_bytes) {
-  const uint64_t start = channels::MonotonicNs();
-  const Region& region = regions_[c.region];
-  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
-  if (!header.ok()) return header.status();
+proto::PacketHeader ChannelSender::RegionHeader(uint16_t flags,
+                                                const Command& c,
+                                                const Region& region,
+                                                uint32_t next_header_bytes) {
   proto::PacketHeader h;
-  h.flags = proto::kPacketData;
+  h.flags = flags;
   h.channel = index_;
   h.page_count = c.page_count;
   h.packet_num = packet_num_++;
@@ -156,6 +154,17 @@ absl::Status ChannelSender::SendData(const Command& c,
   h.region_id = region.id;
   h.page_size = region.page_size;
   h.next_header_bytes = next_header_bytes;
+  return h;
+}
+
+absl::Status ChannelSender::SendData(const Command& c,
+                                     uint32_t next_header_bytes) {
+  const uint64_t start = channels::MonotonicNs();
+  const Region& region = regions_[c.region];
+  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
+  if (!header.ok()) return header.status();
+  proto::PacketHeader h =
+      RegionHeader(proto::kPacketData, c, region, next_header_bytes);
   auto offsets = absl::MakeConstSpan(c.offsets, c.page_count);
   uint32_t zeros = 0;
   if (zero_pages_) {
@@ -284,15 +293,8 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
   const Region& region = regions_[c.region];
   absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
   if (!header.ok()) return header.status();
-  proto::PacketHeader h;
-  h.flags = proto::kPacketZeroRanges;
-  h.channel = index_;
-  h.page_count = c.page_count;
-  h.packet_num = packet_num_++;
-  h.round = c.round;
-  h.region_id = region.id;
-  h.page_size = region.page_size;
-  h.next_header_bytes = next_header_bytes;
+  const proto::PacketHeader h =
+      RegionHeader(proto::kPacketZeroRanges, c, region, next_header_bytes);
   auto words = absl::MakeConstSpan(c.offsets, c.page_count);
   size_t header_bytes = proto::EncodePacketHeader(h, words, *header);
   if (absl::Status s =

@@ -18,6 +18,7 @@
 #include "engine/compressor.h"
 #include "engine/failure.h"
 #include "engine/verify.h"
+#include "proto/packet.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
@@ -76,6 +77,11 @@ class ChannelSender {
   absl::Status Fail(const absl::Status& status);
   // `next`: the command after this one, where it is already queued.
   absl::Status Execute(const Command& command, const Command* next);
+  // The header of a packet that names `command`'s region and words; takes
+  // the next packet number.
+  proto::PacketHeader RegionHeader(uint16_t flags, const Command& command,
+                                   const Region& region,
+                                   uint32_t next_header_bytes);
   absl::Status SendData(const Command& command, uint32_t next_header_bytes);
   absl::Status SendZeroRanges(const Command& command,
                               uint32_t next_header_bytes);

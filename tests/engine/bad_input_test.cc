@@ -79,7 +79,24 @@ std::vector<BadPacket> Cases() {
     };
   };
   auto none = [](proto::PacketHeader&) {};
+  // A header (flags `flags`, `words` after the fixed part) and then
+  // `payload` bytes of junk.
+  auto raw = [](uint16_t flags, std::vector<uint64_t> words,
+                uint32_t compressed_bytes, size_t payload) {
+    return [=] {
+      proto::PacketHeader h = Data(1, 0, static_cast<uint32_t>(words.size()));
+      h.flags = flags;
+      h.compressed_bytes = compressed_bytes;
+      if (flags == proto::kPacketSync)
+        h.page_count = h.region_id = h.page_size = 0;
+      std::vector<uint8_t> b(proto::PacketHeaderBytes(h.page_count));
+      proto::EncodePacketHeader(h, words, absl::MakeSpan(b));
+      b.insert(b.end(), payload, 0x5c);
+      return b;
+    };
+  };
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  const uint16_t kRanges = proto::kPacketZeroRanges;
   return {
       {"BadMagic", patched(0, 'X'), kInvalid, "magic"},
       {"BadVersion", patched(5, 9), kInvalid, "version"},
@@ -110,6 +127,32 @@ std::vector<BadPacket> Cases() {
       {"SyncForFutureRound",
        [] { return FakeSource::Marker(proto::kPacketSync, 1, 0, 4); }, kInvalid,
        "round 4"},
+      // kCapZeroPages: zero pages and ranges are checked like offsets.
+      {"ZeroPageFlagPastRegion",
+       raw(proto::kPacketData, {kRegionBytes | proto::kZeroPageFlag}, 0, 0),
+       absl::StatusCode::kOutOfRange, "outside region 1"},
+      {"ZeroRangePastRegion", raw(kRanges, {kRegionBytes - 4096, 8192}, 0, 0),
+       absl::StatusCode::kOutOfRange, "outside region 1"},
+      {"ZeroRangeLengthWraps", raw(kRanges, {4096, ~uint64_t{4095}}, 0, 0),
+       absl::StatusCode::kOutOfRange, "outside region 1"},
+      {"ZeroRangesOverlap", raw(kRanges, {0, 8192, 4096, 4096}, 0, 0), kInvalid,
+       "ranges must ascend"},
+      {"ZeroRangesOddWordCount", raw(kRanges, {0, 4096, 8192}, 0, 0), kInvalid,
+       "even count"},
+      {"ZeroRangeEmpty", raw(kRanges, {4096, 0}, 0, 0), kInvalid,
+       "empty or not aligned"},
+      // kCapCompressedPages: a frame's length and contents are checked
+      // before and while it expands.
+      {"CompressedNotSmallerThanItsPages",
+       raw(proto::kPacketData, Offsets(2), 8192, 8192), kInvalid,
+       "want fewer than the pages"},
+      {"CompressedOverTheBound",
+       raw(proto::kPacketData, Offsets(2), proto::kMaxCompressedBytes + 1, 0),
+       kInvalid, "at most"},
+      {"CompressedJunk", raw(proto::kPacketData, Offsets(2), 100, 100 + 64),
+       kInvalid, "not a frame"},
+      {"CompressedOnASync", raw(proto::kPacketSync, {}, 100, 0), kInvalid,
+       "only a data packet may"},
   };
 }
 

@@ -40,19 +40,34 @@ std::vector<uint8_t> Header(const proto::PacketHeader& h,
   return out;
 }
 
-void AppendData(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
-                const std::vector<uint64_t>& offsets, uint8_t fill,
-                uint32_t next_header_bytes = 0) {
+// The header of packet `num` of `round` on kChannel naming region 1
+// (4 KiB pages) and `words` words.
+proto::PacketHeader RegionHeader(uint16_t flags, uint64_t num, uint64_t round,
+                                 size_t words) {
   proto::PacketHeader h;
-  h.next_header_bytes = next_header_bytes;
+  h.flags = flags;
   h.channel = kChannel;
   h.packet_num = num;
   h.round = round;
   h.region_id = 1;
   h.page_size = 4096;
-  h.page_count = static_cast<uint32_t>(offsets.size());
-  std::vector<uint8_t> b = Header(h, offsets);
+  h.page_count = static_cast<uint32_t>(words);
+  return h;
+}
+
+void AppendHeader(std::vector<uint8_t>* s, const proto::PacketHeader& h,
+                  const std::vector<uint64_t>& words) {
+  std::vector<uint8_t> b = Header(h, words);
   s->insert(s->end(), b.begin(), b.end());
+}
+
+void AppendData(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
+                const std::vector<uint64_t>& offsets, uint8_t fill,
+                uint32_t next_header_bytes = 0) {
+  proto::PacketHeader h =
+      RegionHeader(proto::kPacketData, num, round, offsets.size());
+  h.next_header_bytes = next_header_bytes;
+  AppendHeader(s, h, offsets);
   s->insert(s->end(), 4096 * offsets.size(), fill);
 }
 
@@ -72,15 +87,8 @@ void AppendMarker(std::vector<uint8_t>* s, uint16_t flags, uint64_t num,
 // only the pages without it have bytes (`fill`) in the payload.
 void AppendWithZeros(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
                      const std::vector<uint64_t>& entries, uint8_t fill) {
-  proto::PacketHeader h;
-  h.channel = kChannel;
-  h.packet_num = num;
-  h.round = round;
-  h.region_id = 1;
-  h.page_size = 4096;
-  h.page_count = static_cast<uint32_t>(entries.size());
-  std::vector<uint8_t> b = Header(h, entries);
-  s->insert(s->end(), b.begin(), b.end());
+  AppendHeader(s, RegionHeader(proto::kPacketData, num, round, entries.size()),
+               entries);
   for (uint64_t e : entries) {
     if (!proto::IsZeroPageEntry(e)) s->insert(s->end(), 4096, fill);
   }
@@ -88,16 +96,9 @@ void AppendWithZeros(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
 
 void AppendZeroRanges(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
                       const std::vector<uint64_t>& words) {
-  proto::PacketHeader h;
-  h.flags = proto::kPacketZeroRanges;
-  h.channel = kChannel;
-  h.packet_num = num;
-  h.round = round;
-  h.region_id = 1;
-  h.page_size = 4096;
-  h.page_count = static_cast<uint32_t>(words.size());
-  std::vector<uint8_t> b = Header(h, words);
-  s->insert(s->end(), b.begin(), b.end());
+  AppendHeader(s,
+               RegionHeader(proto::kPacketZeroRanges, num, round, words.size()),
+               words);
 }
 
 // A data packet whose payload is `frame`, said to be `compressed_bytes`
@@ -106,18 +107,12 @@ void AppendCompressed(std::vector<uint8_t>* s, uint64_t num, uint64_t round,
                       const std::vector<uint64_t>& offsets,
                       const std::vector<uint8_t>& frame,
                       uint32_t compressed_bytes = 0) {
-  proto::PacketHeader h;
-  h.channel = kChannel;
-  h.packet_num = num;
-  h.round = round;
-  h.region_id = 1;
-  h.page_size = 4096;
-  h.page_count = static_cast<uint32_t>(offsets.size());
+  proto::PacketHeader h =
+      RegionHeader(proto::kPacketData, num, round, offsets.size());
   h.compressed_bytes = compressed_bytes != 0
                            ? compressed_bytes
                            : static_cast<uint32_t>(frame.size());
-  std::vector<uint8_t> b = Header(h, offsets);
-  s->insert(s->end(), b.begin(), b.end());
+  AppendHeader(s, h, offsets);
   s->insert(s->end(), frame.begin(), frame.end());
 }
 
