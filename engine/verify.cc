@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/untouched.h"
 
 namespace ramferry::engine {
 
@@ -85,12 +86,26 @@ absl::StatusOr<std::unique_ptr<BackgroundDigests>> BackgroundDigests::Start(
   // hand out: 64 MiB of 4 KiB pages.
   constexpr uint64_t kSliceBytes = 64u << 20;
   for (size_t i = 0; i < regions.size(); ++i) {
-    const uint64_t pages = regions[i].page_count();
-    const uint64_t per =
-        std::max<uint64_t>(1, kSliceBytes / regions[i].page_size);
-    for (uint64_t first = 0; first < pages; first += per) {
-      d->slices_.push_back({i, first, std::min(per, pages - first)});
+    const Region& r = regions[i];
+    const uint64_t per = std::max<uint64_t>(1, kSliceBytes / r.page_size);
+    auto hash = [&](uint64_t from, uint64_t to) {
+      for (uint64_t first = from; first < to; first += per) {
+        d->slices_.push_back({i, first, std::min(per, to - first)});
+      }
+    };
+    // Pages that hold nothing are zero without being read: reading a
+    // hole of a shared file would allocate a page there. Best effort: a
+    // region the kernel cannot describe is read whole.
+    absl::StatusOr<std::vector<ByteRange>> holes = FindUntouchedRanges(r);
+    uint64_t at = 0;
+    for (const ByteRange& h : holes.ok() ? *holes : std::vector<ByteRange>{}) {
+      const uint64_t first = h.offset / r.page_size;
+      const uint64_t count = h.length / r.page_size;
+      hash(at, first);
+      d->table_->RecordZero(i, first, count);
+      at = first + count;
     }
+    hash(at, r.page_count());
   }
   if (threads <= 0) {
     threads =

@@ -65,8 +65,9 @@ class DigestTable {
 
 // Every page of a set of regions hashed by background threads while the
 // caller does other work (the final round is sent), then finished with the
-// caller's help. The threads run at SCHED_IDLE: they take only CPU that
-// nothing else wants, so the work they overlap is not slowed. The memory
+// caller's help. Pages that hold nothing (engine/untouched.h) are recorded
+// as zero without being read. The threads run at SCHED_IDLE: they take only CPU
+// that nothing else wants, so the work they overlap is not slowed. The memory
 // must not change from construction on.
 class BackgroundDigests {
  public:

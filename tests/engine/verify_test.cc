@@ -2,7 +2,10 @@
 // background hashing that overlaps the final round.
 #include "engine/verify.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -67,6 +70,46 @@ TEST(BackgroundDigestsTest, DestroyedBeforeFinishStopsItsThreads) {
       BackgroundDigests::Start(regions, 2);
   ASSERT_TRUE(d.ok()) << d.status();
   d->reset();  // joins without hashing the rest
+}
+
+// Holes of a shared file are recorded as zero without being read: a read
+// would allocate them (the source would fill in a sparse file to verify
+// it).
+TEST(BackgroundDigestsTest, HolesOfASharedFileAreZeroWithoutBeingRead) {
+  constexpr uint64_t kPages = 64;
+  const int fd = memfd_create("ramferry-verify", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, kPages * 4096), 0);
+  void* m =
+      mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  Region r{1, "memfd", m, kPages * 4096, 4096};
+  std::fill_n(r.page(3), 4096, 0x33);
+  std::fill_n(r.page(40), 100, 0x44);
+  auto d = BackgroundDigests::Start({&r, 1}, 2);
+  ASSERT_TRUE(d.ok()) << d.status();
+  (*d)->Finish();
+  std::vector<uint64_t> want(kPages);
+  PageDigests(r, 0, absl::MakeSpan(want));  // reads every page, after
+  absl::Span<const uint64_t> got = (*d)->digests().region(0);
+  for (uint64_t p = 0; p < kPages; ++p) EXPECT_EQ(got[p], want[p]) << p;
+  // Reading the pages for `want` allocated them; count from a fresh file.
+  munmap(m, kPages * 4096);
+  close(fd);
+  const int fd2 = memfd_create("ramferry-verify", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(fd2, kPages * 4096), 0);
+  m = mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd2, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  Region r2{1, "memfd", m, kPages * 4096, 4096};
+  std::fill_n(r2.page(3), 4096, 0x33);
+  auto d2 = BackgroundDigests::Start({&r2, 1}, 2);
+  ASSERT_TRUE(d2.ok());
+  (*d2)->Finish();
+  struct stat st {};
+  ASSERT_EQ(fstat(fd2, &st), 0);
+  EXPECT_EQ(st.st_blocks * 512, 4096) << "verification allocated holes";
+  munmap(m, kPages * 4096);
+  close(fd2);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@ ABSL_FLAG(std::string, completion, "wrap",
           "zero-copy completion policy: wrap | slot | each");
 ABSL_FLAG(bool, registered_buffers, false,
           "uring-zc: send pages from io_uring registered buffers");
+ABSL_FLAG(bool, zero_pages, true,
+          "send all-zero pages as offsets alone and, in the first round, "
+          "never-touched memory as ranges, instead of their bytes (either "
+          "end can turn it off; off moves every byte)");
 ABSL_FLAG(std::string, compress, "off",
           "source: compress packet payloads with zstd: off | on | auto "
           "(each channel compresses while the link, as its sends measure "
@@ -38,6 +42,7 @@ absl::Status ApplyChannelFlags(SessionOptions* options) {
   options->header_slots = absl::GetFlag(FLAGS_header_slots);
   options->registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
   options->fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
+  options->zero_pages = absl::GetFlag(FLAGS_zero_pages);
   const std::string compress = absl::GetFlag(FLAGS_compress);
   if (compress == "off") {
     options->compression = Compression::kOff;

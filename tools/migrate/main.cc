@@ -126,10 +126,6 @@ ABSL_FLAG(bool, survive_channel_loss, false,
           "source: when a data channel dies and others live, re-send its "
           "unconfirmed pages on the others and carry on (the report says "
           "which channel was lost); off: a dead channel ends the migration");
-ABSL_FLAG(bool, zero_pages, true,
-          "send all-zero pages as offsets alone and, in the first round, "
-          "never-touched memory as ranges, instead of their bytes (either "
-          "end can turn it off; off moves every byte)");
 ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
 ABSL_FLAG(std::string, image, "random",
           "memload: what the source's anonymous memory holds, as percent of "
@@ -179,7 +175,6 @@ absl::StatusOr<SessionOptions> Session() {
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
-  o.zero_pages = absl::GetFlag(FLAGS_zero_pages);
   const std::string verify = absl::GetFlag(FLAGS_verify);
   if (verify == "full") {
     o.verify = VerifyMode::kFull;
