@@ -236,7 +236,11 @@ bool ChannelSender::CompressionPays() {
   // Each way once first: as they are, then compressed.
   if (mode_[0].ns == 0) return false;
   if (mode_[1].ns == 0) return true;
-  if (++packets_since_probe_ >= kProbeEvery) {
+  // While compressing, the uncompressed way is tried four times less
+  // often: its sample finds the socket buffer drained by the slower
+  // compressed stream, looks faster than it is, and costs the packets it
+  // takes to be proven wrong.
+  if (++packets_since_probe_ >= (compressing_ ? 4 : 1) * kProbeEvery) {
     packets_since_probe_ = 0;
     return !faster_compressed;
   }
