@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "channels/transport.h"
+#include "engine/untouched.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
@@ -548,6 +549,14 @@ class ZeroPageConformance
   bool fresh_destination() const { return std::get<1>(GetParam()); }
 };
 
+// Whether this kernel reports never-touched anonymous memory.
+bool ScanFindsUntouchedPages() {
+  auto probe = MakeRegion(1, 16 * 4096);
+  absl::StatusOr<std::vector<engine::ByteRange>> r =
+      engine::FindUntouchedRanges(probe.region);
+  return r.ok() && !r->empty();
+}
+
 // What a 16-page block of the source holds, by block index % 8.
 enum class Block { kData, kZeroed, kReadOnly, kUntouched };
 Block BlockKind(uint64_t page) {
@@ -616,10 +625,16 @@ TEST_P(ZeroPageConformance, ZeroAndUntouchedPagesEndByteExact) {
   EXPECT_EQ(t0.payload_bytes, data_pages * 4096);
   EXPECT_EQ(t0.zero_pages + t0.untouched_pages, zero_pages + never_touched);
   // The scan finds every never-touched page (and read-only pages mapped to
-  // the zero page); a page that was written is never among them.
-  EXPECT_GE(t0.untouched_pages, never_touched);
-  EXPECT_LE(t0.untouched_pages, never_touched + pages / 8);
-  EXPECT_GT(t0.zero_range_packets, 0u);
+  // the zero page); a page that was written is never among them. A kernel
+  // without PAGEMAP_SCAN (before 6.7: the Soft-RoCE VM's) finds none, and
+  // those pages go as zero pages instead.
+  if (ScanFindsUntouchedPages()) {
+    EXPECT_GE(t0.untouched_pages, never_touched);
+    EXPECT_LE(t0.untouched_pages, never_touched + pages / 8);
+    EXPECT_GT(t0.zero_range_packets, 0u);
+  } else {
+    EXPECT_EQ(t0.untouched_pages, 0u);
+  }
 
   // Round 1: a data block turns zero, an untouched block gets data.
   for (uint64_t p = 0; p < 16; ++p) {
