@@ -277,8 +277,10 @@ absl::StatusOr<size_t> ChannelSender::MaybeCompress(uint64_t payload_bytes,
   return n;
 }
 
-uint32_t ChannelSender::FlagZeroPages(const Region& region,
-                                      absl::Span<const uint64_t> offsets) {
+// Reads pages the workload may be writing, by design, as the send does: not
+// instrumented for TSan, like the workload's own writers.
+__attribute__((no_sanitize("thread"))) uint32_t ChannelSender::FlagZeroPages(
+    const Region& region, absl::Span<const uint64_t> offsets) {
   // On the channel thread, so the scheduler never reads a page. A page
   // written after its test is dirty again and goes next round, as a page
   // written after a data send does.
