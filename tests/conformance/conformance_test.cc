@@ -474,6 +474,18 @@ TEST_P(TransportConformance, RegisteredBuffersEndByteExact) {
   }
 }
 
+// Verify, Finish, the destination's result, and the bytes: how a session
+// of the tests below ends.
+void VerifyFinishAndCompare(Sender& sender, ServingReceiver& rx,
+                            const Region& src, const Region& dst) {
+  absl::StatusOr<VerifyReport> v = sender.Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok());
+  ASSERT_TRUE(sender.Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src, dst));
+}
+
 // Compression (kCapCompressedPages) over every transport: text-like pages
 // go as frames where the transport sends copies of the pages, and as they
 // are where it places them in the peer's memory itself (rdma); random
@@ -504,12 +516,8 @@ TEST_P(TransportConformance, CompressedPayloadsEndByteExact) {
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
     ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
   }
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  ASSERT_NO_FATAL_FAILURE(
+      VerifyFinishAndCompare(**sender, rx, src.region, dst.region));
   const ChannelStats t = (*sender)->stats().Total();
   const ChannelStats d = rx.receiver().stats().Total();
   absl::StatusOr<uint32_t> caps = CapabilitiesOf(GetParam());
@@ -646,12 +654,8 @@ TEST_P(ZeroPageConformance, ZeroAndUntouchedPagesEndByteExact) {
   absl::StatusOr<RoundResult> r1 = (*sender)->SendRound(bitmaps);
   ASSERT_TRUE(r1.ok()) << r1.status();
   EXPECT_EQ(r1->pages, 32u);
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  ASSERT_NO_FATAL_FAILURE(
+      VerifyFinishAndCompare(**sender, rx, src.region, dst.region));
 
   const ChannelStats t = (*sender)->stats().Total();
   const ChannelStats d = rx.receiver().stats().Total();
