@@ -4,12 +4,14 @@
 #include <bit>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "ramferry/sender.h"
 #include "tools/common/cli.h"
+#include "tools/migrate/link_rate.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -136,7 +138,7 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
   LiveState live;
   const absl::Time transfer_start = absl::Now();
   absl::Time last_collect = transfer_start;
-  double best_bytes_per_s = 0;
+  LinkRate link;
   uint64_t dirty_pages_seen = 0;
   double dirty_seconds = 0;
   {
@@ -151,11 +153,7 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
       const double s = absl::ToDoubleSeconds(r->elapsed);
       report.rounds.push_back({r->pages, r->bytes, s, final});
       report.bytes_sent += r->bytes;
-      // Small rounds are dominated by the round trip; judge the link by
-      // the rounds that had enough to move.
-      if (r->bytes >= (16u << 20) && s > 0) {
-        best_bytes_per_s = std::max(best_bytes_per_s, r->bytes / s);
-      }
+      link.AddRound(r->bytes, s);
       return absl::OkStatus();
     };
 
@@ -180,12 +178,12 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
       const double rate =
           dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
       const uint64_t pending = dirty.Count();
-      report.estimated_final_s =
-          best_bytes_per_s > 0 ? pending * 4096.0 / best_bytes_per_s : 0;
+      const std::optional<double> estimate = link.SecondsFor(pending, 4096);
+      report.estimated_final_s = estimate.value_or(0);
       live.dirty_rate_bits.store(LiveState::Bits(rate));
       live.estimate_bits.store(LiveState::Bits(report.estimated_final_s));
-      if (report.estimated_final_s <=
-          absl::ToDoubleSeconds(config.downtime_limit)) {
+      if (estimate &&
+          *estimate <= absl::ToDoubleSeconds(config.downtime_limit)) {
         report.converged_by = "downtime-limit";
         break;
       }

@@ -1,0 +1,37 @@
+// What the link carries, as pre-copy measured it, and so how long the
+// pages still dirty would take to move: the estimate that decides when to
+// stop and copy.
+#ifndef RAMFERRY_TOOLS_MIGRATE_LINK_RATE_H_
+#define RAMFERRY_TOOLS_MIGRATE_LINK_RATE_H_
+
+#include <cstdint>
+#include <optional>
+
+namespace ramferry::migrate {
+
+class LinkRate {
+ public:
+  // Rounds that moved less than this are dominated by the round trip;
+  // the fastest round above it is taken as the link.
+  static constexpr uint64_t kJudgingBytes = 16u << 20;
+
+  void AddRound(uint64_t bytes, double seconds);
+
+  // Bytes per second: the fastest round of at least kJudgingBytes, else
+  // all rounds together (a small region never has such a round). Zero
+  // until a round moved bytes in measurable time.
+  double BytesPerSecond() const;
+
+  // Seconds to move `pages` pages of `page_bytes`, or nullopt while the
+  // link is unmeasured: an unknown estimate must never read as "fits".
+  std::optional<double> SecondsFor(uint64_t pages, uint64_t page_bytes) const;
+
+ private:
+  double best_bytes_per_s_ = 0;
+  uint64_t total_bytes_ = 0;
+  double total_seconds_ = 0;
+};
+
+}  // namespace ramferry::migrate
+
+#endif  // RAMFERRY_TOOLS_MIGRATE_LINK_RATE_H_
