@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
 #include "channels/socket_io.h"
+#include "channels/transport_family.h"
 #include "channels/zero_page.h"
 #include "proto/packet.h"
 #include "proto/rdma_control.h"
@@ -217,10 +218,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
 
   TransportKind kind() const override { return TransportKind::kRdma; }
-  uint32_t capabilities() const override {
-    return kCapZeroCopy | kCapHeaderSlots | kCapCompletionPolicies |
-           kCapRegisteredBuffers | kCapInlineSends | kCapRemotePlacement;
-  }
+  uint32_t capabilities() const override { return StaticCapabilities(kind()); }
 
   // --- send side (source) ---
 

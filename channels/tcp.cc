@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "channels/socket_transport.h"
+#include "channels/transport_family.h"
 
 namespace ramferry::channels {
 namespace {
@@ -13,7 +14,7 @@ class TcpTransport final : public SocketTransport {
       : SocketTransport(fd, options), header_(options.max_header_bytes) {}
 
   TransportKind kind() const override { return TransportKind::kTcp; }
-  uint32_t capabilities() const override { return 0; }
+  uint32_t capabilities() const override { return StaticCapabilities(kind()); }
 
   // sendmsg copies before returning, so one header buffer serves all.
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {

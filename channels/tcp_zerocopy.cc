@@ -15,6 +15,7 @@
 #include "channels/header_slots.h"
 #include "channels/socket_io.h"
 #include "channels/socket_transport.h"
+#include "channels/transport_family.h"
 
 namespace ramferry::channels {
 namespace {
@@ -28,9 +29,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
                options.completion, this, &stats_) {}
 
   TransportKind kind() const override { return TransportKind::kTcpZeroCopy; }
-  uint32_t capabilities() const override {
-    return kCapZeroCopy | kCapHeaderSlots | kCapCompletionPolicies;
-  }
+  uint32_t capabilities() const override { return StaticCapabilities(kind()); }
 
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
     return slots_.Acquire();

@@ -4,16 +4,11 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "channels/transport_family.h"
 
 namespace ramferry {
 namespace {
 
-constexpr std::pair<TransportKind, absl::string_view> kTransportNames[] = {
-    {TransportKind::kTcp, "tcp"},
-    {TransportKind::kTcpZeroCopy, "tcp-zerocopy"},
-    {TransportKind::kUringZeroCopy, "uring-zc"},
-    {TransportKind::kRdma, "rdma"},
-};
 constexpr std::pair<CompletionPolicy, absl::string_view> kPolicyNames[] = {
     {CompletionPolicy::kWrap, "wrap"},
     {CompletionPolicy::kSlot, "slot"},
@@ -45,12 +40,22 @@ absl::StatusOr<Enum> Parse(const std::pair<Enum, absl::string_view> (&table)[N],
 }  // namespace
 
 absl::string_view TransportKindName(TransportKind kind) {
-  return NameOf(kTransportNames, kind);
+  const channels::TransportFamily* f = channels::FindTransportFamily(kind);
+  return f == nullptr ? "unknown" : f->name;
 }
 absl::StatusOr<TransportKind> ParseTransportKind(absl::string_view name) {
-  return Parse(kTransportNames, "transport", name);
+  std::vector<absl::string_view> names;
+  for (const channels::TransportFamily& f : channels::TransportFamilies()) {
+    if (f.name == name) return f.kind;
+    names.push_back(f.name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown transport '%s'; choose one of: %s", name,
+                      absl::StrJoin(names, ", ")));
 }
-bool IsZeroCopy(TransportKind kind) { return kind != TransportKind::kTcp; }
+bool IsZeroCopy(TransportKind kind) {
+  return (channels::StaticCapabilities(kind) & channels::kCapZeroCopy) != 0;
+}
 
 absl::string_view CompletionPolicyName(CompletionPolicy policy) {
   return NameOf(kPolicyNames, policy);

@@ -43,6 +43,19 @@ enum TransportCapability : uint32_t {
   // itself (RDMA WRITE): it must be the pages as they are, never a
   // transformed copy of them.
   kCapRemotePlacement = 1u << 6,
+  // Dials and listens for itself, with the channel Hello carried in its own
+  // connection set-up (rdma: the CM private data). Other transports run on
+  // a stream socket the engine connected and exchanged the Hello over.
+  kCapOwnsConnection = 1u << 7,
+  // Its Hello travels where a challenge-response can run, so a session key
+  // can be proven before the channel is admitted.
+  kCapAuthenticatedHello = 1u << 8,
+  // Keeps user pages pinned while sends are in flight, so RLIMIT_MEMLOCK
+  // and the kernel's notification memory bound how much it may have out.
+  kCapPinsSendMemory = 1u << 9,
+  // Region memory is registered with the peer in chunks whose size the
+  // Hello negotiates, eagerly (pin-all) or on demand (batched requests).
+  kCapChunkedRegistration = 1u << 10,
 };
 
 struct TransportOptions {

@@ -13,6 +13,7 @@
 #include "channels/send_chain.h"
 #include "channels/socket_io.h"
 #include "channels/socket_transport.h"
+#include "channels/transport_family.h"
 
 namespace ramferry::channels {
 namespace {
@@ -55,10 +56,7 @@ class UringZeroCopyTransport final : public SocketTransport,
   }
 
   TransportKind kind() const override { return TransportKind::kUringZeroCopy; }
-  uint32_t capabilities() const override {
-    return kCapZeroCopy | kCapHeaderSlots | kCapCompletionPolicies |
-           kCapRegisteredBuffers | kCapBatchedSubmit;
-  }
+  uint32_t capabilities() const override { return StaticCapabilities(kind()); }
 
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
     return slots_.Acquire();

@@ -1,6 +1,10 @@
 #include "ramferry/options.h"
 
+#include <vector>
+
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "channels/transport_family.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
@@ -16,6 +20,11 @@ absl::Status ValidateOptions(const SessionOptions& o) {
                                   const Args&... args) {
     return absl::InvalidArgumentError(absl::StrFormat(format, args...));
   };
+  if (channels::FindTransportFamily(o.transport) == nullptr) {
+    return bad("transport = %d; not a transport this build has",
+               static_cast<int>(o.transport));
+  }
+  const uint32_t caps = channels::StaticCapabilities(o.transport);
   if (o.channels == 0 || o.channels > proto::kMaxChannels) {
     return bad("channels = %d; want [1, %d]", o.channels, proto::kMaxChannels);
   }
@@ -51,12 +60,13 @@ absl::Status ValidateOptions(const SessionOptions& o) {
   if (o.host.empty()) return bad("host is empty");
   if (!o.auth_key.empty()) {
     if (absl::Status s = proto::ValidateAuthKey(o.auth_key); !s.ok()) return s;
-    // Fail closed: an rdma channel's Hello travels in the CM private data,
-    // which has no room for the exchange, so it could not be proven.
-    if (o.transport == TransportKind::kRdma) {
-      return absl::UnimplementedError(
-          "authentication is not available on rdma channels yet; use a tcp "
-          "transport with a key, or rdma without one on a trusted fabric");
+    // Fail closed: a Hello that travels where no challenge-response can
+    // run (rdma's CM private data) could not be proven.
+    if ((caps & channels::kCapAuthenticatedHello) == 0) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "authentication is not available on %s channels yet; use a tcp "
+          "transport with a key, or %s without one on a trusted fabric",
+          TransportKindName(o.transport), TransportKindName(o.transport)));
     }
   }
   if (o.rdma_chunk_bytes < proto::kMinRdmaChunkBytes ||
@@ -66,10 +76,19 @@ absl::Status ValidateOptions(const SessionOptions& o) {
                o.rdma_chunk_bytes, proto::kMinRdmaChunkBytes,
                proto::kMaxRdmaChunkBytes);
   }
-  if (o.survive_channel_loss && o.transport == TransportKind::kRdma) {
+  // Remote placement lands a dead channel's data without the receiver, so
+  // stopping its receive thread would not stop it.
+  if (o.survive_channel_loss && (caps & channels::kCapRemotePlacement) != 0) {
+    std::vector<absl::string_view> able;
+    for (const channels::TransportFamily& f : channels::TransportFamilies()) {
+      if ((f.capabilities & channels::kCapRemotePlacement) == 0) {
+        able.push_back(f.name);
+      }
+    }
     return bad(
-        "survive_channel_loss is not supported on rdma: use tcp, "
-        "tcp-zerocopy or uring-zc, or turn it off");
+        "survive_channel_loss is not supported on %s: use %s, or turn "
+        "it off",
+        TransportKindName(o.transport), absl::StrJoin(able, ", "));
   }
   // zstd's range, less its "ultra" levels (which need large windows).
   if (o.compression_level < -100 || o.compression_level > 19) {

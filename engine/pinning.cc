@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "channels/transport_family.h"
 #include "proto/packet.h"
 
 namespace ramferry {
@@ -75,7 +76,10 @@ PinningNeeds EstimatePinning(const SessionOptions& o, uint64_t page_size) {
 }
 
 absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size) {
-  if (o.transport == TransportKind::kTcp) return absl::OkStatus();
+  if ((channels::StaticCapabilities(o.transport) &
+       channels::kCapPinsSendMemory) == 0) {
+    return absl::OkStatus();
+  }
   const PinningNeeds need = EstimatePinning(o, page_size);
   rlimit lim{};
   getrlimit(RLIMIT_MEMLOCK, &lim);

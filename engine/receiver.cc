@@ -9,9 +9,10 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/rdma.h"
+#include "channels/channel_factory.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
+#include "channels/transport_family.h"
 #include "engine/acceptor.h"
 #include "engine/channel_receiver.h"
 #include "engine/control.h"
@@ -20,7 +21,7 @@
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/status_util.h"
-#include "engine/transports.h"
+#include "engine/transport_decorator.h"
 #include "engine/verify.h"
 #include "engine/zero_pages.h"
 #include "proto/packet.h"
@@ -76,13 +77,20 @@ class ReceiverImpl {
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
   proto::HelloReply AdmitLocked(const proto::Hello& hello);
-  // A data channel arrived: over TCP as a socket (-1 if it was lost on the
-  // way), over RDMA as a transport.
+  // A data channel arrived: for a socket family as the socket the
+  // acceptor took (-1 if it was lost on the way), for a family that owns
+  // its connection as the transport its listener made.
   void Deliver(const proto::Hello& hello, int fd);
   void DeliverTransport(const proto::Hello& hello,
                         std::unique_ptr<channels::Transport> transport);
   channels::TransportOptions ChannelOptions() const;  // needs mu_
-  absl::Status StartRdmaListener();                   // needs mu_
+  // Where the session's transport owns its connection set-up, its own
+  // listener admits the data channels; it is started between admitting the
+  // control Hello and replying to it, without mu_ (its admission takes
+  // mu_). Refuses the session where it cannot start.
+  proto::HelloReply StartChannelListener(std::unique_lock<std::mutex>& lock,
+                                         TransportKind kind,
+                                         proto::HelloReply accepted);
   absl::Status ServeSession();
   absl::Status NegotiateRegions(absl::Time deadline);
   absl::Status AwaitChannels(absl::Time deadline);
@@ -125,7 +133,7 @@ class ReceiverImpl {
   bool survive_ = false;
   int control_fd_ = kNotConnected;
   std::vector<ChannelSlot> slots_;
-  std::unique_ptr<channels::RdmaListener> rdma_listener_;
+  std::unique_ptr<channels::ChannelListener> channel_listener_;
 
   // Session objects; teardown (any thread) and stats() take objects_mu_.
   mutable std::mutex objects_mu_;
@@ -165,7 +173,14 @@ absl::Status ReceiverImpl::Listen() {
 
 proto::HelloReply ReceiverImpl::Admit(const proto::Hello& h) {
   std::unique_lock<std::mutex> lock(mu_);
-  return AdmitLocked(h);
+  proto::HelloReply reply = AdmitLocked(h);
+  const TransportKind kind = static_cast<TransportKind>(h.transport);
+  if (reply.status != 0 || h.role != proto::Role::kControl ||
+      (channels::StaticCapabilities(kind) & channels::kCapOwnsConnection) ==
+          0) {
+    return reply;
+  }
+  return StartChannelListener(lock, kind, std::move(reply));
 }
 
 proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
@@ -173,11 +188,13 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     return Refuse(absl::StatusCode::kUnavailable,
                   "destination is shutting down");
   }
-  if (h.transport < static_cast<uint16_t>(TransportKind::kTcp) ||
-      h.transport > static_cast<uint16_t>(TransportKind::kRdma)) {
+  const channels::TransportFamily* family =
+      channels::FindTransportFamily(h.transport);
+  if (family == nullptr) {
     return Refuse(absl::StatusCode::kInvalidArgument,
                   absl::StrFormat("unknown transport %d", h.transport));
   }
+  const uint32_t transport_caps = family->capabilities;
   if (h.role == proto::Role::kControl) {
     if (session_open_) {
       return Refuse(absl::StatusCode::kResourceExhausted,
@@ -198,9 +215,9 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
     if (!options_.announce_next_header) offered &= ~proto::kCapNextHeaderSize;
     if (!options_.zero_pages) offered &= ~proto::kCapZeroPages;
-    // RDMA writes land without the receive thread: stopping it would not
-    // stop a dead channel's data.
-    if (h.transport == proto::kRdmaTransportId) {
+    // Remotely placed data lands without the receive thread: stopping it
+    // would not stop a dead channel's data.
+    if ((transport_caps & channels::kCapRemotePlacement) != 0) {
       offered &= ~proto::kCapSurviveChannelLoss;
     }
     session_ = h.session;
@@ -221,17 +238,14 @@ proto::HelloReply ReceiverImpl::AdmitLocked(const proto::Hello& h) {
     if ((capabilities_ & proto::kCapZeroPages) != 0) {
       zero_pages_ = std::make_unique<engine::ZeroPages>(table_.regions());
     }
-    if (h.transport == proto::kRdmaTransportId) {
-      // Its channels' Hellos could not be authenticated (see options.cc).
-      if (!options_.auth_key.empty()) {
-        return Refuse(absl::StatusCode::kUnimplemented,
-                      "this destination requires authentication, which rdma "
-                      "channels cannot do yet");
-      }
-      if (absl::Status s = StartRdmaListener(); !s.ok()) {
-        return Refuse(s.code(), absl::StrCat("destination cannot serve rdma: ",
-                                             s.message()));
-      }
+    // Its channels' Hellos could not be authenticated (see options.cc).
+    if ((transport_caps & channels::kCapAuthenticatedHello) == 0 &&
+        !options_.auth_key.empty()) {
+      return Refuse(absl::StatusCode::kUnimplemented,
+                    absl::StrFormat("this destination requires "
+                                    "authentication, which %s channels "
+                                    "cannot do yet",
+                                    family->name));
     }
     session_open_ = true;
     slots_.clear();
@@ -278,23 +292,35 @@ channels::TransportOptions ReceiverImpl::ChannelOptions() const {
   return topts;
 }
 
-absl::Status ReceiverImpl::StartRdmaListener() {
-  if (rdma_listener_ != nullptr) return absl::OkStatus();
-  channels::RdmaConfig config;
-  config.chunk_bytes = rdma_chunk_bytes_;
-  config.max_inline = options_.rdma_max_inline;
-  config.connect_timeout = options_.handshake_timeout;
-  absl::StatusOr<std::unique_ptr<channels::RdmaListener>> l =
-      channels::RdmaListener::Listen(
-          options_.host, acceptor_->port(), ChannelOptions(), config,
-          [this](const proto::Hello& h) { return Admit(h); },
+proto::HelloReply ReceiverImpl::StartChannelListener(
+    std::unique_lock<std::mutex>& lock, TransportKind kind,
+    proto::HelloReply accepted) {
+  channels::ConnectSpec spec;
+  spec.host = options_.host;
+  spec.port = acceptor_->port();
+  spec.options = ChannelOptions();
+  spec.chunk_bytes = rdma_chunk_bytes_;
+  spec.max_inline = options_.rdma_max_inline;
+  spec.connect_timeout = options_.handshake_timeout;
+  // The session is open, so no other control Hello gets this far, and its
+  // source dials no channel before this reply.
+  lock.unlock();
+  absl::StatusOr<std::unique_ptr<channels::ChannelListener>> l =
+      channels::ListenForChannels(
+          kind, spec, [this](const proto::Hello& h) { return Admit(h); },
           [this](const proto::Hello& h,
                  std::unique_ptr<channels::Transport> t) {
             DeliverTransport(h, std::move(t));
           });
-  if (!l.ok()) return l.status();
-  rdma_listener_ = std::move(*l);
-  return absl::OkStatus();
+  lock.lock();
+  if (!l.ok()) {
+    session_open_ = false;
+    return Refuse(l.status().code(), absl::StrCat("destination cannot serve ",
+                                                  TransportKindName(kind), ": ",
+                                                  l.status().message()));
+  }
+  channel_listener_ = std::move(*l);
+  return accepted;
 }
 
 void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {

@@ -14,7 +14,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/rdma.h"
+#include "channels/channel_factory.h"
+#include "channels/transport_family.h"
 #include "engine/channel_sender.h"
 #include "engine/control.h"
 #include "engine/failure.h"
@@ -23,7 +24,7 @@
 #include "engine/scheduler.h"
 #include "engine/sent_ledger.h"
 #include "engine/status_util.h"
-#include "engine/transports.h"
+#include "engine/transport_decorator.h"
 #include "engine/untouched.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
@@ -70,11 +71,15 @@ class SenderImpl {
  private:
   absl::Status OpenChannels(absl::Time deadline);
   uint64_t OfferedCapabilities() const;
-  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketChannel(
+  // One data channel, opened the way its family connects: over a socket
+  // this side dials and exchanges the Hello on, or by the family itself
+  // (kCapOwnsConnection).
+  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenChannel(
       const proto::Hello& hello, const channels::TransportOptions& topts,
-      absl::Time deadline, std::string* warning);
-  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenRdmaChannel(
-      proto::Hello hello, const channels::TransportOptions& topts);
+      absl::Time deadline);
+  bool Has(uint32_t capability) const {
+    return (transport_caps_ & capability) != 0;
+  }
   void ControlLoop();
   void OnFailure(const absl::Status& status, engine::Origin origin);
   // The error to hand the caller once the session failed.
@@ -114,7 +119,11 @@ class SenderImpl {
   const absl::Span<const Region> regions_;
   engine::SessionFailure failure_;
   proto::SessionId session_;
-  uint64_t capabilities_ = 0;
+  uint64_t capabilities_ = 0;  // negotiated session features (proto::kCap*)
+  // What the transport promises (channels::kCap*), and the kind its
+  // channels run (options_.transport, or its fallback).
+  uint32_t transport_caps_ = 0;
+  TransportKind channel_kind_ = TransportKind::kTcp;
   std::unique_ptr<ControlChannel> control_;
   std::vector<std::unique_ptr<ChannelSender>> channels_;
   std::unique_ptr<engine::Scheduler> scheduler_;
@@ -168,11 +177,13 @@ class SenderImpl {
 absl::Status SenderImpl::Setup() {
   if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
   if (absl::Status s = engine::ValidateRegions(regions_); !s.ok()) return s;
-  if (options_.transport == TransportKind::kRdma) {
-    if (absl::Status s = channels::ProbeRdma(); !s.ok()) {
-      return Annotate(s, "rdma");
-    }
-  }
+  absl::StatusOr<channels::ResolvedTransport> resolved =
+      channels::ResolveTransport(options_.transport,
+                                 options_.fallback_to_tcp_zerocopy);
+  if (!resolved.ok()) return resolved.status();
+  channel_kind_ = resolved->kind;
+  if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
+  transport_caps_ = channels::StaticCapabilities(options_.transport);
   session_ = engine::NewSessionId();
 
   absl::StatusOr<int> fd = engine::ConnectWithRetry(
@@ -188,7 +199,7 @@ absl::Status SenderImpl::Setup() {
   hello.capabilities = OfferedCapabilities();
   hello.max_packet_pages = options_.packet_pages;
   hello.transport = static_cast<uint16_t>(options_.transport);
-  if (options_.transport == TransportKind::kRdma) {
+  if (Has(channels::kCapChunkedRegistration)) {
     hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
   }
   absl::StatusOr<proto::HelloReply> reply =
@@ -267,13 +278,12 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
     hello.capabilities = capabilities_;
     hello.max_packet_pages = options_.packet_pages;
     hello.transport = static_cast<uint16_t>(options_.transport);
-    std::string warning;
+    if (Has(channels::kCapChunkedRegistration)) {
+      hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
+    }
     absl::StatusOr<std::unique_ptr<channels::Transport>> transport =
-        options_.transport == TransportKind::kRdma
-            ? OpenRdmaChannel(hello, topts)
-            : OpenSocketChannel(hello, topts, deadline, &warning);
+        OpenChannel(hello, topts, deadline);
     if (!transport.ok()) return Annotate(transport.status(), where);
-    if (!warning.empty() && i == 0) warnings_.push_back(warning);
     for (const Region& r : regions_) {
       if (absl::Status s = (*transport)->RegisterRegion(r.id, r.base, r.length);
           !s.ok()) {
@@ -315,17 +325,32 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kCapArrivalDigests;
   }
-  if (options_.transport == TransportKind::kRdma) {
+  if (Has(channels::kCapChunkedRegistration)) {
     if (options_.rdma_pin_all) caps |= proto::kCapRdmaPinAll;
     if (options_.rdma_reg_batch) caps |= proto::kCapRdmaRegBatch;
   }
   return caps;
 }
 
-absl::StatusOr<std::unique_ptr<channels::Transport>>
-SenderImpl::OpenSocketChannel(const proto::Hello& hello,
-                              const channels::TransportOptions& topts,
-                              absl::Time deadline, std::string* warning) {
+absl::StatusOr<std::unique_ptr<channels::Transport>> SenderImpl::OpenChannel(
+    const proto::Hello& hello, const channels::TransportOptions& topts,
+    absl::Time deadline) {
+  if (Has(channels::kCapOwnsConnection)) {
+    channels::ConnectSpec spec;
+    spec.host = options_.host;
+    spec.port = options_.port;
+    spec.options = topts;
+    spec.session_capabilities = capabilities_;
+    spec.chunk_bytes = options_.rdma_chunk_bytes;
+    spec.max_inline = options_.rdma_max_inline;
+    spec.connect_timeout = options_.handshake_timeout;
+    proto::HelloReply reply;
+    absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+        channels::DialChannel(channel_kind_, spec, hello, &reply);
+    if (!t.ok()) return t;
+    return engine::DecorateTransport(
+        std::move(*t), {.source = true, .channel = hello.channel_index});
+  }
   absl::StatusOr<int> fd = engine::ConnectWithRetry(
       options_.host, options_.port, options_.handshake_timeout);
   if (!fd.ok()) return fd.status();
@@ -336,30 +361,11 @@ SenderImpl::OpenSocketChannel(const proto::Hello& hello,
     return r.status();
   }
   absl::StatusOr<std::unique_ptr<channels::Transport>> t =
-      engine::OpenSocketTransport(options_.transport, *fd, topts,
-                                  options_.fallback_to_tcp_zerocopy, warning);
+      channels::OpenSocketChannel(channel_kind_, *fd, topts);
   if (!t.ok()) return t;
   return engine::DecorateTransport(
       std::move(*t),
       {.source = true, .channel = hello.channel_index, .fd = *fd});
-}
-
-absl::StatusOr<std::unique_ptr<channels::Transport>>
-SenderImpl::OpenRdmaChannel(proto::Hello hello,
-                            const channels::TransportOptions& topts) {
-  hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
-  channels::RdmaConfig config;
-  config.capabilities = capabilities_;
-  config.chunk_bytes = options_.rdma_chunk_bytes;
-  config.max_inline = options_.rdma_max_inline;
-  config.connect_timeout = options_.handshake_timeout;
-  proto::HelloReply reply;
-  absl::StatusOr<std::unique_ptr<channels::Transport>> t =
-      channels::ConnectRdma(options_.host, options_.port, hello, topts, config,
-                            &reply);
-  if (!t.ok()) return t;
-  return engine::DecorateTransport(
-      std::move(*t), {.source = true, .channel = hello.channel_index});
 }
 
 void SenderImpl::ControlLoop() {

@@ -12,7 +12,10 @@
 // region itself (PacketReader's `dest`). Where a check names something
 // RDMA does not have (socket syscalls, MSG_ZEROCOPY notifications), the
 // rdma branch says why and checks the nearest real property instead.
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <numeric>
 #include <set>
@@ -20,10 +23,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "channels/channel_factory.h"
 #include "channels/transport.h"
+#include "channels/transport_family.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "tests/conformance/conformance_support.h"
+#include "tests/support/fake_source.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::conformance {
@@ -102,33 +110,47 @@ TEST_P(CapabilityConformance, AdvertisesKnownBitsInlineSendsOnlyOnVerbs) {
       channels::kCapZeroCopy | channels::kCapHeaderSlots |
       channels::kCapCompletionPolicies | channels::kCapRegisteredBuffers |
       channels::kCapInlineSends | channels::kCapBatchedSubmit |
-      channels::kCapRemotePlacement;
+      channels::kCapRemotePlacement | channels::kCapOwnsConnection |
+      channels::kCapAuthenticatedHello | channels::kCapPinsSendMemory |
+      channels::kCapChunkedRegistration;
   EXPECT_EQ(caps_ & ~kKnown, 0u) << "unknown capability bits";
+  // What the engine decides by before a connection exists is what the
+  // open transport promises.
+  EXPECT_EQ(caps_, channels::StaticCapabilities(GetParam()));
   // Following each policy means reusing header slots by completion.
   EXPECT_EQ(Has(channels::kCapCompletionPolicies),
             Has(channels::kCapHeaderSlots));
+  // Zero-copy keeps the pages pinned until the send completes.
+  EXPECT_EQ(Has(channels::kCapPinsSendMemory), Has(channels::kCapZeroCopy));
+  // A stream socket carries the Hello's challenge-response; a transport
+  // that carries the Hello in its own connect has no room for it.
+  EXPECT_NE(Has(channels::kCapAuthenticatedHello),
+            Has(channels::kCapOwnsConnection));
+  constexpr uint32_t kSocket = channels::kCapAuthenticatedHello;
+  constexpr uint32_t kZeroCopySocket =
+      kSocket | channels::kCapZeroCopy | channels::kCapHeaderSlots |
+      channels::kCapCompletionPolicies | channels::kCapPinsSendMemory;
   switch (GetParam()) {
     case TransportKind::kTcp:
-      EXPECT_EQ(caps_, 0u);
+      EXPECT_EQ(caps_, kSocket);
       break;
     case TransportKind::kTcpZeroCopy:
-      EXPECT_EQ(caps_, channels::kCapZeroCopy | channels::kCapHeaderSlots |
-                           channels::kCapCompletionPolicies);
+      EXPECT_EQ(caps_, kZeroCopySocket);
       break;
     case TransportKind::kUringZeroCopy:
-      EXPECT_EQ(caps_, channels::kCapZeroCopy | channels::kCapHeaderSlots |
-                           channels::kCapCompletionPolicies |
-                           channels::kCapRegisteredBuffers |
+      EXPECT_EQ(caps_, kZeroCopySocket | channels::kCapRegisteredBuffers |
                            channels::kCapBatchedSubmit);
       break;
     case TransportKind::kRdma:
       // Each packet is its own ibv_post_send chain (BatchedSubmitShares-
       // Syscalls checks it): no kCapBatchedSubmit.
-      EXPECT_EQ(caps_, channels::kCapZeroCopy | channels::kCapHeaderSlots |
-                           channels::kCapCompletionPolicies |
-                           channels::kCapRegisteredBuffers |
-                           channels::kCapInlineSends |
-                           channels::kCapRemotePlacement);
+      EXPECT_EQ(
+          caps_,
+          channels::kCapZeroCopy | channels::kCapHeaderSlots |
+              channels::kCapCompletionPolicies |
+              channels::kCapRegisteredBuffers | channels::kCapInlineSends |
+              channels::kCapRemotePlacement | channels::kCapOwnsConnection |
+              channels::kCapPinsSendMemory | channels::kCapChunkedRegistration);
       break;
     default:
       break;
@@ -421,6 +443,121 @@ TEST_P(CapabilityConformance, RegisteredBuffersDeliverIntact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CapabilityConformance,
+                         ::testing::ValuesIn(kAllTransports),
+                         [](const auto& info) { return TestName(info.param); });
+
+// What a family promises before any connection exists, against what the
+// engine and the channel factory do with it. Runs for every kind, even
+// one this machine cannot run: these decisions come before any probe.
+class FamilyConformance : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  bool Has(uint32_t cap) const {
+    return (channels::StaticCapabilities(GetParam()) & cap) != 0;
+  }
+  SessionOptions Options() const {
+    SessionOptions o;
+    o.transport = GetParam();
+    return o;
+  }
+  const std::string kKey = std::string(32, 'k');
+};
+
+TEST_P(FamilyConformance, NamedOnceAndZeroCopyByItsBit) {
+  const channels::TransportFamily* f =
+      channels::FindTransportFamily(GetParam());
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(ParseTransportKind(f->name).value(), GetParam());
+  EXPECT_EQ(TransportKindName(GetParam()), f->name);
+  EXPECT_EQ(IsZeroCopy(GetParam()), Has(channels::kCapZeroCopy));
+}
+
+TEST_P(FamilyConformance, AKeyIsTakenExactlyWhereTheHelloCanProveIt) {
+  SessionOptions o = Options();
+  o.auth_key = kKey;
+  const absl::Status s = ValidateOptions(o);
+  if (Has(channels::kCapAuthenticatedHello)) {
+    EXPECT_TRUE(s.ok()) << s;
+  } else {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr(TransportKindName(GetParam())));
+  }
+}
+
+// The control connection proves the key for every family; a destination
+// with a key admits the session only where the data channels can prove it
+// too.
+TEST_P(FamilyConformance, AKeyedDestinationAdmitsOnlySessionsThatCanProveIt) {
+  testing::TestRegion dst = testing::MakeRegion(1, 1 << 20);
+  SessionOptions o;
+  o.auth_key = kKey;
+  testing::ServingReceiver rx(o, {dst.region});
+  testing::FakeSource fake(rx.port(), 1);
+  fake.set_key(kKey);
+  proto::Hello hello = fake.MakeHello(proto::Role::kControl, 0);
+  hello.transport = static_cast<uint16_t>(GetParam());
+  if (Has(channels::kCapChunkedRegistration)) {
+    hello.rdma_chunk_bytes = proto::kMinRdmaChunkBytes;
+  }
+  absl::StatusOr<int> fd = fake.Connect(hello);
+  if (Has(channels::kCapAuthenticatedHello)) {
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    close(*fd);
+  } else {
+    ASSERT_FALSE(fd.ok());
+    EXPECT_EQ(fd.status().code(), absl::StatusCode::kUnimplemented)
+        << fd.status();
+    EXPECT_THAT(
+        std::string(fd.status().message()),
+        ::testing::HasSubstr(absl::StrCat(
+            "which ", TransportKindName(GetParam()), " channels cannot do")));
+  }
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  EXPECT_FALSE(rx.result().ok());
+}
+
+TEST_P(FamilyConformance,
+       ChannelLossIsSurvivableExactlyWithoutRemotePlacement) {
+  SessionOptions o = Options();
+  o.survive_channel_loss = true;
+  const absl::Status s = ValidateOptions(o);
+  if (Has(channels::kCapRemotePlacement)) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  } else {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
+TEST_P(FamilyConformance, EachFamilyOpensTheWayItConnects) {
+  channels::TransportOptions options;
+  options.max_header_bytes = 4096;
+  if (Has(channels::kCapOwnsConnection)) {
+    // Never on a socket someone else connected: it owns the fd, and closes
+    // it when it refuses.
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+        channels::OpenSocketChannel(GetParam(), fds[0], options);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(fcntl(fds[0], F_GETFD), -1) << "the refused fd stays open";
+    close(fds[1]);
+    return;
+  }
+  channels::ConnectSpec spec;
+  spec.host = "127.0.0.1";
+  spec.options = options;
+  proto::HelloReply reply;
+  EXPECT_EQ(channels::DialChannel(GetParam(), spec, proto::Hello{}, &reply)
+                .status()
+                .code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(channels::ListenForChannels(GetParam(), spec, nullptr, nullptr)
+                .status()
+                .code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FamilyConformance,
                          ::testing::ValuesIn(kAllTransports),
                          [](const auto& info) { return TestName(info.param); });
 

@@ -21,11 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/channel_factory.h"
 #include "channels/rdma.h"
 #include "channels/tcp.h"
 #include "channels/uring_zerocopy.h"
 #include "engine/control.h"
-#include "engine/transports.h"
 #include "gtest/gtest.h"
 #include "proto/handshake.h"
 #include "ramferry/receiver.h"
@@ -90,22 +90,6 @@ std::string WhyRdmaUnavailable() {
   // The transport's own probe said no (no RDMA device here).
   if (absl::IsFailedPrecondition(session)) {
     return absl::StrCat("rdma cannot run on this machine: ", session.message());
-  }
-  // Not built: the engine cannot open it, and a destination refuses it.
-  auto [send_fd, recv_fd] = TcpPair();
-  close(recv_fd);
-  channels::TransportOptions options;
-  options.max_header_bytes = kTagHeaderBytes;
-  std::string warning;
-  const absl::Status open =
-      engine::OpenSocketTransport(TransportKind::kRdma, send_fd, options,
-                                  /*fallback=*/false, &warning)
-          .status();
-  if (absl::IsUnimplemented(open) &&
-      (absl::IsUnimplemented(session) || absl::IsInvalidArgument(session))) {
-    return absl::StrCat("rdma transport not built in this tree (",
-                        open.message(), "; a session: ", session.message(),
-                        ")");
   }
   // Built but failing: the tests run, and fail with the cause.
   return "";
@@ -245,18 +229,11 @@ absl::StatusOr<TransportPair> OpenTransportPair(
   if (send_fd < 0 || recv_fd < 0) {
     return absl::InternalError("no loopback TCP connection");
   }
-  std::string warning;
   absl::StatusOr<std::unique_ptr<channels::Transport>> tx =
-      engine::OpenSocketTransport(kind, send_fd, options, /*fallback=*/false,
-                                  &warning);
+      channels::OpenSocketChannel(kind, send_fd, options);
   if (!tx.ok()) {
     close(recv_fd);
     return tx.status();
-  }
-  if (!warning.empty()) {
-    close(recv_fd);
-    return absl::InternalError(
-        absl::StrCat("warning without fallback: ", warning));
   }
   TransportPair pair;
   pair.tx = std::move(*tx);

@@ -55,10 +55,9 @@ std::string TestName(TransportKind kind);
 std::string TestName(CompletionPolicy policy);
 
 // Empty when `kind` can run here; otherwise why not, for GTEST_SKIP:
-// uring-zc where the io_uring probe fails; rdma where it is not built
-// (opening it fails with UNIMPLEMENTED and a destination refuses it) or
-// its probe finds no RDMA device (a session fails with
-// FAILED_PRECONDITION). Any other failure is not a reason to skip: the
+// uring-zc where the io_uring probe fails; rdma where its probe finds no
+// RDMA device (a session fails with FAILED_PRECONDITION) or RXE_IP does
+// not name the device's address. Any other failure is not a reason to skip: the
 // tests then run, and fail, loudly.
 std::string WhyUnavailable(TransportKind kind);
 
@@ -71,7 +70,7 @@ std::string RdmaHost();
 void UseTransportHost(SessionOptions& opt);
 
 // The send side of `kind` and the receive side it talks to. Socket
-// transports: engine::OpenSocketTransport (no fallback) and the receive
+// transports: channels::OpenSocketChannel and the receive
 // side every socket transport shares (channels::OpenTcp), on the two ends
 // of a loopback TCP connection. rdma: ConnectRdma to an RdmaListener on
 // RdmaHost(), one queue pair, negotiated as the engine does (on-demand

@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "channels/transport.h"
-#include "engine/transports.h"
+#include "engine/transport_decorator.h"
 
 namespace ramferry::testing {
 

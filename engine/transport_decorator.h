@@ -1,26 +1,16 @@
-// Opens the send side of a transport on a connected data socket, and the
-// test-only hook that lets tests wrap the transports a session opens.
-#ifndef RAMFERRY_ENGINE_TRANSPORTS_H_
-#define RAMFERRY_ENGINE_TRANSPORTS_H_
+// The test-only hook that lets tests wrap the transports a session opens.
+#ifndef RAMFERRY_ENGINE_TRANSPORT_DECORATOR_H_
+#define RAMFERRY_ENGINE_TRANSPORT_DECORATOR_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "channels/transport.h"
 
 namespace ramferry::engine {
 
-// Takes ownership of `fd` (closed on failure too). With `fallback`, a
-// uring-zc that this kernel cannot run becomes tcp-zerocopy, and
-// *warning says so.
-absl::StatusOr<std::unique_ptr<channels::Transport>> OpenSocketTransport(
-    TransportKind kind, int fd, const channels::TransportOptions& options,
-    bool fallback, std::string* warning);
-
-// --- Test only --------------------------------------------------------
 // Tests install a decorator to wrap every data-channel transport a Sender
 // or Receiver opens (fault injection: tests/support/faulty_transport.h).
 // Production code never installs one; with none installed, Decorate is a
@@ -48,4 +38,4 @@ std::unique_ptr<channels::Transport> DecorateTransport(
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_TRANSPORTS_H_
+#endif  // RAMFERRY_ENGINE_TRANSPORT_DECORATOR_H_

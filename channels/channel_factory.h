@@ -1,0 +1,78 @@
+// Opens data channels of every family behind one interface, so the engine
+// opens and admits each channel the same way whatever carries it.
+//
+// Socket families run on a stream socket the engine connected (and
+// exchanged the Hello over): OpenSocketChannel wraps it. Families that own
+// their connection set-up (kCapOwnsConnection) dial and listen themselves,
+// carrying the Hello inside their own handshake: DialChannel and
+// ListenForChannels.
+#ifndef RAMFERRY_CHANNELS_CHANNEL_FACTORY_H_
+#define RAMFERRY_CHANNELS_CHANNEL_FACTORY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "channels/transport.h"
+#include "proto/handshake.h"
+
+namespace ramferry::channels {
+
+// The kind to run, once its probe has spoken: `kind` itself, or its
+// fallback where the probe fails and `allow_fallback` (then `warning`
+// says so). An error carries the probe's reason.
+struct ResolvedTransport {
+  TransportKind kind;
+  std::string warning;
+};
+absl::StatusOr<ResolvedTransport> ResolveTransport(TransportKind kind,
+                                                   bool allow_fallback);
+
+// The send side of a socket family on connected stream socket `fd`, which
+// it owns (closed on failure too). The receive side of every socket
+// family is OpenTcp.
+absl::StatusOr<std::unique_ptr<Transport>> OpenSocketChannel(
+    TransportKind kind, int fd, const TransportOptions& options);
+
+// What a family that owns its connection needs to set one up.
+struct ConnectSpec {
+  std::string host;
+  uint16_t port = 0;
+  TransportOptions options;
+  // Negotiated session features (proto::kCap*), as far as the transport
+  // acts on them (kCapChunkedRegistration: pin-all, batched requests).
+  uint64_t session_capabilities = 0;
+  uint64_t chunk_bytes = 0;  // kCapChunkedRegistration
+  uint32_t max_inline = 0;   // kCapInlineSends: the room to ask for
+  absl::Duration connect_timeout = absl::Seconds(10);
+};
+
+// Source: connects with `hello` carried in the family's handshake; on
+// success *reply is the destination's HelloReply, and a refusal comes
+// back as the status the destination gave. Families without
+// kCapOwnsConnection get UNIMPLEMENTED.
+absl::StatusOr<std::unique_ptr<Transport>> DialChannel(
+    TransportKind kind, const ConnectSpec& spec, const proto::Hello& hello,
+    proto::HelloReply* reply);
+
+// Destination: accepts channels of a family that owns its connection.
+// Each request's Hello goes to `admit`; an accepted one becomes a
+// transport handed to `deliver` once established. Destroying the
+// listener stops it.
+class ChannelListener {
+ public:
+  using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
+  using Deliver =
+      std::function<void(const proto::Hello&, std::unique_ptr<Transport>)>;
+  virtual ~ChannelListener() = default;
+};
+absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
+    TransportKind kind, const ConnectSpec& spec, ChannelListener::Admit admit,
+    ChannelListener::Deliver deliver);
+
+}  // namespace ramferry::channels
+
+#endif  // RAMFERRY_CHANNELS_CHANNEL_FACTORY_H_
