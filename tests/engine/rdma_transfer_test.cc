@@ -119,7 +119,10 @@ TEST_P(RdmaRoundsTest, RoundsAreByteExact) {
     EXPECT_GE(o.receiver.chunks_registered, chunks);
     EXPECT_LE(o.receiver.chunks_registered, chunks * channels);
     EXPECT_GT(o.sender.register_batch_max, 1u);
-    EXPECT_LT(o.sender.register_round_trips, chunks);
+    // Fewer requests than registrations. (Not fewer than the region's
+    // chunks: with 4 channels each registers its own, and how many a
+    // request carries is timing; a TSan run in the VM sent 17 for 16.)
+    EXPECT_LT(o.sender.register_round_trips, o.receiver.chunks_registered);
   }
   EXPECT_EQ(o.sender.chunks_compressed, 0u);  // random data: no zero chunk
   // One post per packet: data, SYNC and FINISH (control messages add the
