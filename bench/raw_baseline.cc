@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/destination_process.h"
-#include "engine/control.h"
+#include "channels/socket_dial.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
 
@@ -125,7 +125,7 @@ absl::StatusOr<TransferResult> RunRawBaseline(const TransferConfig& c) {
   const size_t send_size = size_t{c.session.packet_pages} * 4096;
   std::vector<int> socks;
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<int> fd = engine::ConnectWithRetry(
+    absl::StatusOr<int> fd = channels::ConnectWithRetry(
         c.session.host, static_cast<uint16_t>(port), absl::Seconds(10));
     uint32_t index = i;
     if (!fd.ok() || write(*fd, &index, sizeof index) != sizeof index) {

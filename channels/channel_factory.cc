@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "channels/rdma.h"
+#include "channels/socket_dial.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "channels/tcp_zerocopy.h"
@@ -14,13 +15,6 @@
 
 namespace ramferry::channels {
 namespace {
-
-absl::Status NotAFamilyThatDials(TransportKind kind) {
-  return absl::UnimplementedError(
-      absl::StrCat("transport ", TransportKindName(kind),
-                   " runs on a socket the engine connects; it does not dial "
-                   "or listen itself"));
-}
 
 class RdmaChannelListener final : public ChannelListener {
  public:
@@ -89,18 +83,45 @@ absl::StatusOr<std::unique_ptr<Transport>> OpenSocketChannel(
   }
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> DialChannel(
-    TransportKind kind, const ConnectSpec& spec, const proto::Hello& hello,
-    proto::HelloReply* reply) {
-  if (kind != TransportKind::kRdma) return NotAFamilyThatDials(kind);
-  return ConnectRdma(spec.host, spec.port, hello, spec.options,
-                     RdmaConfigFor(spec), reply);
+absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
+                                          const ConnectSpec& spec,
+                                          const proto::Hello& hello) {
+  DialedChannel d;
+  if ((StaticCapabilities(kind) & kCapOwnsConnection) != 0) {
+    absl::StatusOr<std::unique_ptr<Transport>> t =
+        ConnectRdma(spec.host, spec.port, hello, spec.options,
+                    RdmaConfigFor(spec), &d.reply);
+    if (!t.ok()) return t.status();
+    d.transport = std::move(*t);
+    return d;
+  }
+  absl::StatusOr<int> fd =
+      ConnectWithRetry(spec.host, spec.port, spec.connect_timeout);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<proto::HelloReply> reply =
+      ExchangeHello(*fd, hello, spec.auth_key, spec.deadline);
+  if (!reply.ok()) {
+    close(*fd);
+    return reply.status();
+  }
+  absl::StatusOr<std::unique_ptr<Transport>> t =
+      OpenSocketChannel(kind, *fd, spec.options);
+  if (!t.ok()) return t.status();
+  d.transport = std::move(*t);
+  d.reply = *reply;
+  d.socket_fd = *fd;
+  return d;
 }
 
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
     TransportKind kind, const ConnectSpec& spec, ChannelListener::Admit admit,
     ChannelListener::Deliver deliver) {
-  if (kind != TransportKind::kRdma) return NotAFamilyThatDials(kind);
+  if (kind != TransportKind::kRdma) {
+    return absl::UnimplementedError(absl::StrCat(
+        "transport ", TransportKindName(kind),
+        " channels arrive through the destination's TCP acceptor; it has no "
+        "listener of its own"));
+  }
   absl::StatusOr<std::unique_ptr<RdmaListener>> l = RdmaListener::Listen(
       spec.host, spec.port, spec.options, RdmaConfigFor(spec), std::move(admit),
       std::move(deliver));

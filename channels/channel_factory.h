@@ -1,11 +1,13 @@
 // Opens data channels of every family behind one interface, so the engine
 // opens and admits each channel the same way whatever carries it.
 //
-// Socket families run on a stream socket the engine connected (and
-// exchanged the Hello over): OpenSocketChannel wraps it. Families that own
-// their connection set-up (kCapOwnsConnection) dial and listen themselves,
-// carrying the Hello inside their own handshake: DialChannel and
-// ListenForChannels.
+// The source dials every family with DialChannel. Socket families connect a
+// stream socket and exchange the Hello over it (channels/socket_dial.h);
+// families that own their connection set-up (kCapOwnsConnection) carry the
+// Hello inside their own handshake. On the destination, socket channels
+// arrive through the destination's one TCP listener
+// (channels/socket_listener.h), whose socket OpenTcp reads; a family that owns
+// its connection listens for itself (ListenForChannels).
 #ifndef RAMFERRY_CHANNELS_CHANNEL_FACTORY_H_
 #define RAMFERRY_CHANNELS_CHANNEL_FACTORY_H_
 
@@ -37,11 +39,15 @@ absl::StatusOr<ResolvedTransport> ResolveTransport(TransportKind kind,
 absl::StatusOr<std::unique_ptr<Transport>> OpenSocketChannel(
     TransportKind kind, int fd, const TransportOptions& options);
 
-// What a family that owns its connection needs to set one up.
+// What it takes to set up one channel.
 struct ConnectSpec {
   std::string host;
   uint16_t port = 0;
   TransportOptions options;
+  // Socket families: the key the Hello proves (empty: none) and when the
+  // exchange must be over.
+  std::string auth_key;
+  absl::Time deadline = absl::InfiniteFuture();
   // Negotiated session features (proto::kCap*), as far as the transport
   // acts on them (kCapChunkedRegistration: pin-all, batched requests).
   uint64_t session_capabilities = 0;
@@ -50,13 +56,19 @@ struct ConnectSpec {
   absl::Duration connect_timeout = absl::Seconds(10);
 };
 
-// Source: connects with `hello` carried in the family's handshake; on
-// success *reply is the destination's HelloReply, and a refusal comes
-// back as the status the destination gave. Families without
-// kCapOwnsConnection get UNIMPLEMENTED.
-absl::StatusOr<std::unique_ptr<Transport>> DialChannel(
-    TransportKind kind, const ConnectSpec& spec, const proto::Hello& hello,
-    proto::HelloReply* reply);
+// Source: connects `hello`'s channel, the Hello carried the family's way
+// (connect_timeout bounds the connect, spec.deadline the exchange); a
+// refusal comes back as the status the destination gave.
+struct DialedChannel {
+  std::unique_ptr<Transport> transport;
+  proto::HelloReply reply;
+  // Socket families: the connected socket, owned by the transport; -1
+  // otherwise.
+  int socket_fd = -1;
+};
+absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
+                                          const ConnectSpec& spec,
+                                          const proto::Hello& hello);
 
 // Destination: accepts channels of a family that owns its connection.
 // Each request's Hello goes to `admit`; an accepted one becomes a

@@ -1,4 +1,4 @@
-#include "engine/acceptor.h"
+#include "channels/socket_listener.h"
 
 #include <unistd.h>
 
@@ -17,11 +17,11 @@
 #include "channels/socket_io.h"
 #include "proto/auth.h"
 
-namespace ramferry::engine {
+namespace ramferry::channels {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-class Acceptor::Impl {
+class SocketListener::Impl {
  public:
   Impl(const Options& options, Admit admit, Deliver deliver)
       : options_(options),
@@ -219,7 +219,7 @@ class Acceptor::Impl {
     p->timer.cancel();
     if (p->admitted) {
       int fd = p->socket.release();
-      if (!channels::MakeBlocking(fd).ok()) {
+      if (!MakeBlocking(fd).ok()) {
         close(fd);
         fd = -1;
       }
@@ -246,20 +246,23 @@ class Acceptor::Impl {
   std::atomic<bool> stopped_{false};
 };
 
-absl::StatusOr<std::unique_ptr<Acceptor>> Acceptor::Listen(
+absl::StatusOr<std::unique_ptr<SocketListener>> SocketListener::Listen(
     const Options& options, Admit admit, Deliver deliver) {
   auto impl =
       std::make_unique<Impl>(options, std::move(admit), std::move(deliver));
   if (absl::Status s = impl->Bind(); !s.ok()) return s;
-  return std::unique_ptr<Acceptor>(new Acceptor(std::move(impl)));
+  return std::unique_ptr<SocketListener>(new SocketListener(std::move(impl)));
 }
 
-Acceptor::Acceptor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Acceptor::~Acceptor() = default;
-uint16_t Acceptor::port() const { return impl_->port(); }
-void Acceptor::Start() { impl_->Start(); }
-void Acceptor::Stop() { impl_->Stop(); }
-uint64_t Acceptor::refused() const { return impl_->refused(); }
-uint64_t Acceptor::auth_failures() const { return impl_->auth_failures(); }
+SocketListener::SocketListener(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+SocketListener::~SocketListener() = default;
+uint16_t SocketListener::port() const { return impl_->port(); }
+void SocketListener::Start() { impl_->Start(); }
+void SocketListener::Stop() { impl_->Stop(); }
+uint64_t SocketListener::refused() const { return impl_->refused(); }
+uint64_t SocketListener::auth_failures() const {
+  return impl_->auth_failures();
+}
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::channels

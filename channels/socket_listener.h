@@ -1,12 +1,13 @@
-// The destination's listening socket. Every accepted connection must send
+// The destination's listening TCP socket, for the control connection and
+// every socket family's data channels. Every accepted connection must send
 // a valid Hello within the handshake timeout, prove the session key when
 // the destination has one (proto/auth.h), and be admitted before it gets a
 // thread or a byte of memory beyond its fixed handshake buffers; the rest are
 // refused with a reason and closed. Runs on its own Asio thread for the
 // whole session, so late or bogus connections keep being refused without
 // disturbing the transfer.
-#ifndef RAMFERRY_ENGINE_ACCEPTOR_H_
-#define RAMFERRY_ENGINE_ACCEPTOR_H_
+#ifndef RAMFERRY_CHANNELS_SOCKET_LISTENER_H_
+#define RAMFERRY_CHANNELS_SOCKET_LISTENER_H_
 
 #include <cstdint>
 #include <functional>
@@ -17,9 +18,9 @@
 #include "absl/time/time.h"
 #include "proto/handshake.h"
 
-namespace ramferry::engine {
+namespace ramferry::channels {
 
-class Acceptor {
+class SocketListener {
  public:
   // Decides on a decoded Hello (acceptor thread).
   using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
@@ -38,9 +39,9 @@ class Acceptor {
     int max_pending = 64;
   };
 
-  static absl::StatusOr<std::unique_ptr<Acceptor>> Listen(
+  static absl::StatusOr<std::unique_ptr<SocketListener>> Listen(
       const Options& options, Admit admit, Deliver deliver);
-  ~Acceptor();
+  ~SocketListener();
 
   uint16_t port() const;
   void Start();  // starts the acceptor thread
@@ -53,10 +54,10 @@ class Acceptor {
   class Impl;
 
  private:
-  explicit Acceptor(std::unique_ptr<Impl> impl);
+  explicit SocketListener(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::channels
 
-#endif  // RAMFERRY_ENGINE_ACCEPTOR_H_
+#endif  // RAMFERRY_CHANNELS_SOCKET_LISTENER_H_

@@ -1,5 +1,6 @@
-// The control plane's connection helpers: connect with retry, the Hello
-// exchange, and ControlChannel, which carries framed control messages.
+// The control plane: ControlChannel, which carries framed control
+// messages, and the session id. Connecting and the Hello exchange are the
+// socket families' own (channels/socket_dial.h).
 #ifndef RAMFERRY_ENGINE_CONTROL_H_
 #define RAMFERRY_ENGINE_CONTROL_H_
 
@@ -15,30 +16,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "channels/socket_dial.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
 
 namespace ramferry::engine {
-
-// Connects a TCP socket to host:port, retrying refused connections until
-// `timeout` (the peer may still be starting). Returns the connected fd
-// with TCP_NODELAY set.
-absl::StatusOr<int> ConnectWithRetry(const std::string& host, uint16_t port,
-                                     absl::Duration timeout);
-
-// Writes all of `data` / reads exactly `buf` before `deadline`.
-absl::Status WriteWithDeadline(int fd, absl::Span<const uint8_t> data,
-                               absl::Time deadline);
-absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
-                              absl::Time deadline);
-
-// Sends `hello` on a fresh connection and returns the peer's reply; a
-// refusal comes back as the error the peer gave. With a `key`, the Hello
-// asks for authentication and both ends prove the key (proto/auth.h)
-// before the reply; a destination that cannot is an error.
-absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
-                                                absl::string_view key,
-                                                absl::Time deadline);
 
 // A fresh random session id (getrandom).
 proto::SessionId NewSessionId();

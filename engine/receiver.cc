@@ -11,9 +11,9 @@
 #include "absl/time/clock.h"
 #include "channels/channel_factory.h"
 #include "channels/socket_io.h"
+#include "channels/socket_listener.h"
 #include "channels/tcp.h"
 #include "channels/transport_family.h"
-#include "engine/acceptor.h"
 #include "engine/channel_receiver.h"
 #include "engine/control.h"
 #include "engine/failure.h"
@@ -62,12 +62,12 @@ class ReceiverImpl {
         }) {}
 
   ~ReceiverImpl() {
-    if (acceptor_ != nullptr) acceptor_->Stop();
+    if (tcp_listener_ != nullptr) tcp_listener_->Stop();
     CloseUndelivered();
   }
 
   absl::Status Listen();
-  uint16_t port() const { return acceptor_->port(); }
+  uint16_t port() const { return tcp_listener_->port(); }
   absl::Status Serve();
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
   SessionStats stats() const;
@@ -83,6 +83,10 @@ class ReceiverImpl {
   void Deliver(const proto::Hello& hello, int fd);
   void DeliverTransport(const proto::Hello& hello,
                         std::unique_ptr<channels::Transport> transport);
+  // Either way, the channel's slot gets its transport (`fd`: the socket
+  // under it, or -1). Needs mu_.
+  void PlaceLocked(const proto::Hello& hello,
+                   std::unique_ptr<channels::Transport> transport, int fd);
   channels::TransportOptions ChannelOptions() const;  // needs mu_
   // Where the session's transport owns its connection set-up, its own
   // listener admits the data channels; it is started between admitting the
@@ -110,7 +114,7 @@ class ReceiverImpl {
   const SessionOptions options_;
   const engine::RegionTable table_;
   engine::SessionFailure failure_;
-  std::unique_ptr<engine::Acceptor> acceptor_;
+  std::unique_ptr<channels::SocketListener> tcp_listener_;
   bool served_ = false;
   bool surviving_ = false;  // Serve thread: the session survives losses
 
@@ -157,17 +161,17 @@ absl::Status ReceiverImpl::Listen() {
   if (absl::Status s = engine::ValidateRegions(table_.regions()); !s.ok()) {
     return s;
   }
-  engine::Acceptor::Options ao;
+  channels::SocketListener::Options ao;
   ao.host = options_.host;
   ao.port = options_.port;
   ao.handshake_timeout = options_.handshake_timeout;
   ao.key = options_.auth_key;
-  absl::StatusOr<std::unique_ptr<engine::Acceptor>> a =
-      engine::Acceptor::Listen(
+  absl::StatusOr<std::unique_ptr<channels::SocketListener>> a =
+      channels::SocketListener::Listen(
           ao, [this](const proto::Hello& h) { return Admit(h); },
           [this](const proto::Hello& h, int fd) { Deliver(h, fd); });
   if (!a.ok()) return a.status();
-  acceptor_ = std::move(*a);
+  tcp_listener_ = std::move(*a);
   return absl::OkStatus();
 }
 
@@ -297,7 +301,7 @@ proto::HelloReply ReceiverImpl::StartChannelListener(
     proto::HelloReply accepted) {
   channels::ConnectSpec spec;
   spec.host = options_.host;
-  spec.port = acceptor_->port();
+  spec.port = tcp_listener_->port();
   spec.options = ChannelOptions();
   spec.chunk_bytes = rdma_chunk_bytes_;
   spec.max_inline = options_.rdma_max_inline;
@@ -330,25 +334,28 @@ void ReceiverImpl::Deliver(const proto::Hello& h, int fd) {
     cv_.notify_all();
     return;
   }
-  ChannelSlot& slot = slots_[h.channel_index];
   if (fd < 0 || !channels::SetStallTimeouts(fd, options_.stall_timeout).ok()) {
     if (fd >= 0) close(fd);
-    slot.state = ChannelSlot::kLost;
-  } else {
-    slot.transport = engine::DecorateTransport(
-        channels::OpenTcp(fd, ChannelOptions()),
-        {.source = false, .channel = h.channel_index, .fd = fd});
-    slot.state = ChannelSlot::kReady;
+    slots_[h.channel_index].state = ChannelSlot::kLost;
+    cv_.notify_all();
+    return;
   }
-  cv_.notify_all();
+  PlaceLocked(h, channels::OpenTcp(fd, ChannelOptions()), fd);
 }
 
 void ReceiverImpl::DeliverTransport(
     const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
   std::unique_lock<std::mutex> lock(mu_);
+  PlaceLocked(h, std::move(transport), /*fd=*/-1);
+}
+
+void ReceiverImpl::PlaceLocked(const proto::Hello& h,
+                               std::unique_ptr<channels::Transport> transport,
+                               int fd) {
   ChannelSlot& slot = slots_[h.channel_index];
   slot.transport = engine::DecorateTransport(
-      std::move(transport), {.source = false, .channel = h.channel_index});
+      std::move(transport),
+      {.source = false, .channel = h.channel_index, .fd = fd});
   slot.state = ChannelSlot::kReady;
   cv_.notify_all();
 }
@@ -365,7 +372,7 @@ absl::Status ReceiverImpl::Serve() {
     return absl::FailedPreconditionError("Serve runs once per Receiver");
   }
   served_ = true;
-  acceptor_->Start();
+  tcp_listener_->Start();
   absl::Status s = ServeSession();
   if (!s.ok()) failure_.Fail(s);  // tears down, unless already failed
   for (auto& c : channels_) c->Join();
@@ -770,9 +777,9 @@ SessionStats ReceiverImpl::stats() const {
     c->ExportStats(&s.channels.back());
   }
   s.rounds = applied_rounds();
-  if (acceptor_ != nullptr) {
-    s.connections_refused = acceptor_->refused();
-    s.auth_failures = acceptor_->auth_failures();
+  if (tcp_listener_ != nullptr) {
+    s.connections_refused = tcp_listener_->refused();
+    s.auth_failures = tcp_listener_->auth_failures();
   }
   std::lock_guard<std::mutex> loss_lock(loss_mu_);
   s.channels_lost = losses_;

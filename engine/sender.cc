@@ -71,9 +71,7 @@ class SenderImpl {
  private:
   absl::Status OpenChannels(absl::Time deadline);
   uint64_t OfferedCapabilities() const;
-  // One data channel, opened the way its family connects: over a socket
-  // this side dials and exchanges the Hello on, or by the family itself
-  // (kCapOwnsConnection).
+  // One data channel, dialled the way its family connects.
   absl::StatusOr<std::unique_ptr<channels::Transport>> OpenChannel(
       const proto::Hello& hello, const channels::TransportOptions& topts,
       absl::Time deadline);
@@ -186,7 +184,7 @@ absl::Status SenderImpl::Setup() {
   transport_caps_ = channels::StaticCapabilities(options_.transport);
   session_ = engine::NewSessionId();
 
-  absl::StatusOr<int> fd = engine::ConnectWithRetry(
+  absl::StatusOr<int> fd = channels::ConnectWithRetry(
       options_.host, options_.port, options_.connect_timeout);
   if (!fd.ok()) return Annotate(fd.status(), "control connection");
   control_ = std::make_unique<ControlChannel>(*fd, options_.stall_timeout);
@@ -203,7 +201,7 @@ absl::Status SenderImpl::Setup() {
     hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
   }
   absl::StatusOr<proto::HelloReply> reply =
-      engine::ExchangeHello(*fd, hello, options_.auth_key, deadline);
+      channels::ExchangeHello(*fd, hello, options_.auth_key, deadline);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
   capabilities_ = reply->capabilities & proto::kKnownCapabilities;
   if (options_.survive_channel_loss) {
@@ -335,37 +333,22 @@ uint64_t SenderImpl::OfferedCapabilities() const {
 absl::StatusOr<std::unique_ptr<channels::Transport>> SenderImpl::OpenChannel(
     const proto::Hello& hello, const channels::TransportOptions& topts,
     absl::Time deadline) {
-  if (Has(channels::kCapOwnsConnection)) {
-    channels::ConnectSpec spec;
-    spec.host = options_.host;
-    spec.port = options_.port;
-    spec.options = topts;
-    spec.session_capabilities = capabilities_;
-    spec.chunk_bytes = options_.rdma_chunk_bytes;
-    spec.max_inline = options_.rdma_max_inline;
-    spec.connect_timeout = options_.handshake_timeout;
-    proto::HelloReply reply;
-    absl::StatusOr<std::unique_ptr<channels::Transport>> t =
-        channels::DialChannel(channel_kind_, spec, hello, &reply);
-    if (!t.ok()) return t;
-    return engine::DecorateTransport(
-        std::move(*t), {.source = true, .channel = hello.channel_index});
-  }
-  absl::StatusOr<int> fd = engine::ConnectWithRetry(
-      options_.host, options_.port, options_.handshake_timeout);
-  if (!fd.ok()) return fd.status();
-  if (absl::StatusOr<proto::HelloReply> r =
-          engine::ExchangeHello(*fd, hello, options_.auth_key, deadline);
-      !r.ok()) {
-    close(*fd);
-    return r.status();
-  }
-  absl::StatusOr<std::unique_ptr<channels::Transport>> t =
-      channels::OpenSocketChannel(channel_kind_, *fd, topts);
-  if (!t.ok()) return t;
+  channels::ConnectSpec spec;
+  spec.host = options_.host;
+  spec.port = options_.port;
+  spec.options = topts;
+  spec.auth_key = options_.auth_key;
+  spec.deadline = deadline;
+  spec.session_capabilities = capabilities_;
+  spec.chunk_bytes = options_.rdma_chunk_bytes;
+  spec.max_inline = options_.rdma_max_inline;
+  spec.connect_timeout = options_.handshake_timeout;
+  absl::StatusOr<channels::DialedChannel> d =
+      channels::DialChannel(channel_kind_, spec, hello);
+  if (!d.ok()) return d.status();
   return engine::DecorateTransport(
-      std::move(*t),
-      {.source = true, .channel = hello.channel_index, .fd = *fd});
+      std::move(d->transport),
+      {.source = true, .channel = hello.channel_index, .fd = d->socket_fd});
 }
 
 void SenderImpl::ControlLoop() {

@@ -111,7 +111,7 @@ class RawHandshake {
  public:
   RawHandshake(uint16_t port, const proto::Hello& hello) {
     absl::StatusOr<int> fd =
-        engine::ConnectWithRetry("127.0.0.1", port, absl::Seconds(5));
+        channels::ConnectWithRetry("127.0.0.1", port, absl::Seconds(5));
     EXPECT_TRUE(fd.ok()) << fd.status();
     fd_ = fd.ok() ? *fd : -1;
     proto::EncodeHello(hello, absl::MakeSpan(hello_));
@@ -120,11 +120,13 @@ class RawHandshake {
     if (fd_ >= 0) close(fd_);
   }
   absl::StatusOr<proto::AuthChallenge> SendHello() {
-    if (auto s = engine::WriteWithDeadline(fd_, hello_, Deadline()); !s.ok()) {
+    if (auto s = channels::WriteWithDeadline(fd_, hello_, Deadline());
+        !s.ok()) {
       return s;
     }
     uint8_t in[proto::kAuthChallengeBytes];
-    if (auto s = engine::ReadWithDeadline(fd_, absl::MakeSpan(in), Deadline());
+    if (auto s =
+            channels::ReadWithDeadline(fd_, absl::MakeSpan(in), Deadline());
         !s.ok()) {
       return s;
     }
@@ -137,11 +139,12 @@ class RawHandshake {
   absl::Status SendProof(const proto::AuthMac& mac) {
     uint8_t out[proto::kAuthProofBytes];
     proto::EncodeAuthProof({mac}, absl::MakeSpan(out));
-    if (auto s = engine::WriteWithDeadline(fd_, out, Deadline()); !s.ok()) {
+    if (auto s = channels::WriteWithDeadline(fd_, out, Deadline()); !s.ok()) {
       return s;
     }
     uint8_t in[proto::kHelloReplyBytes];
-    if (auto s = engine::ReadWithDeadline(fd_, absl::MakeSpan(in), Deadline());
+    if (auto s =
+            channels::ReadWithDeadline(fd_, absl::MakeSpan(in), Deadline());
         !s.ok()) {
       return s;
     }

@@ -54,21 +54,25 @@ std::string Errno(const char* call) {
   return std::string(call) + " failed: " + std::strerror(errno);
 }
 
-uint8_t PatternByte(size_t i) { return static_cast<uint8_t>((i * 131 + 7) ^ (i >> 9)); }
+uint8_t PatternByte(size_t i) {
+  return static_cast<uint8_t>((i * 131 + 7) ^ (i >> 9));
+}
 
 std::string MtuBytes(ibv_mtu mtu) {
-  return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? std::to_string(128 << mtu) : "?";
+  return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? std::to_string(128 << mtu)
+                                                   : "?";
 }
 
 // Waits for the next rdmacm event on `channel` and requires it to be
 // `expected`. On success the caller owns *out and must ack it.
-bool WaitEvent(const char* who, rdma_event_channel* channel, rdma_cm_event_type expected,
-               rdma_cm_event** out) {
+bool WaitEvent(const char* who, rdma_event_channel* channel,
+               rdma_cm_event_type expected, rdma_cm_event** out) {
   pollfd pfd{channel->fd, POLLIN, 0};
   int ready = ::poll(&pfd, 1, kStepTimeoutMs);
   if (ready <= 0) {
-    Report(who, std::string("no rdmacm event within ") + std::to_string(kStepTimeoutMs) +
-                    " ms while waiting for " + rdma_event_str(expected));
+    Report(who, std::string("no rdmacm event within ") +
+                    std::to_string(kStepTimeoutMs) + " ms while waiting for " +
+                    rdma_event_str(expected));
     return false;
   }
   rdma_cm_event* event = nullptr;
@@ -78,8 +82,8 @@ bool WaitEvent(const char* who, rdma_event_channel* channel, rdma_cm_event_type 
   }
   if (event->event != expected) {
     Report(who, std::string("expected ") + rdma_event_str(expected) + ", got " +
-                    rdma_event_str(event->event) + " (status " + std::to_string(event->status) +
-                    ")");
+                    rdma_event_str(event->event) + " (status " +
+                    std::to_string(event->status) + ")");
     rdma_ack_cm_event(event);
     return false;
   }
@@ -87,7 +91,8 @@ bool WaitEvent(const char* who, rdma_event_channel* channel, rdma_cm_event_type 
   return true;
 }
 
-bool WaitAndAck(const char* who, rdma_event_channel* channel, rdma_cm_event_type expected) {
+bool WaitAndAck(const char* who, rdma_event_channel* channel,
+                rdma_cm_event_type expected) {
   rdma_cm_event* event = nullptr;
   if (!WaitEvent(who, channel, expected, &event)) return false;
   rdma_ack_cm_event(event);
@@ -95,8 +100,10 @@ bool WaitAndAck(const char* who, rdma_event_channel* channel, rdma_cm_event_type
 }
 
 // Polls `cq` until `count` successful completions arrived.
-bool PollCompletions(const char* who, ibv_cq* cq, int count, std::vector<ibv_wc>* seen) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kStepTimeoutMs);
+bool PollCompletions(const char* who, ibv_cq* cq, int count,
+                     std::vector<ibv_wc>* seen) {
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(kStepTimeoutMs);
   while (count > 0) {
     ibv_wc wc{};
     int n = ibv_poll_cq(cq, 1, &wc);
@@ -106,15 +113,16 @@ bool PollCompletions(const char* who, ibv_cq* cq, int count, std::vector<ibv_wc>
     }
     if (n == 0) {
       if (Clock::now() > deadline) {
-        Report(who, "completion did not arrive within " + std::to_string(kStepTimeoutMs) + " ms");
+        Report(who, "completion did not arrive within " +
+                        std::to_string(kStepTimeoutMs) + " ms");
         return false;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       continue;
     }
     if (wc.status != IBV_WC_SUCCESS) {
-      Report(who, std::string("work request ") + std::to_string(wc.wr_id) + " failed: " +
-                      ibv_wc_status_str(wc.status));
+      Report(who, std::string("work request ") + std::to_string(wc.wr_id) +
+                      " failed: " + ibv_wc_status_str(wc.status));
       return false;
     }
     if (seen) seen->push_back(wc);
@@ -160,7 +168,8 @@ struct Endpoint {
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
     attr.cap.max_inline_data = kAskInline;
-    if (rdma_create_qp(id, pd, &attr) != 0) return Fail(Errno("rdma_create_qp"));
+    if (rdma_create_qp(id, pd, &attr) != 0)
+      return Fail(Errno("rdma_create_qp"));
     has_qp = true;
     max_inline = attr.cap.max_inline_data;
     return true;
@@ -168,8 +177,10 @@ struct Endpoint {
 
   ibv_mr* Register(void* buf, size_t len, int access) {
     ibv_mr* mr = ibv_reg_mr(pd, buf, len, access);
-    if (!mr) Fail(Errno("ibv_reg_mr"));
-    else mrs.push_back(mr);
+    if (!mr)
+      Fail(Errno("ibv_reg_mr"));
+    else
+      mrs.push_back(mr);
     return mr;
   }
 
@@ -213,9 +224,11 @@ bool ProbeDevice(uint32_t* granted_inline) {
     Report(who, Errno("ibv_query_device/port"));
     goto out;
   }
-  std::printf("device %s: max_qp_wr %d, max_sge %d, max_cqe %d, port 1 %s, active_mtu %s\n",
-              ibv_get_device_name(dev), attr.max_qp_wr, attr.max_sge, attr.max_cqe,
-              ibv_port_state_str(port.state), MtuBytes(port.active_mtu).c_str());
+  std::printf(
+      "device %s: max_qp_wr %d, max_sge %d, max_cqe %d, port 1 %s, active_mtu "
+      "%s\n",
+      ibv_get_device_name(dev), attr.max_qp_wr, attr.max_sge, attr.max_cqe,
+      ibv_port_state_str(port.state), MtuBytes(port.active_mtu).c_str());
   pd = ibv_alloc_pd(ctx);
   cq = pd ? ibv_create_cq(ctx, 4, nullptr, nullptr, 0) : nullptr;
   if (!cq) {
@@ -236,7 +249,8 @@ bool ProbeDevice(uint32_t* granted_inline) {
     goto out;
   }
   *granted_inline = qattr.cap.max_inline_data;
-  std::printf("max_inline_data: asked %u, granted %u\n", kAskInline, *granted_inline);
+  std::printf("max_inline_data: asked %u, granted %u\n", kAskInline,
+              *granted_inline);
   ok = true;
 out:
   if (qp) ibv_destroy_qp(qp);
@@ -273,7 +287,8 @@ bool Server(const sockaddr_in& bind_to, std::promise<uint16_t>* port_out) {
   give_port(ntohs(rdma_get_src_port(listener.id)));
 
   rdma_cm_event* request = nullptr;
-  if (!WaitEvent("server", listener.channel, RDMA_CM_EVENT_CONNECT_REQUEST, &request))
+  if (!WaitEvent("server", listener.channel, RDMA_CM_EVENT_CONNECT_REQUEST,
+                 &request))
     return false;
   Endpoint conn("server");
   conn.id = request->id;  // shares the listener's event channel
@@ -283,21 +298,24 @@ bool Server(const sockaddr_in& bind_to, std::promise<uint16_t>* port_out) {
   std::vector<uint8_t> target(kWriteBytes, 0);
   std::vector<char> inbox(kMessageBytes + 1, 0);
   ibv_mr* target_mr =
-      conn.Register(target.data(), target.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ibv_mr* inbox_mr = conn.Register(inbox.data(), inbox.size(), IBV_ACCESS_LOCAL_WRITE);
+      conn.Register(target.data(), target.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* inbox_mr =
+      conn.Register(inbox.data(), inbox.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!target_mr || !inbox_mr) return false;
 
-  ibv_sge sge{reinterpret_cast<uintptr_t>(inbox.data()), static_cast<uint32_t>(inbox.size()),
-              inbox_mr->lkey};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(inbox.data()),
+              static_cast<uint32_t>(inbox.size()), inbox_mr->lkey};
   ibv_recv_wr recv{};
   recv.wr_id = 1;
   recv.sg_list = &sge;
   recv.num_sge = 1;
   ibv_recv_wr* bad_recv = nullptr;
-  if (ibv_post_recv(conn.id->qp, &recv, &bad_recv) != 0) return conn.Fail(Errno("ibv_post_recv"));
+  if (ibv_post_recv(conn.id->qp, &recv, &bad_recv) != 0)
+    return conn.Fail(Errno("ibv_post_recv"));
 
-  RemoteBuffer offer{reinterpret_cast<uintptr_t>(target.data()), target_mr->rkey,
-                     static_cast<uint32_t>(target.size())};
+  RemoteBuffer offer{reinterpret_cast<uintptr_t>(target.data()),
+                     target_mr->rkey, static_cast<uint32_t>(target.size())};
   rdma_conn_param param{};
   param.private_data = &offer;
   param.private_data_len = sizeof offer;
@@ -305,21 +323,25 @@ bool Server(const sockaddr_in& bind_to, std::promise<uint16_t>* port_out) {
   param.initiator_depth = 1;
   param.rnr_retry_count = 7;
   if (rdma_accept(conn.id, &param) != 0) return conn.Fail(Errno("rdma_accept"));
-  if (!WaitAndAck("server", listener.channel, RDMA_CM_EVENT_ESTABLISHED)) return false;
+  if (!WaitAndAck("server", listener.channel, RDMA_CM_EVENT_ESTABLISHED))
+    return false;
 
   std::vector<ibv_wc> wcs;
   if (!PollCompletions("server", conn.cq, 1, &wcs)) return false;
   if (wcs[0].opcode != IBV_WC_RECV || wcs[0].byte_len != kMessageBytes)
-    return conn.Fail("unexpected receive completion: opcode " + std::to_string(wcs[0].opcode) +
-                     ", " + std::to_string(wcs[0].byte_len) + " bytes");
+    return conn.Fail("unexpected receive completion: opcode " +
+                     std::to_string(wcs[0].opcode) + ", " +
+                     std::to_string(wcs[0].byte_len) + " bytes");
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] != PatternByte(i))
       return conn.Fail("RDMA WRITE data wrong at byte " + std::to_string(i));
   }
   std::string message(inbox.data(), kMessageBytes);
-  if (message.rfind("ramferry rxe smoke", 0) != 0) return conn.Fail("SEND payload wrong");
-  std::printf("server: RDMA WRITE of %zu bytes verified, SEND of %u bytes received\n",
-              target.size(), wcs[0].byte_len);
+  if (message.rfind("ramferry rxe smoke", 0) != 0)
+    return conn.Fail("SEND payload wrong");
+  std::printf(
+      "server: RDMA WRITE of %zu bytes verified, SEND of %u bytes received\n",
+      target.size(), wcs[0].byte_len);
 
   // The client disconnects once its completions are in.
   return WaitAndAck("server", listener.channel, RDMA_CM_EVENT_DISCONNECTED);
@@ -333,19 +355,25 @@ bool Client(sockaddr_in server) {
   if (!ep.channel) return ep.Fail(Errno("rdma_create_event_channel"));
   if (rdma_create_id(ep.channel, &ep.id, nullptr, RDMA_PS_TCP) != 0)
     return ep.Fail(Errno("rdma_create_id"));
-  if (rdma_resolve_addr(ep.id, nullptr, reinterpret_cast<sockaddr*>(&server), 5000) != 0)
+  if (rdma_resolve_addr(ep.id, nullptr, reinterpret_cast<sockaddr*>(&server),
+                        5000) != 0)
     return ep.Fail(Errno("rdma_resolve_addr"));
-  if (!WaitAndAck("client", ep.channel, RDMA_CM_EVENT_ADDR_RESOLVED)) return false;
-  if (rdma_resolve_route(ep.id, 5000) != 0) return ep.Fail(Errno("rdma_resolve_route"));
-  if (!WaitAndAck("client", ep.channel, RDMA_CM_EVENT_ROUTE_RESOLVED)) return false;
+  if (!WaitAndAck("client", ep.channel, RDMA_CM_EVENT_ADDR_RESOLVED))
+    return false;
+  if (rdma_resolve_route(ep.id, 5000) != 0)
+    return ep.Fail(Errno("rdma_resolve_route"));
+  if (!WaitAndAck("client", ep.channel, RDMA_CM_EVENT_ROUTE_RESOLVED))
+    return false;
   if (!ep.CreateQp()) return false;
 
   std::vector<uint8_t> source(kWriteBytes);
   for (size_t i = 0; i < source.size(); ++i) source[i] = PatternByte(i);
   std::string message = "ramferry rxe smoke: SEND after RDMA WRITE";
   message.resize(kMessageBytes, '.');
-  ibv_mr* source_mr = ep.Register(source.data(), source.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* message_mr = ep.Register(message.data(), message.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* source_mr =
+      ep.Register(source.data(), source.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* message_mr =
+      ep.Register(message.data(), message.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!source_mr || !message_mr) return false;
 
   rdma_conn_param param{};
@@ -355,13 +383,16 @@ bool Client(sockaddr_in server) {
   param.rnr_retry_count = 7;
   if (rdma_connect(ep.id, &param) != 0) return ep.Fail(Errno("rdma_connect"));
   rdma_cm_event* established = nullptr;
-  if (!WaitEvent("client", ep.channel, RDMA_CM_EVENT_ESTABLISHED, &established)) return false;
+  if (!WaitEvent("client", ep.channel, RDMA_CM_EVENT_ESTABLISHED, &established))
+    return false;
   RemoteBuffer remote{};
   bool have_offer = established->param.conn.private_data &&
                     established->param.conn.private_data_len >= sizeof remote;
-  if (have_offer) std::memcpy(&remote, established->param.conn.private_data, sizeof remote);
+  if (have_offer)
+    std::memcpy(&remote, established->param.conn.private_data, sizeof remote);
   rdma_ack_cm_event(established);
-  if (!have_offer) return ep.Fail("no buffer offer in the accept's private data");
+  if (!have_offer)
+    return ep.Fail("no buffer offer in the accept's private data");
   if (remote.length < source.size()) return ep.Fail("offered buffer too small");
 
   ibv_sge write_sge{reinterpret_cast<uintptr_t>(source.data()),
@@ -388,14 +419,18 @@ bool Client(sockaddr_in server) {
 
   const auto t0 = Clock::now();
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(ep.id->qp, &write, &bad) != 0) return ep.Fail(Errno("ibv_post_send"));
+  if (ibv_post_send(ep.id->qp, &write, &bad) != 0)
+    return ep.Fail(Errno("ibv_post_send"));
   std::vector<ibv_wc> wcs;
   if (!PollCompletions("client", ep.cq, 2, &wcs)) return false;
-  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  const double us =
+      std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   if (wcs[0].opcode != IBV_WC_RDMA_WRITE || wcs[1].opcode != IBV_WC_SEND)
     return ep.Fail("completions out of order");
-  std::printf("client: RDMA WRITE %zu bytes + SEND %zu bytes (%s) completed in %.0f us\n",
-              source.size(), message.size(), inline_send ? "inline" : "not inline", us);
+  std::printf(
+      "client: RDMA WRITE %zu bytes + SEND %zu bytes (%s) completed in %.0f "
+      "us\n",
+      source.size(), message.size(), inline_send ? "inline" : "not inline", us);
 
   if (rdma_disconnect(ep.id) != 0) return ep.Fail(Errno("rdma_disconnect"));
   return WaitAndAck("client", ep.channel, RDMA_CM_EVENT_DISCONNECTED);
@@ -408,7 +443,8 @@ int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const char* ip = std::getenv("RXE_IP");
   if (!ip || !*ip) {
-    Report("setup", "RXE_IP is not set (run inside the rxe VM: tests/rdma_vm/run.sh)");
+    Report("setup",
+           "RXE_IP is not set (run inside the rxe VM: tests/rdma_vm/run.sh)");
     return 1;
   }
   sockaddr_in addr{};
@@ -427,7 +463,8 @@ int main() {
   bool client_ok = false;
   std::thread server([&] { server_ok = Server(addr, &port_promise); });
   uint16_t port = 0;
-  if (port_future.wait_for(std::chrono::milliseconds(kStepTimeoutMs)) == std::future_status::ready)
+  if (port_future.wait_for(std::chrono::milliseconds(kStepTimeoutMs)) ==
+      std::future_status::ready)
     port = port_future.get();
   if (port != 0) {
     std::printf("server: listening on %s:%u\n", ip, port);
@@ -440,7 +477,8 @@ int main() {
   }
   server.join();
 
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   if (!server_ok || !client_ok) {
     std::printf("verbs_smoke: FAILED after %.0f ms\n", ms);
     return 1;

@@ -32,11 +32,11 @@ proto::Hello FakeSource::MakeHello(proto::Role role, uint32_t index) const {
 
 absl::StatusOr<int> FakeSource::Connect(const proto::Hello& hello) {
   absl::StatusOr<int> fd =
-      engine::ConnectWithRetry("127.0.0.1", port_, absl::Seconds(5));
+      channels::ConnectWithRetry("127.0.0.1", port_, absl::Seconds(5));
   if (!fd.ok()) return fd.status();
   other_fds_.push_back(*fd);
   absl::StatusOr<proto::HelloReply> reply =
-      engine::ExchangeHello(*fd, hello, key_, absl::Now() + absl::Seconds(5));
+      channels::ExchangeHello(*fd, hello, key_, absl::Now() + absl::Seconds(5));
   if (!reply.ok()) return reply.status();
   return *fd;
 }
@@ -78,8 +78,8 @@ absl::Status FakeSource::OpenAllChannels() {
 
 absl::Status FakeSource::Send(uint32_t channel,
                               absl::Span<const uint8_t> bytes) {
-  return engine::WriteWithDeadline(data_fds_.at(channel), bytes,
-                                   absl::Now() + absl::Seconds(10));
+  return channels::WriteWithDeadline(data_fds_.at(channel), bytes,
+                                     absl::Now() + absl::Seconds(10));
 }
 
 void FakeSource::CloseChannel(uint32_t channel) {
