@@ -7,8 +7,8 @@
 // - json: how the JSON reports it: kCount as is; kSeconds and kMicros, a
 //   time, in seconds or microseconds, its key ending in _s or _us instead
 //   of _ns (compress_ns is "compress_s").
-// ChannelStats' fields, the transport's counters and Total() are all made
-// from these lists.
+// ChannelStats' fields, the transport's counters, Total() and the JSON
+// writers are all made from these lists.
 #ifndef RAMFERRY_CHANNEL_COUNTERS_H_
 #define RAMFERRY_CHANNEL_COUNTERS_H_
 
