@@ -67,30 +67,11 @@ absl::StatusOr<CompletionPolicy> ParseCompletionPolicy(absl::string_view name) {
 namespace channels {
 
 void TransportStats::ExportTo(ChannelStats* out) const {
-  out->send_calls = send_calls.get();
-  out->submit_calls = submit_calls.get();
-  out->short_sends = short_sends.get();
-  out->zc_sends = zc_sends.get();
-  out->zc_completions = zc_completions.get();
-  out->zc_copied = zc_copied.get();
-  out->zc_notifications = zc_notifications.get();
-  out->enobufs_retries = enobufs_retries.get();
-  out->flushes = flushes.get();
-  out->completion_wait_ns = completion_wait_ns.get();
-  out->max_slots_in_flight = max_slots_in_flight.get();
-  out->recv_calls = recv_calls.get();
-  out->rdma_posts = rdma_posts.get();
-  out->rdma_wrs = rdma_wrs.get();
-  out->rdma_outstanding_max = rdma_outstanding_max.get();
-  out->rdma_sq_full_hits = rdma_sq_full_hits.get();
-  out->rdma_drains_to_zero = rdma_drains_to_zero.get();
-  out->inline_sends = inline_sends.get();
-  out->inline_max_bytes = inline_max_bytes.get();
-  out->inline_granted = inline_granted.get();
-  out->register_round_trips = register_round_trips.get();
-  out->register_batch_max = register_batch_max.get();
-  out->chunks_registered = chunks_registered.get();
-  out->chunks_compressed = chunks_compressed.get();
+#define RAMFERRY_EXPORT_COUNTER(field, merge, json, doc) \
+  out->field = field.get();
+  RAMFERRY_TRANSPORT_COUNTERS(RAMFERRY_EXPORT_COUNTER)
+  RAMFERRY_RDMA_COUNTERS(RAMFERRY_EXPORT_COUNTER)
+#undef RAMFERRY_EXPORT_COUNTER
 }
 
 }  // namespace channels

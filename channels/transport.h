@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "channels/counters.h"
+#include "ramferry/channel_counters.h"
 #include "ramferry/stats.h"
 #include "ramferry/transport.h"
 
@@ -79,14 +80,14 @@ struct OutgoingPacket {
   absl::Span<const uint64_t> payload_offsets;
 };
 
-// Counters a transport keeps; exported into the public ChannelStats.
+// Counters a transport keeps (ramferry/channel_counters.h says what each
+// counts); exported into the public ChannelStats.
 struct TransportStats {
-  Counter send_calls, submit_calls, short_sends, zc_sends, zc_completions,
-      zc_copied, zc_notifications, enobufs_retries, flushes, completion_wait_ns,
-      max_slots_in_flight, recv_calls, rdma_posts, rdma_wrs,
-      rdma_outstanding_max, rdma_sq_full_hits, rdma_drains_to_zero,
-      inline_sends, inline_max_bytes, inline_granted, register_round_trips,
-      register_batch_max, chunks_registered, chunks_compressed;
+#define RAMFERRY_TRANSPORT_FIELD(field, merge, json, doc) Counter field;
+  RAMFERRY_TRANSPORT_COUNTERS(RAMFERRY_TRANSPORT_FIELD)
+  // Only the rdma transport counts these.
+  RAMFERRY_RDMA_COUNTERS(RAMFERRY_TRANSPORT_FIELD)
+#undef RAMFERRY_TRANSPORT_FIELD
   void ExportTo(ChannelStats* out) const;
 };
 

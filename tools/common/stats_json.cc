@@ -1,102 +1,67 @@
 #include "tools/common/stats_json.h"
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
 namespace ramferry::cli {
 
+namespace {
+
+// A time counter holds nanoseconds and says so in its name, which
+// CounterKey() replaces.
+constexpr bool NamedForItsUnit(const ChannelCounter& c) {
+  return std::string_view(c.name).ends_with("_ns") ==
+         (c.json != CounterJson::kCount);
+}
+static_assert(std::all_of(std::begin(kChannelCounters),
+                          std::end(kChannelCounters), NamedForItsUnit));
+
+}  // namespace
+
+std::string CounterKey(const ChannelCounter& counter) {
+  absl::string_view name = counter.name;
+  switch (counter.json) {
+    case CounterJson::kCount:
+      return std::string(name);
+    case CounterJson::kSeconds:
+      return absl::StrCat(absl::StripSuffix(name, "_ns"), "_s");
+    case CounterJson::kMicros:
+      return absl::StrCat(absl::StripSuffix(name, "_ns"), "_us");
+  }
+  return std::string(name);
+}
+
+void WriteCounterFields(JsonWriter& w, const ChannelStats& c,
+                        absl::Span<const CounterRename> renames) {
+  for (const ChannelCounter& counter : kChannelCounters) {
+    const auto renamed = std::find_if(
+        renames.begin(), renames.end(),
+        [&](const CounterRename& r) { return r.field == counter.field; });
+    w.Key(renamed != renames.end() ? std::string(renamed->key)
+                                   : CounterKey(counter));
+    const uint64_t v = c.*counter.field;
+    switch (counter.json) {
+      case CounterJson::kCount:
+        w.Uint(v);
+        break;
+      case CounterJson::kSeconds:
+        w.Number(v * 1e-9);
+        break;
+      case CounterJson::kMicros:
+        w.Number(v * 1e-3);
+        break;
+    }
+  }
+}
+
 void WriteChannelStats(JsonWriter& w, const ChannelStats& c) {
-  w.BeginObject()
-      .Key("channel")
-      .Uint(c.channel)
-      .Key("packets")
-      .Uint(c.packets)
-      .Key("pages")
-      .Uint(c.pages)
-      .Key("payload_bytes")
-      .Uint(c.payload_bytes)
-      .Key("header_bytes")
-      .Uint(c.header_bytes)
-      .Key("zero_pages")
-      .Uint(c.zero_pages)
-      .Key("untouched_pages")
-      .Uint(c.untouched_pages)
-      .Key("zero_range_packets")
-      .Uint(c.zero_range_packets)
-      .Key("zero_pages_written")
-      .Uint(c.zero_pages_written)
-      .Key("compressed_packets")
-      .Uint(c.compressed_packets)
-      .Key("compressed_input_bytes")
-      .Uint(c.compressed_input_bytes)
-      .Key("compressed_output_bytes")
-      .Uint(c.compressed_output_bytes)
-      .Key("compress_s")
-      .Number(c.compress_ns * 1e-9)
-      .Key("syncs")
-      .Uint(c.syncs)
-      .Key("finishes")
-      .Uint(c.finishes)
-      .Key("send_calls")
-      .Uint(c.send_calls)
-      .Key("submit_calls")
-      .Uint(c.submit_calls)
-      .Key("short_sends")
-      .Uint(c.short_sends)
-      .Key("zc_sends")
-      .Uint(c.zc_sends)
-      .Key("zc_completions")
-      .Uint(c.zc_completions)
-      .Key("zc_copied")
-      .Uint(c.zc_copied)
-      .Key("zc_notifications")
-      .Uint(c.zc_notifications)
-      .Key("enobufs_retries")
-      .Uint(c.enobufs_retries)
-      .Key("flushes")
-      .Uint(c.flushes)
-      .Key("completion_wait_s")
-      .Number(c.completion_wait_ns * 1e-9)
-      .Key("max_slots_in_flight")
-      .Uint(c.max_slots_in_flight)
-      .Key("ring_max_occupancy")
-      .Uint(c.ring_max_occupancy)
-      .Key("producer_wait_s")
-      .Number(c.producer_wait_ns * 1e-9)
-      .Key("consumer_idle_max_s")
-      .Number(c.consumer_idle_max_ns * 1e-9)
-      .Key("rdma_posts")
-      .Uint(c.rdma_posts)
-      .Key("rdma_wrs")
-      .Uint(c.rdma_wrs)
-      .Key("rdma_outstanding_max")
-      .Uint(c.rdma_outstanding_max)
-      .Key("rdma_sq_full_hits")
-      .Uint(c.rdma_sq_full_hits)
-      .Key("rdma_drains_to_zero")
-      .Uint(c.rdma_drains_to_zero)
-      .Key("inline_sends")
-      .Uint(c.inline_sends)
-      .Key("inline_max_bytes")
-      .Uint(c.inline_max_bytes)
-      .Key("inline_granted")
-      .Uint(c.inline_granted)
-      .Key("register_round_trips")
-      .Uint(c.register_round_trips)
-      .Key("register_batch_max")
-      .Uint(c.register_batch_max)
-      .Key("chunks_registered")
-      .Uint(c.chunks_registered)
-      .Key("chunks_compressed")
-      .Uint(c.chunks_compressed)
-      .Key("send_latency_p50_us")
-      .Number(c.send_latency_p50_ns * 1e-3)
-      .Key("send_latency_p99_us")
-      .Number(c.send_latency_p99_ns * 1e-3)
-      .Key("thread_cpu_s")
-      .Number(c.thread_cpu_ns * 1e-9)
-      .Key("recv_calls")
-      .Uint(c.recv_calls)
-      .Key("lost")
-      .Uint(c.lost)
-      .EndObject();
+  w.BeginObject().Key("channel").Uint(c.channel);
+  WriteCounterFields(w, c);
+  w.EndObject();
 }
 
 void WriteChannelArray(JsonWriter& w, const SessionStats& s) {

@@ -1,0 +1,112 @@
+// The counter table (ramferry/channel_counters.h) makes Total() and the
+// channel JSON: every counter merges as its row says and appears under the
+// key it always had.
+#include "tools/common/stats_json.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ramferry::cli {
+namespace {
+
+TEST(ChannelCounters, TotalSumsOrKeepsTheLargestAsEachRowSays) {
+  SessionStats s;
+  s.channels.resize(2);
+  for (const ChannelCounter& k : kChannelCounters) {
+    s.channels[0].*k.field = 3;
+    s.channels[1].*k.field = 5;
+  }
+  const ChannelStats t = s.Total();
+  for (const ChannelCounter& k : kChannelCounters) {
+    EXPECT_EQ(t.*k.field, k.merge == CounterMerge::kSum ? 8u : 5u) << k.name;
+  }
+}
+
+TEST(ChannelCounters, JsonKeysAreTheOnesTheToolsRead) {
+  ChannelStats c;
+  c.channel = 7;
+  for (const ChannelCounter& k : kChannelCounters) c.*k.field = 2000000000;
+  JsonWriter w;
+  WriteChannelStats(w, c);
+  const nlohmann::json j = nlohmann::json::parse(w.str());
+  std::set<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.insert(key);
+  // The keys of the channel JSON before the table, and
+  // producer_wait_max_s, which only ramferry-bench wrote then.
+  const std::set<std::string> want = {
+      "channel",
+      "packets",
+      "pages",
+      "payload_bytes",
+      "header_bytes",
+      "zero_pages",
+      "untouched_pages",
+      "zero_range_packets",
+      "zero_pages_written",
+      "compressed_packets",
+      "compressed_input_bytes",
+      "compressed_output_bytes",
+      "compress_s",
+      "syncs",
+      "finishes",
+      "send_calls",
+      "submit_calls",
+      "short_sends",
+      "zc_sends",
+      "zc_completions",
+      "zc_copied",
+      "zc_notifications",
+      "enobufs_retries",
+      "flushes",
+      "completion_wait_s",
+      "max_slots_in_flight",
+      "ring_max_occupancy",
+      "producer_wait_s",
+      "producer_wait_max_s",
+      "consumer_idle_max_s",
+      "rdma_posts",
+      "rdma_wrs",
+      "rdma_outstanding_max",
+      "rdma_sq_full_hits",
+      "rdma_drains_to_zero",
+      "inline_sends",
+      "inline_max_bytes",
+      "inline_granted",
+      "register_round_trips",
+      "register_batch_max",
+      "chunks_registered",
+      "chunks_compressed",
+      "send_latency_p50_us",
+      "send_latency_p99_us",
+      "thread_cpu_s",
+      "recv_calls",
+      "lost",
+  };
+  EXPECT_EQ(keys, want);
+  EXPECT_EQ(j["channel"], 7);
+  EXPECT_EQ(j["zc_copied"], 2000000000u);
+  EXPECT_DOUBLE_EQ(j["completion_wait_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["send_latency_p99_us"].get<double>(), 2e6);
+}
+
+TEST(ChannelCounters, ARenameReplacesOnlyItsKey) {
+  ChannelStats c;
+  c.thread_cpu_ns = 1500000000;
+  JsonWriter w;
+  w.BeginObject();
+  constexpr CounterRename kRenames[] = {
+      {&ChannelStats::thread_cpu_ns, "channel_threads_cpu_s"}};
+  WriteCounterFields(w, c, kRenames);
+  w.EndObject();
+  const nlohmann::json j = nlohmann::json::parse(w.str());
+  EXPECT_FALSE(j.contains("thread_cpu_s"));
+  EXPECT_DOUBLE_EQ(j["channel_threads_cpu_s"].get<double>(), 1.5);
+  EXPECT_EQ(j.size(), std::size(kChannelCounters));
+}
+
+}  // namespace
+}  // namespace ramferry::cli
