@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
+#include "channels/rdma_registration.h"
 #include "channels/socket_io.h"
 #include "channels/zero_page.h"
 #include "proto/packet.h"
@@ -178,12 +178,13 @@ class RdmaTransport final : public Transport, private CompletionSource {
             std::max(options.max_header_bytes, proto::RdmaControlMaxBytes())),
         recv_buf_(recv_bytes_ * config.recv_queue),
         ctl_buf_(kControlBuffers * proto::RdmaControlMaxBytes()),
-        ctl_busy_(kControlBuffers, false) {}
+        ctl_busy_(kControlBuffers, false),
+        chunks_(config.chunk_bytes) {}
 
   ~RdmaTransport() override {
-    for (auto& [id, r] : regions_) {
+    for (auto& [id, r] : mrs_) {
       if (r.whole != nullptr) ibv_dereg_mr(r.whole);
-      for (ibv_mr* m : r.chunk_mrs) {
+      for (ibv_mr* m : r.chunks) {
         if (m != nullptr) ibv_dereg_mr(m);
       }
     }
@@ -255,13 +256,10 @@ class RdmaTransport final : public Transport, private CompletionSource {
 
   absl::Status RegisterRegion(uint32_t region_id, void* base,
                               uint64_t length) override {
-    Region& r = regions_[region_id];
-    r.base = static_cast<uint8_t*>(base);
-    r.length = length;
     const uint64_t chunks =
-        (length + config_.chunk_bytes - 1) / config_.chunk_bytes;
-    r.chunk_mrs.assign(chunks, nullptr);
-    r.remote.assign(chunks, {});
+        chunks_.AddRegion(region_id, static_cast<uint8_t*>(base), length);
+    LocalMrs& r = mrs_[region_id];
+    r.chunks.assign(chunks, nullptr);
     if (!pin_all()) return absl::OkStatus();
     // Pin-all: the whole region, once. On the destination it is what the
     // source writes into; on the source what it writes from.
@@ -318,7 +316,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   // except pages in chunks the source announced as zero (COMPRESS), which
   // it did not write and which are zero-filled here.
   absl::Status ReadPayload(absl::Span<const iovec> dst) override {
-    if (zero_chunks_ > 0) ZeroFillCompressed(dst);
+    if (chunks_.zero_chunks() > 0) chunks_.ZeroFillCompressed(dst);
     return cur_left_ == 0 ? ReleaseCurrent() : absl::OkStatus();
   }
 
@@ -329,20 +327,10 @@ class RdmaTransport final : public Transport, private CompletionSource {
   }
 
  private:
-  struct RemoteChunk {
-    enum State : uint8_t { kUnknown, kKnown, kZero } state = kUnknown;
-    uint32_t rkey = 0;
-    uint64_t addr = 0;
-  };
-  struct Region {
-    uint8_t* base = nullptr;
-    uint64_t length = 0;
-    ibv_mr* whole = nullptr;          // pin-all
-    std::vector<ibv_mr*> chunk_mrs;   // on demand, lazily
-    std::vector<bool> zero;           // destination: COMPRESSed, unregistered
-    std::vector<RemoteChunk> remote;  // source: the peer's keys
-    uint32_t remote_rkey = 0;         // source, pin-all
-    uint64_t remote_addr = 0;         // source, pin-all
+  // This side's registrations of a region.
+  struct LocalMrs {
+    ibv_mr* whole = nullptr;      // pin-all
+    std::vector<ibv_mr*> chunks;  // on demand, lazily
   };
   struct Pending {
     uint32_t slot = 0;
@@ -351,6 +339,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
     uint32_t region = 0;
     std::vector<iovec> iov;
     std::vector<uint64_t> offsets;
+    PageRuns pages() const { return {region, iov, offsets}; }
   };
   struct Posted {
     uint64_t wr_id;
@@ -599,16 +588,8 @@ class RdmaTransport final : public Transport, private CompletionSource {
         results_.push_back(std::move(c->results));
         return absl::OkStatus();
       case proto::RdmaControlType::kRegionKeys:
-        for (const proto::RegionKey& k : c->region_keys) {
-          auto it = regions_.find(k.region);
-          if (it == regions_.end() || it->second.length != k.length) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "destination sent keys for region %d of %d bytes, which "
-                "this side does not have",
-                k.region, k.length));
-          }
-          it->second.remote_rkey = k.rkey;
-          it->second.remote_addr = k.addr;
+        if (absl::Status s = chunks_.ApplyRegionKeys(c->region_keys); !s.ok()) {
+          return s;
         }
         region_keys_ = true;
         return absl::OkStatus();
@@ -648,15 +629,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
     absl::StatusOr<proto::RdmaControl> c = proto::DecodeRdmaControl(bytes);
     if (!c.ok()) return c.status();
     if (c->type == proto::RdmaControlType::kCompress) {
-      // Only remembered: the packets that follow zero-fill their own pages
-      // in these chunks (ReadPayload). Filling the whole chunk here would
-      // write pages another channel is placing in the same round.
-      for (const proto::ChunkRef& ref : c->chunks) {
-        absl::StatusOr<std::pair<uint8_t*, uint64_t>> span = ChunkSpan(ref);
-        if (!span.ok()) return span.status();
-        SetZeroChunk(ref, true);
-      }
-      return absl::OkStatus();
+      return chunks_.MarkCompressed(c->chunks);
     }
     if (c->type != proto::RdmaControlType::kRegisterRequest) {
       return absl::InvalidArgumentError(
@@ -665,85 +638,45 @@ class RdmaTransport final : public Transport, private CompletionSource {
     }
     proto::RdmaControl result;
     result.type = proto::RdmaControlType::kRegisterResult;
-    for (const proto::ChunkRef& ref : c->chunks) {
-      absl::StatusOr<std::pair<uint8_t*, uint64_t>> span = ChunkSpan(ref);
-      if (!span.ok()) return span.status();
-      // From now on the source WRITEs this chunk's pages itself.
-      SetZeroChunk(ref, false);
-      ibv_mr*& mr = regions_[ref.region].chunk_mrs[ref.chunk];
-      if (mr == nullptr) {
-        mr = ibv_reg_mr(conn_->pd, span->first, span->second,
-                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-        if (mr == nullptr) return Errno("ibv_reg_mr of a requested chunk");
-        stats_.chunks_registered.Add();
-      }
-      result.results.push_back(
-          {mr->rkey, reinterpret_cast<uint64_t>(span->first)});
-    }
+    absl::StatusOr<std::vector<proto::ChunkKey>> keys =
+        chunks_.AnswerRegisterRequest(
+            c->chunks,
+            [&](const proto::ChunkRef& ref,
+                absl::Span<uint8_t> span) -> absl::StatusOr<uint32_t> {
+              ibv_mr*& mr = mrs_[ref.region].chunks[ref.chunk];
+              if (mr == nullptr) {
+                mr = ibv_reg_mr(
+                    conn_->pd, span.data(), span.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                if (mr == nullptr) {
+                  return Errno("ibv_reg_mr of a requested chunk");
+                }
+                stats_.chunks_registered.Add();
+              }
+              return mr->rkey;
+            });
+    if (!keys.ok()) return keys.status();
+    result.results = *std::move(keys);
     return SendControl(result);
-  }
-
-  // `ref` was checked by ChunkSpan.
-  void SetZeroChunk(const proto::ChunkRef& ref, bool zero) {
-    std::vector<bool>& z = regions_[ref.region].zero;
-    if (z.empty()) z.resize(regions_[ref.region].chunk_mrs.size());
-    if (z[ref.chunk] != zero) zero_chunks_ += zero ? 1 : -1;
-    z[ref.chunk] = zero;
-  }
-
-  // Zeroes the parts of `dst` (a packet's pages, inside registered regions:
-  // the engine checked them) that fall in chunks marked zero.
-  void ZeroFillCompressed(absl::Span<const iovec> dst) {
-    for (const iovec& v : dst) {
-      auto* p = static_cast<uint8_t*>(v.iov_base);
-      for (auto& [id, r] : regions_) {
-        if (r.zero.empty() || p < r.base || p + v.iov_len > r.base + r.length) {
-          continue;
-        }
-        uint64_t off = static_cast<uint64_t>(p - r.base);
-        const uint64_t end = off + v.iov_len;
-        while (off < end) {
-          const uint64_t chunk = off / config_.chunk_bytes;
-          const uint64_t n =
-              std::min(end, (chunk + 1) * config_.chunk_bytes) - off;
-          if (r.zero[chunk]) std::memset(r.base + off, 0, n);
-          off += n;
-        }
-        break;
-      }
-    }
-  }
-
-  // A chunk the peer named: only ever one inside a registered region.
-  absl::StatusOr<std::pair<uint8_t*, uint64_t>> ChunkSpan(
-      const proto::ChunkRef& ref) {
-    auto it = regions_.find(ref.region);
-    if (it == regions_.end() || ref.chunk >= it->second.chunk_mrs.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RDMA control names chunk %d of region %d, which does not exist",
-          ref.chunk, ref.region));
-    }
-    const uint64_t off = uint64_t{ref.chunk} * config_.chunk_bytes;
-    return std::make_pair(
-        it->second.base + off,
-        std::min(config_.chunk_bytes, it->second.length - off));
   }
 
   absl::Status SendRegionKeys() {
     proto::RdmaControl keys;
     keys.type = proto::RdmaControlType::kRegionKeys;
-    for (const auto& [id, r] : regions_) {
-      keys.region_keys.push_back(
-          {id, r.whole->rkey, reinterpret_cast<uint64_t>(r.base), r.length});
+    for (const auto& [id, r] : chunks_.regions()) {
+      keys.region_keys.push_back({id, mrs_[id].whole->rkey,
+                                  reinterpret_cast<uint64_t>(r.base),
+                                  r.length});
     }
     return SendControl(keys);
   }
 
   // --- the source's data path ---
 
-  ibv_mr* LocalMr(Region& r, uint64_t chunk) {
-    if (r.whole != nullptr) return r.whole;
-    ibv_mr*& mr = r.chunk_mrs[chunk];
+  ibv_mr* LocalMr(uint32_t region, const RdmaRegion& r, uint64_t chunk) {
+    LocalMrs& local = mrs_[region];
+    if (local.whole != nullptr) return local.whole;
+    ibv_mr*& mr = local.chunks[chunk];
     if (mr == nullptr) {
       const uint64_t off = chunk * config_.chunk_bytes;
       mr = ibv_reg_mr(conn_->pd, r.base + off,
@@ -753,33 +686,6 @@ class RdmaTransport final : public Transport, private CompletionSource {
     return mr;
   }
 
-  bool ChunkIsZero(const Region& r, uint64_t chunk) const {
-    const uint64_t off = chunk * config_.chunk_bytes;
-    const uint64_t len = std::min(config_.chunk_bytes, r.length - off);
-    return IsAllZero(r.base + off, len);
-  }
-
-  // Calls fn(region, chunk, offset, length, address) for each piece of a
-  // packet's page runs, split at chunk boundaries.
-  template <typename Fn>
-  void ForEachPiece(const Pending& p, Fn fn) {
-    Region& r = regions_[p.region];
-    for (size_t i = 0; i < p.iov.size(); ++i) {
-      uint64_t off = p.offsets[i];
-      uint64_t left = p.iov[i].iov_len;
-      auto* addr = static_cast<uint8_t*>(p.iov[i].iov_base);
-      while (left > 0) {
-        const uint64_t chunk = off / config_.chunk_bytes;
-        const uint64_t n =
-            std::min(left, (chunk + 1) * config_.chunk_bytes - off);
-        fn(r, chunk, off, n, addr);
-        off += n;
-        addr += n;
-        left -= n;
-      }
-    }
-  }
-
   // Chunks the destination has no key for: zero ones go as COMPRESS,
   // the rest are registered, many per round trip where both ends can.
   absl::Status ResolveChunks() {
@@ -787,43 +693,21 @@ class RdmaTransport final : public Transport, private CompletionSource {
       return WaitFor([&] { return region_keys_; }, options_.stall_timeout,
                      "awaiting the destination's region keys");
     }
-    std::vector<proto::ChunkRef> zero, unknown;
-    absl::flat_hash_set<uint64_t> decided;  // (region, chunk), this batch
-    for (Pending& p : pending_) {
-      ForEachPiece(
-          p, [&](Region& r, uint64_t chunk, uint64_t, uint64_t, uint8_t*) {
-            RemoteChunk& rc = r.remote[chunk];
-            if (rc.state == RemoteChunk::kKnown ||
-                !decided.insert((uint64_t{p.region} << 32) | chunk).second) {
-              return;
-            }
-            // Unknown, or compressed before and perhaps holding data now.
-            const proto::ChunkRef ref{p.region, static_cast<uint32_t>(chunk)};
-            if (ChunkIsZero(r, chunk)) {
-              rc.state = RemoteChunk::kZero;
-              zero.push_back(ref);
-            } else {
-              rc.state = RemoteChunk::kUnknown;
-              unknown.push_back(ref);
-            }
-          });
-    }
-    for (size_t i = 0; i < zero.size(); i += proto::kMaxRdmaControlEntries) {
+    runs_.clear();
+    for (const Pending& p : pending_) runs_.push_back(p.pages());
+    const RegistrationPlan plan =
+        chunks_.Plan(runs_, reg_batch() ? proto::kMaxRdmaControlEntries : 1);
+    for (const std::vector<proto::ChunkRef>& zero : plan.compress) {
       proto::RdmaControl c;
       c.type = proto::RdmaControlType::kCompress;
-      c.chunks.assign(
-          zero.begin() + i,
-          zero.begin() +
-              std::min(zero.size(), i + proto::kMaxRdmaControlEntries));
+      c.chunks = zero;
       if (absl::Status s = SendControl(c); !s.ok()) return s;
       stats_.chunks_compressed.Add(c.chunks.size());
     }
-    const size_t batch = reg_batch() ? proto::kMaxRdmaControlEntries : 1;
-    for (size_t i = 0; i < unknown.size(); i += batch) {
+    for (const std::vector<proto::ChunkRef>& batch : plan.register_batches) {
       proto::RdmaControl q;
       q.type = proto::RdmaControlType::kRegisterRequest;
-      q.chunks.assign(unknown.begin() + i,
-                      unknown.begin() + std::min(unknown.size(), i + batch));
+      q.chunks = batch;
       if (absl::Status s = SendControl(q); !s.ok()) return s;
       if (absl::Status s =
               WaitFor([&] { return !results_.empty(); }, options_.stall_timeout,
@@ -835,17 +719,8 @@ class RdmaTransport final : public Transport, private CompletionSource {
       results_.pop_front();
       stats_.register_round_trips.Add();
       stats_.register_batch_max.RaiseTo(q.chunks.size());
-      if (keys.size() != q.chunks.size()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "REGISTER_RESULT carries %d keys for a request of %d chunks",
-            keys.size(), q.chunks.size()));
-      }
-      for (size_t k = 0; k < keys.size(); ++k) {
-        RemoteChunk& rc =
-            regions_[q.chunks[k].region].remote[q.chunks[k].chunk];
-        rc.state = RemoteChunk::kKnown;
-        rc.rkey = keys[k].rkey;
-        rc.addr = keys[k].addr;
+      if (absl::Status s = chunks_.ApplyKeys(q.chunks, keys); !s.ok()) {
+        return s;
       }
     }
     return absl::OkStatus();
@@ -872,17 +747,19 @@ class RdmaTransport final : public Transport, private CompletionSource {
     wrs_.reserve(p.iov.size() * 2 + 2);
     sges_.reserve(p.iov.size() * 2 + 2);
     absl::Status bad;
-    ForEachPiece(p, [&](Region& r, uint64_t chunk, uint64_t off, uint64_t n,
-                        uint8_t* addr) {
+    chunks_.ForEachPiece(p.pages(), [&](const ChunkRegistry::Piece& piece) {
+      const RdmaRegion& r = *piece.region;
+      const uint64_t chunk = piece.chunk;
+      const uint64_t off = piece.offset;
       const RemoteChunk& rc = r.remote[chunk];
       if (!pin_all() && rc.state == RemoteChunk::kZero) return;  // COMPRESS
-      ibv_mr* local = LocalMr(r, chunk);
+      ibv_mr* local = LocalMr(p.region, r, chunk);
       if (local == nullptr) {
         bad = Errno("ibv_reg_mr of a local chunk");
         return;
       }
-      sges_.push_back({reinterpret_cast<uint64_t>(addr),
-                       static_cast<uint32_t>(n), local->lkey});
+      sges_.push_back({reinterpret_cast<uint64_t>(piece.addr),
+                       static_cast<uint32_t>(piece.length), local->lkey});
       ibv_send_wr wr{};
       wr.opcode = IBV_WR_RDMA_WRITE;
       if (pin_all()) {
@@ -930,7 +807,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   ibv_mr* slots_mr_ = nullptr;
   ibv_mr* recv_mr_ = nullptr;
   ibv_mr* ctl_mr_ = nullptr;
-  std::map<uint32_t, Region> regions_;
+  std::map<uint32_t, LocalMrs> mrs_;
   std::atomic<bool> stop_{false};
   // Send side.
   std::vector<Pending> pending_;
@@ -943,13 +820,14 @@ class RdmaTransport final : public Transport, private CompletionSource {
   bool region_keys_ = false;
   std::vector<ibv_send_wr> wrs_;
   std::vector<ibv_sge> sges_;
+  std::vector<PageRuns> runs_;
   // Receive side.
   std::deque<Message> inbox_;
   const uint8_t* cur_ = nullptr;
   size_t cur_left_ = 0;
   uint32_t cur_index_ = kNoMessage;
   bool keys_sent_ = false;
-  int64_t zero_chunks_ = 0;  // destination: chunks marked zero, all regions
+  ChunkRegistry chunks_;
 };
 
 }  // namespace
