@@ -9,13 +9,13 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
+#include "channels/rdma_connection.h"
 #include "channels/rdma_registration.h"
 #include "channels/socket_io.h"
 #include "channels/zero_page.h"
@@ -54,96 +54,6 @@ const char* KindName(uint64_t kind) {
       return "receive";
   }
   return "unknown";
-}
-
-absl::Status Errno(absl::string_view what) { return ErrnoStatus(errno, what); }
-
-// The verbs and rdmacm objects of one connection, released in order.
-struct Connection {
-  rdma_event_channel* ec = nullptr;  // this connection's own events
-  rdma_cm_id* id = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_comp_channel* cc = nullptr;
-  ibv_cq* cq = nullptr;
-  uint32_t max_inline = 0;  // what the QP granted
-  bool connected = false;
-
-  ~Connection() {
-    if (id != nullptr && connected) rdma_disconnect(id);
-    if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
-    if (cq != nullptr) ibv_destroy_cq(cq);
-    if (cc != nullptr) ibv_destroy_comp_channel(cc);
-    if (pd != nullptr) ibv_dealloc_pd(pd);
-    if (id != nullptr) rdma_destroy_id(id);
-    if (ec != nullptr) rdma_destroy_event_channel(ec);
-  }
-
-  absl::Status CreateQp(const RdmaConfig& config) {
-    pd = ibv_alloc_pd(id->verbs);
-    if (pd == nullptr) return Errno("ibv_alloc_pd");
-    cc = ibv_create_comp_channel(id->verbs);
-    if (cc == nullptr) return Errno("ibv_create_comp_channel");
-    const int cqe =
-        static_cast<int>(config.send_queue + config.recv_queue + 16);
-    cq = ibv_create_cq(id->verbs, cqe, nullptr, cc, 0);
-    if (cq == nullptr) return Errno("ibv_create_cq");
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq;
-    attr.recv_cq = cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.sq_sig_all = 0;  // only the last WR of each post is signalled
-    attr.cap.max_send_wr = config.send_queue;
-    attr.cap.max_recv_wr = config.recv_queue;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = config.max_inline;
-    if (rdma_create_qp(id, pd, &attr) != 0) return Errno("rdma_create_qp");
-    // The provider may grant less inline room than asked, or none: what it
-    // granted is the only size inline sends may use.
-    ibv_qp_attr qa{};
-    ibv_qp_init_attr qia{};
-    max_inline = ibv_query_qp(id->qp, &qa, IBV_QP_CAP, &qia) == 0
-                     ? qia.cap.max_inline_data
-                     : attr.cap.max_inline_data;
-    return absl::OkStatus();
-  }
-};
-
-struct CmEvent {
-  rdma_cm_event_type type;
-  int status = 0;
-  rdma_cm_id* id = nullptr;
-  std::vector<uint8_t> private_data;
-};
-
-// The next event on `ec`, acknowledged and copied, or a timeout.
-absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* ec,
-                                    absl::Time deadline) {
-  while (true) {
-    int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (ms <= 0) {
-      return absl::DeadlineExceededError("timed out awaiting an RDMA CM event");
-    }
-    pollfd p{ec->fd, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
-    if (r < 0 && errno != EINTR) return Errno("poll on the RDMA CM channel");
-    if (r <= 0) continue;
-    rdma_cm_event* ev;
-    if (rdma_get_cm_event(ec, &ev) != 0) return Errno("rdma_get_cm_event");
-    CmEvent out{ev->event, ev->status, ev->id, {}};
-    const auto* pd = static_cast<const uint8_t*>(ev->param.conn.private_data);
-    if (pd != nullptr) {
-      out.private_data.assign(pd, pd + ev->param.conn.private_data_len);
-    }
-    rdma_ack_cm_event(ev);
-    return out;
-  }
-}
-
-absl::Status UnexpectedEvent(const CmEvent& ev, absl::string_view during) {
-  return absl::UnavailableError(
-      absl::StrFormat("%s: RDMA CM event %s (status %d)", during,
-                      rdma_event_str(ev.type), ev.status));
 }
 
 }  // namespace
@@ -204,17 +114,17 @@ class RdmaTransport final : public Transport, private CompletionSource {
     ctl_mr_ = ibv_reg_mr(conn_->pd, ctl_buf_.data(), ctl_buf_.size(),
                          IBV_ACCESS_LOCAL_WRITE);
     if (slots_mr_ == nullptr || recv_mr_ == nullptr || ctl_mr_ == nullptr) {
-      return Errno("ibv_reg_mr of the channel's own buffers");
+      return RdmaErrno("ibv_reg_mr of the channel's own buffers");
     }
     for (uint32_t i = 0; i < config_.recv_queue; ++i) {
       if (absl::Status s = PostRecv(i); !s.ok()) return s;
     }
-    if (ibv_req_notify_cq(conn_->cq, 0) != 0) return Errno("ibv_req_notify_cq");
+    if (ibv_req_notify_cq(conn_->cq, 0) != 0)
+      return RdmaErrno("ibv_req_notify_cq");
     stats_.inline_granted.RaiseTo(conn_->max_inline);
     return absl::OkStatus();
   }
 
-  Connection& connection() { return *conn_; }
   void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
 
   TransportKind kind() const override { return TransportKind::kRdma; }
@@ -268,8 +178,8 @@ class RdmaTransport final : public Transport, private CompletionSource {
                            : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     r.whole = ibv_reg_mr(conn_->pd, base, length, access);
     if (r.whole == nullptr) {
-      return Errno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
-                                   region_id, length));
+      return RdmaErrno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
+                                       region_id, length));
     }
     stats_.chunks_registered.Add(chunks);
     return absl::OkStatus();
@@ -415,7 +325,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
       // Arm, then look once more: a completion between the last poll and
       // the arming would otherwise not wake us.
       if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
-        return Errno("ibv_req_notify_cq");
+        return RdmaErrno("ibv_req_notify_cq");
       }
       if (absl::Status s = Progress(); !s.ok()) return s;
       if (ready()) return absl::OkStatus();
@@ -430,7 +340,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
       const int ms = static_cast<int>(
           std::min<int64_t>(absl::ToInt64Milliseconds(left), 999) + 1);
       int r = poll(p, 2, ms);
-      if (r < 0 && errno != EINTR) return Errno("poll on the RDMA channel");
+      if (r < 0 && errno != EINTR) return RdmaErrno("poll on the RDMA channel");
       if (p[0].revents & POLLIN) {
         ibv_cq* cq;
         void* ctx;
@@ -649,7 +559,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
                     conn_->pd, span.data(), span.size(),
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
                 if (mr == nullptr) {
-                  return Errno("ibv_reg_mr of a requested chunk");
+                  return RdmaErrno("ibv_reg_mr of a requested chunk");
                 }
                 stats_.chunks_registered.Add();
               }
@@ -755,7 +665,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
       if (!pin_all() && rc.state == RemoteChunk::kZero) return;  // COMPRESS
       ibv_mr* local = LocalMr(p.region, r, chunk);
       if (local == nullptr) {
-        bad = Errno("ibv_reg_mr of a local chunk");
+        bad = RdmaErrno("ibv_reg_mr of a local chunk");
         return;
       }
       sges_.push_back({reinterpret_cast<uint64_t>(piece.addr),
@@ -839,72 +749,17 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   if (absl::Status s = ProbeRdma(); !s.ok()) return s;
   const std::string where =
       absl::StrFormat("RDMA connect to %s:%d", host, port);
-  auto conn = std::make_unique<Connection>();
-  conn->ec = rdma_create_event_channel();
-  if (conn->ec == nullptr) return Errno("rdma_create_event_channel");
-  if (rdma_create_id(conn->ec, &conn->id, nullptr, RDMA_PS_TCP) != 0) {
-    return Errno("rdma_create_id");
-  }
-  rdma_addrinfo hints{};
-  hints.ai_port_space = RDMA_PS_TCP;
-  rdma_addrinfo* res = nullptr;
-  if (rdma_getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                       &res) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cannot resolve ", host));
-  }
   const absl::Time deadline = absl::Now() + config.connect_timeout;
-  const int ms =
-      static_cast<int>(absl::ToInt64Milliseconds(config.connect_timeout));
-  int r = rdma_resolve_addr(conn->id, nullptr, res->ai_dst_addr, ms);
-  rdma_freeaddrinfo(res);
-  if (r != 0) return Errno(absl::StrCat(where, ": rdma_resolve_addr"));
-  absl::StatusOr<CmEvent> ev = NextCmEvent(conn->ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type != RDMA_CM_EVENT_ADDR_RESOLVED) {
-    return UnexpectedEvent(*ev, absl::StrCat(where,
-                                             ": resolving the address "
-                                             "(no RDMA device has a "
-                                             "route to it?)"));
-  }
-  if (rdma_resolve_route(conn->id, ms) != 0) {
-    return Errno(absl::StrCat(where, ": rdma_resolve_route"));
-  }
-  ev = NextCmEvent(conn->ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type != RDMA_CM_EVENT_ROUTE_RESOLVED) {
-    return UnexpectedEvent(*ev, absl::StrCat(where, ": resolving the route"));
-  }
-  if (absl::Status s = conn->CreateQp(config); !s.ok()) return s;
-  Connection* c = conn.get();
-  auto transport = std::make_unique<RdmaTransport>(std::move(conn), options,
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      ResolveRoute(host, port, config.connect_timeout, deadline, where);
+  if (!conn.ok()) return conn.status();
+  if (absl::Status s = (*conn)->CreateQp(config); !s.ok()) return s;
+  Connection* c = conn->get();
+  auto transport = std::make_unique<RdmaTransport>(*std::move(conn), options,
                                                    config, /*source=*/true);
   if (absl::Status s = transport->Init(); !s.ok()) return s;
-
-  uint8_t hello_bytes[proto::kHelloBytes];
-  proto::EncodeHello(hello, absl::MakeSpan(hello_bytes));
-  rdma_conn_param param{};
-  param.private_data = hello_bytes;
-  param.private_data_len = sizeof hello_bytes;
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;  // receiver not ready: retry forever
-  if (rdma_connect(c->id, &param) != 0) {
-    return Errno(absl::StrCat(where, ": rdma_connect"));
-  }
-  ev = NextCmEvent(c->ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type == RDMA_CM_EVENT_REJECTED &&
-      ev->private_data.size() >= proto::kHelloReplyBytes) {
-    absl::StatusOr<proto::HelloReply> refused =
-        proto::DecodeHelloReply(ev->private_data);
-    if (refused.ok()) return proto::HelloReplyStatus(*refused);
-  }
-  if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
-    return UnexpectedEvent(*ev, where);
-  }
-  c->connected = true;
   absl::StatusOr<proto::HelloReply> accepted =
-      proto::DecodeHelloReply(ev->private_data);
+      ConnectWithHello(*c, hello, deadline, where);
   if (!accepted.ok()) return accepted.status();
   transport->set_capabilities(
       accepted->capabilities &
@@ -913,159 +768,22 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   return transport;
 }
 
-class RdmaListener::Impl {
- public:
-  Impl(const TransportOptions& options, const RdmaConfig& config, Admit admit,
-       Deliver deliver)
-      : options_(options),
-        config_(config),
-        admit_(std::move(admit)),
-        deliver_(std::move(deliver)) {}
-
-  ~Impl() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-    pending_.clear();
-    if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);
-    if (ec_ != nullptr) rdma_destroy_event_channel(ec_);
-  }
-
-  absl::Status Listen(const std::string& host, uint16_t port) {
-    if (absl::Status s = ProbeRdma(); !s.ok()) return s;
-    ec_ = rdma_create_event_channel();
-    if (ec_ == nullptr) return Errno("rdma_create_event_channel");
-    if (rdma_create_id(ec_, &listen_id_, nullptr, RDMA_PS_TCP) != 0) {
-      return Errno("rdma_create_id");
-    }
-    rdma_addrinfo hints{};
-    hints.ai_flags = RAI_PASSIVE;
-    hints.ai_port_space = RDMA_PS_TCP;
-    rdma_addrinfo* res = nullptr;
-    if (rdma_getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                         &res) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot resolve RDMA listen address ", host));
-    }
-    int r = rdma_bind_addr(listen_id_, res->ai_src_addr);
-    rdma_freeaddrinfo(res);
-    if (r != 0 || rdma_listen(listen_id_, 64) != 0) {
-      return Errno(absl::StrFormat("RDMA listen on %s:%d", host, port));
-    }
-    port_ = ntohs(rdma_get_src_port(listen_id_));
-    thread_ = std::thread([this] { Run(); });
-    return absl::OkStatus();
-  }
-
-  uint16_t port() const { return port_; }
-
- private:
-  struct Pending {
-    std::unique_ptr<RdmaTransport> transport;
-    proto::Hello hello;
-  };
-
-  void Run() {
-    while (!stop_.load()) {
-      pollfd p{ec_->fd, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      rdma_cm_event* ev;
-      if (rdma_get_cm_event(ec_, &ev) != 0) continue;
-      rdma_cm_id* id = ev->id;
-      switch (ev->event) {
-        case RDMA_CM_EVENT_CONNECT_REQUEST:
-          OnConnectRequest(ev);  // acks the event
-          break;
-        case RDMA_CM_EVENT_ESTABLISHED: {
-          rdma_ack_cm_event(ev);
-          auto it = pending_.find(id);
-          if (it == pending_.end()) break;
-          Pending done = std::move(it->second);
-          pending_.erase(it);
-          Connection& c = done.transport->connection();
-          c.connected = true;
-          // From now on the connection's events (a disconnect) go to its
-          // own channel, where the transport watches for them.
-          if (rdma_migrate_id(id, c.ec) != 0) break;
-          deliver_(done.hello, std::move(done.transport));
-          break;
-        }
-        default:  // rejected, unreachable, disconnected before delivery
-          rdma_ack_cm_event(ev);
-          pending_.erase(id);
-          break;
-      }
-    }
-  }
-
-  void OnConnectRequest(rdma_cm_event* ev) {
-    rdma_cm_id* id = ev->id;
-    proto::HelloReply reply;
-    proto::Hello hello;
-    absl::StatusOr<proto::Hello> decoded = proto::DecodeHello(
-        {static_cast<const uint8_t*>(ev->param.conn.private_data),
-         ev->param.conn.private_data_len});
-    if (!decoded.ok()) {
-      reply.status = static_cast<uint16_t>(decoded.status().code());
-      reply.reason = std::string(decoded.status().message());
-    } else {
-      hello = *decoded;
-      reply = admit_(hello);
-    }
-    uint8_t reply_bytes[proto::kHelloReplyBytes];
-    proto::EncodeHelloReply(reply, absl::MakeSpan(reply_bytes));
-    rdma_ack_cm_event(ev);
-    if (!reply.accepted()) {
-      rdma_reject(id, reply_bytes, sizeof reply_bytes);
-      rdma_destroy_id(id);
-      return;
-    }
-    auto conn = std::make_unique<Connection>();
-    conn->id = id;
-    conn->ec = rdma_create_event_channel();
-    RdmaConfig config = config_;
-    config.capabilities = reply.capabilities;
-    absl::Status s = conn->ec == nullptr ? Errno("rdma_create_event_channel")
-                                         : conn->CreateQp(config);
-    if (!s.ok()) {
-      rdma_reject(id, nullptr, 0);
-      return;  // conn's destructor destroys the id
-    }
-    auto transport = std::make_unique<RdmaTransport>(std::move(conn), options_,
-                                                     config, /*source=*/false);
-    if (!transport->Init().ok()) {
-      rdma_reject(id, nullptr, 0);
-      return;
-    }
-    rdma_conn_param param{};
-    param.private_data = reply_bytes;
-    param.private_data_len = sizeof reply_bytes;
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    if (rdma_accept(id, &param) != 0) return;
-    pending_[id] = {std::move(transport), hello};
-  }
-
-  const TransportOptions options_;
-  const RdmaConfig config_;
-  const Admit admit_;
-  const Deliver deliver_;
-  rdma_event_channel* ec_ = nullptr;
-  rdma_cm_id* listen_id_ = nullptr;
-  uint16_t port_ = 0;
-  std::map<rdma_cm_id*, Pending> pending_;  // listener thread only
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
     const std::string& host, uint16_t port, const TransportOptions& options,
     const RdmaConfig& config, Admit admit, Deliver deliver) {
-  auto impl = std::make_unique<Impl>(options, config, std::move(admit),
-                                     std::move(deliver));
+  auto impl = std::make_unique<Impl>(
+      options, config, std::move(admit), std::move(deliver),
+      [](std::unique_ptr<Connection> conn, const TransportOptions& options,
+         const RdmaConfig& config, std::unique_ptr<Transport>* made) {
+        auto transport = std::make_unique<RdmaTransport>(
+            std::move(conn), options, config, /*source=*/false);
+        absl::Status s = transport->Init();
+        *made = std::move(transport);
+        return s;
+      });
   if (absl::Status s = impl->Listen(host, port); !s.ok()) return s;
   return std::unique_ptr<RdmaListener>(new RdmaListener(std::move(impl)));
 }
-
 RdmaListener::RdmaListener(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 RdmaListener::~RdmaListener() = default;
