@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
 #include "channels/rdma_connection.h"
+#include "channels/rdma_queue.h"
 #include "channels/rdma_registration.h"
 #include "channels/socket_io.h"
 #include "channels/zero_page.h"
@@ -23,40 +24,6 @@
 #include "proto/rdma_control.h"
 
 namespace ramferry::channels {
-namespace {
-
-// wr_id: kind in the top byte, a token or buffer index below.
-enum WrKind : uint64_t {
-  kPacketSend = 1,  // a packet with pages (WRITEs then the header's SEND)
-  kControlSend = 2,
-  kRecv = 3,
-  kMarkerSend = 4,  // a header-only packet (SYNC, FINISH): nothing pinned
-};
-constexpr int kKindShift = 56;
-constexpr uint64_t kValueMask = (uint64_t{1} << kKindShift) - 1;
-constexpr uint64_t kInlineControl =
-    kValueMask;  // a control send with no buffer
-constexpr size_t kControlBuffers = 8;
-
-uint64_t WrId(WrKind kind, uint64_t value) {
-  return (uint64_t{kind} << kKindShift) | value;
-}
-
-const char* KindName(uint64_t kind) {
-  switch (kind) {
-    case kPacketSend:
-      return "packet send";
-    case kMarkerSend:
-      return "marker send";
-    case kControlSend:
-      return "control send";
-    case kRecv:
-      return "receive";
-  }
-  return "unknown";
-}
-
-}  // namespace
 
 absl::Status ProbeRdma() {
   int n = 0;
@@ -73,7 +40,9 @@ absl::Status ProbeRdma() {
 
 namespace {
 
-class RdmaTransport final : public Transport, private CompletionSource {
+class RdmaTransport final : public Transport,
+                            private CompletionSource,
+                            private RdmaQueue::Handler {
  public:
   RdmaTransport(std::unique_ptr<Connection> conn,
                 const TransportOptions& options, const RdmaConfig& config,
@@ -84,11 +53,9 @@ class RdmaTransport final : public Transport, private CompletionSource {
         source_(source),
         slots_(options.header_slots, options.max_header_bytes,
                options.completion, this, &stats_),
-        recv_bytes_(
-            std::max(options.max_header_bytes, proto::RdmaControlMaxBytes())),
-        recv_buf_(recv_bytes_ * config.recv_queue),
-        ctl_buf_(kControlBuffers * proto::RdmaControlMaxBytes()),
-        ctl_busy_(kControlBuffers, false),
+        queue_(conn_.get(), config, options.stall_timeout,
+               std::max(options.max_header_bytes, proto::RdmaControlMaxBytes()),
+               &stats_, this),
         chunks_(config.chunk_bytes) {}
 
   ~RdmaTransport() override {
@@ -98,10 +65,9 @@ class RdmaTransport final : public Transport, private CompletionSource {
         if (m != nullptr) ibv_dereg_mr(m);
       }
     }
-    for (ibv_mr* m : {slots_mr_, recv_mr_, ctl_mr_}) {
-      if (m != nullptr) ibv_dereg_mr(m);
-    }
-    // conn_ (QP, CQ, PD, id) goes last, after the MRs on its PD.
+    if (slots_mr_ != nullptr) ibv_dereg_mr(slots_mr_);
+    // queue_'s MRs follow; conn_ (QP, CQ, PD, id) goes last, after the MRs
+    // on its PD.
   }
 
   // Registers the buffers it owns and posts every receive.
@@ -109,20 +75,10 @@ class RdmaTransport final : public Transport, private CompletionSource {
     slots_mr_ = ibv_reg_mr(conn_->pd, slots_.buffer(0).data(),
                            size_t{slots_.size()} * options_.max_header_bytes,
                            IBV_ACCESS_LOCAL_WRITE);
-    recv_mr_ = ibv_reg_mr(conn_->pd, recv_buf_.data(), recv_buf_.size(),
-                          IBV_ACCESS_LOCAL_WRITE);
-    ctl_mr_ = ibv_reg_mr(conn_->pd, ctl_buf_.data(), ctl_buf_.size(),
-                         IBV_ACCESS_LOCAL_WRITE);
-    if (slots_mr_ == nullptr || recv_mr_ == nullptr || ctl_mr_ == nullptr) {
+    if (slots_mr_ == nullptr) {
       return RdmaErrno("ibv_reg_mr of the channel's own buffers");
     }
-    for (uint32_t i = 0; i < config_.recv_queue; ++i) {
-      if (absl::Status s = PostRecv(i); !s.ok()) return s;
-    }
-    if (ibv_req_notify_cq(conn_->cq, 0) != 0)
-      return RdmaErrno("ibv_req_notify_cq");
-    stats_.inline_granted.RaiseTo(conn_->max_inline);
-    return absl::OkStatus();
+    return queue_.Init();
   }
 
   void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
@@ -162,7 +118,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
     return slots_.Flush();
   }
 
-  absl::Status Poll() override { return Progress(); }
+  absl::Status Poll() override { return queue_.Progress(); }
 
   absl::Status RegisterRegion(uint32_t region_id, void* base,
                               uint64_t length) override {
@@ -231,7 +187,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
   }
 
   void Shutdown() override {
-    stop_.store(true, std::memory_order_release);
+    queue_.Stop();
     // The QP goes to error: posted work flushes and every waiter wakes.
     if (conn_->connected) rdma_disconnect(conn_->id);
   }
@@ -251,19 +207,10 @@ class RdmaTransport final : public Transport, private CompletionSource {
     std::vector<uint64_t> offsets;
     PageRuns pages() const { return {region, iov, offsets}; }
   };
-  struct Posted {
-    uint64_t wr_id;
-    uint32_t wrs;
-  };
   struct Message {
     uint32_t index;
     uint32_t length;
   };
-
-  void CountInline(size_t bytes) {
-    stats_.inline_sends.Add();
-    stats_.inline_max_bytes.RaiseTo(bytes);
-  }
 
   bool pin_all() const {
     return (config_.capabilities & proto::kCapRdmaPinAll) != 0;
@@ -271,94 +218,12 @@ class RdmaTransport final : public Transport, private CompletionSource {
   bool reg_batch() const {
     return (config_.capabilities & proto::kCapRdmaRegBatch) != 0;
   }
-  bool stopping() const { return stop_.load(std::memory_order_acquire); }
-
-  absl::Status PostRecv(uint32_t index) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(recv_buf_.data() +
-                                           size_t{index} * recv_bytes_),
-                static_cast<uint32_t>(recv_bytes_), recv_mr_->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = WrId(kRecv, index);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad;
-    if (int r = ibv_post_recv(conn_->id->qp, &wr, &bad); r != 0) {
-      return ErrnoStatus(r, "ibv_post_recv");
-    }
-    return absl::OkStatus();
-  }
-
   // Returns the current message's receive buffer to the peer's credits.
   absl::Status ReleaseCurrent() {
     if (cur_index_ == kNoMessage) return absl::OkStatus();
     const uint32_t index = cur_index_;
     cur_index_ = kNoMessage;
-    return PostRecv(index);
-  }
-
-  // --- completions ---
-
-  // Handles every completion that is ready; never blocks.
-  absl::Status Progress() {
-    ibv_wc wc[32];
-    while (true) {
-      int n = ibv_poll_cq(conn_->cq, 32, wc);
-      if (n < 0) return absl::InternalError("ibv_poll_cq failed");
-      for (int i = 0; i < n; ++i) {
-        if (absl::Status s = HandleCompletion(wc[i]); !s.ok()) return s;
-      }
-      if (n < 32) return absl::OkStatus();
-    }
-  }
-
-  // Waits until `ready()`, handling completions, for at most `timeout`
-  // (InfiniteDuration: until the peer or a Shutdown ends it).
-  template <typename Pred>
-  absl::Status WaitFor(Pred ready, absl::Duration timeout, const char* what) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (true) {
-      if (absl::Status s = Progress(); !s.ok()) return s;
-      if (ready()) return absl::OkStatus();
-      if (stopping()) {
-        return absl::AbortedError(absl::StrCat(what, ": channel shut down"));
-      }
-      // Arm, then look once more: a completion between the last poll and
-      // the arming would otherwise not wake us.
-      if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
-        return RdmaErrno("ibv_req_notify_cq");
-      }
-      if (absl::Status s = Progress(); !s.ok()) return s;
-      if (ready()) return absl::OkStatus();
-      const absl::Duration left = deadline - absl::Now();
-      if (left <= absl::ZeroDuration()) {
-        return absl::DeadlineExceededError(
-            absl::StrFormat("%s: no RDMA completion for %s: peer stalled", what,
-                            absl::FormatDuration(timeout)));
-      }
-      pollfd p[2] = {{conn_->cc->fd, POLLIN, 0}, {conn_->ec->fd, POLLIN, 0}};
-      // Rounded up, at most a second (left may be infinite).
-      const int ms = static_cast<int>(
-          std::min<int64_t>(absl::ToInt64Milliseconds(left), 999) + 1);
-      int r = poll(p, 2, ms);
-      if (r < 0 && errno != EINTR) return RdmaErrno("poll on the RDMA channel");
-      if (p[0].revents & POLLIN) {
-        ibv_cq* cq;
-        void* ctx;
-        if (ibv_get_cq_event(conn_->cc, &cq, &ctx) == 0) {
-          ibv_ack_cq_events(cq, 1);
-        }
-      }
-      if (p[1].revents & POLLIN) {
-        absl::StatusOr<CmEvent> ev = NextCmEvent(conn_->ec, absl::Now());
-        if (ev.ok() && (ev->type == RDMA_CM_EVENT_DISCONNECTED ||
-                        ev->type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
-          conn_->connected = false;
-          return absl::UnavailableError(
-              absl::StrCat(what, ": the peer disconnected (",
-                           rdma_event_str(ev->type), ")"));
-        }
-      }
-    }
+    return queue_.PostRecv(index);
   }
 
   // HeaderSlots waits through here: post what is queued, then wait.
@@ -366,130 +231,27 @@ class RdmaTransport final : public Transport, private CompletionSource {
     if (!pending_.empty() && !posting_) {
       if (absl::Status s = PostPending(); !s.ok()) return s;
     }
-    if (!block) return Progress();
-    const uint64_t before = completions_;
-    return WaitFor([&] { return completions_ != before; },
-                   options_.stall_timeout, "awaiting send completions");
+    if (!block) return queue_.Progress();
+    const uint64_t before = queue_.completions();
+    return queue_.WaitFor([&] { return queue_.completions() != before; },
+                          options_.stall_timeout, "awaiting send completions");
   }
 
-  absl::Status HandleCompletion(const ibv_wc& wc) {
-    const uint64_t kind = wc.wr_id >> kKindShift;
-    const uint64_t value = wc.wr_id & kValueMask;
-    if (wc.status != IBV_WC_SUCCESS) {
-      if (stopping() && wc.status == IBV_WC_WR_FLUSH_ERR) {
-        return absl::AbortedError("RDMA channel shut down");
-      }
-      return absl::UnavailableError(absl::StrFormat(
-          "RDMA %s failed: %s (vendor error 0x%x)", KindName(kind),
-          ibv_wc_status_str(wc.status), wc.vendor_err));
-    }
-    ++completions_;
-    switch (kind) {
-      case kPacketSend:
-      case kMarkerSend:
-      case kControlSend:
-        if (absl::Status s = Retire(wc.wr_id); !s.ok()) return s;
-        if (kind == kControlSend) {
-          if (value != kInlineControl) ctl_busy_[value] = false;
-          return absl::OkStatus();
-        }
-        // Only a packet with pages was a zero-copy send (its WRITEs read
-        // the caller's memory in place).
-        return slots_.Complete(static_cast<uint32_t>(value), false,
-                               /*zero_copy=*/kind == kPacketSend);
-      case kRecv:
-        if (value >= config_.recv_queue) break;
-        if (source_) return HandleSourceControl(value, wc.byte_len);
-        inbox_.push_back({static_cast<uint32_t>(value), wc.byte_len});
-        return absl::OkStatus();
-    }
-    return absl::InternalError(
-        absl::StrFormat("RDMA completion with unknown wr_id 0x%x", wc.wr_id));
+  absl::Status OnPacketSent(uint32_t token, bool zero_copy) override {
+    return slots_.Complete(token, false, zero_copy);
   }
 
-  // Posts complete in order on an RC QP; every post signals its last WR.
-  absl::Status Retire(uint64_t wr_id) {
-    if (posted_.empty() || posted_.front().wr_id != wr_id) {
-      return absl::InternalError(
-          absl::StrFormat("RDMA send completion 0x%x out of order", wr_id));
-    }
-    outstanding_ -= posted_.front().wrs;
-    posted_.pop_front();
-    if (outstanding_ == 0) stats_.rdma_drains_to_zero.Add();
+  absl::Status OnReceive(uint32_t index, uint32_t length) override {
+    if (source_) return HandleSourceControl(index, length);
+    inbox_.push_back({index, length});
     return absl::OkStatus();
-  }
-
-  // Posts a chain of `wrs` work requests whose last is signalled with
-  // `wr_id`, first making room in the send queue if it is full.
-  absl::Status Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id) {
-    if (outstanding_ + wrs > config_.send_queue) {
-      stats_.rdma_sq_full_hits.Add();
-      if (absl::Status s =
-              WaitFor([&] { return outstanding_ + wrs <= config_.send_queue; },
-                      options_.stall_timeout, "send queue full");
-          !s.ok()) {
-        return s;
-      }
-    }
-    ibv_send_wr* bad;
-    if (int r = ibv_post_send(conn_->id->qp, first, &bad); r != 0) {
-      return ErrnoStatus(r, "ibv_post_send");
-    }
-    posted_.push_back({wr_id, wrs});
-    outstanding_ += wrs;
-    stats_.rdma_outstanding_max.RaiseTo(outstanding_);
-    stats_.rdma_posts.Add();
-    stats_.rdma_wrs.Add(wrs);
-    stats_.send_calls.Add();
-    return absl::OkStatus();
-  }
-
-  // --- control messages on the QP ---
-
-  absl::Status SendControl(const proto::RdmaControl& control) {
-    const std::vector<uint8_t> bytes = proto::EncodeRdmaControl(control);
-    ibv_send_wr wr{};
-    ibv_sge sge{};
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    sge.length = static_cast<uint32_t>(bytes.size());
-    if (bytes.size() <= conn_->max_inline) {
-      // Inline: the provider copies at post time; no buffer to hold.
-      sge.addr = reinterpret_cast<uint64_t>(bytes.data());
-      wr.send_flags |= IBV_SEND_INLINE;
-      wr.wr_id = WrId(kControlSend, kInlineControl);
-      CountInline(bytes.size());
-    } else {
-      size_t i = 0;
-      if (absl::Status s = WaitFor(
-              [&] {
-                for (i = 0; i < kControlBuffers; ++i) {
-                  if (!ctl_busy_[i]) return true;
-                }
-                return false;
-              },
-              options_.stall_timeout, "awaiting a control buffer");
-          !s.ok()) {
-        return s;
-      }
-      uint8_t* buf = ctl_buf_.data() + i * proto::RdmaControlMaxBytes();
-      std::memcpy(buf, bytes.data(), bytes.size());
-      ctl_busy_[i] = true;
-      sge.addr = reinterpret_cast<uint64_t>(buf);
-      sge.lkey = ctl_mr_->lkey;
-      wr.wr_id = WrId(kControlSend, i);
-    }
-    return Post(&wr, 1, wr.wr_id);
   }
 
   // Source: the destination's answers arrive as receives.
-  absl::Status HandleSourceControl(uint64_t index, uint32_t length) {
-    const uint8_t* msg = recv_buf_.data() + index * recv_bytes_;
+  absl::Status HandleSourceControl(uint32_t index, uint32_t length) {
     absl::StatusOr<proto::RdmaControl> c =
-        proto::DecodeRdmaControl({msg, length});
-    if (absl::Status s = PostRecv(static_cast<uint32_t>(index)); !s.ok()) {
+        proto::DecodeRdmaControl({queue_.message(index), length});
+    if (absl::Status s = queue_.PostRecv(index); !s.ok()) {
       return s;
     }
     if (!c.ok()) return c.status();
@@ -515,14 +277,14 @@ class RdmaTransport final : public Transport, private CompletionSource {
   absl::Status NextPacketMessage() {
     while (true) {
       if (absl::Status s =
-              WaitFor([&] { return !inbox_.empty(); }, absl::InfiniteDuration(),
-                      "awaiting a packet");
+              queue_.WaitFor([&] { return !inbox_.empty(); },
+                             absl::InfiniteDuration(), "awaiting a packet");
           !s.ok()) {
         return s;
       }
       const Message m = inbox_.front();
       inbox_.pop_front();
-      const uint8_t* data = recv_buf_.data() + size_t{m.index} * recv_bytes_;
+      const uint8_t* data = queue_.message(m.index);
       if (!proto::IsRdmaControl({data, m.length})) {
         cur_ = data;
         cur_left_ = m.length;
@@ -530,7 +292,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
         return absl::OkStatus();
       }
       absl::Status s = ServeControl({data, m.length});
-      if (absl::Status r = PostRecv(m.index); !r.ok() && s.ok()) s = r;
+      if (absl::Status r = queue_.PostRecv(m.index); !r.ok() && s.ok()) s = r;
       if (!s.ok()) return s;
     }
   }
@@ -567,7 +329,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
             });
     if (!keys.ok()) return keys.status();
     result.results = *std::move(keys);
-    return SendControl(result);
+    return queue_.SendControl(result);
   }
 
   absl::Status SendRegionKeys() {
@@ -578,7 +340,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
                                   reinterpret_cast<uint64_t>(r.base),
                                   r.length});
     }
-    return SendControl(keys);
+    return queue_.SendControl(keys);
   }
 
   // --- the source's data path ---
@@ -600,8 +362,9 @@ class RdmaTransport final : public Transport, private CompletionSource {
   // the rest are registered, many per round trip where both ends can.
   absl::Status ResolveChunks() {
     if (pin_all()) {
-      return WaitFor([&] { return region_keys_; }, options_.stall_timeout,
-                     "awaiting the destination's region keys");
+      return queue_.WaitFor([&] { return region_keys_; },
+                            options_.stall_timeout,
+                            "awaiting the destination's region keys");
     }
     runs_.clear();
     for (const Pending& p : pending_) runs_.push_back(p.pages());
@@ -611,17 +374,17 @@ class RdmaTransport final : public Transport, private CompletionSource {
       proto::RdmaControl c;
       c.type = proto::RdmaControlType::kCompress;
       c.chunks = zero;
-      if (absl::Status s = SendControl(c); !s.ok()) return s;
+      if (absl::Status s = queue_.SendControl(c); !s.ok()) return s;
       stats_.chunks_compressed.Add(c.chunks.size());
     }
     for (const std::vector<proto::ChunkRef>& batch : plan.register_batches) {
       proto::RdmaControl q;
       q.type = proto::RdmaControlType::kRegisterRequest;
       q.chunks = batch;
-      if (absl::Status s = SendControl(q); !s.ok()) return s;
-      if (absl::Status s =
-              WaitFor([&] { return !results_.empty(); }, options_.stall_timeout,
-                      "awaiting REGISTER_RESULT");
+      if (absl::Status s = queue_.SendControl(q); !s.ok()) return s;
+      if (absl::Status s = queue_.WaitFor([&] { return !results_.empty(); },
+                                          options_.stall_timeout,
+                                          "awaiting REGISTER_RESULT");
           !s.ok()) {
         return s;
       }
@@ -690,7 +453,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
     send.send_flags = IBV_SEND_SIGNALED;
     if (p.header_bytes <= conn_->max_inline) {
       send.send_flags |= IBV_SEND_INLINE;
-      CountInline(p.header_bytes);
+      queue_.CountInline(p.header_bytes);
     }
     send.wr_id = WrId(p.iov.empty() ? kMarkerSend : kPacketSend, p.token);
     wrs_.push_back(send);
@@ -700,7 +463,8 @@ class RdmaTransport final : public Transport, private CompletionSource {
       wrs_[i].next = i + 1 < wrs_.size() ? &wrs_[i + 1] : nullptr;
     }
     if (!p.iov.empty()) stats_.zc_sends.Add();
-    return Post(wrs_.data(), static_cast<uint32_t>(wrs_.size()), send.wr_id);
+    return queue_.Post(wrs_.data(), static_cast<uint32_t>(wrs_.size()),
+                       send.wr_id);
   }
 
   static constexpr uint32_t kNoMessage = ~0u;
@@ -710,22 +474,13 @@ class RdmaTransport final : public Transport, private CompletionSource {
   RdmaConfig config_;
   const bool source_;
   HeaderSlots slots_;
-  const size_t recv_bytes_;
-  std::vector<uint8_t> recv_buf_;
-  std::vector<uint8_t> ctl_buf_;
-  std::vector<bool> ctl_busy_;
+  RdmaQueue queue_;
   ibv_mr* slots_mr_ = nullptr;
-  ibv_mr* recv_mr_ = nullptr;
-  ibv_mr* ctl_mr_ = nullptr;
   std::map<uint32_t, LocalMrs> mrs_;
-  std::atomic<bool> stop_{false};
   // Send side.
   std::vector<Pending> pending_;
   bool posting_ = false;
   uint32_t next_token_ = 0;
-  std::deque<Posted> posted_;
-  uint64_t outstanding_ = 0;
-  uint64_t completions_ = 0;
   std::deque<std::vector<proto::ChunkKey>> results_;
   bool region_keys_ = false;
   std::vector<ibv_send_wr> wrs_;
