@@ -1,26 +1,25 @@
+// The two ends of an RDMA channel: RdmaSourceTransport and
+// RdmaDestinationTransport over a small shared base. What they stand on:
+// rdma_connection (verbs objects, the CM steps, the listener), rdma_queue
+// (posts, completions, receives, control sends) and rdma_registration
+// (which chunks need keys, which go as COMPRESS).
 #include "channels/rdma.h"
 
-#include <errno.h>
 #include <infiniband/verbs.h>
-#include <poll.h>
 #include <rdma/rdma_cma.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
 #include "channels/rdma_connection.h"
 #include "channels/rdma_queue.h"
 #include "channels/rdma_registration.h"
-#include "channels/socket_io.h"
-#include "channels/zero_page.h"
-#include "proto/packet.h"
 #include "proto/rdma_control.h"
 
 namespace ramferry::channels {
@@ -40,48 +39,36 @@ absl::Status ProbeRdma() {
 
 namespace {
 
-class RdmaTransport final : public Transport,
-                            private CompletionSource,
-                            private RdmaQueue::Handler {
+// What both ends share: the connection, its queues, the regions and this
+// side's registrations of them.
+class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
  public:
-  RdmaTransport(std::unique_ptr<Connection> conn,
-                const TransportOptions& options, const RdmaConfig& config,
-                bool source)
+  // `region_access`: what a pin-all registration of a region allows.
+  RdmaTransportBase(std::unique_ptr<Connection> conn,
+                    const TransportOptions& options, const RdmaConfig& config,
+                    int region_access)
       : conn_(std::move(conn)),
         options_(options),
         config_(config),
-        source_(source),
-        slots_(options.header_slots, options.max_header_bytes,
-               options.completion, this, &stats_),
+        region_access_(region_access),
         queue_(conn_.get(), config, options.stall_timeout,
                std::max(options.max_header_bytes, proto::RdmaControlMaxBytes()),
                &stats_, this),
         chunks_(config.chunk_bytes) {}
 
-  ~RdmaTransport() override {
+  ~RdmaTransportBase() override {
     for (auto& [id, r] : mrs_) {
       if (r.whole != nullptr) ibv_dereg_mr(r.whole);
       for (ibv_mr* m : r.chunks) {
         if (m != nullptr) ibv_dereg_mr(m);
       }
     }
-    if (slots_mr_ != nullptr) ibv_dereg_mr(slots_mr_);
     // queue_'s MRs follow; conn_ (QP, CQ, PD, id) goes last, after the MRs
     // on its PD.
   }
 
   // Registers the buffers it owns and posts every receive.
-  absl::Status Init() {
-    slots_mr_ = ibv_reg_mr(conn_->pd, slots_.buffer(0).data(),
-                           size_t{slots_.size()} * options_.max_header_bytes,
-                           IBV_ACCESS_LOCAL_WRITE);
-    if (slots_mr_ == nullptr) {
-      return RdmaErrno("ibv_reg_mr of the channel's own buffers");
-    }
-    return queue_.Init();
-  }
-
-  void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
+  virtual absl::Status Init() { return queue_.Init(); }
 
   TransportKind kind() const override { return TransportKind::kRdma; }
   uint32_t capabilities() const override {
@@ -89,7 +76,81 @@ class RdmaTransport final : public Transport,
            kCapRegisteredBuffers | kCapInlineSends | kCapRemotePlacement;
   }
 
-  // --- send side (source) ---
+  absl::Status Poll() override { return queue_.Progress(); }
+
+  absl::Status RegisterRegion(uint32_t region_id, void* base,
+                              uint64_t length) override {
+    const uint64_t chunks =
+        chunks_.AddRegion(region_id, static_cast<uint8_t*>(base), length);
+    LocalMrs& r = mrs_[region_id];
+    r.chunks.assign(chunks, nullptr);
+    if (!pin_all()) return absl::OkStatus();
+    // Pin-all: the whole region, once. On the destination it is what the
+    // source writes into; on the source what it writes from.
+    r.whole = ibv_reg_mr(conn_->pd, base, length, region_access_);
+    if (r.whole == nullptr) {
+      return RdmaErrno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
+                                       region_id, length));
+    }
+    stats_.chunks_registered.Add(chunks);
+    return absl::OkStatus();
+  }
+
+  void Shutdown() override {
+    queue_.Stop();
+    // The QP goes to error: posted work flushes and every waiter wakes.
+    if (conn_->connected) rdma_disconnect(conn_->id);
+  }
+
+ protected:
+  // This side's registrations of a region.
+  struct LocalMrs {
+    ibv_mr* whole = nullptr;      // pin-all
+    std::vector<ibv_mr*> chunks;  // on demand, lazily
+  };
+
+  bool pin_all() const {
+    return (config_.capabilities & proto::kCapRdmaPinAll) != 0;
+  }
+
+  std::unique_ptr<Connection> conn_;
+  const TransportOptions options_;
+  RdmaConfig config_;
+  const int region_access_;
+  RdmaQueue queue_;
+  ChunkRegistry chunks_;
+  std::map<uint32_t, LocalMrs> mrs_;
+};
+
+// The source: packets go as RDMA WRITEs and the header's SEND; the
+// destination's control messages (REGISTER_RESULT, REGION_KEYS) come in as
+// receives.
+class RdmaSourceTransport final : public RdmaTransportBase,
+                                  private CompletionSource {
+ public:
+  RdmaSourceTransport(std::unique_ptr<Connection> conn,
+                      const TransportOptions& options, const RdmaConfig& config)
+      : RdmaTransportBase(std::move(conn), options, config,
+                          IBV_ACCESS_LOCAL_WRITE),
+        slots_(options.header_slots, options.max_header_bytes,
+               options.completion, this, &stats_) {}
+
+  ~RdmaSourceTransport() override {
+    if (slots_mr_ != nullptr) ibv_dereg_mr(slots_mr_);
+  }
+
+  absl::Status Init() override {
+    slots_mr_ = ibv_reg_mr(conn_->pd, slots_.buffer(0).data(),
+                           size_t{slots_.size()} * options_.max_header_bytes,
+                           IBV_ACCESS_LOCAL_WRITE);
+    if (slots_mr_ == nullptr) {
+      return RdmaErrno("ibv_reg_mr of the channel's own buffers");
+    }
+    return RdmaTransportBase::Init();
+  }
+
+  // What the destination's HelloReply granted.
+  void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
 
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
     return slots_.Acquire();
@@ -118,86 +179,16 @@ class RdmaTransport final : public Transport,
     return slots_.Flush();
   }
 
-  absl::Status Poll() override { return queue_.Progress(); }
-
-  absl::Status RegisterRegion(uint32_t region_id, void* base,
-                              uint64_t length) override {
-    const uint64_t chunks =
-        chunks_.AddRegion(region_id, static_cast<uint8_t*>(base), length);
-    LocalMrs& r = mrs_[region_id];
-    r.chunks.assign(chunks, nullptr);
-    if (!pin_all()) return absl::OkStatus();
-    // Pin-all: the whole region, once. On the destination it is what the
-    // source writes into; on the source what it writes from.
-    const int access = source_
-                           ? IBV_ACCESS_LOCAL_WRITE
-                           : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    r.whole = ibv_reg_mr(conn_->pd, base, length, access);
-    if (r.whole == nullptr) {
-      return RdmaErrno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
-                                       region_id, length));
-    }
-    stats_.chunks_registered.Add(chunks);
-    return absl::OkStatus();
+  absl::Status ReadExact(absl::Span<uint8_t>, bool) override {
+    return absl::FailedPreconditionError(
+        "an RDMA source channel receives no packets");
   }
-
-  // --- receive side (destination) ---
-
-  absl::Status ReadExact(absl::Span<uint8_t> buf,
-                         bool at_packet_boundary) override {
-    if (!source_ && pin_all() && !keys_sent_) {
-      if (absl::Status s = SendRegionKeys(); !s.ok()) return s;
-      keys_sent_ = true;
-    }
-    if (at_packet_boundary && cur_left_ > 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RDMA message carries %d bytes beyond its packet", cur_left_));
-    }
-    size_t got = 0;
-    while (got < buf.size()) {
-      if (cur_left_ == 0) {
-        if (absl::Status s = ReleaseCurrent(); !s.ok()) return s;
-        if (!at_packet_boundary || got > 0) {
-          // A packet is one message: its end is the packet's end.
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "packet truncated: its RDMA message ended after %d of %d "
-              "bytes",
-              got, buf.size()));
-        }
-        if (absl::Status s = NextPacketMessage(); !s.ok()) return s;
-        continue;
-      }
-      const size_t n = std::min(cur_left_, buf.size() - got);
-      std::memcpy(buf.data() + got, cur_, n);
-      cur_ += n;
-      cur_left_ -= n;
-      got += n;
-    }
-    stats_.recv_calls.Add();
-    return absl::OkStatus();
-  }
-
-  // The pages were placed by RDMA WRITE before the header's SEND arrived
-  // (one RC QP orders them): nothing to read, only the receive to return;
-  // except pages in chunks the source announced as zero (COMPRESS), which
-  // it did not write and which are zero-filled here.
-  absl::Status ReadPayload(absl::Span<const iovec> dst) override {
-    if (chunks_.zero_chunks() > 0) chunks_.ZeroFillCompressed(dst);
-    return cur_left_ == 0 ? ReleaseCurrent() : absl::OkStatus();
-  }
-
-  void Shutdown() override {
-    queue_.Stop();
-    // The QP goes to error: posted work flushes and every waiter wakes.
-    if (conn_->connected) rdma_disconnect(conn_->id);
+  absl::Status ReadPayload(absl::Span<const iovec>) override {
+    return absl::FailedPreconditionError(
+        "an RDMA source channel receives no packets");
   }
 
  private:
-  // This side's registrations of a region.
-  struct LocalMrs {
-    ibv_mr* whole = nullptr;      // pin-all
-    std::vector<ibv_mr*> chunks;  // on demand, lazily
-  };
   struct Pending {
     uint32_t slot = 0;
     uint32_t token = 0;
@@ -207,23 +198,9 @@ class RdmaTransport final : public Transport,
     std::vector<uint64_t> offsets;
     PageRuns pages() const { return {region, iov, offsets}; }
   };
-  struct Message {
-    uint32_t index;
-    uint32_t length;
-  };
 
-  bool pin_all() const {
-    return (config_.capabilities & proto::kCapRdmaPinAll) != 0;
-  }
   bool reg_batch() const {
     return (config_.capabilities & proto::kCapRdmaRegBatch) != 0;
-  }
-  // Returns the current message's receive buffer to the peer's credits.
-  absl::Status ReleaseCurrent() {
-    if (cur_index_ == kNoMessage) return absl::OkStatus();
-    const uint32_t index = cur_index_;
-    cur_index_ = kNoMessage;
-    return queue_.PostRecv(index);
   }
 
   // HeaderSlots waits through here: post what is queued, then wait.
@@ -241,14 +218,8 @@ class RdmaTransport final : public Transport,
     return slots_.Complete(token, false, zero_copy);
   }
 
+  // The destination's answers arrive as receives.
   absl::Status OnReceive(uint32_t index, uint32_t length) override {
-    if (source_) return HandleSourceControl(index, length);
-    inbox_.push_back({index, length});
-    return absl::OkStatus();
-  }
-
-  // Source: the destination's answers arrive as receives.
-  absl::Status HandleSourceControl(uint32_t index, uint32_t length) {
     absl::StatusOr<proto::RdmaControl> c =
         proto::DecodeRdmaControl({queue_.message(index), length});
     if (absl::Status s = queue_.PostRecv(index); !s.ok()) {
@@ -271,79 +242,6 @@ class RdmaTransport final : public Transport,
             static_cast<int>(c->type)));
     }
   }
-
-  // Destination: the next message that is a packet; control messages in
-  // between are served on the way.
-  absl::Status NextPacketMessage() {
-    while (true) {
-      if (absl::Status s =
-              queue_.WaitFor([&] { return !inbox_.empty(); },
-                             absl::InfiniteDuration(), "awaiting a packet");
-          !s.ok()) {
-        return s;
-      }
-      const Message m = inbox_.front();
-      inbox_.pop_front();
-      const uint8_t* data = queue_.message(m.index);
-      if (!proto::IsRdmaControl({data, m.length})) {
-        cur_ = data;
-        cur_left_ = m.length;
-        cur_index_ = m.index;
-        return absl::OkStatus();
-      }
-      absl::Status s = ServeControl({data, m.length});
-      if (absl::Status r = queue_.PostRecv(m.index); !r.ok() && s.ok()) s = r;
-      if (!s.ok()) return s;
-    }
-  }
-
-  absl::Status ServeControl(absl::Span<const uint8_t> bytes) {
-    absl::StatusOr<proto::RdmaControl> c = proto::DecodeRdmaControl(bytes);
-    if (!c.ok()) return c.status();
-    if (c->type == proto::RdmaControlType::kCompress) {
-      return chunks_.MarkCompressed(c->chunks);
-    }
-    if (c->type != proto::RdmaControlType::kRegisterRequest) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("unexpected RDMA control type %d from the source",
-                          static_cast<int>(c->type)));
-    }
-    proto::RdmaControl result;
-    result.type = proto::RdmaControlType::kRegisterResult;
-    absl::StatusOr<std::vector<proto::ChunkKey>> keys =
-        chunks_.AnswerRegisterRequest(
-            c->chunks,
-            [&](const proto::ChunkRef& ref,
-                absl::Span<uint8_t> span) -> absl::StatusOr<uint32_t> {
-              ibv_mr*& mr = mrs_[ref.region].chunks[ref.chunk];
-              if (mr == nullptr) {
-                mr = ibv_reg_mr(
-                    conn_->pd, span.data(), span.size(),
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-                if (mr == nullptr) {
-                  return RdmaErrno("ibv_reg_mr of a requested chunk");
-                }
-                stats_.chunks_registered.Add();
-              }
-              return mr->rkey;
-            });
-    if (!keys.ok()) return keys.status();
-    result.results = *std::move(keys);
-    return queue_.SendControl(result);
-  }
-
-  absl::Status SendRegionKeys() {
-    proto::RdmaControl keys;
-    keys.type = proto::RdmaControlType::kRegionKeys;
-    for (const auto& [id, r] : chunks_.regions()) {
-      keys.region_keys.push_back({id, mrs_[id].whole->rkey,
-                                  reinterpret_cast<uint64_t>(r.base),
-                                  r.length});
-    }
-    return queue_.SendControl(keys);
-  }
-
-  // --- the source's data path ---
 
   ibv_mr* LocalMr(uint32_t region, const RdmaRegion& r, uint64_t chunk) {
     LocalMrs& local = mrs_[region];
@@ -467,17 +365,8 @@ class RdmaTransport final : public Transport,
                        send.wr_id);
   }
 
-  static constexpr uint32_t kNoMessage = ~0u;
-
-  std::unique_ptr<Connection> conn_;
-  const TransportOptions options_;
-  RdmaConfig config_;
-  const bool source_;
   HeaderSlots slots_;
-  RdmaQueue queue_;
   ibv_mr* slots_mr_ = nullptr;
-  std::map<uint32_t, LocalMrs> mrs_;
-  // Send side.
   std::vector<Pending> pending_;
   bool posting_ = false;
   uint32_t next_token_ = 0;
@@ -486,13 +375,172 @@ class RdmaTransport final : public Transport,
   std::vector<ibv_send_wr> wrs_;
   std::vector<ibv_sge> sges_;
   std::vector<PageRuns> runs_;
-  // Receive side.
+};
+
+// The destination (the consumer): each packet is one message received, its
+// pages already placed; the source's control messages in between
+// (REGISTER_REQUEST, COMPRESS) are served on the way.
+class RdmaDestinationTransport final : public RdmaTransportBase {
+ public:
+  RdmaDestinationTransport(std::unique_ptr<Connection> conn,
+                           const TransportOptions& options,
+                           const RdmaConfig& config)
+      : RdmaTransportBase(std::move(conn), options, config,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) {}
+
+  absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
+    return absl::FailedPreconditionError(
+        "an RDMA destination channel sends no packets");
+  }
+  absl::Status SendPacket(const OutgoingPacket&) override {
+    return absl::FailedPreconditionError(
+        "an RDMA destination channel sends no packets");
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }
+
+  absl::Status ReadExact(absl::Span<uint8_t> buf,
+                         bool at_packet_boundary) override {
+    if (pin_all() && !keys_sent_) {
+      if (absl::Status s = SendRegionKeys(); !s.ok()) return s;
+      keys_sent_ = true;
+    }
+    if (at_packet_boundary && cur_left_ > 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "RDMA message carries %d bytes beyond its packet", cur_left_));
+    }
+    size_t got = 0;
+    while (got < buf.size()) {
+      if (cur_left_ == 0) {
+        if (absl::Status s = ReleaseCurrent(); !s.ok()) return s;
+        if (!at_packet_boundary || got > 0) {
+          // A packet is one message: its end is the packet's end.
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "packet truncated: its RDMA message ended after %d of %d "
+              "bytes",
+              got, buf.size()));
+        }
+        if (absl::Status s = NextPacketMessage(); !s.ok()) return s;
+        continue;
+      }
+      const size_t n = std::min(cur_left_, buf.size() - got);
+      std::memcpy(buf.data() + got, cur_, n);
+      cur_ += n;
+      cur_left_ -= n;
+      got += n;
+    }
+    stats_.recv_calls.Add();
+    return absl::OkStatus();
+  }
+
+  // The pages were placed by RDMA WRITE before the header's SEND arrived
+  // (one RC QP orders them): nothing to read, only the receive to return;
+  // except pages in chunks the source announced as zero (COMPRESS), which
+  // it did not write and which are zero-filled here.
+  absl::Status ReadPayload(absl::Span<const iovec> dst) override {
+    if (chunks_.zero_chunks() > 0) chunks_.ZeroFillCompressed(dst);
+    return cur_left_ == 0 ? ReleaseCurrent() : absl::OkStatus();
+  }
+
+ private:
+  struct Message {
+    uint32_t index;
+    uint32_t length;
+  };
+  static constexpr uint32_t kNoMessage = ~0u;
+
+  // Returns the current message's receive buffer to the peer's credits.
+  absl::Status ReleaseCurrent() {
+    if (cur_index_ == kNoMessage) return absl::OkStatus();
+    const uint32_t index = cur_index_;
+    cur_index_ = kNoMessage;
+    return queue_.PostRecv(index);
+  }
+
+  absl::Status OnPacketSent(uint32_t, bool) override {
+    return absl::InternalError("an RDMA destination channel sent a packet");
+  }
+
+  absl::Status OnReceive(uint32_t index, uint32_t length) override {
+    inbox_.push_back({index, length});
+    return absl::OkStatus();
+  }
+
+  // The next message that is a packet; control messages in
+  // between are served on the way.
+  absl::Status NextPacketMessage() {
+    while (true) {
+      if (absl::Status s =
+              queue_.WaitFor([&] { return !inbox_.empty(); },
+                             absl::InfiniteDuration(), "awaiting a packet");
+          !s.ok()) {
+        return s;
+      }
+      const Message m = inbox_.front();
+      inbox_.pop_front();
+      const uint8_t* data = queue_.message(m.index);
+      if (!proto::IsRdmaControl({data, m.length})) {
+        cur_ = data;
+        cur_left_ = m.length;
+        cur_index_ = m.index;
+        return absl::OkStatus();
+      }
+      absl::Status s = ServeControl({data, m.length});
+      if (absl::Status r = queue_.PostRecv(m.index); !r.ok() && s.ok()) s = r;
+      if (!s.ok()) return s;
+    }
+  }
+
+  absl::Status ServeControl(absl::Span<const uint8_t> bytes) {
+    absl::StatusOr<proto::RdmaControl> c = proto::DecodeRdmaControl(bytes);
+    if (!c.ok()) return c.status();
+    if (c->type == proto::RdmaControlType::kCompress) {
+      return chunks_.MarkCompressed(c->chunks);
+    }
+    if (c->type != proto::RdmaControlType::kRegisterRequest) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unexpected RDMA control type %d from the source",
+                          static_cast<int>(c->type)));
+    }
+    proto::RdmaControl result;
+    result.type = proto::RdmaControlType::kRegisterResult;
+    absl::StatusOr<std::vector<proto::ChunkKey>> keys =
+        chunks_.AnswerRegisterRequest(
+            c->chunks,
+            [&](const proto::ChunkRef& ref,
+                absl::Span<uint8_t> span) -> absl::StatusOr<uint32_t> {
+              ibv_mr*& mr = mrs_[ref.region].chunks[ref.chunk];
+              if (mr == nullptr) {
+                mr = ibv_reg_mr(
+                    conn_->pd, span.data(), span.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                if (mr == nullptr) {
+                  return RdmaErrno("ibv_reg_mr of a requested chunk");
+                }
+                stats_.chunks_registered.Add();
+              }
+              return mr->rkey;
+            });
+    if (!keys.ok()) return keys.status();
+    result.results = *std::move(keys);
+    return queue_.SendControl(result);
+  }
+
+  absl::Status SendRegionKeys() {
+    proto::RdmaControl keys;
+    keys.type = proto::RdmaControlType::kRegionKeys;
+    for (const auto& [id, r] : chunks_.regions()) {
+      keys.region_keys.push_back({id, mrs_[id].whole->rkey,
+                                  reinterpret_cast<uint64_t>(r.base),
+                                  r.length});
+    }
+    return queue_.SendControl(keys);
+  }
+
   std::deque<Message> inbox_;
   const uint8_t* cur_ = nullptr;
   size_t cur_left_ = 0;
   uint32_t cur_index_ = kNoMessage;
   bool keys_sent_ = false;
-  ChunkRegistry chunks_;
 };
 
 }  // namespace
@@ -510,8 +558,8 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   if (!conn.ok()) return conn.status();
   if (absl::Status s = (*conn)->CreateQp(config); !s.ok()) return s;
   Connection* c = conn->get();
-  auto transport = std::make_unique<RdmaTransport>(*std::move(conn), options,
-                                                   config, /*source=*/true);
+  auto transport =
+      std::make_unique<RdmaSourceTransport>(*std::move(conn), options, config);
   if (absl::Status s = transport->Init(); !s.ok()) return s;
   absl::StatusOr<proto::HelloReply> accepted =
       ConnectWithHello(*c, hello, deadline, where);
@@ -530,8 +578,8 @@ absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
       options, config, std::move(admit), std::move(deliver),
       [](std::unique_ptr<Connection> conn, const TransportOptions& options,
          const RdmaConfig& config, std::unique_ptr<Transport>* made) {
-        auto transport = std::make_unique<RdmaTransport>(
-            std::move(conn), options, config, /*source=*/false);
+        auto transport = std::make_unique<RdmaDestinationTransport>(
+            std::move(conn), options, config);
         absl::Status s = transport->Init();
         *made = std::move(transport);
         return s;
@@ -539,6 +587,7 @@ absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
   if (absl::Status s = impl->Listen(host, port); !s.ok()) return s;
   return std::unique_ptr<RdmaListener>(new RdmaListener(std::move(impl)));
 }
+
 RdmaListener::RdmaListener(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 RdmaListener::~RdmaListener() = default;
