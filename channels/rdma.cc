@@ -1,153 +1,29 @@
+// The two ends of an RDMA channel: RdmaSourceTransport and
+// RdmaDestinationTransport over a small shared base. What they stand on:
+// rdma_connection (verbs objects, the CM steps, the listener), rdma_queue
+// (posts, completions, receives, control sends) and rdma_registration
+// (which chunks need keys, which go as COMPRESS).
 #include "channels/rdma.h"
 
-#include <errno.h>
 #include <infiniband/verbs.h>
-#include <poll.h>
 #include <rdma/rdma_cma.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
-#include "channels/socket_io.h"
+#include "channels/rdma_connection.h"
+#include "channels/rdma_queue.h"
+#include "channels/rdma_registration.h"
 #include "channels/transport_family.h"
-#include "channels/zero_page.h"
-#include "proto/packet.h"
 #include "proto/rdma_control.h"
 
 namespace ramferry::channels {
-namespace {
-
-// wr_id: kind in the top byte, a token or buffer index below.
-enum WrKind : uint64_t {
-  kPacketSend = 1,  // a packet with pages (WRITEs then the header's SEND)
-  kControlSend = 2,
-  kRecv = 3,
-  kMarkerSend = 4,  // a header-only packet (SYNC, FINISH): nothing pinned
-};
-constexpr int kKindShift = 56;
-constexpr uint64_t kValueMask = (uint64_t{1} << kKindShift) - 1;
-constexpr uint64_t kInlineControl =
-    kValueMask;  // a control send with no buffer
-constexpr size_t kControlBuffers = 8;
-
-uint64_t WrId(WrKind kind, uint64_t value) {
-  return (uint64_t{kind} << kKindShift) | value;
-}
-
-const char* KindName(uint64_t kind) {
-  switch (kind) {
-    case kPacketSend:
-      return "packet send";
-    case kMarkerSend:
-      return "marker send";
-    case kControlSend:
-      return "control send";
-    case kRecv:
-      return "receive";
-  }
-  return "unknown";
-}
-
-absl::Status Errno(absl::string_view what) { return ErrnoStatus(errno, what); }
-
-// The verbs and rdmacm objects of one connection, released in order.
-struct Connection {
-  rdma_event_channel* ec = nullptr;  // this connection's own events
-  rdma_cm_id* id = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_comp_channel* cc = nullptr;
-  ibv_cq* cq = nullptr;
-  uint32_t max_inline = 0;  // what the QP granted
-  bool connected = false;
-
-  ~Connection() {
-    if (id != nullptr && connected) rdma_disconnect(id);
-    if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
-    if (cq != nullptr) ibv_destroy_cq(cq);
-    if (cc != nullptr) ibv_destroy_comp_channel(cc);
-    if (pd != nullptr) ibv_dealloc_pd(pd);
-    if (id != nullptr) rdma_destroy_id(id);
-    if (ec != nullptr) rdma_destroy_event_channel(ec);
-  }
-
-  absl::Status CreateQp(const RdmaConfig& config) {
-    pd = ibv_alloc_pd(id->verbs);
-    if (pd == nullptr) return Errno("ibv_alloc_pd");
-    cc = ibv_create_comp_channel(id->verbs);
-    if (cc == nullptr) return Errno("ibv_create_comp_channel");
-    const int cqe =
-        static_cast<int>(config.send_queue + config.recv_queue + 16);
-    cq = ibv_create_cq(id->verbs, cqe, nullptr, cc, 0);
-    if (cq == nullptr) return Errno("ibv_create_cq");
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq;
-    attr.recv_cq = cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.sq_sig_all = 0;  // only the last WR of each post is signalled
-    attr.cap.max_send_wr = config.send_queue;
-    attr.cap.max_recv_wr = config.recv_queue;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = config.max_inline;
-    if (rdma_create_qp(id, pd, &attr) != 0) return Errno("rdma_create_qp");
-    // The provider may grant less inline room than asked, or none: what it
-    // granted is the only size inline sends may use.
-    ibv_qp_attr qa{};
-    ibv_qp_init_attr qia{};
-    max_inline = ibv_query_qp(id->qp, &qa, IBV_QP_CAP, &qia) == 0
-                     ? qia.cap.max_inline_data
-                     : attr.cap.max_inline_data;
-    return absl::OkStatus();
-  }
-};
-
-struct CmEvent {
-  rdma_cm_event_type type;
-  int status = 0;
-  rdma_cm_id* id = nullptr;
-  std::vector<uint8_t> private_data;
-};
-
-// The next event on `ec`, acknowledged and copied, or a timeout.
-absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* ec,
-                                    absl::Time deadline) {
-  while (true) {
-    int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (ms <= 0) {
-      return absl::DeadlineExceededError("timed out awaiting an RDMA CM event");
-    }
-    pollfd p{ec->fd, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
-    if (r < 0 && errno != EINTR) return Errno("poll on the RDMA CM channel");
-    if (r <= 0) continue;
-    rdma_cm_event* ev;
-    if (rdma_get_cm_event(ec, &ev) != 0) return Errno("rdma_get_cm_event");
-    CmEvent out{ev->event, ev->status, ev->id, {}};
-    const auto* pd = static_cast<const uint8_t*>(ev->param.conn.private_data);
-    if (pd != nullptr) {
-      out.private_data.assign(pd, pd + ev->param.conn.private_data_len);
-    }
-    rdma_ack_cm_event(ev);
-    return out;
-  }
-}
-
-absl::Status UnexpectedEvent(const CmEvent& ev, absl::string_view during) {
-  return absl::UnavailableError(
-      absl::StrFormat("%s: RDMA CM event %s (status %d)", during,
-                      rdma_event_str(ev.type), ev.status));
-}
-
-}  // namespace
 
 absl::Status ProbeRdma() {
   int n = 0;
@@ -164,63 +40,115 @@ absl::Status ProbeRdma() {
 
 namespace {
 
-class RdmaTransport final : public Transport, private CompletionSource {
+// What both ends share: the connection, its queues, the regions and this
+// side's registrations of them.
+class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
  public:
-  RdmaTransport(std::unique_ptr<Connection> conn,
-                const TransportOptions& options, const RdmaConfig& config,
-                bool source)
+  // `region_access`: what a pin-all registration of a region allows.
+  RdmaTransportBase(std::unique_ptr<Connection> conn,
+                    const TransportOptions& options, const RdmaConfig& config,
+                    int region_access)
       : conn_(std::move(conn)),
         options_(options),
         config_(config),
-        source_(source),
-        slots_(options.header_slots, options.max_header_bytes,
-               options.completion, this, &stats_),
-        recv_bytes_(
-            std::max(options.max_header_bytes, proto::RdmaControlMaxBytes())),
-        recv_buf_(recv_bytes_ * config.recv_queue),
-        ctl_buf_(kControlBuffers * proto::RdmaControlMaxBytes()),
-        ctl_busy_(kControlBuffers, false) {}
+        region_access_(region_access),
+        queue_(conn_.get(), config, options.stall_timeout,
+               std::max(options.max_header_bytes, proto::RdmaControlMaxBytes()),
+               &stats_, this),
+        chunks_(config.chunk_bytes) {}
 
-  ~RdmaTransport() override {
-    for (auto& [id, r] : regions_) {
+  ~RdmaTransportBase() override {
+    for (auto& [id, r] : mrs_) {
       if (r.whole != nullptr) ibv_dereg_mr(r.whole);
-      for (ibv_mr* m : r.chunk_mrs) {
+      for (ibv_mr* m : r.chunks) {
         if (m != nullptr) ibv_dereg_mr(m);
       }
     }
-    for (ibv_mr* m : {slots_mr_, recv_mr_, ctl_mr_}) {
-      if (m != nullptr) ibv_dereg_mr(m);
-    }
-    // conn_ (QP, CQ, PD, id) goes last, after the MRs on its PD.
+    // queue_'s MRs follow; conn_ (QP, CQ, PD, id) goes last, after the MRs
+    // on its PD.
   }
 
   // Registers the buffers it owns and posts every receive.
-  absl::Status Init() {
-    slots_mr_ = ibv_reg_mr(conn_->pd, slots_.buffer(0).data(),
-                           size_t{slots_.size()} * options_.max_header_bytes,
-                           IBV_ACCESS_LOCAL_WRITE);
-    recv_mr_ = ibv_reg_mr(conn_->pd, recv_buf_.data(), recv_buf_.size(),
-                          IBV_ACCESS_LOCAL_WRITE);
-    ctl_mr_ = ibv_reg_mr(conn_->pd, ctl_buf_.data(), ctl_buf_.size(),
-                         IBV_ACCESS_LOCAL_WRITE);
-    if (slots_mr_ == nullptr || recv_mr_ == nullptr || ctl_mr_ == nullptr) {
-      return Errno("ibv_reg_mr of the channel's own buffers");
-    }
-    for (uint32_t i = 0; i < config_.recv_queue; ++i) {
-      if (absl::Status s = PostRecv(i); !s.ok()) return s;
-    }
-    if (ibv_req_notify_cq(conn_->cq, 0) != 0) return Errno("ibv_req_notify_cq");
-    stats_.inline_granted.RaiseTo(conn_->max_inline);
-    return absl::OkStatus();
-  }
-
-  Connection& connection() { return *conn_; }
-  void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
+  virtual absl::Status Init() { return queue_.Init(); }
 
   TransportKind kind() const override { return TransportKind::kRdma; }
   uint32_t capabilities() const override { return StaticCapabilities(kind()); }
 
-  // --- send side (source) ---
+  absl::Status Poll() override { return queue_.Progress(); }
+
+  absl::Status RegisterRegion(uint32_t region_id, void* base,
+                              uint64_t length) override {
+    const uint64_t chunks =
+        chunks_.AddRegion(region_id, static_cast<uint8_t*>(base), length);
+    LocalMrs& r = mrs_[region_id];
+    r.chunks.assign(chunks, nullptr);
+    if (!pin_all()) return absl::OkStatus();
+    // Pin-all: the whole region, once. On the destination it is what the
+    // source writes into; on the source what it writes from.
+    r.whole = ibv_reg_mr(conn_->pd, base, length, region_access_);
+    if (r.whole == nullptr) {
+      return RdmaErrno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
+                                       region_id, length));
+    }
+    stats_.chunks_registered.Add(chunks);
+    return absl::OkStatus();
+  }
+
+  void Shutdown() override {
+    queue_.Stop();
+    // The QP goes to error: posted work flushes and every waiter wakes.
+    if (conn_->connected) rdma_disconnect(conn_->id);
+  }
+
+ protected:
+  // This side's registrations of a region.
+  struct LocalMrs {
+    ibv_mr* whole = nullptr;      // pin-all
+    std::vector<ibv_mr*> chunks;  // on demand, lazily
+  };
+
+  bool pin_all() const {
+    return (config_.capabilities & proto::kCapRdmaPinAll) != 0;
+  }
+
+  std::unique_ptr<Connection> conn_;
+  const TransportOptions options_;
+  RdmaConfig config_;
+  const int region_access_;
+  RdmaQueue queue_;
+  ChunkRegistry chunks_;
+  std::map<uint32_t, LocalMrs> mrs_;
+};
+
+// The source: packets go as RDMA WRITEs and the header's SEND; the
+// destination's control messages (REGISTER_RESULT, REGION_KEYS) come in as
+// receives.
+class RdmaSourceTransport final : public RdmaTransportBase,
+                                  private CompletionSource {
+ public:
+  RdmaSourceTransport(std::unique_ptr<Connection> conn,
+                      const TransportOptions& options, const RdmaConfig& config)
+      : RdmaTransportBase(std::move(conn), options, config,
+                          IBV_ACCESS_LOCAL_WRITE),
+        slots_(options.header_slots, options.max_header_bytes,
+               options.completion, this, &stats_) {}
+
+  ~RdmaSourceTransport() override {
+    if (slots_mr_ != nullptr) ibv_dereg_mr(slots_mr_);
+  }
+
+  absl::Status Init() override {
+    slots_mr_ = ibv_reg_mr(conn_->pd, slots_.buffer(0).data(),
+                           size_t{slots_.size()} * options_.max_header_bytes,
+                           IBV_ACCESS_LOCAL_WRITE);
+    if (slots_mr_ == nullptr) {
+      return RdmaErrno("ibv_reg_mr of the channel's own buffers");
+    }
+    return RdmaTransportBase::Init();
+  }
+
+  // What the destination's HelloReply granted.
+  void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
 
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
     return slots_.Acquire();
@@ -249,37 +177,228 @@ class RdmaTransport final : public Transport, private CompletionSource {
     return slots_.Flush();
   }
 
-  absl::Status Poll() override { return Progress(); }
+  absl::Status ReadExact(absl::Span<uint8_t>, bool) override {
+    return absl::FailedPreconditionError(
+        "an RDMA source channel receives no packets");
+  }
+  absl::Status ReadPayload(absl::Span<const iovec>) override {
+    return absl::FailedPreconditionError(
+        "an RDMA source channel receives no packets");
+  }
 
-  absl::Status RegisterRegion(uint32_t region_id, void* base,
-                              uint64_t length) override {
-    Region& r = regions_[region_id];
-    r.base = static_cast<uint8_t*>(base);
-    r.length = length;
-    const uint64_t chunks =
-        (length + config_.chunk_bytes - 1) / config_.chunk_bytes;
-    r.chunk_mrs.assign(chunks, nullptr);
-    r.remote.assign(chunks, {});
-    if (!pin_all()) return absl::OkStatus();
-    // Pin-all: the whole region, once. On the destination it is what the
-    // source writes into; on the source what it writes from.
-    const int access = source_
-                           ? IBV_ACCESS_LOCAL_WRITE
-                           : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    r.whole = ibv_reg_mr(conn_->pd, base, length, access);
-    if (r.whole == nullptr) {
-      return Errno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
-                                   region_id, length));
+ private:
+  struct Pending {
+    uint32_t slot = 0;
+    uint32_t token = 0;
+    uint32_t header_bytes = 0;
+    uint32_t region = 0;
+    std::vector<iovec> iov;
+    std::vector<uint64_t> offsets;
+    PageRuns pages() const { return {region, iov, offsets}; }
+  };
+
+  bool reg_batch() const {
+    return (config_.capabilities & proto::kCapRdmaRegBatch) != 0;
+  }
+
+  // HeaderSlots waits through here: post what is queued, then wait.
+  absl::Status Reap(HeaderSlots&, bool block) override {
+    if (!pending_.empty() && !posting_) {
+      if (absl::Status s = PostPending(); !s.ok()) return s;
     }
-    stats_.chunks_registered.Add(chunks);
+    if (!block) return queue_.Progress();
+    const uint64_t before = queue_.completions();
+    return queue_.WaitFor([&] { return queue_.completions() != before; },
+                          options_.stall_timeout, "awaiting send completions");
+  }
+
+  absl::Status OnPacketSent(uint32_t token, bool zero_copy) override {
+    return slots_.Complete(token, false, zero_copy);
+  }
+
+  // The destination's answers arrive as receives.
+  absl::Status OnReceive(uint32_t index, uint32_t length) override {
+    absl::StatusOr<proto::RdmaControl> c =
+        proto::DecodeRdmaControl({queue_.message(index), length});
+    if (absl::Status s = queue_.PostRecv(index); !s.ok()) {
+      return s;
+    }
+    if (!c.ok()) return c.status();
+    switch (c->type) {
+      case proto::RdmaControlType::kRegisterResult:
+        results_.push_back(std::move(c->results));
+        return absl::OkStatus();
+      case proto::RdmaControlType::kRegionKeys:
+        if (absl::Status s = chunks_.ApplyRegionKeys(c->region_keys); !s.ok()) {
+          return s;
+        }
+        region_keys_ = true;
+        return absl::OkStatus();
+      default:
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "unexpected RDMA control type %d from the destination",
+            static_cast<int>(c->type)));
+    }
+  }
+
+  ibv_mr* LocalMr(uint32_t region, const RdmaRegion& r, uint64_t chunk) {
+    LocalMrs& local = mrs_[region];
+    if (local.whole != nullptr) return local.whole;
+    ibv_mr*& mr = local.chunks[chunk];
+    if (mr == nullptr) {
+      const uint64_t off = chunk * config_.chunk_bytes;
+      mr = ibv_reg_mr(conn_->pd, r.base + off,
+                      std::min(config_.chunk_bytes, r.length - off),
+                      IBV_ACCESS_LOCAL_WRITE);
+    }
+    return mr;
+  }
+
+  // Chunks the destination has no key for: zero ones go as COMPRESS,
+  // the rest are registered, many per round trip where both ends can.
+  absl::Status ResolveChunks() {
+    if (pin_all()) {
+      return queue_.WaitFor([&] { return region_keys_; },
+                            options_.stall_timeout,
+                            "awaiting the destination's region keys");
+    }
+    runs_.clear();
+    for (const Pending& p : pending_) runs_.push_back(p.pages());
+    const RegistrationPlan plan =
+        chunks_.Plan(runs_, reg_batch() ? proto::kMaxRdmaControlEntries : 1);
+    for (const std::vector<proto::ChunkRef>& zero : plan.compress) {
+      proto::RdmaControl c;
+      c.type = proto::RdmaControlType::kCompress;
+      c.chunks = zero;
+      if (absl::Status s = queue_.SendControl(c); !s.ok()) return s;
+      stats_.chunks_compressed.Add(c.chunks.size());
+    }
+    for (const std::vector<proto::ChunkRef>& batch : plan.register_batches) {
+      proto::RdmaControl q;
+      q.type = proto::RdmaControlType::kRegisterRequest;
+      q.chunks = batch;
+      if (absl::Status s = queue_.SendControl(q); !s.ok()) return s;
+      if (absl::Status s = queue_.WaitFor([&] { return !results_.empty(); },
+                                          options_.stall_timeout,
+                                          "awaiting REGISTER_RESULT");
+          !s.ok()) {
+        return s;
+      }
+      std::vector<proto::ChunkKey> keys = std::move(results_.front());
+      results_.pop_front();
+      stats_.register_round_trips.Add();
+      stats_.register_batch_max.RaiseTo(q.chunks.size());
+      if (absl::Status s = chunks_.ApplyKeys(q.chunks, keys); !s.ok()) {
+        return s;
+      }
+    }
     return absl::OkStatus();
   }
 
-  // --- receive side (destination) ---
+  absl::Status PostPending() {
+    if (pending_.empty() || posting_) return absl::OkStatus();
+    posting_ = true;
+    absl::Status s = ResolveChunks();
+    size_t done = 0;
+    for (; s.ok() && done < pending_.size(); ++done) {
+      s = PostPacket(pending_[done]);
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + done);
+    posting_ = false;
+    return s;
+  }
+
+  // One packet, one ibv_post_send: a WRITE per piece, then the header's
+  // SEND, signalled, so its completion says the whole chain is done.
+  absl::Status PostPacket(const Pending& p) {
+    wrs_.clear();
+    sges_.clear();
+    wrs_.reserve(p.iov.size() * 2 + 2);
+    sges_.reserve(p.iov.size() * 2 + 2);
+    absl::Status bad;
+    chunks_.ForEachPiece(p.pages(), [&](const ChunkRegistry::Piece& piece) {
+      const RdmaRegion& r = *piece.region;
+      const uint64_t chunk = piece.chunk;
+      const uint64_t off = piece.offset;
+      const RemoteChunk& rc = r.remote[chunk];
+      if (!pin_all() && rc.state == RemoteChunk::kZero) return;  // COMPRESS
+      ibv_mr* local = LocalMr(p.region, r, chunk);
+      if (local == nullptr) {
+        bad = RdmaErrno("ibv_reg_mr of a local chunk");
+        return;
+      }
+      sges_.push_back({reinterpret_cast<uint64_t>(piece.addr),
+                       static_cast<uint32_t>(piece.length), local->lkey});
+      ibv_send_wr wr{};
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      if (pin_all()) {
+        wr.wr.rdma.remote_addr = r.remote_addr + off;
+        wr.wr.rdma.rkey = r.remote_rkey;
+      } else {
+        wr.wr.rdma.remote_addr = rc.addr + (off - chunk * config_.chunk_bytes);
+        wr.wr.rdma.rkey = rc.rkey;
+      }
+      wrs_.push_back(wr);
+    });
+    if (!bad.ok()) return bad;
+    uint8_t* header = slots_.buffer(p.slot).data();
+    sges_.push_back(
+        {reinterpret_cast<uint64_t>(header), p.header_bytes, slots_mr_->lkey});
+    ibv_send_wr send{};
+    send.opcode = IBV_WR_SEND;
+    send.send_flags = IBV_SEND_SIGNALED;
+    if (p.header_bytes <= conn_->max_inline) {
+      send.send_flags |= IBV_SEND_INLINE;
+      queue_.CountInline(p.header_bytes);
+    }
+    send.wr_id = WrId(p.iov.empty() ? kMarkerSend : kPacketSend, p.token);
+    wrs_.push_back(send);
+    for (size_t i = 0; i < wrs_.size(); ++i) {
+      wrs_[i].sg_list = &sges_[i];
+      wrs_[i].num_sge = 1;
+      wrs_[i].next = i + 1 < wrs_.size() ? &wrs_[i + 1] : nullptr;
+    }
+    if (!p.iov.empty()) stats_.zc_sends.Add();
+    return queue_.Post(wrs_.data(), static_cast<uint32_t>(wrs_.size()),
+                       send.wr_id);
+  }
+
+  HeaderSlots slots_;
+  ibv_mr* slots_mr_ = nullptr;
+  std::vector<Pending> pending_;
+  bool posting_ = false;
+  uint32_t next_token_ = 0;
+  std::deque<std::vector<proto::ChunkKey>> results_;
+  bool region_keys_ = false;
+  std::vector<ibv_send_wr> wrs_;
+  std::vector<ibv_sge> sges_;
+  std::vector<PageRuns> runs_;
+};
+
+// The destination (the consumer): each packet is one message received, its
+// pages already placed; the source's control messages in between
+// (REGISTER_REQUEST, COMPRESS) are served on the way.
+class RdmaDestinationTransport final : public RdmaTransportBase {
+ public:
+  RdmaDestinationTransport(std::unique_ptr<Connection> conn,
+                           const TransportOptions& options,
+                           const RdmaConfig& config)
+      : RdmaTransportBase(std::move(conn), options, config,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) {}
+
+  absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
+    return absl::FailedPreconditionError(
+        "an RDMA destination channel sends no packets");
+  }
+  absl::Status SendPacket(const OutgoingPacket&) override {
+    return absl::FailedPreconditionError(
+        "an RDMA destination channel sends no packets");
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }
 
   absl::Status ReadExact(absl::Span<uint8_t> buf,
                          bool at_packet_boundary) override {
-    if (!source_ && pin_all() && !keys_sent_) {
+    if (pin_all() && !keys_sent_) {
       if (absl::Status s = SendRegionKeys(); !s.ok()) return s;
       keys_sent_ = true;
     }
@@ -316,320 +435,47 @@ class RdmaTransport final : public Transport, private CompletionSource {
   // except pages in chunks the source announced as zero (COMPRESS), which
   // it did not write and which are zero-filled here.
   absl::Status ReadPayload(absl::Span<const iovec> dst) override {
-    if (zero_chunks_ > 0) ZeroFillCompressed(dst);
+    if (chunks_.zero_chunks() > 0) chunks_.ZeroFillCompressed(dst);
     return cur_left_ == 0 ? ReleaseCurrent() : absl::OkStatus();
   }
 
-  void Shutdown() override {
-    stop_.store(true, std::memory_order_release);
-    // The QP goes to error: posted work flushes and every waiter wakes.
-    if (conn_->connected) rdma_disconnect(conn_->id);
-  }
-
  private:
-  struct RemoteChunk {
-    enum State : uint8_t { kUnknown, kKnown, kZero } state = kUnknown;
-    uint32_t rkey = 0;
-    uint64_t addr = 0;
-  };
-  struct Region {
-    uint8_t* base = nullptr;
-    uint64_t length = 0;
-    ibv_mr* whole = nullptr;          // pin-all
-    std::vector<ibv_mr*> chunk_mrs;   // on demand, lazily
-    std::vector<bool> zero;           // destination: COMPRESSed, unregistered
-    std::vector<RemoteChunk> remote;  // source: the peer's keys
-    uint32_t remote_rkey = 0;         // source, pin-all
-    uint64_t remote_addr = 0;         // source, pin-all
-  };
-  struct Pending {
-    uint32_t slot = 0;
-    uint32_t token = 0;
-    uint32_t header_bytes = 0;
-    uint32_t region = 0;
-    std::vector<iovec> iov;
-    std::vector<uint64_t> offsets;
-  };
-  struct Posted {
-    uint64_t wr_id;
-    uint32_t wrs;
-  };
   struct Message {
     uint32_t index;
     uint32_t length;
   };
-
-  void CountInline(size_t bytes) {
-    stats_.inline_sends.Add();
-    stats_.inline_max_bytes.RaiseTo(bytes);
-  }
-
-  bool pin_all() const {
-    return (config_.capabilities & proto::kCapRdmaPinAll) != 0;
-  }
-  bool reg_batch() const {
-    return (config_.capabilities & proto::kCapRdmaRegBatch) != 0;
-  }
-  bool stopping() const { return stop_.load(std::memory_order_acquire); }
-
-  absl::Status PostRecv(uint32_t index) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(recv_buf_.data() +
-                                           size_t{index} * recv_bytes_),
-                static_cast<uint32_t>(recv_bytes_), recv_mr_->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = WrId(kRecv, index);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad;
-    if (int r = ibv_post_recv(conn_->id->qp, &wr, &bad); r != 0) {
-      return ErrnoStatus(r, "ibv_post_recv");
-    }
-    return absl::OkStatus();
-  }
+  static constexpr uint32_t kNoMessage = ~0u;
 
   // Returns the current message's receive buffer to the peer's credits.
   absl::Status ReleaseCurrent() {
     if (cur_index_ == kNoMessage) return absl::OkStatus();
     const uint32_t index = cur_index_;
     cur_index_ = kNoMessage;
-    return PostRecv(index);
+    return queue_.PostRecv(index);
   }
 
-  // --- completions ---
-
-  // Handles every completion that is ready; never blocks.
-  absl::Status Progress() {
-    ibv_wc wc[32];
-    while (true) {
-      int n = ibv_poll_cq(conn_->cq, 32, wc);
-      if (n < 0) return absl::InternalError("ibv_poll_cq failed");
-      for (int i = 0; i < n; ++i) {
-        if (absl::Status s = HandleCompletion(wc[i]); !s.ok()) return s;
-      }
-      if (n < 32) return absl::OkStatus();
-    }
+  absl::Status OnPacketSent(uint32_t, bool) override {
+    return absl::InternalError("an RDMA destination channel sent a packet");
   }
 
-  // Waits until `ready()`, handling completions, for at most `timeout`
-  // (InfiniteDuration: until the peer or a Shutdown ends it).
-  template <typename Pred>
-  absl::Status WaitFor(Pred ready, absl::Duration timeout, const char* what) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (true) {
-      if (absl::Status s = Progress(); !s.ok()) return s;
-      if (ready()) return absl::OkStatus();
-      if (stopping()) {
-        return absl::AbortedError(absl::StrCat(what, ": channel shut down"));
-      }
-      // Arm, then look once more: a completion between the last poll and
-      // the arming would otherwise not wake us.
-      if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
-        return Errno("ibv_req_notify_cq");
-      }
-      if (absl::Status s = Progress(); !s.ok()) return s;
-      if (ready()) return absl::OkStatus();
-      const absl::Duration left = deadline - absl::Now();
-      if (left <= absl::ZeroDuration()) {
-        return absl::DeadlineExceededError(
-            absl::StrFormat("%s: no RDMA completion for %s: peer stalled", what,
-                            absl::FormatDuration(timeout)));
-      }
-      pollfd p[2] = {{conn_->cc->fd, POLLIN, 0}, {conn_->ec->fd, POLLIN, 0}};
-      // Rounded up, at most a second (left may be infinite).
-      const int ms = static_cast<int>(
-          std::min<int64_t>(absl::ToInt64Milliseconds(left), 999) + 1);
-      int r = poll(p, 2, ms);
-      if (r < 0 && errno != EINTR) return Errno("poll on the RDMA channel");
-      if (p[0].revents & POLLIN) {
-        ibv_cq* cq;
-        void* ctx;
-        if (ibv_get_cq_event(conn_->cc, &cq, &ctx) == 0) {
-          ibv_ack_cq_events(cq, 1);
-        }
-      }
-      if (p[1].revents & POLLIN) {
-        absl::StatusOr<CmEvent> ev = NextCmEvent(conn_->ec, absl::Now());
-        if (ev.ok() && (ev->type == RDMA_CM_EVENT_DISCONNECTED ||
-                        ev->type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
-          conn_->connected = false;
-          return absl::UnavailableError(
-              absl::StrCat(what, ": the peer disconnected (",
-                           rdma_event_str(ev->type), ")"));
-        }
-      }
-    }
-  }
-
-  // HeaderSlots waits through here: post what is queued, then wait.
-  absl::Status Reap(HeaderSlots&, bool block) override {
-    if (!pending_.empty() && !posting_) {
-      if (absl::Status s = PostPending(); !s.ok()) return s;
-    }
-    if (!block) return Progress();
-    const uint64_t before = completions_;
-    return WaitFor([&] { return completions_ != before; },
-                   options_.stall_timeout, "awaiting send completions");
-  }
-
-  absl::Status HandleCompletion(const ibv_wc& wc) {
-    const uint64_t kind = wc.wr_id >> kKindShift;
-    const uint64_t value = wc.wr_id & kValueMask;
-    if (wc.status != IBV_WC_SUCCESS) {
-      if (stopping() && wc.status == IBV_WC_WR_FLUSH_ERR) {
-        return absl::AbortedError("RDMA channel shut down");
-      }
-      return absl::UnavailableError(absl::StrFormat(
-          "RDMA %s failed: %s (vendor error 0x%x)", KindName(kind),
-          ibv_wc_status_str(wc.status), wc.vendor_err));
-    }
-    ++completions_;
-    switch (kind) {
-      case kPacketSend:
-      case kMarkerSend:
-      case kControlSend:
-        if (absl::Status s = Retire(wc.wr_id); !s.ok()) return s;
-        if (kind == kControlSend) {
-          if (value != kInlineControl) ctl_busy_[value] = false;
-          return absl::OkStatus();
-        }
-        // Only a packet with pages was a zero-copy send (its WRITEs read
-        // the caller's memory in place).
-        return slots_.Complete(static_cast<uint32_t>(value), false,
-                               /*zero_copy=*/kind == kPacketSend);
-      case kRecv:
-        if (value >= config_.recv_queue) break;
-        if (source_) return HandleSourceControl(value, wc.byte_len);
-        inbox_.push_back({static_cast<uint32_t>(value), wc.byte_len});
-        return absl::OkStatus();
-    }
-    return absl::InternalError(
-        absl::StrFormat("RDMA completion with unknown wr_id 0x%x", wc.wr_id));
-  }
-
-  // Posts complete in order on an RC QP; every post signals its last WR.
-  absl::Status Retire(uint64_t wr_id) {
-    if (posted_.empty() || posted_.front().wr_id != wr_id) {
-      return absl::InternalError(
-          absl::StrFormat("RDMA send completion 0x%x out of order", wr_id));
-    }
-    outstanding_ -= posted_.front().wrs;
-    posted_.pop_front();
-    if (outstanding_ == 0) stats_.rdma_drains_to_zero.Add();
+  absl::Status OnReceive(uint32_t index, uint32_t length) override {
+    inbox_.push_back({index, length});
     return absl::OkStatus();
   }
 
-  // Posts a chain of `wrs` work requests whose last is signalled with
-  // `wr_id`, first making room in the send queue if it is full.
-  absl::Status Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id) {
-    if (outstanding_ + wrs > config_.send_queue) {
-      stats_.rdma_sq_full_hits.Add();
-      if (absl::Status s =
-              WaitFor([&] { return outstanding_ + wrs <= config_.send_queue; },
-                      options_.stall_timeout, "send queue full");
-          !s.ok()) {
-        return s;
-      }
-    }
-    ibv_send_wr* bad;
-    if (int r = ibv_post_send(conn_->id->qp, first, &bad); r != 0) {
-      return ErrnoStatus(r, "ibv_post_send");
-    }
-    posted_.push_back({wr_id, wrs});
-    outstanding_ += wrs;
-    stats_.rdma_outstanding_max.RaiseTo(outstanding_);
-    stats_.rdma_posts.Add();
-    stats_.rdma_wrs.Add(wrs);
-    stats_.send_calls.Add();
-    return absl::OkStatus();
-  }
-
-  // --- control messages on the QP ---
-
-  absl::Status SendControl(const proto::RdmaControl& control) {
-    const std::vector<uint8_t> bytes = proto::EncodeRdmaControl(control);
-    ibv_send_wr wr{};
-    ibv_sge sge{};
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    sge.length = static_cast<uint32_t>(bytes.size());
-    if (bytes.size() <= conn_->max_inline) {
-      // Inline: the provider copies at post time; no buffer to hold.
-      sge.addr = reinterpret_cast<uint64_t>(bytes.data());
-      wr.send_flags |= IBV_SEND_INLINE;
-      wr.wr_id = WrId(kControlSend, kInlineControl);
-      CountInline(bytes.size());
-    } else {
-      size_t i = 0;
-      if (absl::Status s = WaitFor(
-              [&] {
-                for (i = 0; i < kControlBuffers; ++i) {
-                  if (!ctl_busy_[i]) return true;
-                }
-                return false;
-              },
-              options_.stall_timeout, "awaiting a control buffer");
-          !s.ok()) {
-        return s;
-      }
-      uint8_t* buf = ctl_buf_.data() + i * proto::RdmaControlMaxBytes();
-      std::memcpy(buf, bytes.data(), bytes.size());
-      ctl_busy_[i] = true;
-      sge.addr = reinterpret_cast<uint64_t>(buf);
-      sge.lkey = ctl_mr_->lkey;
-      wr.wr_id = WrId(kControlSend, i);
-    }
-    return Post(&wr, 1, wr.wr_id);
-  }
-
-  // Source: the destination's answers arrive as receives.
-  absl::Status HandleSourceControl(uint64_t index, uint32_t length) {
-    const uint8_t* msg = recv_buf_.data() + index * recv_bytes_;
-    absl::StatusOr<proto::RdmaControl> c =
-        proto::DecodeRdmaControl({msg, length});
-    if (absl::Status s = PostRecv(static_cast<uint32_t>(index)); !s.ok()) {
-      return s;
-    }
-    if (!c.ok()) return c.status();
-    switch (c->type) {
-      case proto::RdmaControlType::kRegisterResult:
-        results_.push_back(std::move(c->results));
-        return absl::OkStatus();
-      case proto::RdmaControlType::kRegionKeys:
-        for (const proto::RegionKey& k : c->region_keys) {
-          auto it = regions_.find(k.region);
-          if (it == regions_.end() || it->second.length != k.length) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "destination sent keys for region %d of %d bytes, which "
-                "this side does not have",
-                k.region, k.length));
-          }
-          it->second.remote_rkey = k.rkey;
-          it->second.remote_addr = k.addr;
-        }
-        region_keys_ = true;
-        return absl::OkStatus();
-      default:
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "unexpected RDMA control type %d from the destination",
-            static_cast<int>(c->type)));
-    }
-  }
-
-  // Destination: the next message that is a packet; control messages in
+  // The next message that is a packet; control messages in
   // between are served on the way.
   absl::Status NextPacketMessage() {
     while (true) {
       if (absl::Status s =
-              WaitFor([&] { return !inbox_.empty(); }, absl::InfiniteDuration(),
-                      "awaiting a packet");
+              queue_.WaitFor([&] { return !inbox_.empty(); },
+                             absl::InfiniteDuration(), "awaiting a packet");
           !s.ok()) {
         return s;
       }
       const Message m = inbox_.front();
       inbox_.pop_front();
-      const uint8_t* data = recv_buf_.data() + size_t{m.index} * recv_bytes_;
+      const uint8_t* data = queue_.message(m.index);
       if (!proto::IsRdmaControl({data, m.length})) {
         cur_ = data;
         cur_left_ = m.length;
@@ -637,7 +483,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
         return absl::OkStatus();
       }
       absl::Status s = ServeControl({data, m.length});
-      if (absl::Status r = PostRecv(m.index); !r.ok() && s.ok()) s = r;
+      if (absl::Status r = queue_.PostRecv(m.index); !r.ok() && s.ok()) s = r;
       if (!s.ok()) return s;
     }
   }
@@ -646,15 +492,7 @@ class RdmaTransport final : public Transport, private CompletionSource {
     absl::StatusOr<proto::RdmaControl> c = proto::DecodeRdmaControl(bytes);
     if (!c.ok()) return c.status();
     if (c->type == proto::RdmaControlType::kCompress) {
-      // Only remembered: the packets that follow zero-fill their own pages
-      // in these chunks (ReadPayload). Filling the whole chunk here would
-      // write pages another channel is placing in the same round.
-      for (const proto::ChunkRef& ref : c->chunks) {
-        absl::StatusOr<std::pair<uint8_t*, uint64_t>> span = ChunkSpan(ref);
-        if (!span.ok()) return span.status();
-        SetZeroChunk(ref, true);
-      }
-      return absl::OkStatus();
+      return chunks_.MarkCompressed(c->chunks);
     }
     if (c->type != proto::RdmaControlType::kRegisterRequest) {
       return absl::InvalidArgumentError(
@@ -663,291 +501,44 @@ class RdmaTransport final : public Transport, private CompletionSource {
     }
     proto::RdmaControl result;
     result.type = proto::RdmaControlType::kRegisterResult;
-    for (const proto::ChunkRef& ref : c->chunks) {
-      absl::StatusOr<std::pair<uint8_t*, uint64_t>> span = ChunkSpan(ref);
-      if (!span.ok()) return span.status();
-      // From now on the source WRITEs this chunk's pages itself.
-      SetZeroChunk(ref, false);
-      ibv_mr*& mr = regions_[ref.region].chunk_mrs[ref.chunk];
-      if (mr == nullptr) {
-        mr = ibv_reg_mr(conn_->pd, span->first, span->second,
-                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-        if (mr == nullptr) return Errno("ibv_reg_mr of a requested chunk");
-        stats_.chunks_registered.Add();
-      }
-      result.results.push_back(
-          {mr->rkey, reinterpret_cast<uint64_t>(span->first)});
-    }
-    return SendControl(result);
-  }
-
-  // `ref` was checked by ChunkSpan.
-  void SetZeroChunk(const proto::ChunkRef& ref, bool zero) {
-    std::vector<bool>& z = regions_[ref.region].zero;
-    if (z.empty()) z.resize(regions_[ref.region].chunk_mrs.size());
-    if (z[ref.chunk] != zero) zero_chunks_ += zero ? 1 : -1;
-    z[ref.chunk] = zero;
-  }
-
-  // Zeroes the parts of `dst` (a packet's pages, inside registered regions:
-  // the engine checked them) that fall in chunks marked zero.
-  void ZeroFillCompressed(absl::Span<const iovec> dst) {
-    for (const iovec& v : dst) {
-      auto* p = static_cast<uint8_t*>(v.iov_base);
-      for (auto& [id, r] : regions_) {
-        if (r.zero.empty() || p < r.base || p + v.iov_len > r.base + r.length) {
-          continue;
-        }
-        uint64_t off = static_cast<uint64_t>(p - r.base);
-        const uint64_t end = off + v.iov_len;
-        while (off < end) {
-          const uint64_t chunk = off / config_.chunk_bytes;
-          const uint64_t n =
-              std::min(end, (chunk + 1) * config_.chunk_bytes) - off;
-          if (r.zero[chunk]) std::memset(r.base + off, 0, n);
-          off += n;
-        }
-        break;
-      }
-    }
-  }
-
-  // A chunk the peer named: only ever one inside a registered region.
-  absl::StatusOr<std::pair<uint8_t*, uint64_t>> ChunkSpan(
-      const proto::ChunkRef& ref) {
-    auto it = regions_.find(ref.region);
-    if (it == regions_.end() || ref.chunk >= it->second.chunk_mrs.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RDMA control names chunk %d of region %d, which does not exist",
-          ref.chunk, ref.region));
-    }
-    const uint64_t off = uint64_t{ref.chunk} * config_.chunk_bytes;
-    return std::make_pair(
-        it->second.base + off,
-        std::min(config_.chunk_bytes, it->second.length - off));
+    absl::StatusOr<std::vector<proto::ChunkKey>> keys =
+        chunks_.AnswerRegisterRequest(
+            c->chunks,
+            [&](const proto::ChunkRef& ref,
+                absl::Span<uint8_t> span) -> absl::StatusOr<uint32_t> {
+              ibv_mr*& mr = mrs_[ref.region].chunks[ref.chunk];
+              if (mr == nullptr) {
+                mr = ibv_reg_mr(
+                    conn_->pd, span.data(), span.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                if (mr == nullptr) {
+                  return RdmaErrno("ibv_reg_mr of a requested chunk");
+                }
+                stats_.chunks_registered.Add();
+              }
+              return mr->rkey;
+            });
+    if (!keys.ok()) return keys.status();
+    result.results = *std::move(keys);
+    return queue_.SendControl(result);
   }
 
   absl::Status SendRegionKeys() {
     proto::RdmaControl keys;
     keys.type = proto::RdmaControlType::kRegionKeys;
-    for (const auto& [id, r] : regions_) {
-      keys.region_keys.push_back(
-          {id, r.whole->rkey, reinterpret_cast<uint64_t>(r.base), r.length});
+    for (const auto& [id, r] : chunks_.regions()) {
+      keys.region_keys.push_back({id, mrs_[id].whole->rkey,
+                                  reinterpret_cast<uint64_t>(r.base),
+                                  r.length});
     }
-    return SendControl(keys);
+    return queue_.SendControl(keys);
   }
 
-  // --- the source's data path ---
-
-  ibv_mr* LocalMr(Region& r, uint64_t chunk) {
-    if (r.whole != nullptr) return r.whole;
-    ibv_mr*& mr = r.chunk_mrs[chunk];
-    if (mr == nullptr) {
-      const uint64_t off = chunk * config_.chunk_bytes;
-      mr = ibv_reg_mr(conn_->pd, r.base + off,
-                      std::min(config_.chunk_bytes, r.length - off),
-                      IBV_ACCESS_LOCAL_WRITE);
-    }
-    return mr;
-  }
-
-  bool ChunkIsZero(const Region& r, uint64_t chunk) const {
-    const uint64_t off = chunk * config_.chunk_bytes;
-    const uint64_t len = std::min(config_.chunk_bytes, r.length - off);
-    return IsAllZero(r.base + off, len);
-  }
-
-  // Calls fn(region, chunk, offset, length, address) for each piece of a
-  // packet's page runs, split at chunk boundaries.
-  template <typename Fn>
-  void ForEachPiece(const Pending& p, Fn fn) {
-    Region& r = regions_[p.region];
-    for (size_t i = 0; i < p.iov.size(); ++i) {
-      uint64_t off = p.offsets[i];
-      uint64_t left = p.iov[i].iov_len;
-      auto* addr = static_cast<uint8_t*>(p.iov[i].iov_base);
-      while (left > 0) {
-        const uint64_t chunk = off / config_.chunk_bytes;
-        const uint64_t n =
-            std::min(left, (chunk + 1) * config_.chunk_bytes - off);
-        fn(r, chunk, off, n, addr);
-        off += n;
-        addr += n;
-        left -= n;
-      }
-    }
-  }
-
-  // Chunks the destination has no key for: zero ones go as COMPRESS,
-  // the rest are registered, many per round trip where both ends can.
-  absl::Status ResolveChunks() {
-    if (pin_all()) {
-      return WaitFor([&] { return region_keys_; }, options_.stall_timeout,
-                     "awaiting the destination's region keys");
-    }
-    std::vector<proto::ChunkRef> zero, unknown;
-    absl::flat_hash_set<uint64_t> decided;  // (region, chunk), this batch
-    for (Pending& p : pending_) {
-      ForEachPiece(
-          p, [&](Region& r, uint64_t chunk, uint64_t, uint64_t, uint8_t*) {
-            RemoteChunk& rc = r.remote[chunk];
-            if (rc.state == RemoteChunk::kKnown ||
-                !decided.insert((uint64_t{p.region} << 32) | chunk).second) {
-              return;
-            }
-            // Unknown, or compressed before and perhaps holding data now.
-            const proto::ChunkRef ref{p.region, static_cast<uint32_t>(chunk)};
-            if (ChunkIsZero(r, chunk)) {
-              rc.state = RemoteChunk::kZero;
-              zero.push_back(ref);
-            } else {
-              rc.state = RemoteChunk::kUnknown;
-              unknown.push_back(ref);
-            }
-          });
-    }
-    for (size_t i = 0; i < zero.size(); i += proto::kMaxRdmaControlEntries) {
-      proto::RdmaControl c;
-      c.type = proto::RdmaControlType::kCompress;
-      c.chunks.assign(
-          zero.begin() + i,
-          zero.begin() +
-              std::min(zero.size(), i + proto::kMaxRdmaControlEntries));
-      if (absl::Status s = SendControl(c); !s.ok()) return s;
-      stats_.chunks_compressed.Add(c.chunks.size());
-    }
-    const size_t batch = reg_batch() ? proto::kMaxRdmaControlEntries : 1;
-    for (size_t i = 0; i < unknown.size(); i += batch) {
-      proto::RdmaControl q;
-      q.type = proto::RdmaControlType::kRegisterRequest;
-      q.chunks.assign(unknown.begin() + i,
-                      unknown.begin() + std::min(unknown.size(), i + batch));
-      if (absl::Status s = SendControl(q); !s.ok()) return s;
-      if (absl::Status s =
-              WaitFor([&] { return !results_.empty(); }, options_.stall_timeout,
-                      "awaiting REGISTER_RESULT");
-          !s.ok()) {
-        return s;
-      }
-      std::vector<proto::ChunkKey> keys = std::move(results_.front());
-      results_.pop_front();
-      stats_.register_round_trips.Add();
-      stats_.register_batch_max.RaiseTo(q.chunks.size());
-      if (keys.size() != q.chunks.size()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "REGISTER_RESULT carries %d keys for a request of %d chunks",
-            keys.size(), q.chunks.size()));
-      }
-      for (size_t k = 0; k < keys.size(); ++k) {
-        RemoteChunk& rc =
-            regions_[q.chunks[k].region].remote[q.chunks[k].chunk];
-        rc.state = RemoteChunk::kKnown;
-        rc.rkey = keys[k].rkey;
-        rc.addr = keys[k].addr;
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status PostPending() {
-    if (pending_.empty() || posting_) return absl::OkStatus();
-    posting_ = true;
-    absl::Status s = ResolveChunks();
-    size_t done = 0;
-    for (; s.ok() && done < pending_.size(); ++done) {
-      s = PostPacket(pending_[done]);
-    }
-    pending_.erase(pending_.begin(), pending_.begin() + done);
-    posting_ = false;
-    return s;
-  }
-
-  // One packet, one ibv_post_send: a WRITE per piece, then the header's
-  // SEND, signalled, so its completion says the whole chain is done.
-  absl::Status PostPacket(const Pending& p) {
-    wrs_.clear();
-    sges_.clear();
-    wrs_.reserve(p.iov.size() * 2 + 2);
-    sges_.reserve(p.iov.size() * 2 + 2);
-    absl::Status bad;
-    ForEachPiece(p, [&](Region& r, uint64_t chunk, uint64_t off, uint64_t n,
-                        uint8_t* addr) {
-      const RemoteChunk& rc = r.remote[chunk];
-      if (!pin_all() && rc.state == RemoteChunk::kZero) return;  // COMPRESS
-      ibv_mr* local = LocalMr(r, chunk);
-      if (local == nullptr) {
-        bad = Errno("ibv_reg_mr of a local chunk");
-        return;
-      }
-      sges_.push_back({reinterpret_cast<uint64_t>(addr),
-                       static_cast<uint32_t>(n), local->lkey});
-      ibv_send_wr wr{};
-      wr.opcode = IBV_WR_RDMA_WRITE;
-      if (pin_all()) {
-        wr.wr.rdma.remote_addr = r.remote_addr + off;
-        wr.wr.rdma.rkey = r.remote_rkey;
-      } else {
-        wr.wr.rdma.remote_addr = rc.addr + (off - chunk * config_.chunk_bytes);
-        wr.wr.rdma.rkey = rc.rkey;
-      }
-      wrs_.push_back(wr);
-    });
-    if (!bad.ok()) return bad;
-    uint8_t* header = slots_.buffer(p.slot).data();
-    sges_.push_back(
-        {reinterpret_cast<uint64_t>(header), p.header_bytes, slots_mr_->lkey});
-    ibv_send_wr send{};
-    send.opcode = IBV_WR_SEND;
-    send.send_flags = IBV_SEND_SIGNALED;
-    if (p.header_bytes <= conn_->max_inline) {
-      send.send_flags |= IBV_SEND_INLINE;
-      CountInline(p.header_bytes);
-    }
-    send.wr_id = WrId(p.iov.empty() ? kMarkerSend : kPacketSend, p.token);
-    wrs_.push_back(send);
-    for (size_t i = 0; i < wrs_.size(); ++i) {
-      wrs_[i].sg_list = &sges_[i];
-      wrs_[i].num_sge = 1;
-      wrs_[i].next = i + 1 < wrs_.size() ? &wrs_[i + 1] : nullptr;
-    }
-    if (!p.iov.empty()) stats_.zc_sends.Add();
-    return Post(wrs_.data(), static_cast<uint32_t>(wrs_.size()), send.wr_id);
-  }
-
-  static constexpr uint32_t kNoMessage = ~0u;
-
-  std::unique_ptr<Connection> conn_;
-  const TransportOptions options_;
-  RdmaConfig config_;
-  const bool source_;
-  HeaderSlots slots_;
-  const size_t recv_bytes_;
-  std::vector<uint8_t> recv_buf_;
-  std::vector<uint8_t> ctl_buf_;
-  std::vector<bool> ctl_busy_;
-  ibv_mr* slots_mr_ = nullptr;
-  ibv_mr* recv_mr_ = nullptr;
-  ibv_mr* ctl_mr_ = nullptr;
-  std::map<uint32_t, Region> regions_;
-  std::atomic<bool> stop_{false};
-  // Send side.
-  std::vector<Pending> pending_;
-  bool posting_ = false;
-  uint32_t next_token_ = 0;
-  std::deque<Posted> posted_;
-  uint64_t outstanding_ = 0;
-  uint64_t completions_ = 0;
-  std::deque<std::vector<proto::ChunkKey>> results_;
-  bool region_keys_ = false;
-  std::vector<ibv_send_wr> wrs_;
-  std::vector<ibv_sge> sges_;
-  // Receive side.
   std::deque<Message> inbox_;
   const uint8_t* cur_ = nullptr;
   size_t cur_left_ = 0;
   uint32_t cur_index_ = kNoMessage;
   bool keys_sent_ = false;
-  int64_t zero_chunks_ = 0;  // destination: chunks marked zero, all regions
 };
 
 }  // namespace
@@ -959,72 +550,17 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   if (absl::Status s = ProbeRdma(); !s.ok()) return s;
   const std::string where =
       absl::StrFormat("RDMA connect to %s:%d", host, port);
-  auto conn = std::make_unique<Connection>();
-  conn->ec = rdma_create_event_channel();
-  if (conn->ec == nullptr) return Errno("rdma_create_event_channel");
-  if (rdma_create_id(conn->ec, &conn->id, nullptr, RDMA_PS_TCP) != 0) {
-    return Errno("rdma_create_id");
-  }
-  rdma_addrinfo hints{};
-  hints.ai_port_space = RDMA_PS_TCP;
-  rdma_addrinfo* res = nullptr;
-  if (rdma_getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                       &res) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cannot resolve ", host));
-  }
   const absl::Time deadline = absl::Now() + config.connect_timeout;
-  const int ms =
-      static_cast<int>(absl::ToInt64Milliseconds(config.connect_timeout));
-  int r = rdma_resolve_addr(conn->id, nullptr, res->ai_dst_addr, ms);
-  rdma_freeaddrinfo(res);
-  if (r != 0) return Errno(absl::StrCat(where, ": rdma_resolve_addr"));
-  absl::StatusOr<CmEvent> ev = NextCmEvent(conn->ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type != RDMA_CM_EVENT_ADDR_RESOLVED) {
-    return UnexpectedEvent(*ev, absl::StrCat(where,
-                                             ": resolving the address "
-                                             "(no RDMA device has a "
-                                             "route to it?)"));
-  }
-  if (rdma_resolve_route(conn->id, ms) != 0) {
-    return Errno(absl::StrCat(where, ": rdma_resolve_route"));
-  }
-  ev = NextCmEvent(conn->ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type != RDMA_CM_EVENT_ROUTE_RESOLVED) {
-    return UnexpectedEvent(*ev, absl::StrCat(where, ": resolving the route"));
-  }
-  if (absl::Status s = conn->CreateQp(config); !s.ok()) return s;
-  Connection* c = conn.get();
-  auto transport = std::make_unique<RdmaTransport>(std::move(conn), options,
-                                                   config, /*source=*/true);
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      ResolveRoute(host, port, config.connect_timeout, deadline, where);
+  if (!conn.ok()) return conn.status();
+  if (absl::Status s = (*conn)->CreateQp(config); !s.ok()) return s;
+  Connection* c = conn->get();
+  auto transport =
+      std::make_unique<RdmaSourceTransport>(*std::move(conn), options, config);
   if (absl::Status s = transport->Init(); !s.ok()) return s;
-
-  uint8_t hello_bytes[proto::kHelloBytes];
-  proto::EncodeHello(hello, absl::MakeSpan(hello_bytes));
-  rdma_conn_param param{};
-  param.private_data = hello_bytes;
-  param.private_data_len = sizeof hello_bytes;
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;  // receiver not ready: retry forever
-  if (rdma_connect(c->id, &param) != 0) {
-    return Errno(absl::StrCat(where, ": rdma_connect"));
-  }
-  ev = NextCmEvent(c->ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type == RDMA_CM_EVENT_REJECTED &&
-      ev->private_data.size() >= proto::kHelloReplyBytes) {
-    absl::StatusOr<proto::HelloReply> refused =
-        proto::DecodeHelloReply(ev->private_data);
-    if (refused.ok()) return proto::HelloReplyStatus(*refused);
-  }
-  if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
-    return UnexpectedEvent(*ev, where);
-  }
-  c->connected = true;
   absl::StatusOr<proto::HelloReply> accepted =
-      proto::DecodeHelloReply(ev->private_data);
+      ConnectWithHello(*c, hello, deadline, where);
   if (!accepted.ok()) return accepted.status();
   transport->set_capabilities(
       accepted->capabilities &
@@ -1033,155 +569,19 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   return transport;
 }
 
-class RdmaListener::Impl {
- public:
-  Impl(const TransportOptions& options, const RdmaConfig& config, Admit admit,
-       Deliver deliver)
-      : options_(options),
-        config_(config),
-        admit_(std::move(admit)),
-        deliver_(std::move(deliver)) {}
-
-  ~Impl() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-    pending_.clear();
-    if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);
-    if (ec_ != nullptr) rdma_destroy_event_channel(ec_);
-  }
-
-  absl::Status Listen(const std::string& host, uint16_t port) {
-    if (absl::Status s = ProbeRdma(); !s.ok()) return s;
-    ec_ = rdma_create_event_channel();
-    if (ec_ == nullptr) return Errno("rdma_create_event_channel");
-    if (rdma_create_id(ec_, &listen_id_, nullptr, RDMA_PS_TCP) != 0) {
-      return Errno("rdma_create_id");
-    }
-    rdma_addrinfo hints{};
-    hints.ai_flags = RAI_PASSIVE;
-    hints.ai_port_space = RDMA_PS_TCP;
-    rdma_addrinfo* res = nullptr;
-    if (rdma_getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                         &res) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot resolve RDMA listen address ", host));
-    }
-    int r = rdma_bind_addr(listen_id_, res->ai_src_addr);
-    rdma_freeaddrinfo(res);
-    if (r != 0 || rdma_listen(listen_id_, 64) != 0) {
-      return Errno(absl::StrFormat("RDMA listen on %s:%d", host, port));
-    }
-    port_ = ntohs(rdma_get_src_port(listen_id_));
-    thread_ = std::thread([this] { Run(); });
-    return absl::OkStatus();
-  }
-
-  uint16_t port() const { return port_; }
-
- private:
-  struct Pending {
-    std::unique_ptr<RdmaTransport> transport;
-    proto::Hello hello;
-  };
-
-  void Run() {
-    while (!stop_.load()) {
-      pollfd p{ec_->fd, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      rdma_cm_event* ev;
-      if (rdma_get_cm_event(ec_, &ev) != 0) continue;
-      rdma_cm_id* id = ev->id;
-      switch (ev->event) {
-        case RDMA_CM_EVENT_CONNECT_REQUEST:
-          OnConnectRequest(ev);  // acks the event
-          break;
-        case RDMA_CM_EVENT_ESTABLISHED: {
-          rdma_ack_cm_event(ev);
-          auto it = pending_.find(id);
-          if (it == pending_.end()) break;
-          Pending done = std::move(it->second);
-          pending_.erase(it);
-          Connection& c = done.transport->connection();
-          c.connected = true;
-          // From now on the connection's events (a disconnect) go to its
-          // own channel, where the transport watches for them.
-          if (rdma_migrate_id(id, c.ec) != 0) break;
-          deliver_(done.hello, std::move(done.transport));
-          break;
-        }
-        default:  // rejected, unreachable, disconnected before delivery
-          rdma_ack_cm_event(ev);
-          pending_.erase(id);
-          break;
-      }
-    }
-  }
-
-  void OnConnectRequest(rdma_cm_event* ev) {
-    rdma_cm_id* id = ev->id;
-    proto::HelloReply reply;
-    proto::Hello hello;
-    absl::StatusOr<proto::Hello> decoded = proto::DecodeHello(
-        {static_cast<const uint8_t*>(ev->param.conn.private_data),
-         ev->param.conn.private_data_len});
-    if (!decoded.ok()) {
-      reply.status = static_cast<uint16_t>(decoded.status().code());
-      reply.reason = std::string(decoded.status().message());
-    } else {
-      hello = *decoded;
-      reply = admit_(hello);
-    }
-    uint8_t reply_bytes[proto::kHelloReplyBytes];
-    proto::EncodeHelloReply(reply, absl::MakeSpan(reply_bytes));
-    rdma_ack_cm_event(ev);
-    if (!reply.accepted()) {
-      rdma_reject(id, reply_bytes, sizeof reply_bytes);
-      rdma_destroy_id(id);
-      return;
-    }
-    auto conn = std::make_unique<Connection>();
-    conn->id = id;
-    conn->ec = rdma_create_event_channel();
-    RdmaConfig config = config_;
-    config.capabilities = reply.capabilities;
-    absl::Status s = conn->ec == nullptr ? Errno("rdma_create_event_channel")
-                                         : conn->CreateQp(config);
-    if (!s.ok()) {
-      rdma_reject(id, nullptr, 0);
-      return;  // conn's destructor destroys the id
-    }
-    auto transport = std::make_unique<RdmaTransport>(std::move(conn), options_,
-                                                     config, /*source=*/false);
-    if (!transport->Init().ok()) {
-      rdma_reject(id, nullptr, 0);
-      return;
-    }
-    rdma_conn_param param{};
-    param.private_data = reply_bytes;
-    param.private_data_len = sizeof reply_bytes;
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    if (rdma_accept(id, &param) != 0) return;
-    pending_[id] = {std::move(transport), hello};
-  }
-
-  const TransportOptions options_;
-  const RdmaConfig config_;
-  const Admit admit_;
-  const Deliver deliver_;
-  rdma_event_channel* ec_ = nullptr;
-  rdma_cm_id* listen_id_ = nullptr;
-  uint16_t port_ = 0;
-  std::map<rdma_cm_id*, Pending> pending_;  // listener thread only
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
     const std::string& host, uint16_t port, const TransportOptions& options,
     const RdmaConfig& config, Admit admit, Deliver deliver) {
-  auto impl = std::make_unique<Impl>(options, config, std::move(admit),
-                                     std::move(deliver));
+  auto impl = std::make_unique<Impl>(
+      options, config, std::move(admit), std::move(deliver),
+      [](std::unique_ptr<Connection> conn, const TransportOptions& options,
+         const RdmaConfig& config, std::unique_ptr<Transport>* made) {
+        auto transport = std::make_unique<RdmaDestinationTransport>(
+            std::move(conn), options, config);
+        absl::Status s = transport->Init();
+        *made = std::move(transport);
+        return s;
+      });
   if (absl::Status s = impl->Listen(host, port); !s.ok()) return s;
   return std::unique_ptr<RdmaListener>(new RdmaListener(std::move(impl)));
 }

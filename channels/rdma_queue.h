@@ -1,0 +1,121 @@
+// rdma_queue: the work queues of one RDMA channel. Posts send chains with
+// send-queue accounting (waiting for room when it is full), keeps every
+// receive posted from its own buffers, sends control messages (inline, or
+// from a small pool of registered buffers), and turns completions into
+// calls on a Handler: a packet's send done, a message received.
+//
+// wr_id: the kind in the top byte, a token or buffer index below.
+#ifndef RAMFERRY_CHANNELS_RDMA_QUEUE_H_
+#define RAMFERRY_CHANNELS_RDMA_QUEUE_H_
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "channels/rdma.h"
+#include "channels/rdma_connection.h"
+#include "channels/transport.h"
+#include "proto/rdma_control.h"
+
+namespace ramferry::channels {
+
+enum WrKind : uint64_t {
+  kPacketSend = 1,  // a packet with pages (WRITEs then the header's SEND)
+  kControlSend = 2,
+  kRecv = 3,
+  kMarkerSend = 4,  // a header-only packet (SYNC, FINISH): nothing pinned
+};
+inline constexpr int kKindShift = 56;
+inline constexpr uint64_t kValueMask = (uint64_t{1} << kKindShift) - 1;
+
+inline uint64_t WrId(WrKind kind, uint64_t value) {
+  return (uint64_t{kind} << kKindShift) | value;
+}
+const char* KindName(uint64_t kind);
+
+class RdmaQueue {
+ public:
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // A packet's (or marker's) post completed: its header slot's token.
+    virtual absl::Status OnPacketSent(uint32_t token, bool zero_copy) = 0;
+    // Receive buffer `index` holds a message of `length` bytes; the handler
+    // posts it again (PostRecv) once done with it.
+    virtual absl::Status OnReceive(uint32_t index, uint32_t length) = 0;
+  };
+
+  // Receive buffers of `recv_bytes` each, config.recv_queue of them.
+  RdmaQueue(Connection* conn, const RdmaConfig& config,
+            absl::Duration stall_timeout, size_t recv_bytes,
+            TransportStats* stats, Handler* handler);
+  ~RdmaQueue();
+  RdmaQueue(const RdmaQueue&) = delete;
+  RdmaQueue& operator=(const RdmaQueue&) = delete;
+
+  // Registers the buffers it owns and posts every receive.
+  absl::Status Init();
+
+  // From any thread: waits end, posted work flushes without an error.
+  void Stop() { stop_.store(true, std::memory_order_release); }
+  bool stopping() const { return stop_.load(std::memory_order_acquire); }
+
+  // Handles every completion that is ready; never blocks.
+  absl::Status Progress();
+  // Waits until `ready()`, handling completions, for at most `timeout`
+  // (InfiniteDuration: until the peer or a Stop ends it).
+  absl::Status WaitFor(absl::FunctionRef<bool()> ready, absl::Duration timeout,
+                       const char* what);
+  // Completions handled so far.
+  uint64_t completions() const { return completions_; }
+
+  // Posts a chain of `wrs` work requests whose last is signalled with
+  // `wr_id`, first making room in the send queue if it is full.
+  absl::Status Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id);
+  absl::Status SendControl(const proto::RdmaControl& control);
+
+  absl::Status PostRecv(uint32_t index);
+  const uint8_t* message(uint32_t index) const {
+    return recv_buf_.data() + size_t{index} * recv_bytes_;
+  }
+
+  // What the QP granted, and the count of a send that used it.
+  uint32_t max_inline() const { return conn_->max_inline; }
+  void CountInline(size_t bytes);
+
+ private:
+  struct Posted {
+    uint64_t wr_id;
+    uint32_t wrs;
+  };
+
+  absl::Status HandleCompletion(const ibv_wc& wc);
+  absl::Status Retire(uint64_t wr_id);
+
+  Connection* const conn_;
+  const uint32_t send_queue_;
+  const uint32_t recv_queue_;
+  const absl::Duration stall_timeout_;
+  const size_t recv_bytes_;
+  TransportStats* const stats_;
+  Handler* const handler_;
+  std::atomic<bool> stop_{false};
+  std::vector<uint8_t> recv_buf_;
+  std::vector<uint8_t> ctl_buf_;
+  std::vector<bool> ctl_busy_;
+  ibv_mr* recv_mr_ = nullptr;
+  ibv_mr* ctl_mr_ = nullptr;
+  std::deque<Posted> posted_;
+  uint64_t outstanding_ = 0;
+  uint64_t completions_ = 0;
+};
+
+}  // namespace ramferry::channels
+
+#endif  // RAMFERRY_CHANNELS_RDMA_QUEUE_H_
