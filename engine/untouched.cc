@@ -14,11 +14,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/pagemap_scan.h"
 #include "channels/socket_io.h"
-#include "engine/pagemap_scan.h"
 #include "engine/status_util.h"
 
 namespace ramferry::engine {
+using base::kPageIsPfnZero;
+using base::kPageIsPresent;
+using base::kPageIsSwapped;
+using base::kPagemapScan;
+using base::PageRegion;
+using base::PmScanArg;
+
 namespace {
 
 // Closes on scope exit, so no early return leaks a descriptor.
@@ -272,8 +279,14 @@ std::vector<ByteRange> ToPageRanges(absl::Span<const ByteRange> pieces,
   return out;
 }
 
+}  // namespace ramferry::engine
+
+namespace ramferry {
+
+// The engine's pieces (engine/untouched.h) at work.
 absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
     const Region& region, UntouchedScope scope) {
+  using namespace engine;  // NOLINT(google-build-using-namespace)
   if (absl::Status s = ValidateRegion(region); !s.ok()) {
     return Annotate(s, "finding untouched pages");
   }
@@ -335,4 +348,4 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
   return ToPageRanges(pieces, region.page_size);
 }
 
-}  // namespace ramferry::engine
+}  // namespace ramferry

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/pagemap_scan.h"
+#include "base/pagemap_scan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,6 +25,15 @@
 #endif
 
 namespace ramferry::engine {
+using base::kPageIsHuge;
+using base::kPageIsPfnZero;
+using base::kPageIsPresent;
+using base::kPageIsSwapped;
+using base::kPageIsWpAllowed;
+using base::kPageIsWritten;
+using base::kPagemapScan;
+using base::PageRegion;
+using base::PmScanArg;
 
 // Found by gtest through ADL, so beside ByteRange, not in the unnamed
 // namespace.

@@ -9,34 +9,36 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "engine/pagemap_scan.h"
-#include "engine/untouched.h"
+#include "base/pagemap_scan.h"
 #include "ramferry/region.h"
+#include "ramferry/untouched.h"
 
 namespace ramferry::migrate {
 namespace {
 
 // Debian 12's kernel headers (6.1) predate these; the values are the
 // kernel's ABI (include/uapi/linux/userfaultfd.h; PAGEMAP_SCAN's, from
-// fs.h, are in engine/pagemap_scan.h).
+// fs.h, are in base/pagemap_scan.h).
 constexpr uint64_t kFeatureWpUnpopulated = 1ull << 13;
 constexpr uint64_t kFeatureWpAsync = 1ull << 15;
 constexpr int kUserModeOnly = 1;  // UFFD_USER_MODE_ONLY
-using engine::kPageIsWritten;
-using engine::kPagemapScan;
-using engine::kScanCheckWpAsync;
-using engine::kScanWpMatching;
-using engine::PageRegion;
-using engine::PmScanArg;
-constexpr uint64_t kPage = 4096;
+using base::kPageIsWritten;
+using base::kPagemapScan;
+using base::kScanCheckWpAsync;
+using base::kScanWpMatching;
+using base::PageRegion;
+using base::PmScanArg;
+constexpr uint64_t kPage = kPageSize;
 
 absl::Status Errno(absl::string_view what) {
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "%s: %s; use --dirty-tracking=bitmap", what, strerror(errno)));
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s: %s; use --dirty-tracking=bitmap", what,
+                      std::generic_category().message(errno)));
 }
 
 class UffdWpTracker final : public DirtyTracker {
@@ -123,13 +125,11 @@ void PrefaultDataPages(uint8_t* base, uint64_t length) {
   Region whole;
   whole.base = base;
   whole.length = length;
-  absl::StatusOr<std::vector<engine::ByteRange>> holes =
-      engine::FindUntouchedRanges(whole,
-                                  engine::UntouchedScope::kFileHolesOnly);
-  std::vector<engine::ByteRange> data;
+  absl::StatusOr<std::vector<ByteRange>> holes =
+      FindUntouchedRanges(whole, UntouchedScope::kFileHolesOnly);
+  std::vector<ByteRange> data;
   uint64_t at = 0;
-  for (const engine::ByteRange& h :
-       holes.ok() ? *holes : std::vector<engine::ByteRange>{}) {
+  for (const ByteRange& h : holes.ok() ? *holes : std::vector<ByteRange>{}) {
     if (h.offset > at) data.push_back({at, h.offset - at});
     at = h.end();
   }
@@ -138,8 +138,8 @@ void PrefaultDataPages(uint8_t* base, uint64_t length) {
   // Slices of at most 64 MiB, dealt round-robin, so a few large extents
   // still spread over every core.
   constexpr uint64_t kSlice = 64ull << 20;
-  std::vector<engine::ByteRange> slices;
-  for (const engine::ByteRange& d : data) {
+  std::vector<ByteRange> slices;
+  for (const ByteRange& d : data) {
     for (uint64_t off = 0; off < d.length; off += kSlice) {
       slices.push_back({d.offset + off, std::min(kSlice, d.length - off)});
     }

@@ -3,14 +3,14 @@
 // the kernel's ABI (include/uapi/linux/fs.h) and cannot change; a kernel
 // without the ioctl answers ENOTTY (or EINVAL for a struct size it does not
 // know), which every caller must treat as "not available", not as a bug.
-#ifndef RAMFERRY_ENGINE_PAGEMAP_SCAN_H_
-#define RAMFERRY_ENGINE_PAGEMAP_SCAN_H_
+#ifndef RAMFERRY_BASE_PAGEMAP_SCAN_H_
+#define RAMFERRY_BASE_PAGEMAP_SCAN_H_
 
 #include <sys/ioctl.h>
 
 #include <cstdint>
 
-namespace ramferry::engine {
+namespace ramferry::base {
 
 // One run of pages with the same categories (after return_mask), as the
 // kernel writes them into the output vector: [start, end) addresses.
@@ -44,6 +44,6 @@ inline constexpr uint64_t kPageIsSwapped = 1ull << 4;
 inline constexpr uint64_t kPageIsPfnZero = 1ull << 5;
 inline constexpr uint64_t kPageIsHuge = 1ull << 6;
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::base
 
-#endif  // RAMFERRY_ENGINE_PAGEMAP_SCAN_H_
+#endif  // RAMFERRY_BASE_PAGEMAP_SCAN_H_
