@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The habits CI keeps, in one place:
+#   - every C++ file formatted as .clang-format says;
+#   - each room includes only the rooms below it (base <- proto <- channels
+#     <- engine <- tools, bench; the public headers in include/ramferry);
+#   - clang-tidy, with the repo's .clang-tidy, clean over the library, the
+#     tools and the benchmarks (warnings are errors here).
+#   scripts/lint.sh                 all three (clang-tidy needs build/,
+#                                   scripts/test.sh makes it)
+#   LINT_TIDY=0 scripts/lint.sh     skips clang-tidy (seconds instead of
+#                                   minutes)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+step() { printf '\n--- lint: %s\n' "$1"; }
+
+step "clang-format"
+if git ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run -Werror; then
+  echo "every file formatted"
+else
+  echo "run: git ls-files '*.cc' '*.h' | xargs clang-format -i"
+  status=1
+fi
+
+step "layering"
+# room:allowed include prefixes (besides absl/, gtest/, system headers).
+rules=(
+  "base/:base/"
+  "proto/:base/ proto/"
+  "channels/:base/ proto/ channels/ ramferry/stats.h ramferry/transport.h ramferry/channel_counters.h"
+  "engine/:base/ proto/ channels/ engine/ ramferry/"
+  "include/ramferry/:ramferry/"
+  "tools/common/:ramferry/ tools/common/"
+  "tools/migrate/:base/ ramferry/ tools/"
+  "bench/micro/:base/ proto/ channels/ engine/ ramferry/ bench/"
+  "bench/:base/ channels/socket_dial.h ramferry/ tools/common/ bench/"
+)
+for rule in "${rules[@]}"; do
+  room=${rule%%:*}
+  read -r -a allowed <<<"${rule#*:}"
+  # bench/micro/ has a rule of its own.
+  files=$(git ls-files "$room" | grep -E '\.(cc|h)$' |
+    { if [[ $room == bench/ ]]; then grep -v '^bench/micro/'; else cat; fi; } || true)
+  for f in $files; do
+    while IFS= read -r inc; do
+      ok=0
+      for a in "${allowed[@]}"; do
+        if [[ $inc == "$a"* ]]; then ok=1; break; fi
+      done
+      if ((!ok)); then
+        echo "$f includes \"$inc\": $room may include only ${allowed[*]}"
+        status=1
+      fi
+    done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | grep -v '^absl/')
+  done
+done
+((status == 0)) && echo "every room includes only the rooms below it"
+
+if [[ ${LINT_TIDY:-1} != 0 ]]; then
+  step "clang-tidy"
+  if [[ ! -f build/compile_commands.json ]]; then
+    echo "build/compile_commands.json missing: run scripts/test.sh first"
+    exit 1
+  fi
+  files=$(git ls-files 'base/*.cc' 'proto/*.cc' 'channels/*.cc' 'engine/*.cc' \
+    'tools/*.cc' 'bench/*.cc')
+  if xargs -P "$(nproc)" -n 4 clang-tidy -p build --quiet \
+    --warnings-as-errors='*' <<<"$files" >/tmp/ramferry-tidy.log 2>&1; then
+    echo "clang-tidy clean over $(wc -w <<<"$files") files"
+  else
+    grep -E 'warning:|error:' /tmp/ramferry-tidy.log | sort -u || true
+    echo "clang-tidy found the above (full log: /tmp/ramferry-tidy.log)"
+    status=1
+  fi
+fi
+exit "$status"
