@@ -8,6 +8,7 @@
 #include "bench/loopback_transfer.h"
 #include "bench/raw_baseline.h"
 #include "ramferry/pinning.h"
+#include "ramferry/region.h"
 #include "ramferry/transport.h"
 #include "tools/common/auth_flags.h"
 #include "tools/common/channel_flags.h"
@@ -93,7 +94,7 @@ int Main() {
   c.seed = absl::GetFlag(FLAGS_seed);
   const bool json = absl::GetFlag(FLAGS_json);
   c.progress = !json;
-  if (c.bytes == 0 || c.bytes % 4096 != 0 || c.rounds == 0 ||
+  if (c.bytes == 0 || c.bytes % ramferry::kPageSize != 0 || c.rounds == 0 ||
       c.dirty_fraction < 0 || c.dirty_fraction > 1) {
     std::fprintf(stderr,
                  "ramferry-bench: --size must be a positive multiple of 4KiB, "
@@ -175,9 +176,10 @@ int Main() {
         .Key("rdma_reg_batch")
         .Bool(c.session.rdma_reg_batch)
         .Key("pinned_bytes_bound")
-        .Uint(IsZeroCopy(c.session.transport) && !raw
-                  ? EstimatePinning(c.session, 4096).memlock_bytes
-                  : 0)
+        .Uint(
+            IsZeroCopy(c.session.transport) && !raw
+                ? EstimatePinning(c.session, ramferry::kPageSize).memlock_bytes
+                : 0)
         .Key("vm_pin_peak_bytes")
         .Uint(r->vm_pin_peak_bytes)
         .Key("sender_heap_peak_bytes")

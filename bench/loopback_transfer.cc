@@ -41,7 +41,7 @@ constexpr uint32_t kRegionId = 1;
       _exit(1);
     }
   }
-  Region region{kRegionId, "bench", (*mem)->data(), c.bytes, 4096};
+  Region region{kRegionId, "bench", (*mem)->data(), c.bytes, kPageSize};
   SessionOptions opt = c.session;
   opt.port = 0;  // any free port; the source learns it from the pipe
   auto rx = Receiver::Listen(opt, {&region, 1});
@@ -87,7 +87,7 @@ void DirtySomePages(uint8_t* base, uint64_t pages, double fraction,
   const uint64_t n = static_cast<uint64_t>(pages * fraction);
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t page = rng() % pages;
-    FillRandom(base + page * 4096, 4096, rng(), 1);
+    FillRandom(base + page * kPageSize, kPageSize, rng(), 1);
     dirty->Set(page);
   }
 }
@@ -98,7 +98,7 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
   if (!mem.ok()) return mem.status();
   uint8_t* base = (*mem)->data();
   FillRandom(base, c.bytes, c.seed);
-  Region region{kRegionId, "bench", base, c.bytes, 4096};
+  Region region{kRegionId, "bench", base, c.bytes, kPageSize};
   SessionOptions opt = c.session;
   opt.port = port;
   // The bench checks the result with its own whole-region digest, outside

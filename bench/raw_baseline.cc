@@ -25,9 +25,9 @@ namespace {
 
 // The slice of [0, bytes) that connection i of n carries, page-aligned.
 std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
-  const uint64_t pages = bytes / 4096;
+  const uint64_t pages = bytes / kPageSize;
   const uint64_t first = pages * i / n, last = pages * (i + 1) / n;
-  return {first * 4096, (last - first) * 4096};
+  return {first * kPageSize, (last - first) * kPageSize};
 }
 
 [[noreturn]] void Receive(const TransferConfig& c, int out) {
@@ -86,7 +86,8 @@ std::pair<uint64_t, uint64_t> Slice(uint64_t bytes, int i, int n) {
       auto [off, bytes] = Slice(c.bytes, i, n);
       uint8_t* p = (*mem)->data() + off;
       const uint64_t read_size =
-          c.raw_whole_receive ? bytes : uint64_t{c.session.packet_pages} * 4096;
+          c.raw_whole_receive ? bytes
+                              : uint64_t{c.session.packet_pages} * kPageSize;
       while (bytes > 0) {
         ssize_t r = recv(fds[i], p, std::min(bytes, read_size), MSG_WAITALL);
         if (r <= 0) return;
@@ -122,7 +123,7 @@ absl::StatusOr<TransferResult> RunRawBaseline(const TransferConfig& c) {
   if (!mem.ok()) return mem.status();
   FillRandom((*mem)->data(), c.bytes, c.seed);
   const int n = static_cast<int>(c.session.channels);
-  const size_t send_size = size_t{c.session.packet_pages} * 4096;
+  const size_t send_size = size_t{c.session.packet_pages} * kPageSize;
   std::vector<int> socks;
   for (int i = 0; i < n; ++i) {
     absl::StatusOr<int> fd = channels::ConnectWithRetry(

@@ -64,8 +64,9 @@ absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* ec,
     }
     pollfd p{ec->fd, POLLIN, 0};
     int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
-    if (r < 0 && errno != EINTR)
+    if (r < 0 && errno != EINTR) {
       return RdmaErrno("poll on the RDMA CM channel");
+    }
     if (r <= 0) continue;
     rdma_cm_event* ev;
     if (rdma_get_cm_event(ec, &ev) != 0) return RdmaErrno("rdma_get_cm_event");

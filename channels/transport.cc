@@ -68,7 +68,7 @@ namespace channels {
 
 void TransportStats::ExportTo(ChannelStats* out) const {
 #define RAMFERRY_EXPORT_COUNTER(field, merge, json, doc) \
-  out->field = field.get();
+  out->field = field.get();  // NOLINT(bugprone-macro-parentheses): names
   RAMFERRY_TRANSPORT_COUNTERS(RAMFERRY_EXPORT_COUNTER)
   RAMFERRY_RDMA_COUNTERS(RAMFERRY_EXPORT_COUNTER)
 #undef RAMFERRY_EXPORT_COUNTER

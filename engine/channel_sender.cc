@@ -312,8 +312,9 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
   for (size_t i = 0; i + 1 < words.size(); i += 2) {
     const uint64_t first = words[i] / region.page_size;
     const uint64_t count = words[i + 1] / region.page_size;
-    if (sent_digests_ != nullptr)
+    if (sent_digests_ != nullptr) {
       sent_digests_->RecordZero(c.region, first, count);
+    }
     pages += count;
   }
   zero_range_packets_.Add();

@@ -70,7 +70,7 @@ namespace {
 template <typename Fn>
 void ParallelSlices(uint64_t length, int threads, Fn fn) {
   threads = std::max(1, threads);
-  const uint64_t page = 4096;
+  const uint64_t page = kPageSize;
   uint64_t slice = (length / threads + page - 1) / page * page;
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) {
@@ -96,7 +96,7 @@ absl::Status PrefaultForWrite(void* base, uint64_t length, int threads) {
     }
     // Kernel older than 5.14: fault each page in by rewriting one byte
     // (callers prefault before data arrives, so nothing else writes).
-    for (uint64_t off = begin; off < end; off += 4096) {
+    for (uint64_t off = begin; off < end; off += kPageSize) {
       volatile uint8_t* b = p + off;
       *b = *b;
     }

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -38,7 +39,7 @@ absl::StatusOr<std::unique_ptr<DigestTable>> DigestTable::Create(
     if (m == MAP_FAILED) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "cannot reserve %d bytes for the page digests of region %d: %s",
-          t.mapped, r.id, strerror(errno)));
+          t.mapped, r.id, std::generic_category().message(errno)));
     }
     t.digests = static_cast<uint64_t*>(m);
     const std::vector<uint8_t> zeros(r.page_size, 0);

@@ -85,8 +85,9 @@ void BM_Header_DecodeFixedAndOffsets(benchmark::State& state) {
     benchmark::DoNotOptimize(decoded.data());
     benchmark::ClobberMemory();
   }
-  if (!state.error_occurred() && decoded != offsets)
+  if (!state.error_occurred() && decoded != offsets) {
     state.SkipWithError("decoded offsets differ");
+  }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(wire.size()));
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));

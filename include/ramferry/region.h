@@ -13,12 +13,17 @@
 
 namespace ramferry {
 
+// The base page of the machines ramferry runs on (x86-64, arm64 with 4 KiB
+// pages): the default tracking granularity, and the unit the tools count
+// memory in.
+inline constexpr uint32_t kPageSize = 4096;
+
 struct Region {
   uint32_t id = 0;
   std::string name;
   void* base = nullptr;  // 4 KiB-aligned; owned by the caller
   uint64_t length = 0;   // a multiple of page_size
-  uint32_t page_size = 4096;
+  uint32_t page_size = kPageSize;
   // Destination: every byte reads as zero when the session starts (fresh
   // anonymous memory, a new or truncated file) and only the session writes
   // it. Zero pages that arrive for a page no data landed on are then not

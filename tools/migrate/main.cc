@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <system_error>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
@@ -38,7 +39,7 @@ namespace ramferry::migrate {
 struct DirtyRate {
   double pages_per_s = -1;  // -1: auto
 };
-constexpr double kAutoRatePagesPerS = (256 << 20) / 4096.0;
+constexpr double kAutoRatePagesPerS = (256 << 20) / double{kPageSize};
 
 bool AbslParseFlag(absl::string_view text, DirtyRate* out, std::string* err) {
   if (text == "auto") {
@@ -59,12 +60,12 @@ bool AbslParseFlag(absl::string_view text, DirtyRate* out, std::string* err) {
     *err = std::string(b.status().message());
     return false;
   }
-  out->pages_per_s = *b / 4096.0;
+  out->pages_per_s = *b / double{kPageSize};
   return true;
 }
 std::string AbslUnparseFlag(DirtyRate r) {
   if (r.pages_per_s < 0) return "auto";
-  return cli::FormatBytes(static_cast<uint64_t>(r.pages_per_s * 4096));
+  return cli::FormatBytes(static_cast<uint64_t>(r.pages_per_s * kPageSize));
 }
 
 }  // namespace ramferry::migrate
@@ -212,7 +213,7 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   d.dirty_tracking = std::string(tracking);
   d.dirty_set_bytes = absl::GetFlag(FLAGS_dirty_set).bytes;
   d.dirty_rate_bytes_per_s =
-      DirtyPagesPerSecond(d.region != "anonymous") * 4096;
+      DirtyPagesPerSecond(d.region != "anonymous") * kPageSize;
   d.writers = absl::GetFlag(FLAGS_writers);
   d.downtime_limit_s =
       absl::ToDoubleSeconds(absl::GetFlag(FLAGS_downtime_limit));
@@ -255,7 +256,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
                    : RegionMemory::OpenFile(file);
   if (!m.ok()) return Usage(std::string(m.status().message()));
   mem = std::move(*m);
-  if (absl::Status s = CheckPinningLimits(opt, 4096); !s.ok()) {
+  if (absl::Status s = CheckPinningLimits(opt, kPageSize); !s.ok()) {
     std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
                  std::string(s.message()).c_str());
     return 1;
@@ -266,12 +267,13 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
     absl::StatusOr<MemoryImage> image =
         MemoryImage::Parse(absl::GetFlag(FLAGS_image));
     if (!image.ok()) return Usage(std::string(image.status().message()));
-    FillImage(mem->data(),
-              PlanImage(mem->size() / 4096, *image, absl::GetFlag(FLAGS_seed)),
-              absl::GetFlag(FLAGS_seed));
+    FillImage(
+        mem->data(),
+        PlanImage(mem->size() / kPageSize, *image, absl::GetFlag(FLAGS_seed)),
+        absl::GetFlag(FLAGS_seed));
     prepare_start = absl::Now();
   }
-  Region region{1, "ram", mem->data(), mem->size(), 4096};
+  Region region{1, "ram", mem->data(), mem->size(), kPageSize};
 
   std::unique_ptr<DirtyTracker> tracker;
   const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
@@ -290,7 +292,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
     return Usage("--dirty-tracking must be uffd or bitmap");
   }
   Memload::Options lo;
-  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / 4096;
+  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / kPageSize;
   lo.pages_per_second = DirtyPagesPerSecond(mem->file_backed());
   lo.writers = absl::GetFlag(FLAGS_writers);
   lo.seed = absl::GetFlag(FLAGS_seed);
@@ -335,7 +337,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> DestinationMemory(
 // anonymous memory, a new or resized file), so zero pages for it need no
 // write; a reused file holds what the last run left.
 Region DestinationRegion(const RegionMemory& mem) {
-  Region region{1, "ram", mem.data(), mem.size(), 4096};
+  Region region{1, "ram", mem.data(), mem.size(), kPageSize};
   region.reads_as_zero = !mem.reused_file();
   return region;
 }
@@ -474,12 +476,12 @@ int RunMakeImage(const std::string& path) {
   // A new file, so untouched pages are holes and not an old run's bytes.
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
     return Usage(absl::StrCat("--make-image: cannot replace ", path, ": ",
-                              strerror(errno)));
+                              std::generic_category().message(errno)));
   }
   absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
       RegionMemory::CreateFile(path, absl::GetFlag(FLAGS_size).bytes);
   if (!mem.ok()) return Usage(std::string(mem.status().message()));
-  const uint64_t pages = (*mem)->size() / 4096;
+  const uint64_t pages = (*mem)->size() / kPageSize;
   std::fprintf(stderr, "ramferry-migrate: writing %s (%s, %s)\n", path.c_str(),
                cli::FormatBytes((*mem)->size()).c_str(),
                image->ToString().c_str());
@@ -519,16 +521,18 @@ int main(int argc, char** argv) {
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role == "source") {
     auto hp = HostPort(absl::GetFlag(FLAGS_connect));
-    if (!hp.ok())
+    if (!hp.ok()) {
       return Usage("--connect: " + std::string(hp.status().message()));
+    }
     opt->host = hp->first;
     opt->port = hp->second;
     return RunSourceRole(*opt);
   }
   if (role == "dest") {
     auto hp = HostPort(absl::GetFlag(FLAGS_listen));
-    if (!hp.ok())
+    if (!hp.ok()) {
       return Usage("--listen: " + std::string(hp.status().message()));
+    }
     opt->host = hp->first;
     opt->port = hp->second;
     return RunDestRole(*opt);

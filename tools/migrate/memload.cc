@@ -1,5 +1,6 @@
 #include "tools/migrate/memload.h"
 
+#include "ramferry/region.h"
 #include <chrono>
 #include <cstring>
 
@@ -89,9 +90,9 @@ void Memload::Writer(int index) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       const uint64_t page = (x >> 11) % set;
       // A new word in the page: its content really changes.
-      StorePageWord(
-          reinterpret_cast<uint64_t*>(base_ + page * 4096) + (x >> 55) % 512,
-          x);
+      StorePageWord(reinterpret_cast<uint64_t*>(base_ + page * kPageSize) +
+                        (x >> 55) % 512,
+                    x);
       if (tracker_ != nullptr) tracker_->MarkWritten(page);
       written_.fetch_add(1, std::memory_order_relaxed);
     }

@@ -14,7 +14,7 @@
 namespace ramferry::migrate {
 namespace {
 
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = kPageSize;
 constexpr const char* kKindNames[kPageKinds] = {"zero", "untouched", "text",
                                                 "random"};
 

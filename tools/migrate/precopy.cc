@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "ramferry/region.h"
 #include "ramferry/sender.h"
 #include "tools/common/cli.h"
 #include "tools/migrate/link_rate.h"
@@ -71,11 +72,11 @@ class ProgressThread {
           "round %d%s  %3.0f%% of %s  %.2f GB/s  dirty %s/s  est. final "
           "round %.0f ms",
           s.round.load(), s.final_round.load() ? " (final)" : "",
-          total ? 100.0 * done / total : 100.0, cli::FormatBytes(total * 4096),
-          gbps,
+          total ? 100.0 * done / total : 100.0,
+          cli::FormatBytes(total * kPageSize), gbps,
           cli::FormatBytes(
               static_cast<uint64_t>(LiveState::Value(s.dirty_rate_bits)) *
-              4096),
+              kPageSize),
           LiveState::Value(s.estimate_bits) * 1e3));
     }
   }
@@ -178,7 +179,8 @@ PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
       const double rate =
           dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
       const uint64_t pending = dirty.Count();
-      const std::optional<double> estimate = link.SecondsFor(pending, 4096);
+      const std::optional<double> estimate =
+          link.SecondsFor(pending, kPageSize);
       report.estimated_final_s = estimate.value_or(0);
       live.dirty_rate_bits.store(LiveState::Bits(rate));
       live.estimate_bits.store(LiveState::Bits(report.estimated_final_s));

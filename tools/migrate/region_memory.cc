@@ -7,15 +7,17 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <system_error>
 
 #include "absl/strings/str_format.h"
+#include "ramferry/region.h"
 
 namespace ramferry::migrate {
 namespace {
 
 absl::Status Errno(absl::string_view what, absl::string_view path) {
-  return absl::FailedPreconditionError(
-      absl::StrFormat("%s %s: %s", what, path, strerror(errno)));
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s %s: %s", what, path, std::generic_category().message(errno)));
 }
 
 absl::StatusOr<uint8_t*> Map(uint64_t bytes, int fd) {
@@ -23,8 +25,8 @@ absl::StatusOr<uint8_t*> Map(uint64_t bytes, int fd) {
       nullptr, bytes, PROT_READ | PROT_WRITE,
       fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE : MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("mmap of %d bytes: %s", bytes, strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "mmap of %d bytes: %s", bytes, std::generic_category().message(errno)));
   }
   return static_cast<uint8_t*>(m);
 }
@@ -33,7 +35,7 @@ absl::StatusOr<uint8_t*> Map(uint64_t bytes, int fd) {
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
     uint64_t bytes, bool huge_pages) {
-  if (bytes == 0 || bytes % 4096 != 0) {
+  if (bytes == 0 || bytes % kPageSize != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size %d is not a positive multiple of 4 KiB", bytes));
   }
@@ -66,7 +68,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
     return s;
   }
   const uint64_t bytes = static_cast<uint64_t>(st.st_size);
-  if (bytes == 0 || bytes % 4096 != 0) {
+  if (bytes == 0 || bytes % kPageSize != 0) {
     close(fd);
     return absl::InvalidArgumentError(absl::StrFormat(
         "region file %s is %d bytes; want a positive multiple of 4 KiB", path,
@@ -80,7 +82,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
     const std::string& path, uint64_t bytes, bool* existed) {
-  if (bytes == 0 || bytes % 4096 != 0) {
+  if (bytes == 0 || bytes % kPageSize != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size %d is not a positive multiple of 4 KiB", bytes));
   }

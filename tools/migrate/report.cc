@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ramferry/region.h"
 #include "tools/common/cli.h"
 #include "tools/common/stats_json.h"
 
@@ -38,7 +39,7 @@ std::string ZeroLine(const ChannelStats& t) {
   return absl::StrFormat(
       "%d zero pages as offsets, %d never-touched as ranges: %s not sent",
       t.zero_pages, t.untouched_pages,
-      cli::FormatBytes((t.zero_pages + t.untouched_pages) * 4096));
+      cli::FormatBytes((t.zero_pages + t.untouched_pages) * kPageSize));
 }
 
 void ZeroFields(cli::JsonWriter& w, const ChannelStats& t) {
@@ -53,7 +54,7 @@ void ZeroFields(cli::JsonWriter& w, const ChannelStats& t) {
       .Key("payload_bytes")
       .Uint(t.payload_bytes)
       .Key("bytes_saved")
-      .Uint((t.zero_pages + t.untouched_pages) * 4096);
+      .Uint((t.zero_pages + t.untouched_pages) * kPageSize);
 }
 
 }  // namespace
@@ -221,7 +222,7 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                         ZeroLine(r.stats.Total()));
   absl::StrAppendFormat(
       &t, "  dirty rate       %s/s while running\n",
-      cli::FormatBytes(static_cast<uint64_t>(r.dirty_pages_per_s * 4096)));
+      cli::FormatBytes(static_cast<uint64_t>(r.dirty_pages_per_s * kPageSize)));
   if (run.verify_mode == "off") {
     t += "  verified         not checked (--verify=off)\n";
   } else {
