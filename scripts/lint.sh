@@ -24,6 +24,7 @@ else
 fi
 
 step "layering"
+layering=0
 # room:allowed include prefixes (besides absl/, gtest/, system headers).
 rules=(
   "base/:base/"
@@ -50,12 +51,16 @@ for rule in "${rules[@]}"; do
       done
       if ((!ok)); then
         echo "$f includes \"$inc\": $room may include only ${allowed[*]}"
-        status=1
+        layering=1
       fi
     done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | grep -v '^absl/')
   done
 done
-((status == 0)) && echo "every room includes only the rooms below it"
+if ((layering == 0)); then
+  echo "every room includes only the rooms below it"
+else
+  status=1
+fi
 
 if [[ ${LINT_TIDY:-1} != 0 ]]; then
   step "clang-tidy"

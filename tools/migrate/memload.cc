@@ -1,8 +1,9 @@
 #include "tools/migrate/memload.h"
 
-#include "ramferry/region.h"
 #include <chrono>
 #include <cstring>
+
+#include "ramferry/region.h"
 
 namespace ramferry::migrate {
 namespace {
