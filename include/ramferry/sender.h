@@ -5,10 +5,14 @@
 //   auto sender = ramferry::Sender::Connect(opt, regions);
 //   if (!sender.ok()) return sender.status();
 //   ramferry::DirtyBitmap dirty(regions[0].page_count());
-//   dirty.SetAll();
-//   absl::Status s = (*sender)->SendRound({&dirty});   // round 0: all pages
-//   ... mark pages written since, SendRound again ...
-//   s = (*sender)->Finish();
+//   dirty.SetAll();                               // round 0: every page
+//   ramferry::DirtyBitmap* bitmaps[] = {&dirty};  // one per region
+//   auto round = (*sender)->SendRound(bitmaps);
+//   if (!round.ok()) return round.status();
+//   // ... mark pages written since, SendRound again ...
+//   return (*sender)->Finish();
+//
+// (tests/examples compiles this example in every build.)
 //
 // Thread-compatible: one thread drives a Sender; stats() may be called from
 // any thread.
