@@ -4,6 +4,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "bench/loopback_transfer.h"
 #include "bench/raw_baseline.h"
@@ -13,6 +15,7 @@
 #include "tools/common/auth_flags.h"
 #include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
+#include "tools/common/json.h"
 #include "tools/common/stats_json.h"
 
 ABSL_FLAG(std::string, transport, "tcp",
@@ -50,41 +53,46 @@ ABSL_FLAG(bool, json, false, "print one JSON object instead of a summary");
 namespace ramferry {
 namespace {
 
-int Main() {
-  bench::TransferConfig c;
-  std::string transport_reason;
-  const bool raw = absl::GetFlag(FLAGS_transport) == "raw";
-  c.session.host = absl::GetFlag(FLAGS_host);
-  absl::Status flags_ok = cli::ApplyChannelFlags(&c.session);
-  if (flags_ok.ok() && absl::GetFlag(FLAGS_transport) == "auto") {
+// What the flags ask for.
+struct BenchRun {
+  bench::TransferConfig config;
+  bool raw = false;              // the plain-socket yardstick, no engine
+  bool json = false;             // one JSON object instead of a summary
+  std::string transport_reason;  // why --transport=auto chose its kind
+};
+
+absl::Status ApplyTransportFlags(BenchRun& run) {
+  SessionOptions& s = run.config.session;
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  run.raw = transport == "raw";
+  s.host = absl::GetFlag(FLAGS_host);
+  if (absl::Status ok = cli::ApplyChannelFlags(&s); !ok.ok()) return ok;
+  if (transport == "auto") {
     absl::StatusOr<std::string> reason =
-        cli::ChooseTransportFor(c.session.host, "ramferry-bench", &c.session);
-    if (reason.ok()) transport_reason = *reason;
-    flags_ok = reason.status();
-  } else if (flags_ok.ok() && !raw) {
-    absl::StatusOr<TransportKind> kind =
-        ParseTransportKind(absl::GetFlag(FLAGS_transport));
-    if (kind.ok()) c.session.transport = *kind;
-    flags_ok = kind.status();
+        cli::ChooseTransportFor(s.host, "ramferry-bench", &s);
+    if (!reason.ok()) return reason.status();
+    run.transport_reason = *reason;
+  } else if (!run.raw) {
+    absl::StatusOr<TransportKind> kind = ParseTransportKind(transport);
+    if (!kind.ok()) return kind.status();
+    s.transport = *kind;
   }
-  if (!flags_ok.ok()) {
-    std::fprintf(stderr, "ramferry-bench: %s\n",
-                 std::string(flags_ok.message()).c_str());
-    return 2;
-  }
-  c.session.rdma_pin_all = absl::GetFlag(FLAGS_rdma_pin_all);
-  c.session.rdma_reg_batch = absl::GetFlag(FLAGS_rdma_reg_batch);
-  c.session.rdma_chunk_bytes = absl::GetFlag(FLAGS_rdma_chunk).bytes;
-  c.session.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
-  c.session.single_thread = absl::GetFlag(FLAGS_single_thread);
+  s.rdma_pin_all = absl::GetFlag(FLAGS_rdma_pin_all);
+  s.rdma_reg_batch = absl::GetFlag(FLAGS_rdma_reg_batch);
+  s.rdma_chunk_bytes = absl::GetFlag(FLAGS_rdma_chunk).bytes;
+  s.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
+  s.single_thread = absl::GetFlag(FLAGS_single_thread);
   absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
-  if (!key.ok()) {
-    std::fprintf(stderr, "ramferry-bench: %s\n",
-                 std::string(key.status().message()).c_str());
-    return 2;
-  }
-  c.session.auth_key = *key;
-  if (!raw) cli::WarnIfUnauthenticated(*key, "ramferry-bench");
+  if (!key.ok()) return key.status();
+  s.auth_key = *key;
+  if (!run.raw) cli::WarnIfUnauthenticated(*key, "ramferry-bench");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BenchRun> RunFromFlags() {
+  BenchRun run;
+  if (absl::Status ok = ApplyTransportFlags(run); !ok.ok()) return ok;
+  bench::TransferConfig& c = run.config;
   c.bytes = absl::GetFlag(FLAGS_size).bytes;
   c.rounds = absl::GetFlag(FLAGS_rounds);
   c.dirty_fraction = absl::GetFlag(FLAGS_dirty_fraction);
@@ -92,122 +100,113 @@ int Main() {
   c.huge_pages = absl::GetFlag(FLAGS_huge_pages);
   c.raw_whole_receive = absl::GetFlag(FLAGS_raw_whole_recv);
   c.seed = absl::GetFlag(FLAGS_seed);
-  const bool json = absl::GetFlag(FLAGS_json);
-  c.progress = !json;
+  run.json = absl::GetFlag(FLAGS_json);
+  c.progress = !run.json;
   if (c.bytes == 0 || c.bytes % ramferry::kPageSize != 0 || c.rounds == 0 ||
       c.dirty_fraction < 0 || c.dirty_fraction > 1) {
-    std::fprintf(stderr,
-                 "ramferry-bench: --size must be a positive multiple of 4KiB, "
-                 "--rounds >= 1, --dirty_fraction in [0, 1]\n");
-    return 2;
+    return absl::InvalidArgumentError(
+        "--size must be a positive multiple of 4KiB, --rounds >= 1, "
+        "--dirty_fraction in [0, 1]");
   }
-  if (c.raw_whole_receive && !raw) {
-    std::fprintf(stderr,
-                 "ramferry-bench: --raw_whole_recv applies to --transport=raw "
-                 "only\n");
-    return 2;
+  if (c.raw_whole_receive && !run.raw) {
+    return absl::InvalidArgumentError(
+        "--raw_whole_recv applies to --transport=raw only");
   }
+  return run;
+}
 
+// Per-packet figures count every packet on the wire: data, SYNC and
+// FINISH.
+double PerWirePacket(uint64_t calls, const ChannelStats& t) {
+  const uint64_t packets = t.packets + t.syncs + t.finishes;
+  return packets ? double(calls) / packets : 0;
+}
+
+std::string TransportName(const BenchRun& run) {
+  return run.raw ? "raw"
+                 : std::string(TransportKindName(run.config.session.transport));
+}
+
+cli::Json ResultJson(const BenchRun& run, const bench::TransferResult& r) {
+  const SessionOptions& s = run.config.session;
+  const ChannelStats t = r.sender.Total();
+  const double gib = r.bytes / double(1ull << 30);
+  cli::Json j;
+  j["transport"] = TransportName(run);
+  j["raw_whole_recv"] = run.raw && run.config.raw_whole_receive;
+  j["authenticated"] = !s.auth_key.empty();
+  j["transport_reason"] = run.transport_reason;
+  j["channels"] = s.channels;
+  j["completion"] = CompletionPolicyName(s.completion);
+  j["packet_pages"] = s.packet_pages;
+  j["header_slots"] = s.header_slots;
+  j["registered_buffers"] = s.registered_buffers;
+  j["region_bytes"] = run.config.bytes;
+  j["rounds"] = r.rounds;
+  j["bytes"] = r.bytes;
+  j["seconds"] = r.seconds;
+  j["setup_seconds"] = r.setup_seconds;
+  j["gb_per_s"] = r.bytes / r.seconds / 1e9;
+  j["sender_cpu_s"] = r.sender_cpu_s;
+  j["receiver_cpu_s"] = r.receiver_cpu_s;
+  j["sender_cpu_s_per_gib"] = r.sender_cpu_s / gib;
+  j["receiver_cpu_s_per_gib"] = r.receiver_cpu_s / gib;
+  j["submit_calls_per_packet"] = PerWirePacket(t.submit_calls, t);
+  j["send_calls_per_packet"] = PerWirePacket(t.send_calls, t);
+  j["single_thread"] = s.single_thread;
+  j["rdma_pin_all"] = s.rdma_pin_all;
+  j["rdma_reg_batch"] = s.rdma_reg_batch;
+  j["pinned_bytes_bound"] =
+      IsZeroCopy(s.transport) && !run.raw
+          ? EstimatePinning(s, ramferry::kPageSize).memlock_bytes
+          : 0;
+  j["vm_pin_peak_bytes"] = r.vm_pin_peak_bytes;
+  j["sender_heap_peak_bytes"] = r.sender_heap_peak_bytes;
+  j["dirty_bitmap_bytes"] = r.dirty_bitmap_bytes;
+  j["receiver_recv_calls"] = r.receiver_recv_calls;
+  j["prefaulted_destination"] = run.config.prefault_destination;
+  j["verified"] = r.verified;
+  // The sender's total of every counter, beside the run's own figures;
+  // the channel threads' CPU time keeps the key it had.
+  constexpr cli::CounterRename kRenames[] = {
+      {&ChannelStats::thread_cpu_ns, "channel_threads_cpu_s"}};
+  cli::AddCounterFields(j, t, kRenames);
+  return j;
+}
+
+std::string ResultLine(const BenchRun& run, const bench::TransferResult& r) {
+  const ChannelStats t = r.sender.Total();
+  const double gib = r.bytes / double(1ull << 30);
+  return absl::StrFormat(
+      "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
+      "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d; "
+      "verified: %s\n",
+      TransportName(run), run.config.session.channels,
+      cli::FormatBytes(r.bytes), r.seconds, r.bytes / r.seconds / 1e9,
+      r.sender_cpu_s / gib, r.receiver_cpu_s / gib, t.packets,
+      PerWirePacket(t.send_calls, t), t.zc_copied, t.zc_completions,
+      r.verified ? "yes" : "NO");
+}
+
+int Main() {
+  absl::StatusOr<BenchRun> run = RunFromFlags();
+  if (!run.ok()) {
+    std::fprintf(stderr, "ramferry-bench: %s\n",
+                 std::string(run.status().message()).c_str());
+    return 2;
+  }
   absl::StatusOr<bench::TransferResult> r =
-      raw ? bench::RunRawBaseline(c) : bench::RunLoopbackTransfer(c);
+      run->raw ? bench::RunRawBaseline(run->config)
+               : bench::RunLoopbackTransfer(run->config);
   if (!r.ok()) {
     std::fprintf(stderr, "ramferry-bench: %s\n",
                  std::string(r.status().message()).c_str());
     return 1;
   }
-  const ChannelStats t = r->sender.Total();
-  const double gib = r->bytes / double(1ull << 30);
-  const double gbps = r->bytes / r->seconds / 1e9;
-  // Every packet on the wire: data, SYNC and FINISH.
-  const uint64_t wire_packets = t.packets + t.syncs + t.finishes;
-  const double calls_per_packet =
-      wire_packets ? double(t.send_calls) / wire_packets : 0;
-  const std::string transport_name(
-      raw ? "raw" : TransportKindName(c.session.transport));
-  if (json) {
-    cli::JsonWriter w;
-    w.BeginObject()
-        .Key("transport")
-        .String(transport_name)
-        .Key("raw_whole_recv")
-        .Bool(raw && c.raw_whole_receive)
-        .Key("authenticated")
-        .Bool(!c.session.auth_key.empty())
-        .Key("transport_reason")
-        .String(transport_reason)
-        .Key("channels")
-        .Uint(c.session.channels)
-        .Key("completion")
-        .String(CompletionPolicyName(c.session.completion))
-        .Key("packet_pages")
-        .Uint(c.session.packet_pages)
-        .Key("header_slots")
-        .Uint(c.session.header_slots)
-        .Key("registered_buffers")
-        .Bool(c.session.registered_buffers)
-        .Key("region_bytes")
-        .Uint(c.bytes)
-        .Key("rounds")
-        .Uint(r->rounds)
-        .Key("bytes")
-        .Uint(r->bytes)
-        .Key("seconds")
-        .Number(r->seconds)
-        .Key("setup_seconds")
-        .Number(r->setup_seconds)
-        .Key("gb_per_s")
-        .Number(gbps)
-        .Key("sender_cpu_s")
-        .Number(r->sender_cpu_s)
-        .Key("receiver_cpu_s")
-        .Number(r->receiver_cpu_s)
-        .Key("sender_cpu_s_per_gib")
-        .Number(r->sender_cpu_s / gib)
-        .Key("receiver_cpu_s_per_gib")
-        .Number(r->receiver_cpu_s / gib)
-        .Key("submit_calls_per_packet")
-        .Number(wire_packets ? double(t.submit_calls) / wire_packets : 0)
-        .Key("send_calls_per_packet")
-        .Number(calls_per_packet)
-        .Key("single_thread")
-        .Bool(c.session.single_thread)
-        .Key("rdma_pin_all")
-        .Bool(c.session.rdma_pin_all)
-        .Key("rdma_reg_batch")
-        .Bool(c.session.rdma_reg_batch)
-        .Key("pinned_bytes_bound")
-        .Uint(
-            IsZeroCopy(c.session.transport) && !raw
-                ? EstimatePinning(c.session, ramferry::kPageSize).memlock_bytes
-                : 0)
-        .Key("vm_pin_peak_bytes")
-        .Uint(r->vm_pin_peak_bytes)
-        .Key("sender_heap_peak_bytes")
-        .Uint(r->sender_heap_peak_bytes)
-        .Key("dirty_bitmap_bytes")
-        .Uint(r->dirty_bitmap_bytes)
-        .Key("receiver_recv_calls")
-        .Uint(r->receiver_recv_calls)
-        .Key("prefaulted_destination")
-        .Bool(c.prefault_destination)
-        .Key("verified")
-        .Bool(r->verified);
-    // The sender's total of every counter, beside the run's own figures;
-    // the channel threads' CPU time keeps the key it had.
-    constexpr cli::CounterRename kRenames[] = {
-        {&ChannelStats::thread_cpu_ns, "channel_threads_cpu_s"}};
-    cli::WriteCounterFields(w, t, kRenames);
-    w.EndObject();
-    std::printf("%s\n", w.str().c_str());
+  if (run->json) {
+    std::printf("%s\n", cli::DumpJson(ResultJson(*run, *r)).c_str());
   } else {
-    absl::PrintF(
-        "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
-        "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d; "
-        "verified: %s\n",
-        transport_name, c.session.channels, cli::FormatBytes(r->bytes),
-        r->seconds, gbps, r->sender_cpu_s / gib, r->receiver_cpu_s / gib,
-        t.packets, calls_per_packet, t.zc_copied, t.zc_completions,
-        r->verified ? "yes" : "NO");
+    std::fputs(ResultLine(*run, *r).c_str(), stdout);
   }
   return r->verified ? 0 : 3;
 }

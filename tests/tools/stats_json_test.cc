@@ -30,9 +30,7 @@ TEST(ChannelCounters, JsonKeysAreTheOnesTheToolsRead) {
   ChannelStats c;
   c.channel = 7;
   for (const ChannelCounter& k : kChannelCounters) c.*k.field = 2000000000;
-  JsonWriter w;
-  WriteChannelStats(w, c);
-  const nlohmann::json j = nlohmann::json::parse(w.str());
+  const nlohmann::json j = nlohmann::json::parse(DumpJson(ChannelStatsJson(c)));
   std::set<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.insert(key);
   // The keys of the channel JSON before the table, and
@@ -96,13 +94,10 @@ TEST(ChannelCounters, JsonKeysAreTheOnesTheToolsRead) {
 TEST(ChannelCounters, ARenameReplacesOnlyItsKey) {
   ChannelStats c;
   c.thread_cpu_ns = 1500000000;
-  JsonWriter w;
-  w.BeginObject();
+  Json j;
   constexpr CounterRename kRenames[] = {
       {&ChannelStats::thread_cpu_ns, "channel_threads_cpu_s"}};
-  WriteCounterFields(w, c, kRenames);
-  w.EndObject();
-  const nlohmann::json j = nlohmann::json::parse(w.str());
+  AddCounterFields(j, c, kRenames);
   EXPECT_FALSE(j.contains("thread_cpu_s"));
   EXPECT_DOUBLE_EQ(j["channel_threads_cpu_s"].get<double>(), 1.5);
   EXPECT_EQ(j.size(), std::size(kChannelCounters));

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,31 +38,6 @@ void AcceptDashedFlags(int argc, char** argv);
 double ProcessCpuSeconds();
 // CPU seconds of the calling thread so far.
 double ThreadCpuSeconds();
-
-// Builds compact JSON; keys and values in the order written.
-class JsonWriter {
- public:
-  JsonWriter& BeginObject();
-  JsonWriter& EndObject();
-  JsonWriter& BeginArray();
-  JsonWriter& EndArray();
-  JsonWriter& Key(absl::string_view key);
-  JsonWriter& String(absl::string_view value);
-  JsonWriter& Number(double value);
-  JsonWriter& Int(int64_t value);
-  JsonWriter& Uint(uint64_t value);
-  JsonWriter& Bool(bool value);
-  JsonWriter& Null();
-  // A value that is already JSON (from another process), inserted as is.
-  JsonWriter& Raw(absl::string_view json);
-  const std::string& str() const { return out_; }
-
- private:
-  void Separate();
-  std::string out_;
-  std::vector<bool> first_;  // per open container: no element yet
-  bool after_key_ = false;
-};
 
 // A one-line status on stderr, redrawn in place on a terminal; elsewhere
 // printed at most every `min_interval_s` seconds, one line each.

@@ -35,54 +35,48 @@ std::string CounterKey(const ChannelCounter& counter) {
   return std::string(name);
 }
 
-void WriteCounterFields(JsonWriter& w, const ChannelStats& c,
-                        absl::Span<const CounterRename> renames) {
+void AddCounterFields(Json& j, const ChannelStats& c,
+                      absl::Span<const CounterRename> renames) {
   for (const ChannelCounter& counter : kChannelCounters) {
     const auto renamed = std::find_if(
         renames.begin(), renames.end(),
         [&](const CounterRename& r) { return r.field == counter.field; });
-    w.Key(renamed != renames.end() ? std::string(renamed->key)
-                                   : CounterKey(counter));
+    const std::string key = renamed != renames.end() ? std::string(renamed->key)
+                                                     : CounterKey(counter);
     const uint64_t v = c.*counter.field;
     switch (counter.json) {
       case CounterJson::kCount:
-        w.Uint(v);
+        j[key] = v;
         break;
       case CounterJson::kSeconds:
-        w.Number(v * 1e-9);
+        j[key] = v * 1e-9;
         break;
       case CounterJson::kMicros:
-        w.Number(v * 1e-3);
+        j[key] = v * 1e-3;
         break;
     }
   }
 }
 
-void WriteChannelStats(JsonWriter& w, const ChannelStats& c) {
-  w.BeginObject().Key("channel").Uint(c.channel);
-  WriteCounterFields(w, c);
-  w.EndObject();
+Json ChannelStatsJson(const ChannelStats& c) {
+  Json j = {{"channel", c.channel}};
+  AddCounterFields(j, c);
+  return j;
 }
 
-void WriteChannelArray(JsonWriter& w, const SessionStats& s) {
-  w.BeginArray();
-  for (const ChannelStats& c : s.channels) WriteChannelStats(w, c);
-  w.EndArray();
+Json ChannelArrayJson(const SessionStats& s) {
+  Json a = Json::array();
+  for (const ChannelStats& c : s.channels) a.push_back(ChannelStatsJson(c));
+  return a;
 }
 
-void WriteChannelLosses(JsonWriter& w, const SessionStats& s) {
-  w.BeginArray();
+Json ChannelLossesJson(const SessionStats& s) {
+  Json a = Json::array();
   for (const ChannelLoss& l : s.channels_lost) {
-    w.BeginObject()
-        .Key("channel")
-        .Uint(l.channel)
-        .Key("round")
-        .Uint(l.round)
-        .Key("reason")
-        .String(l.reason)
-        .EndObject();
+    a.push_back(
+        {{"channel", l.channel}, {"round", l.round}, {"reason", l.reason}});
   }
-  w.EndArray();
+  return a;
 }
 
 }  // namespace ramferry::cli

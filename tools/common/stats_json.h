@@ -7,7 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "ramferry/stats.h"
-#include "tools/common/cli.h"
+#include "tools/common/json.h"
 
 namespace ramferry::cli {
 
@@ -21,18 +21,18 @@ struct CounterRename {
   absl::string_view key;
 };
 
-// Writes every counter of `c` as keys of the object being written, in
-// the order of RAMFERRY_CHANNEL_COUNTERS; a time in its JSON unit.
-void WriteCounterFields(JsonWriter& w, const ChannelStats& c,
-                        absl::Span<const CounterRename> renames = {});
-// Writes the counters of one channel (or a total) as the current value:
-// an object of its channel number and WriteCounterFields().
-void WriteChannelStats(JsonWriter& w, const ChannelStats& c);
+// Adds every counter of `c` to the object `j`, in the order of
+// RAMFERRY_CHANNEL_COUNTERS; a time in its JSON unit.
+void AddCounterFields(Json& j, const ChannelStats& c,
+                      absl::Span<const CounterRename> renames = {});
+// The counters of one channel (or a total): an object of its channel
+// number and AddCounterFields().
+Json ChannelStatsJson(const ChannelStats& c);
 // An array of per-channel objects.
-void WriteChannelArray(JsonWriter& w, const SessionStats& s);
+Json ChannelArrayJson(const SessionStats& s);
 // The channels the session went on without, as an array of
 // {channel, round, reason} (SessionOptions::survive_channel_loss).
-void WriteChannelLosses(JsonWriter& w, const SessionStats& s);
+Json ChannelLossesJson(const SessionStats& s);
 
 }  // namespace ramferry::cli
 

@@ -5,20 +5,18 @@
 #include "absl/strings/str_join.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
+#include "tools/common/json.h"
 #include "tools/common/stats_json.h"
 
 namespace ramferry::migrate {
 namespace {
 
-void StatusFields(cli::JsonWriter& w, const absl::Status& s) {
-  w.Key("ok").Bool(s.ok());
-  w.Key("error");
-  if (s.ok()) {
-    w.Null();
-  } else {
-    w.String(
-        absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
-  }
+void AddStatusFields(cli::Json& j, const absl::Status& s) {
+  j["ok"] = s.ok();
+  j["error"] = s.ok()
+                   ? cli::Json(nullptr)
+                   : cli::Json(absl::StrCat(absl::StatusCodeToString(s.code()),
+                                            ": ", s.message()));
 }
 
 double Throughput(const PrecopyReport& r) {
@@ -42,125 +40,75 @@ std::string ZeroLine(const ChannelStats& t) {
       cli::FormatBytes((t.zero_pages + t.untouched_pages) * kPageSize));
 }
 
-void ZeroFields(cli::JsonWriter& w, const ChannelStats& t) {
-  w.Key("zero_pages")
-      .Uint(t.zero_pages)
-      .Key("untouched_pages")
-      .Uint(t.untouched_pages)
-      .Key("zero_range_packets")
-      .Uint(t.zero_range_packets)
-      .Key("zero_pages_written")
-      .Uint(t.zero_pages_written)
-      .Key("payload_bytes")
-      .Uint(t.payload_bytes)
-      .Key("bytes_saved")
-      .Uint((t.zero_pages + t.untouched_pages) * kPageSize);
+void AddZeroFields(cli::Json& j, const ChannelStats& t) {
+  j["zero_pages"] = t.zero_pages;
+  j["untouched_pages"] = t.untouched_pages;
+  j["zero_range_packets"] = t.zero_range_packets;
+  j["zero_pages_written"] = t.zero_pages_written;
+  j["payload_bytes"] = t.payload_bytes;
+  j["bytes_saved"] = (t.zero_pages + t.untouched_pages) * kPageSize;
 }
 
 }  // namespace
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
                        const std::string& destination_json) {
-  cli::JsonWriter w;
-  w.BeginObject().Key("role").String("source");
-  StatusFields(w, r.status);
-  w.Key("transport")
-      .String(run.transport)
-      .Key("transport_reason")
-      .String(run.transport_reason)
-      .Key("completion")
-      .String(run.completion)
-      .Key("channels")
-      .Uint(run.channels)
-      .Key("authenticated")
-      .Bool(run.authenticated)
-      .Key("region_bytes")
-      .Uint(run.region_bytes)
-      .Key("region")
-      .String(run.region)
-      .Key("image")
-      .String(run.image)
-      .Key("dirty_tracking")
-      .String(run.dirty_tracking)
-      .Key("workload")
-      .BeginObject()
-      .Key("dirty_set_bytes")
-      .Uint(run.dirty_set_bytes)
-      .Key("dirty_rate_bytes_per_s")
-      .Number(run.dirty_rate_bytes_per_s)
-      .Key("writers")
-      .Int(run.writers)
-      .Key("pages_written")
-      .Uint(r.workload_pages_written)
-      .Key("running_after")
-      .Bool(r.workload_running_after)
-      .EndObject()
-      .Key("downtime_limit_s")
-      .Number(run.downtime_limit_s)
-      .Key("max_rounds")
-      .Uint(run.max_rounds)
-      .Key("total_s")
-      .Number(r.total_s)
-      .Key("prepare_s")
-      .Number(r.prepare_s)
-      .Key("setup_s")
-      .Number(r.setup_s)
-      .Key("transfer_s")
-      .Number(r.transfer_s)
-      .Key("verify_s")
-      .Number(r.verify_s)
-      .Key("downtime_s")
-      .Number(r.downtime_s)
-      .Key("downtime_final_collect_s")
-      .Number(r.final_collect_s)
-      .Key("downtime_final_round_s")
-      .Number(r.final_round_s)
-      .Key("downtime_if_verified_first_s")
-      .Number(r.downtime_s + r.verify_s)
-      .Key("collect_s")
-      .Number(r.collect_s)
-      .Key("verify_mode")
-      .String(run.verify_mode)
-      .Key("rounds")
-      .Uint(r.rounds.size())
-      .Key("converged_by")
-      .String(r.converged_by)
-      .Key("estimated_final_round_s")
-      .Number(r.estimated_final_s)
-      .Key("dirty_rate_pages_per_s")
-      .Number(r.dirty_pages_per_s)
-      .Key("bytes_sent")
-      .Uint(r.bytes_sent)
-      .Key("bytes_resent")
-      .Uint(r.bytes_resent)
-      .Key("throughput_gb_per_s")
-      .Number(Throughput(r))
-      .Key("pages_per_round")
-      .BeginArray();
-  for (const RoundRecord& rr : r.rounds) w.Uint(rr.pages);
-  w.EndArray().Key("round_seconds").BeginArray();
-  for (const RoundRecord& rr : r.rounds) w.Number(rr.seconds);
-  w.EndArray()
-      .Key("confirmed_rounds")
-      .Uint(r.confirmed_rounds)
-      .Key("pages_verified")
-      .Uint(r.pages_verified)
-      .Key("pages_mismatched")
-      .Uint(r.pages_mismatched)
-      .Key("verified")
-      .Bool(r.verified)
-      .Key("resent_pages")
-      .Uint(r.stats.resent_pages);
-  ZeroFields(w, r.stats.Total());
-  w.Key("channels_lost");
-  cli::WriteChannelLosses(w, r.stats);
-  w.Key("channel_stats");
-  cli::WriteChannelArray(w, r.stats);
-  if (!destination_json.empty()) {
-    w.Key("destination").Raw(destination_json);
+  cli::Json j = {{"role", "source"}};
+  AddStatusFields(j, r.status);
+  j["transport"] = run.transport;
+  j["transport_reason"] = run.transport_reason;
+  j["completion"] = run.completion;
+  j["channels"] = run.channels;
+  j["authenticated"] = run.authenticated;
+  j["region_bytes"] = run.region_bytes;
+  j["region"] = run.region;
+  j["image"] = run.image;
+  j["dirty_tracking"] = run.dirty_tracking;
+  j["workload"] = {{"dirty_set_bytes", run.dirty_set_bytes},
+                   {"dirty_rate_bytes_per_s", run.dirty_rate_bytes_per_s},
+                   {"writers", run.writers},
+                   {"pages_written", r.workload_pages_written},
+                   {"running_after", r.workload_running_after}};
+  j["downtime_limit_s"] = run.downtime_limit_s;
+  j["max_rounds"] = run.max_rounds;
+  j["total_s"] = r.total_s;
+  j["prepare_s"] = r.prepare_s;
+  j["setup_s"] = r.setup_s;
+  j["transfer_s"] = r.transfer_s;
+  j["verify_s"] = r.verify_s;
+  j["downtime_s"] = r.downtime_s;
+  j["downtime_final_collect_s"] = r.final_collect_s;
+  j["downtime_final_round_s"] = r.final_round_s;
+  j["downtime_if_verified_first_s"] = r.downtime_s + r.verify_s;
+  j["collect_s"] = r.collect_s;
+  j["verify_mode"] = run.verify_mode;
+  j["rounds"] = r.rounds.size();
+  j["converged_by"] = r.converged_by;
+  j["estimated_final_round_s"] = r.estimated_final_s;
+  j["dirty_rate_pages_per_s"] = r.dirty_pages_per_s;
+  j["bytes_sent"] = r.bytes_sent;
+  j["bytes_resent"] = r.bytes_resent;
+  j["throughput_gb_per_s"] = Throughput(r);
+  cli::Json pages = cli::Json::array();
+  cli::Json seconds = cli::Json::array();
+  for (const RoundRecord& rr : r.rounds) {
+    pages.push_back(rr.pages);
+    seconds.push_back(rr.seconds);
   }
-  w.EndObject();
-  return w.str();
+  j["pages_per_round"] = std::move(pages);
+  j["round_seconds"] = std::move(seconds);
+  j["confirmed_rounds"] = r.confirmed_rounds;
+  j["pages_verified"] = r.pages_verified;
+  j["pages_mismatched"] = r.pages_mismatched;
+  j["verified"] = r.verified;
+  j["resent_pages"] = r.stats.resent_pages;
+  AddZeroFields(j, r.stats.Total());
+  j["channels_lost"] = cli::ChannelLossesJson(r.stats);
+  j["channel_stats"] = cli::ChannelArrayJson(r.stats);
+  if (!destination_json.empty()) {
+    j["destination"] = cli::ParseForeignJson(destination_json);
+  }
+  return cli::DumpJson(j);
 }
 
 std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
@@ -246,38 +194,23 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
 }
 
 std::string DestinationJson(const DestinationReport& r) {
-  cli::JsonWriter w;
-  w.BeginObject().Key("role").String("destination");
-  StatusFields(w, r.status);
-  w.Key("prefault")
-      .String(PrefaultName(r.prefault))
-      .Key("prefault_s")
-      .Number(r.prefault_s)
-      .Key("prefault_bytes")
-      .Uint(r.prefault_bytes)
-      .Key("page_faults")
-      .Uint(r.page_faults)
-      .Key("serve_s")
-      .Number(r.serve_s)
-      .Key("cpu_s")
-      .Number(r.cpu_s)
-      .Key("rounds_applied")
-      .Uint(r.rounds_applied)
-      .Key("pages_verified")
-      .Uint(r.pages_verified)
-      .Key("verified")
-      .Bool(r.verified)
-      .Key("connections_refused")
-      .Uint(r.stats.connections_refused)
-      .Key("auth_failures")
-      .Uint(r.stats.auth_failures);
-  ZeroFields(w, r.stats.Total());
-  w.Key("channels_lost");
-  cli::WriteChannelLosses(w, r.stats);
-  w.Key("channel_stats");
-  cli::WriteChannelArray(w, r.stats);
-  w.EndObject();
-  return w.str();
+  cli::Json j = {{"role", "destination"}};
+  AddStatusFields(j, r.status);
+  j["prefault"] = PrefaultName(r.prefault);
+  j["prefault_s"] = r.prefault_s;
+  j["prefault_bytes"] = r.prefault_bytes;
+  j["page_faults"] = r.page_faults;
+  j["serve_s"] = r.serve_s;
+  j["cpu_s"] = r.cpu_s;
+  j["rounds_applied"] = r.rounds_applied;
+  j["pages_verified"] = r.pages_verified;
+  j["verified"] = r.verified;
+  j["connections_refused"] = r.stats.connections_refused;
+  j["auth_failures"] = r.stats.auth_failures;
+  AddZeroFields(j, r.stats.Total());
+  j["channels_lost"] = cli::ChannelLossesJson(r.stats);
+  j["channel_stats"] = cli::ChannelArrayJson(r.stats);
+  return cli::DumpJson(j);
 }
 
 std::string DestinationTable(const DestinationReport& r) {

@@ -1,0 +1,27 @@
+// JSON for the binaries' reports, written with nlohmann::json.
+#ifndef RAMFERRY_TOOLS_COMMON_JSON_H_
+#define RAMFERRY_TOOLS_COMMON_JSON_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace ramferry::cli {
+
+// Keys stay in the order they are written: a report reads top-down.
+using Json = nlohmann::ordered_json;
+
+// Compact JSON of `j`. Text that is not UTF-8 (a file name, a peer's
+// error message) is written with U+FFFD in place of its bad bytes instead
+// of throwing, so a report never fails for what it quotes.
+std::string DumpJson(const Json& j);
+
+// A JSON document another process printed. One that does not parse is
+// kept as {"unparsed": text}, so the report stays a valid document and
+// the text is not lost.
+Json ParseForeignJson(absl::string_view text);
+
+}  // namespace ramferry::cli
+
+#endif  // RAMFERRY_TOOLS_COMMON_JSON_H_
