@@ -98,162 +98,183 @@ bool StillWriting(const Memload& load) {
   return false;
 }
 
+// One pre-copy migration as its steps. Each step returns an error that
+// ends the migration; Run() records the session and the report once.
+class PrecopyRun {
+ public:
+  PrecopyRun(const PrecopyConfig& config, const Region& region,
+             DirtyTracker& tracker, Memload& load)
+      : config_(config),
+        region_(region),
+        tracker_(tracker),
+        load_(load),
+        dirty_(region.page_count()) {}
+
+  PrecopyReport Run() {
+    absl::Status s = Connect();
+    if (s.ok()) {
+      ProgressThread progress(config_.progress, sender_.get(), &live_);
+      s = LiveRounds();
+      if (s.ok()) s = StopAndCopy();
+      if (s.ok() && config_.verify) s = VerifyWhilePaused();
+    }
+    if (s.ok()) s = Finish();
+    if (sender_ != nullptr) {
+      report_.stats = sender_->stats();
+      report_.confirmed_rounds = sender_->confirmed_rounds();
+    }
+    report_.status = std::move(s);
+    report_.total_s = Seconds(absl::Now() - start_);
+    // On failure the source keeps its workload.
+    if (!report_.status.ok() && paused_) load_.Resume();
+    report_.workload_running_after = load_.running() && StillWriting(load_);
+    report_.workload_pages_written = load_.pages_written();
+    return std::move(report_);
+  }
+
+ private:
+  absl::Status Connect() {
+    absl::StatusOr<std::unique_ptr<Sender>> connected =
+        Sender::Connect(config_.session, {&region_, 1});
+    report_.setup_s = Seconds(absl::Now() - start_);
+    if (!connected.ok()) return connected.status();
+    sender_ = std::move(*connected);
+    for (const std::string& w : sender_->warnings()) {
+      std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
+    }
+    // Round 0 sends everything, so writes so far need not be tracked.
+    if (absl::StatusOr<uint64_t> c = tracker_.Collect(dirty_); !c.ok()) {
+      return c.status();
+    }
+    dirty_.SetAll();
+    transfer_start_ = absl::Now();
+    last_collect_ = transfer_start_;
+    return absl::OkStatus();
+  }
+
+  absl::Status SendRound(bool final) {
+    live_.round.store(report_.rounds.size());
+    live_.round_pages.store(dirty_.Count());
+    live_.pages_before_round.store(sender_->stats().Total().pages);
+    live_.final_round.store(final);
+    DirtyBitmap* bitmaps[] = {&dirty_};
+    absl::StatusOr<RoundResult> r = sender_->SendRound(bitmaps);
+    if (!r.ok()) return r.status();
+    const double s = absl::ToDoubleSeconds(r->elapsed);
+    report_.rounds.push_back({r->pages, r->bytes, s, final});
+    report_.bytes_sent += r->bytes;
+    link_.AddRound(r->bytes, s);
+    return absl::OkStatus();
+  }
+
+  // Rounds while the workload runs, until the final round is estimated to
+  // fit the downtime limit or the round limit is reached.
+  absl::Status LiveRounds() {
+    uint64_t dirty_pages_seen = 0;
+    double dirty_seconds = 0;
+    while (true) {
+      if (absl::Status s = SendRound(false); !s.ok()) return s;
+      const absl::Time collect_start = absl::Now();
+      absl::StatusOr<uint64_t> collected = tracker_.Collect(dirty_);
+      if (!collected.ok()) return collected.status();
+      const absl::Time now = absl::Now();
+      // The wire idles while this runs, between one round's confirmation
+      // and the next one's first packet.
+      report_.collect_s += Seconds(now - collect_start);
+      dirty_pages_seen += *collected;
+      dirty_seconds += Seconds(now - last_collect_);
+      last_collect_ = now;
+      report_.dirty_pages_per_s =
+          dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
+      const std::optional<double> estimate =
+          link_.SecondsFor(dirty_.Count(), kPageSize);
+      report_.estimated_final_s = estimate.value_or(0);
+      live_.dirty_rate_bits.store(LiveState::Bits(report_.dirty_pages_per_s));
+      live_.estimate_bits.store(LiveState::Bits(report_.estimated_final_s));
+      if (estimate &&
+          *estimate <= absl::ToDoubleSeconds(config_.downtime_limit)) {
+        report_.converged_by = "downtime-limit";
+        return absl::OkStatus();
+      }
+      if (report_.rounds.size() >= config_.max_rounds) {
+        report_.converged_by = "max-rounds";
+        return absl::OkStatus();
+      }
+    }
+  }
+
+  // Stop and copy: nothing writes from here, so the last collect is
+  // complete and the final round leaves the destination identical.
+  absl::Status StopAndCopy() {
+    const absl::Time pause = absl::Now();
+    load_.Pause();
+    paused_ = true;
+    // Memory is frozen from here: the check's hashing may start now, on
+    // idle CPU only, beside the final round.
+    if (config_.verify) {
+      if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+    }
+    absl::Status s = tracker_.Collect(dirty_).status();
+    report_.final_collect_s = Seconds(absl::Now() - pause);
+    if (s.ok()) s = SendRound(true);
+    report_.transfer_s = Seconds(absl::Now() - transfer_start_);
+    // Switchover: the destination confirmed the final round.
+    report_.downtime_s = Seconds(absl::Now() - pause);
+    if (!report_.rounds.empty() && report_.rounds.back().final) {
+      report_.final_round_s = report_.rounds.back().seconds;
+    }
+    return s;
+  }
+
+  // The destination answers from the digests it took as pages landed, so
+  // it need not wait for this; the source stays paused until the check is
+  // done (it may have to resume).
+  absl::Status VerifyWhilePaused() {
+    const absl::Time verify_start = absl::Now();
+    absl::StatusOr<VerifyReport> v = sender_->Verify();
+    report_.verify_s = Seconds(absl::Now() - verify_start);
+    if (!v.ok()) return v.status();
+    report_.pages_verified = v->pages_checked;
+    report_.pages_mismatched = v->pages_mismatched;
+    report_.verified = v->ok() && v->pages_checked == region_.page_count();
+    if (report_.verified) return absl::OkStatus();
+    absl::Status bad = absl::DataLossError(absl::StrFormat(
+        "verification failed: %d of %d pages differ (first: page %d)",
+        v->pages_mismatched, v->pages_checked,
+        v->first_mismatches.empty() ? 0 : v->first_mismatches[0].second));
+    sender_->Abort(bad);
+    return bad;
+  }
+
+  absl::Status Finish() {
+    report_.bytes_resent =
+        report_.bytes_sent -
+        std::min<uint64_t>(report_.bytes_sent, region_.length);
+    absl::Status done = sender_->Finish();
+    if (done.ok()) load_.Stop();  // the destination owns the memory now
+    return done;
+  }
+
+  const PrecopyConfig& config_;
+  const Region& region_;
+  DirtyTracker& tracker_;
+  Memload& load_;
+  const absl::Time start_ = absl::Now();
+  PrecopyReport report_;
+  std::unique_ptr<Sender> sender_;
+  DirtyBitmap dirty_;
+  LiveState live_;
+  LinkRate link_;
+  absl::Time transfer_start_;
+  absl::Time last_collect_;
+  bool paused_ = false;
+};
+
 }  // namespace
 
 PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
                          DirtyTracker& tracker, Memload& load) {
-  PrecopyReport report;
-  const absl::Time start = absl::Now();
-  bool paused = false;
-  // Every exit path ends here: on failure the source keeps its workload.
-  auto finish = [&](absl::Status status) {
-    report.status = std::move(status);
-    report.total_s = Seconds(absl::Now() - start);
-    if (!report.status.ok() && paused) load.Resume();
-    report.workload_running_after = load.running() && StillWriting(load);
-    report.workload_pages_written = load.pages_written();
-    return report;
-  };
-
-  absl::StatusOr<std::unique_ptr<Sender>> connected =
-      Sender::Connect(config.session, {&region, 1});
-  report.setup_s = Seconds(absl::Now() - start);
-  if (!connected.ok()) return finish(connected.status());
-  Sender& sender = **connected;
-  for (const std::string& w : sender.warnings()) {
-    std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
-  }
-  auto record_session = [&] {
-    report.stats = sender.stats();
-    report.confirmed_rounds = sender.confirmed_rounds();
-  };
-
-  DirtyBitmap dirty(region.page_count());
-  DirtyBitmap* bitmaps[] = {&dirty};
-  // Round 0 sends everything, so writes so far need not be tracked.
-  if (absl::StatusOr<uint64_t> c = tracker.Collect(dirty); !c.ok()) {
-    return finish(c.status());
-  }
-  dirty.SetAll();
-
-  LiveState live;
-  const absl::Time transfer_start = absl::Now();
-  absl::Time last_collect = transfer_start;
-  LinkRate link;
-  uint64_t dirty_pages_seen = 0;
-  double dirty_seconds = 0;
-  {
-    ProgressThread progress(config.progress, &sender, &live);
-    auto send_round = [&](bool final) -> absl::Status {
-      live.round.store(report.rounds.size());
-      live.round_pages.store(dirty.Count());
-      live.pages_before_round.store(sender.stats().Total().pages);
-      live.final_round.store(final);
-      absl::StatusOr<RoundResult> r = sender.SendRound(bitmaps);
-      if (!r.ok()) return r.status();
-      const double s = absl::ToDoubleSeconds(r->elapsed);
-      report.rounds.push_back({r->pages, r->bytes, s, final});
-      report.bytes_sent += r->bytes;
-      link.AddRound(r->bytes, s);
-      return absl::OkStatus();
-    };
-
-    while (true) {
-      if (absl::Status s = send_round(false); !s.ok()) {
-        record_session();
-        return finish(s);
-      }
-      const absl::Time collect_start = absl::Now();
-      absl::StatusOr<uint64_t> collected = tracker.Collect(dirty);
-      if (!collected.ok()) {
-        record_session();
-        return finish(collected.status());
-      }
-      const absl::Time now = absl::Now();
-      // The wire idles while this runs, between one round's confirmation
-      // and the next one's first packet.
-      report.collect_s += Seconds(now - collect_start);
-      dirty_pages_seen += *collected;
-      dirty_seconds += Seconds(now - last_collect);
-      last_collect = now;
-      const double rate =
-          dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
-      const uint64_t pending = dirty.Count();
-      const std::optional<double> estimate =
-          link.SecondsFor(pending, kPageSize);
-      report.estimated_final_s = estimate.value_or(0);
-      live.dirty_rate_bits.store(LiveState::Bits(rate));
-      live.estimate_bits.store(LiveState::Bits(report.estimated_final_s));
-      if (estimate &&
-          *estimate <= absl::ToDoubleSeconds(config.downtime_limit)) {
-        report.converged_by = "downtime-limit";
-        break;
-      }
-      if (report.rounds.size() >= config.max_rounds) {
-        report.converged_by = "max-rounds";
-        break;
-      }
-    }
-    report.dirty_pages_per_s =
-        dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
-
-    // Stop and copy: nothing writes from here, so the last collect is
-    // complete and the final round leaves the destination identical.
-    const absl::Time pause = absl::Now();
-    load.Pause();
-    paused = true;
-    // Memory is frozen from here: the check's hashing may start now, on
-    // idle CPU only, beside the final round.
-    if (config.verify) {
-      if (absl::Status v = sender.StartVerify(); !v.ok()) {
-        record_session();
-        return finish(v);
-      }
-    }
-    absl::Status s = tracker.Collect(dirty).status();
-    report.final_collect_s = Seconds(absl::Now() - pause);
-    if (s.ok()) s = send_round(true);
-    report.transfer_s = Seconds(absl::Now() - transfer_start);
-    // Switchover: the destination confirmed the final round.
-    report.downtime_s = Seconds(absl::Now() - pause);
-    if (!report.rounds.empty() && report.rounds.back().final) {
-      report.final_round_s = report.rounds.back().seconds;
-    }
-    if (!s.ok()) {
-      record_session();
-      return finish(s);
-    }
-    if (config.verify) {
-      // The destination answers from the digests it took as pages landed,
-      // so it need not wait for this; the source stays paused until the
-      // check is done (it may have to resume).
-      const absl::Time verify_start = absl::Now();
-      absl::StatusOr<VerifyReport> v = sender.Verify();
-      report.verify_s = Seconds(absl::Now() - verify_start);
-      if (!v.ok()) {
-        record_session();
-        return finish(v.status());
-      }
-      report.pages_verified = v->pages_checked;
-      report.pages_mismatched = v->pages_mismatched;
-      report.verified = v->ok() && v->pages_checked == region.page_count();
-      if (!report.verified) {
-        absl::Status bad = absl::DataLossError(absl::StrFormat(
-            "verification failed: %d of %d pages differ (first: page %d)",
-            v->pages_mismatched, v->pages_checked,
-            v->first_mismatches.empty() ? 0 : v->first_mismatches[0].second));
-        sender.Abort(bad);
-        record_session();
-        return finish(bad);
-      }
-    }
-  }
-  report.bytes_resent =
-      report.bytes_sent - std::min<uint64_t>(report.bytes_sent, region.length);
-  absl::Status done = sender.Finish();
-  record_session();
-  if (done.ok()) load.Stop();  // the destination owns the memory now
-  return finish(done);
+  return PrecopyRun(config, region, tracker, load).Run();
 }
 
 }  // namespace ramferry::migrate
