@@ -34,6 +34,60 @@ RdmaConfig RdmaConfigFor(const ConnectSpec& spec) {
   return config;
 }
 
+// How each family's channels come to exist: either over a socket this
+// layer connects and accepts (open_socket), or by a connection the family
+// makes itself (dial, listen; kCapOwnsConnection). The one place a kind
+// maps to its code.
+struct Connector {
+  TransportKind kind;
+  absl::StatusOr<std::unique_ptr<Transport>> (*open_socket)(
+      int fd, const TransportOptions& options);
+  absl::StatusOr<DialedChannel> (*dial)(const ConnectSpec& spec,
+                                        const proto::Hello& hello);
+  absl::StatusOr<std::unique_ptr<ChannelListener>> (*listen)(
+      const ConnectSpec& spec, ChannelListener::Admit admit,
+      ChannelListener::Deliver deliver);
+};
+
+absl::StatusOr<DialedChannel> DialRdma(const ConnectSpec& spec,
+                                       const proto::Hello& hello) {
+  DialedChannel d;
+  absl::StatusOr<std::unique_ptr<Transport>> t = ConnectRdma(
+      spec.host, spec.port, hello, spec.options, RdmaConfigFor(spec), &d.reply);
+  if (!t.ok()) return t.status();
+  d.transport = std::move(*t);
+  return d;
+}
+
+absl::StatusOr<std::unique_ptr<ChannelListener>> ListenRdma(
+    const ConnectSpec& spec, ChannelListener::Admit admit,
+    ChannelListener::Deliver deliver) {
+  absl::StatusOr<std::unique_ptr<RdmaListener>> l = RdmaListener::Listen(
+      spec.host, spec.port, spec.options, RdmaConfigFor(spec), std::move(admit),
+      std::move(deliver));
+  if (!l.ok()) return l.status();
+  return std::make_unique<RdmaChannelListener>(std::move(*l));
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> OpenTcpChannel(
+    int fd, const TransportOptions& options) {
+  return OpenTcp(fd, options);
+}
+
+constexpr Connector kConnectors[] = {
+    {TransportKind::kTcp, &OpenTcpChannel, nullptr, nullptr},
+    {TransportKind::kTcpZeroCopy, &OpenTcpZeroCopy, nullptr, nullptr},
+    {TransportKind::kUringZeroCopy, &OpenUringZeroCopy, nullptr, nullptr},
+    {TransportKind::kRdma, nullptr, &DialRdma, &ListenRdma},
+};
+
+const Connector* FindConnector(TransportKind kind) {
+  for (const Connector& c : kConnectors) {
+    if (c.kind == kind) return &c;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedTransport> ResolveTransport(TransportKind kind,
@@ -64,37 +118,29 @@ absl::StatusOr<ResolvedTransport> ResolveTransport(TransportKind kind,
 
 absl::StatusOr<std::unique_ptr<Transport>> OpenSocketChannel(
     TransportKind kind, int fd, const TransportOptions& options) {
+  const Connector* c = FindConnector(kind);
+  if (c == nullptr || c->open_socket == nullptr) {
+    close(fd);
+    return absl::UnimplementedError(
+        absl::StrCat("transport ", TransportKindName(kind),
+                     " does not run on a connected socket"));
+  }
   if (absl::Status s = SetStallTimeouts(fd, options.stall_timeout); !s.ok()) {
     close(fd);
     return s;
   }
-  switch (kind) {
-    case TransportKind::kTcp:
-      return OpenTcp(fd, options);
-    case TransportKind::kTcpZeroCopy:
-      return OpenTcpZeroCopy(fd, options);
-    case TransportKind::kUringZeroCopy:
-      return OpenUringZeroCopy(fd, options);
-    default:
-      close(fd);
-      return absl::UnimplementedError(
-          absl::StrCat("transport ", TransportKindName(kind),
-                       " does not run on a connected socket"));
-  }
+  return c->open_socket(fd, options);
 }
 
 absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
                                           const ConnectSpec& spec,
                                           const proto::Hello& hello) {
-  DialedChannel d;
-  if ((StaticCapabilities(kind) & kCapOwnsConnection) != 0) {
-    absl::StatusOr<std::unique_ptr<Transport>> t =
-        ConnectRdma(spec.host, spec.port, hello, spec.options,
-                    RdmaConfigFor(spec), &d.reply);
-    if (!t.ok()) return t.status();
-    d.transport = std::move(*t);
-    return d;
+  const Connector* c = FindConnector(kind);
+  if (c == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transport ", static_cast<int>(kind), " is not one this build has"));
   }
+  if (c->dial != nullptr) return c->dial(spec, hello);
   absl::StatusOr<int> fd =
       ConnectWithRetry(spec.host, spec.port, spec.connect_timeout);
   if (!fd.ok()) return fd.status();
@@ -107,6 +153,7 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
   absl::StatusOr<std::unique_ptr<Transport>> t =
       OpenSocketChannel(kind, *fd, spec.options);
   if (!t.ok()) return t.status();
+  DialedChannel d;
   d.transport = std::move(*t);
   d.reply = *reply;
   d.socket_fd = *fd;
@@ -116,17 +163,14 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
     TransportKind kind, const ConnectSpec& spec, ChannelListener::Admit admit,
     ChannelListener::Deliver deliver) {
-  if (kind != TransportKind::kRdma) {
+  const Connector* c = FindConnector(kind);
+  if (c == nullptr || c->listen == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "transport ", TransportKindName(kind),
         " channels arrive through the destination's TCP acceptor; it has no "
         "listener of its own"));
   }
-  absl::StatusOr<std::unique_ptr<RdmaListener>> l = RdmaListener::Listen(
-      spec.host, spec.port, spec.options, RdmaConfigFor(spec), std::move(admit),
-      std::move(deliver));
-  if (!l.ok()) return l.status();
-  return std::make_unique<RdmaChannelListener>(std::move(*l));
+  return c->listen(spec, std::move(admit), std::move(deliver));
 }
 
 }  // namespace ramferry::channels

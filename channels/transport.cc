@@ -24,17 +24,22 @@ absl::string_view NameOf(const std::pair<Enum, absl::string_view> (&table)[N],
   return "unknown";
 }
 
+absl::Status UnknownName(absl::string_view what, absl::string_view name,
+                         absl::Span<const absl::string_view> choices) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown %s '%s'; choose one of: %s", what, name,
+                      absl::StrJoin(choices, ", ")));
+}
+
 template <typename Enum, size_t N>
 absl::StatusOr<Enum> Parse(const std::pair<Enum, absl::string_view> (&table)[N],
                            absl::string_view what, absl::string_view name) {
+  std::vector<absl::string_view> names;
   for (const auto& [v, n] : table) {
     if (n == name) return v;
+    names.push_back(n);
   }
-  std::vector<absl::string_view> names;
-  for (const auto& entry : table) names.push_back(entry.second);
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown %s '%s'; choose one of: %s", what, name,
-                      absl::StrJoin(names, ", ")));
+  return UnknownName(what, name, names);
 }
 
 }  // namespace
@@ -49,9 +54,7 @@ absl::StatusOr<TransportKind> ParseTransportKind(absl::string_view name) {
     if (f.name == name) return f.kind;
     names.push_back(f.name);
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown transport '%s'; choose one of: %s", name,
-                      absl::StrJoin(names, ", ")));
+  return UnknownName("transport", name, names);
 }
 bool IsZeroCopy(TransportKind kind) {
   return (channels::StaticCapabilities(kind) & channels::kCapZeroCopy) != 0;
