@@ -16,7 +16,7 @@ constexpr uint32_t kZeroCopySocketCaps =
     kSocketCaps | kCapZeroCopy | kCapHeaderSlots | kCapCompletionPolicies |
     kCapPinsSendMemory;
 
-const TransportFamily kFamilies[] = {
+constexpr TransportFamily kFamilies[] = {
     {TransportKind::kTcp, "tcp", kSocketCaps, nullptr, std::nullopt},
     {TransportKind::kTcpZeroCopy, "tcp-zerocopy", kZeroCopySocketCaps, nullptr,
      std::nullopt},

@@ -27,47 +27,25 @@
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/transport.h"
-
-namespace ramferry {
-// Readable parameters in gtest's output and ctest's test names.
-inline void PrintTo(TransportKind kind, std::ostream* os) {
-  *os << TransportKindName(kind);
-}
-inline void PrintTo(CompletionPolicy policy, std::ostream* os) {
-  *os << CompletionPolicyName(policy);
-}
-}  // namespace ramferry
+#include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 
 namespace ramferry::conformance {
 
-// Every transport the suite covers, built or not.
-inline constexpr TransportKind kAllTransports[] = {
-    TransportKind::kTcp, TransportKind::kTcpZeroCopy,
-    TransportKind::kUringZeroCopy, TransportKind::kRdma};
-inline constexpr TransportKind kZeroCopyTransports[] = {
-    TransportKind::kTcpZeroCopy, TransportKind::kUringZeroCopy,
-    TransportKind::kRdma};
+// Every transport the suite covers, built or not, and the zero-copy ones
+// (from the family table; initialized before any test registration that
+// includes this header).
+inline const std::vector<TransportKind> kAllTransports =
+    testing::TransportsWith(0);
+inline const std::vector<TransportKind> kZeroCopyTransports =
+    testing::TransportsWith(channels::kCapZeroCopy);
 inline constexpr CompletionPolicy kAllPolicies[] = {
     CompletionPolicy::kWrap, CompletionPolicy::kSlot, CompletionPolicy::kEach};
 
-// "uring-zc" -> "uring_zc": a valid gtest name part.
-std::string TestName(TransportKind kind);
-std::string TestName(CompletionPolicy policy);
-
-// Empty when `kind` can run here; otherwise why not, for GTEST_SKIP:
-// uring-zc where the io_uring probe fails; rdma where its probe finds no
-// RDMA device (a session fails with FAILED_PRECONDITION) or RXE_IP does
-// not name the device's address. Any other failure is not a reason to skip: the
-// tests then run, and fail, loudly.
-std::string WhyUnavailable(TransportKind kind);
-
-// RDMA cannot use 127.0.0.1: its sessions and pairs use the address of
-// the RDMA device, $RXE_IP (set in the Soft-RoCE VM, tests/rdma_vm). Empty
-// when unset.
-std::string RdmaHost();
-// Points `opt` at RdmaHost() when it is an rdma session and RXE_IP is set;
-// leaves every other session on its loopback default.
-void UseTransportHost(SessionOptions& opt);
+using testing::RdmaHost;
+using testing::TestName;
+using testing::UseTransportHost;
+using testing::WhyUnavailable;
 
 // The send side of `kind` and the receive side it talks to. Socket
 // transports: channels::OpenSocketChannel and the receive
@@ -163,12 +141,8 @@ void RewriteRandomPages(const Region& region, uint64_t count,
 // Polls `done` until it holds or `timeout` passes; whether it held.
 bool PollUntil(const std::function<bool()>& done, absl::Duration timeout);
 
-// Threads in this process (from /proc/self/status).
-int ThreadCount();
-// Whether no thread runs here but the caller's, so that fork() is safe and
-// the child may start threads. TSan's own background thread aside: the
-// runtime forks safely with it, and it is not a thread of the program.
-bool SingleThreaded();
+using testing::SingleThreaded;
+using testing::ThreadCount;
 
 // Runs `body` in a forked child; its return value is the exit code, and
 // what it writes to the given fd comes back as the report. Fork happens in

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "channels/transport.h"
 #include "engine/control.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,10 +21,12 @@
 #include "ramferry/auth_key.h"
 #include "tests/support/fake_source.h"
 #include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 
 namespace ramferry {
 namespace {
 
+using testing::AllZero;
 using ::testing::Contains;
 using testing::FakeSource;
 using ::testing::HasSubstr;
@@ -43,17 +46,9 @@ SessionOptions Keyed(const std::string& key) {
   return o;
 }
 
-bool AllZero(const Region& r) {
-  const auto* p = static_cast<const uint8_t*>(r.base);
-  for (uint64_t i = 0; i < r.length; ++i) {
-    if (p[i] != 0) return false;
-  }
-  return true;
-}
-
 TEST(AuthTest, MatchingKeysTransferOnEveryTcpTransport) {
-  for (TransportKind kind : {TransportKind::kTcp, TransportKind::kTcpZeroCopy,
-                             TransportKind::kUringZeroCopy}) {
+  for (TransportKind kind :
+       testing::TransportsWith(channels::kCapAuthenticatedHello)) {
     SessionOptions o = Keyed(kKey);
     o.transport = kind;
     o.fallback_to_tcp_zerocopy = true;

@@ -15,6 +15,7 @@
 namespace ramferry {
 namespace {
 
+using testing::AllZero;
 using testing::FakeSource;
 using ::testing::HasSubstr;
 using testing::MakeRegion;
@@ -25,11 +26,6 @@ constexpr uint32_t kMaxPages = 128;
 
 std::vector<proto::RegionInfo> Table() {
   return {{1, 4096, kRegionBytes, "region-1"}};
-}
-
-bool AllZero(const Region& r) {
-  const uint8_t* p = static_cast<const uint8_t*>(r.base);
-  return std::all_of(p, p + r.length, [](uint8_t b) { return b == 0; });
 }
 
 proto::PacketHeader Data(uint32_t channel, uint64_t num, uint32_t pages) {

@@ -36,12 +36,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/uring_zerocopy.h"
+#include "channels/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 
 namespace ramferry {
 namespace {
@@ -49,6 +50,8 @@ namespace {
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using testing::ServingReceiver;
+using testing::SingleThreaded;
+using testing::WhyUnavailable;
 
 constexpr uint64_t kPageSize = 4096;
 constexpr uint64_t kPages = 2048;  // 8 MiB
@@ -194,23 +197,6 @@ absl::Status RunRounds(Sender& sender, uint8_t* src, OnRound on_round) {
   return sender.Finish();
 }
 
-bool SingleThreaded() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) {
-      // TSan runs a background thread of its own; fork is safe with it.
-      const int n = std::stoi(line.substr(8));
-#if defined(__SANITIZE_THREAD__)
-      return n <= 2;
-#else
-      return n == 1;
-#endif
-    }
-  }
-  return false;
-}
-
 // Kills `pid` once `progress()` reaches `target`, after a further random
 // delay: a random point of the transfer, whatever the machine's speed.
 class Killer {
@@ -248,14 +234,6 @@ bool DiedOfSigkill(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return false;
   return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-}
-
-std::string WhyUnavailable(TransportKind kind) {
-  if (kind != TransportKind::kUringZeroCopy) return "";
-  absl::Status probe = channels::ProbeUringZeroCopy();
-  return probe.ok()
-             ? ""
-             : absl::StrCat("uring-zc cannot run here: ", probe.message());
 }
 
 using Param = std::tuple<TransportKind, int>;  // transport, seed
@@ -416,9 +394,10 @@ TEST_P(LoopbackKill, SourceKilledAtARandomPoint) {
   EXPECT_LE(present, static_cast<int>(applied) + 1);
 }
 
-constexpr TransportKind kSocketTransports[] = {TransportKind::kTcp,
-                                               TransportKind::kTcpZeroCopy,
-                                               TransportKind::kUringZeroCopy};
+// The transports whose connections this test can kill and reset: the
+// ones on a socket the engine holds.
+const std::vector<TransportKind> kSocketTransports =
+    testing::TransportsWith(0, channels::kCapOwnsConnection);
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   std::string name(TransportKindName(std::get<0>(info.param)));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "channels/transport.h"
 #include "channels/uring_zerocopy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,6 +20,7 @@
 #include "tests/support/fake_source.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 
 namespace ramferry {
 namespace {
@@ -290,9 +292,10 @@ TEST_P(SurviveTest, ChannelLostOnItsFinishPacket) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SurviveTest,
-                         ::testing::Values(TransportKind::kTcp,
-                                           TransportKind::kTcpZeroCopy,
-                                           TransportKind::kUringZeroCopy),
+                         // Survive mode needs every channel's data to pass
+                         // its receive thread.
+                         ::testing::ValuesIn(testing::TransportsWith(
+                             0, channels::kCapRemotePlacement)),
                          [](const auto& info) {
                            std::string name(TransportKindName(info.param));
                            std::erase(name, '-');

@@ -5,7 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -97,6 +100,28 @@ bool SameBytes(const Region& a, const Region& b) {
   return a.length == b.length &&
          SameMemory(static_cast<const uint8_t*>(a.base),
                     static_cast<const uint8_t*>(b.base), a.length);
+}
+
+bool AllZero(const Region& r) {
+  const auto* p = static_cast<const uint8_t*>(r.base);
+  return std::all_of(p, p + r.length, [](uint8_t b) { return b == 0; });
+}
+
+int ThreadCount() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+bool SingleThreaded() {
+#if defined(__SANITIZE_THREAD__)
+  return ThreadCount() <= 2;
+#else
+  return ThreadCount() == 1;
+#endif
 }
 
 std::pair<int, uint16_t> ListenOnLoopback(int backlog) {

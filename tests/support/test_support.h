@@ -64,6 +64,15 @@ struct LoopbackPair {
 
 // Whether two memory ranges are byte-identical.
 bool SameBytes(const Region& a, const Region& b);
+// Every byte of `r` is zero.
+bool AllZero(const Region& r);
+
+// Threads in this process (from /proc/self/status).
+int ThreadCount();
+// Whether no thread runs here but the caller's, so that fork() is safe and
+// the child may start threads. TSan's own background thread aside: the
+// runtime forks safely with it, and it is not a thread of the program.
+bool SingleThreaded();
 
 // Loopback TCP for tests that speak to an end directly. Each fails the
 // test (EXPECT) when a socket call fails.
