@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/socket_io.h"
+#include "channels/transport_family.h"
 
 namespace ramferry::channels {
 
@@ -255,7 +256,7 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   rdma_cm_id* id = ev->id;
   proto::HelloReply reply;
   proto::Hello hello;
-  absl::StatusOr<proto::Hello> decoded = proto::DecodeHello(
+  absl::StatusOr<proto::Hello> decoded = DecodeChannelHello(
       {static_cast<const uint8_t*>(ev->param.conn.private_data),
        ev->param.conn.private_data_len});
   if (!decoded.ok()) {

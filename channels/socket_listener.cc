@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "channels/socket_io.h"
+#include "channels/transport_family.h"
 #include "proto/auth.h"
 
 namespace ramferry::channels {
@@ -142,7 +143,7 @@ class SocketListener::Impl {
   }
 
   void OnHello(const std::shared_ptr<Pending>& p) {
-    absl::StatusOr<proto::Hello> hello = proto::DecodeHello(p->hello);
+    absl::StatusOr<proto::Hello> hello = DecodeChannelHello(p->hello);
     if (!hello.ok()) return Reply(p, Refusal(hello.status()));
     p->decoded = *hello;
     const bool keyed = !options_.key.empty();

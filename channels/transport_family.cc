@@ -1,15 +1,12 @@
 #include "channels/transport_family.h"
 
+#include "absl/strings/str_format.h"
 #include "channels/rdma.h"
 #include "channels/uring_zerocopy.h"
 #include "proto/handshake.h"
 
 namespace ramferry::channels {
 namespace {
-
-// The Hello's codec checks rdma's chunk-size field by this wire id.
-static_assert(proto::kRdmaTransportId ==
-              static_cast<uint16_t>(TransportKind::kRdma));
 
 constexpr uint32_t kSocketCaps = kCapAuthenticatedHello;
 constexpr uint32_t kZeroCopySocketCaps =
@@ -48,6 +45,30 @@ const TransportFamily* FindTransportFamily(uint16_t wire_id) {
 uint32_t StaticCapabilities(TransportKind kind) {
   const TransportFamily* f = FindTransportFamily(kind);
   return f == nullptr ? 0 : f->capabilities;
+}
+
+absl::StatusOr<proto::Hello> DecodeChannelHello(absl::Span<const uint8_t> in) {
+  absl::StatusOr<proto::Hello> h = proto::DecodeHello(in);
+  if (!h.ok()) return h;
+  const TransportFamily* family = FindTransportFamily(h->transport);
+  if (family == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown transport %d", h->transport));
+  }
+  const bool chunked = (family->capabilities & kCapChunkedRegistration) != 0;
+  if (!chunked && h->rdma_chunk_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello reserved field (RDMA chunk bytes) is %d for transport %d; "
+        "want 0",
+        h->rdma_chunk_bytes, h->transport));
+  }
+  if (chunked && h->rdma_chunk_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hello RDMA chunk bytes %d is not a power of two in [%d, %d]",
+        h->rdma_chunk_bytes, proto::kMinRdmaChunkBytes,
+        proto::kMaxRdmaChunkBytes));
+  }
+  return h;
 }
 
 }  // namespace ramferry::channels

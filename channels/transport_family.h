@@ -9,9 +9,11 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "channels/transport.h"
+#include "proto/handshake.h"
 #include "ramferry/transport.h"
 
 namespace ramferry::channels {
@@ -40,6 +42,11 @@ const TransportFamily* FindTransportFamily(uint16_t wire_id);
 
 // The capabilities of `kind`; 0 for an unknown one.
 uint32_t StaticCapabilities(TransportKind kind);
+
+// proto::DecodeHello, then what the Hello's transport promises: a family
+// this build has, and a chunk size exactly where the family registers in
+// chunks (kCapChunkedRegistration). Every listener decodes with it.
+absl::StatusOr<proto::Hello> DecodeChannelHello(absl::Span<const uint8_t> in);
 
 }  // namespace ramferry::channels
 

@@ -89,13 +89,7 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
         "and HMAC-SHA256 (1)",
         h.auth));
   }
-  if (h.transport != kRdmaTransportId && h.rdma_chunk_bytes != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "hello reserved field (RDMA chunk bytes) is %d for transport %d; "
-        "want 0",
-        h.rdma_chunk_bytes, h.transport));
-  }
-  if (h.transport == kRdmaTransportId &&
+  if (h.rdma_chunk_bytes != 0 &&
       (h.rdma_chunk_bytes < kMinRdmaChunkBytes ||
        h.rdma_chunk_bytes > kMaxRdmaChunkBytes ||
        (h.rdma_chunk_bytes & (h.rdma_chunk_bytes - 1)) != 0)) {

@@ -86,13 +86,14 @@ struct Hello {
   uint32_t channel_count = 1;
   uint64_t capabilities = 0;
   uint32_t max_packet_pages = 0;
-  uint16_t transport = 0;
-  uint16_t auth = 0;  // kAuthNone or kAuthHmacSha256 (proto/auth.h)
+  uint16_t transport = 0;  // a TransportKind; its meaning is the channels'
+  uint16_t auth = 0;       // kAuthNone or kAuthHmacSha256 (proto/auth.h)
   uint64_t rdma_chunk_bytes = 0;
 };
 
-// The transport id of RDMA in a Hello (TransportKind::kRdma).
-inline constexpr uint16_t kRdmaTransportId = 4;
+// A Hello's rdma_chunk_bytes: 0, or a power of two in [min, max]. Which
+// transports must send one (those that register memory in chunks) is the
+// transport layer's to say: channels::DecodeChannelHello.
 inline constexpr uint64_t kMinRdmaChunkBytes = 4096;
 inline constexpr uint64_t kMaxRdmaChunkBytes = 1ull << 30;
 
@@ -106,7 +107,9 @@ struct HelloReply {
 
 void EncodeHello(const Hello& hello, absl::Span<uint8_t> out);
 // Checks everything a Hello can be checked for alone: magic, version, role,
-// channel index < count <= kMaxChannels, page bound, reserved fields.
+// channel index < count <= kMaxChannels, page bound, reserved fields, the
+// chunk size's form. What depends on the transport is checked by
+// channels::DecodeChannelHello, which every listener decodes with.
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in);
 
 void EncodeHelloReply(const HelloReply& reply, absl::Span<uint8_t> out);

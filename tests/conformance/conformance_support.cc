@@ -79,7 +79,7 @@ absl::StatusOr<TransportPair> OpenRdmaPair(
           host, 0, rx_options, config,
           [offered](const proto::Hello& h) {
             proto::HelloReply reply;
-            if (h.transport != proto::kRdmaTransportId) {
+            if (h.transport != static_cast<uint16_t>(TransportKind::kRdma)) {
               reply.status =
                   static_cast<uint16_t>(absl::StatusCode::kInvalidArgument);
               reply.reason = absl::StrCat("transport ", h.transport,
@@ -105,7 +105,7 @@ absl::StatusOr<TransportPair> OpenRdmaPair(
   hello.channel_count = 1;
   hello.capabilities = offered;
   hello.max_packet_pages = 64;
-  hello.transport = proto::kRdmaTransportId;
+  hello.transport = static_cast<uint16_t>(TransportKind::kRdma);
   hello.rdma_chunk_bytes = rdma.chunk_bytes;
   proto::HelloReply reply;
   absl::StatusOr<std::unique_ptr<channels::Transport>> tx =

@@ -1,14 +1,17 @@
-// Fuzzes DecodeHello, the first bytes every connection sends (TCP stream or
-// RDMA connect private data), before anything about the peer is known.
+// Fuzzes DecodeChannelHello (DecodeHello, then the transport's rules), the
+// first bytes every connection sends (TCP stream or RDMA connect private
+// data), before anything about the peer is known.
 //
 // Properties: an accepted Hello obeys every rule the acceptor relies on
 // (role, nonzero session, known auth method, index < count <= kMaxChannels,
-// page bound, RDMA chunk size); re-encoding it gives back the 56 input bytes
+// page bound, a known transport, a chunk size exactly where the transport
+// registers in chunks); re-encoding it gives back the 56 input bytes
 // exactly.
 #include <cstdint>
 #include <cstring>
 
 #include "absl/status/statusor.h"
+#include "channels/transport_family.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
@@ -18,8 +21,11 @@ namespace ramferry::fuzz {
 namespace {
 
 void FuzzHello(absl::Span<const uint8_t> in) {
-  absl::StatusOr<proto::Hello> h = proto::DecodeHello(in);
+  absl::StatusOr<proto::Hello> h = channels::DecodeChannelHello(in);
   if (!h.ok()) return;
+  const channels::TransportFamily* family =
+      channels::FindTransportFamily(h->transport);
+  FUZZ_CHECK(family != nullptr);
   FUZZ_CHECK(in.size() >= proto::kHelloBytes);
   FUZZ_CHECK(h->role == proto::Role::kControl || h->role == proto::Role::kData);
   FUZZ_CHECK(!h->session.is_zero());
@@ -27,7 +33,7 @@ void FuzzHello(absl::Span<const uint8_t> in) {
   FUZZ_CHECK(h->channel_index < h->channel_count);
   FUZZ_CHECK(h->max_packet_pages >= 1 &&
              h->max_packet_pages <= proto::kMaxPacketPagesLimit);
-  if (h->transport == proto::kRdmaTransportId) {
+  if ((family->capabilities & channels::kCapChunkedRegistration) != 0) {
     FUZZ_CHECK(h->rdma_chunk_bytes >= proto::kMinRdmaChunkBytes &&
                h->rdma_chunk_bytes <= proto::kMaxRdmaChunkBytes &&
                (h->rdma_chunk_bytes & (h->rdma_chunk_bytes - 1)) == 0);

@@ -28,6 +28,7 @@
 #include "proto/packet.h"
 #include "proto/rdma_control.h"
 #include "proto/wire.h"
+#include "ramferry/transport.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace ramferry::fuzz {
@@ -269,7 +270,7 @@ void HelloSeeds(std::map<std::string, Bytes>* out) {
   h.channel_count = 2;
   h.max_packet_pages = 1;
   h.capabilities = proto::kCapRdmaPinAll | proto::kCapRdmaRegBatch;
-  h.transport = proto::kRdmaTransportId;
+  h.transport = static_cast<uint16_t>(TransportKind::kRdma);
   h.rdma_chunk_bytes = 1 << 20;
   (*out)["rdma_1mib_chunks"] = HelloBytes(h);
   h.rdma_chunk_bytes = proto::kMaxRdmaChunkBytes;

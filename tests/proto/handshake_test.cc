@@ -201,14 +201,22 @@ TEST(HelloTest, AuthMethodRoundTripsAndUnknownOnesAreRefused) {
   }
 }
 
-TEST(HelloTest, RejectsNonzeroReserved) {
-  // Bytes 48..55 (RDMA chunk bytes) must be zero for a socket transport.
-  for (size_t i = 48; i < 56; ++i) {
-    std::vector<uint8_t> buf = EncodeH(ValidHello());
-    buf[i] = 1;
-    absl::Status s = DecodeHello(buf).status();
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << i;
-    EXPECT_THAT(s.message(), HasSubstr("reserved")) << i;
+TEST(HelloTest, RejectsAChunkSizeOfTheWrongForm) {
+  // Bytes 48..55: 0, or a power of two in [4 KiB, 1 GiB] (whether the
+  // transport may send one is the channels' rule: transport_family_test).
+  for (uint64_t bytes : {uint64_t{1}, uint64_t{2048}, uint64_t{4097},
+                         uint64_t{3} << 20, uint64_t{2} << 30}) {
+    Hello h = ValidHello();
+    h.rdma_chunk_bytes = bytes;
+    absl::Status s = DecodeHello(EncodeH(h)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bytes;
+    EXPECT_THAT(s.message(), HasSubstr("not a power of two")) << bytes;
+  }
+  for (uint64_t bytes :
+       {uint64_t{4096}, uint64_t{1} << 20, uint64_t{1} << 30}) {
+    Hello h = ValidHello();
+    h.rdma_chunk_bytes = bytes;
+    EXPECT_TRUE(DecodeHello(EncodeH(h)).ok()) << bytes;
   }
 }
 
