@@ -1,6 +1,6 @@
-// The rotating header array of a zero-copy channel (the seed's idea: header
-// and pages leave in ONE zero-copy send, so the header memory must survive
-// until the kernel lets go of it; each packet takes the next slot).
+// The rotating header array of a zero-copy channel: header and pages leave
+// in ONE zero-copy send, so the header memory must survive until the
+// kernel lets go of it; each packet takes the next slot.
 //
 // Sends are identified by completion tokens that the transport issues in
 // increasing order (MSG_ZEROCOPY's per-socket counter, an io_uring

@@ -1,10 +1,9 @@
-// rdma: one RC queue pair per channel (verbs + librdmacm), built like the
-// seed series. Pages go by RDMA WRITE straight into the destination's
-// region; the packet header follows as a SEND on the same QP, in the same
-// ibv_post_send chain, so the destination sees the header only once the
-// pages are placed. Headers that fit the inline room the QP GRANTED go
-// IBV_SEND_INLINE; larger ones from registered header slots, released by
-// the SEND's completion.
+// rdma: one RC queue pair per channel (verbs + librdmacm). Pages go by RDMA
+// WRITE straight into the destination's region; the packet header follows as a
+// SEND on the same QP, in the same ibv_post_send chain, so the destination sees
+// the header only once the pages are placed. Headers that fit the inline room
+// the QP GRANTED go IBV_SEND_INLINE; larger ones from registered header slots,
+// released by the SEND's completion.
 //
 // Registration: pin-all (the destination registers whole regions and sends
 // their keys) or on demand (default): chunks the source has not written

@@ -32,8 +32,8 @@
 
 namespace ramferry::conformance {
 
-// Every transport the suite covers, built or not, and the zero-copy ones
-// (from the family table; initialized before any test registration that
+// Every transport the suite covers, runnable here or not, and the zero-copy
+// ones (from the family table; initialized before any test registration that
 // includes this header).
 inline const std::vector<TransportKind> kAllTransports =
     testing::TransportsWith(0);

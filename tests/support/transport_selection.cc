@@ -50,7 +50,7 @@ void UseTransportHost(SessionOptions& opt) {
 namespace {
 
 // A one-channel rdma session against a local destination, opened the way a
-// user opens one: OK when rdma is built into this tree and runs here.
+// user opens one: OK when rdma runs here.
 absl::Status OpenRdmaSession() {
   TestRegion src = MakeRegion(1, 1 << 20, 1, /*fill=*/true);
   TestRegion dst = MakeRegion(1, 1 << 20);

@@ -25,8 +25,8 @@ inline void PrintTo(CompletionPolicy policy, std::ostream* os) {
 namespace ramferry::testing {
 
 // Every kind this build has whose capabilities include all of `all_of`
-// and none of `none_of` (channels::TransportCapability bits), built or
-// runnable here or not: WhyUnavailable() decides what to skip.
+// and none of `none_of` (channels::TransportCapability bits), whether or
+// not it runs here: WhyUnavailable() decides what to skip.
 std::vector<TransportKind> TransportsWith(uint32_t all_of,
                                           uint32_t none_of = 0);
 

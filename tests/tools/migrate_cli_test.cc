@@ -98,6 +98,19 @@ TEST(MigrateCli, DemoJsonReportsVerifiedAndDowntime) {
   EXPECT_EQ(j["channel_stats"].size(), 2u);
 }
 
+// The destination's report grows with its channels (about 60 KB at the
+// 64 it accepts, near the 64 KiB line buffer it was once read with): at
+// the largest count it arrives whole, as JSON.
+TEST(MigrateCli, DemoJsonCarriesAManyChannelDestinationReportWhole) {
+  CommandResult r = RunCommand(
+      {kMigrate, "--demo", "--json", "--size=16MiB", "--channels=64"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_FALSE(j["destination"].contains("unparsed"));
+  EXPECT_EQ(j["destination"]["verified"], true);
+  EXPECT_EQ(j["destination"]["channel_stats"].size(), 64u);
+}
+
 TEST(MigrateCli, AutoTransportPicksCopyOnLoopbackAndSaysWhy) {
   CommandResult r = RunCommand(
       {kMigrate, "--demo", "--json", "--size=32MiB", "--transport=auto"});

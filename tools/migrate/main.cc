@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -369,102 +371,156 @@ int RunDestRole(SessionOptions opt) {
   return r.status.ok() ? 0 : 1;
 }
 
+// One line of `in` without its newline, however long (a destination's
+// JSON grows with its channels); nullopt at the end of the stream.
+std::optional<std::string> ReadLine(FILE* in) {
+  char* buf = nullptr;
+  size_t cap = 0;
+  const ssize_t n = getline(&buf, &cap, in);
+  std::optional<std::string> line;
+  if (n >= 0) {
+    line.emplace(buf, static_cast<size_t>(n));
+    while (!line->empty() && line->back() == '\n') line->pop_back();
+  }
+  free(buf);
+  return line;
+}
+
+std::string ReadRest(FILE* in) {
+  std::string rest;
+  while (std::optional<std::string> line = ReadLine(in)) {
+    absl::StrAppend(&rest, *line, "\n");
+  }
+  return rest;
+}
+
+// The demo's destination file: --dest-region-file, or the source file's
+// name + ".dest"; empty for anonymous memory. Sizes the region like the
+// source file.
+absl::StatusOr<std::string> DemoDestinationFile() {
+  const std::string src = absl::GetFlag(FLAGS_region_file);
+  if (src.empty()) return std::string();
+  std::string dest_file = absl::GetFlag(FLAGS_dest_region_file);
+  if (dest_file.empty()) dest_file = src + ".dest";
+  if (dest_file == src) {
+    return absl::InvalidArgumentError(
+        "--dest-region-file must differ from --region-file");
+  }
+  // The destination must be sized like the source file.
+  absl::StatusOr<std::unique_ptr<RegionMemory>> probe =
+      RegionMemory::OpenFile(src);
+  if (!probe.ok()) return probe.status();
+  absl::SetFlag(&FLAGS_size, cli::ByteSize{(*probe)->size()});
+  return dest_file;
+}
+
+// The demo destination's process body: serves one session on loopback,
+// writes its port, then its report (JSON line, then the table) to `out`.
+[[noreturn]] void ServeDemoDestination(SessionOptions opt,
+                                       const std::string& dest_file,
+                                       FILE* out) {
+  absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
+      DestinationMemory(dest_file);
+  absl::StatusOr<Prefault> prefault =
+      mem.ok() ? DestinationPrefault(**mem) : mem.status();
+  if (!prefault.ok()) {
+    std::fprintf(stderr, "ramferry-migrate: destination: %s\n",
+                 std::string(prefault.status().message()).c_str());
+    _exit(1);
+  }
+  const Region region = DestinationRegion(**mem);
+  opt.host = "127.0.0.1";
+  opt.port = 0;
+  DestinationReport r =
+      RunDestination(opt, region, *prefault, false, [&](uint16_t port) {
+        std::fprintf(out, "%d\n", port);
+        std::fflush(out);
+      });
+  std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
+               DestinationTable(r).c_str());
+  std::fclose(out);
+  _exit(r.status.ok() ? 0 : 1);
+}
+
+// The demo's destination process, once it listens.
+struct DemoDestination {
+  pid_t pid = -1;
+  uint16_t port = 0;
+  FILE* report = nullptr;  // the rest of its output: its report
+};
+
+// Forks the destination and waits for its port. One that ends before
+// listening says why: its report, or its error on stderr.
+absl::StatusOr<DemoDestination> ForkDestination(const SessionOptions& opt,
+                                                const std::string& dest_file) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return absl::InternalError("fork failed");
+  }
+  if (child == 0) {
+    close(fds[0]);
+    ServeDemoDestination(opt, dest_file, fdopen(fds[1], "w"));
+  }
+  close(fds[1]);
+  DemoDestination d{child, 0, fdopen(fds[0], "r")};
+  unsigned port = 0;
+  const std::optional<std::string> first = ReadLine(d.report);
+  if (first && absl::SimpleAtoi(absl::StripAsciiWhitespace(*first), &port) &&
+      port > 0 && port <= 0xFFFF) {
+    d.port = static_cast<uint16_t>(port);
+    return d;
+  }
+  const std::string why =
+      first ? absl::StrCat(*first, "\n", ReadRest(d.report)) : std::string();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  std::fclose(d.report);
+  return absl::UnavailableError(
+      absl::StrCat("the destination process did not start",
+                   why.empty() ? " (its error is above)" : ":\n" + why));
+}
+
+// The destination reports once its session ends, which follows the
+// source's end closely; one that says nothing in time is killed.
+PeerReport FetchDestinationReport(const DemoDestination& d) {
+  PeerReport p;
+  pollfd pfd{fileno(d.report), POLLIN, 0};
+  if (poll(&pfd, 1, 10000) <= 0) {
+    kill(d.pid, SIGKILL);
+    p.table = "destination: no report within 10 s (killed)\n";
+    return p;
+  }
+  if (std::optional<std::string> json = ReadLine(d.report)) {
+    p.json = *std::move(json);
+    p.table = ReadRest(d.report);
+  }
+  return p;
+}
+
 // Both ends on loopback: the destination in a child process (its own CPU
 // and memory), the source here.
 int RunDemo(SessionOptions opt) {
   // Both ends are ours: authenticate them with a key only they hold.
   if (opt.auth_key.empty()) opt.auth_key = cli::EphemeralAuthKey();
-  std::string dest_file;
-  if (const std::string src = absl::GetFlag(FLAGS_region_file); !src.empty()) {
-    dest_file = absl::GetFlag(FLAGS_dest_region_file);
-    if (dest_file.empty()) dest_file = src + ".dest";
-    if (dest_file == src) {
-      return Usage("--dest-region-file must differ from --region-file");
-    }
-    // The destination must be sized like the source file.
-    absl::StatusOr<std::unique_ptr<RegionMemory>> probe =
-        RegionMemory::OpenFile(src);
-    if (!probe.ok()) return Usage(std::string(probe.status().message()));
-    absl::SetFlag(&FLAGS_size, cli::ByteSize{(*probe)->size()});
-  }
-  int fds[2];
-  if (pipe(fds) != 0) return Usage("pipe failed");
-  std::fflush(nullptr);
-  pid_t child = fork();
-  if (child < 0) return Usage("fork failed");
-  if (child == 0) {
-    close(fds[0]);
-    FILE* out = fdopen(fds[1], "w");
-    absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
-        DestinationMemory(dest_file);
-    if (!mem.ok()) {
-      std::fprintf(stderr, "ramferry-migrate: destination: %s\n",
-                   std::string(mem.status().message()).c_str());
-      _exit(1);
-    }
-    absl::StatusOr<Prefault> prefault = DestinationPrefault(**mem);
-    if (!prefault.ok()) {
-      std::fprintf(stderr, "ramferry-migrate: destination: %s\n",
-                   std::string(prefault.status().message()).c_str());
-      _exit(1);
-    }
-    const Region region = DestinationRegion(**mem);
-    opt.host = "127.0.0.1";
-    opt.port = 0;
-    DestinationReport r =
-        RunDestination(opt, region, *prefault, false, [&](uint16_t port) {
-          std::fprintf(out, "%d\n", port);
-          std::fflush(out);
-        });
-    std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
-                 DestinationTable(r).c_str());
-    std::fclose(out);
-    _exit(r.status.ok() ? 0 : 1);
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  unsigned port = 0;
-  char first[1 << 16];
-  if (std::fgets(first, sizeof first, in) == nullptr ||
-      !absl::SimpleAtoi(absl::StripAsciiWhitespace(first), &port)) {
-    // It ended before listening: its report (JSON, then the table with
-    // the error) is on the pipe; an early exit said why on stderr.
-    std::string why;
-    char line[1 << 16];
-    while (std::fgets(line, sizeof line, in) != nullptr) why += line;
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    std::fclose(in);
-    std::fprintf(stderr,
-                 "ramferry-migrate: the destination process did not start%s\n",
-                 why.empty() ? " (its error is above)"
-                             : absl::StrCat(":\n", why).c_str());
+  absl::StatusOr<std::string> dest_file = DemoDestinationFile();
+  if (!dest_file.ok()) return Usage(std::string(dest_file.status().message()));
+  absl::StatusOr<DemoDestination> d = ForkDestination(opt, *dest_file);
+  if (!d.ok()) {
+    std::fprintf(stderr, "ramferry-migrate: %s\n",
+                 std::string(d.status().message()).c_str());
     return 1;
   }
   opt.host = "127.0.0.1";
-  opt.port = static_cast<uint16_t>(port);
-  // The destination reports once its session ends, which follows the
-  // source's end closely; one that says nothing in time is killed.
-  auto fetch = [&]() -> PeerReport {
-    PeerReport p;
-    pollfd pfd{fds[0], POLLIN, 0};
-    if (poll(&pfd, 1, 10000) <= 0) {
-      kill(child, SIGKILL);
-      p.table = "destination: no report within 10 s (killed)\n";
-      return p;
-    }
-    char line[1 << 16];
-    if (std::fgets(line, sizeof line, in) != nullptr) {
-      p.json = line;
-      while (!p.json.empty() && p.json.back() == '\n') p.json.pop_back();
-      while (std::fgets(line, sizeof line, in) != nullptr) p.table += line;
-    }
-    return p;
-  };
-  const int rc = RunSourceRole(opt, fetch);
-  std::fclose(in);
-  kill(child, SIGKILL);  // no-op when it already exited
-  waitpid(child, nullptr, 0);
+  opt.port = d->port;
+  const int rc = RunSourceRole(opt, [&] { return FetchDestinationReport(*d); });
+  std::fclose(d->report);
+  kill(d->pid, SIGKILL);  // no-op when it already exited
+  waitpid(d->pid, nullptr, 0);
   return rc;
 }
 
