@@ -1,6 +1,7 @@
 // Fuzzes the control connection the way both ends read it: DecodeFrameHeader
 // on the first 8 bytes, then the payload handed to the decoder of the type
-// the header names (as engine/sender.cc and engine/receiver.cc dispatch).
+// the header names (as engine/sender_control.cc and engine/receiver.cc
+// dispatch).
 //
 // Properties: an accepted header names a known type and its fields are the
 // input bytes; a payload its type's decoder accepts re-encodes to a frame

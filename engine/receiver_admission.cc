@@ -1,0 +1,318 @@
+#include "engine/receiver_admission.h"
+
+#include <unistd.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "channels/socket_io.h"
+#include "channels/tcp.h"
+#include "engine/transport_decorator.h"
+#include "proto/packet.h"
+
+namespace ramferry::engine {
+
+namespace {
+proto::HelloReply Refuse(absl::StatusCode code, std::string reason) {
+  proto::HelloReply r;
+  r.status = static_cast<uint16_t>(code);
+  r.reason = std::move(reason);
+  return r;
+}
+}  // namespace
+
+absl::Status Admission::Listen() {
+  channels::SocketListener::Options ao;
+  ao.host = options_.host;
+  ao.port = options_.port;
+  ao.handshake_timeout = options_.handshake_timeout;
+  ao.key = options_.auth_key;
+  absl::StatusOr<std::unique_ptr<channels::SocketListener>> a =
+      channels::SocketListener::Listen(
+          ao, [this](const proto::Hello& h) { return Admit(h); },
+          [this](const proto::Hello& h, int fd) { Deliver(h, fd); });
+  if (!a.ok()) return a.status();
+  tcp_listener_ = std::move(*a);
+  return absl::OkStatus();
+}
+
+void Admission::Stop() {
+  if (tcp_listener_ != nullptr) tcp_listener_->Stop();
+  CloseUndelivered();
+}
+
+void Admission::Wake() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+proto::HelloReply Admission::Admit(const proto::Hello& h) {
+  std::unique_lock<std::mutex> lock(mu_);
+  proto::HelloReply reply = AdmitLocked(h);
+  const TransportKind kind = static_cast<TransportKind>(h.transport);
+  if (reply.status != 0 || h.role != proto::Role::kControl ||
+      (channels::StaticCapabilities(kind) & channels::kCapOwnsConnection) ==
+          0) {
+    return reply;
+  }
+  return StartChannelListener(lock, kind, std::move(reply));
+}
+
+proto::HelloReply Admission::AdmitLocked(const proto::Hello& h) {
+  if (failure_.failed()) {
+    return Refuse(absl::StatusCode::kUnavailable,
+                  "destination is shutting down");
+  }
+  const channels::TransportFamily* family =
+      channels::FindTransportFamily(h.transport);
+  if (family == nullptr) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrFormat("unknown transport %d", h.transport));
+  }
+  if (h.role == proto::Role::kControl) return AdmitControl(h, *family);
+  return AdmitData(h);
+}
+
+uint64_t Admission::OfferedCapabilities(uint32_t transport_caps) const {
+  uint64_t offered = proto::kKnownCapabilities;
+  if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
+  if (!options_.announce_next_header) offered &= ~proto::kCapNextHeaderSize;
+  if (!options_.zero_pages) offered &= ~proto::kCapZeroPages;
+  // Remotely placed data lands without the receive thread: stopping it
+  // would not stop a dead channel's data.
+  if ((transport_caps & channels::kCapRemotePlacement) != 0) {
+    offered &= ~proto::kCapSurviveChannelLoss;
+  }
+  return offered;
+}
+
+proto::HelloReply Admission::AdmitControl(
+    const proto::Hello& h, const channels::TransportFamily& family) {
+  if (session_open_) {
+    return Refuse(absl::StatusCode::kResourceExhausted,
+                  "a session is already in progress");
+  }
+  if (h.channel_count > options_.max_channels) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrFormat("%d channels requested; at most %d",
+                                  h.channel_count, options_.max_channels));
+  }
+  if (h.max_packet_pages > options_.max_packet_pages) {
+    return Refuse(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrFormat("%d pages per packet requested; at most %d",
+                        h.max_packet_pages, options_.max_packet_pages));
+  }
+  const uint64_t offered = OfferedCapabilities(family.capabilities);
+  session_ = h.session;
+  channel_count_ = h.channel_count;
+  packet_pages_ = h.max_packet_pages;
+  capabilities_ = h.capabilities & offered;
+  transport_ = h.transport;
+  rdma_chunk_bytes_ = h.rdma_chunk_bytes;
+  survive_ = (capabilities_ & proto::kCapSurviveChannelLoss) != 0;
+  if ((capabilities_ & proto::kCapArrivalDigests) != 0) {
+    absl::StatusOr<std::unique_ptr<DigestTable>> t =
+        DigestTable::Create(table_.regions());
+    if (!t.ok()) {
+      return Refuse(t.status().code(), std::string(t.status().message()));
+    }
+    arrival_digests_ = std::move(*t);
+  }
+  if ((capabilities_ & proto::kCapZeroPages) != 0) {
+    zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
+  }
+  // Its channels' Hellos could not be authenticated (see options.cc).
+  if ((family.capabilities & channels::kCapAuthenticatedHello) == 0 &&
+      !options_.auth_key.empty()) {
+    return Refuse(absl::StatusCode::kUnimplemented,
+                  absl::StrFormat("this destination requires "
+                                  "authentication, which %s channels "
+                                  "cannot do yet",
+                                  family.name));
+  }
+  session_open_ = true;
+  slots_.clear();
+  slots_.resize(h.channel_count);
+  proto::HelloReply ok;
+  ok.capabilities = capabilities_;
+  return ok;
+}
+
+proto::HelloReply Admission::AdmitData(const proto::Hello& h) {
+  if (!session_open_) {
+    return Refuse(absl::StatusCode::kFailedPrecondition,
+                  "no session: the control connection comes first");
+  }
+  if (h.session != session_) {
+    return Refuse(absl::StatusCode::kPermissionDenied,
+                  absl::StrFormat("session %s is not the active session",
+                                  h.session.ToHex()));
+  }
+  if (h.channel_count != channel_count_ ||
+      h.max_packet_pages != packet_pages_ || h.transport != transport_ ||
+      h.rdma_chunk_bytes != rdma_chunk_bytes_) {
+    return Refuse(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrFormat("channel count %d / packet pages %d / "
+                        "transport %d differ from the session's %d "
+                        "/ %d / %d",
+                        h.channel_count, h.max_packet_pages, h.transport,
+                        channel_count_, packet_pages_, transport_));
+  }
+  if (slots_[h.channel_index].state != SlotState::kFree) {
+    return Refuse(
+        absl::StatusCode::kAlreadyExists,
+        absl::StrFormat("channel %d is already connected", h.channel_index));
+  }
+  slots_[h.channel_index].state = SlotState::kReserved;
+  proto::HelloReply ok;
+  ok.capabilities = capabilities_;
+  return ok;
+}
+
+channels::TransportOptions Admission::ChannelOptions() const {
+  channels::TransportOptions topts;
+  topts.max_header_bytes = proto::PacketHeaderBytes(packet_pages_);
+  topts.stall_timeout = options_.stall_timeout;
+  return topts;
+}
+
+proto::HelloReply Admission::StartChannelListener(
+    std::unique_lock<std::mutex>& lock, TransportKind kind,
+    proto::HelloReply accepted) {
+  channels::ConnectSpec spec;
+  spec.host = options_.host;
+  spec.port = tcp_listener_->port();
+  spec.options = ChannelOptions();
+  spec.chunk_bytes = rdma_chunk_bytes_;
+  spec.max_inline = options_.rdma_max_inline;
+  spec.connect_timeout = options_.handshake_timeout;
+  // The session is open, so no other control Hello gets this far, and its
+  // source dials no channel before this reply.
+  lock.unlock();
+  absl::StatusOr<std::unique_ptr<channels::ChannelListener>> l =
+      channels::ListenForChannels(
+          kind, spec, [this](const proto::Hello& h) { return Admit(h); },
+          [this](const proto::Hello& h,
+                 std::unique_ptr<channels::Transport> t) {
+            DeliverTransport(h, std::move(t));
+          });
+  lock.lock();
+  if (!l.ok()) {
+    session_open_ = false;
+    return Refuse(l.status().code(), absl::StrCat("destination cannot serve ",
+                                                  TransportKindName(kind), ": ",
+                                                  l.status().message()));
+  }
+  channel_listener_ = std::move(*l);
+  return accepted;
+}
+
+void Admission::Deliver(const proto::Hello& h, int fd) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (h.role == proto::Role::kControl) {
+    if (fd >= 0) {
+      control_.fd = fd;
+      control_.state = SlotState::kReady;
+    } else {
+      control_.state = SlotState::kLost;
+    }
+    cv_.notify_all();
+    return;
+  }
+  if (fd < 0 || !channels::SetStallTimeouts(fd, options_.stall_timeout).ok()) {
+    if (fd >= 0) close(fd);
+    slots_[h.channel_index].state = SlotState::kLost;
+    cv_.notify_all();
+    return;
+  }
+  PlaceLocked(h, channels::OpenTcp(fd, ChannelOptions()), fd);
+}
+
+void Admission::DeliverTransport(
+    const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
+  std::unique_lock<std::mutex> lock(mu_);
+  PlaceLocked(h, std::move(transport), /*fd=*/-1);
+}
+
+void Admission::PlaceLocked(const proto::Hello& h,
+                            std::unique_ptr<channels::Transport> transport,
+                            int fd) {
+  ChannelSlot& slot = slots_[h.channel_index];
+  slot.transport = DecorateTransport(
+      std::move(transport),
+      {.source = false, .channel = h.channel_index, .fd = fd});
+  slot.state = SlotState::kReady;
+  cv_.notify_all();
+}
+
+void Admission::CloseUndelivered() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (control_.state == SlotState::kReady) close(control_.fd);
+  control_ = {.state = SlotState::kTaken};
+  slots_.clear();
+}
+
+absl::StatusOr<int> Admission::TakeControl() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] {
+    return control_.state != SlotState::kFree || failure_.failed();
+  });
+  if (failure_.failed()) return failure_.status();
+  if (control_.state == SlotState::kLost) {
+    return absl::UnavailableError("control connection lost in handshake");
+  }
+  const int fd = control_.fd;
+  control_ = {.state = SlotState::kTaken};
+  return fd;
+}
+
+absl::Status Admission::AwaitChannels(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto arrived = [&] {
+    uint32_t n = 0;
+    for (const ChannelSlot& c : slots_) {
+      n += c.state == SlotState::kReady || c.state == SlotState::kLost;
+    }
+    return n;
+  };
+  cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
+    return arrived() >= channel_count_ || failure_.failed();
+  });
+  if (failure_.failed()) return failure_.status();
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == SlotState::kLost) {
+      return absl::UnavailableError(
+          absl::StrFormat("channel %d: connection lost in handshake", i));
+    }
+  }
+  if (uint32_t n = arrived(); n < channel_count_) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "only %d of %d data channels connected within %s", n, channel_count_,
+        absl::FormatDuration(options_.handshake_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+AdmittedChannels Admission::TakeChannels() {
+  AdmittedChannels out;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (ChannelSlot& c : slots_) {
+    out.transports.push_back(std::move(c.transport));
+    c.state = SlotState::kTaken;
+  }
+  out.config.max_pages = packet_pages_;
+  out.config.next_header_size =
+      (capabilities_ & proto::kCapNextHeaderSize) != 0;
+  out.config.arrival_digests = arrival_digests_.get();
+  out.config.zero_pages = zero_pages_.get();
+  out.config.compressed_pages =
+      (capabilities_ & proto::kCapCompressedPages) != 0;
+  out.survive = survive_;
+  return out;
+}
+
+}  // namespace ramferry::engine

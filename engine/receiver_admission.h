@@ -1,0 +1,147 @@
+// The destination's admission of one session's connections: the control
+// Hello opens the session and fixes its parameters, every data channel's
+// Hello must match them, and each admitted connection waits in its slot
+// until the Serve thread takes it.
+//
+// Admit and Deliver run on the socket listener's acceptor thread (and on a
+// channel listener's, for a family that owns its connection set-up); the
+// other calls run on the Serve thread.
+#ifndef RAMFERRY_ENGINE_RECEIVER_ADMISSION_H_
+#define RAMFERRY_ENGINE_RECEIVER_ADMISSION_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "channels/channel_factory.h"
+#include "channels/socket_listener.h"
+#include "channels/transport.h"
+#include "channels/transport_family.h"
+#include "engine/channel_receiver.h"
+#include "engine/failure.h"
+#include "engine/region_table.h"
+#include "engine/verify.h"
+#include "engine/zero_pages.h"
+#include "proto/handshake.h"
+#include "ramferry/options.h"
+
+namespace ramferry::engine {
+
+// A connection's progress through admission.
+enum class SlotState { kFree, kReserved, kLost, kReady, kTaken };
+
+struct ChannelSlot {
+  SlotState state = SlotState::kFree;
+  std::unique_ptr<channels::Transport> transport;  // kReady
+};
+
+// The control connection is never reserved: its Hello opening the session
+// is what admits it. kLost: admitted, then died before delivery.
+struct ControlSlot {
+  SlotState state = SlotState::kFree;
+  int fd = -1;  // kReady: the socket, owned here until taken
+};
+
+// What the receive threads start with, once every data channel arrived.
+struct AdmittedChannels {
+  std::vector<std::unique_ptr<channels::Transport>> transports;
+  ChannelReceiver::Config config;
+  bool survive = false;
+};
+
+class Admission {
+ public:
+  // `options`, `table` and `failure` must outlive this.
+  Admission(const SessionOptions& options, const RegionTable& table,
+            const SessionFailure& failure)
+      : options_(options), table_(table), failure_(failure) {}
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+  // Binds the socket listener.
+  absl::Status Listen();
+  uint16_t port() const { return tcp_listener_->port(); }
+  // Starts the acceptor thread.
+  void Start() { tcp_listener_->Start(); }
+  // Stops the acceptor and closes what was admitted and never taken.
+  void Stop();
+  // Null until Listen succeeded.
+  const channels::SocketListener* listener() const {
+    return tcp_listener_.get();
+  }
+  // Wakes the Serve thread's waits: the session failed.
+  void Wake();
+
+  // The control connection's socket, once delivered.
+  absl::StatusOr<int> TakeControl();
+  // Waits until every data channel arrived (or was lost on the way).
+  absl::Status AwaitChannels(absl::Time deadline);
+  // Hands the arrived channels over, with the session's parameters.
+  AdmittedChannels TakeChannels();
+  // kCapArrivalDigests: a digest of every page as it landed, written by
+  // the channel threads, read by AnswerVerify once they are done. Set at
+  // admission, before the Serve thread takes the control connection.
+  DigestTable* arrival_digests() const { return arrival_digests_.get(); }
+
+ private:
+  proto::HelloReply Admit(const proto::Hello& hello);
+  proto::HelloReply AdmitLocked(const proto::Hello& hello);  // needs mu_
+  // The control Hello opens the session; a data Hello joins it. Need mu_.
+  proto::HelloReply AdmitControl(const proto::Hello& hello,
+                                 const channels::TransportFamily& family);
+  proto::HelloReply AdmitData(const proto::Hello& hello);
+  // The session features this destination agrees to over `transport_caps`.
+  uint64_t OfferedCapabilities(uint32_t transport_caps) const;
+  // A data channel arrived: for a socket family as the socket the
+  // acceptor took (-1 if it was lost on the way), for a family that owns
+  // its connection as the transport its listener made.
+  void Deliver(const proto::Hello& hello, int fd);
+  void DeliverTransport(const proto::Hello& hello,
+                        std::unique_ptr<channels::Transport> transport);
+  // Either way, the channel's slot gets its transport (`fd`: the socket
+  // under it, or -1). Needs mu_.
+  void PlaceLocked(const proto::Hello& hello,
+                   std::unique_ptr<channels::Transport> transport, int fd);
+  channels::TransportOptions ChannelOptions() const;  // needs mu_
+  // Where the session's transport owns its connection set-up, its own
+  // listener admits the data channels; it is started between admitting the
+  // control Hello and replying to it, without mu_ (its admission takes
+  // mu_). Refuses the session where it cannot start.
+  proto::HelloReply StartChannelListener(std::unique_lock<std::mutex>& lock,
+                                         TransportKind kind,
+                                         proto::HelloReply accepted);
+  void CloseUndelivered();
+
+  const SessionOptions& options_;
+  const RegionTable& table_;
+  const SessionFailure& failure_;
+  std::unique_ptr<channels::SocketListener> tcp_listener_;
+
+  // Shared with the acceptor thread.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  bool session_open_ = false;
+  proto::SessionId session_;
+  uint32_t channel_count_ = 0;
+  uint32_t packet_pages_ = 0;
+  uint64_t capabilities_ = 0;
+  std::unique_ptr<DigestTable> arrival_digests_;
+  // kCapZeroPages: how zero pages are applied to the regions.
+  std::unique_ptr<ZeroPages> zero_pages_;
+  uint16_t transport_ = 0;
+  uint64_t rdma_chunk_bytes_ = 0;
+  bool survive_ = false;
+  ControlSlot control_;
+  std::vector<ChannelSlot> slots_;
+  std::unique_ptr<channels::ChannelListener> channel_listener_;
+};
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_RECEIVER_ADMISSION_H_

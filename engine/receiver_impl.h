@@ -1,0 +1,102 @@
+// ReceiverImpl, the object behind ramferry::Receiver, declared here so its
+// members can be defined over several files: receiver.cc (the session),
+// receiver_verify.cc (answering VERIFY_REQUEST) and
+// receiver_channel_loss.cc (surviving channel loss). Admission of the
+// connections is engine::Admission's (receiver_admission.h).
+#ifndef RAMFERRY_ENGINE_RECEIVER_IMPL_H_
+#define RAMFERRY_ENGINE_RECEIVER_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/channel_receiver.h"
+#include "engine/control.h"
+#include "engine/failure.h"
+#include "engine/heartbeat.h"
+#include "engine/receiver_admission.h"
+#include "engine/region_table.h"
+#include "engine/round_barrier.h"
+#include "ramferry/options.h"
+#include "ramferry/region.h"
+#include "ramferry/stats.h"
+
+namespace ramferry {
+
+class ReceiverImpl {
+ public:
+  ReceiverImpl(const SessionOptions& options, absl::Span<const Region> regions)
+      : options_(options),
+        table_(regions),
+        failure_([this](const absl::Status& s, engine::Origin o) {
+          OnFailure(s, o);
+        }),
+        admission_(options_, table_, failure_) {}
+
+  ~ReceiverImpl() { admission_.Stop(); }
+
+  absl::Status Listen();
+  uint16_t port() const { return admission_.port(); }
+  absl::Status Serve();
+  void Abort(const absl::Status& reason) { failure_.Fail(reason); }
+  SessionStats stats() const;
+  uint64_t applied_rounds() const { return applied_rounds_.load(); }
+  uint64_t verified_pages() const { return verified_pages_.load(); }
+
+ private:
+  absl::Status ServeSession();
+  absl::Status NegotiateRegions(absl::Time deadline);
+  absl::Status StartChannels();
+  absl::Status ControlLoop();
+  // One control message: nullopt to go on, or the status the session ends
+  // with.
+  std::optional<absl::Status> Dispatch(
+      const engine::ControlChannel::Message& message);
+  absl::Status OnFinish(const engine::ControlChannel::Message& message);
+  absl::Status OnPeerError(absl::Span<const uint8_t> payload);
+  absl::Status AwaitFinished();
+  absl::Status AnswerVerify(absl::Span<const uint8_t> payload);
+  // Surviving channel loss: a receive thread stopped short of FINISH.
+  void OnChannelError(const engine::ChannelReceiver::Error& error);
+  // CHANNEL_GONE: stops the channel and the round barrier's wait for it.
+  absl::Status RemoveChannel(absl::Span<const uint8_t> payload);
+  bool ChannelGone(uint32_t channel);
+  ChannelLoss* FindLossLocked(uint32_t channel);  // needs loss_mu_
+  void OnFailure(const absl::Status& status, engine::Origin origin);
+
+  const SessionOptions options_;
+  const engine::RegionTable table_;
+  engine::SessionFailure failure_;
+  bool served_ = false;
+  bool surviving_ = false;  // Serve thread: the session survives losses
+
+  // The session's connections until the Serve thread takes them, and the
+  // parameters the control Hello fixed.
+  engine::Admission admission_;
+
+  // Session objects; teardown (any thread) and stats() take objects_mu_.
+  mutable std::mutex objects_mu_;
+  std::unique_ptr<engine::ControlChannel> control_;
+  std::unique_ptr<engine::HeartbeatSender> heartbeat_;  // Serve thread only
+  std::unique_ptr<engine::RoundBarrier> barrier_;
+  std::vector<std::unique_ptr<engine::ChannelReceiver>> channels_;
+  std::atomic<uint64_t> applied_rounds_{0};
+  std::atomic<uint64_t> verified_pages_{0};
+
+  // Surviving channel loss: each channel's state, and the losses.
+  enum class ChannelState { kLive, kLostHere, kRemoving, kRemoved };
+  mutable std::mutex loss_mu_;
+  // Guarded by loss_mu_.
+  std::vector<ChannelState> channel_state_;
+  std::vector<ChannelLoss> losses_;
+};
+
+}  // namespace ramferry
+
+#endif  // RAMFERRY_ENGINE_RECEIVER_IMPL_H_

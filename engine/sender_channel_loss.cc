@@ -1,0 +1,170 @@
+// Surviving channel loss on the source side: a channel that died is
+// declared gone to the destination, and its share of the open round goes
+// again on the live channels.
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "engine/sender_impl.h"
+
+namespace ramferry {
+
+using engine::ChannelSender;
+using engine::CommandType;
+
+void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_losses_.emplace_back(channel, cause);
+    cv_.notify_all();
+  }
+  // Queued first: a producer woken by the abort finds the loss. The
+  // channel stops now, not when the caller thread gets to it: when only
+  // the destination saw the death, the channel's sends may block on a
+  // peer that no longer reads, with the producer waiting on its ring.
+  ChannelSender& c = *channels_[channel];
+  c.ring().Abort();
+  c.transport().Shutdown();
+}
+
+bool SenderImpl::LossPending() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !pending_losses_.empty();
+}
+
+absl::Status SenderImpl::HandleLosses() {
+  while (true) {
+    std::pair<uint32_t, absl::Status> loss;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (pending_losses_.empty()) return absl::OkStatus();
+      loss = std::move(pending_losses_.front());
+      pending_losses_.pop_front();
+    }
+    // Both ends may see the same death; the first word counts.
+    if (lost_[loss.first]) continue;
+    if (absl::Status s = DeclareGone(loss.first, loss.second); !s.ok()) {
+      return s;
+    }
+  }
+}
+
+// Why re-sending is enough for the destination to end each round
+// byte-identical:
+//  - The channel's thread here is joined before anything is re-sent, and
+//    the destination stops (joins) its receive thread for the channel
+//    before it answers CHANNEL_GONE, and before the round can complete
+//    without it. So no packet of the dead channel is applied after the
+//    round is confirmed: a page re-sent in a later round cannot be
+//    overwritten by a stale copy.
+//  - Within the round, a page of the dead channel may land twice (the
+//    original, perhaps in part, and the re-sent copy, on another
+//    channel's thread), in either order. Both copies were read from the
+//    source after the page's dirty bit was taken for this round. In the
+//    final round of a migration the workload is paused, so the two are
+//    the same bytes and any interleaving leaves the source's page. In an
+//    earlier round, a page that changed between the two reads was written
+//    after its bit was taken, so dirty tracking marked it again: it goes
+//    in the next round, which the round barrier orders after this one.
+//  - Every page of the round is counted once at the destination: the
+//    dead channel's pages in the round no longer count there, and its
+//    whole share is re-sent (SentLedger), so the pages the destination
+//    confirms still equal the pages scheduled.
+absl::Status SenderImpl::DeclareGone(uint32_t channel,
+                                     const absl::Status& cause) {
+  lost_[channel] = true;
+  ChannelSender& dead = *channels_[channel];
+  dead.ring().Abort();
+  dead.transport().Shutdown();
+  dead.Join();
+  uint64_t declared;
+  std::string losses;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    declared = confirmed_rounds_;
+    losses_.push_back({channel, declared, std::string(cause.message())});
+    losses = DescribeChannelLosses(losses_);
+  }
+  if (std::count(lost_.begin(), lost_.end(), false) == 0) {
+    failure_.Fail(absl::UnavailableError(
+        absl::StrFormat("all %d channels lost: %s", channels_.size(), losses)));
+    return FinalStatus();
+  }
+  absl::StatusOr<uint64_t> effective = AgreeGone(channel, declared, cause);
+  if (!effective.ok()) return effective.status();
+  return ResendShare(channel, *effective);
+}
+
+absl::StatusOr<uint64_t> SenderImpl::AgreeGone(uint32_t channel,
+                                               uint64_t declared,
+                                               const absl::Status& cause) {
+  proto::ChannelLoss gone;
+  gone.channel = channel;
+  gone.round = declared;
+  gone.code = static_cast<uint16_t>(cause.code());
+  gone.text = std::string(cause.message());
+  if (absl::Status s = control_->Send(proto::EncodeChannelGone(gone));
+      !s.ok()) {
+    failure_.Fail(s);
+    return FinalStatus();
+  }
+  if (absl::Status s = AwaitControl(
+          [&] { return gone_acks_.contains(channel); }, options_.stall_timeout,
+          absl::StrFormat("declaring channel %d gone", channel));
+      !s.ok()) {
+    return s;
+  }
+  uint64_t effective;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    effective = gone_acks_[channel];
+    // Reported as the round the session went on without the channel, as
+    // the destination reports it.
+    for (ChannelLoss& l : losses_) {
+      if (l.channel == channel) l.round = effective;
+    }
+  }
+  if (effective != declared && effective != declared + 1) {
+    failure_.Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "destination put channel %d gone as of round %d; it was declared "
+        "gone as of round %d",
+        channel, effective, declared)));
+    return FinalStatus();
+  }
+  return effective;
+}
+
+absl::Status SenderImpl::ResendShare(uint32_t channel, uint64_t effective) {
+  // The destination completed the declared round with this channel's SYNC
+  // before the declaration arrived: nothing of that round is missing.
+  if (open_round_ && effective == *open_round_) {
+    absl::StatusOr<engine::Scheduler::Scheduled> again =
+        scheduler_->ScheduleRound(ledger_->Of(channel), effective);
+    if (!again.ok()) {
+      // Every live ring was aborted: their losses are queued, and the
+      // last of them ends the session.
+      if (failure_.failed()) return FinalStatus();
+    } else {
+      std::unique_lock<std::mutex> lock(mu_);
+      resent_pages_ += again->pages;
+    }
+  }
+  ledger_->Clear(channel);
+  // The destination now waits for one more SYNC of the round from each
+  // live channel (none comes after FINISH: no round follows).
+  if (!finishing_) {
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (lost_[i]) continue;
+      if (uint32_t seq =
+              channels_[i]->ring().PushBarrier(CommandType::kSync, effective);
+          seq != 0) {
+        last_seq_[i] = seq;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ramferry

@@ -1,0 +1,167 @@
+// The control thread: reads the destination's messages, one handler per
+// message type, until the session ends.
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "engine/sender_impl.h"
+#include "engine/status_util.h"
+
+namespace ramferry {
+
+using engine::Annotate;
+using engine::ControlChannel;
+
+void SenderImpl::ControlLoop() {
+  while (true) {
+    // The destination beats every stall_timeout / 4; silence this long
+    // means it is stopped or hung, whatever its sockets say.
+    absl::StatusOr<ControlChannel::Message> m =
+        control_->Receive(absl::Now() + options_.stall_timeout);
+    if (!m.ok() && m.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      failure_.Fail(absl::DeadlineExceededError(absl::StrFormat(
+          "destination stalled: no control message, not even a heartbeat, "
+          "for %s",
+          absl::FormatDuration(options_.stall_timeout))));
+      return;
+    }
+    if (!m.ok()) {
+      OnControlClosed(m.status());
+      return;
+    }
+    if (absl::Status bad = Dispatch(*m); !bad.ok()) {
+      failure_.Fail(Annotate(bad, "control connection"));
+      return;
+    }
+  }
+}
+
+void SenderImpl::OnControlClosed(const absl::Status& cause) {
+  bool expected;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    expected = finish_acked_;
+  }
+  // Recorded before control_closed_ wakes a waiting caller, so the
+  // caller reports this cause rather than a bare "control connection
+  // closed" of its own.
+  if (!expected) {
+    failure_.Fail(absl::UnavailableError(absl::StrCat(
+        "lost the control connection to the destination: ", cause.message())));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  control_closed_ = true;
+  cv_.notify_all();
+}
+
+absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
+  switch (m.type) {
+    case proto::ControlType::kRoundDone:
+      return OnRoundDone(m.payload);
+    case proto::ControlType::kHeartbeat:
+      return proto::DecodeEmpty(m.type, m.payload);
+    case proto::ControlType::kFinishAck:
+      return OnFinishAck(m);
+    case proto::ControlType::kVerifyResult:
+      return OnVerifyResult(m.payload);
+    case proto::ControlType::kChannelLost:
+      return OnChannelLost(m);
+    case proto::ControlType::kChannelGoneAck:
+      return OnChannelGoneAck(m.payload);
+    case proto::ControlType::kError:
+      return OnPeerError(m.payload);
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected control message ",
+                       proto::ControlTypeName(m.type), " from destination"));
+  }
+}
+
+absl::Status SenderImpl::OnRoundDone(absl::Span<const uint8_t> payload) {
+  absl::StatusOr<proto::RoundDone> d = proto::DecodeRoundDone(payload);
+  if (!d.ok()) return d.status();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (d->round != confirmed_rounds_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("destination confirmed round %d; round %d was next",
+                        d->round, confirmed_rounds_));
+  }
+  confirmed_rounds_ = d->round + 1;
+  confirmed_pages_.push_back(d->pages);
+  confirmed_mirror_.store(confirmed_rounds_, std::memory_order_release);
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::OnFinishAck(const ControlChannel::Message& m) {
+  absl::Status bad = proto::DecodeEmpty(m.type, m.payload);
+  std::unique_lock<std::mutex> lock(mu_);
+  finish_acked_ = true;
+  cv_.notify_all();
+  return bad;
+}
+
+absl::Status SenderImpl::OnVerifyResult(absl::Span<const uint8_t> payload) {
+  absl::StatusOr<proto::VerifyResult> v = proto::DecodeVerifyResult(payload);
+  if (!v.ok()) return v.status();
+  std::unique_lock<std::mutex> lock(mu_);
+  verify_results_.push_back(std::move(*v));
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::OnChannelLost(const ControlChannel::Message& m) {
+  absl::StatusOr<proto::ChannelLoss> l =
+      proto::DecodeChannelLoss(m.type, m.payload);
+  if (!l.ok()) return l.status();
+  if (!survive_ || l->channel >= channels_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CHANNEL_LOST for channel %d (%d channels%s)", l->channel,
+        channels_.size(), survive_ ? "" : ", not surviving losses"));
+  }
+  absl::Status cause = proto::ChannelLossStatus(*l);
+  OnChannelLoss(
+      l->channel,
+      absl::Status(cause.code(),
+                   absl::StrFormat("destination lost it in round %d: %s",
+                                   l->round, cause.message())));
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::OnChannelGoneAck(absl::Span<const uint8_t> payload) {
+  absl::StatusOr<proto::ChannelGoneAck> a =
+      proto::DecodeChannelGoneAck(payload);
+  if (!a.ok()) return a.status();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!survive_ || a->channel >= channels_.size() ||
+      gone_acks_.contains(a->channel)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unexpected CHANNEL_GONE_ACK for channel %d", a->channel));
+  }
+  gone_acks_[a->channel] = a->round;
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::OnPeerError(absl::Span<const uint8_t> payload) {
+  absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(payload);
+  if (!e.ok()) return e.status();
+  absl::Status peer(absl::Status(
+      static_cast<absl::StatusCode>(e->code),
+      absl::StrCat("destination reported",
+                   e->channel == proto::kNoChannel
+                       ? ""
+                       : absl::StrFormat(" (channel %d)", e->channel),
+                   ": ", e->text)));
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    peer_error_ = peer;
+    cv_.notify_all();
+  }
+  failure_.Fail(peer, engine::Origin::kPeer);
+  return absl::OkStatus();
+}
+
+}  // namespace ramferry

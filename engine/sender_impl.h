@@ -1,0 +1,252 @@
+// SenderImpl, the object behind ramferry::Sender, declared here so its
+// members can be defined over several files: sender.cc (rounds, Finish,
+// the public Sender), sender_setup.cc (session set-up), sender_control.cc
+// (the control thread, one handler per message), sender_channel_loss.cc
+// (surviving channel loss) and sender_verify.cc (Verify).
+#ifndef RAMFERRY_ENGINE_SENDER_IMPL_H_
+#define RAMFERRY_ENGINE_SENDER_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "channels/transport.h"
+#include "engine/channel_sender.h"
+#include "engine/command_ring.h"
+#include "engine/control.h"
+#include "engine/failure.h"
+#include "engine/heartbeat.h"
+#include "engine/scheduler.h"
+#include "engine/sent_ledger.h"
+#include "engine/verify.h"
+#include "proto/control.h"
+#include "proto/handshake.h"
+#include "ramferry/options.h"
+#include "ramferry/region.h"
+#include "ramferry/sender.h"
+#include "ramferry/stats.h"
+
+namespace ramferry {
+
+class SenderImpl {
+ public:
+  SenderImpl(const SessionOptions& options, absl::Span<const Region> regions)
+      : options_(options),
+        regions_(regions),
+        failure_([this](const absl::Status& s, engine::Origin o) {
+          OnFailure(s, o);
+        }) {}
+
+  ~SenderImpl() {
+    if (!finished_) Abort(absl::CancelledError("sender closed before Finish"));
+    for (auto& c : channels_) c->Join();
+    if (control_ != nullptr) control_->Shutdown();  // wakes a blocked beat
+    if (heartbeat_ != nullptr) heartbeat_->Stop();
+    if (control_thread_.joinable()) control_thread_.join();
+  }
+
+  absl::Status Setup();
+  absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
+  absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
+  absl::StatusOr<RoundResult> AwaitRound();
+  absl::Status StartVerify();
+  absl::StatusOr<VerifyReport> Verify();
+  absl::Status Finish();
+  void Abort(const absl::Status& reason) { failure_.Fail(reason); }
+  SessionStats stats() const;
+  std::vector<std::string> warnings() const { return warnings_; }
+  uint64_t confirmed_rounds() const {
+    return confirmed_mirror_.load(std::memory_order_acquire);
+  }
+
+ private:
+  // ---- session set-up (sender_setup.cc) ----
+  // Sends the control Hello; the reply fixes the session's features.
+  absl::Status ExchangeControlHello(int fd, absl::Time deadline);
+  // Sends the region table; the destination must accept it.
+  absl::Status AgreeRegions(absl::Time deadline);
+  absl::Status OpenChannels(absl::Time deadline);
+  proto::Hello DataHello(uint32_t channel) const;
+  engine::ChannelSender::Config ChannelConfig() const;
+  // The rings' scheduler, the channel threads, the heartbeat and the
+  // control thread.
+  void StartThreads();
+  uint64_t OfferedCapabilities() const;
+  // One data channel, dialled the way its family connects.
+  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenChannel(
+      const proto::Hello& hello, const channels::TransportOptions& topts,
+      absl::Time deadline);
+  bool Has(uint32_t capability) const {
+    return (transport_caps_ & capability) != 0;
+  }
+  // ---- the control thread (sender_control.cc) ----
+  void ControlLoop();
+  // The control connection failed or closed.
+  void OnControlClosed(const absl::Status& cause);
+  // One message from the destination; an error ends the session.
+  absl::Status Dispatch(const engine::ControlChannel::Message& message);
+  absl::Status OnRoundDone(absl::Span<const uint8_t> payload);
+  absl::Status OnFinishAck(const engine::ControlChannel::Message& message);
+  absl::Status OnVerifyResult(absl::Span<const uint8_t> payload);
+  absl::Status OnChannelLost(const engine::ControlChannel::Message& message);
+  absl::Status OnChannelGoneAck(absl::Span<const uint8_t> payload);
+  absl::Status OnPeerError(absl::Span<const uint8_t> payload);
+
+  void OnFailure(const absl::Status& status, engine::Origin origin);
+  // The error to hand the caller once the session failed.
+  absl::Status FinalStatus();
+  // Pushes a barrier of `type` into every live ring and waits for all of
+  // them (AwaitRings).
+  absl::Status Barrier(engine::CommandType type, uint64_t round);
+  // Waits until every live ring executed the last barrier pushed to it,
+  // handling the losses that come up meanwhile.
+  absl::Status AwaitRings();
+  // Checks the destination applied as many pages as `round` sent.
+  absl::Status CheckApplied(uint64_t round, uint64_t sent_pages);
+  // Awaits every round StartRound left in flight (Verify, Finish).
+  absl::Status AwaitStartedRounds();
+
+  // ---- surviving channel loss (survive_ only; caller thread;
+  // sender_channel_loss.cc) ----
+  // A channel died: from its own thread (a send failed) or the control
+  // thread (the destination's CHANNEL_LOST). Queues it and stops the channel.
+  void OnChannelLoss(uint32_t channel, const absl::Status& cause);
+  bool LossPending();
+  // Declares every queued loss (DeclareGone), in order.
+  absl::Status HandleLosses();
+  // Stops channel `channel` here, tells the destination it is gone, and
+  // once it confirms, re-sends the channel's batches of the open round on
+  // the live channels, followed by one more SYNC on each.
+  absl::Status DeclareGone(uint32_t channel, const absl::Status& cause);
+  // Tells the destination channel `channel` is gone as of round
+  // `declared`, and returns the round it went on without it.
+  absl::StatusOr<uint64_t> AgreeGone(uint32_t channel, uint64_t declared,
+                                     const absl::Status& cause);
+  // Re-sends the gone channel's share of the open round and the one more
+  // SYNC each live channel owes.
+  absl::Status ResendShare(uint32_t channel, uint64_t effective);
+
+  // ---- verification (sender_verify.cc) ----
+  // Compares every page of `region` with the destination's digests.
+  absl::Status VerifyRegion(const Region& region,
+                            engine::BackgroundDigests* local_digests,
+                            bool* hashed, VerifyReport* report);
+  // Keeps the window of requests for `region` full.
+  absl::Status RequestDigests(const Region& region, uint64_t* requested,
+                              int* in_flight);
+  // The next answer, which must be for pages [first_page, +count).
+  absl::StatusOr<proto::VerifyResult> NextVerifyResult(const Region& region,
+                                                       uint64_t first_page,
+                                                       uint64_t count);
+
+  // The first round's ranges that need not be read or sent (one list per
+  // region; none where skip_untouched does not apply).
+  std::vector<std::vector<proto::ZeroRange>> UntouchedRanges(uint64_t round);
+  // Waits (for at most `timeout`) until `ready()` holds under mu_, the
+  // session fails, or the control connection closes.
+  template <typename Pred>
+  absl::Status AwaitControl(Pred ready, absl::Duration timeout,
+                            const std::string& what);
+
+  const SessionOptions options_;
+  const absl::Span<const Region> regions_;
+  engine::SessionFailure failure_;
+  proto::SessionId session_;
+  uint64_t capabilities_ = 0;  // negotiated session features (proto::kCap*)
+  // What the transport promises (channels::kCap*), and the kind its
+  // channels run (options_.transport, or its fallback).
+  uint32_t transport_caps_ = 0;
+  TransportKind channel_kind_ = TransportKind::kTcp;
+  std::unique_ptr<engine::ControlChannel> control_;
+  std::vector<std::unique_ptr<engine::ChannelSender>> channels_;
+  std::unique_ptr<engine::Scheduler> scheduler_;
+  std::thread control_thread_;
+  std::unique_ptr<engine::HeartbeatSender> heartbeat_;
+  // Surviving channel loss: both ends agreed to it (set during Setup).
+  bool survive_ = false;
+  // Caller thread only.
+  std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
+  // VerifyMode::kSent: what each page's last send carried.
+  std::unique_ptr<engine::DigestTable> sent_digests_;
+  // This side's memory, being hashed since StartVerify (kFull, kReread).
+  std::unique_ptr<engine::BackgroundDigests> local_digests_;
+  std::vector<bool> lost_;          // per channel, declared gone
+  std::vector<uint32_t> last_seq_;  // per channel: last barrier pushed, or 0
+  std::optional<uint64_t> open_round_;  // the round SendRound is sending
+  bool finishing_ = false;
+  std::vector<std::string> warnings_;  // written during Setup only
+  uint64_t next_round_ = 0;            // caller thread only
+  // StartRound's rounds not yet awaited, oldest first (caller thread);
+  // in survive mode StartRound completes a round at once and keeps its
+  // result here.
+  struct StartedRound {
+    uint64_t round, pages, bytes;
+    absl::Time start;
+    std::optional<RoundResult> done;
+  };
+  std::deque<StartedRound> started_;
+  bool finished_ = false;  // caller thread only
+
+  // Events from the control thread.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  uint64_t confirmed_rounds_ = 0;
+  // Pages the destination applied in each confirmed round not yet
+  // checked against what was sent, oldest first.
+  std::deque<uint64_t> confirmed_pages_;
+  bool finish_acked_ = false;
+  bool control_closed_ = false;
+  std::optional<absl::Status> peer_error_;
+  std::deque<proto::VerifyResult> verify_results_;
+  // Channels that died and were not declared gone yet, with the cause.
+  std::deque<std::pair<uint32_t, absl::Status>> pending_losses_;
+  std::map<uint32_t, uint64_t> gone_acks_;  // channel -> effective round
+  std::vector<ChannelLoss> losses_;
+  uint64_t resent_pages_ = 0;
+  std::atomic<uint64_t> confirmed_mirror_{0};
+};
+
+template <typename Pred>
+absl::Status SenderImpl::AwaitControl(Pred ready, absl::Duration timeout,
+                                      const std::string& what) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+  bool timed_out = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    timed_out = !cv_.wait_until(lock, deadline, [&] {
+      return ready() || failure_.failed() || control_closed_;
+    });
+    if (ready()) return absl::OkStatus();
+  }
+  if (timed_out) {
+    failure_.Fail(absl::DeadlineExceededError(
+        absl::StrFormat("%s: no answer from the destination within %s", what,
+                        absl::FormatDuration(timeout))));
+  } else if (!failure_.failed()) {
+    failure_.Fail(absl::UnavailableError(
+        absl::StrCat(what, ": control connection closed")));
+  }
+  return FinalStatus();
+}
+
+}  // namespace ramferry
+
+#endif  // RAMFERRY_ENGINE_SENDER_IMPL_H_

@@ -1,0 +1,224 @@
+// Session set-up: the control connection and its Hello, the region table,
+// the data channels, and the threads that run the session.
+#include <functional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "channels/channel_factory.h"
+#include "channels/transport_family.h"
+#include "engine/region_table.h"
+#include "engine/sender_impl.h"
+#include "engine/status_util.h"
+#include "engine/transport_decorator.h"
+#include "proto/packet.h"
+
+namespace ramferry {
+
+using engine::Annotate;
+using engine::ChannelSender;
+using engine::CommandRing;
+using engine::ControlChannel;
+
+absl::Status SenderImpl::Setup() {
+  if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
+  if (absl::Status s = engine::ValidateRegions(regions_); !s.ok()) return s;
+  absl::StatusOr<channels::ResolvedTransport> resolved =
+      channels::ResolveTransport(options_.transport,
+                                 options_.fallback_to_tcp_zerocopy);
+  if (!resolved.ok()) return resolved.status();
+  channel_kind_ = resolved->kind;
+  if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
+  transport_caps_ = channels::StaticCapabilities(options_.transport);
+  session_ = engine::NewSessionId();
+
+  absl::StatusOr<int> fd = channels::ConnectWithRetry(
+      options_.host, options_.port, options_.connect_timeout);
+  if (!fd.ok()) return Annotate(fd.status(), "control connection");
+  control_ = std::make_unique<ControlChannel>(*fd, options_.stall_timeout);
+  const absl::Time deadline = absl::Now() + options_.handshake_timeout;
+  if (absl::Status s = ExchangeControlHello(*fd, deadline); !s.ok()) return s;
+  if (absl::Status s = AgreeRegions(deadline); !s.ok()) return s;
+  if (options_.verify == VerifyMode::kSent) {
+    absl::StatusOr<std::unique_ptr<engine::DigestTable>> t =
+        engine::DigestTable::Create(regions_);
+    if (!t.ok()) return t.status();
+    sent_digests_ = std::move(*t);
+  }
+  if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
+  StartThreads();
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
+  proto::Hello hello;
+  hello.role = proto::Role::kControl;
+  hello.session = session_;
+  hello.channel_count = options_.channels;
+  hello.capabilities = OfferedCapabilities();
+  hello.max_packet_pages = options_.packet_pages;
+  hello.transport = static_cast<uint16_t>(options_.transport);
+  if (Has(channels::kCapChunkedRegistration)) {
+    hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
+  }
+  absl::StatusOr<proto::HelloReply> reply =
+      channels::ExchangeHello(fd, hello, options_.auth_key, deadline);
+  if (!reply.ok()) return Annotate(reply.status(), "control connection");
+  capabilities_ = reply->capabilities & proto::kKnownCapabilities;
+  if (options_.survive_channel_loss) {
+    if ((capabilities_ & proto::kCapSurviveChannelLoss) == 0) {
+      return absl::FailedPreconditionError(
+          "survive_channel_loss: the destination cannot survive channel loss "
+          "(an older ramferry, or a transport it does not support it on)");
+    }
+    survive_ = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::AgreeRegions(absl::Time deadline) {
+  engine::RegionTable table(regions_);
+  if (absl::Status s =
+          control_->Send(proto::EncodeRegionTable(table.Describe()));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<uint8_t>> payload = engine::ReceiveExpected(
+      *control_, proto::ControlType::kRegionReply, deadline);
+  if (!payload.ok()) return Annotate(payload.status(), "region table");
+  absl::StatusOr<proto::RegionReply> regions =
+      proto::DecodeRegionReply(*payload);
+  if (!regions.ok()) return regions.status();
+  if (!regions->accepted) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "destination refused the region table: ", regions->reason));
+  }
+  return absl::OkStatus();
+}
+
+void SenderImpl::StartThreads() {
+  std::vector<CommandRing*> rings;
+  for (auto& c : channels_) rings.push_back(&c->ring());
+  std::function<absl::Status(size_t)> drain;
+  if (options_.single_thread) {
+    drain = [this](size_t i) { return channels_[i]->DrainInline(); };
+  }
+  lost_.assign(channels_.size(), false);
+  last_seq_.assign(channels_.size(), 0);
+  if (survive_) {
+    ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
+  }
+  scheduler_ = std::make_unique<engine::Scheduler>(
+      rings, regions_, options_.packet_pages, std::move(drain), ledger_.get());
+  if (!options_.single_thread) {
+    for (auto& c : channels_) c->Start();
+  }
+  heartbeat_ = std::make_unique<engine::HeartbeatSender>(
+      control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
+  control_thread_ = std::thread([this] { ControlLoop(); });
+}
+
+absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
+  channels::TransportOptions topts;
+  topts.max_header_bytes = proto::PacketHeaderBytes(options_.packet_pages);
+  topts.header_slots = options_.header_slots;
+  topts.completion = options_.completion;
+  topts.stall_timeout = options_.stall_timeout;
+  topts.registered_buffers = options_.registered_buffers;
+  for (uint32_t i = 0; i < options_.channels; ++i) {
+    const std::string where = absl::StrFormat("channel %d", i);
+    absl::StatusOr<std::unique_ptr<channels::Transport>> transport =
+        OpenChannel(DataHello(i), topts, deadline);
+    if (!transport.ok()) return Annotate(transport.status(), where);
+    for (const Region& r : regions_) {
+      if (absl::Status s = (*transport)->RegisterRegion(r.id, r.base, r.length);
+          !s.ok()) {
+        return Annotate(s, where);
+      }
+    }
+    ChannelSender::LossHandler on_loss;
+    if (survive_) {
+      on_loss = [this](uint32_t c, const absl::Status& cause) {
+        OnChannelLoss(c, cause);
+      };
+    }
+    channels_.push_back(std::make_unique<ChannelSender>(
+        i, std::move(*transport), regions_, ChannelConfig(), &failure_,
+        std::move(on_loss)));
+  }
+  return absl::OkStatus();
+}
+
+proto::Hello SenderImpl::DataHello(uint32_t channel) const {
+  proto::Hello hello;
+  hello.role = proto::Role::kData;
+  hello.session = session_;
+  hello.channel_index = channel;
+  hello.channel_count = options_.channels;
+  hello.capabilities = capabilities_;
+  hello.max_packet_pages = options_.packet_pages;
+  hello.transport = static_cast<uint16_t>(options_.transport);
+  if (Has(channels::kCapChunkedRegistration)) {
+    hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
+  }
+  return hello;
+}
+
+ChannelSender::Config SenderImpl::ChannelConfig() const {
+  ChannelSender::Config config;
+  config.ring_entries = options_.ring_entries;
+  config.max_pages = options_.packet_pages;
+  config.announce_next_header =
+      (capabilities_ & proto::kCapNextHeaderSize) != 0;
+  config.sent_digests = sent_digests_.get();
+  config.zero_pages = (capabilities_ & proto::kCapZeroPages) != 0;
+  if ((capabilities_ & proto::kCapCompressedPages) != 0) {
+    config.compression = options_.compression;
+    config.compression_level = options_.compression_level;
+  }
+  return config;
+}
+
+uint64_t SenderImpl::OfferedCapabilities() const {
+  uint64_t caps = proto::kCapVerify;
+  if (options_.survive_channel_loss) caps |= proto::kCapSurviveChannelLoss;
+  if (options_.announce_next_header) caps |= proto::kCapNextHeaderSize;
+  if (options_.zero_pages) caps |= proto::kCapZeroPages;
+  if (options_.compression != Compression::kOff) {
+    caps |= proto::kCapCompressedPages;
+  }
+  if (options_.verify != VerifyMode::kReread) {
+    caps |= proto::kCapArrivalDigests;
+  }
+  if (Has(channels::kCapChunkedRegistration)) {
+    if (options_.rdma_pin_all) caps |= proto::kCapRdmaPinAll;
+    if (options_.rdma_reg_batch) caps |= proto::kCapRdmaRegBatch;
+  }
+  return caps;
+}
+
+absl::StatusOr<std::unique_ptr<channels::Transport>> SenderImpl::OpenChannel(
+    const proto::Hello& hello, const channels::TransportOptions& topts,
+    absl::Time deadline) {
+  channels::ConnectSpec spec;
+  spec.host = options_.host;
+  spec.port = options_.port;
+  spec.options = topts;
+  spec.auth_key = options_.auth_key;
+  spec.deadline = deadline;
+  spec.session_capabilities = capabilities_;
+  spec.chunk_bytes = options_.rdma_chunk_bytes;
+  spec.max_inline = options_.rdma_max_inline;
+  spec.connect_timeout = options_.handshake_timeout;
+  absl::StatusOr<channels::DialedChannel> d =
+      channels::DialChannel(channel_kind_, spec, hello);
+  if (!d.ok()) return d.status();
+  return engine::DecorateTransport(
+      std::move(d->transport),
+      {.source = true, .channel = hello.channel_index, .fd = d->socket_fd});
+}
+
+}  // namespace ramferry

@@ -1,0 +1,139 @@
+// Verify: the destination's digests of every page, requested a window
+// ahead, compared with this side's.
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "engine/sender_impl.h"
+
+namespace ramferry {
+
+namespace {
+// Requests stay this many pieces ahead of the comparison, so the
+// destination hashes while this side compares.
+constexpr int kWindow = 4;
+}  // namespace
+
+absl::Status SenderImpl::StartVerify() {
+  if (finished_) return absl::FailedPreconditionError("session is finished");
+  if (sent_digests_ != nullptr || local_digests_ != nullptr) {
+    return absl::OkStatus();  // nothing to read, or already started
+  }
+  absl::StatusOr<std::unique_ptr<engine::BackgroundDigests>> d =
+      engine::BackgroundDigests::Start(regions_);
+  if (!d.ok()) return d.status();
+  local_digests_ = std::move(*d);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VerifyReport> SenderImpl::Verify() {
+  if (finished_) return absl::FailedPreconditionError("session is finished");
+  if (failure_.failed()) return FinalStatus();
+  if ((capabilities_ & proto::kCapVerify) == 0) {
+    return absl::UnimplementedError("destination cannot verify pages");
+  }
+  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
+  if (absl::Status s = StartVerify(); !s.ok()) return s;
+  // A later Verify hashes memory again: it may have changed since.
+  std::unique_ptr<engine::BackgroundDigests> local_digests =
+      std::move(local_digests_);
+  bool hashed = sent_digests_ != nullptr;
+  VerifyReport report;
+  for (const Region& region : regions_) {
+    if (absl::Status s =
+            VerifyRegion(region, local_digests.get(), &hashed, &report);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return report;
+}
+
+absl::Status SenderImpl::VerifyRegion(const Region& region,
+                                      engine::BackgroundDigests* local_digests,
+                                      bool* hashed, VerifyReport* report) {
+  const size_t index = static_cast<size_t>(&region - regions_.data());
+  const uint64_t pages = region.page_count();
+  uint64_t requested = 0;
+  uint64_t compared = 0;
+  int in_flight = 0;
+  while (compared < pages) {
+    if (absl::Status s = RequestDigests(region, &requested, &in_flight);
+        !s.ok()) {
+      return s;
+    }
+    const uint64_t count =
+        std::min<uint64_t>(proto::kMaxVerifyPages, pages - compared);
+    absl::StatusOr<proto::VerifyResult> result =
+        NextVerifyResult(region, compared, count);
+    if (!result.ok()) return result.status();
+    --in_flight;
+    if (!*hashed) {
+      // Every core, while the destination answers the requests already
+      // in flight.
+      local_digests->Finish();
+      *hashed = true;
+    }
+    absl::Span<const uint64_t> mine =
+        (sent_digests_ != nullptr ? *sent_digests_ : local_digests->digests())
+            .region(index)
+            .subspan(compared, count);
+    for (uint64_t i = 0; i < count; ++i) {
+      if (mine[i] == result->page_digests[i]) continue;
+      ++report->pages_mismatched;
+      if (report->first_mismatches.size() < 16) {
+        report->first_mismatches.emplace_back(region.id, compared + i);
+      }
+    }
+    report->pages_checked += count;
+    compared += count;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::RequestDigests(const Region& region,
+                                        uint64_t* requested, int* in_flight) {
+  const uint64_t pages = region.page_count();
+  while (*in_flight < kWindow && *requested < pages) {
+    proto::VerifyRequest q{region.id, *requested,
+                           static_cast<uint32_t>(std::min<uint64_t>(
+                               proto::kMaxVerifyPages, pages - *requested))};
+    if (absl::Status s = control_->Send(proto::EncodeVerifyRequest(q));
+        !s.ok()) {
+      failure_.Fail(s);
+      return FinalStatus();
+    }
+    *requested += q.page_count;
+    ++*in_flight;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::VerifyResult> SenderImpl::NextVerifyResult(
+    const Region& region, uint64_t first_page, uint64_t count) {
+  if (absl::Status s = AwaitControl([&] { return !verify_results_.empty(); },
+                                    options_.round_timeout, "verify");
+      !s.ok()) {
+    return s;
+  }
+  proto::VerifyResult result;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    result = std::move(verify_results_.front());
+    verify_results_.pop_front();
+  }
+  if (result.region_id != region.id || result.first_page != first_page ||
+      result.page_digests.size() != count) {
+    failure_.Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "verify result for region %d pages [%d, +%d) answers a request "
+        "for region %d pages [%d, +%d)",
+        result.region_id, result.first_page, result.page_digests.size(),
+        region.id, first_page, count)));
+    return FinalStatus();
+  }
+  return result;
+}
+
+}  // namespace ramferry
