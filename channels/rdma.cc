@@ -108,7 +108,7 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
   };
 
   bool pin_all() const {
-    return (config_.capabilities & proto::kCapRdmaPinAll) != 0;
+    return (config_.capabilities & proto::kFeatureRdmaPinAll) != 0;
   }
 
   std::unique_ptr<Connection> conn_;
@@ -198,7 +198,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   };
 
   bool reg_batch() const {
-    return (config_.capabilities & proto::kCapRdmaRegBatch) != 0;
+    return (config_.capabilities & proto::kFeatureRdmaRegBatch) != 0;
   }
 
   // HeaderSlots waits through here: post what is queued, then wait.
@@ -564,7 +564,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   if (!accepted.ok()) return accepted.status();
   transport->set_capabilities(
       accepted->capabilities &
-      (proto::kCapRdmaPinAll | proto::kCapRdmaRegBatch));
+      (proto::kFeatureRdmaPinAll | proto::kFeatureRdmaRegBatch));
   *reply = *accepted;
   return transport;
 }

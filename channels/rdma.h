@@ -32,7 +32,8 @@
 namespace ramferry::channels {
 
 struct RdmaConfig {
-  // Negotiated capability bits (proto::kCapRdmaPinAll / kCapRdmaRegBatch).
+  // Negotiated capability bits (proto::kFeatureRdmaPinAll /
+  // kFeatureRdmaRegBatch).
   uint64_t capabilities = 0;
   uint64_t chunk_bytes = 1 << 20;
   // Inline room to ask for at QP creation; the provider may grant less.

@@ -41,14 +41,14 @@ class ChannelReceiver {
 
   struct Config {
     uint32_t max_pages = 128;
-    // Headers announce the size of the next one (kCapNextHeaderSize).
+    // Headers announce the size of the next one (kFeatureNextHeaderSize).
     bool next_header_size = false;
     // Where to record a digest of every page that lands (null: nowhere).
     DigestTable* arrival_digests = nullptr;
-    // Non-null: kCapZeroPages was negotiated, and zero pages and ranges
+    // Non-null: kFeatureZeroPages was negotiated, and zero pages and ranges
     // are applied through it.
     ZeroPages* zero_pages = nullptr;
-    // Payloads may come as zstd frames (kCapCompressedPages).
+    // Payloads may come as zstd frames (kFeatureCompressedPages).
     bool compressed_pages = false;
   };
 

@@ -38,14 +38,14 @@ class ChannelSender {
   struct Config {
     uint32_t ring_entries = 256;
     uint32_t max_pages = 128;
-    // Each header names the size of the next one (kCapNextHeaderSize).
+    // Each header names the size of the next one (kFeatureNextHeaderSize).
     bool announce_next_header = false;
     // Where to record a digest of every page sent (null: nowhere).
     DigestTable* sent_digests = nullptr;
     // All-zero pages go as flagged offsets, without their bytes
-    // (kCapZeroPages).
+    // (kFeatureZeroPages).
     bool zero_pages = false;
-    // Payloads may go as zstd frames (kCapCompressedPages); ignored on a
+    // Payloads may go as zstd frames (kFeatureCompressedPages); ignored on a
     // transport with channels::kCapRemotePlacement.
     Compression compression = Compression::kOff;
     int compression_level = 1;

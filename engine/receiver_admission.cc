@@ -50,17 +50,6 @@ void Admission::Wake() {
 
 proto::HelloReply Admission::Admit(const proto::Hello& h) {
   std::unique_lock<std::mutex> lock(mu_);
-  proto::HelloReply reply = AdmitLocked(h);
-  const TransportKind kind = static_cast<TransportKind>(h.transport);
-  if (reply.status != 0 || h.role != proto::Role::kControl ||
-      (channels::StaticCapabilities(kind) & channels::kCapOwnsConnection) ==
-          0) {
-    return reply;
-  }
-  return StartChannelListener(lock, kind, std::move(reply));
-}
-
-proto::HelloReply Admission::AdmitLocked(const proto::Hello& h) {
   if (failure_.failed()) {
     return Refuse(absl::StatusCode::kUnavailable,
                   "destination is shutting down");
@@ -71,19 +60,24 @@ proto::HelloReply Admission::AdmitLocked(const proto::Hello& h) {
     return Refuse(absl::StatusCode::kInvalidArgument,
                   absl::StrFormat("unknown transport %d", h.transport));
   }
-  if (h.role == proto::Role::kControl) return AdmitControl(h, *family);
-  return AdmitData(h);
+  if (h.role != proto::Role::kControl) return AdmitData(h);
+  proto::HelloReply reply = AdmitControl(h, *family);
+  if (reply.status != 0 ||
+      (family->capabilities & channels::kCapOwnsConnection) == 0) {
+    return reply;
+  }
+  return StartChannelListener(lock, family->kind, std::move(reply));
 }
 
 uint64_t Admission::OfferedCapabilities(uint32_t transport_caps) const {
-  uint64_t offered = proto::kKnownCapabilities;
-  if (!options_.rdma_reg_batch) offered &= ~proto::kCapRdmaRegBatch;
-  if (!options_.announce_next_header) offered &= ~proto::kCapNextHeaderSize;
-  if (!options_.zero_pages) offered &= ~proto::kCapZeroPages;
+  uint64_t offered = proto::kKnownFeatures;
+  if (!options_.rdma_reg_batch) offered &= ~proto::kFeatureRdmaRegBatch;
+  if (!options_.announce_next_header) offered &= ~proto::kFeatureNextHeaderSize;
+  if (!options_.zero_pages) offered &= ~proto::kFeatureZeroPages;
   // Remotely placed data lands without the receive thread: stopping it
   // would not stop a dead channel's data.
   if ((transport_caps & channels::kCapRemotePlacement) != 0) {
-    offered &= ~proto::kCapSurviveChannelLoss;
+    offered &= ~proto::kFeatureSurviveChannelLoss;
   }
   return offered;
 }
@@ -112,8 +106,8 @@ proto::HelloReply Admission::AdmitControl(
   capabilities_ = h.capabilities & offered;
   transport_ = h.transport;
   rdma_chunk_bytes_ = h.rdma_chunk_bytes;
-  survive_ = (capabilities_ & proto::kCapSurviveChannelLoss) != 0;
-  if ((capabilities_ & proto::kCapArrivalDigests) != 0) {
+  survive_ = (capabilities_ & proto::kFeatureSurviveChannelLoss) != 0;
+  if ((capabilities_ & proto::kFeatureArrivalDigests) != 0) {
     absl::StatusOr<std::unique_ptr<DigestTable>> t =
         DigestTable::Create(table_.regions());
     if (!t.ok()) {
@@ -121,7 +115,7 @@ proto::HelloReply Admission::AdmitControl(
     }
     arrival_digests_ = std::move(*t);
   }
-  if ((capabilities_ & proto::kCapZeroPages) != 0) {
+  if ((capabilities_ & proto::kFeatureZeroPages) != 0) {
     zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
   }
   // Its channels' Hellos could not be authenticated (see options.cc).
@@ -306,11 +300,11 @@ AdmittedChannels Admission::TakeChannels() {
   }
   out.config.max_pages = packet_pages_;
   out.config.next_header_size =
-      (capabilities_ & proto::kCapNextHeaderSize) != 0;
+      (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
   out.config.arrival_digests = arrival_digests_.get();
   out.config.zero_pages = zero_pages_.get();
   out.config.compressed_pages =
-      (capabilities_ & proto::kCapCompressedPages) != 0;
+      (capabilities_ & proto::kFeatureCompressedPages) != 0;
   out.survive = survive_;
   return out;
 }

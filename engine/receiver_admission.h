@@ -83,14 +83,13 @@ class Admission {
   absl::Status AwaitChannels(absl::Time deadline);
   // Hands the arrived channels over, with the session's parameters.
   AdmittedChannels TakeChannels();
-  // kCapArrivalDigests: a digest of every page as it landed, written by
+  // kFeatureArrivalDigests: a digest of every page as it landed, written by
   // the channel threads, read by AnswerVerify once they are done. Set at
   // admission, before the Serve thread takes the control connection.
   DigestTable* arrival_digests() const { return arrival_digests_.get(); }
 
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
-  proto::HelloReply AdmitLocked(const proto::Hello& hello);  // needs mu_
   // The control Hello opens the session; a data Hello joins it. Need mu_.
   proto::HelloReply AdmitControl(const proto::Hello& hello,
                                  const channels::TransportFamily& family);
@@ -132,7 +131,7 @@ class Admission {
   uint32_t packet_pages_ = 0;
   uint64_t capabilities_ = 0;
   std::unique_ptr<DigestTable> arrival_digests_;
-  // kCapZeroPages: how zero pages are applied to the regions.
+  // kFeatureZeroPages: how zero pages are applied to the regions.
   std::unique_ptr<ZeroPages> zero_pages_;
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;

@@ -104,7 +104,7 @@ absl::Status SenderImpl::AwaitRings() {
 std::vector<std::vector<proto::ZeroRange>> SenderImpl::UntouchedRanges(
     uint64_t round) {
   if (round != 0 || !options_.skip_untouched || survive_ ||
-      (capabilities_ & proto::kCapZeroPages) == 0 ||
+      (capabilities_ & proto::kFeatureZeroPages) == 0 ||
       options_.packet_pages < 2) {
     return {};
   }

@@ -32,7 +32,7 @@ absl::Status SenderImpl::Setup() {
   if (!resolved.ok()) return resolved.status();
   channel_kind_ = resolved->kind;
   if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
-  transport_caps_ = channels::StaticCapabilities(options_.transport);
+  transport_caps_ = channels::StaticCapabilities(channel_kind_);
   session_ = engine::NewSessionId();
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
@@ -67,9 +67,9 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
   absl::StatusOr<proto::HelloReply> reply =
       channels::ExchangeHello(fd, hello, options_.auth_key, deadline);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
-  capabilities_ = reply->capabilities & proto::kKnownCapabilities;
+  capabilities_ = reply->capabilities & proto::kKnownFeatures;
   if (options_.survive_channel_loss) {
-    if ((capabilities_ & proto::kCapSurviveChannelLoss) == 0) {
+    if ((capabilities_ & proto::kFeatureSurviveChannelLoss) == 0) {
       return absl::FailedPreconditionError(
           "survive_channel_loss: the destination cannot survive channel loss "
           "(an older ramferry, or a transport it does not support it on)");
@@ -172,10 +172,10 @@ ChannelSender::Config SenderImpl::ChannelConfig() const {
   config.ring_entries = options_.ring_entries;
   config.max_pages = options_.packet_pages;
   config.announce_next_header =
-      (capabilities_ & proto::kCapNextHeaderSize) != 0;
+      (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
   config.sent_digests = sent_digests_.get();
-  config.zero_pages = (capabilities_ & proto::kCapZeroPages) != 0;
-  if ((capabilities_ & proto::kCapCompressedPages) != 0) {
+  config.zero_pages = (capabilities_ & proto::kFeatureZeroPages) != 0;
+  if ((capabilities_ & proto::kFeatureCompressedPages) != 0) {
     config.compression = options_.compression;
     config.compression_level = options_.compression_level;
   }
@@ -183,19 +183,19 @@ ChannelSender::Config SenderImpl::ChannelConfig() const {
 }
 
 uint64_t SenderImpl::OfferedCapabilities() const {
-  uint64_t caps = proto::kCapVerify;
-  if (options_.survive_channel_loss) caps |= proto::kCapSurviveChannelLoss;
-  if (options_.announce_next_header) caps |= proto::kCapNextHeaderSize;
-  if (options_.zero_pages) caps |= proto::kCapZeroPages;
+  uint64_t caps = proto::kFeatureVerify;
+  if (options_.survive_channel_loss) caps |= proto::kFeatureSurviveChannelLoss;
+  if (options_.announce_next_header) caps |= proto::kFeatureNextHeaderSize;
+  if (options_.zero_pages) caps |= proto::kFeatureZeroPages;
   if (options_.compression != Compression::kOff) {
-    caps |= proto::kCapCompressedPages;
+    caps |= proto::kFeatureCompressedPages;
   }
   if (options_.verify != VerifyMode::kReread) {
-    caps |= proto::kCapArrivalDigests;
+    caps |= proto::kFeatureArrivalDigests;
   }
   if (Has(channels::kCapChunkedRegistration)) {
-    if (options_.rdma_pin_all) caps |= proto::kCapRdmaPinAll;
-    if (options_.rdma_reg_batch) caps |= proto::kCapRdmaRegBatch;
+    if (options_.rdma_pin_all) caps |= proto::kFeatureRdmaPinAll;
+    if (options_.rdma_reg_batch) caps |= proto::kFeatureRdmaRegBatch;
   }
   return caps;
 }

@@ -31,7 +31,7 @@ absl::Status SenderImpl::StartVerify() {
 absl::StatusOr<VerifyReport> SenderImpl::Verify() {
   if (finished_) return absl::FailedPreconditionError("session is finished");
   if (failure_.failed()) return FinalStatus();
-  if ((capabilities_ & proto::kCapVerify) == 0) {
+  if ((capabilities_ & proto::kFeatureVerify) == 0) {
     return absl::UnimplementedError("destination cannot verify pages");
   }
   if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;

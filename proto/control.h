@@ -37,7 +37,7 @@ enum class ControlType : uint32_t {
   // Either way, every stall_timeout/4: proof of life while a peer has
   // nothing else to say, so a stopped peer is told from an idle one.
   kHeartbeat = 9,
-  // Only with kCapSurviveChannelLoss:
+  // Only with kFeatureSurviveChannelLoss:
   kChannelLost = 10,     // destination -> source: a data channel died here
   kChannelGone = 11,     // source -> destination: stop waiting for it
   kChannelGoneAck = 12,  // destination -> source: it is gone, from round r

@@ -40,37 +40,39 @@ inline constexpr uint32_t kMaxChannels = 256;
 
 enum class Role : uint16_t { kControl = 1, kData = 2 };
 
-// Capability bits. A bit is in effect only when both ends set it.
-enum Capability : uint64_t {
+// Session features, negotiated in the Hello's capabilities field: a bit is
+// in effect only when both ends set it. (A transport's own promises are
+// channels::TransportCapability, kCap*: local, never on the wire.)
+enum Feature : uint64_t {
   // The destination can checksum its regions on request (Verify).
-  kCapVerify = 1ull << 0,
+  kFeatureVerify = 1ull << 0,
   // RDMA: the destination registers whole regions up front and sends their
   // keys (otherwise chunks are registered on demand).
-  kCapRdmaPinAll = 1ull << 1,
+  kFeatureRdmaPinAll = 1ull << 1,
   // RDMA: one REGISTER_REQUEST may name many chunks (otherwise one each).
-  kCapRdmaRegBatch = 1ull << 2,
+  kFeatureRdmaRegBatch = 1ull << 2,
   // A dead data channel does not end the session: the source re-sends its
   // unconfirmed batches on the others and tells the destination over the
   // control connection (CHANNEL_LOST / CHANNEL_GONE / CHANNEL_GONE_ACK).
-  kCapSurviveChannelLoss = 1ull << 3,
+  kFeatureSurviveChannelLoss = 1ull << 3,
   // Every packet header announces the size of the header after it
   // (PacketHeader::next_header_bytes), so the destination reads a payload
   // and the next header in one call.
-  kCapNextHeaderSize = 1ull << 4,
+  kFeatureNextHeaderSize = 1ull << 4,
   // The destination hashes every page as it lands and answers a verify
   // request from those digests, without reading its memory again.
-  kCapArrivalDigests = 1ull << 5,
+  kFeatureArrivalDigests = 1ull << 5,
   // All-zero pages travel as flagged offsets with no payload, and pages
   // the source never touched as ZERO_RANGES packets (proto/packet.h).
-  kCapZeroPages = 1ull << 6,
+  kFeatureZeroPages = 1ull << 6,
   // A data packet's payload may be one zstd frame of its pages
   // (PacketHeader::compressed_bytes).
-  kCapCompressedPages = 1ull << 7,
+  kFeatureCompressedPages = 1ull << 7,
 };
-inline constexpr uint64_t kKnownCapabilities =
-    kCapVerify | kCapRdmaPinAll | kCapRdmaRegBatch | kCapSurviveChannelLoss |
-    kCapNextHeaderSize | kCapArrivalDigests | kCapZeroPages |
-    kCapCompressedPages;
+inline constexpr uint64_t kKnownFeatures =
+    kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
+    kFeatureSurviveChannelLoss | kFeatureNextHeaderSize |
+    kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

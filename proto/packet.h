@@ -6,14 +6,14 @@
 //    8 u32 channel          12 u32 page_count
 //   16 u64 packet_num       24 u64 round
 //   32 u32 region_id        36 u32 page_size
-//   40 u32 next_header_bytes: with kCapNextHeaderSize (proto/handshake.h),
+//   40 u32 next_header_bytes: with kFeatureNextHeaderSize (proto/handshake.h),
 //             the size of the header that follows this packet on the
 //             channel (64 + 8 * its page_count), or 0 when the sender did
 //             not know it yet; without the capability always 0. It lets the
 //             receiver read a packet's payload and the whole next header in
 //             one call and still validate that header before asking for a
 //             byte of its payload.
-//   44 u32 compressed_bytes: with kCapCompressedPages, on a data packet,
+//   44 u32 compressed_bytes: with kFeatureCompressedPages, on a data packet,
 //             non-zero when the payload is one zstd frame of this many
 //             bytes that expands to the packet's pages (those not flagged
 //             zero), in offset order; 0: the pages as they are. Without
@@ -21,11 +21,11 @@
 //   48 u8[16] reserved: zero, so a later version can give them meaning
 //             behind a capability bit without breaking old peers.
 //   64 u64 offsets[page_count]: byte offset of each page in its region.
-//             With kCapZeroPages, bit 0 of an offset (free: offsets are
+//             With kFeatureZeroPages, bit 0 of an offset (free: offsets are
 //             page-aligned) marks a page that is all zero: its bytes are
 //             not in the payload and the destination makes it zero.
 //
-// A ZERO_RANGES packet (kCapZeroPages) carries page_count u64 words after
+// A ZERO_RANGES packet (kFeatureZeroPages) carries page_count u64 words after
 // the fixed part, read as (offset, length) pairs: byte ranges of its
 // region, page-aligned, ascending and disjoint, that read as zero (the
 // source never touched them). No payload follows. Keeping the pairs in
@@ -58,7 +58,7 @@ enum PacketFlag : uint16_t {
   kPacketSync = 1u << 0,
   // End of stream on this channel; nothing may follow it.
   kPacketFinish = 1u << 1,
-  // Zero ranges of a region for this round (kCapZeroPages).
+  // Zero ranges of a region for this round (kFeatureZeroPages).
   kPacketZeroRanges = 1u << 2,
 };
 inline constexpr uint16_t kKnownPacketFlags =
@@ -75,12 +75,12 @@ constexpr uint64_t PageOffsetOf(uint64_t entry) {
 
 // What the two ends negotiated that changes how a header is read.
 struct PacketFeatures {
-  // next_header_bytes may be non-zero (kCapNextHeaderSize).
+  // next_header_bytes may be non-zero (kFeatureNextHeaderSize).
   bool next_header_size = false;
   // Offsets may carry kZeroPageFlag; ZERO_RANGES packets may come
-  // (kCapZeroPages).
+  // (kFeatureZeroPages).
   bool zero_pages = false;
-  // compressed_bytes may be non-zero (kCapCompressedPages), up to
+  // compressed_bytes may be non-zero (kFeatureCompressedPages), up to
   // kMaxCompressedBytes.
   bool compressed_pages = false;
 };

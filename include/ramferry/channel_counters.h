@@ -14,8 +14,8 @@
 
 // What the engine counts on each channel, source or destination.
 //
-// Zero pages (kCapZeroPages) are in `pages` but not in `payload_bytes`.
-// Compression (kCapCompressedPages): the frame bytes that travelled are in
+// Zero pages (kFeatureZeroPages) are in `pages` but not in `payload_bytes`.
+// Compression (kFeatureCompressedPages): the frame bytes that travelled are in
 // `payload_bytes`.
 #define RAMFERRY_ENGINE_COUNTERS(X)                                            \
   X(packets, kSum, kCount, "data packets (SYNC/FINISH not counted)")           \

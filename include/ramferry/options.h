@@ -91,10 +91,10 @@ struct SessionOptions {
 
   VerifyMode verify = VerifyMode::kFull;
   // Headers announce the size of the next one, so the destination reads a
-  // payload and the next header in one call (kCapNextHeaderSize). Off
+  // payload and the next header in one call (kFeatureNextHeaderSize). Off
   // speaks the older stream, as a peer without the capability does.
   bool announce_next_header = true;
-  // All-zero pages travel as offsets alone (kCapZeroPages): the source's
+  // All-zero pages travel as offsets alone (kFeatureZeroPages): the source's
   // channel threads test each page as they send it, and the destination
   // makes the page zero, writing nothing where it already reads as zero
   // (Region::reads_as_zero). Off on either end: every page's bytes travel.

@@ -41,8 +41,8 @@ namespace {
 // Capabilities the rdma pair's ends offer each other, as the engine's
 // source offers them (OfferedCapabilities) and its destination grants.
 uint64_t RdmaOffered(const RdmaPairOptions& rdma) {
-  uint64_t caps = proto::kCapRdmaRegBatch;
-  if (rdma.pin_all) caps |= proto::kCapRdmaPinAll;
+  uint64_t caps = proto::kFeatureRdmaRegBatch;
+  if (rdma.pin_all) caps |= proto::kFeatureRdmaPinAll;
   return caps;
 }
 

@@ -486,7 +486,7 @@ void VerifyFinishAndCompare(Sender& sender, ServingReceiver& rx,
   EXPECT_TRUE(SameBytes(src, dst));
 }
 
-// Compression (kCapCompressedPages) over every transport: text-like pages
+// Compression (kFeatureCompressedPages) over every transport: text-like pages
 // go as frames where the transport sends copies of the pages, and as they
 // are where it places them in the peer's memory itself (rdma); random
 // pages go as they are. Byte-exact either way, over rounds that rewrite
@@ -542,7 +542,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, TransportConformance,
                          [](const auto& info) { return TestName(info.param); });
 
 // ---------------------------------------------------------------------
-// Zero pages and never-touched pages (kCapZeroPages): the source sends
+// Zero pages and never-touched pages (kFeatureZeroPages): the source sends
 // their offsets or ranges instead of their bytes, the destination ends
 // byte-exact whether its memory started zero (and says so) or held other
 // bytes, and a page that turns zero later becomes zero there.

@@ -123,7 +123,7 @@ std::vector<BadPacket> Cases() {
       {"SyncForFutureRound",
        [] { return FakeSource::Marker(proto::kPacketSync, 1, 0, 4); }, kInvalid,
        "round 4"},
-      // kCapZeroPages: zero pages and ranges are checked like offsets.
+      // kFeatureZeroPages: zero pages and ranges are checked like offsets.
       {"ZeroPageFlagPastRegion",
        raw(proto::kPacketData, {kRegionBytes | proto::kZeroPageFlag}, 0, 0),
        absl::StatusCode::kOutOfRange, "outside region 1"},
@@ -137,7 +137,7 @@ std::vector<BadPacket> Cases() {
        "even count"},
       {"ZeroRangeEmpty", raw(kRanges, {4096, 0}, 0, 0), kInvalid,
        "empty or not aligned"},
-      // kCapCompressedPages: a frame's length and contents are checked
+      // kFeatureCompressedPages: a frame's length and contents are checked
       // before and while it expands.
       {"CompressedNotSmallerThanItsPages",
        raw(proto::kPacketData, Offsets(2), 8192, 8192), kInvalid,

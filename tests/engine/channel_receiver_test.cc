@@ -135,7 +135,7 @@ std::vector<uint8_t> TextFrame(size_t pages, std::vector<uint8_t>* text) {
 
 // One 4-page region (filled with `prefill`, and known to read as zero when
 // `reads_as_zero`) and a receiver on channel kChannel reading `stream`,
-// with kCapZeroPages when `zero_pages` and kCapCompressedPages when
+// with kFeatureZeroPages when `zero_pages` and kFeatureCompressedPages when
 // `compressed`.
 struct Fixture {
   explicit Fixture(const std::vector<uint8_t>& bytes,
@@ -241,7 +241,7 @@ TEST(ChannelReceiverTest, EndOfStreamMidPayloadKeepsWhatArrived) {
   EXPECT_EQ(f.byte_at(4095 - 99), 0);
 }
 
-// kCapNextHeaderSize: each header names the size of the next, which is
+// kFeatureNextHeaderSize: each header names the size of the next, which is
 // read with the payload before it; the result is the same stream.
 TEST(ChannelReceiverTest, AnnouncedHeadersGiveTheSameResult) {
   std::vector<uint8_t> s;
@@ -331,7 +331,7 @@ TEST(ChannelReceiverTest, ArrivalDigestsAreThoseOfTheLandedPages) {
   EXPECT_NE(landed[0], now[0]);
 }
 
-// kCapZeroPages: a zero page is named, not sent; it is made zero where it
+// kFeatureZeroPages: a zero page is named, not sent; it is made zero where it
 // is not, and counted as applied in its round like any page.
 TEST(ChannelReceiverTest, ZeroPagesAreZeroFilledWhereTheyAreNot) {
   std::vector<uint8_t> s;
@@ -440,7 +440,7 @@ TEST(ChannelReceiverTest, BadZeroPagesAndRangesAreRefused) {
   }
 }
 
-// kCapCompressedPages: a frame expands into the packet's pages, zero
+// kFeatureCompressedPages: a frame expands into the packet's pages, zero
 // pages left out; SYNC counts every page.
 TEST(ChannelReceiverTest, CompressedPayloadExpandsIntoItsPages) {
   std::vector<uint8_t> text;

@@ -155,7 +155,7 @@ TEST_F(RdmaTest, OldPeerWithoutBatchedRegistrationGetsOneChunkPerRequest) {
 }
 
 TEST_F(RdmaTest, ZeroChunksGoAsCompressAndAreZeroFilled) {
-  // With kCapZeroPages the engine sends zero pages as flagged offsets
+  // With kFeatureZeroPages the engine sends zero pages as flagged offsets
   // before the transport sees them (the next test); without it, the
   // transport's own COMPRESS of zero chunks still works.
   SessionOptions opt = opt_;

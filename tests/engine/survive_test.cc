@@ -372,7 +372,8 @@ class ChannelGoneProtocolTest : public ::testing::Test {
   // Opens the session, offering channel-loss survival or not.
   void Open(bool survive = true) {
     if (survive) {
-      src_.set_capabilities(proto::kCapVerify | proto::kCapSurviveChannelLoss);
+      src_.set_capabilities(proto::kFeatureVerify |
+                            proto::kFeatureSurviveChannelLoss);
     }
     ASSERT_TRUE(src_.OpenControl(Table()).ok());
     ASSERT_TRUE(src_.OpenAllChannels().ok());

@@ -226,7 +226,7 @@ TEST(TransferTest, VerifyFindsPagesThatDiffer) {
 }
 
 // One session with `dest_announces` / `src_announces` for
-// kCapNextHeaderSize, one full round of `pattern` pages (every page, or
+// kFeatureNextHeaderSize, one full round of `pattern` pages (every page, or
 // every other one) at `packet_pages`; byte-exact, and the destination's
 // receive statistics.
 ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,

@@ -10,13 +10,13 @@
 //    PROT_NONE guard pages beyond them (a far write crashes at once).
 //  - Before any payload lands, its destination is exactly the pages the
 //    packet's header names, in order, each wholly inside that region, less
-//    the zero pages (with kCapZeroPages): the header is re-read here from
+//    the zero pages (with kFeatureZeroPages): the header is re-read here from
 //    the stream, independently of the decoders.
-//  - A compressed payload (kCapCompressedPages) is read into a buffer of
+//  - A compressed payload (kFeatureCompressedPages) is read into a buffer of
 //    exactly its stated size, which is smaller than the pages it names;
 //    what it expands to lands only in those pages (the canaries).
 //  - Each SYNC reports the pages applied in its round, rounds in order (with
-//    kCapZeroPages, at least those: ZERO_RANGES pages come on top). Zero
+//    kFeatureZeroPages, at least those: ZERO_RANGES pages come on top). Zero
 //    pages and ranges are applied to memory that is not known to read as
 //    zero, so each is really written, and the canaries catch a stray one.
 //  - Every call consumes input (no hang), and every failure is one a

@@ -39,7 +39,7 @@ struct PacketHeaderConfig {
   uint32_t channel;
   uint32_t max_pages;
   uint64_t region_length;
-  bool next_header_size;  // bit 7: kCapNextHeaderSize negotiated
+  bool next_header_size;  // bit 7: kFeatureNextHeaderSize negotiated
 };
 inline constexpr uint32_t kFuzzMaxPages[4] = {1, 3, 128, 4096};
 inline constexpr uint64_t kFuzzRegionLengths[8] = {
@@ -59,9 +59,9 @@ inline uint8_t EncodePacketHeaderConfig(uint32_t channel, int max_pages_index,
 // channel_receiver input: one config byte, then the received stream.
 //   bits 0-1: the receiver's channel index (0..3)
 //   bits 2-3: the negotiated max pages per packet (kFuzzMaxPages)
-//   bit 4:    kCapNextHeaderSize negotiated (headers announce the next)
-//   bit 5:    kCapZeroPages negotiated (zero pages and ZERO_RANGES)
-//   bit 6:    kCapCompressedPages negotiated (zstd frames as payload)
+//   bit 4:    kFeatureNextHeaderSize negotiated (headers announce the next)
+//   bit 5:    kFeatureZeroPages negotiated (zero pages and ZERO_RANGES)
+//   bit 6:    kFeatureCompressedPages negotiated (zstd frames as payload)
 // The destination's regions are fixed (kFuzzRegions).
 struct ReceiverConfig {
   uint32_t channel;

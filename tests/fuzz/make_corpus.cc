@@ -74,7 +74,7 @@ proto::PacketHeader Marker(uint16_t flags, uint32_t channel, uint64_t num,
   return h;
 }
 
-// `h` announcing a next header of `bytes` (kCapNextHeaderSize).
+// `h` announcing a next header of `bytes` (kFeatureNextHeaderSize).
 proto::PacketHeader Announcing(proto::PacketHeader h, uint32_t bytes) {
   h.next_header_bytes = bytes;
   return h;
@@ -93,7 +93,7 @@ std::vector<uint64_t> Run(uint32_t pages, uint64_t first, uint64_t step) {
 }
 
 // Header, offsets and the pages, each page filled with a distinct byte.
-// A zero page (kCapZeroPages) is named but has no bytes in the payload.
+// A zero page (kFeatureZeroPages) is named but has no bytes in the payload.
 Bytes Packet(const proto::PacketHeader& h, const std::vector<uint64_t>& offs) {
   Bytes out = Header(h, offs);
   for (uint32_t i = 0; i < h.page_count; ++i) {
@@ -113,7 +113,7 @@ proto::PacketHeader ZeroRanges(uint32_t channel, uint64_t num, uint64_t round,
 }
 constexpr uint64_t kZ = proto::kZeroPageFlag;
 
-// `h` saying its payload is a frame of `bytes` (kCapCompressedPages).
+// `h` saying its payload is a frame of `bytes` (kFeatureCompressedPages).
 proto::PacketHeader Compressed(proto::PacketHeader h, uint32_t bytes) {
   h.compressed_bytes = bytes;
   return h;
@@ -181,7 +181,7 @@ void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
   seed("edge_offsets_truncated", mib, bad);
   bad.resize(proto::kPacketFixedBytes - 1);
   seed("edge_fixed_truncated", mib, bad);
-  // The next header's size, announced (kCapNextHeaderSize in bit 7).
+  // The next header's size, announced (kFeatureNextHeaderSize in bit 7).
   const uint8_t next = EncodePacketHeaderConfig(0, 2, 3, true);
   seed("next_announced", next,
        Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 128), {0}));
@@ -197,7 +197,7 @@ void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
        Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 64 + 8 * 129), {0}));
   seed("edge_next_below_fixed", next,
        Header(Announcing(Data(0, 0, 0, 1, 4096, 1), 56), {0}));
-  // Zero pages and ranges (kCapZeroPages: every input is decoded with and
+  // Zero pages and ranges (kFeatureZeroPages: every input is decoded with and
   // without it).
   seed("zero_pages_mixed", mib,
        Header(Data(0, 0, 0, 1, 4096, 3), {0 | kZ, 4096, 4096 * 2 | kZ}));
@@ -223,7 +223,7 @@ void PacketHeaderSeeds(std::map<std::string, Bytes>* out) {
        Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, 0}));
   seed("edge_zero_range_unaligned", mib,
        Header(ZeroRanges(0, 0, 0, 1, 4096, 2), {4096, 100}));
-  // Compressed payloads (kCapCompressedPages, the second pass).
+  // Compressed payloads (kFeatureCompressedPages, the second pass).
   seed("compressed_data", mib,
        Header(Compressed(Data(0, 0, 0, 1, 4096, 2), 300), {0, 4096}));
   seed("edge_compressed_on_sync", mib,
@@ -253,7 +253,7 @@ void HelloSeeds(std::map<std::string, Bytes>* out) {
   h.role = proto::Role::kControl;
   h.session = Session();
   h.channel_count = 4;
-  h.capabilities = proto::kKnownCapabilities;
+  h.capabilities = proto::kKnownFeatures;
   h.max_packet_pages = proto::kDefaultPacketPages;
   h.transport = 1;
   (*out)["control"] = HelloBytes(h);
@@ -269,7 +269,7 @@ void HelloSeeds(std::map<std::string, Bytes>* out) {
   h.channel_index = 0;
   h.channel_count = 2;
   h.max_packet_pages = 1;
-  h.capabilities = proto::kCapRdmaPinAll | proto::kCapRdmaRegBatch;
+  h.capabilities = proto::kFeatureRdmaPinAll | proto::kFeatureRdmaRegBatch;
   h.transport = static_cast<uint16_t>(TransportKind::kRdma);
   h.rdma_chunk_bytes = 1 << 20;
   (*out)["rdma_1mib_chunks"] = HelloBytes(h);
@@ -315,7 +315,7 @@ Bytes ReplyBytes(const proto::HelloReply& r) {
 
 void HelloReplySeeds(std::map<std::string, Bytes>* out) {
   proto::HelloReply r;
-  r.capabilities = proto::kCapVerify;
+  r.capabilities = proto::kFeatureVerify;
   (*out)["accepted"] = ReplyBytes(r);
   r.status = static_cast<uint16_t>(absl::StatusCode::kFailedPrecondition);
   r.capabilities = 0;

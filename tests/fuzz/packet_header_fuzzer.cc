@@ -1,8 +1,8 @@
 // Fuzzes the data-channel packet header decoders, DecodePacketFixed,
 // DecodePageOffsets and DecodeZeroRanges, with the channel, page bound and
 // region length taken from the first input byte (see PacketHeaderConfig).
-// Each input is decoded twice: without and with kCapZeroPages and
-// kCapCompressedPages.
+// Each input is decoded twice: without and with kFeatureZeroPages and
+// kFeatureCompressedPages.
 //
 // Properties: every accepted header obeys the rules the receiver relies on
 // (its channel, page count bound, SYNC/FINISH carry nothing, ZERO_RANGES

@@ -25,7 +25,7 @@ Hello ValidHello() {
   for (int i = 0; i < 16; ++i) h.session.bytes[i] = static_cast<uint8_t>(i + 1);
   h.channel_index = 3;
   h.channel_count = 4;
-  h.capabilities = kCapVerify | (1ull << 40);
+  h.capabilities = kFeatureVerify | (1ull << 40);
   h.max_packet_pages = 256;
   h.transport = 2;
   return h;
@@ -224,7 +224,7 @@ TEST(HelloTest, RejectsAChunkSizeOfTheWrongForm) {
 
 TEST(HelloReplyTest, AcceptedRoundTrip) {
   HelloReply r;
-  r.capabilities = kCapVerify;
+  r.capabilities = kFeatureVerify;
   std::vector<uint8_t> buf = EncodeR(r);
   EXPECT_EQ(std::string(buf.begin(), buf.begin() + 4), "RFHR");
   for (size_t i = 16; i < kHelloReplyBytes; ++i) EXPECT_EQ(buf[i], 0) << i;
@@ -232,7 +232,7 @@ TEST(HelloReplyTest, AcceptedRoundTrip) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(got->accepted());
   EXPECT_EQ(got->status, 0);
-  EXPECT_EQ(got->capabilities, kCapVerify);
+  EXPECT_EQ(got->capabilities, kFeatureVerify);
   EXPECT_EQ(got->reason, "");
   EXPECT_TRUE(HelloReplyStatus(*got).ok());
 }

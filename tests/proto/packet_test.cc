@@ -385,7 +385,7 @@ TEST(PageOffsetsTest, StopsAtFirstBadOffset) {
   EXPECT_THAT(s.message(), HasSubstr("index 2"));
 }
 
-// kCapNextHeaderSize: bytes 40..43 announce the next header's size.
+// kFeatureNextHeaderSize: bytes 40..43 announce the next header's size.
 TEST(PacketTest, NextHeaderSizeRoundTripsWhenNegotiated) {
   PacketHeader h = DataHeader(1);
   h.next_header_bytes = PacketHeaderBytes(kMaxPages);
@@ -446,7 +446,7 @@ TEST(PacketTest, RejectsAnnouncementsNoHeaderCouldHave) {
       HasSubstr("reserved byte 44"));
 }
 
-// ---- kCapZeroPages ----
+// ---- kFeatureZeroPages ----
 
 TEST(ZeroPagesTest, ZeroFlagOnlyWithTheCapability) {
   std::vector<uint64_t> out;

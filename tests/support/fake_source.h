@@ -62,7 +62,7 @@ class FakeSource {
   uint32_t channels_;
   uint32_t max_pages_;
   uint64_t capabilities_ =
-      proto::kKnownCapabilities & ~proto::kCapSurviveChannelLoss;
+      proto::kKnownFeatures & ~proto::kFeatureSurviveChannelLoss;
   proto::SessionId session_;
   std::string key_;
   std::unique_ptr<engine::ControlChannel> control_;
