@@ -309,7 +309,10 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   }
 
   // One packet, one ibv_post_send: a WRITE per piece, then the header's
-  // SEND, signalled, so its completion says the whole chain is done.
+  // SEND, signalled, so its completion says the whole chain is done. A
+  // packet of more pieces than the send queue holds (sparse pages at the
+  // largest packet sizes) goes in several posts, in order on the QP, each
+  // but the last ending with a signalled WRITE.
   absl::Status PostPacket(const Pending& p) {
     wrs_.clear();
     sges_.clear();
@@ -331,6 +334,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
                        static_cast<uint32_t>(piece.length), local->lkey});
       ibv_send_wr wr{};
       wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.wr_id = WrId(kPageWrite, p.token);
       if (pin_all()) {
         wr.wr.rdma.remote_addr = r.remote_addr + off;
         wr.wr.rdma.rkey = r.remote_rkey;
@@ -353,14 +357,24 @@ class RdmaSourceTransport final : public RdmaTransportBase,
     }
     send.wr_id = WrId(p.iov.empty() ? kMarkerSend : kPacketSend, p.token);
     wrs_.push_back(send);
-    for (size_t i = 0; i < wrs_.size(); ++i) {
-      wrs_[i].sg_list = &sges_[i];
-      wrs_[i].num_sge = 1;
-      wrs_[i].next = i + 1 < wrs_.size() ? &wrs_[i + 1] : nullptr;
-    }
     if (!p.iov.empty()) stats_.zc_sends.Add();
-    return queue_.Post(wrs_.data(), static_cast<uint32_t>(wrs_.size()),
-                       send.wr_id);
+    const size_t part = queue_.send_queue();
+    for (size_t first = 0; first < wrs_.size(); first += part) {
+      const size_t end = std::min(wrs_.size(), first + part);
+      for (size_t i = first; i < end; ++i) {
+        wrs_[i].sg_list = &sges_[i];
+        wrs_[i].num_sge = 1;
+        wrs_[i].next = i + 1 < end ? &wrs_[i + 1] : nullptr;
+      }
+      ibv_send_wr& last = wrs_[end - 1];
+      last.send_flags |= IBV_SEND_SIGNALED;
+      if (absl::Status s = queue_.Post(
+              &wrs_[first], static_cast<uint32_t>(end - first), last.wr_id);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
   }
 
   HeaderSlots slots_;

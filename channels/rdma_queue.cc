@@ -30,6 +30,8 @@ const char* KindName(uint64_t kind) {
       return "control send";
     case kRecv:
       return "receive";
+    case kPageWrite:
+      return "page write";
   }
   return "unknown";
 }
@@ -163,6 +165,8 @@ absl::Status RdmaQueue::HandleCompletion(const ibv_wc& wc) {
   }
   ++completions_;
   switch (kind) {
+    case kPageWrite:  // the end of one part of a long packet
+      return Retire(wc.wr_id);
     case kPacketSend:
     case kMarkerSend:
     case kControlSend:
@@ -196,6 +200,11 @@ absl::Status RdmaQueue::Retire(uint64_t wr_id) {
 }
 
 absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id) {
+  if (wrs > send_queue_) {
+    return absl::InternalError(absl::StrFormat(
+        "a post of %d work requests cannot fit a send queue of %d", wrs,
+        send_queue_));
+  }
   if (outstanding_ + wrs > send_queue_) {
     stats_->rdma_sq_full_hits.Add();
     if (absl::Status s =

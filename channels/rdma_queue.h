@@ -30,6 +30,9 @@ enum WrKind : uint64_t {
   kControlSend = 2,
   kRecv = 3,
   kMarkerSend = 4,  // a header-only packet (SYNC, FINISH): nothing pinned
+  // A packet's page WRITE. Signalled only where it ends a part of a packet
+  // too long for one post; named so a failed WRITE says what it was.
+  kPageWrite = 5,
 };
 inline constexpr int kKindShift = 56;
 inline constexpr uint64_t kValueMask = (uint64_t{1} << kKindShift) - 1;
@@ -76,8 +79,11 @@ class RdmaQueue {
   uint64_t completions() const { return completions_; }
 
   // Posts a chain of `wrs` work requests whose last is signalled with
-  // `wr_id`, first making room in the send queue if it is full.
+  // `wr_id`, first making room in the send queue if it is full. A chain
+  // longer than the queue is refused: no room could ever appear for it.
   absl::Status Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id);
+  // The most work requests one Post may carry.
+  uint32_t send_queue() const { return send_queue_; }
   absl::Status SendControl(const proto::RdmaControl& control);
 
   absl::Status PostRecv(uint32_t index);

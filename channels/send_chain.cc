@@ -20,6 +20,7 @@ void SendChain::Queue(Send send) {
 absl::Span<const SendChain::Send> SendChain::Start() {
   chain_.clear();
   started_.clear();
+  if (starved_) return started_;  // nothing goes before room is freed
   while (!queued_.empty() && chain_.size() < max_chain_) {
     chain_.push_back({queued_.front()});
     started_.push_back(queued_.front());
@@ -53,6 +54,7 @@ absl::Status SendChain::OnCompletion(uint64_t user_data, int32_t result,
     if (f.send.offset + f.delivered < f.send.total) stats_->short_sends.Add();
   } else if (result == -ENOBUFS) {
     stats_->enobufs_retries.Add();  // again once notifications free room
+    starved_ = true;
   } else if (result != -ECANCELED && result != -EAGAIN && result != -EINTR) {
     return ErrnoStatus(-result, "send");
   }

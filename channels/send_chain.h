@@ -9,6 +9,11 @@
 // chain into a submission (tagged with UserData) and reports each send
 // completion here. Every send holds a token on its header slot; a send
 // whose completion says no notification will follow releases it at once.
+//
+// A send refused for ENOBUFS (the kernel could not pin more pages) goes
+// again only once room is freed: until the transport reports a
+// notification (RoomFreed), the chain is starved and must not be started,
+// or the resubmission would be refused again at once, in a loop.
 #ifndef RAMFERRY_CHANNELS_SEND_CHAIN_H_
 #define RAMFERRY_CHANNELS_SEND_CHAIN_H_
 
@@ -32,6 +37,7 @@ class SendChain {
     bool zero_copy = false;        // pins pages: a notification may follow
     uint16_t buf_index = 0;        // transport-defined (registered buffer)
     const uint8_t* buf = nullptr;  // transport-defined (contiguous sends)
+    uint32_t part = 0;             // transport-defined (a packet's n-th send)
     uint64_t total = 0;            // bytes the send carries in all
     uint64_t offset = 0;  // bytes already delivered by earlier attempts
     uint32_t token = 0;   // assigned by Queue/resend
@@ -45,6 +51,10 @@ class SendChain {
   void Queue(Send send);
   bool has_queued() const { return !queued_.empty(); }
   bool in_flight() const { return pending_ > 0; }
+  // A send was refused for ENOBUFS since the last RoomFreed().
+  bool starved() const { return starved_; }
+  // A zero-copy notification arrived: pinned pages were let go.
+  void RoomFreed() { starved_ = false; }
 
   // Starts the next chain (none may be in flight): up to max_chain queued
   // sends, in order, to submit linked. Valid until the chain completes.
@@ -77,6 +87,7 @@ class SendChain {
   std::vector<Send> started_;  // the view Start() returns
   size_t pending_ = 0;         // completions still due for the chain
   uint32_t next_token_ = 0;
+  bool starved_ = false;
 };
 
 }  // namespace ramferry::channels

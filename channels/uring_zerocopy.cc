@@ -30,6 +30,28 @@ constexpr unsigned kCqEntries = 8192;
 constexpr uint64_t kPieceBytes = 1ull << 30;
 constexpr unsigned kMaxPieces = 1024;
 constexpr int kSendFlags = MSG_WAITALL | MSG_NOSIGNAL;
+// UIO_MAXIOV: the most iovecs one sendmsg takes; a packet of more page runs
+// goes as several linked sends (the most a 4096-page packet needs is five).
+constexpr size_t kMaxIov = 1024;
+
+// The opcodes a transport submits, on `ring`.
+absl::Status CheckOpcodes(io_uring& ring) {
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  if (probe == nullptr) {
+    return absl::FailedPreconditionError(
+        "io_uring cannot report its opcodes (IORING_REGISTER_PROBE, "
+        "Linux 5.6+)");
+  }
+  absl::Status s;
+  if (!io_uring_opcode_supported(probe, IORING_OP_SENDMSG_ZC) ||
+      !io_uring_opcode_supported(probe, IORING_OP_SEND_ZC)) {
+    s = absl::FailedPreconditionError(
+        "io_uring lacks IORING_OP_SENDMSG_ZC / IORING_OP_SEND_ZC (Linux "
+        "6.1+)");
+  }
+  io_uring_free_probe(probe);
+  return s;
+}
 
 class UringZeroCopyTransport final : public SocketTransport,
                                      private CompletionSource {
@@ -52,7 +74,7 @@ class UringZeroCopyTransport final : public SocketTransport,
     int r = io_uring_queue_init_params(kSqEntries, &ring_, &p);
     if (r < 0) return ErrnoStatus(-r, "io_uring_queue_init");
     ring_ready_ = true;
-    return absl::OkStatus();
+    return CheckOpcodes(ring_);
   }
 
   TransportKind kind() const override { return TransportKind::kUringZeroCopy; }
@@ -73,27 +95,18 @@ class UringZeroCopyTransport final : public SocketTransport,
         return s;
       }
     } else {
-      std::vector<iovec>& iov = slot_io_[slot].iov;
-      iov.clear();
-      iov.push_back({header, packet.header_bytes});
-      iov.insert(iov.end(), packet.payload.begin(), packet.payload.end());
-      SendChain::Send s;
-      s.slot = slot;
-      s.kind = kMsgZc;
-      s.zero_copy = true;
-      s.total = IovBytes(iov);
-      chain_.Queue(s);
+      QueueMessage(slot, header, packet);
     }
     return slots_.PacketSent();
   }
 
   absl::Status Submit() override {
     while (chain_.has_queued()) {
-      if (chain_.in_flight()) {
+      if (chain_.in_flight() || chain_.starved()) {
         if (absl::Status s = Reap(slots_, /*block=*/true); !s.ok()) return s;
         continue;
       }
-      SubmitChain();
+      if (absl::Status s = SubmitChain(); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -147,8 +160,8 @@ class UringZeroCopyTransport final : public SocketTransport,
 
   struct SlotIo {
     std::vector<iovec> iov;     // the packet: header, then pages
-    std::vector<iovec> resend;  // what is left of it after a short send
-    msghdr msg{};
+    std::vector<msghdr> msgs;   // one per part of at most kMaxIov iovecs
+    std::vector<iovec> resend;  // what is left of a part after a short send
   };
   struct Registration {
     uint32_t region_id;
@@ -164,6 +177,32 @@ class UringZeroCopyTransport final : public SocketTransport,
     s.buf = buf;
     s.total = bytes;
     return s;
+  }
+
+  // Header and pages in one SENDMSG_ZC, or in linked parts of at most
+  // kMaxIov iovecs where the packet has more runs.
+  void QueueMessage(uint32_t slot, uint8_t* header,
+                    const OutgoingPacket& packet) {
+    SlotIo& io = slot_io_[slot];
+    io.iov.clear();
+    io.iov.push_back({header, packet.header_bytes});
+    io.iov.insert(io.iov.end(), packet.payload.begin(), packet.payload.end());
+    const size_t parts = (io.iov.size() + kMaxIov - 1) / kMaxIov;
+    io.msgs.resize(parts);
+    for (size_t part = 0; part < parts; ++part) {
+      SendChain::Send s;
+      s.slot = slot;
+      s.kind = kMsgZc;
+      s.zero_copy = true;
+      s.part = static_cast<uint32_t>(part);
+      s.total = IovBytes(PartIov(io, s.part));
+      chain_.Queue(s);
+    }
+  }
+
+  static absl::Span<iovec> PartIov(SlotIo& io, uint32_t part) {
+    const size_t first = size_t{part} * kMaxIov;
+    return absl::MakeSpan(io.iov).subspan(first, kMaxIov);
   }
 
   absl::Status QueueFixed(uint32_t slot, uint8_t* header,
@@ -198,24 +237,32 @@ class UringZeroCopyTransport final : public SocketTransport,
   }
 
   // Submits the next chain, linked, in one io_uring_enter.
-  void SubmitChain() {
+  absl::Status SubmitChain() {
     absl::Span<const SendChain::Send> sends = chain_.Start();
-    if (sends.empty()) return;
+    if (sends.empty()) return absl::OkStatus();
     io_uring_sqe* sqe = nullptr;
     for (size_t i = 0; i < sends.size(); ++i) {
       const SendChain::Send& s = sends[i];
       sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr) {
+        // A chain is at most the queue's size and goes alone, all of it
+        // submitted before the next starts: the queue cannot be full.
+        return absl::InternalError(absl::StrFormat(
+            "io_uring submission queue full at send %d of a chain of %d", i,
+            sends.size()));
+      }
       if (s.kind == kMsgZc) {
         SlotIo& io = slot_io_[s.slot];
-        absl::Span<iovec> iov = absl::MakeSpan(io.iov);
+        absl::Span<iovec> iov = PartIov(io, s.part);
         if (s.offset > 0) {
-          io.resend = io.iov;
+          io.resend.assign(iov.begin(), iov.end());
           iov = ConsumeIov(absl::MakeSpan(io.resend), s.offset);
         }
-        io.msg = {};
-        io.msg.msg_iov = iov.data();
-        io.msg.msg_iovlen = iov.size();
-        io_uring_prep_sendmsg_zc(sqe, fd_, &io.msg, kSendFlags);
+        msghdr& msg = io.msgs[s.part];
+        msg = {};
+        msg.msg_iov = iov.data();
+        msg.msg_iovlen = iov.size();
+        io_uring_prep_sendmsg_zc(sqe, fd_, &msg, kSendFlags);
       } else if (s.kind == kCopy) {
         io_uring_prep_send(sqe, fd_, s.buf + s.offset, s.total - s.offset,
                            kSendFlags);
@@ -233,26 +280,55 @@ class UringZeroCopyTransport final : public SocketTransport,
     }
     sqe->flags &= ~IOSQE_IO_LINK;  // the chain ends here
     stats_.send_calls.Add(sends.size());
-    stats_.submit_calls.Add();
-    // Errors surface as CQEs; SQEs the kernel did not take stay in the SQ
-    // for the next enter, which Reap performs.
-    io_uring_submit(&ring_);
+    unsubmitted_ = static_cast<unsigned>(sends.size());
+    return SubmitQueued();
+  }
+
+  // Hands the prepared SQEs to the kernel. One it does not take now
+  // (EAGAIN, EBUSY: completions must be reaped first) is tried again
+  // before the next wait; a wait with SQEs not taken would only time out.
+  absl::Status SubmitQueued() {
+    while (unsubmitted_ > 0) {
+      stats_.submit_calls.Add();
+      const int r = io_uring_submit(&ring_);
+      if (r > 0) {
+        unsubmitted_ -= std::min(unsubmitted_, static_cast<unsigned>(r));
+        continue;
+      }
+      if (r == -EINTR) continue;
+      if (r == 0 || r == -EAGAIN || r == -EBUSY) return absl::OkStatus();
+      return ErrnoStatus(-r, "io_uring_submit");
+    }
+    return absl::OkStatus();
   }
 
   absl::Status HandleCqe(const io_uring_cqe& cqe) {
     if (cqe.flags & IORING_CQE_F_NOTIF) {
       stats_.zc_notifications.Add();
+      --notifications_due_;
+      chain_.RoomFreed();
       return slots_.Complete(
           SendChain::TokenOf(cqe.user_data),
           (static_cast<uint32_t>(cqe.res) & kNotifCopied) != 0);
     }
-    return chain_.OnCompletion(cqe.user_data, cqe.res,
-                               (cqe.flags & IORING_CQE_F_MORE) != 0);
+    const bool notification_follows = (cqe.flags & IORING_CQE_F_MORE) != 0;
+    if (notification_follows) ++notifications_due_;
+    return chain_.OnCompletion(cqe.user_data, cqe.res, notification_follows);
   }
 
   absl::Status Reap(HeaderSlots&, bool block) override {
     while (true) {
-      if (!chain_.in_flight() && chain_.has_queued()) SubmitChain();
+      if (absl::Status s = SubmitQueued(); !s.ok()) return s;
+      if (!chain_.in_flight() && chain_.has_queued()) {
+        if (chain_.starved() && notifications_due_ == 0) {
+          return absl::ResourceExhaustedError(
+              "io_uring zero-copy send failed with ENOBUFS with no send in "
+              "flight: the kernel cannot pin more pages for this process; "
+              "raise RLIMIT_MEMLOCK (ulimit -l) or net.core.optmem_max, or "
+              "run with CAP_IPC_LOCK");
+        }
+        if (absl::Status s = SubmitChain(); !s.ok()) return s;
+      }
       bool got = false;
       io_uring_cqe* cqe;
       while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
@@ -273,10 +349,14 @@ class UringZeroCopyTransport final : public SocketTransport,
       int r = io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
       if (r == -ETIME) {
         return absl::DeadlineExceededError(absl::StrFormat(
-            "no io_uring completion for %s (%d sends outstanding): peer "
+            "no io_uring completion for %s (%d sends outstanding%s): peer "
             "stalled",
             absl::FormatDuration(options_.stall_timeout),
-            slots_.outstanding_tokens()));
+            slots_.outstanding_tokens(),
+            unsubmitted_ == 0
+                ? ""
+                : absl::StrFormat(", %d the kernel would not take",
+                                  unsubmitted_)));
       }
       if (r < 0 && r != -EINTR) {
         return ErrnoStatus(-r, "io_uring_wait_cqe");
@@ -291,7 +371,42 @@ class UringZeroCopyTransport final : public SocketTransport,
   std::vector<SlotIo> slot_io_;
   std::vector<Registration> registrations_;
   unsigned pieces_used_ = 0;
+  unsigned unsubmitted_ = 0;        // prepared SQEs the kernel has not taken
+  uint64_t notifications_due_ = 0;  // sends whose pages are still pinned
 };
+
+}  // namespace
+
+namespace {
+
+// IORING_SEND_ZC_REPORT_USAGE (Linux 6.2, and 6.1 stable from its
+// backport), which every zero-copy send sets. A kernel without it refuses
+// the flag while preparing the SQE (EINVAL), before it looks at the
+// socket; one with it gets as far as the file, -1 here (EBADF). Nothing
+// is sent.
+absl::Status CheckReportUsage(io_uring& ring) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+  if (sqe == nullptr) return absl::InternalError("probe ring has no SQE");
+  io_uring_prep_send_zc(sqe, -1, nullptr, 0, 0, 0);
+  sqe->ioprio |= kReportUsage;
+  sqe->user_data = 1;
+  if (int r = io_uring_submit_and_wait(&ring, 1); r < 0) {
+    return ErrnoStatus(-r, "io_uring_submit_and_wait (probe)");
+  }
+  int res = 0;
+  io_uring_cqe* cqe;
+  while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+    if ((cqe->flags & IORING_CQE_F_NOTIF) == 0) res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+  }
+  if (res == -EINVAL) {
+    return absl::FailedPreconditionError(
+        "io_uring zero-copy sends cannot report whether the kernel copied "
+        "(IORING_SEND_ZC_REPORT_USAGE: Linux 6.2, or a 6.1 stable kernel "
+        "with its backport)");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -307,29 +422,16 @@ absl::Status ProbeUringZeroCopy() {
               "a kernel built without CONFIG_IO_URING)"
             : ""));
   }
-  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
-  absl::Status s;
-  if (probe == nullptr) {
-    s = absl::FailedPreconditionError(
-        "io_uring cannot report its opcodes (IORING_REGISTER_PROBE, "
-        "Linux 5.6+)");
-  } else if (!io_uring_opcode_supported(probe, IORING_OP_SENDMSG_ZC) ||
-             !io_uring_opcode_supported(probe, IORING_OP_SEND_ZC)) {
-    s = absl::FailedPreconditionError(
-        "io_uring lacks IORING_OP_SENDMSG_ZC / IORING_OP_SEND_ZC (Linux "
-        "6.1+)");
-  }
-  if (probe != nullptr) io_uring_free_probe(probe);
+  absl::Status s = CheckOpcodes(ring);
+  if (s.ok()) s = CheckReportUsage(ring);
   io_uring_queue_exit(&ring);
   return s;
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> OpenUringZeroCopy(
     int fd, const TransportOptions& options) {
-  if (absl::Status s = ProbeUringZeroCopy(); !s.ok()) {
-    close(fd);
-    return s;
-  }
+  // The session probed the kernel once (ResolveTransport); each channel
+  // checks its own ring's opcodes instead of making a second ring.
   auto t = std::make_unique<UringZeroCopyTransport>(fd, options);
   if (absl::Status s = t->Init(); !s.ok()) return s;
   return t;

@@ -15,7 +15,7 @@ void DirtyBitmap::OrWord(size_t w, uint64_t bits) {
   if (w == words_ - 1 && pages_ % 64 != 0) {
     bits &= (uint64_t{1} << (pages_ % 64)) - 1;
   }
-  if (bits != 0) words_ptr_[w].fetch_or(bits, std::memory_order_relaxed);
+  if (bits != 0) words_ptr_[w].fetch_or(bits, std::memory_order_release);
 }
 
 void DirtyBitmap::SetRange(uint64_t first, uint64_t count) {

@@ -28,7 +28,17 @@ bool ReceiverImpl::ChannelGone(uint32_t channel) {
   return channel_state_[channel] != ChannelState::kLive;
 }
 
+bool ReceiverImpl::ChannelRemoved(uint32_t channel) {
+  std::lock_guard<std::mutex> lock(loss_mu_);
+  return channel_state_[channel] == ChannelState::kRemoving ||
+         channel_state_[channel] == ChannelState::kRemoved;
+}
+
 void ReceiverImpl::OnChannelError(const ChannelReceiver::Error& e) {
+  // The source declared it gone, and RemoveChannel is stopping it: what
+  // the stop returns (a read cut short, CANCELLED from a SYNC parked at
+  // the barrier) is the removal, not a failure of the session.
+  if (ChannelRemoved(e.channel)) return;
   // Invalid data is not a lost link, and once the session failed this is
   // the teardown's echo.
   if (!e.connection_failed || failure_.failed()) {
@@ -41,7 +51,7 @@ void ReceiverImpl::OnChannelError(const ChannelReceiver::Error& e) {
     // between the state change and the report: the source hears of every
     // loss it has to count.
     std::lock_guard<std::mutex> lock(loss_mu_);
-    // Removing: the source declared it gone and this is the shutdown.
+    // Already reported, or removed since the check above.
     if (channel_state_[e.channel] != ChannelState::kLive) return;
     channel_state_[e.channel] = ChannelState::kLostHere;
     losses_.push_back({e.channel, e.round, std::string(e.status.message())});

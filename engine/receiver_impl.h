@@ -67,6 +67,8 @@ class ReceiverImpl {
   // CHANNEL_GONE: stops the channel and the round barrier's wait for it.
   absl::Status RemoveChannel(absl::Span<const uint8_t> payload);
   bool ChannelGone(uint32_t channel);
+  // The source declared it gone (kRemoving or kRemoved).
+  bool ChannelRemoved(uint32_t channel);
   ChannelLoss* FindLossLocked(uint32_t channel);  // needs loss_mu_
   void OnFailure(const absl::Status& status, engine::Origin origin);
 

@@ -98,12 +98,37 @@ TEST_F(SendChainTest, RetryableErrorsResendTheWholeRemainder) {
     Start();
     ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), -err, false).ok())
         << err;
+    if (err == ENOBUFS) chain_.RoomFreed();  // see the test below
     auto again = Start();
     ASSERT_EQ(again.size(), 1u);
     EXPECT_EQ(again[0].offset, 0u);
     ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 100, false).ok());
   }
   EXPECT_EQ(stats_.enobufs_retries.get(), 1u);
+  EXPECT_EQ(slots_.busy_slots(), 0u);
+}
+
+// ENOBUFS: the kernel could not pin more pages. Going again at once would
+// be refused again at once; the send waits until a notification says
+// pinned pages were let go.
+TEST_F(SendChainTest, EnobufsWaitsForFreedRoomBeforeGoingAgain) {
+  chain_.Queue(Make(0, 100));
+  chain_.Queue(Make(1, 100));
+  Start();
+  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), -ENOBUFS, false).ok());
+  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(1), -ECANCELED, false).ok());
+  EXPECT_TRUE(chain_.starved());
+  EXPECT_TRUE(chain_.has_queued());
+  EXPECT_TRUE(Start().empty());  // no busy resubmission
+  EXPECT_FALSE(chain_.in_flight());
+  chain_.RoomFreed();
+  auto again = Start();
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].slot, 0u);
+  EXPECT_EQ(again[1].slot, 1u);
+  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 100, false).ok());
+  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(1), 100, false).ok());
+  EXPECT_FALSE(chain_.starved());
   EXPECT_EQ(slots_.busy_slots(), 0u);
 }
 

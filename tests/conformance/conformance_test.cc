@@ -25,6 +25,7 @@
 #include "engine/untouched.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/packet.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/conformance/conformance_support.h"
@@ -540,6 +541,74 @@ TEST_P(TransportConformance, CompressedPayloadsEndByteExact) {
 INSTANTIATE_TEST_SUITE_P(Transports, TransportConformance,
                          ::testing::ValuesIn(kAllTransports),
                          [](const auto& info) { return TestName(info.param); });
+
+// ---------------------------------------------------------------------
+// The largest packets the destination accepts, of scattered pages: every
+// other page of a round rewritten, so each packet carries as many page
+// runs as pages. That is more iovecs than one sendmsg takes (1024) and
+// more work requests than an rdma send queue holds (512); every transport
+// must still end byte-exact.
+
+class LargestPacketConformance
+    : public ::testing::TestWithParam<std::tuple<TransportKind, uint32_t>> {
+ protected:
+  void SetUp() override { SKIP_IF_UNAVAILABLE(kind()); }
+  TransportKind kind() const { return std::get<0>(GetParam()); }
+  uint32_t packet_pages() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(LargestPacketConformance, EveryOtherPageEndsByteExact) {
+  SessionOptions opt = OptionsFor(kind(), 2);
+  opt.packet_pages = packet_pages();
+  opt.max_packet_pages = packet_pages();  // the destination's bound
+  opt.header_slots = 4;
+  // A scattered round fills one packet per channel.
+  const uint64_t bytes = uint64_t{packet_pages()} * 4 * kPageSize;
+  auto src = MakeRegion(1, bytes, 808, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  const Region& s = src.region;
+  ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(s.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  std::mt19937_64 rng(8);
+  uint64_t scattered_runs = 0;
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) {
+      // Round 1 rewrites the even pages, round 2 the odd ones.
+      for (uint64_t p = round - 1; p < s.page_count(); p += 2) {
+        FillRandom(s.page(p), kPageSize, rng(), /*threads=*/1);
+        dirty.Set(p);
+      }
+    }
+    const RoundPlan plan = PlanRound(dirty, opt.packet_pages);
+    if (round > 0) {
+      EXPECT_EQ(plan.runs, plan.pages);
+      scattered_runs += plan.runs;
+    }
+    absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    EXPECT_EQ(r->pages, plan.pages);
+  }
+  ASSERT_NO_FATAL_FAILURE(
+      VerifyFinishAndCompare(**sender, rx, src.region, dst.region));
+  const ChannelStats t = (*sender)->stats().Total();
+  EXPECT_GE(t.pages, scattered_runs);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, LargestPacketConformance,
+    ::testing::Combine(::testing::ValuesIn(kAllTransports),
+                       // The destination's default bound, and the protocol's.
+                       ::testing::Values(SessionOptions{}.max_packet_pages,
+                                         proto::kMaxPacketPagesLimit)),
+    [](const auto& info) {
+      return absl::StrCat(TestName(std::get<0>(info.param)), "_",
+                          std::get<1>(info.param), "p");
+    });
 
 // ---------------------------------------------------------------------
 // Zero pages and never-touched pages (kFeatureZeroPages): the source sends

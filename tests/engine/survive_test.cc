@@ -390,6 +390,26 @@ class ChannelGoneProtocolTest : public ::testing::Test {
         {channel, round, static_cast<uint16_t>(absl::StatusCode::kUnavailable),
          "reset"}));
   }
+  // The next control messages: CHANNEL_GONE_ACK for `channel` in `round`;
+  // ROUND_DONE for `round` with `pages`.
+  void ExpectAck(uint32_t channel, uint64_t round) {
+    auto ack = src_.ReadControl();
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
+    auto a = proto::DecodeChannelGoneAck(ack->payload);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->channel, channel);
+    EXPECT_EQ(a->round, round);
+  }
+  void ExpectRoundDone(uint64_t round, uint64_t pages) {
+    auto done = src_.ReadControl();
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(done->type, proto::ControlType::kRoundDone);
+    auto d = proto::DecodeRoundDone(done->payload);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->round, round);
+    EXPECT_EQ(d->pages, pages);
+  }
   proto::PacketHeader Data(uint32_t channel, uint64_t packet_num) {
     proto::PacketHeader h;
     h.flags = proto::kPacketData;
@@ -416,13 +436,7 @@ TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
       src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 0, 0))
           .ok());
   ASSERT_TRUE(Gone(1, 0).ok());
-  auto ack = src_.ReadControl();
-  ASSERT_TRUE(ack.ok()) << ack.status();
-  ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
-  auto a = proto::DecodeChannelGoneAck(ack->payload);
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->channel, 1u);
-  EXPECT_EQ(a->round, 0u);
+  ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
   // Page 3 again on channel 0 (0x22), then the extra SYNC of round 0.
   ASSERT_TRUE(
       src_.Send(0, testing::FakeSource::DataPacket(Data(0, 1), page3, 0x22))
@@ -430,22 +444,54 @@ TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
   ASSERT_TRUE(
       src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 2, 0))
           .ok());
-  auto done = src_.ReadControl();
-  ASSERT_TRUE(done.ok()) << done.status();
-  ASSERT_EQ(done->type, proto::ControlType::kRoundDone);
-  auto d = proto::DecodeRoundDone(done->payload);
-  ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->round, 0u);
-  EXPECT_EQ(d->pages, 1u);  // channel 1's page does not count
+  // Channel 1's page does not count.
+  ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(0, 1));
   EXPECT_EQ(dst_.region.page(3)[0], 0x22);
   // Round 1 needs channel 0 only.
   ASSERT_TRUE(
       src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 3, 1))
           .ok());
-  done = src_.ReadControl();
-  ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->type, proto::ControlType::kRoundDone);
+  ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(1, 0));
   EXPECT_EQ(rx_.receiver().stats().channels_lost.size(), 1u);
+}
+
+// A channel parked at its SYNC (waiting for the others) when the source
+// declares it gone, as after a second loss in the round: the removal stops
+// it, which is no failure. The destination acknowledges, and the round
+// completes on the channel left.
+TEST_F(ChannelGoneProtocolTest, AChannelParkedAtItsSyncIsRemovedNotFailed) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  const std::vector<uint64_t> page3 = {3 * 4096};
+  ASSERT_TRUE(
+      src_.Send(1, testing::FakeSource::DataPacket(Data(1, 0), page3, 0x11))
+          .ok());
+  ASSERT_TRUE(
+      src_.Send(1, testing::FakeSource::Marker(proto::kPacketSync, 1, 1, 0))
+          .ok());
+  // Channel 1 reached the barrier; channel 0 has sent nothing, so it waits.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (rx_.receiver().stats().channels[1].syncs == 0 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(rx_.receiver().stats().channels[1].syncs, 1u);
+  absl::SleepFor(absl::Milliseconds(50));  // from the count into the wait
+  ASSERT_TRUE(Gone(1, 0).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
+  // Channel 0 as the source drives it: its own SYNC of round 0, then
+  // channel 1's page again (0x22) and the extra SYNC a loss calls for.
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 0, 0))
+          .ok());
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::DataPacket(Data(0, 1), page3, 0x22))
+          .ok());
+  ASSERT_TRUE(
+      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 2, 0))
+          .ok());
+  // Channel 1's page does not count.
+  ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(0, 1));
+  EXPECT_EQ(dst_.region.page(3)[0], 0x22);
 }
 
 TEST_F(ChannelGoneProtocolTest, RefusedWhenNotNegotiated) {
