@@ -30,7 +30,10 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
 ChannelReceiver::~ChannelReceiver() { Join(); }
 
 void ChannelReceiver::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    Run();
+    stopped_.Notify();
+  });
 }
 
 void ChannelReceiver::Join() {

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "channels/transport.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
@@ -66,6 +69,12 @@ class ChannelReceiver {
   void Join();
   // The channel read its FINISH packet.
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  // Blocks until the receive thread has returned (it read FINISH, failed,
+  // or was stopped) or `deadline` passes; true if it returned. A waiter
+  // sleeps until then rather than polling finished().
+  bool AwaitStopped(absl::Time deadline) const {
+    return stopped_.WaitForNotificationWithDeadline(deadline);
+  }
   void ExportStats(ChannelStats* out) const;
 
   // Reads and applies one packet. Public so a test or fuzzer can drive the
@@ -107,6 +116,7 @@ class ChannelReceiver {
   const ErrorHandler on_error_;
   std::thread thread_;
   std::atomic<bool> finished_{false};
+  absl::Notification stopped_;  // Run returned
 
   // Receive thread only.
   bool connection_failed_ = false;  // the last error came from the transport

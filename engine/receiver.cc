@@ -211,13 +211,10 @@ absl::Status ReceiverImpl::AwaitFinished() {
   // FINISH packet; a channel that does not deliver it in time is broken.
   // A channel lost here is not waited for: FINISH comes after the source
   // saw every round confirmed, so whatever it carried was applied.
+  // Every way a channel stops (its FINISH, its loss, the session's
+  // failure, which shuts every transport down) returns its thread.
   const absl::Time deadline = absl::Now() + options_.stall_timeout;
-  for (uint32_t i = 0; i < channels_.size(); ++i) {
-    while (!channels_[i]->finished() && !ChannelGone(i) && !failure_.failed() &&
-           absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-  }
+  for (auto& c : channels_) c->AwaitStopped(deadline);
   if (failure_.failed()) return failure_.status();
   for (uint32_t i = 0; i < channels_.size(); ++i) {
     if (!channels_[i]->finished() && !ChannelGone(i)) {
