@@ -97,7 +97,7 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
   void Shutdown() override {
     queue_.Stop();
     // The QP goes to error: posted work flushes and every waiter wakes.
-    if (conn_->connected) rdma_disconnect(conn_->id);
+    if (conn_->connected.exchange(false)) rdma_disconnect(conn_->id);
   }
 
  protected:
@@ -120,6 +120,13 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
   std::map<uint32_t, LocalMrs> mrs_;
 };
 
+// What the source's memory is registered with: nothing beyond the local
+// read every registration allows, since WRITEs and SENDs only read it.
+// LOCAL_WRITE would have the kernel pin the pages as if for writing, which
+// breaks their userfaultfd write protection: every registered page would
+// read as dirty in the next round and be sent again.
+constexpr int kSourceAccess = 0;
+
 // The source: packets go as RDMA WRITEs and the header's SEND; the
 // destination's control messages (REGISTER_RESULT, REGION_KEYS) come in as
 // receives.
@@ -128,8 +135,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
  public:
   RdmaSourceTransport(std::unique_ptr<Connection> conn,
                       const TransportOptions& options, const RdmaConfig& config)
-      : RdmaTransportBase(std::move(conn), options, config,
-                          IBV_ACCESS_LOCAL_WRITE),
+      : RdmaTransportBase(std::move(conn), options, config, kSourceAccess),
         slots_(options.header_slots, options.max_header_bytes,
                options.completion, this, &stats_) {}
 
@@ -249,7 +255,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       const uint64_t off = chunk * config_.chunk_bytes;
       mr = ibv_reg_mr(conn_->pd, r.base + off,
                       std::min(config_.chunk_bytes, r.length - off),
-                      IBV_ACCESS_LOCAL_WRITE);
+                      kSourceAccess);
     }
     return mr;
   }

@@ -44,8 +44,16 @@ absl::Status Connection::CreateQp(const RdmaConfig& config) {
   attr.cap.max_recv_wr = config.recv_queue;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
+  // A provider refuses (EINVAL) more inline room than it has rather than
+  // granting less: ask again for half as much, down to none.
   attr.cap.max_inline_data = config.max_inline;
-  if (rdma_create_qp(id, pd, &attr) != 0) return RdmaErrno("rdma_create_qp");
+  while (rdma_create_qp(id, pd, &attr) != 0) {
+    if (errno != EINVAL || attr.cap.max_inline_data == 0) {
+      return RdmaErrno(absl::StrFormat("rdma_create_qp (inline room %d)",
+                                       attr.cap.max_inline_data));
+    }
+    attr.cap.max_inline_data /= 2;
+  }
   // The provider may grant less inline room than asked, or none: what it
   // granted is the only size inline sends may use.
   ibv_qp_attr qa{};
@@ -59,16 +67,22 @@ absl::Status Connection::CreateQp(const RdmaConfig& config) {
 absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* ec,
                                     absl::Time deadline) {
   while (true) {
-    int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (ms <= 0) {
-      return absl::DeadlineExceededError("timed out awaiting an RDMA CM event");
-    }
+    // One poll even when the deadline has passed: a caller that knows an
+    // event is there asks with a deadline of now.
+    const int64_t ms =
+        std::max<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0);
     pollfd p{ec->fd, POLLIN, 0};
     int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
     if (r < 0 && errno != EINTR) {
       return RdmaErrno("poll on the RDMA CM channel");
     }
-    if (r <= 0) continue;
+    if (r <= 0) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            "timed out awaiting an RDMA CM event");
+      }
+      continue;
+    }
     rdma_cm_event* ev;
     if (rdma_get_cm_event(ec, &ev) != 0) return RdmaErrno("rdma_get_cm_event");
     CmEvent out{ev->event, ev->status, ev->id, {}};
@@ -240,14 +254,19 @@ void RdmaListener::Impl::Run() {
         done.conn->connected = true;
         // From now on the connection's events (a disconnect) go to its
         // own channel, where the transport watches for them.
-        if (rdma_migrate_id(id, done.conn->ec) != 0) break;
+        if (rdma_migrate_id(id, done.conn->ec) != 0) done.transport.reset();
         deliver_(done.hello, std::move(done.transport));
         break;
       }
-      default:  // rejected, unreachable, disconnected before delivery
+      default: {  // rejected, unreachable, disconnected before delivery
         rdma_ack_cm_event(ev);
-        pending_.erase(id);
+        auto it = pending_.find(id);
+        if (it == pending_.end()) break;
+        const proto::Hello hello = it->second.hello;
+        pending_.erase(it);
+        deliver_(hello, nullptr);
         break;
+      }
     }
   }
 }
@@ -281,18 +300,25 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   config.capabilities = reply.capabilities;
   absl::Status s = conn->ec == nullptr ? RdmaErrno("rdma_create_event_channel")
                                        : conn->CreateQp(config);
+  // Admitted, so whatever fails from here is delivered as a lost channel:
+  // its slot must not stay reserved for a connection that never comes.
   if (!s.ok()) {
     rdma_reject(id, nullptr, 0);
+    deliver_(hello, nullptr);
     return;  // conn's destructor destroys the id
   }
   Connection* c = conn.get();
   std::unique_ptr<Transport> transport;
   if (!make_(std::move(conn), options_, config, &transport).ok()) {
     rdma_reject(id, nullptr, 0);
+    deliver_(hello, nullptr);
     return;
   }
   rdma_conn_param param = ConnParam(reply_bytes, sizeof reply_bytes);
-  if (rdma_accept(id, &param) != 0) return;
+  if (rdma_accept(id, &param) != 0) {
+    deliver_(hello, nullptr);
+    return;
+  }
   pending_[id] = {std::move(transport), c, hello};
 }
 

@@ -37,7 +37,9 @@ struct Connection {
   ibv_comp_channel* cc = nullptr;
   ibv_cq* cq = nullptr;
   uint32_t max_inline = 0;  // what the QP granted
-  bool connected = false;
+  // Cleared by the channel thread on the peer's disconnect, read by
+  // Shutdown from any thread.
+  std::atomic<bool> connected{false};
 
   Connection() = default;
   Connection(const Connection&) = delete;

@@ -20,9 +20,12 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "channels/channel_factory.h"
 #include "channels/transport.h"
 #include "channels/transport_family.h"
@@ -175,7 +178,9 @@ TEST_P(CapabilityConformance, AdvertisesKnownBitsInlineSendsOnlyOnVerbs) {
 TEST_P(CapabilityConformance, InlineSendsOnlyWithinTheGrantedRoom) {
   constexpr uint32_t kPackets = 8;
   const std::vector<uint32_t> asks =
-      is_rdma() ? std::vector<uint32_t>{512, 0} : std::vector<uint32_t>{512};
+      // 1 MiB is more than any provider has: it must settle for what it has.
+      is_rdma() ? std::vector<uint32_t>{512, 0, 1 << 20}
+                : std::vector<uint32_t>{512};
   for (uint32_t ask : asks) {
     SCOPED_TRACE(absl::StrCat("inline room asked: ", ask));
     RdmaPairOptions rdma;
@@ -219,6 +224,27 @@ TEST_P(CapabilityConformance, InlineSendsOnlyWithinTheGrantedRoom) {
       EXPECT_EQ(s.inline_granted.get(), 0u);
     }
   }
+}
+
+// A receive side idle at a packet boundary may wait for ever, but not for
+// a peer that has left: the close (a socket's EOF, rdma's DISCONNECTED
+// event) ends the read with an error.
+TEST_P(CapabilityConformance, APeerThatLeavesEndsAWaitingRead) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  absl::Status read;
+  absl::Notification returned;
+  std::thread reader([&] {
+    uint8_t byte[1];
+    read = rx().ReadExact(absl::MakeSpan(byte), /*at_packet_boundary=*/true);
+    returned.Notify();
+  });
+  pair_.tx.reset();
+  const bool ended = returned.WaitForNotificationWithTimeout(absl::Seconds(10));
+  if (!ended) rx().Shutdown();  // so the test ends either way
+  reader.join();
+  EXPECT_TRUE(ended) << "the read still waited 10 s after its peer left";
+  EXPECT_FALSE(read.ok());
+  EXPECT_FALSE(absl::IsAborted(read)) << read;
 }
 
 // kCapZeroCopy <=> payload sends asked for zero copy; then every one of
