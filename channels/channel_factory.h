@@ -72,7 +72,8 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
 
 // Destination: accepts channels of a family that owns its connection.
 // Each request's Hello goes to `admit`; an accepted one becomes a
-// transport handed to `deliver` once established. Destroying the
+// transport handed to `deliver` once established, or null where it was
+// lost on the way (every admitted Hello is delivered once). Destroying the
 // listener stops it.
 class ChannelListener {
  public:

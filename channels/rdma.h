@@ -56,7 +56,9 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
 
 // Destination: accepts RDMA channels. Each connection request's Hello is
 // decoded and put to `admit`; an accepted one becomes a transport handed
-// to `deliver` once established.
+// to `deliver` once established, and every accepted one reaches `deliver`:
+// with null where its set-up failed or its peer left before it was
+// established.
 class RdmaListener {
  public:
   using Admit = std::function<proto::HelloReply(const proto::Hello&)>;

@@ -219,8 +219,7 @@ void Admission::Deliver(const proto::Hello& h, int fd) {
   }
   if (fd < 0 || !channels::SetStallTimeouts(fd, options_.stall_timeout).ok()) {
     if (fd >= 0) close(fd);
-    slots_[h.channel_index].state = SlotState::kLost;
-    cv_.notify_all();
+    LoseLocked(h);
     return;
   }
   PlaceLocked(h, channels::OpenTcp(fd, ChannelOptions()), fd);
@@ -229,7 +228,18 @@ void Admission::Deliver(const proto::Hello& h, int fd) {
 void Admission::DeliverTransport(
     const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (transport == nullptr) {
+    LoseLocked(h);
+    return;
+  }
   PlaceLocked(h, std::move(transport), /*fd=*/-1);
+}
+
+void Admission::LoseLocked(const proto::Hello& h) {
+  // A delivery from a session since replaced finds no slot of its own.
+  if (h.session != session_ || h.channel_index >= slots_.size()) return;
+  slots_[h.channel_index].state = SlotState::kLost;
+  cv_.notify_all();
 }
 
 void Admission::PlaceLocked(const proto::Hello& h,

@@ -106,6 +106,9 @@ class Admission {
   // under it, or -1). Needs mu_.
   void PlaceLocked(const proto::Hello& hello,
                    std::unique_ptr<channels::Transport> transport, int fd);
+  // An admitted channel died before delivery: AwaitChannels reports it at
+  // once rather than waiting out the handshake window. Needs mu_.
+  void LoseLocked(const proto::Hello& hello);
   channels::TransportOptions ChannelOptions() const;  // needs mu_
   // Where the session's transport owns its connection set-up, its own
   // listener admits the data channels; it is started between admitting the
