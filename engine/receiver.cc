@@ -224,6 +224,10 @@ absl::Status ReceiverImpl::AwaitFinished() {
     }
   }
   for (auto& c : channels_) c->Join();
+  // Nothing more may land: on rdma this ends the source's remote access to
+  // the regions (each queue pair goes to error) before the session is
+  // reported done, not whenever the Receiver is destroyed.
+  for (auto& c : channels_) c->transport().Shutdown();
   return control_->Send(proto::EncodeFinishAck());
 }
 

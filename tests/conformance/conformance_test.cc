@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/conformance/conformance_support.h"
+#include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::conformance {
@@ -417,6 +419,25 @@ TEST_P(TransportConformance, SourceAbortReachesTheDestination) {
   absl::StatusOr<RoundResult> r = p.SendEverything();
   EXPECT_TRUE(absl::IsCancelled(r.status())) << r.status();
   EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
+}
+
+// The destination closes its channels before it acknowledges FINISH: on
+// rdma that is what revokes the source's remote access to the regions.
+TEST_P(TransportConformance, TheDestinationClosesItsChannelsAtFinish) {
+  testing::FaultPlan never;
+  never.source = false;
+  never.op = testing::FaultOp::kReadExact;
+  never.nth = std::numeric_limits<uint64_t>::max();
+  testing::FaultInjector watch(never);
+  SessionOptions opt = OptionsFor(GetParam(), 2);
+  LoopbackPair p(BytesFor(GetParam(), 4ull << 20), 606, opt);
+  ASSERT_NE(p.sender, nullptr);
+  ASSERT_TRUE(p.SendEverything().ok());
+  EXPECT_EQ(watch.shutdowns(/*source=*/false), 0u);
+  ASSERT_TRUE(p.sender->Finish().ok());
+  EXPECT_EQ(watch.shutdowns(/*source=*/false), 2u)
+      << "FINISH acknowledged with the channels still open";
+  EXPECT_TRUE(p.rx->result().ok()) << p.rx->result();
 }
 
 // registered_buffers=true: uring-zc sends pages from registered buffers

@@ -140,7 +140,10 @@ class FaultyTransport final : public channels::Transport {
     return inner_->ReadPayload(dst);
   }
 
-  void Shutdown() override { inner_->Shutdown(); }
+  void Shutdown() override {
+    injector_->CountShutdown(site_.source);
+    inner_->Shutdown();
+  }
 
  private:
   bool Hit(FaultOp op) {

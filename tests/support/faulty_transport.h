@@ -108,6 +108,10 @@ class FaultInjector {
   absl::Time fired_at() const;
   // Calls of `op` made so far on one side.
   uint64_t calls(bool source, FaultOp op) const;
+  // Shutdown() calls made so far on one side's transports (never faulted:
+  // what a test checks a teardown by).
+  uint64_t shutdowns(bool source) const { return shutdowns_[source].load(); }
+  void CountShutdown(bool source) { shutdowns_[source].fetch_add(1); }
 
   // Counts one call; true when it is the call to fault (on the thread
   // making it).
@@ -123,6 +127,7 @@ class FaultInjector {
   mutable std::mutex mu_;
   std::vector<uint32_t> faulted_;  // guarded by mu_
   std::atomic<uint64_t> calls_[2][kFaultOps] = {};
+  std::atomic<uint64_t> shutdowns_[2] = {};
   std::atomic<bool> fired_{false};
   std::atomic<uint32_t> fired_channel_{0};
   std::atomic<int64_t> fired_at_ns_{0};
