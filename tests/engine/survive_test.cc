@@ -469,12 +469,16 @@ TEST_F(ChannelGoneProtocolTest, AChannelParkedAtItsSyncIsRemovedNotFailed) {
       src_.Send(1, testing::FakeSource::Marker(proto::kPacketSync, 1, 1, 0))
           .ok());
   // Channel 1 reached the barrier; channel 0 has sent nothing, so it waits.
+  // (The stats list no channel until the receive threads start.)
+  auto syncs = [&]() -> uint64_t {
+    const SessionStats s = rx_.receiver().stats();
+    return s.channels.size() > 1 ? s.channels[1].syncs : 0;
+  };
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (rx_.receiver().stats().channels[1].syncs == 0 &&
-         absl::Now() < deadline) {
+  while (syncs() == 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  ASSERT_EQ(rx_.receiver().stats().channels[1].syncs, 1u);
+  ASSERT_EQ(syncs(), 1u);
   absl::SleepFor(absl::Milliseconds(50));  // from the count into the wait
   ASSERT_TRUE(Gone(1, 0).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
