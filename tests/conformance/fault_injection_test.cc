@@ -414,10 +414,12 @@ TEST_P(FaultInjectionConformance, BothEndsEndCleanlyOrTheSessionCompletes) {
       break;
     default: {
       // The connection went away under the transport: each end says so
-      // (rdma, with no socket to cut, shuts its queue pair down).
-      const auto lost = AnyOf(
-          HasSubstr("reset"), HasSubstr("closed"), HasSubstr("Broken pipe"),
-          HasSubstr("not connected"), HasSubstr("shut down"));
+      // (rdma, with no socket to cut, shuts its queue pair down, and its
+      // peer reads the CM's DISCONNECTED event).
+      const auto lost =
+          AnyOf(HasSubstr("reset"), HasSubstr("closed"),
+                HasSubstr("Broken pipe"), HasSubstr("not connected"),
+                HasSubstr("shut down"), HasSubstr("peer disconnected"));
       EXPECT_THAT(sm, lost);
       EXPECT_THAT(dm, lost);
     }
