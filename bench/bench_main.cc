@@ -158,7 +158,8 @@ cli::Json ResultJson(const BenchRun& run, const bench::TransferResult& r) {
   j["rdma_reg_batch"] = s.rdma_reg_batch;
   j["pinned_bytes_bound"] =
       IsZeroCopy(s.transport) && !run.raw
-          ? EstimatePinning(s, ramferry::kPageSize).memlock_bytes
+          ? EstimatePinning(s, ramferry::kPageSize, run.config.bytes)
+                .memlock_bytes
           : 0;
   j["vm_pin_peak_bytes"] = r.vm_pin_peak_bytes;
   j["sender_heap_peak_bytes"] = r.sender_heap_peak_bytes;

@@ -52,8 +52,23 @@ bool HaveCapIpcLock() {
 }  // namespace
 
 PinningNeeds ComputePinningNeeds(const SessionOptions& o, uint64_t page_size,
-                                 uint64_t sndbuf_max) {
+                                 uint64_t sndbuf_max, uint64_t region_bytes) {
   PinningNeeds n;
+  const uint32_t caps = channels::StaticCapabilities(o.transport);
+  if ((caps & channels::kCapRemotePlacement) != 0) {
+    // Each channel registers every region in its own protection domain,
+    // and the kernel charges each registration again, on both ends
+    // (pin-all at once, on demand as chunks are first sent: the same at
+    // the end of a full round). Its header slots are registered too.
+    const uint64_t slots =
+        uint64_t{o.header_slots} * proto::PacketHeaderBytes(o.packet_pages);
+    n.memlock_bytes = (region_bytes + slots) * o.channels;
+    n.explanation = absl::StrFormat(
+        "%d channels x (%s of regions + %s of header slots) registered, each "
+        "channel in its own protection domain",
+        o.channels, FormatMiB(region_bytes), FormatMiB(slots));
+    return n;
+  }
   const uint64_t packet = uint64_t{o.packet_pages} * page_size;
   const uint64_t by_slots = uint64_t{o.header_slots} * packet;
   const uint64_t per_channel = std::min(by_slots, sndbuf_max);
@@ -68,19 +83,30 @@ PinningNeeds ComputePinningNeeds(const SessionOptions& o, uint64_t page_size,
       "notification",
       o.channels, o.header_slots, FormatMiB(packet), FormatMiB(sndbuf_max),
       FormatMiB(n.memlock_bytes), n.sends_in_flight, kNotificationBytes);
+  if (o.registered_buffers && (caps & channels::kCapRegisteredBuffers) != 0) {
+    // Fixed buffers are pinned for the ring's life, once per channel.
+    n.memlock_bytes += region_bytes * o.channels;
+    absl::StrAppendFormat(&n.explanation,
+                          "; + %d channels x %s of regions registered as "
+                          "fixed buffers",
+                          o.channels, FormatMiB(region_bytes));
+  }
   return n;
 }
 
-PinningNeeds EstimatePinning(const SessionOptions& o, uint64_t page_size) {
-  return ComputePinningNeeds(o, page_size, ReadTcpWmemMax());
+PinningNeeds EstimatePinning(const SessionOptions& o, uint64_t page_size,
+                             uint64_t region_bytes) {
+  return ComputePinningNeeds(o, page_size, ReadTcpWmemMax(), region_bytes);
 }
 
-absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size) {
-  if ((channels::StaticCapabilities(o.transport) &
-       channels::kCapPinsSendMemory) == 0) {
+absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size,
+                                uint64_t region_bytes) {
+  const uint32_t caps = channels::StaticCapabilities(o.transport);
+  if ((caps & (channels::kCapPinsSendMemory | channels::kCapRemotePlacement)) ==
+      0) {
     return absl::OkStatus();
   }
-  const PinningNeeds need = EstimatePinning(o, page_size);
+  const PinningNeeds need = EstimatePinning(o, page_size, region_bytes);
   rlimit lim{};
   getrlimit(RLIMIT_MEMLOCK, &lim);
   if (!HaveCapIpcLock() && lim.rlim_cur != RLIM_INFINITY &&
@@ -94,6 +120,8 @@ absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size) {
         lim.rlim_cur, (need.memlock_bytes + 1023) / 1024,
         (need.memlock_bytes + 1023) / 1024));
   }
+  // Only socket zero-copy sends hold notifications.
+  if (need.sends_in_flight == 0) return absl::OkStatus();
   const uint64_t optmem = ReadOptmemMax();
   if (optmem < need.optmem_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(

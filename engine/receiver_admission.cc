@@ -11,6 +11,7 @@
 #include "channels/tcp.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
+#include "ramferry/pinning.h"
 
 namespace ramferry::engine {
 
@@ -126,6 +127,20 @@ proto::HelloReply Admission::AdmitControl(
                                   "authentication, which %s channels "
                                   "cannot do yet",
                                   family.name));
+  }
+  // What registering the regions on every channel pins here, refused
+  // before any is registered rather than failing one ibv_reg_mr later.
+  if ((family.capabilities & channels::kCapRemotePlacement) != 0) {
+    SessionOptions as_asked = options_;
+    as_asked.transport = family.kind;
+    as_asked.channels = h.channel_count;
+    as_asked.packet_pages = h.max_packet_pages;
+    uint64_t region_bytes = 0;
+    for (const Region& r : table_.regions()) region_bytes += r.length;
+    if (absl::Status s = CheckPinningLimits(as_asked, kPageSize, region_bytes);
+        !s.ok()) {
+      return Refuse(s.code(), absl::StrCat("destination: ", s.message()));
+    }
   }
   session_open_ = true;
   slots_.clear();

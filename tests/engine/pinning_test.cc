@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/packet.h"
 
 namespace ramferry {
 namespace {
@@ -12,7 +13,7 @@ TEST(PinningNeeds, BoundedByTheSocketSendBufferPerChannel) {
   o.channels = 4;
   o.packet_pages = 128;  // 512 KiB packets
   o.header_slots = 1024;
-  PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20);
+  PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30);
   EXPECT_EQ(n.memlock_bytes, 4u * (4 << 20));
   EXPECT_EQ(n.sends_in_flight, 8u);
   EXPECT_EQ(n.optmem_bytes, 9u * 768);
@@ -25,16 +26,52 @@ TEST(PinningNeeds, BoundedByTheHeaderSlotsWhenTheyAreFew) {
   o.channels = 2;
   o.packet_pages = 16;  // 64 KiB packets
   o.header_slots = 4;
-  PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20);
+  PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30);
   EXPECT_EQ(n.memlock_bytes, 2u * 4 * (64 << 10));
   EXPECT_EQ(n.sends_in_flight, 4u);
+}
+
+// rdma registers every region on every channel (one protection domain
+// each), whatever the socket buffers: a 16 GiB region over 4 channels pins
+// 64 GiB, not the 16 MiB the socket formula gave it.
+TEST(PinningNeeds, RdmaPinsTheRegionsOncePerChannel) {
+  SessionOptions o;
+  o.transport = TransportKind::kRdma;
+  o.channels = 4;
+  o.packet_pages = 128;
+  o.header_slots = 64;
+  PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 16ull << 30);
+  const uint64_t slots = 64 * proto::PacketHeaderBytes(128);
+  EXPECT_EQ(n.memlock_bytes, 4 * ((16ull << 30) + slots));
+  EXPECT_EQ(n.sends_in_flight, 0u) << "rdma holds no socket notifications";
+  EXPECT_EQ(n.optmem_bytes, 0u);
+  EXPECT_THAT(n.explanation, ::testing::HasSubstr("protection domain"));
+}
+
+TEST(PinningNeeds, FixedBuffersAddTheRegionsOncePerChannel) {
+  SessionOptions o;
+  o.transport = TransportKind::kUringZeroCopy;
+  o.channels = 2;
+  o.packet_pages = 16;
+  o.header_slots = 4;
+  const uint64_t in_flight = 2u * 4 * (64 << 10);
+  EXPECT_EQ(ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30).memlock_bytes,
+            in_flight);
+  o.registered_buffers = true;
+  PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30);
+  EXPECT_EQ(n.memlock_bytes, in_flight + 2 * (1ull << 30));
+  EXPECT_THAT(n.explanation, ::testing::HasSubstr("fixed buffers"));
+  // A transport without registered buffers ignores the option.
+  o.transport = TransportKind::kTcpZeroCopy;
+  EXPECT_EQ(ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30).memlock_bytes,
+            in_flight);
 }
 
 TEST(PinningLimits, CopyingTransportNeedsNothing) {
   SessionOptions o;
   o.transport = TransportKind::kTcp;
   o.channels = 256;
-  EXPECT_TRUE(CheckPinningLimits(o, 4096).ok());
+  EXPECT_TRUE(CheckPinningLimits(o, 4096, 1ull << 40).ok());
 }
 
 }  // namespace

@@ -258,7 +258,8 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
                    : RegionMemory::OpenFile(file);
   if (!m.ok()) return Usage(std::string(m.status().message()));
   mem = std::move(*m);
-  if (absl::Status s = CheckPinningLimits(opt, kPageSize); !s.ok()) {
+  if (absl::Status s = CheckPinningLimits(opt, kPageSize, mem->size());
+      !s.ok()) {
     std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
                  std::string(s.message()).c_str());
     return 1;
