@@ -102,4 +102,9 @@ absl::Status ValidateOptions(const SessionOptions& o) {
   return absl::OkStatus();
 }
 
+bool TransportAuthenticates(TransportKind kind) {
+  return (channels::StaticCapabilities(kind) &
+          channels::kCapAuthenticatedHello) != 0;
+}
+
 }  // namespace ramferry

@@ -145,6 +145,9 @@ struct SessionOptions {
 // Checks ranges and combinations; the error names the field.
 absl::Status ValidateOptions(const SessionOptions& options);
 
+// Whether `kind`'s channels can prove a pre-shared key (auth_key).
+bool TransportAuthenticates(TransportKind kind);
+
 }  // namespace ramferry
 
 #endif  // RAMFERRY_OPTIONS_H_

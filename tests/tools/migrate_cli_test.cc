@@ -26,6 +26,7 @@ namespace {
 using testing::BackgroundCommand;
 using testing::CommandResult;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RunCommand;
 using Json = nlohmann::json;
 
@@ -81,6 +82,22 @@ TEST(MigrateCli, NoRoleIsAUsageError) {
   CommandResult r = RunCommand({kMigrate});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("choose --role=source, --role=dest or --demo"));
+}
+
+// The demo makes a key for both ends; rdma cannot prove one yet, so it
+// says so and runs without only when asked.
+TEST(MigrateCli, DemoOnATransportWithoutAuthenticationAsksFirst) {
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--transport=rdma", "--size=16MiB"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("give --allow-unauthenticated"));
+  // Asked: past the key, whatever the host's RDMA (none here, a device in
+  // the VM).
+  CommandResult asked = RunCommand({kMigrate, "--demo", "--transport=rdma",
+                                    "--size=16MiB", "--allow-unauthenticated"});
+  EXPECT_THAT(asked.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(asked.err, Not(HasSubstr("authentication is not available")));
+  EXPECT_THAT(asked.err, Not(HasSubstr("--allow-unauthenticated")));
 }
 
 TEST(MigrateCli, DemoJsonReportsVerifiedAndDowntime) {

@@ -79,6 +79,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "dest: HOST:PORT to listen on");
 ABSL_FLAG(bool, demo, false,
           "run a destination process and a source on loopback, one report");
+ABSL_FLAG(std::string, demo_host, "127.0.0.1",
+          "--demo: the local address both ends use (rdma: an address of the "
+          "RDMA device's netdev, e.g. a Soft-RoCE one's; loopback has none)");
 ABSL_FLAG(std::string, transport, "tcp",
           "tcp | tcp-zerocopy | uring-zc | rdma | auto (source: chosen for "
           "the destination's address, and why printed; the destination "
@@ -140,6 +143,10 @@ ABSL_FLAG(std::string, make_image, "",
           "holes) with --seed, print what it holds, and exit: the data file "
           "for a --region-file run or bench/compare --qemu");
 ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
+ABSL_FLAG(bool, allow_unauthenticated, false,
+          "--demo on a transport that cannot prove a key (rdma): run both "
+          "ends without one (anything that reaches the port can write into "
+          "the destination's memory meanwhile)");
 
 namespace ramferry::migrate {
 namespace {
@@ -430,7 +437,7 @@ absl::StatusOr<std::string> DemoDestinationFile() {
     _exit(1);
   }
   const Region region = DestinationRegion(**mem);
-  opt.host = "127.0.0.1";
+  opt.host = absl::GetFlag(FLAGS_demo_host);
   opt.port = 0;
   DestinationReport r =
       RunDestination(opt, region, *prefault, false, [&](uint16_t port) {
@@ -506,8 +513,21 @@ PeerReport FetchDestinationReport(const DemoDestination& d) {
 // Both ends on loopback: the destination in a child process (its own CPU
 // and memory), the source here.
 int RunDemo(SessionOptions opt) {
-  // Both ends are ours: authenticate them with a key only they hold.
-  if (opt.auth_key.empty()) opt.auth_key = cli::EphemeralAuthKey();
+  // Both ends are ours: authenticate them with a key only they hold, or,
+  // where the transport cannot prove one, only when asked to run without.
+  if (opt.auth_key.empty()) {
+    if (TransportAuthenticates(opt.transport)) {
+      opt.auth_key = cli::EphemeralAuthKey();
+    } else if (!absl::GetFlag(FLAGS_allow_unauthenticated)) {
+      return Usage(absl::StrFormat(
+          "--demo authenticates both ends with a fresh key, which %s "
+          "channels cannot prove yet; give --allow-unauthenticated to run "
+          "the demo without one",
+          TransportKindName(opt.transport)));
+    } else {
+      cli::WarnIfUnauthenticated(opt.auth_key, "ramferry-migrate");
+    }
+  }
   absl::StatusOr<std::string> dest_file = DemoDestinationFile();
   if (!dest_file.ok()) return Usage(std::string(dest_file.status().message()));
   absl::StatusOr<DemoDestination> d = ForkDestination(opt, *dest_file);
@@ -516,7 +536,7 @@ int RunDemo(SessionOptions opt) {
                  std::string(d.status().message()).c_str());
     return 1;
   }
-  opt.host = "127.0.0.1";
+  opt.host = absl::GetFlag(FLAGS_demo_host);
   opt.port = d->port;
   const int rc = RunSourceRole(opt, [&] { return FetchDestinationReport(*d); });
   std::fclose(d->report);
