@@ -54,7 +54,7 @@ TEST(PinningNeeds, FixedBuffersAddTheRegionsOncePerChannel) {
   o.channels = 2;
   o.packet_pages = 16;
   o.header_slots = 4;
-  const uint64_t in_flight = 2u * 4 * (64 << 10);
+  const uint64_t in_flight = uint64_t{2} * 4 * (64 << 10);
   EXPECT_EQ(ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30).memlock_bytes,
             in_flight);
   o.registered_buffers = true;

@@ -12,7 +12,7 @@ namespace ramferry::engine {
 namespace {
 
 // Regions the ledger only sizes its bitmaps by: nothing is mapped.
-std::vector<Region> Regions(std::vector<uint64_t> pages) {
+std::vector<Region> Regions(const std::vector<uint64_t>& pages) {
   std::vector<Region> out;
   for (uint64_t p : pages) {
     Region r;
