@@ -314,13 +314,15 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
               HasSubstr("verification failed"));
 }
 
-// The destination's own error reaches the user, not only "did not start".
+// The destination's own error reaches the user, not only "did not start"
+// (here: an address of no interface of this machine, TEST-NET-1).
 TEST(MigrateCli, DemoSaysWhyItsDestinationDidNotStart) {
   CommandResult r =
-      RunCommand({kMigrate, "--demo", "--transport=rdma", "--size=64MiB"});
+      RunCommand({kMigrate, "--demo", "--size=64MiB", "--demo-host=192.0.2.1"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("the destination process did not start:"));
   EXPECT_THAT(r.err, HasSubstr("error: "));
+  EXPECT_THAT(r.err, HasSubstr("cannot listen on 192.0.2.1"));
 }
 
 TEST(MigrateCli, ARegionLargerThanTheMachineIsRefusedUpFront) {
