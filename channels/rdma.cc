@@ -38,6 +38,13 @@ absl::Status ProbeRdma() {
   return absl::OkStatus();
 }
 
+uint64_t RdmaChannelBufferBytes(uint64_t max_header_bytes) {
+  const uint64_t message =
+      std::max<uint64_t>(max_header_bytes, proto::RdmaControlMaxBytes());
+  return RdmaConfig{}.recv_queue * message +
+         RdmaQueue::kControlBuffers * proto::RdmaControlMaxBytes();
+}
+
 namespace {
 
 // What both ends share: the connection, its queues, the regions and this
@@ -57,16 +64,10 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
                &stats_, this),
         chunks_(config.chunk_bytes) {}
 
-  ~RdmaTransportBase() override {
-    for (auto& [id, r] : mrs_) {
-      if (r.whole != nullptr) ibv_dereg_mr(r.whole);
-      for (ibv_mr* m : r.chunks) {
-        if (m != nullptr) ibv_dereg_mr(m);
-      }
-    }
-    // queue_'s MRs follow; conn_ (QP, CQ, PD, id) goes last, after the MRs
-    // on its PD.
-  }
+  // queue_'s MRs go first; conn_ (QP, CQ, the domain's reference, id)
+  // last: the regions' registrations are the domain's, kept until the
+  // session's last channel on this end is gone.
+  ~RdmaTransportBase() override = default;
 
   // Registers the buffers it owns and posts every receive.
   virtual absl::Status Init() { return queue_.Init(); }
@@ -76,21 +77,19 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
 
   absl::Status Poll() override { return queue_.Progress(); }
 
+  // Pin-all: the session's first channel starts the whole region's
+  // registration and returns; the first use waits for it. On the
+  // destination it is what the source writes into; on the source what it
+  // writes from.
   absl::Status RegisterRegion(uint32_t region_id, void* base,
                               uint64_t length) override {
-    const uint64_t chunks =
-        chunks_.AddRegion(region_id, static_cast<uint8_t*>(base), length);
-    LocalMrs& r = mrs_[region_id];
-    r.chunks.assign(chunks, nullptr);
-    if (!pin_all()) return absl::OkStatus();
-    // Pin-all: the whole region, once. On the destination it is what the
-    // source writes into; on the source what it writes from.
-    r.whole = ibv_reg_mr(conn_->pd, base, length, region_access_);
-    if (r.whole == nullptr) {
-      return RdmaErrno(absl::StrFormat("ibv_reg_mr of region %d (%d bytes)",
-                                       region_id, length));
-    }
-    stats_.chunks_registered.Add(chunks);
+    auto* bytes = static_cast<uint8_t*>(base);
+    absl::StatusOr<RdmaDomain::Region*> r =
+        conn_->domain->AddRegion(region_id, bytes, length, config_.chunk_bytes,
+                                 region_access_, pin_all());
+    if (!r.ok()) return r.status();
+    chunks_.AddRegion(region_id, bytes, length);
+    local_[region_id] = {*r, nullptr};
     return absl::OkStatus();
   }
 
@@ -101,11 +100,41 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
   }
 
  protected:
-  // This side's registrations of a region.
-  struct LocalMrs {
-    ibv_mr* whole = nullptr;      // pin-all
-    std::vector<ibv_mr*> chunks;  // on demand, lazily
+  // A region's registrations in the session's domain, and (pin-all) the
+  // whole one once it has been waited for.
+  struct LocalRegion {
+    RdmaDomain::Region* domain = nullptr;
+    ibv_mr* whole = nullptr;
   };
+
+  // Counts a registration on this channel where this call made it.
+  void Count(const RdmaDomain::Registered& r) {
+    if (!r.made_now) return;
+    stats_.chunks_registered.Add((r.bytes + config_.chunk_bytes - 1) /
+                                 config_.chunk_bytes);
+    stats_.rdma_register_ns.Add(absl::ToInt64Nanoseconds(r.took));
+    stats_.rdma_registered_bytes.Add(r.bytes);
+  }
+
+  // Pin-all: region `id`'s whole registration, waited for the first time.
+  absl::StatusOr<ibv_mr*> WholeMr(uint32_t id) {
+    LocalRegion& l = local_[id];
+    if (l.whole != nullptr) return l.whole;
+    absl::StatusOr<RdmaDomain::Registered> r = conn_->domain->Whole(l.domain);
+    if (!r.ok()) return r.status();
+    Count(*r);
+    l.whole = r->mr;
+    return l.whole;
+  }
+
+  // On demand: chunk `chunk` of region `id`, registered where nobody has.
+  absl::StatusOr<ibv_mr*> ChunkMr(uint32_t id, uint64_t chunk) {
+    absl::StatusOr<RdmaDomain::Registered> r =
+        conn_->domain->Chunk(local_[id].domain, chunk);
+    if (!r.ok()) return r.status();
+    Count(*r);
+    return r->mr;
+  }
 
   bool pin_all() const {
     return (config_.capabilities & proto::kFeatureRdmaPinAll) != 0;
@@ -117,7 +146,7 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
   const int region_access_;
   RdmaQueue queue_;
   ChunkRegistry chunks_;
-  std::map<uint32_t, LocalMrs> mrs_;
+  std::map<uint32_t, LocalRegion> local_;
 };
 
 // What the source's memory is registered with: nothing beyond the local
@@ -154,7 +183,10 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   }
 
   // What the destination's HelloReply granted.
-  void set_capabilities(uint64_t caps) { config_.capabilities = caps; }
+  void set_capabilities(uint64_t caps) {
+    config_.capabilities = caps;
+    if ((caps & proto::kFeatureRdmaCredits) != 0) queue_.CountCredits();
+  }
 
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
     return slots_.Acquire();
@@ -240,6 +272,8 @@ class RdmaSourceTransport final : public RdmaTransportBase,
         }
         region_keys_ = true;
         return absl::OkStatus();
+      case proto::RdmaControlType::kCredits:
+        return queue_.GrantCredits(c->credits);
       default:
         return absl::InvalidArgumentError(absl::StrFormat(
             "unexpected RDMA control type %d from the destination",
@@ -247,17 +281,8 @@ class RdmaSourceTransport final : public RdmaTransportBase,
     }
   }
 
-  ibv_mr* LocalMr(uint32_t region, const RdmaRegion& r, uint64_t chunk) {
-    LocalMrs& local = mrs_[region];
-    if (local.whole != nullptr) return local.whole;
-    ibv_mr*& mr = local.chunks[chunk];
-    if (mr == nullptr) {
-      const uint64_t off = chunk * config_.chunk_bytes;
-      mr = ibv_reg_mr(conn_->pd, r.base + off,
-                      std::min(config_.chunk_bytes, r.length - off),
-                      kSourceAccess);
-    }
-    return mr;
+  absl::StatusOr<ibv_mr*> LocalMr(uint32_t region, uint64_t chunk) {
+    return pin_all() ? WholeMr(region) : ChunkMr(region, chunk);
   }
 
   // Chunks the destination has no key for: zero ones go as COMPRESS,
@@ -331,13 +356,14 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       const uint64_t off = piece.offset;
       const RemoteChunk& rc = r.remote[chunk];
       if (!pin_all() && rc.state == RemoteChunk::kZero) return;  // COMPRESS
-      ibv_mr* local = LocalMr(p.region, r, chunk);
-      if (local == nullptr) {
-        bad = RdmaErrno("ibv_reg_mr of a local chunk");
+      if (!bad.ok()) return;
+      absl::StatusOr<ibv_mr*> local = LocalMr(p.region, chunk);
+      if (!local.ok()) {
+        bad = local.status();
         return;
       }
       sges_.push_back({reinterpret_cast<uint64_t>(piece.addr),
-                       static_cast<uint32_t>(piece.length), local->lkey});
+                       static_cast<uint32_t>(piece.length), (*local)->lkey});
       ibv_send_wr wr{};
       wr.opcode = IBV_WR_RDMA_WRITE;
       wr.wr_id = WrId(kPageWrite, p.token);
@@ -374,8 +400,11 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       }
       ibv_send_wr& last = wrs_[end - 1];
       last.send_flags |= IBV_SEND_SIGNALED;
-      if (absl::Status s = queue_.Post(
-              &wrs_[first], static_cast<uint32_t>(end - first), last.wr_id);
+      // Only the last part ends with the header's SEND.
+      const uint32_t sends = end == wrs_.size() ? 1 : 0;
+      if (absl::Status s =
+              queue_.Post(&wrs_[first], static_cast<uint32_t>(end - first),
+                          last.wr_id, sends);
           !s.ok()) {
         return s;
       }
@@ -418,9 +447,9 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
 
   absl::Status ReadExact(absl::Span<uint8_t> buf,
                          bool at_packet_boundary) override {
-    if (pin_all() && !keys_sent_) {
-      if (absl::Status s = SendRegionKeys(); !s.ok()) return s;
-      keys_sent_ = true;
+    if (!started_) {
+      started_ = true;
+      if (absl::Status s = Start(); !s.ok()) return s;
     }
     if (at_packet_boundary && cur_left_ > 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -466,12 +495,24 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
   };
   static constexpr uint32_t kNoMessage = ~0u;
 
+  // What the source waits for before its first WRITE or SEND: the keys
+  // of pinned regions, and the receive credits where they are counted.
+  absl::Status Start() {
+    if (pin_all()) {
+      if (absl::Status s = SendRegionKeys(); !s.ok()) return s;
+    }
+    if ((config_.capabilities & proto::kFeatureRdmaCredits) != 0) {
+      return queue_.GrantReceiveQueue();
+    }
+    return absl::OkStatus();
+  }
+
   // Returns the current message's receive buffer to the peer's credits.
   absl::Status ReleaseCurrent() {
     if (cur_index_ == kNoMessage) return absl::OkStatus();
     const uint32_t index = cur_index_;
     cur_index_ = kNoMessage;
-    return queue_.PostRecv(index);
+    return queue_.Release(index);
   }
 
   absl::Status OnPacketSent(uint32_t, bool) override {
@@ -503,7 +544,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
         return absl::OkStatus();
       }
       absl::Status s = ServeControl({data, m.length});
-      if (absl::Status r = queue_.PostRecv(m.index); !r.ok() && s.ok()) s = r;
+      if (absl::Status r = queue_.Release(m.index); !r.ok() && s.ok()) s = r;
       if (!s.ok()) return s;
     }
   }
@@ -525,31 +566,27 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
         chunks_.AnswerRegisterRequest(
             c->chunks,
             [&](const proto::ChunkRef& ref,
-                absl::Span<uint8_t> span) -> absl::StatusOr<uint32_t> {
-              ibv_mr*& mr = mrs_[ref.region].chunks[ref.chunk];
-              if (mr == nullptr) {
-                mr = ibv_reg_mr(
-                    conn_->pd, span.data(), span.size(),
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-                if (mr == nullptr) {
-                  return RdmaErrno("ibv_reg_mr of a requested chunk");
-                }
-                stats_.chunks_registered.Add();
-              }
-              return mr->rkey;
+                absl::Span<uint8_t>) -> absl::StatusOr<uint32_t> {
+              // ChunkSpan checked the reference: a region added here.
+              absl::StatusOr<ibv_mr*> mr = ChunkMr(ref.region, ref.chunk);
+              if (!mr.ok()) return mr.status();
+              return (*mr)->rkey;
             });
     if (!keys.ok()) return keys.status();
     result.results = *std::move(keys);
     return queue_.SendControl(result);
   }
 
+  // Waits for the whole registrations first (pin-all registers them
+  // while the channels connect).
   absl::Status SendRegionKeys() {
     proto::RdmaControl keys;
     keys.type = proto::RdmaControlType::kRegionKeys;
     for (const auto& [id, r] : chunks_.regions()) {
-      keys.region_keys.push_back({id, mrs_[id].whole->rkey,
-                                  reinterpret_cast<uint64_t>(r.base),
-                                  r.length});
+      absl::StatusOr<ibv_mr*> mr = WholeMr(id);
+      if (!mr.ok()) return mr.status();
+      keys.region_keys.push_back(
+          {id, (*mr)->rkey, reinterpret_cast<uint64_t>(r.base), r.length});
     }
     return queue_.SendControl(keys);
   }
@@ -558,7 +595,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
   const uint8_t* cur_ = nullptr;
   size_t cur_left_ = 0;
   uint32_t cur_index_ = kNoMessage;
-  bool keys_sent_ = false;
+  bool started_ = false;
 };
 
 }  // namespace
@@ -574,7 +611,11 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   absl::StatusOr<std::unique_ptr<Connection>> conn =
       ResolveRoute(host, port, config.connect_timeout, deadline, where);
   if (!conn.ok()) return conn.status();
-  if (absl::Status s = (*conn)->CreateQp(config); !s.ok()) return s;
+  if (absl::Status s =
+          (*conn)->CreateQp(config, hello.session, RdmaDomain::End::kSource);
+      !s.ok()) {
+    return s;
+  }
   Connection* c = conn->get();
   auto transport =
       std::make_unique<RdmaSourceTransport>(*std::move(conn), options, config);
@@ -582,9 +623,10 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   absl::StatusOr<proto::HelloReply> accepted =
       ConnectWithHello(*c, hello, deadline, where);
   if (!accepted.ok()) return accepted.status();
-  transport->set_capabilities(
-      accepted->capabilities &
-      (proto::kFeatureRdmaPinAll | proto::kFeatureRdmaRegBatch));
+  transport->set_capabilities(accepted->capabilities &
+                              (proto::kFeatureRdmaPinAll |
+                               proto::kFeatureRdmaRegBatch |
+                               proto::kFeatureRdmaCredits));
   *reply = *accepted;
   return transport;
 }

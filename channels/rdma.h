@@ -14,6 +14,13 @@
 // it). Packets queued during a batch are registered for together, then
 // posted one chain each.
 //
+// Receive credits (kFeatureRdmaCredits; rdma_credits.h): the destination
+// grants its receive queue when it starts reading and returns receives in
+// batches as it posts them again; the source posts no SEND (header or
+// control message) beyond them, so none meets an empty receive queue and
+// a slow destination holds the source back instead of costing it RNR
+// retries.
+//
 // The connection's private data carries the channel Hello (56 bytes, the
 // rdmacm limit) and the HelloReply.
 #ifndef RAMFERRY_CHANNELS_RDMA_H_
@@ -39,12 +46,17 @@ struct RdmaConfig {
   // Inline room to ask for at QP creation; the provider may grant less.
   uint32_t max_inline = 512;
   uint32_t send_queue = 512;  // work requests
-  uint32_t recv_queue = 256;  // receives kept posted (the peer's credits)
+  uint32_t recv_queue = 256;  // receives kept posted: the peer's credits
   absl::Duration connect_timeout = absl::Seconds(10);
 };
 
 // OK when this host has an RDMA device; otherwise an error that says so.
 absl::Status ProbeRdma();
+
+// The memory one RDMA channel registers for its own queues (receive and
+// control buffers), with the default RdmaConfig and packet headers of
+// `max_header_bytes`: what a memlock estimate adds per channel.
+uint64_t RdmaChannelBufferBytes(uint64_t max_header_bytes);
 
 // Source: connects to host:port with `hello` as private data. On success
 // returns the transport, with *reply the destination's HelloReply; a

@@ -22,14 +22,19 @@ Connection::~Connection() {
   if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
   if (cq != nullptr) ibv_destroy_cq(cq);
   if (cc != nullptr) ibv_destroy_comp_channel(cc);
-  if (pd != nullptr) ibv_dealloc_pd(pd);
+  domain.reset();  // the last channel's deallocates the PD
   if (id != nullptr) rdma_destroy_id(id);
   if (ec != nullptr) rdma_destroy_event_channel(ec);
 }
 
-absl::Status Connection::CreateQp(const RdmaConfig& config) {
-  pd = ibv_alloc_pd(id->verbs);
-  if (pd == nullptr) return RdmaErrno("ibv_alloc_pd");
+absl::Status Connection::CreateQp(const RdmaConfig& config,
+                                  const proto::SessionId& session,
+                                  RdmaDomain::End end) {
+  absl::StatusOr<std::shared_ptr<RdmaDomain>> d =
+      RdmaDomain::ForSession(id->verbs, session, end);
+  if (!d.ok()) return d.status();
+  domain = *std::move(d);
+  pd = domain->pd();
   cc = ibv_create_comp_channel(id->verbs);
   if (cc == nullptr) return RdmaErrno("ibv_create_comp_channel");
   const int cqe = static_cast<int>(config.send_queue + config.recv_queue + 16);
@@ -298,8 +303,10 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   conn->ec = rdma_create_event_channel();
   RdmaConfig config = config_;
   config.capabilities = reply.capabilities;
-  absl::Status s = conn->ec == nullptr ? RdmaErrno("rdma_create_event_channel")
-                                       : conn->CreateQp(config);
+  absl::Status s = conn->ec == nullptr
+                       ? RdmaErrno("rdma_create_event_channel")
+                       : conn->CreateQp(config, hello.session,
+                                        RdmaDomain::End::kDestination);
   // Admitted, so whatever fails from here is delivered as a lost channel:
   // its slot must not stay reserved for a connection that never comes.
   if (!s.ok()) {

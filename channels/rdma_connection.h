@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "channels/rdma.h"
+#include "channels/rdma_domain.h"
 #include "channels/transport.h"
 #include "proto/handshake.h"
 
@@ -33,6 +34,9 @@ absl::Status RdmaErrno(absl::string_view what);
 struct Connection {
   rdma_event_channel* ec = nullptr;  // this connection's own events
   rdma_cm_id* id = nullptr;
+  // The session's protection domain on this end, shared with its other
+  // channels; pd is its.
+  std::shared_ptr<RdmaDomain> domain;
   ibv_pd* pd = nullptr;
   ibv_comp_channel* cc = nullptr;
   ibv_cq* cq = nullptr;
@@ -46,8 +50,10 @@ struct Connection {
   Connection& operator=(const Connection&) = delete;
   ~Connection();
 
-  // The PD, the CQ on its completion channel, and the RC QP on `id`.
-  absl::Status CreateQp(const RdmaConfig& config);
+  // The CQ on its completion channel, and the RC QP on `id` in the
+  // session's domain (of `session` and `end`, on id's device).
+  absl::Status CreateQp(const RdmaConfig& config,
+                        const proto::SessionId& session, RdmaDomain::End end);
 };
 
 struct CmEvent {

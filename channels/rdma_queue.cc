@@ -16,7 +16,6 @@ namespace {
 
 constexpr uint64_t kInlineControl =
     kValueMask;  // a control send with no buffer
-constexpr size_t kControlBuffers = 8;
 
 }  // namespace
 
@@ -199,11 +198,21 @@ absl::Status RdmaQueue::Retire(uint64_t wr_id) {
   return absl::OkStatus();
 }
 
-absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id) {
+absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id,
+                             uint32_t sends) {
   if (wrs > send_queue_) {
     return absl::InternalError(absl::StrFormat(
         "a post of %d work requests cannot fit a send queue of %d", wrs,
         send_queue_));
+  }
+  if (!credits_.CanSend(sends)) {
+    stats_->rdma_credit_waits.Add();
+    if (absl::Status s =
+            WaitFor([&] { return credits_.CanSend(sends); }, stall_timeout_,
+                    "awaiting receive credits from the peer");
+        !s.ok()) {
+      return s;
+    }
   }
   if (outstanding_ + wrs > send_queue_) {
     stats_->rdma_sq_full_hits.Add();
@@ -218,6 +227,7 @@ absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id) {
   if (int r = ibv_post_send(conn_->id->qp, first, &bad); r != 0) {
     return ErrnoStatus(r, "ibv_post_send");
   }
+  credits_.Take(sends);
   posted_.push_back({wr_id, wrs});
   outstanding_ += wrs;
   stats_->rdma_outstanding_max.RaiseTo(outstanding_);
@@ -262,7 +272,33 @@ absl::Status RdmaQueue::SendControl(const proto::RdmaControl& control) {
     sge.lkey = ctl_mr_->lkey;
     wr.wr_id = WrId(kControlSend, i);
   }
-  return Post(&wr, 1, wr.wr_id);
+  return Post(&wr, 1, wr.wr_id, /*sends=*/1);
+}
+
+absl::Status RdmaQueue::GrantCredits(uint32_t credits) {
+  stats_->rdma_credit_returns.Add();
+  return credits_.Grant(credits);
+}
+
+absl::Status RdmaQueue::GrantReceiveQueue() {
+  returns_.emplace(recv_queue_);
+  proto::RdmaControl grant;
+  grant.type = proto::RdmaControlType::kCredits;
+  grant.credits = recv_queue_;
+  return SendControl(grant);
+}
+
+absl::Status RdmaQueue::Release(uint32_t index) {
+  if (absl::Status s = PostRecv(index); !s.ok()) return s;
+  if (!returns_.has_value()) return absl::OkStatus();
+  returns_->Reposted();
+  const uint32_t due = returns_->TakeDue();
+  if (due == 0) return absl::OkStatus();
+  proto::RdmaControl back;
+  back.type = proto::RdmaControlType::kCredits;
+  back.credits = due;
+  stats_->rdma_credit_returns.Add();
+  return SendControl(back);
 }
 
 }  // namespace ramferry::channels

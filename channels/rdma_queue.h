@@ -1,8 +1,11 @@
 // rdma_queue: the work queues of one RDMA channel. Posts send chains with
-// send-queue accounting (waiting for room when it is full), keeps every
-// receive posted from its own buffers, sends control messages (inline, or
-// from a small pool of registered buffers), and turns completions into
-// calls on a Handler: a packet's send done, a message received.
+// send-queue accounting (waiting for room when it is full) and, where the
+// peer grants them, receive credits (waiting for one before a SEND: see
+// rdma_credits.h); keeps every receive posted from its own buffers,
+// returning credits for them as they are posted again; sends control
+// messages (inline, or from a small pool of registered buffers), and turns
+// completions into calls on a Handler: a packet's send done, a message
+// received.
 //
 // wr_id: the kind in the top byte, a token or buffer index below.
 #ifndef RAMFERRY_CHANNELS_RDMA_QUEUE_H_
@@ -13,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -20,6 +24,7 @@
 #include "absl/time/time.h"
 #include "channels/rdma.h"
 #include "channels/rdma_connection.h"
+#include "channels/rdma_credits.h"
 #include "channels/transport.h"
 #include "proto/rdma_control.h"
 
@@ -54,6 +59,9 @@ class RdmaQueue {
     virtual absl::Status OnReceive(uint32_t index, uint32_t length) = 0;
   };
 
+  // Registered buffers for control messages too large to go inline.
+  static constexpr size_t kControlBuffers = 8;
+
   // Receive buffers of `recv_bytes` each, config.recv_queue of them.
   RdmaQueue(Connection* conn, const RdmaConfig& config,
             absl::Duration stall_timeout, size_t recv_bytes,
@@ -79,14 +87,29 @@ class RdmaQueue {
   uint64_t completions() const { return completions_; }
 
   // Posts a chain of `wrs` work requests whose last is signalled with
-  // `wr_id`, first making room in the send queue if it is full. A chain
-  // longer than the queue is refused: no room could ever appear for it.
-  absl::Status Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id);
+  // `wr_id` and of which `sends` are SENDs (the rest WRITEs), first making
+  // room in the send queue if it is full and, where credits are counted,
+  // waiting for a credit per SEND. A chain longer than the queue is
+  // refused: no room could ever appear for it.
+  absl::Status Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id,
+                    uint32_t sends);
   // The most work requests one Post may carry.
   uint32_t send_queue() const { return send_queue_; }
   absl::Status SendControl(const proto::RdmaControl& control);
 
   absl::Status PostRecv(uint32_t index);
+
+  // --- receive credits (kFeatureRdmaCredits) ---
+  // The sending side: count SENDs against the peer's grants from now on.
+  void CountCredits() { credits_ = SendCredits(true); }
+  // A CREDITS message from the peer.
+  absl::Status GrantCredits(uint32_t credits);
+  // The receiving side: grants the peer every receive (the first CREDITS)
+  // and from now on returns them as Release posts them again.
+  absl::Status GrantReceiveQueue();
+  // Posts receive `index` again; where credits are returned, returns them
+  // to the peer once a batch has gathered.
+  absl::Status Release(uint32_t index);
   const uint8_t* message(uint32_t index) const {
     return recv_buf_.data() + size_t{index} * recv_bytes_;
   }
@@ -119,6 +142,8 @@ class RdmaQueue {
   ibv_mr* ctl_mr_ = nullptr;
   std::deque<Posted> posted_;
   uint64_t outstanding_ = 0;
+  SendCredits credits_;
+  std::optional<CreditReturn> returns_;
   uint64_t completions_ = 0;
 };
 

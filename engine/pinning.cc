@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "channels/rdma.h"
 #include "channels/transport_family.h"
 #include "proto/packet.h"
 
@@ -56,17 +57,23 @@ PinningNeeds ComputePinningNeeds(const SessionOptions& o, uint64_t page_size,
   PinningNeeds n;
   const uint32_t caps = channels::StaticCapabilities(o.transport);
   if ((caps & channels::kCapRemotePlacement) != 0) {
-    // Each channel registers every region in its own protection domain,
-    // and the kernel charges each registration again, on both ends
-    // (pin-all at once, on demand as chunks are first sent: the same at
-    // the end of a full round). Its header slots are registered too.
-    const uint64_t slots =
-        uint64_t{o.header_slots} * proto::PacketHeaderBytes(o.packet_pages);
-    n.memlock_bytes = (region_bytes + slots) * o.channels;
+    // The channels of a session share one protection domain on each end,
+    // so the regions are registered (and charged) once (pin-all at once,
+    // on demand as chunks are first sent: the same at the end of a full
+    // round). Each channel registers its own buffers besides: the source
+    // its header slots, either end its receive buffers (one packet header
+    // or control message each); counted on both ends alike, an upper
+    // bound for either.
+    const uint64_t header = proto::PacketHeaderBytes(o.packet_pages);
+    const uint64_t slots = uint64_t{o.header_slots} * header;
+    const uint64_t receives = channels::RdmaChannelBufferBytes(header);
+    n.memlock_bytes = region_bytes + (slots + receives) * o.channels;
     n.explanation = absl::StrFormat(
-        "%d channels x (%s of regions + %s of header slots) registered, each "
-        "channel in its own protection domain",
-        o.channels, FormatMiB(region_bytes), FormatMiB(slots));
+        "%s of regions registered once (the channels share a protection "
+        "domain) + %d channels x (%s of header slots + %s of receive "
+        "buffers)",
+        FormatMiB(region_bytes), o.channels, FormatMiB(slots),
+        FormatMiB(receives));
     return n;
   }
   const uint64_t packet = uint64_t{o.packet_pages} * page_size;

@@ -196,6 +196,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (Has(channels::kCapChunkedRegistration)) {
     if (options_.rdma_pin_all) caps |= proto::kFeatureRdmaPinAll;
     if (options_.rdma_reg_batch) caps |= proto::kFeatureRdmaRegBatch;
+    caps |= proto::kFeatureRdmaCredits;
   }
   return caps;
 }

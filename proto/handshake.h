@@ -68,11 +68,16 @@ enum Feature : uint64_t {
   // A data packet's payload may be one zstd frame of its pages
   // (PacketHeader::compressed_bytes).
   kFeatureCompressedPages = 1ull << 7,
+  // RDMA: the destination grants the source receive credits (CREDITS
+  // control messages) and the source never posts a SEND beyond them, so
+  // no SEND ever meets an empty receive queue (RNR retries).
+  kFeatureRdmaCredits = 1ull << 8,
 };
 inline constexpr uint64_t kKnownFeatures =
     kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
     kFeatureSurviveChannelLoss | kFeatureNextHeaderSize |
-    kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages;
+    kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages |
+    kFeatureRdmaCredits;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -12,6 +12,7 @@ size_t EntryBytes(RdmaControlType t) {
       return 24;
     case RdmaControlType::kRegisterRequest:
     case RdmaControlType::kCompress:
+    case RdmaControlType::kCredits:
       return 8;
     case RdmaControlType::kRegisterResult:
       return 16;
@@ -60,6 +61,11 @@ std::vector<uint8_t> EncodeRdmaControl(const RdmaControl& c) {
         w.U64(k.addr);
       }
       break;
+    case RdmaControlType::kCredits:
+      w.U16(1);
+      w.U32(c.credits);
+      w.U32(0);
+      break;
   }
   return out;
 }
@@ -74,16 +80,17 @@ absl::StatusOr<RdmaControl> DecodeRdmaControl(absl::Span<const uint8_t> in) {
     return absl::InvalidArgumentError(
         absl::StrFormat("RDMA control magic 0x%08x", magic));
   }
-  if (type < 1 || type > 4) {
+  if (type < 1 || type > 5) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown RDMA control type %d", type));
   }
   RdmaControl c;
   c.type = static_cast<RdmaControlType>(type);
-  if (count == 0 || count > kMaxRdmaControlEntries) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("RDMA control count %d outside [1, %d]", count,
-                        kMaxRdmaControlEntries));
+  const uint16_t max_count =
+      c.type == RdmaControlType::kCredits ? 1 : kMaxRdmaControlEntries;
+  if (count == 0 || count > max_count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RDMA control count %d outside [1, %d]", count, max_count));
   }
   if (r.remaining() != count * EntryBytes(c.type)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -116,6 +123,16 @@ absl::StatusOr<RdmaControl> DecodeRdmaControl(absl::Span<const uint8_t> in) {
         c.results.push_back(k);
         break;
       }
+      case RdmaControlType::kCredits:
+        c.credits = r.U32();
+        if (r.U32() != 0) {
+          return absl::InvalidArgumentError(
+              "RDMA credits reserved word is not zero");
+        }
+        if (c.credits == 0) {
+          return absl::InvalidArgumentError("RDMA credits message grants none");
+        }
+        break;
     }
   }
   return c;

@@ -1,12 +1,17 @@
 // Control messages that ride an RDMA channel's queue pair as SENDs, beside
 // packet headers (told apart by their magic): chunk registration on
-// demand, zero chunks, and the keys of pinned regions.
+// demand, zero chunks, the keys of pinned regions, and the receive
+// credits that keep the source's SENDs within the destination's posted
+// receives.
 //
 // Message (big-endian): u32 magic 'RFRC', u16 type, u16 count, then
 //   REGION_KEYS:      count x {u32 region, u32 rkey, u64 addr, u64 length}
 //   REGISTER_REQUEST: count x {u32 region, u32 chunk}
 //   REGISTER_RESULT:  count x {u32 rkey, u32 reserved(0), u64 addr}
 //   COMPRESS:         count x {u32 region, u32 chunk}
+//   CREDITS:          count = 1: {u32 receives, u32 reserved(0)}; the first
+//                     grants the destination's whole receive queue, each
+//                     later one returns receives it has posted again
 #ifndef RAMFERRY_PROTO_RDMA_CONTROL_H_
 #define RAMFERRY_PROTO_RDMA_CONTROL_H_
 
@@ -29,6 +34,7 @@ enum class RdmaControlType : uint16_t {
   kRegisterRequest = 2,  // source -> destination
   kRegisterResult = 3,   // destination -> source
   kCompress = 4,         // source -> destination: zero-fill these chunks
+  kCredits = 5,          // destination -> source, kFeatureRdmaCredits
 };
 
 struct RegionKey {
@@ -51,6 +57,7 @@ struct RdmaControl {
   std::vector<RegionKey> region_keys;  // kRegionKeys
   std::vector<ChunkRef> chunks;        // kRegisterRequest, kCompress
   std::vector<ChunkKey> results;       // kRegisterResult
+  uint32_t credits = 0;                // kCredits: at least 1
 };
 
 size_t RdmaControlMaxBytes();

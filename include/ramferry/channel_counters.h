@@ -75,19 +75,26 @@
     "receive calls (recvmsg; on rdma, ReadExact calls)")
 
 // What only the rdma transport counts: its send queue and registration.
-#define RAMFERRY_RDMA_COUNTERS(X)                                           \
-  X(rdma_posts, kSum, kCount, "ibv_post_send calls")                        \
-  X(rdma_wrs, kSum, kCount, "work requests posted")                         \
-  X(rdma_outstanding_max, kMax, kCount, "peak work requests in flight")     \
-  X(rdma_sq_full_hits, kSum, kCount, "posts that had to wait for room")     \
-  X(rdma_drains_to_zero, kSum, kCount, "times nothing was left in flight")  \
-  X(inline_sends, kSum, kCount, "SENDs that went IBV_SEND_INLINE")          \
-  X(inline_max_bytes, kMax, kCount, "the largest of them")                  \
-  X(inline_granted, kMax, kCount, "inline room the QP granted")             \
-  X(register_round_trips, kSum, kCount, "REGISTER_REQUEST -> RESULT waits") \
-  X(register_batch_max, kMax, kCount, "most chunks in one request")         \
-  X(chunks_registered, kSum, kCount, "chunks given a memory registration")  \
-  X(chunks_compressed, kSum, kCount, "zero chunks sent as COMPRESS")
+#define RAMFERRY_RDMA_COUNTERS(X)                                            \
+  X(rdma_posts, kSum, kCount, "ibv_post_send calls")                         \
+  X(rdma_wrs, kSum, kCount, "work requests posted")                          \
+  X(rdma_outstanding_max, kMax, kCount, "peak work requests in flight")      \
+  X(rdma_sq_full_hits, kSum, kCount, "posts that had to wait for room")      \
+  X(rdma_drains_to_zero, kSum, kCount, "times nothing was left in flight")   \
+  X(inline_sends, kSum, kCount, "SENDs that went IBV_SEND_INLINE")           \
+  X(inline_max_bytes, kMax, kCount, "the largest of them")                   \
+  X(inline_granted, kMax, kCount, "inline room the QP granted")              \
+  X(register_round_trips, kSum, kCount, "REGISTER_REQUEST -> RESULT waits")  \
+  X(register_batch_max, kMax, kCount, "most chunks in one request")          \
+  X(chunks_registered, kSum, kCount,                                         \
+    "chunks given a memory registration (by this channel, for the session)") \
+  X(rdma_registered_bytes, kSum, kCount, "region bytes those pinned")        \
+  X(rdma_register_ns, kSum, kSeconds, "time spent registering them")         \
+  X(chunks_compressed, kSum, kCount, "zero chunks sent as COMPRESS")         \
+  X(rdma_credit_waits, kSum, kCount,                                         \
+    "posts that waited for the peer's receive credits")                      \
+  X(rdma_credit_returns, kSum, kCount,                                       \
+    "CREDITS messages (destination: sent; source: received)")
 
 // Every counter of a ChannelStats, in the order of its fields.
 #define RAMFERRY_CHANNEL_COUNTERS(X) \

@@ -43,6 +43,7 @@ namespace {
 uint64_t RdmaOffered(const RdmaPairOptions& rdma) {
   uint64_t caps = proto::kFeatureRdmaRegBatch;
   if (rdma.pin_all) caps |= proto::kFeatureRdmaPinAll;
+  if (rdma.credits) caps |= proto::kFeatureRdmaCredits;
   return caps;
 }
 
@@ -68,6 +69,7 @@ absl::StatusOr<TransportPair> OpenRdmaPair(
   config.capabilities = offered;
   config.chunk_bytes = rdma.chunk_bytes;
   config.max_inline = rdma.max_inline;
+  config.recv_queue = rdma.recv_queue;
   config.connect_timeout = absl::Seconds(10);
   // The receive side gets what the engine's destination gives its
   // channels: the header size and the stall timeout.
@@ -213,8 +215,9 @@ absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
 }
 
 PacketReader::PacketReader(channels::Transport* rx, const uint8_t* source,
-                           uint32_t packets, uint8_t* dest)
-    : rx_(rx), source_(source), packets_(packets), dest_(dest) {
+                           uint32_t packets, uint8_t* dest,
+                           absl::Duration pause)
+    : rx_(rx), source_(source), packets_(packets), dest_(dest), pause_(pause) {
   result_ = std::async(std::launch::async, [this] { return Run(); });
 }
 
@@ -225,6 +228,7 @@ PacketReader::~PacketReader() {
 absl::Status PacketReader::Run() {
   std::vector<uint8_t> header(kTagHeaderBytes), body;
   for (uint32_t i = 0; i < packets_; ++i) {
+    if (i > 0 && pause_ > absl::ZeroDuration()) absl::SleepFor(pause_);
     if (absl::Status s = rx_->ReadExact(absl::MakeSpan(header), true);
         !s.ok()) {
       return s;

@@ -61,6 +61,11 @@ struct RdmaPairOptions {
   // Smaller than the engine's 1 MiB so that the capability tests' 1 MiB
   // region spans several chunks.
   uint64_t chunk_bytes = 256 << 10;
+  // Receive credits (kFeatureRdmaCredits), as the engine negotiates them;
+  // off, the source relies on RNR retry as an older peer does.
+  bool credits = true;
+  // Receives each end keeps posted: the destination's grant.
+  uint32_t recv_queue = channels::RdmaConfig{}.recv_queue;
 };
 struct TransportPair {
   // rdma: the listener the receive side came from, kept until both ends
@@ -101,8 +106,10 @@ absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
 // arrives and ReadPayload reads nothing.
 class PacketReader {
  public:
+  // `pause`: slept after each packet (a slow destination).
   PacketReader(channels::Transport* rx, const uint8_t* source, uint32_t packets,
-               uint8_t* dest = nullptr);
+               uint8_t* dest = nullptr,
+               absl::Duration pause = absl::ZeroDuration());
   ~PacketReader();
   // Waits (at most `timeout`, then shuts the transport down) for the
   // reader; its status.
@@ -117,6 +124,7 @@ class PacketReader {
   const uint8_t* const source_;
   const uint32_t packets_;
   uint8_t* const dest_;
+  const absl::Duration pause_;
   std::vector<uint32_t> tags_;
   uint32_t corrupt_ = 0;
   std::future<absl::Status> result_;

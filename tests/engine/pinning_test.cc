@@ -1,5 +1,6 @@
 #include "ramferry/pinning.h"
 
+#include "channels/rdma.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
@@ -31,21 +32,28 @@ TEST(PinningNeeds, BoundedByTheHeaderSlotsWhenTheyAreFew) {
   EXPECT_EQ(n.sends_in_flight, 4u);
 }
 
-// rdma registers every region on every channel (one protection domain
-// each), whatever the socket buffers: a 16 GiB region over 4 channels pins
-// 64 GiB, not the 16 MiB the socket formula gave it.
-TEST(PinningNeeds, RdmaPinsTheRegionsOncePerChannel) {
+// rdma registers every region once a session (the channels share one
+// protection domain), whatever the socket buffers, plus each channel's own
+// header slots and receive buffers: a 16 GiB region over 4 channels pins
+// 16 GiB and some, not the 16 MiB the socket formula gave it, nor the
+// 64 GiB of a domain per channel.
+TEST(PinningNeeds, RdmaPinsTheRegionsOnceASession) {
   SessionOptions o;
   o.transport = TransportKind::kRdma;
   o.channels = 4;
   o.packet_pages = 128;
   o.header_slots = 64;
   PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 16ull << 30);
-  const uint64_t slots = 64 * proto::PacketHeaderBytes(128);
-  EXPECT_EQ(n.memlock_bytes, 4 * ((16ull << 30) + slots));
+  const uint64_t header = proto::PacketHeaderBytes(128);
+  const uint64_t per_channel =
+      64 * header + channels::RdmaChannelBufferBytes(header);
+  EXPECT_EQ(n.memlock_bytes, (16ull << 30) + 4 * per_channel);
+  EXPECT_GT(channels::RdmaChannelBufferBytes(header), 256 * header)
+      << "the receive buffers are counted";
   EXPECT_EQ(n.sends_in_flight, 0u) << "rdma holds no socket notifications";
   EXPECT_EQ(n.optmem_bytes, 0u);
   EXPECT_THAT(n.explanation, ::testing::HasSubstr("protection domain"));
+  EXPECT_THAT(n.explanation, ::testing::HasSubstr("receive buffers"));
 }
 
 TEST(PinningNeeds, FixedBuffersAddTheRegionsOncePerChannel) {

@@ -579,11 +579,27 @@ void RdmaControlSeeds(std::map<std::string, Bytes>* out) {
   b[8 + 4] = 1;
   (*out)["edge_result_reserved_word"] = b;
   b = proto::EncodeRdmaControl(c);
-  b[5] = 5;
+  b[5] = 6;
   (*out)["edge_unknown_type"] = b;
   b = proto::EncodeRdmaControl(c);
   b.pop_back();
   (*out)["edge_truncated_entry"] = b;
+  c = {};
+  c.type = proto::RdmaControlType::kCredits;
+  c.credits = 256;
+  b = proto::EncodeRdmaControl(c);
+  (*out)["credits"] = b;
+  b[8 + 3] = 0;
+  b[8 + 2] = 0;
+  b[8 + 1] = 0;
+  (*out)["edge_credits_none"] = b;
+  b = proto::EncodeRdmaControl(c);
+  b[8 + 7] = 1;
+  (*out)["edge_credits_reserved_word"] = b;
+  b = proto::EncodeRdmaControl(c);
+  b[7] = 2;  // count 2: one grant a message
+  b.insert(b.end(), b.begin() + 8, b.end());
+  (*out)["edge_credits_two"] = b;
 }
 
 // --- the receiver's stream ---

@@ -3,7 +3,8 @@
 //
 // Properties: IsRdmaControl agrees with the magic of every accepted
 // message; an accepted message has 1..kMaxRdmaControlEntries entries, all
-// in the vector its type uses and none in the others, fits the receive
+// in the vector its type uses and none in the others (CREDITS: exactly one
+// grant, never of zero receives), fits the receive
 // buffer (RdmaControlMaxBytes), and re-encodes to the input byte for byte.
 #include <cstdint>
 #include <vector>
@@ -28,6 +29,11 @@ size_t Entries(const proto::RdmaControl& c) {
     case proto::RdmaControlType::kRegisterResult:
       FUZZ_CHECK(c.region_keys.empty() && c.chunks.empty());
       return c.results.size();
+    case proto::RdmaControlType::kCredits:
+      FUZZ_CHECK(c.region_keys.empty() && c.chunks.empty() &&
+                 c.results.empty());
+      FUZZ_CHECK(c.credits > 0);
+      return 1;
   }
   FUZZ_CHECK(false && "decoded an unknown RDMA control type");
   return 0;
