@@ -191,8 +191,8 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
 // header slots and pages may be reused. On loopback every completion is
 // copied (the receiving socket copies the frags). Measured in the
 // Soft-RoCE VM (virtio-net on a qemu hub, Debian's 6.1 kernel, this
-// session, three runs of 272 zero-copy sends): tcp-zerocopy 0.28-0.58 copied,
-// uring-zc 0.25-0.98 copied (6 of 272 not copied in the worst run). The
+// session, four runs of 272 zero-copy sends): tcp-zerocopy 0.28-0.77 copied,
+// uring-zc 0.25-0.98 copied (5 of 272 not copied in the worst run). The
 // fractions are high because qemu offers the guest no checksum offload on
 // a hub (no vnet header there), so virtio-net has no scatter-gather (our
 // reading of the stack, not traced: a send the stack must linearize is
