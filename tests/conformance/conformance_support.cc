@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -170,6 +171,53 @@ absl::StatusOr<uint32_t> CapabilitiesOf(TransportKind kind) {
   absl::StatusOr<TransportPair> pair = OpenTransportPair(kind, options);
   if (!pair.ok()) return pair.status();
   return pair->tx->capabilities();
+}
+
+std::optional<ZeroCopyPeer> ZeroCopyPeerFromEnv() {
+  const char* netns = std::getenv("ZC_PEER_NETNS");
+  const char* ip = std::getenv("ZC_PEER_IP");
+  if (netns == nullptr || ip == nullptr || *netns == 0 || *ip == 0) {
+    return std::nullopt;
+  }
+  const char* netdev = std::getenv("ZC_NETDEV");
+  return ZeroCopyPeer{netns, ip, netdev != nullptr ? netdev : ""};
+}
+
+bool UsesZeroCopyPeer(TransportKind kind) {
+  return (kind == TransportKind::kTcpZeroCopy ||
+          kind == TransportKind::kUringZeroCopy) &&
+         ZeroCopyPeerFromEnv().has_value();
+}
+
+InNetworkNamespace::InNetworkNamespace(const std::string& netns_path) {
+  home_fd_ = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  const int fd = open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (home_fd_ < 0 || fd < 0) {
+    error_ = absl::StrCat("cannot open ", fd < 0 ? netns_path : "own netns",
+                          ": ", strerror(errno));
+  } else if (setns(fd, CLONE_NEWNET) != 0) {
+    error_ = absl::StrCat("setns(", netns_path, "): ", strerror(errno));
+  }
+  if (fd >= 0) close(fd);
+}
+
+InNetworkNamespace::~InNetworkNamespace() {
+  if (home_fd_ < 0) return;
+  // Back home, or the thread would go on in the peer's namespace.
+  if (setns(home_fd_, CLONE_NEWNET) != 0) {
+    ADD_FAILURE() << "setns back to the test's own namespace: "
+                  << strerror(errno);
+  }
+  close(home_fd_);
+}
+
+std::optional<uint64_t> NetdevCounter(const std::string& netdev,
+                                      const std::string& counter) {
+  std::ifstream in(
+      absl::StrCat("/sys/class/net/", netdev, "/statistics/", counter));
+  uint64_t v = 0;
+  if (!(in >> v)) return std::nullopt;
+  return v;
 }
 
 namespace {

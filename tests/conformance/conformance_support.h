@@ -11,6 +11,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -79,6 +80,47 @@ absl::StatusOr<TransportPair> OpenTransportPair(
     const RdmaPairOptions& rdma = {});
 // capabilities() of a freshly opened send side of `kind`.
 absl::StatusOr<uint32_t> CapabilitiesOf(TransportKind kind);
+
+// The zero-copy peer: another network namespace reached through a real
+// NIC, where zero-copy completions are not all copied (on loopback every
+// one is, so the kernel never holds a page while a device reads it). The
+// Soft-RoCE VM run with RXE_NICS=2 (tests/rdma_vm) sets ZC_PEER_NETNS (a
+// namespace file, /run/netns/zcpeer) and ZC_PEER_IP (eth1's address
+// there, reached from this namespace out of ZC_NETDEV, eth0, through a
+// hub inside qemu). Unset anywhere else: every test then runs as before.
+struct ZeroCopyPeer {
+  std::string netns;   // $ZC_PEER_NETNS
+  std::string ip;      // $ZC_PEER_IP
+  std::string netdev;  // $ZC_NETDEV: this namespace's NIC toward the peer
+};
+// The peer from the environment; nullopt unless both ZC_PEER_NETNS and
+// ZC_PEER_IP are set.
+std::optional<ZeroCopyPeer> ZeroCopyPeerFromEnv();
+// Whether sessions of `kind` go to the peer: the socket zero-copy
+// transports, when there is one.
+bool UsesZeroCopyPeer(TransportKind kind);
+// The calling thread in the peer's network namespace (setns(2), which
+// moves only this thread) until destroyed, then back where it was.
+// Sockets keep the namespace they were made in, and threads started
+// meanwhile inherit it: construct a receiver inside one and all of its
+// sockets live there. ok() false (with error()) if either setns failed.
+class InNetworkNamespace {
+ public:
+  explicit InNetworkNamespace(const std::string& netns_path);
+  ~InNetworkNamespace();
+  InNetworkNamespace(const InNetworkNamespace&) = delete;
+  InNetworkNamespace& operator=(const InNetworkNamespace&) = delete;
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  int home_fd_ = -1;
+  std::string error_;
+};
+// /sys/class/net/`netdev`/statistics/`counter` (tx_bytes, rx_bytes, ...)
+// of this namespace's NIC; nullopt when it cannot be read.
+std::optional<uint64_t> NetdevCounter(const std::string& netdev,
+                                      const std::string& counter);
 
 // Transport-level packets: a header of kTagHeaderBytes that names the
 // packet's payload runs, so the reader can check them against the source.

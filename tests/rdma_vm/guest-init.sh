@@ -6,7 +6,11 @@
 # 2. brings up eth0 as 10.0.2.15/24 with a 9000-byte MTU — set BEFORE the
 #    rxe device exists, so rxe0 comes up with active_mtu 4096;
 # 3. creates rxe0 on eth0 and waits until its port is ACTIVE;
-# 4. runs /ramferry/cmd (written by run.sh) in /test with RXE_IP set;
+# 3b. with ramferry.nics=2 (run.sh's RXE_NICS=2): moves eth1, which qemu
+#    joins to eth0 by a hub, into network namespace /run/netns/zcpeer as
+#    10.0.3.2/24, gives eth0 10.0.3.1/24 too, and pings across;
+# 4. runs /ramferry/cmd (written by run.sh) in /test with RXE_IP set (and
+#    ZC_PEER_* with two NICs);
 # 5. prints the exit marker run.sh looks for and powers the VM off.
 # Any setup failure ends the run with status 125 (run.sh: VM failure).
 
@@ -42,6 +46,7 @@ log() {
 nonce=$(cat /ramferry/nonce 2>/dev/null || echo none)
 ip_addr=$(param ramferry.ip 10.0.2.15)
 mtu=$(param ramferry.mtu 9000)
+nics=$(param ramferry.nics 1)
 kver=$(cat /etc/ramferry-rxe/kver)
 
 end_vm() {
@@ -88,6 +93,54 @@ until grep -q ACTIVE "$state" 2>/dev/null; do
 done
 active_mtu=$(ibv_devinfo -d rxe0 2>/dev/null | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
 log "rxe0 ACTIVE on eth0 $ip_addr (netdev mtu $mtu, active_mtu ${active_mtu:-?})"
+
+# Two NICs: eth1 goes into its own network namespace with the only copy of
+# 10.0.3.2, so the init namespace reaches it by routing out of eth0 (not by
+# the local-delivery shortcut a same-namespace address would take): eth0's
+# virtio ring -> qemu's hub -> eth1's ring. The zero-copy tests put the
+# destination there (tests/conformance, ZC_PEER_*). busybox's ip has no
+# `ip netns`, so the namespace is made by hand the way iproute2 makes one:
+# a process in a fresh namespace, the NIC moved to it by PID, the namespace
+# bind-mounted under /run/netns so it outlives that process.
+peer_ns=/run/netns/zcpeer
+peer_ip=10.0.3.2
+local_ip=10.0.3.1
+if [ "$nics" = 2 ]; then
+  i=0
+  while [ ! -e /sys/class/net/eth1 ]; do
+    i=$((i + 1))
+    [ $i -gt 100 ] && setup_failed "no eth1 after 5 s (RXE_NICS=2, second virtio-net not probed)"
+    sleep 0.05
+  done
+  mkdir -p /run/netns /var && ln -sfn /run /var/run
+  unshare -n sleep 1000000 &
+  holder=$!
+  own_ns=$(readlink /proc/self/ns/net)
+  i=0
+  while ns=$(readlink /proc/$holder/ns/net 2>/dev/null) && [ "$ns" = "$own_ns" ]; do
+    i=$((i + 1))
+    [ $i -gt 100 ] && setup_failed "unshare -n made no new network namespace in 5 s"
+    sleep 0.05
+  done
+  [ -n "$ns" ] || setup_failed "unshare -n failed (kernel without CONFIG_NET_NS?)"
+  out=$(ip link set eth1 netns "$holder" 2>&1) || setup_failed "moving eth1 to the peer namespace: $out"
+  : >"$peer_ns"
+  out=$(mount --bind "/proc/$holder/ns/net" "$peer_ns" 2>&1) || setup_failed "bind-mounting the peer namespace: $out"
+  kill "$holder"
+  wait "$holder" 2>/dev/null
+  in_peer() { nsenter --net="$peer_ns" "$@"; }
+  in_peer ip link set lo up || setup_failed "peer namespace: lo up"
+  in_peer ip link set eth1 mtu "$mtu" || setup_failed "peer namespace: mtu $mtu on eth1"
+  in_peer ip addr add "$peer_ip/24" dev eth1 || setup_failed "peer namespace: cannot add $peer_ip to eth1"
+  in_peer ip link set eth1 up || setup_failed "peer namespace: cannot bring eth1 up"
+  ip addr add "$local_ip/24" dev eth0 || setup_failed "cannot add $local_ip to eth0"
+  # Negotiated virtio-net feature bits (bit 0: VIRTIO_NET_F_CSUM, which
+  # gives the NIC scatter-gather), for the log.
+  feat0=$(cat /sys/class/net/eth0/device/features 2>/dev/null)
+  out=$(ping -c 1 -W 10 "$peer_ip" 2>&1) || setup_failed "no ping reply from $peer_ip across eth0 -> hub -> eth1: $out"
+  log "eth1 in $peer_ns as $peer_ip, eth0 $local_ip: ping across the hub answered (eth0 virtio features ${feat0:-?})"
+  export ZC_PEER_NETNS=$peer_ns ZC_PEER_IP=$peer_ip ZC_LOCAL_IP=$local_ip ZC_NETDEV=eth0 ZC_PEER_NETDEV=eth1
+fi
 
 ulimit -l unlimited || setup_failed "cannot lift the locked-memory limit"
 ulimit -n 65536

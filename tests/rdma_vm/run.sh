@@ -11,12 +11,16 @@
 #     has (libc, libibverbs, librdmacm, ...) come from the base image.
 #   - COMMAND runs in /test with RXE_IP=10.0.2.15, RXE_DEVICE=rxe0,
 #     PATH and LD_LIBRARY_PATH including /test, and no locked-memory limit.
+#   - RXE_NICS=2: a second virtio NIC, eth1, joined to eth0 by a hub inside
+#     qemu and nothing else; the guest puts it in network namespace
+#     /run/netns/zcpeer as 10.0.3.2 (ZC_PEER_NETNS, ZC_PEER_IP), so traffic
+#     from the init namespace to it leaves through eth0's virtio device.
 #   - The guest console streams to stdout; run.sh's own lines go to stderr.
 #
 # Exit status: COMMAND's status; 124 when RXE_TIMEOUT ran out; 125 when the
 # VM could not be prepared or booted, or ended without reporting a status;
 # 2 on bad usage. Environment: see README.md (RXE_TIMEOUT, RXE_MEM, RXE_SMP,
-# RXE_MTU, RXE_KERNEL, RXE_VERBOSE, RXE_KEEP, RXE_CONSOLE_LOG,
+# RXE_MTU, RXE_NICS, RXE_KERNEL, RXE_VERBOSE, RXE_KEEP, RXE_CONSOLE_LOG,
 # RAMFERRY_RXE_CACHE).
 set -uo pipefail
 
@@ -41,6 +45,8 @@ dir=$(cd "$dir" && pwd)
 
 timeout_s=${RXE_TIMEOUT:-900}
 [[ $timeout_s =~ ^[0-9]+$ ]] || fail 2 "RXE_TIMEOUT must be whole seconds, not '$timeout_s'"
+nics=${RXE_NICS:-1}
+[[ $nics == 1 || $nics == 2 ]] || fail 2 "RXE_NICS must be 1 or 2, not '$nics'"
 t0=$EPOCHREALTIME
 
 command -v qemu-system-x86_64 >/dev/null ||
@@ -119,13 +125,26 @@ say "initramfs $(du -h "$work/initrd" | cut -f1) (overlay $(du -h "$work/overlay
 loglevel=3
 [[ ${RXE_VERBOSE:-0} == 1 ]] && loglevel=7
 append="console=ttyS0 loglevel=$loglevel panic=-1 oops=panic mitigations=off"
-append+=" tsc=reliable no_timer_check ramferry.mtu=${RXE_MTU:-9000}"
+append+=" tsc=reliable no_timer_check ramferry.mtu=${RXE_MTU:-9000} ramferry.nics=$nics"
+if [[ $nics == 1 ]]; then
+  # qemu's user network, restricted: the guest cannot reach the host or
+  # anything beyond it.
+  nic_args=(-nic user,model=virtio-net-pci,restrict=on)
+else
+  # eth0 and eth1 on the two ports of one qemu hub and on nothing else: a
+  # frame eth0 sends is read by qemu from its virtio ring and delivered
+  # into eth1's, and no frame can reach the host (there is no host-side
+  # netdev at all). qemu warns that the hub has no host network; that is
+  # the point.
+  nic_args=(-netdev hubport,id=hp0,hubid=0 -device virtio-net-pci,netdev=hp0,mac=52:54:00:12:34:56
+    -netdev hubport,id=hp1,hubid=0 -device virtio-net-pci,netdev=hp1,mac=52:54:00:12:34:57)
+fi
 qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_SMP:-2}" -m "${RXE_MEM:-1024}"
   -nodefaults -no-user-config -display none -serial stdio -no-reboot
-  -nic user,model=virtio-net-pci,restrict=on
+  "${nic_args[@]}"
   -kernel "$work/kernel" -initrd "$work/initrd" -append "$append"
   -pidfile "$qemu_pidfile")
-say "booting $kver ($kernel_name) under qemu TCG, ${RXE_SMP:-2} cpus, ${RXE_MEM:-1024} MiB, timeout ${timeout_s} s"
+say "booting $kver ($kernel_name) under qemu TCG, ${RXE_SMP:-2} cpus, ${RXE_MEM:-1024} MiB, $nics NIC(s), timeout ${timeout_s} s"
 
 # Pass the console through line by line, noting when the guest starts the
 # command and when it reports its status. After the exit marker the VM gets
