@@ -250,17 +250,28 @@ void Admission::DeliverTransport(
   PlaceLocked(h, std::move(transport), /*fd=*/-1);
 }
 
+ChannelSlot* Admission::SlotLocked(const proto::Hello& h) {
+  // A delivery from a session since replaced (a listener's late one) finds
+  // no slot of its own.
+  if (h.session != session_ || h.channel_index >= slots_.size()) {
+    return nullptr;
+  }
+  return &slots_[h.channel_index];
+}
+
 void Admission::LoseLocked(const proto::Hello& h) {
-  // A delivery from a session since replaced finds no slot of its own.
-  if (h.session != session_ || h.channel_index >= slots_.size()) return;
-  slots_[h.channel_index].state = SlotState::kLost;
+  ChannelSlot* slot = SlotLocked(h);
+  if (slot == nullptr) return;
+  slot->state = SlotState::kLost;
   cv_.notify_all();
 }
 
 void Admission::PlaceLocked(const proto::Hello& h,
                             std::unique_ptr<channels::Transport> transport,
                             int fd) {
-  ChannelSlot& slot = slots_[h.channel_index];
+  ChannelSlot* found = SlotLocked(h);
+  if (found == nullptr) return;  // `transport` closes with this scope
+  ChannelSlot& slot = *found;
   slot.transport = DecorateTransport(
       std::move(transport),
       {.source = false, .channel = h.channel_index, .fd = fd});

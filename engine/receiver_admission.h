@@ -103,12 +103,15 @@ class Admission {
   void DeliverTransport(const proto::Hello& hello,
                         std::unique_ptr<channels::Transport> transport);
   // Either way, the channel's slot gets its transport (`fd`: the socket
-  // under it, or -1). Needs mu_.
+  // under it, or -1); a transport of no slot here is closed. Needs mu_.
   void PlaceLocked(const proto::Hello& hello,
                    std::unique_ptr<channels::Transport> transport, int fd);
   // An admitted channel died before delivery: AwaitChannels reports it at
   // once rather than waiting out the handshake window. Needs mu_.
   void LoseLocked(const proto::Hello& hello);
+  // The slot of `hello`'s channel in the open session; null for a Hello of
+  // another session or past its channel count. Needs mu_.
+  ChannelSlot* SlotLocked(const proto::Hello& hello);
   channels::TransportOptions ChannelOptions() const;  // needs mu_
   // Where the session's transport owns its connection set-up, its own
   // listener admits the data channels; it is started between admitting the

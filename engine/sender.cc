@@ -199,9 +199,16 @@ absl::Status SenderImpl::CheckApplied(uint64_t round, uint64_t sent_pages) {
 absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
   if (finished_) return absl::FailedPreconditionError("session is finished");
   if (failure_.failed()) return FinalStatus();
-  // Re-sending a lost channel's batches needs the open round to be the
-  // only one: rounds go one at a time, the result kept for AwaitRound.
-  if (survive_) {
+  // Rounds go one at a time, the result kept for AwaitRound, where
+  // re-sending a lost channel's batches needs the open round to be the
+  // only one, and where pages are placed remotely (RDMA WRITE): those land
+  // without waiting at the destination's barrier, so a page of the next
+  // round on one channel could land before, and be overwritten by, its
+  // copy of this round still in flight on another (queue pairs are not
+  // ordered with each other). Once a round is confirmed, every channel's
+  // WRITEs of it have landed: each channel's SYNC follows them on its
+  // queue pair.
+  if (survive_ || Has(channels::kCapRemotePlacement)) {
     if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
     absl::StatusOr<RoundResult> r = SendRound(dirty);
     if (!r.ok()) return r.status();

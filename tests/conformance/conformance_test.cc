@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -122,8 +123,13 @@ std::unique_ptr<ServingReceiver> StartReceiver(
 // peer's namespace, the source here dialling the peer's address, every
 // byte through a real NIC. With RAMFERRY_TEST_EARLY_SLOT_REUSE=1 the
 // source's channels reuse header slots early (early_slot_reuse.h).
+//
+// `rewrite` (optional) replaces the random sixteenth: it rewrites and marks
+// the pages of round `round` (1 and later).
+using Rewrite = std::function<void(const Region&, int round, std::mt19937_64&,
+                                   DirtyBitmap&)>;
 void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
-                SessionRun* out) {
+                SessionRun* out, const Rewrite& rewrite = nullptr) {
   std::optional<EarlySlotReuse> broken;
   if (EarlySlotReuseRequested()) broken.emplace();
   if (UsesZeroCopyPeer(opt.transport)) {
@@ -151,7 +157,10 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
   DirtyBitmap* bitmaps[] = {&dirty};
   std::mt19937_64 rng(seed);
   for (int round = 0; round < rounds; ++round) {
-    if (round > 0) RewriteRandomPages(src.region, pages / 16, rng, dirty);
+    if (round > 0 && rewrite != nullptr) rewrite(src.region, round, rng, dirty);
+    if (round > 0 && rewrite == nullptr) {
+      RewriteRandomPages(src.region, pages / 16, rng, dirty);
+    }
     const RoundPlan plan = PlanRound(dirty, opt.packet_pages);
     out->rounds.push_back(plan);
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
@@ -820,41 +829,23 @@ TEST_P(LargestPacketConformance, EveryOtherPageEndsByteExact) {
   opt.packet_pages = packet_pages();
   opt.max_packet_pages = packet_pages();  // the destination's bound
   opt.header_slots = 4;
-  // A scattered round fills one packet per channel.
+  // A scattered round fills one packet per channel. Round 1 rewrites the
+  // even pages, round 2 the odd ones.
   const uint64_t bytes = uint64_t{packet_pages()} * 4 * kPageSize;
-  auto src = MakeRegion(1, bytes, 808, /*fill=*/true);
-  auto dst = MakeRegion(1, bytes);
-  const Region& s = src.region;
-  ServingReceiver rx(opt, {dst.region});
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(s.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
-  std::mt19937_64 rng(8);
-  uint64_t scattered_runs = 0;
-  for (int round = 0; round < 3; ++round) {
-    if (round > 0) {
-      // Round 1 rewrites the even pages, round 2 the odd ones.
-      for (uint64_t p = round - 1; p < s.page_count(); p += 2) {
-        FillRandom(s.page(p), kPageSize, rng(), /*threads=*/1);
-        dirty.Set(p);
-      }
-    }
-    const RoundPlan plan = PlanRound(dirty, opt.packet_pages);
-    if (round > 0) {
-      EXPECT_EQ(plan.runs, plan.pages);
-      scattered_runs += plan.runs;
-    }
-    absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
-    EXPECT_EQ(r->pages, plan.pages);
+  SessionRun run;
+  ASSERT_NO_FATAL_FAILURE(RunSession(
+      opt, 3, bytes, 808, &run,
+      [](const Region& s, int round, std::mt19937_64& rng, DirtyBitmap& dirty) {
+        for (uint64_t p = round - 1; p < s.page_count(); p += 2) {
+          FillRandom(s.page(p), kPageSize, rng(), /*threads=*/1);
+          dirty.Set(p);
+        }
+      }));
+  ASSERT_EQ(run.rounds.size(), 3u);
+  for (size_t r = 1; r < run.rounds.size(); ++r) {
+    EXPECT_EQ(run.rounds[r].runs, run.rounds[r].pages) << "round " << r;
   }
-  ASSERT_NO_FATAL_FAILURE(
-      VerifyFinishAndCompare(**sender, rx, src.region, dst.region));
-  const ChannelStats t = (*sender)->stats().Total();
-  EXPECT_GE(t.pages, scattered_runs);
+  EXPECT_GE(run.sender.Total().pages, run.rounds[1].runs + run.rounds[2].runs);
 }
 
 INSTANTIATE_TEST_SUITE_P(

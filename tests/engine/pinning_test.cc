@@ -8,12 +8,19 @@
 namespace ramferry {
 namespace {
 
-TEST(PinningNeeds, BoundedByTheSocketSendBufferPerChannel) {
+SessionOptions Options(TransportKind kind, uint32_t channels,
+                       uint32_t packet_pages, uint32_t header_slots) {
   SessionOptions o;
-  o.transport = TransportKind::kTcpZeroCopy;
-  o.channels = 4;
-  o.packet_pages = 128;  // 512 KiB packets
-  o.header_slots = 1024;
+  o.transport = kind;
+  o.channels = channels;
+  o.packet_pages = packet_pages;
+  o.header_slots = header_slots;
+  return o;
+}
+
+TEST(PinningNeeds, BoundedByTheSocketSendBufferPerChannel) {
+  // 512 KiB packets.
+  SessionOptions o = Options(TransportKind::kTcpZeroCopy, 4, 128, 1024);
   PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30);
   EXPECT_EQ(n.memlock_bytes, 4u * (4 << 20));
   EXPECT_EQ(n.sends_in_flight, 8u);
@@ -22,11 +29,8 @@ TEST(PinningNeeds, BoundedByTheSocketSendBufferPerChannel) {
 }
 
 TEST(PinningNeeds, BoundedByTheHeaderSlotsWhenTheyAreFew) {
-  SessionOptions o;
-  o.transport = TransportKind::kTcpZeroCopy;
-  o.channels = 2;
-  o.packet_pages = 16;  // 64 KiB packets
-  o.header_slots = 4;
+  // 64 KiB packets.
+  SessionOptions o = Options(TransportKind::kTcpZeroCopy, 2, 16, 4);
   PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30);
   EXPECT_EQ(n.memlock_bytes, 2u * 4 * (64 << 10));
   EXPECT_EQ(n.sends_in_flight, 4u);
@@ -38,11 +42,7 @@ TEST(PinningNeeds, BoundedByTheHeaderSlotsWhenTheyAreFew) {
 // 16 GiB and some, not the 16 MiB the socket formula gave it, nor the
 // 64 GiB of a domain per channel.
 TEST(PinningNeeds, RdmaPinsTheRegionsOnceASession) {
-  SessionOptions o;
-  o.transport = TransportKind::kRdma;
-  o.channels = 4;
-  o.packet_pages = 128;
-  o.header_slots = 64;
+  SessionOptions o = Options(TransportKind::kRdma, 4, 128, 64);
   PinningNeeds n = ComputePinningNeeds(o, 4096, 4 << 20, 16ull << 30);
   const uint64_t header = proto::PacketHeaderBytes(128);
   const uint64_t per_channel =
@@ -57,11 +57,7 @@ TEST(PinningNeeds, RdmaPinsTheRegionsOnceASession) {
 }
 
 TEST(PinningNeeds, FixedBuffersAddTheRegionsOncePerChannel) {
-  SessionOptions o;
-  o.transport = TransportKind::kUringZeroCopy;
-  o.channels = 2;
-  o.packet_pages = 16;
-  o.header_slots = 4;
+  SessionOptions o = Options(TransportKind::kUringZeroCopy, 2, 16, 4);
   const uint64_t in_flight = uint64_t{2} * 4 * (64 << 10);
   EXPECT_EQ(ComputePinningNeeds(o, 4096, 4 << 20, 1ull << 30).memlock_bytes,
             in_flight);

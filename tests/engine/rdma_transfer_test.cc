@@ -142,6 +142,46 @@ INSTANTIATE_TEST_SUITE_P(
                           "_x", std::get<1>(info.param));
     });
 
+// StartRound queues the next round behind the one in flight on sockets,
+// where the destination's SYNC barrier orders two copies of a page. RDMA
+// WRITEs land without waiting at that barrier, and two queue pairs are not
+// ordered with each other: a page of round 1 on one channel could land
+// before its round-0 copy on another and be overwritten by it. So with
+// remote placement a round starts only once the one before is confirmed
+// (every channel's WRITEs of it landed before its SYNC did).
+TEST_F(RdmaTest, AStartedRoundWaitsForTheOneBeforeOnRemotePlacement) {
+  opt_.channels = 2;
+  auto src = MakeRegion(1, kBytes, 33, true);
+  auto dst = MakeRegion(1, kBytes);
+  ServingReceiver rx(opt_, {dst.region});
+  SessionOptions opt = opt_;
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
+  for (uint64_t p = 0; p < dirty.pages(); p += 3) {
+    src.region.page(p)[0] ^= 0x5a;
+    dirty.Set(p);
+  }
+  ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
+  EXPECT_EQ((*sender)->confirmed_rounds(), 1u)
+      << "round 1 started before round 0 was confirmed";
+  for (uint64_t round = 0; round < 2; ++round) {
+    absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->round, round);
+  }
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok());
+  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+}
+
 TEST_F(RdmaTest, OldPeerWithoutBatchedRegistrationGetsOneChunkPerRequest) {
   SessionOptions dest = opt_;
   dest.rdma_reg_batch = false;  // an old destination

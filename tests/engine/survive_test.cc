@@ -420,6 +420,26 @@ class ChannelGoneProtocolTest : public ::testing::Test {
     h.page_size = 4096;
     return h;
   }
+  // Page 3, every byte `fill`, as data packet `packet_num` of `channel`.
+  absl::Status SendPage3(uint32_t channel, uint64_t packet_num, uint8_t fill) {
+    return src_.Send(channel, testing::FakeSource::DataPacket(
+                                  Data(channel, packet_num), {3 * 4096}, fill));
+  }
+  absl::Status SendSync(uint32_t channel, uint64_t packet_num, uint64_t round) {
+    return src_.Send(channel,
+                     testing::FakeSource::Marker(proto::kPacketSync, channel,
+                                                 packet_num, round));
+  }
+  // After channel 1 (which carried page 3 as 0x11) is gone: page 3 again
+  // on channel 0 (0x22) as packet `packet_num`, then the extra SYNC of
+  // round 0 a loss calls for. The round completes without channel 1's
+  // page.
+  void ResendPage3AndCompleteRound0(uint64_t packet_num) {
+    ASSERT_TRUE(SendPage3(0, packet_num, 0x22).ok());
+    ASSERT_TRUE(SendSync(0, packet_num + 1, 0).ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(0, 1));
+    EXPECT_EQ(dst_.region.page(3)[0], 0x22);
+  }
   testing::TestRegion dst_;
   ServingReceiver rx_;
   testing::FakeSource src_;
@@ -427,30 +447,14 @@ class ChannelGoneProtocolTest : public ::testing::Test {
 
 TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
   ASSERT_NO_FATAL_FAILURE(Open());
-  const std::vector<uint64_t> page3 = {3 * 4096};
   // Channel 1 carried page 3 (0x11) and died; channel 0 got to its SYNC.
-  ASSERT_TRUE(
-      src_.Send(1, testing::FakeSource::DataPacket(Data(1, 0), page3, 0x11))
-          .ok());
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 0, 0))
-          .ok());
+  ASSERT_TRUE(SendPage3(1, 0, 0x11).ok());
+  ASSERT_TRUE(SendSync(0, 0, 0).ok());
   ASSERT_TRUE(Gone(1, 0).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
-  // Page 3 again on channel 0 (0x22), then the extra SYNC of round 0.
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::DataPacket(Data(0, 1), page3, 0x22))
-          .ok());
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 2, 0))
-          .ok());
-  // Channel 1's page does not count.
-  ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(0, 1));
-  EXPECT_EQ(dst_.region.page(3)[0], 0x22);
+  ASSERT_NO_FATAL_FAILURE(ResendPage3AndCompleteRound0(1));
   // Round 1 needs channel 0 only.
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 3, 1))
-          .ok());
+  ASSERT_TRUE(SendSync(0, 3, 1).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(1, 0));
   EXPECT_EQ(rx_.receiver().stats().channels_lost.size(), 1u);
 }
@@ -461,13 +465,8 @@ TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
 // completes on the channel left.
 TEST_F(ChannelGoneProtocolTest, AChannelParkedAtItsSyncIsRemovedNotFailed) {
   ASSERT_NO_FATAL_FAILURE(Open());
-  const std::vector<uint64_t> page3 = {3 * 4096};
-  ASSERT_TRUE(
-      src_.Send(1, testing::FakeSource::DataPacket(Data(1, 0), page3, 0x11))
-          .ok());
-  ASSERT_TRUE(
-      src_.Send(1, testing::FakeSource::Marker(proto::kPacketSync, 1, 1, 0))
-          .ok());
+  ASSERT_TRUE(SendPage3(1, 0, 0x11).ok());
+  ASSERT_TRUE(SendSync(1, 1, 0).ok());
   // Channel 1 reached the barrier; channel 0 has sent nothing, so it waits.
   // (The stats list no channel until the receive threads start.)
   auto syncs = [&]() -> uint64_t {
@@ -483,19 +482,9 @@ TEST_F(ChannelGoneProtocolTest, AChannelParkedAtItsSyncIsRemovedNotFailed) {
   ASSERT_TRUE(Gone(1, 0).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
   // Channel 0 as the source drives it: its own SYNC of round 0, then
-  // channel 1's page again (0x22) and the extra SYNC a loss calls for.
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 0, 0))
-          .ok());
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::DataPacket(Data(0, 1), page3, 0x22))
-          .ok());
-  ASSERT_TRUE(
-      src_.Send(0, testing::FakeSource::Marker(proto::kPacketSync, 0, 2, 0))
-          .ok());
-  // Channel 1's page does not count.
-  ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(0, 1));
-  EXPECT_EQ(dst_.region.page(3)[0], 0x22);
+  // channel 1's page again.
+  ASSERT_TRUE(SendSync(0, 0, 0).ok());
+  ASSERT_NO_FATAL_FAILURE(ResendPage3AndCompleteRound0(1));
 }
 
 TEST_F(ChannelGoneProtocolTest, RefusedWhenNotNegotiated) {
