@@ -131,6 +131,11 @@ absl::StatusOr<RoundResult> SenderImpl::SendRound(
     return absl::FailedPreconditionError(
         "SendRound with started rounds not awaited: AwaitRound them first");
   }
+  return RunRound(dirty);
+}
+
+absl::StatusOr<RoundResult> SenderImpl::RunRound(
+    absl::Span<DirtyBitmap* const> dirty) {
   const absl::Time start = absl::Now();
   const uint64_t round = next_round_;
   if (survive_) {
@@ -208,9 +213,10 @@ absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
   // ordered with each other). Once a round is confirmed, every channel's
   // WRITEs of it have landed: each channel's SYNC follows them on its
   // queue pair.
+  // Each round started so is confirmed already: its result waits in
+  // started_ for its AwaitRound, in order.
   if (survive_ || Has(channels::kCapRemotePlacement)) {
-    if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
-    absl::StatusOr<RoundResult> r = SendRound(dirty);
+    absl::StatusOr<RoundResult> r = RunRound(dirty);
     if (!r.ok()) return r.status();
     started_.push_back({r->round, r->pages, r->bytes, absl::Now(), *r});
     return absl::OkStatus();

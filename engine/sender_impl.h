@@ -63,6 +63,9 @@ class SenderImpl {
 
   absl::Status Setup();
   absl::StatusOr<RoundResult> SendRound(absl::Span<DirtyBitmap* const> dirty);
+  // SendRound without its check that no started round is pending: also
+  // how StartRound sends where rounds go one at a time.
+  absl::StatusOr<RoundResult> RunRound(absl::Span<DirtyBitmap* const> dirty);
   absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
   absl::StatusOr<RoundResult> AwaitRound();
   absl::Status StartVerify();

@@ -167,7 +167,7 @@ TEST_F(RdmaTest, AStartedRoundWaitsForTheOneBeforeOnRemotePlacement) {
     dirty.Set(p);
   }
   ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
-  EXPECT_EQ((*sender)->confirmed_rounds(), 1u)
+  EXPECT_GE((*sender)->confirmed_rounds(), 1u)
       << "round 1 started before round 0 was confirmed";
   for (uint64_t round = 0; round < 2; ++round) {
     absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();
