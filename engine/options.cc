@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "channels/transport_family.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
@@ -75,20 +74,6 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     return bad("rdma_chunk_bytes = %d; want a power of two in [%d, %d]",
                o.rdma_chunk_bytes, proto::kMinRdmaChunkBytes,
                proto::kMaxRdmaChunkBytes);
-  }
-  // Remote placement lands a dead channel's data without the receiver, so
-  // stopping its receive thread would not stop it.
-  if (o.survive_channel_loss && (caps & channels::kCapRemotePlacement) != 0) {
-    std::vector<absl::string_view> able;
-    for (const channels::TransportFamily& f : channels::TransportFamilies()) {
-      if ((f.capabilities & channels::kCapRemotePlacement) == 0) {
-        able.push_back(f.name);
-      }
-    }
-    return bad(
-        "survive_channel_loss is not supported on %s: use %s, or turn "
-        "it off",
-        TransportKindName(o.transport), absl::StrJoin(able, ", "));
   }
   // zstd's range, less its "ultra" levels (which need large windows).
   if (o.compression_level < -100 || o.compression_level > 19) {

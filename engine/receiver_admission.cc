@@ -70,16 +70,16 @@ proto::HelloReply Admission::Admit(const proto::Hello& h) {
   return StartChannelListener(lock, family->kind, std::move(reply));
 }
 
-uint64_t Admission::OfferedCapabilities(uint32_t transport_caps) const {
+uint64_t Admission::OfferedCapabilities() const {
   uint64_t offered = proto::kKnownFeatures;
   if (!options_.rdma_reg_batch) offered &= ~proto::kFeatureRdmaRegBatch;
   if (!options_.announce_next_header) offered &= ~proto::kFeatureNextHeaderSize;
   if (!options_.zero_pages) offered &= ~proto::kFeatureZeroPages;
-  // Remotely placed data lands without the receive thread: stopping it
-  // would not stop a dead channel's data.
-  if ((transport_caps & channels::kCapRemotePlacement) != 0) {
-    offered &= ~proto::kFeatureSurviveChannelLoss;
-  }
+  // Surviving a lost channel holds on remote placement too: remotely placed
+  // data lands without the receive thread, but RemoveChannel shuts the
+  // channel's transport down (an RDMA queue pair to error, which places
+  // nothing more) before it acknowledges, and the source re-sends only
+  // after the acknowledgement.
   return offered;
 }
 
@@ -100,7 +100,7 @@ proto::HelloReply Admission::AdmitControl(
         absl::StrFormat("%d pages per packet requested; at most %d",
                         h.max_packet_pages, options_.max_packet_pages));
   }
-  const uint64_t offered = OfferedCapabilities(family.capabilities);
+  const uint64_t offered = OfferedCapabilities();
   session_ = h.session;
   channel_count_ = h.channel_count;
   packet_pages_ = h.max_packet_pages;

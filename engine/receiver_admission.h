@@ -94,8 +94,8 @@ class Admission {
   proto::HelloReply AdmitControl(const proto::Hello& hello,
                                  const channels::TransportFamily& family);
   proto::HelloReply AdmitData(const proto::Hello& hello);
-  // The session features this destination agrees to over `transport_caps`.
-  uint64_t OfferedCapabilities(uint32_t transport_caps) const;
+  // The session features this destination agrees to.
+  uint64_t OfferedCapabilities() const;
   // A data channel arrived: for a socket family as the socket the
   // acceptor took (-1 if it was lost on the way), for a family that owns
   // its connection as the transport its listener made.
