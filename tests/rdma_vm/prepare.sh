@@ -96,7 +96,8 @@ say "preparing $cache for kernel $kver"
 # transitively. Non-library dependencies (udev, debconf, ...) are not needed
 # to run the binaries and are not followed.
 top=("$kpkg" busybox-static kmod iproute2 rdma-core ibverbs-providers
-  libibverbs1 librdmacm1 ibverbs-utils rdmacm-utils libibumad3 libgcc-s1 libc6)
+  libibverbs1 librdmacm1 ibverbs-utils rdmacm-utils libibumad3 libgcc-s1 libc6
+  perftest)
 declare -A seen=()
 frontier=()
 for p in "${top[@]}"; do seen[$p]=1; frontier+=("$p"); done
@@ -140,10 +141,15 @@ if ((${#missing[@]})); then
 else
   say "all .debs already in $debs"
 fi
-# Keep one version per package: drop older downloads of the same name.
+# Keep one version per package: drop older downloads of the same name, and
+# packages no longer in the set (the other kernel, after a switch).
 for p in "${pkgs[@]}"; do
   mapfile -t vs < <(ls -1t "$debs/${p}"_*.deb)
   ((${#vs[@]} > 1)) && rm -f "${vs[@]:1}"
+done
+for f in "$debs"/*.deb; do
+  n=${f##*/}
+  [[ -n ${seen[${n%%_*}]:-} ]] || rm -f "$f"
 done
 
 # ------------------------------------------------------------------ unpack
@@ -288,10 +294,11 @@ run_unpacked "$cache/tools/depmod" -b "$base" "$kver"
 printf '%s\n' "${load_order[@]}" >"$base/etc/ramferry-rxe/modules"
 say "${#load_order[@]} modules: $(printf '%s\n' "${load_order[@]}" | sed 's|.*/||; s|\.ko.*||' | tr '\n' ' ')"
 
-# RDMA userspace: the rxe provider, its driver file and a few tools.
+# RDMA userspace: the rxe provider, its driver file and a few tools
+# (perftest's ib_write_bw and ib_send_lat: the link's ceiling).
 cp "$root/usr/lib/$multiarch/libibverbs/librxe-rdmav34.so" "$base/usr/lib/$multiarch/libibverbs/"
 cp "$root/etc/libibverbs.d/rxe.driver" "$base/etc/libibverbs.d/"
-tools=(rdma ibv_devinfo ibv_devices ibv_rc_pingpong rping)
+tools=(rdma ibv_devinfo ibv_devices ibv_rc_pingpong rping ib_write_bw ib_send_lat)
 for b in "${tools[@]}"; do
   src=
   for d in usr/bin usr/sbin bin sbin; do
@@ -306,7 +313,7 @@ done
 # loader against the unpacked packages only. A path outside $root means the
 # package set is incomplete: fail instead of silently mixing host libraries.
 blib=$base/usr/lib/$multiarch
-elfs=("$base"/usr/bin/{rdma,ibv_devinfo,ibv_devices,ibv_rc_pingpong,rping}
+elfs=("${tools[@]/#/$base/usr/bin/}"
   "$base/usr/lib/$multiarch/libibverbs/librxe-rdmav34.so")
 for e in "${elfs[@]}"; do
   out=$(run_unpacked --list "$e") || die 1 "cannot resolve the libraries of $e"
