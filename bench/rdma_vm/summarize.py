@@ -70,15 +70,15 @@ def main():
         f"Code: {a.commit or '?'}.\n")
     out.append("    " + a.command + "\n")
     out.append("## Throughput against the ceiling\n")
-    out.append("| run | GB/s | / ib_write_bw 512 KiB | / ib_write_bw 64 KiB | time s | set-up s |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| run | GB/s | / ib_write_bw 512 KiB | / ib_write_bw 64 KiB | time s | set-up s | source CPU s | destination CPU s |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for c in CEILINGS:
         rs = by.get(c, [])
         out.append(f"| `{c}` ({rs[0]['iters'] if rs else '?'} x {(rs[0]['msg_bytes'] >> 10) if rs else '?'} KiB WRITEs) "
                    f"| {spread([r['gb_per_s'] for r in rs], '{:.4f}')} "
                    f"| {spread(ratios(c, 'ib_write_bw_512k'), '{:.2f}')} "
                    f"| {spread(ratios(c, 'ib_write_bw_64k'), '{:.2f}')} "
-                   f"| {spread([r['bytes'] / (r['gb_per_s'] * 1e9) for r in rs], '{:.3f}')} | - |")
+                   f"| {spread([r['bytes'] / (r['gb_per_s'] * 1e9) for r in rs], '{:.3f}')} | - | - | - |")
     for label in BENCH_ORDER:
         rs = by.get(label, [])
         if not rs:
@@ -87,7 +87,9 @@ def main():
                    f"| {spread(ratios(label, 'ib_write_bw_512k'), '{:.2f}')} "
                    f"| {spread(ratios(label, 'ib_write_bw_64k'), '{:.2f}')} "
                    f"| {spread([r['seconds'] for r in rs], '{:.3f}')} "
-                   f"| {spread([r['setup_seconds'] for r in rs], '{:.3f}')} |")
+                   f"| {spread([r['setup_seconds'] for r in rs], '{:.3f}')} "
+                   f"| {spread([r['sender_cpu_s'] for r in rs], '{:.2f}')} "
+                   f"| {spread([r['receiver_cpu_s'] for r in rs], '{:.2f}')} |")
     out.append("")
     out.append("## The rdma counters (the source's, per run)\n")
     out.append("| run | drains to zero | REGISTER round trips | largest batch | inline sends | send-queue-full hits | posts | WRs | verified |")
@@ -112,6 +114,9 @@ def main():
                "client on rxe0 in the same guest, `-x 1` (the RoCEv2 GID of the IPv4 "
                "address), the same bytes as the region in 512 KiB messages (the "
                "engine's 128-page packets) and in 64 KiB ones; its MB/sec is MiB/s.")
+    out.append("- CPU s: the source's and the destination's process CPU time over the "
+               "run (user + system, ramferry-bench's sender_cpu_s and receiver_cpu_s); "
+               "the guest has 2 vCPUs, which also run rxe's kernel work.")
     out.append("- GB/s is 10^9 bytes/s over the transfer (set-up excluded, as "
                "ib_write_bw excludes its connection); a ratio is each run's GB/s over "
                "the ceiling's in the same repeat, median over the repeats.")
