@@ -15,7 +15,7 @@ PKGS=(
   # symbolizer for readable crash stacks.
   libclang-rt-14-dev llvm-14
   iproute2 procps gnuplot-nox
-  qemu-system-x86 cpio xz-utils
+  qemu-system-x86 cpio xz-utils zstd
 )
 want=("${PKGS[@]}")
 

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# ctest-run.sh BINARY [ARG...] — what an rdma-vm ctest entry runs.
+# ctest-run.sh [--kernel=PKG] [--stage=FILE]... BINARY [ARG...] — what an
+# rdma-vm ctest entry runs.
 #
 # Checks that this host can run the Soft-RoCE VM at all, prepares the cache,
 # then runs BINARY ARG... inside the VM via run.sh and returns its status.
+# BINARY may be a script; each --stage FILE is copied next to it (e.g. the
+# program a driver script runs). --kernel boots that kernel package (or
+# metapackage, e.g. linux-image-6.12-amd64) instead of the default, from
+# its own cache beside the default one ($RAMFERRY_RXE_CACHE-6.12-amd64), so
+# tests on different kernels do not rebuild each other's cache.
 # When the VM cannot be had here — no qemu-system-x86_64, no TCG in it, the
 # Debian archive unreachable for prepare, or a host tool missing — it prints
 # the reason and exits 77, which the test registers as SKIP_RETURN_CODE: the
@@ -20,10 +26,24 @@ skip() {
   exit 77
 }
 
+staged=()
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --stage=*) staged+=("${1#--stage=}") ;;
+    --kernel=*)
+      export RAMFERRY_RXE_KERNEL_PKG=${1#--kernel=}
+      export RAMFERRY_RXE_CACHE=${RAMFERRY_RXE_CACHE:-${HOME:-/tmp}/.cache/ramferry-rxe}-${RAMFERRY_RXE_KERNEL_PKG#linux-image-}
+      ;;
+    *) echo "ctest-run: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 binary=${1:-}
-[[ -n $binary ]] || { echo "usage: $0 BINARY [ARG...]" >&2; exit 2; }
+[[ -n $binary ]] || { echo "usage: $0 [--kernel=PKG] [--stage=FILE]... BINARY [ARG...]" >&2; exit 2; }
 shift
-[[ -x $binary ]] || { echo "ctest-run: $binary is not an executable" >&2; exit 1; }
+for f in "$binary" "${staged[@]}"; do
+  [[ -x $f ]] || { echo "ctest-run: $f is not an executable" >&2; exit 1; }
+done
 
 command -v qemu-system-x86_64 >/dev/null ||
   skip "qemu-system-x86_64 is not installed (scripts/install-deps.sh installs qemu-system-x86)"
@@ -45,5 +65,5 @@ esac
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/ramferry-rxe-stage.XXXXXX") || exit 1
 trap 'rm -rf "$stage"' EXIT
-cp "$binary" "$stage/" || exit 1
+cp "$binary" "${staged[@]}" "$stage/" || exit 1
 bash "$here/run.sh" "$stage" -- "./$(basename "$binary")" "$@"

@@ -15,8 +15,8 @@
 #   kver         the kernel release the cache was built for
 #
 # Idempotent: a second run with the same kernel package and the same scripts
-# only checks a stamp. Re-downloads happen when linux-image-amd64 moves to a
-# new ABI; delete the cache dir to force a fresh snapshot.
+# only checks a stamp. Re-downloads happen when the kernel metapackage moves
+# to a new ABI; delete the cache dir to force a fresh snapshot.
 #
 # Exit status: 0 ready; 69 a host tool is missing; 75 the package archive (or
 # its package lists) cannot be reached; 1 anything else. The ctest wrapper
@@ -48,26 +48,32 @@ if ! flock -n 9; then
 fi
 
 # ----------------------------------------------------------- which kernel
-# linux-image-amd64 is a metapackage; the real image is its only
-# linux-image-6.x dependency. RAMFERRY_RXE_KERNEL_PKG pins another one.
-# Asking apt costs ~0.5 s, so a warm cache reuses its answer until apt's
-# package lists change.
-kpkg=${RAMFERRY_RXE_KERNEL_PKG:-}
+# RAMFERRY_RXE_KERNEL_PKG names a kernel image package
+# (linux-image-6.1.0-57-amd64) or a metapackage whose only linux-image-6.x
+# dependency is the real image: linux-image-amd64 (6.1, the default: it
+# boots fastest) or linux-image-6.12-amd64 (PAGEMAP_SCAN and uffd-wp async,
+# for the migration tool's dirty tracking; ctest-run.sh --kernel gives it
+# its own cache). Asking apt costs ~0.5 s, so a warm cache reuses its
+# answer for the same name until apt's package lists change.
+want=${RAMFERRY_RXE_KERNEL_PKG:-linux-image-amd64}
+kpkg=
 lists=/var/lib/apt/lists
-if [[ -z $kpkg && -s $cache/kpkg && -f $cache/stamp && -d $lists ]] &&
+if [[ -s $cache/kpkg && -f $cache/stamp && -d $lists && $(cat "$cache/kmeta" 2>/dev/null) == "$want" ]] &&
   [[ -z $(find "$lists" -maxdepth 1 -newer "$cache/stamp" -name '*Packages*' -print -quit) ]]; then
   kpkg=$(cat "$cache/kpkg")
 fi
 if [[ -z $kpkg ]]; then
-  kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+  kpkg=$(apt-cache depends "$want" 2>/dev/null |
     awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }') || true
+  # No image among its dependencies: an image itself, if apt knows it.
+  [[ -z $kpkg ]] && apt-cache show "$want" >/dev/null 2>&1 && kpkg=$want
 fi
 if [[ -z $kpkg ]]; then
-  if [[ -s $cache/stamp && -s $cache/base.cpio ]]; then
-    say "apt knows no linux-image-amd64 (no package lists?); keeping the cached $(cat "$cache/kver")"
+  if [[ -s $cache/stamp && -s $cache/base.cpio && $(cat "$cache/kmeta" 2>/dev/null) == "$want" ]]; then
+    say "apt cannot resolve $want (no package lists?); keeping the cached $(cat "$cache/kver")"
     exit 0
   fi
-  die 75 "apt-cache cannot resolve linux-image-amd64: the Debian package lists are missing or unreachable (run 'apt-get update' with network access)"
+  die 75 "apt-cache cannot resolve $want: the Debian package lists are missing or unreachable (run 'apt-get update' with network access)"
 fi
 kver=${kpkg#linux-image-}
 
@@ -90,7 +96,8 @@ say "preparing $cache for kernel $kver"
 # transitively. Non-library dependencies (udev, debconf, ...) are not needed
 # to run the binaries and are not followed.
 top=("$kpkg" busybox-static kmod iproute2 rdma-core ibverbs-providers
-  libibverbs1 librdmacm1 ibverbs-utils rdmacm-utils libibumad3 libgcc-s1 libc6)
+  libibverbs1 librdmacm1 ibverbs-utils rdmacm-utils libibumad3 libgcc-s1 libc6
+  perftest)
 declare -A seen=()
 frontier=()
 for p in "${top[@]}"; do seen[$p]=1; frontier+=("$p"); done
@@ -134,10 +141,15 @@ if ((${#missing[@]})); then
 else
   say "all .debs already in $debs"
 fi
-# Keep one version per package: drop older downloads of the same name.
+# Keep one version per package: drop older downloads of the same name, and
+# packages no longer in the set (the other kernel, after a switch).
 for p in "${pkgs[@]}"; do
   mapfile -t vs < <(ls -1t "$debs/${p}"_*.deb)
   ((${#vs[@]} > 1)) && rm -f "${vs[@]:1}"
+done
+for f in "$debs"/*.deb; do
+  n=${f##*/}
+  [[ -n ${seen[${n%%_*}]:-} ]] || rm -f "$f"
 done
 
 # ------------------------------------------------------------------ unpack
@@ -173,23 +185,34 @@ say "depmod for $kver in $(since "$t") s"
 vmlinuz=$root/boot/vmlinuz-$kver
 [[ -s $vmlinuz ]] || die 1 "no $vmlinuz in $kpkg"
 cp -f "$vmlinuz" "$cache/vmlinuz.tmp" && mv -f "$cache/vmlinuz.tmp" "$cache/vmlinuz"
-# The bzImage carries the real kernel as an xz stream; the decompressed ELF
-# has a PVH entry point. Try each xz magic until one decompresses to an ELF.
+# The bzImage carries the real kernel as a compressed stream (6.1: xz,
+# 6.12: zstd); the decompressed ELF has a PVH entry point. Try each magic of
+# each format the host can decompress until one gives an ELF.
 rm -f "$cache/vmlinux"
 is_elf() { [[ $(head -c 4 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 7f454c46 ]]; }
-for off in $(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | cut -d: -f1); do
-  # xz stops at the end of its stream; tail may die of SIGPIPE, which is fine.
-  tail -c +$((off + 1)) "$vmlinuz" | xz -dc --single-stream >"$cache/vmlinux.tmp" 2>/dev/null || true
-  if is_elf "$cache/vmlinux.tmp"; then
-    mv -f "$cache/vmlinux.tmp" "$cache/vmlinux"
-    break
-  fi
+formats=("xz -dc --single-stream:\xfd7zXZ\x00")
+if command -v zstd >/dev/null 2>&1; then
+  formats+=("zstd -dcq:\x28\xb5\x2f\xfd")
+else
+  say "no zstd on this host: a zstd-compressed kernel (6.12) boots as the bzImage (slower; apt-get install zstd)"
+fi
+for f in "${formats[@]}"; do
+  read -r -a unpack <<<"${f%%:*}"
+  for off in $(LC_ALL=C grep -obUaP "${f#*:}" "$vmlinuz" | cut -d: -f1); do
+    # The decompressor stops at the end of its stream (zstd complains about
+    # the bytes after it); tail may die of SIGPIPE. Only an ELF counts.
+    tail -c +$((off + 1)) "$vmlinuz" | "${unpack[@]}" >"$cache/vmlinux.tmp" 2>/dev/null || true
+    if is_elf "$cache/vmlinux.tmp"; then
+      mv -f "$cache/vmlinux.tmp" "$cache/vmlinux"
+      break 2
+    fi
+  done
 done
 rm -f "$cache/vmlinux.tmp"
 if [[ -s $cache/vmlinux ]]; then
   say "vmlinux extracted ($(du -h "$cache/vmlinux" | cut -f1)): PVH boot"
 else
-  say "no xz-compressed ELF in $vmlinuz; run.sh will boot the bzImage (slower)"
+  say "no compressed ELF found in $vmlinuz; run.sh will boot the bzImage (slower)"
 fi
 
 # ------------------------------------------------------------- base image
@@ -251,10 +274,19 @@ place_mod() {
 }
 for m in "${wanted_mods[@]}"; do place_mod "$m"; done
 bmod=$base/usr/lib/modules/$kver
+# 6.12 ships its modules xz-compressed; decompressing them here once saves
+# the guest doing it under TCG at every boot (~0.5 s).
+loaded=()
 for f in "${load_order[@]}"; do
   mkdir -p "$bmod/$(dirname "$f")"
-  cp "$moddir/$f" "$bmod/$f"
+  case $f in
+    *.ko.xz) xz -dc "$moddir/$f" >"$bmod/${f%.xz}" ;;
+    *.ko.zst) zstd -dcq "$moddir/$f" >"$bmod/${f%.zst}" ;;
+    *) cp "$moddir/$f" "$bmod/$f" ;;
+  esac || die 1 "cannot copy module $f (a .ko.zst needs zstd on this host)"
+  loaded+=("${f%.ko*}.ko")
 done
+load_order=("${loaded[@]}")
 cp "$moddir"/modules.{order,builtin,builtin.modinfo} "$bmod/"
 # A depmod over just this subset, so an in-guest modprobe (module requests
 # from the kernel) finds aliases and dependencies.
@@ -262,10 +294,11 @@ run_unpacked "$cache/tools/depmod" -b "$base" "$kver"
 printf '%s\n' "${load_order[@]}" >"$base/etc/ramferry-rxe/modules"
 say "${#load_order[@]} modules: $(printf '%s\n' "${load_order[@]}" | sed 's|.*/||; s|\.ko.*||' | tr '\n' ' ')"
 
-# RDMA userspace: the rxe provider, its driver file and a few tools.
+# RDMA userspace: the rxe provider, its driver file and a few tools
+# (perftest's ib_write_bw and ib_send_lat: the link's ceiling).
 cp "$root/usr/lib/$multiarch/libibverbs/librxe-rdmav34.so" "$base/usr/lib/$multiarch/libibverbs/"
 cp "$root/etc/libibverbs.d/rxe.driver" "$base/etc/libibverbs.d/"
-tools=(rdma ibv_devinfo ibv_devices ibv_rc_pingpong rping)
+tools=(rdma ibv_devinfo ibv_devices ibv_rc_pingpong rping ib_write_bw ib_send_lat)
 for b in "${tools[@]}"; do
   src=
   for d in usr/bin usr/sbin bin sbin; do
@@ -280,7 +313,7 @@ done
 # loader against the unpacked packages only. A path outside $root means the
 # package set is incomplete: fail instead of silently mixing host libraries.
 blib=$base/usr/lib/$multiarch
-elfs=("$base"/usr/bin/{rdma,ibv_devinfo,ibv_devices,ibv_rc_pingpong,rping}
+elfs=("${tools[@]/#/$base/usr/bin/}"
   "$base/usr/lib/$multiarch/libibverbs/librxe-rdmav34.so")
 for e in "${elfs[@]}"; do
   out=$(run_unpacked --list "$e") || die 1 "cannot resolve the libraries of $e"
@@ -310,6 +343,7 @@ t=$(now)
 mv -f "$cache/base.cpio.tmp" "$cache/base.cpio"
 echo "$kver" >"$cache/kver"
 echo "$kpkg" >"$cache/kpkg"
+echo "$want" >"$cache/kmeta"
 echo "$stamp_key" >"$cache/stamp"
 # The unpacked tree (mostly the kernel's ~500 MB of modules) is only needed
 # while building; a rebuild unpacks the kept .debs again.
