@@ -66,19 +66,36 @@ struct Outcome {
   bool identical = false;
 };
 
+// A destination serving `dst` with `dest`, and a source of `src` connected
+// to it with `source` (null where that failed: the test has failed), every
+// page of `dirty` marked.
+struct RdmaSession {
+  RdmaSession(const SessionOptions& source, const SessionOptions& dest,
+              testing::TestRegion& src, testing::TestRegion& dst)
+      : rx(dest, {dst.region}), dirty(src.region.page_count()) {
+    SessionOptions opt = source;
+    opt.port = rx.port();
+    absl::StatusOr<std::unique_ptr<Sender>> s =
+        Sender::Connect(opt, {&src.region, 1});
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) sender = *std::move(s);
+    dirty.SetAll();
+  }
+  ServingReceiver rx;
+  std::unique_ptr<Sender> sender;
+  DirtyBitmap dirty;
+  DirtyBitmap* bitmaps[1] = {&dirty};
+};
+
 // Rounds over rdma: round 0 everything, then two rounds rewriting pages.
 Outcome Transfer(const SessionOptions& source, const SessionOptions& dest,
                  testing::TestRegion& src, testing::TestRegion& dst) {
   Outcome out;
-  ServingReceiver rx(dest, {dst.region});
-  SessionOptions opt = source;
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  EXPECT_TRUE(sender.ok()) << sender.status();
-  if (!sender.ok()) return out;
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
+  RdmaSession session(source, dest, src, dst);
+  if (session.sender == nullptr) return out;
+  Sender* sender = session.sender.get();
+  ServingReceiver& rx = session.rx;
+  DirtyBitmap& dirty = session.dirty;
   for (int round = 0; round < 3; ++round) {
     if (round > 0) {
       for (uint64_t p = round; p < dirty.pages(); p += 37) {
@@ -86,16 +103,16 @@ Outcome Transfer(const SessionOptions& source, const SessionOptions& dest,
         dirty.Set(p);
       }
     }
-    absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+    absl::StatusOr<RoundResult> r = sender->SendRound(session.bitmaps);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return out;
   }
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  absl::StatusOr<VerifyReport> v = sender->Verify();
   EXPECT_TRUE(v.ok() && v->ok()) << v.status();
-  EXPECT_TRUE((*sender)->Finish().ok());
+  EXPECT_TRUE(sender->Finish().ok());
   absl::Status served = rx.result();
   EXPECT_TRUE(served.ok()) << served;
-  out.sender = (*sender)->stats().Total();
+  out.sender = sender->stats().Total();
   out.receiver = rx.receiver().stats().Total();
   out.identical = SameBytes(src.region, dst.region);
   return out;
@@ -167,21 +184,16 @@ TEST_F(RdmaTest, PinAllPinsEachRegionOnceASide) {
   opt_.channels = 4;
   auto src = MakeRegion(1, kRegion, 41, true);
   auto dst = MakeRegion(1, kRegion);
-  ServingReceiver rx(opt_, {dst.region});
-  SessionOptions opt = opt_;
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  RdmaSession session(opt_, opt_, src, dst);
+  ASSERT_NE(session.sender, nullptr);
+  Sender& sender = *session.sender;
+  ASSERT_TRUE(sender.SendRound(session.bitmaps).ok());
   const uint64_t pinned = PinnedBytes();
-  ASSERT_TRUE((*sender)->Finish().ok());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_TRUE(sender.Finish().ok());
+  ASSERT_TRUE(session.rx.result().ok()) << session.rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
-  const ChannelStats s = (*sender)->stats().Total();
-  const ChannelStats r = rx.receiver().stats().Total();
+  const ChannelStats s = sender.stats().Total();
+  const ChannelStats r = session.rx.receiver().stats().Total();
   std::cout << absl::StreamFormat(
       "[ pin-all ] %d channels, a %d MiB region a side: %d MiB pinned; "
       "registered in %s (source), %s (destination, %.0f MiB/s)\n",
@@ -208,31 +220,28 @@ TEST_F(RdmaTest, AStartedRoundWaitsForTheOneBeforeOnRemotePlacement) {
   opt_.channels = 2;
   auto src = MakeRegion(1, kBytes, 33, true);
   auto dst = MakeRegion(1, kBytes);
-  ServingReceiver rx(opt_, {dst.region});
-  SessionOptions opt = opt_;
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
+  RdmaSession session(opt_, opt_, src, dst);
+  ASSERT_NE(session.sender, nullptr);
+  Sender* sender = session.sender.get();
+  ServingReceiver& rx = session.rx;
+  DirtyBitmap& dirty = session.dirty;
+  ASSERT_TRUE(sender->StartRound(session.bitmaps).ok());
   for (uint64_t p = 0; p < dirty.pages(); p += 3) {
     src.region.page(p)[0] ^= 0x5a;
     dirty.Set(p);
   }
-  ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
-  EXPECT_GE((*sender)->confirmed_rounds(), 1u)
+  ASSERT_TRUE(sender->StartRound(session.bitmaps).ok());
+  EXPECT_GE(sender->confirmed_rounds(), 1u)
       << "round 1 started before round 0 was confirmed";
   for (uint64_t round = 0; round < 2; ++round) {
-    absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();
+    absl::StatusOr<RoundResult> r = sender->AwaitRound();
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->round, round);
   }
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  absl::StatusOr<VerifyReport> v = sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_TRUE(sender->Finish().ok());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 }
