@@ -180,7 +180,9 @@ std::optional<ZeroCopyPeer> ZeroCopyPeerFromEnv() {
     return std::nullopt;
   }
   const char* netdev = std::getenv("ZC_NETDEV");
-  return ZeroCopyPeer{netns, ip, netdev != nullptr ? netdev : ""};
+  const char* link = std::getenv("ZC_LINK");
+  return ZeroCopyPeer{netns, ip, netdev != nullptr ? netdev : "",
+                      link != nullptr ? link : "hub"};
 }
 
 bool UsesZeroCopyPeer(TransportKind kind) {

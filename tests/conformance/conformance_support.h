@@ -92,6 +92,11 @@ struct ZeroCopyPeer {
   std::string netns;   // $ZC_PEER_NETNS
   std::string ip;      // $ZC_PEER_IP
   std::string netdev;  // $ZC_NETDEV: this namespace's NIC toward the peer
+  // $ZC_LINK: how qemu joins the NICs. "tap" (two taps on a host bridge:
+  // the NICs have scatter-gather, so zero-copy pages reach the device as
+  // they are) or "hub" (no offloads: the stack copies at transmit time).
+  std::string link;
+  bool real_device_reads() const { return link == "tap"; }
 };
 // The peer from the environment; nullopt unless both ZC_PEER_NETNS and
 // ZC_PEER_IP are set.

@@ -195,22 +195,23 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
   }
 }
 
-// Across a NIC, a zero-copy transport's completions must not all come back
-// copied: if they did, the kernel copied every send before the call
+// Across a NIC, a zero-copy transport's completions must not come back
+// copied: if they did, the kernel copied the sends before the call
 // returned or at once after, and the session proved nothing about when
 // header slots and pages may be reused. On loopback every completion is
 // copied (the receiving socket copies the frags). Measured in the
-// Soft-RoCE VM (virtio-net on a qemu hub, Debian's 6.1 kernel, this
-// session, four runs of 272 zero-copy sends): tcp-zerocopy 0.28-0.77 copied,
-// uring-zc 0.25-0.98 copied (5 of 272 not copied in the worst run). The
-// fractions are high because qemu offers the guest no checksum offload on
-// a hub (no vnet header there), so virtio-net has no scatter-gather (our
-// reading of the stack, not traced: a send the stack must linearize is
-// copied and flagged, one that goes through software GSO is copied when
-// it is segmented, at transmit time, and not flagged). So the only bound the
-// measurements allow for both transports is the one the question asks: not
-// every completion copied.
-constexpr double kMaxCopiedAcrossNic = 1.0;
+// Soft-RoCE VM, Debian's 6.1 kernel, 272 zero-copy sends a case:
+// - on the tap link (two taps on a host bridge: virtio-net with checksum
+//   offload and scatter-gather), 0 copied in every case of both
+//   transports: the device reads the pages themselves;
+// - on qemu's hub (no vnet header, so no offloads and no scatter-gather;
+//   the stack copies, some of it at transmit time, unflagged), four runs:
+//   tcp-zerocopy 0.28-0.77 copied, uring-zc 0.25-0.98 (5 of 272 not
+//   copied in the worst run). There the only bound the measurements allow
+//   is not every completion copied.
+double MaxCopiedFraction(const ZeroCopyPeer& peer) {
+  return peer.real_device_reads() ? 0.05 : 1.0;
+}
 
 // Prints what fraction of the session's zero-copy completions came back
 // copied, and checks that the bytes went out through the NIC and that
@@ -238,10 +239,11 @@ void ExpectRealZeroCopy(const SessionRun& run, const std::string& name) {
   EXPECT_GE(run.netdev_tx_bytes, t.payload_bytes)
       << run.peer->netdev << " did not carry the session's bytes";
   EXPECT_GT(t.zc_completions, 0u);
-  EXPECT_LT(copied, kMaxCopiedAcrossNic)
-      << "all " << t.zc_completions
+  EXPECT_LT(copied, MaxCopiedFraction(*run.peer))
+      << t.zc_copied << " of " << t.zc_completions
       << " zero-copy completions came back copied across " << run.peer->netdev
-      << ": the kernel copied instead of holding pages";
+      << " (" << run.peer->link << " link): the kernel copied instead of "
+      << "holding pages";
 }
 
 uint64_t Sum(const std::vector<RoundPlan>& rounds, uint64_t RoundPlan::*f) {
@@ -463,7 +465,7 @@ INSTANTIATE_TEST_SUITE_P(
 // against the VM's zero-copy peer (RXE_NICS=2), the link it guards, and
 // skips elsewhere. (On loopback the same broken tcp-zerocopy source is
 // caught too: a send's tail waits in TCP's write queue after sendmsg
-// returns. uring-zc's mostly is not, see below.)
+// returns. uring-zc's mostly is not, nor on the hub link: see below.)
 
 // How a session with a broken source ended: the first step that failed,
 // or the destination's mismatches.
@@ -527,6 +529,13 @@ class EarlySlotReuseConformance
       GTEST_SKIP() << kEarlySlotReuseEnv << " installs the broken source "
                    << "already; this case installs its own";
     }
+    if (kind() == TransportKind::kUringZeroCopy &&
+        !ZeroCopyPeerFromEnv()->real_device_reads()) {
+      GTEST_SKIP() << "uring-zc's early reuse is caught only where the "
+                      "device reads the pages (RXE_NICS=2's tap link, which "
+                      "needs root on the host); this link is "
+                   << ZeroCopyPeerFromEnv()->link;
+    }
   }
   TransportKind kind() const { return std::get<0>(GetParam()); }
   CompletionPolicy policy() const { return std::get<1>(GetParam()); }
@@ -536,27 +545,35 @@ TEST_P(EarlySlotReuseConformance, IsCaughtAcrossANic) {
   SessionOptions opt = OptionsFor(kind(), 2);
   opt.completion = policy();
   opt.packet_pages = 32;  // PolicyConformance's session
+  // uring-zc's early writes race with the device (the submit that carried
+  // the slot returned first): caught in 11 of 12 single sessions on the
+  // tap link, so up to three sessions; tcp-zerocopy's in every one.
+  const int attempts = kind() == TransportKind::kUringZeroCopy ? 3 : 1;
   BrokenOutcome outcome;
   uint64_t rewrites = 0;
-  {
-    EarlySlotReuse broken;
-    ASSERT_NO_FATAL_FAILURE(RunBrokenSession(opt, BytesFor(kind(), 32ull << 20),
-                                             303, *ZeroCopyPeerFromEnv(),
-                                             &outcome));
-    rewrites = broken.rewrites();
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    outcome = {};
+    {
+      EarlySlotReuse broken;
+      ASSERT_NO_FATAL_FAILURE(
+          RunBrokenSession(opt, BytesFor(kind(), 32ull << 20), 303 + attempt,
+                           *ZeroCopyPeerFromEnv(), &outcome));
+      rewrites = broken.rewrites();
+    }
+    std::cout << absl::StreamFormat(
+                     "[ early reuse ] %s_%s, session %d: %d headers written "
+                     "into a taken slot; %s",
+                     TestName(kind()), TestName(policy()), attempt, rewrites,
+                     !outcome.failed_step.empty()
+                         ? absl::StrCat(outcome.failed_step,
+                                        " failed: ", outcome.status.ToString())
+                         : absl::StrCat(
+                               outcome.pages_mismatched,
+                               " pages mismatched, destination ",
+                               outcome.same_bytes ? "byte-exact" : "differs"))
+              << std::endl;
+    if (outcome.caught()) break;
   }
-  std::cout << absl::StreamFormat(
-                   "[ early reuse ] %s_%s: %d headers written into a taken "
-                   "slot; %s",
-                   TestName(kind()), TestName(policy()), rewrites,
-                   !outcome.failed_step.empty()
-                       ? absl::StrCat(outcome.failed_step,
-                                      " failed: ", outcome.status.ToString())
-                       : absl::StrCat(
-                             outcome.pages_mismatched,
-                             " pages mismatched, destination ",
-                             outcome.same_bytes ? "byte-exact" : "differs"))
-            << std::endl;
   EXPECT_GT(rewrites, 0u) << "the broken source never reused a slot early";
   EXPECT_TRUE(outcome.caught())
       << "a source that reuses header slots before their completions ended "
@@ -565,15 +582,15 @@ TEST_P(EarlySlotReuseConformance, IsCaughtAcrossANic) {
 
 // `each` waits for every completion before SendPacket returns, so an early
 // write cannot reach a held slot there: only wrap and slot are guarded.
-// tcp-zerocopy only: the wrapper can write into a uring-zc slot only after
-// the Submit that carried it returned, and io_uring issues the sends
-// inline in that submit, so the header is on the wire by then; measured in
-// the VM, 21-23 early writes per session and 0 of 2 sessions corrupted
-// (on loopback 1 of 6). Reaching uring-zc needs a broken HeaderSlots
-// itself, which a library build would have to carry (early_slot_reuse.h).
+// The wrapper can write into a uring-zc slot only after the Submit that
+// carried it returned: on the hub link the stack has copied it by then
+// (0 of 2 sessions corrupted; on loopback 1 of 6), on the tap link the
+// device still holds it (caught in 2 of 2 runs at both policies), so
+// uring-zc is guarded there only.
 INSTANTIATE_TEST_SUITE_P(
     SocketZeroCopy, EarlySlotReuseConformance,
-    ::testing::Combine(::testing::Values(TransportKind::kTcpZeroCopy),
+    ::testing::Combine(::testing::Values(TransportKind::kTcpZeroCopy,
+                                         TransportKind::kUringZeroCopy),
                        ::testing::Values(CompletionPolicy::kWrap,
                                          CompletionPolicy::kSlot)),
     [](const auto& info) {

@@ -47,6 +47,7 @@ nonce=$(cat /ramferry/nonce 2>/dev/null || echo none)
 ip_addr=$(param ramferry.ip 10.0.2.15)
 mtu=$(param ramferry.mtu 9000)
 nics=$(param ramferry.nics 1)
+zclink=$(param ramferry.zclink hub) # how qemu joins eth1 to eth0
 kver=$(cat /etc/ramferry-rxe/kver)
 
 end_vm() {
@@ -137,9 +138,9 @@ if [ "$nics" = 2 ]; then
   # Negotiated virtio-net feature bits (bit 0: VIRTIO_NET_F_CSUM, which
   # gives the NIC scatter-gather), for the log.
   feat0=$(cat /sys/class/net/eth0/device/features 2>/dev/null)
-  out=$(ping -c 1 -W 10 "$peer_ip" 2>&1) || setup_failed "no ping reply from $peer_ip across eth0 -> hub -> eth1: $out"
-  log "eth1 in $peer_ns as $peer_ip, eth0 $local_ip: ping across the hub answered (eth0 virtio features ${feat0:-?})"
-  export ZC_PEER_NETNS=$peer_ns ZC_PEER_IP=$peer_ip ZC_LOCAL_IP=$local_ip ZC_NETDEV=eth0 ZC_PEER_NETDEV=eth1
+  out=$(ping -c 1 -W 10 "$peer_ip" 2>&1) || setup_failed "no ping reply from $peer_ip across eth0 -> $zclink -> eth1: $out"
+  log "eth1 in $peer_ns as $peer_ip, eth0 $local_ip: ping across the $zclink answered (eth0 virtio features ${feat0:-?})"
+  export ZC_PEER_NETNS=$peer_ns ZC_PEER_IP=$peer_ip ZC_LOCAL_IP=$local_ip ZC_NETDEV=eth0 ZC_PEER_NETDEV=eth1 ZC_LINK=$zclink
 fi
 
 ulimit -l unlimited || setup_failed "cannot lift the locked-memory limit"

@@ -11,8 +11,9 @@
 #     has (libc, libibverbs, librdmacm, ...) come from the base image.
 #   - COMMAND runs in /test with RXE_IP=10.0.2.15, RXE_DEVICE=rxe0,
 #     PATH and LD_LIBRARY_PATH including /test, and no locked-memory limit.
-#   - RXE_NICS=2: a second virtio NIC, eth1, joined to eth0 by a hub inside
-#     qemu and nothing else; the guest puts it in network namespace
+#   - RXE_NICS=2: a second virtio NIC, eth1, joined to eth0 and nothing
+#     else (RXE_ZC_LINK: two taps on a bridge in a fresh host network
+#     namespace, where root; or qemu's hub); the guest puts it in namespace
 #     /run/netns/zcpeer as 10.0.3.2 (ZC_PEER_NETNS, ZC_PEER_IP), so traffic
 #     from the init namespace to it leaves through eth0's virtio device.
 #   - The guest console streams to stdout; run.sh's own lines go to stderr.
@@ -20,7 +21,7 @@
 # Exit status: COMMAND's status; 124 when RXE_TIMEOUT ran out; 125 when the
 # VM could not be prepared or booted, or ended without reporting a status;
 # 2 on bad usage. Environment: see README.md (RXE_TIMEOUT, RXE_MEM, RXE_SMP,
-# RXE_MTU, RXE_NICS, RXE_KERNEL, RXE_VERBOSE, RXE_KEEP, RXE_CONSOLE_LOG,
+# RXE_MTU, RXE_NICS, RXE_ZC_LINK, RXE_KERNEL, RXE_VERBOSE, RXE_KEEP, RXE_CONSOLE_LOG,
 # RAMFERRY_RXE_CACHE).
 set -uo pipefail
 
@@ -60,8 +61,10 @@ kver=$(cat "$cache/kver")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ramferry-rxe.XXXXXX") || fail 125 "mktemp failed"
 qemu_pidfile=$work/qemu.pid
+link_ns=  # the host network namespace of a tap link (RXE_NICS=2)
 cleanup() {
   [[ -s $qemu_pidfile ]] && kill "$(cat "$qemu_pidfile")" 2>/dev/null
+  [[ -n $link_ns ]] && ip netns del "$link_ns" 2>/dev/null
   if [[ ${RXE_KEEP:-0} == 1 ]]; then
     say "kept $work"
   else
@@ -122,6 +125,34 @@ t1=$EPOCHREALTIME
 say "initramfs $(du -h "$work/initrd" | cut -f1) (overlay $(du -h "$work/overlay.cpio" | cut -f1), $nlibs host libraries) in $(elapsed "$t0" "$t1") s"
 
 # --------------------------------------------------------------------- boot
+# RXE_NICS=2's preferred link: two taps on a bridge, alone in a fresh
+# network namespace of this host (root only). False, with the reason said,
+# where that cannot be made.
+qemu_prefix=()
+make_tap_link() {
+  local ns=ramferry-zc-$$-$RANDOM out
+  if [[ $(id -u) != 0 ]]; then
+    say "zero-copy link: not root, so no tap devices: qemu's hub instead"
+    return 1
+  fi
+  if ! out=$(ip netns add "$ns" 2>&1); then
+    say "zero-copy link: ip netns add failed ($out): qemu's hub instead"
+    return 1
+  fi
+  link_ns=$ns
+  if ! out=$(ip -n "$ns" link add zcbr type bridge 2>&1 &&
+    ip -n "$ns" tuntap add dev zca mode tap 2>&1 &&
+    ip -n "$ns" tuntap add dev zcb mode tap 2>&1 &&
+    for d in zca zcb; do
+      ip -n "$ns" link set "$d" mtu "${RXE_MTU:-9000}" master zcbr up || exit 1
+    done 2>&1 &&
+    ip -n "$ns" link set zcbr up 2>&1); then
+    say "zero-copy link: cannot make taps and a bridge ($out): qemu's hub instead"
+    ip netns del "$ns" 2>/dev/null
+    link_ns=
+    return 1
+  fi
+}
 loglevel=3
 [[ ${RXE_VERBOSE:-0} == 1 ]] && loglevel=7
 append="console=ttyS0 loglevel=$loglevel panic=-1 oops=panic mitigations=off"
@@ -131,15 +162,38 @@ if [[ $nics == 1 ]]; then
   # anything beyond it.
   nic_args=(-nic user,model=virtio-net-pci,restrict=on)
 else
-  # eth0 and eth1 on the two ports of one qemu hub and on nothing else: a
-  # frame eth0 sends is read by qemu from its virtio ring and delivered
-  # into eth1's, and no frame can reach the host (there is no host-side
-  # netdev at all). qemu warns that the hub has no host network; that is
-  # the point.
-  nic_args=(-netdev hubport,id=hp0,hubid=0 -device virtio-net-pci,netdev=hp0,mac=52:54:00:12:34:56
-    -netdev hubport,id=hp1,hubid=0 -device virtio-net-pci,netdev=hp1,mac=52:54:00:12:34:57)
+  macs=(52:54:00:12:34:56 52:54:00:12:34:57)
+  link=${RXE_ZC_LINK:-auto}
+  [[ $link == auto || $link == tap || $link == hub ]] ||
+    fail 2 "RXE_ZC_LINK must be auto, tap or hub, not '$link'"
+  if [[ $link != hub ]] && make_tap_link; then
+    # eth0 and eth1 on two tap devices bridged in a network namespace of
+    # their own on the host, with nothing else in it: no frame reaches the
+    # host's network. A tap carries virtio-net headers, so the guest's
+    # NICs get checksum offload and scatter-gather, and a zero-copy send's
+    # pages go to the device as they are (a hub gives neither: the stack
+    # copies at transmit time).
+    link=tap
+    nic_args=(-netdev tap,id=n0,ifname=zca,script=no,downscript=no,vhost=off
+      -device virtio-net-pci,netdev=n0,mac=${macs[0]}
+      -netdev tap,id=n1,ifname=zcb,script=no,downscript=no,vhost=off
+      -device virtio-net-pci,netdev=n1,mac=${macs[1]})
+    qemu_prefix=(ip netns exec "$link_ns")
+  else
+    [[ $link == tap ]] && fail 125 "RXE_ZC_LINK=tap: cannot make the tap link (see above)"
+    # eth0 and eth1 on the two ports of one qemu hub and on nothing else: a
+    # frame eth0 sends is read by qemu from its virtio ring and delivered
+    # into eth1's, and no frame can reach the host (there is no host-side
+    # netdev at all). qemu warns that the hub has no host network; that is
+    # the point.
+    link=hub
+    nic_args=(-netdev hubport,id=hp0,hubid=0 -device virtio-net-pci,netdev=hp0,mac=${macs[0]}
+      -netdev hubport,id=hp1,hubid=0 -device virtio-net-pci,netdev=hp1,mac=${macs[1]})
+  fi
+  append+=" ramferry.zclink=$link"
+  say "zero-copy link: $link"
 fi
-qemu=(qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_SMP:-2}" -m "${RXE_MEM:-1024}"
+qemu=("${qemu_prefix[@]}" qemu-system-x86_64 -accel tcg -cpu max -smp "${RXE_SMP:-2}" -m "${RXE_MEM:-1024}"
   -nodefaults -no-user-config -display none -serial stdio -no-reboot
   "${nic_args[@]}"
   -kernel "$work/kernel" -initrd "$work/initrd" -append "$append"
