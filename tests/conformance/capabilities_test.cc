@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "channels/channel_factory.h"
 #include "channels/transport.h"
@@ -281,6 +282,7 @@ TEST_P(CapabilityConformance, ASlowReaderHoldsTheSenderBackWithinItsReceives) {
     rdma.recv_queue = 16;
     ASSERT_NO_FATAL_FAILURE(Open(rdma));
     const int64_t rnr_before = is_rdma() ? RnrNaksReceived() : -1;
+    const absl::Time start = absl::Now();
     PacketReader reader(pair_.rx.get(), base(), kPackets, dest(),
                         absl::Milliseconds(2));
     for (uint32_t i = 0; i < kPackets; ++i) {
@@ -294,9 +296,11 @@ TEST_P(CapabilityConformance, ASlowReaderHoldsTheSenderBackWithinItsReceives) {
     const channels::TransportStats& r = rx().stats();
     const int64_t rnr = RnrNaksReceived() - rnr_before;
     std::cout << absl::StreamFormat(
-        "[ credits ] %s: %d packets into 16 receives read 2 ms "
-        "apart: %d posts waited for credits, %d RNR NAKs\n",
-        credits ? "on" : "off", kPackets, s.rdma_credit_waits.get(), rnr);
+        "[ credits ] %s: %d packets into 16 receives read 2 ms apart in "
+        "%s: %d posts waited for credits, %d RNR NAKs\n",
+        credits ? "on" : "off", kPackets,
+        absl::FormatDuration(absl::Now() - start), s.rdma_credit_waits.get(),
+        rnr);
     if (credits) {
       EXPECT_GT(s.rdma_credit_waits.get(), 0u)
           << "the source never ran out of the 16 credits";
