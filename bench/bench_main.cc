@@ -178,14 +178,24 @@ cli::Json ResultJson(const BenchRun& run, const bench::TransferResult& r) {
 std::string ResultLine(const BenchRun& run, const bench::TransferResult& r) {
   const ChannelStats t = r.sender.Total();
   const double gib = r.bytes / double(1ull << 30);
+  // Memory registration (rdma): what the source pinned, once a session,
+  // and how fast.
+  std::string registered;
+  if (t.rdma_registered_bytes > 0) {
+    const double s = t.rdma_register_ns / 1e9;
+    registered = absl::StrFormat(
+        "; registered %s in %.3fs (%.0f MiB/s)",
+        cli::FormatBytes(t.rdma_registered_bytes), s,
+        s > 0 ? t.rdma_registered_bytes / double(1 << 20) / s : 0.0);
+  }
   return absl::StrFormat(
       "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
-      "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d; "
+      "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d%s; "
       "verified: %s\n",
       TransportName(run), run.config.session.channels,
       cli::FormatBytes(r.bytes), r.seconds, r.bytes / r.seconds / 1e9,
       r.sender_cpu_s / gib, r.receiver_cpu_s / gib, t.packets,
-      PerWirePacket(t.send_calls, t), t.zc_copied, t.zc_completions,
+      PerWirePacket(t.send_calls, t), t.zc_copied, t.zc_completions, registered,
       r.verified ? "yes" : "NO");
 }
 
