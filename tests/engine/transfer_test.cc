@@ -400,34 +400,30 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
 // alike), StartRound sends the round whole, but AwaitRound still returns
 // each started round's own result, in order: none is dropped.
 TEST(TransferTest, RoundsStartedOneAtATimeAreAwaitedInOrder) {
-  const uint64_t bytes = 8ull << 20;
-  auto src = MakeRegion(1, bytes, /*seed=*/5, /*fill=*/true);
-  auto dst = MakeRegion(1, bytes);
   SessionOptions opt;
   opt.channels = 2;
   opt.survive_channel_loss = true;
-  ServingReceiver rx(opt, {dst.region});
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
+  LoopbackPair p(8ull << 20, 5, opt);
+  ASSERT_NE(p.sender, nullptr);
+  const Region& src = p.src.region;
+  DirtyBitmap dirty(src.page_count());
   DirtyBitmap* bitmaps[] = {&dirty};
   dirty.SetAll();
-  ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
+  ASSERT_TRUE(p.sender->StartRound(bitmaps).ok());
   std::mt19937_64 rng(7);
-  const uint64_t rewritten = RewriteRandomPages(src.region, 100, rng, dirty);
-  ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
-  EXPECT_EQ((*sender)->confirmed_rounds(), 2u) << "each sent whole";
-  const uint64_t pages[] = {src.region.page_count(), rewritten};
+  const uint64_t rewritten = RewriteRandomPages(src, 100, rng, dirty);
+  ASSERT_TRUE(p.sender->StartRound(bitmaps).ok());
+  EXPECT_EQ(p.sender->confirmed_rounds(), 2u) << "each sent whole";
+  const uint64_t pages[] = {src.page_count(), rewritten};
   for (uint64_t round = 0; round < 2; ++round) {
-    absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();
+    absl::StatusOr<RoundResult> r = p.sender->AwaitRound();
     ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
     EXPECT_EQ(r->round, round);
     EXPECT_EQ(r->pages, pages[round]);
   }
-  ASSERT_TRUE((*sender)->Finish().ok());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  ASSERT_TRUE(p.sender->Finish().ok());
+  ASSERT_TRUE(p.rx->result().ok()) << p.rx->result();
+  EXPECT_TRUE(SameBytes(src, p.dst.region));
 }
 
 TEST(TransferTest, FinishAwaitsAStartedRound) {
