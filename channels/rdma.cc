@@ -289,8 +289,15 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   // the rest are registered, many per round trip where both ends can.
   absl::Status ResolveChunks() {
     if (pin_all()) {
+      // The keys come once the destination has registered its regions,
+      // which takes as long as the regions are large (seconds a GiB is
+      // possible): no stall timeout of this channel's fits every size.
+      // What bounds the wait is the peer's liveness: its disconnect ends
+      // it here, and a destination that stops (its heartbeats stop, or a
+      // round is not confirmed in time) fails the session, whose Shutdown
+      // ends it too.
       return queue_.WaitFor([&] { return region_keys_; },
-                            options_.stall_timeout,
+                            absl::InfiniteDuration(),
                             "awaiting the destination's region keys");
     }
     runs_.clear();
