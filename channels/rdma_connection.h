@@ -35,7 +35,7 @@ struct Connection {
   rdma_event_channel* ec = nullptr;  // this connection's own events
   rdma_cm_id* id = nullptr;
   // The session's protection domain on this end, shared with its other
-  // channels; pd is its.
+  // channels; `pd` is the domain's, not this connection's.
   std::shared_ptr<RdmaDomain> domain;
   ibv_pd* pd = nullptr;
   ibv_comp_channel* cc = nullptr;
