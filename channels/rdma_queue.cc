@@ -280,12 +280,16 @@ absl::Status RdmaQueue::GrantCredits(uint32_t credits) {
   return credits_.Grant(credits);
 }
 
+absl::Status RdmaQueue::SendCreditsMessage(uint32_t credits) {
+  proto::RdmaControl c;
+  c.type = proto::RdmaControlType::kCredits;
+  c.credits = credits;
+  return SendControl(c);
+}
+
 absl::Status RdmaQueue::GrantReceiveQueue() {
   returns_.emplace(recv_queue_);
-  proto::RdmaControl grant;
-  grant.type = proto::RdmaControlType::kCredits;
-  grant.credits = recv_queue_;
-  return SendControl(grant);
+  return SendCreditsMessage(recv_queue_);
 }
 
 absl::Status RdmaQueue::Release(uint32_t index) {
@@ -294,11 +298,8 @@ absl::Status RdmaQueue::Release(uint32_t index) {
   returns_->Reposted();
   const uint32_t due = returns_->TakeDue();
   if (due == 0) return absl::OkStatus();
-  proto::RdmaControl back;
-  back.type = proto::RdmaControlType::kCredits;
-  back.credits = due;
   stats_->rdma_credit_returns.Add();
-  return SendControl(back);
+  return SendCreditsMessage(due);
 }
 
 }  // namespace ramferry::channels

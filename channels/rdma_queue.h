@@ -125,6 +125,8 @@ class RdmaQueue {
   };
 
   absl::Status HandleCompletion(const ibv_wc& wc);
+  // A CREDITS control message granting or returning `credits` receives.
+  absl::Status SendCreditsMessage(uint32_t credits);
   absl::Status Retire(uint64_t wr_id);
 
   Connection* const conn_;
