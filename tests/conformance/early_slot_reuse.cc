@@ -48,22 +48,8 @@ class EarlyReuseTransport final : public channels::Transport {
     return s;
   }
 
-  absl::Status Submit() override {
-    absl::Status s = inner_->Submit();
-    // Everything queued went to the kernel.
-    if (s.ok() && queued_ != nullptr) taken_ = queued_;
-    queued_ = nullptr;
-    Sync();
-    return s;
-  }
-
-  absl::Status Flush() override {
-    absl::Status s = inner_->Flush();
-    if (s.ok() && queued_ != nullptr) taken_ = queued_;
-    queued_ = nullptr;
-    Sync();
-    return s;
-  }
+  absl::Status Submit() override { return HandedOver(inner_->Submit()); }
+  absl::Status Flush() override { return HandedOver(inner_->Flush()); }
 
   absl::Status Poll() override {
     absl::Status s = inner_->Poll();
@@ -95,6 +81,15 @@ class EarlyReuseTransport final : public channels::Transport {
   // one: mirror the real transport's counters into it after every call
   // made on the channel's thread, the only writer of both. Every counter
   // only grows, sums and maxima alike.
+  // After a Submit or Flush that returned `s`: on success everything
+  // queued went to the kernel, the last of it now the slot taken.
+  absl::Status HandedOver(absl::Status s) {
+    if (s.ok() && queued_ != nullptr) taken_ = queued_;
+    queued_ = nullptr;
+    Sync();
+    return s;
+  }
+
   void Sync() {
     const channels::TransportStats& in = inner_->stats();
 #define RAMFERRY_SYNC_FIELD(field, merge, json, doc)             \

@@ -73,12 +73,16 @@ while read -r m; do
 done </etc/ramferry-rxe/modules
 mount -t configfs configfs /sys/kernel/config 2>/dev/null
 
-i=0
-while [ ! -e /sys/class/net/eth0 ]; do
-  i=$((i + 1))
-  [ $i -gt 100 ] && setup_failed "no eth0 after 5 s (virtio-net not probed)"
-  sleep 0.05
-done
+# await_netdev NAME WHAT: waits up to 5 s for NIC NAME to appear.
+await_netdev() {
+  i=0
+  while [ ! -e "/sys/class/net/$1" ]; do
+    i=$((i + 1))
+    [ $i -gt 100 ] && setup_failed "no $1 after 5 s ($2 not probed)"
+    sleep 0.05
+  done
+}
+await_netdev eth0 "virtio-net"
 ip link set lo up
 ip link set eth0 mtu "$mtu" || setup_failed "cannot set mtu $mtu on eth0"
 ip addr add "$ip_addr/24" dev eth0 || setup_failed "cannot add $ip_addr to eth0"
@@ -107,12 +111,7 @@ peer_ns=/run/netns/zcpeer
 peer_ip=10.0.3.2
 local_ip=10.0.3.1
 if [ "$nics" = 2 ]; then
-  i=0
-  while [ ! -e /sys/class/net/eth1 ]; do
-    i=$((i + 1))
-    [ $i -gt 100 ] && setup_failed "no eth1 after 5 s (RXE_NICS=2, second virtio-net not probed)"
-    sleep 0.05
-  done
+  await_netdev eth1 "RXE_NICS=2, second virtio-net"
   mkdir -p /run/netns /var && ln -sfn /run /var/run
   unshare -n sleep 1000000 &
   holder=$!
