@@ -82,10 +82,17 @@ absl::Status ApplyTransportFlags(BenchRun& run) {
   s.rdma_chunk_bytes = absl::GetFlag(FLAGS_rdma_chunk).bytes;
   s.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
   s.single_thread = absl::GetFlag(FLAGS_single_thread);
-  absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
-  if (!key.ok()) return key.status();
-  s.auth_key = *key;
-  if (!run.raw) cli::WarnIfUnauthenticated(*key, "ramferry-bench");
+  if (absl::Status ok = cli::ApplyAuthFlags(&s); !ok.ok()) return ok;
+  // Both ends are the bench's own, on this machine: without a key it
+  // measures the stream as it is (unauthenticated), and a protected one
+  // (--protect=mac|encrypt) under a key only its two ends hold.
+  if (s.auth_key.empty()) {
+    if (s.protect == Protection::kMac || s.protect == Protection::kEncrypt) {
+      s.auth_key = cli::EphemeralAuthKey();
+    } else {
+      s.insecure = true;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -135,6 +142,7 @@ cli::Json ResultJson(const BenchRun& run, const bench::TransferResult& r) {
   j["transport"] = TransportName(run);
   j["raw_whole_recv"] = run.raw && run.config.raw_whole_receive;
   j["authenticated"] = !s.auth_key.empty();
+  j["protect"] = ProtectionName(s.protect);
   j["transport_reason"] = run.transport_reason;
   j["channels"] = s.channels;
   j["completion"] = CompletionPolicyName(s.completion);

@@ -144,8 +144,9 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
   absl::StatusOr<int> fd =
       ConnectWithRetry(spec.host, spec.port, spec.connect_timeout);
   if (!fd.ok()) return fd.status();
+  proto::SealKeys keys;
   absl::StatusOr<proto::HelloReply> reply =
-      ExchangeHello(*fd, hello, spec.auth_key, spec.deadline);
+      ExchangeHello(*fd, hello, spec.auth_key, spec.deadline, &keys);
   if (!reply.ok()) {
     close(*fd);
     return reply.status();
@@ -157,6 +158,7 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
   d.transport = std::move(*t);
   d.reply = *reply;
   d.socket_fd = *fd;
+  if (!spec.auth_key.empty()) d.keys = keys;
   return d;
 }
 

@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "channels/transport.h"
 #include "proto/handshake.h"
+#include "proto/seal.h"
 
 namespace ramferry::channels {
 
@@ -65,6 +67,8 @@ struct DialedChannel {
   // Socket families: the connected socket, owned by the transport; -1
   // otherwise.
   int socket_fd = -1;
+  // Where the Hello proved a key: the connection's stream keys.
+  std::optional<proto::SealKeys> keys;
 };
 absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
                                           const ConnectSpec& spec,

@@ -143,7 +143,8 @@ absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
 
 absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
                                                 absl::string_view key,
-                                                absl::Time deadline) {
+                                                absl::Time deadline,
+                                                proto::SealKeys* keys) {
   hello.auth = key.empty() ? proto::kAuthNone : proto::kAuthHmacSha256;
   uint8_t out[proto::kHelloBytes];
   proto::EncodeHello(hello, absl::MakeSpan(out));
@@ -174,6 +175,12 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
       return absl::UnauthenticatedError(
           "destination failed to prove it holds the key (a different key, "
           "or not the destination meant); nothing was sent");
+    }
+    if (keys != nullptr) {
+      absl::StatusOr<proto::SealKeys> derived =
+          proto::DeriveSealKeys(key, out, challenge->nonce);
+      if (!derived.ok()) return derived.status();
+      *keys = *derived;
     }
     proto::AuthProof proof;
     proof.proof = proto::ComputeAuthMac(key, proto::AuthSide::kSource, out,

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "proto/handshake.h"
+#include "proto/seal.h"
 
 namespace ramferry::channels {
 
@@ -37,10 +38,11 @@ absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
 // Sends `hello` on a fresh connection and returns the peer's reply; a
 // refusal comes back as the error the peer gave. With a `key`, the Hello
 // asks for authentication and both ends prove the key (proto/auth.h)
-// before the reply; a destination that cannot is an error.
-absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
-                                                absl::string_view key,
-                                                absl::Time deadline);
+// before the reply; a destination that cannot is an error. With a key and
+// `keys`, *keys gets the connection's stream keys (proto/seal.h).
+absl::StatusOr<proto::HelloReply> ExchangeHello(
+    int fd, proto::Hello hello, absl::string_view key, absl::Time deadline,
+    proto::SealKeys* keys = nullptr);
 
 }  // namespace ramferry::channels
 

@@ -11,6 +11,7 @@
 #include <boost/asio/write.hpp>
 #include <list>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -86,6 +87,7 @@ class SocketListener::Impl {
     uint8_t reply[proto::kHelloReplyBytes];
     proto::AuthNonce nonce{};
     proto::Hello decoded;
+    std::optional<proto::SealKeys> keys;  // once the proof checked out
     bool admitted = false;
     bool evicted = false;
     std::list<std::shared_ptr<Pending>>::iterator in_list;
@@ -191,6 +193,10 @@ class SocketListener::Impl {
                           "authentication failed: the source holds a "
                           "different key")));
     }
+    absl::StatusOr<proto::SealKeys> keys =
+        proto::DeriveSealKeys(options_.key, p->hello, p->nonce);
+    if (!keys.ok()) return Reply(p, Refusal(keys.status()));
+    p->keys = *keys;
     Reply(p, admit_(p->decoded));
   }
 
@@ -209,7 +215,7 @@ class SocketListener::Impl {
                       [this, p](boost::system::error_code ec, size_t) {
                         if (ec && p->admitted) {
                           p->admitted = false;
-                          deliver_(p->decoded, -1);
+                          deliver_(p->decoded, -1, nullptr);
                         }
                         Finish(p);
                       });
@@ -224,7 +230,7 @@ class SocketListener::Impl {
         close(fd);
         fd = -1;
       }
-      deliver_(p->decoded, fd);
+      deliver_(p->decoded, fd, p->keys ? &*p->keys : nullptr);
       return;
     }
     refused_.fetch_add(1);

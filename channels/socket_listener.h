@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/handshake.h"
+#include "proto/seal.h"
 
 namespace ramferry::channels {
 
@@ -25,8 +26,11 @@ class SocketListener {
   // Decides on a decoded Hello (acceptor thread).
   using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
   // Receives an admitted connection's fd (acceptor thread); fd is -1 if
-  // the connection died before the acceptance reached the peer.
-  using Deliver = std::function<void(const proto::Hello&, int fd)>;
+  // the connection died before the acceptance reached the peer. `keys`:
+  // the connection's stream keys (proto/seal.h) where it proved the key,
+  // null otherwise.
+  using Deliver = std::function<void(const proto::Hello&, int fd,
+                                     const proto::SealKeys* keys)>;
 
   struct Options {
     std::string host;

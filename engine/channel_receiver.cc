@@ -1,5 +1,7 @@
 #include "engine/channel_receiver.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/page_runs.h"
@@ -11,7 +13,8 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
                                  std::unique_ptr<channels::Transport> transport,
                                  const RegionTable* regions,
                                  const Config& config, RoundBarrier* barrier,
-                                 SessionFailure* failure, ErrorHandler on_error)
+                                 SessionFailure* failure, ErrorHandler on_error,
+                                 std::unique_ptr<proto::Sealer> opener)
     : index_(index),
       transport_(std::move(transport)),
       regions_(regions),
@@ -20,6 +23,7 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       arrival_digests_(config.arrival_digests),
       zero_pages_(config.zero_pages),
       compressed_pages_(config.compressed_pages),
+      opener_(std::move(opener)),
       barrier_(barrier),
       failure_(failure),
       on_error_(std::move(on_error)),
@@ -100,7 +104,8 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
       max_pages_,
       proto::PacketFeatures{.next_header_size = next_header_size_,
                             .zero_pages = zero_pages_ != nullptr,
-                            .compressed_pages = compressed_pages_});
+                            .compressed_pages = compressed_pages_,
+                            .sealed = opener_ != nullptr});
   if (!h.ok()) return Annotate(h.status(), "bad packet header");
   // An announcement that does not match the header it announced is a
   // lying or broken peer; nothing of the packet is used.
@@ -130,6 +135,10 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
     return absl::InvalidArgumentError(absl::StrFormat(
         "bad packet header: packet %d is for round %d, channel is in round %d",
         h->packet_num, h->round, round_));
+  }
+  if ((h->flags & (proto::kPacketFinish | proto::kPacketSync)) != 0 &&
+      opener_ != nullptr) {
+    if (absl::Status s = OpenHeaderOnly(*h); !s.ok()) return s;
   }
   if (h->flags & proto::kPacketFinish) {
     finishes_.Add();
@@ -197,12 +206,20 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
   uint64_t page_bytes = 0;
   for (const iovec& v : iov_) page_bytes += v.iov_len;
+  if (opener_ != nullptr) {
+    BeginOpen(h, proto::PacketHeaderBytes(h.page_count));
+  }
   if (h.compressed_bytes != 0) {
     if (absl::Status s = ReadCompressed(h, page_bytes); !s.ok()) return s;
-  } else if (absl::Status s = transport_->ReadPayloadAndHeader(
-                 iov_, absl::MakeSpan(header_.data(), header_next_));
-             !s.ok()) {
-    return ConnectionError(s);
+  } else {
+    if (absl::Status s = transport_->ReadPayloadAndHeader(
+            iov_, absl::MakeSpan(header_.data(), header_next_));
+        !s.ok()) {
+      return ConnectionError(s);
+    }
+    if (opener_ != nullptr) {
+      if (absl::Status s = FinishOpen(h, iov_); !s.ok()) return s;
+    }
   }
   header_ahead_ = header_next_;
   const size_t index = regions_->IndexOf(*region);
@@ -242,6 +259,9 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
           {&frame, 1}, absl::MakeSpan(header_.data(), header_next_));
       !s.ok()) {
     return ConnectionError(s);
+  }
+  if (opener_ != nullptr) {
+    if (absl::Status s = FinishOpen(h, {&frame, 1}); !s.ok()) return s;
   }
   const uint64_t start = channels::MonotonicNs();
   if (absl::Status s = decompressor_->Decompress(
@@ -299,6 +319,9 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
       !s.ok()) {
     return Annotate(s, "bad packet");
   }
+  if (opener_ != nullptr) {
+    if (absl::Status s = OpenHeaderOnly(h); !s.ok()) return s;
+  }
   // Nothing follows the header: the next header is read at the boundary.
   const size_t index = regions_->IndexOf(*region);
   uint64_t pages = 0;
@@ -312,6 +335,42 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
   untouched_pages_.Add(pages);
   round_pages_ += pages;
   return absl::OkStatus();
+}
+
+void ChannelReceiver::BeginOpen(const proto::PacketHeader& h,
+                                size_t header_bytes) {
+  uint8_t* tag = header_.data() + proto::kPacketTagOffset;
+  std::memcpy(tag_.data(), tag, tag_.size());
+  std::memset(tag, 0, tag_.size());  // as it was when the tag was made
+  // The number expected, which DecodePacketFixed's caller has checked the
+  // header against: a replayed or reordered packet fails one or the other.
+  opener_->Begin(h.packet_num);
+  opener_->Associate(absl::MakeConstSpan(header_.data(), header_bytes));
+  sealed_bytes_.Add(header_bytes);
+}
+
+absl::Status ChannelReceiver::FinishOpen(const proto::PacketHeader& h,
+                                         absl::Span<const iovec> body) {
+  const uint64_t start = channels::MonotonicNs();
+  for (const iovec& v : body) {
+    opener_->OpenBody(static_cast<uint8_t*>(v.iov_base), v.iov_len);
+    sealed_bytes_.Add(v.iov_len);
+  }
+  const bool authentic = opener_->FinishOpen(tag_);
+  seal_ns_.Add(channels::MonotonicNs() - start);
+  if (!authentic) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "packet %d (round %d) failed its authentication tag: the stream was "
+        "altered, injected, replayed, reordered or spliced on the way; "
+        "nothing of round %d is confirmed",
+        h.packet_num, h.round, h.round));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChannelReceiver::OpenHeaderOnly(const proto::PacketHeader& h) {
+  BeginOpen(h, proto::PacketHeaderBytes(h.page_count));
+  return FinishOpen(h, {});
 }
 
 void ChannelReceiver::ExportStats(ChannelStats* out) const {
@@ -332,6 +391,8 @@ void ChannelReceiver::ExportStats(ChannelStats* out) const {
   out->compressed_input_bytes = compressed_input_bytes_.get();
   out->compressed_output_bytes = compressed_output_bytes_.get();
   out->compress_ns = compress_ns_.get();
+  out->sealed_bytes = sealed_bytes_.get();
+  out->seal_ns = seal_ns_.get();
 }
 
 }  // namespace ramferry::engine

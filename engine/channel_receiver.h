@@ -25,6 +25,7 @@
 #include "engine/verify.h"
 #include "engine/zero_pages.h"
 #include "proto/packet.h"
+#include "proto/seal.h"
 #include "ramferry/stats.h"
 
 namespace ramferry::engine {
@@ -56,12 +57,19 @@ class ChannelReceiver {
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
-  // then it goes there, on the receive thread, which stops.
+  // then it goes there, on the receive thread, which stops. `opener`
+  // (null: the stream is not sealed) checks every packet's tag
+  // (proto/seal.h) before anything of the packet counts: a SYNC, FINISH or
+  // ZERO_RANGES packet acts only once its tag checked out; a data packet's
+  // payload lands where its offsets say (inside its region, as always)
+  // and is then checked, so a forged packet ends the session before the
+  // round that carried it can be confirmed.
   ChannelReceiver(uint32_t index,
                   std::unique_ptr<channels::Transport> transport,
                   const RegionTable* regions, const Config& config,
                   RoundBarrier* barrier, SessionFailure* failure,
-                  ErrorHandler on_error = nullptr);
+                  ErrorHandler on_error = nullptr,
+                  std::unique_ptr<proto::Sealer> opener = nullptr);
   ~ChannelReceiver();
 
   channels::Transport& transport() { return *transport_; }
@@ -100,6 +108,16 @@ class ChannelReceiver {
   absl::Status ReadCompressed(const proto::PacketHeader& h,
                               uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
+  // Sealed stream: starts opening the packet whose whole header (of
+  // `header_bytes`) is in header_, setting its tag aside, before the
+  // payload or the next header is read over it.
+  void BeginOpen(const proto::PacketHeader& h, size_t header_bytes);
+  // Ends it over the payload `body` as it arrived (decrypted in place with
+  // kEncrypt) and checks the tag.
+  absl::Status FinishOpen(const proto::PacketHeader& h,
+                          absl::Span<const iovec> body);
+  // Both, for a packet that is all header.
+  absl::Status OpenHeaderOnly(const proto::PacketHeader& h);
 
   const uint32_t index_;
   std::unique_ptr<channels::Transport> transport_;
@@ -111,6 +129,8 @@ class ChannelReceiver {
   const bool compressed_pages_;
   std::unique_ptr<PacketDecompressor> decompressor_;  // on first need
   std::vector<uint8_t> staging_;                      // on first need
+  const std::unique_ptr<proto::Sealer> opener_;
+  proto::SealTag tag_{};  // of the packet being opened
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
   const ErrorHandler on_error_;
@@ -139,7 +159,8 @@ class ChannelReceiver {
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
       finishes_, thread_cpu_ns_, zero_pages_received_, untouched_pages_,
       zero_range_packets_, zero_pages_written_, compressed_packets_,
-      compressed_input_bytes_, compressed_output_bytes_, compress_ns_;
+      compressed_input_bytes_, compressed_output_bytes_, compress_ns_,
+      sealed_bytes_, seal_ns_;
 };
 
 }  // namespace ramferry::engine

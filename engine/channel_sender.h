@@ -19,6 +19,7 @@
 #include "engine/failure.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
+#include "proto/seal.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
@@ -52,10 +53,12 @@ class ChannelSender {
   };
 
   // A failure ends the session through `failure`, unless `on_loss` is set
-  // (the session survives channel loss): then it goes there.
+  // (the session survives channel loss): then it goes there. `sealer`
+  // (null: the stream is not sealed) seals every packet (proto/seal.h).
   ChannelSender(uint32_t index, std::unique_ptr<channels::Transport> transport,
                 absl::Span<const Region> regions, const Config& config,
-                SessionFailure* failure, LossHandler on_loss = nullptr);
+                SessionFailure* failure, LossHandler on_loss = nullptr,
+                std::unique_ptr<proto::Sealer> sealer = nullptr);
   ~ChannelSender();
 
   CommandRing& ring() { return ring_; }
@@ -89,6 +92,16 @@ class ChannelSender {
   // copy in a staging buffer (and its size), or nothing (0) to send iov_.
   // `tried`: the compressor ran (its output may not have been smaller).
   absl::StatusOr<size_t> MaybeCompress(uint64_t payload_bytes, bool* tried);
+  // The staging buffer next in turn, with room for `bytes`; waits for the
+  // transport to release it where a zero-copy send may still read it.
+  absl::StatusOr<uint8_t*> StagingBuffer(size_t bytes);
+  // The buffer StagingBuffer gave now carries a packet.
+  void UseStagingBuffer();
+  // Seals a packet whose encoded header is `header`: its tag goes into the
+  // header, and its payload (`payload`, none for a header-only packet)
+  // into `out`, from which it is sent.
+  absl::Status Seal(absl::Span<uint8_t> header, uint64_t packet_num,
+                    absl::Span<const iovec> payload, uint8_t* out);
   // Whether kAuto should compress the next packet, from what it measured.
   bool CompressionPays();
   // Flags the zero pages among `offsets` into wire_offsets_; returns how
@@ -116,9 +129,14 @@ class ChannelSender {
   std::vector<uint64_t> run_offsets_;
   std::vector<uint64_t> wire_offsets_;  // offsets, zero pages flagged
 
-  // Compression (channel thread only). A zero-copy transport may still
-  // read a staging buffer after SendPacket returns: the buffers rotate,
-  // and the transport is flushed before one is reused.
+  // Sealing (channel thread only): the payload goes from a staging copy.
+  std::unique_ptr<proto::Sealer> sealer_;
+  channels::Counter sealed_bytes_, seal_ns_;
+
+  // Staging buffers, for compressed and sealed payloads (channel thread
+  // only). A zero-copy transport may still read a staging buffer after
+  // SendPacket returns: the buffers rotate, and the transport is flushed
+  // before one is reused.
   static constexpr size_t kStagingBuffers = 4;
   static constexpr uint64_t kProbeEvery = 32;  // kAuto: the other way, once
   const Compression compression_;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -68,7 +69,8 @@ absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
   absl::Status s =
       shut_down_.load(std::memory_order_acquire)
           ? absl::AbortedError("control channel is shut down")
-          : Annotate(WriteWithDeadline(fd_, frame, absl::Now() + send_timeout_),
+          : Annotate(WriteWithDeadline(fd_, WireFrame(frame),
+                                       absl::Now() + send_timeout_),
                      "control channel");
   ReleaseSend();
   return s;
@@ -80,7 +82,7 @@ void ControlChannel::TrySend(absl::Span<const uint8_t> frame,
   const absl::Time deadline = absl::Now() + timeout;
   if (!AcquireSend(timeout)) return;
   if (!shut_down_.load(std::memory_order_acquire)) {
-    WriteWithDeadline(fd_, frame, deadline).IgnoreError();
+    WriteWithDeadline(fd_, WireFrame(frame), deadline).IgnoreError();
   }
   ReleaseSend();
 }
@@ -101,7 +103,57 @@ absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(
     return Annotate(s, absl::StrFormat("control channel, reading %s",
                                        proto::ControlTypeName(h->type)));
   }
+  if (receive_sealer_ != nullptr) {
+    if (absl::Status s = OpenFrame(&m, head, deadline); !s.ok()) return s;
+  }
   return m;
+}
+
+void ControlChannel::Seal(std::unique_ptr<proto::Sealer> send,
+                          std::unique_ptr<proto::Sealer> receive) {
+  send_sealer_ = std::move(send);
+  receive_sealer_ = std::move(receive);
+}
+
+absl::Span<const uint8_t> ControlChannel::WireFrame(
+    absl::Span<const uint8_t> frame) {
+  if (send_sealer_ == nullptr) return frame;
+  const size_t head = proto::kFrameHeaderBytes;
+  sealed_out_.resize(frame.size() + proto::kSealTagBytes);
+  std::memcpy(sealed_out_.data(), frame.data(), head);
+  send_sealer_->Begin(sent_frames_++);
+  send_sealer_->Associate(frame.subspan(0, head));
+  send_sealer_->SealBody(frame.data() + head, sealed_out_.data() + head,
+                         frame.size() - head);
+  absl::StatusOr<proto::SealTag> tag = send_sealer_->FinishSeal();
+  // Only a failing libcrypto gets here; a tag of zeros fails at the peer,
+  // which ends the session there with the cause.
+  if (tag.ok()) {
+    std::memcpy(sealed_out_.data() + frame.size(), tag->data(), tag->size());
+  }
+  return sealed_out_;
+}
+
+absl::Status ControlChannel::OpenFrame(Message* m,
+                                       absl::Span<const uint8_t> head,
+                                       absl::Time deadline) {
+  proto::SealTag tag;
+  if (absl::Status s = ReadWithDeadline(fd_, absl::MakeSpan(tag), deadline);
+      !s.ok()) {
+    return Annotate(s, absl::StrFormat("control channel, reading the tag of %s",
+                                       proto::ControlTypeName(m->type)));
+  }
+  const uint64_t number = received_frames_++;
+  receive_sealer_->Begin(number);
+  receive_sealer_->Associate(head);
+  receive_sealer_->OpenBody(m->payload.data(), m->payload.size());
+  if (!receive_sealer_->FinishOpen(tag)) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "control channel: message %d (%s) failed its authentication tag: "
+        "the stream was altered, injected, replayed or reordered on the way",
+        number, proto::ControlTypeName(m->type)));
+  }
+  return absl::OkStatus();
 }
 
 bool ControlChannel::WaitReadable(absl::Duration timeout) {

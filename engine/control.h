@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "channels/socket_dial.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
+#include "proto/seal.h"
 
 namespace ramferry::engine {
 
@@ -53,8 +55,21 @@ class ControlChannel {
   bool WaitReadable(absl::Duration timeout);
   // Wakes a blocked Receive/Send; the channel is unusable afterwards.
   void Shutdown();
+  // From here on every frame goes out sealed by `send` and must open
+  // under `receive` (proto/seal.h: a 16-byte tag after the payload, each
+  // direction numbering its frames from 0). Called once, right after the
+  // Hello exchange and before any frame, on the thread that owns the
+  // channel then.
+  void Seal(std::unique_ptr<proto::Sealer> send,
+            std::unique_ptr<proto::Sealer> receive);
 
  private:
+  // The bytes that go on the wire for `frame`: itself, or sealed into
+  // sealed_out_. Needs the send side (AcquireSend).
+  absl::Span<const uint8_t> WireFrame(absl::Span<const uint8_t> frame);
+  absl::Status OpenFrame(Message* m, absl::Span<const uint8_t> head,
+                         absl::Time deadline);
+
   // One writer at a time, and a TrySend that gives up after a bounded
   // wait: a flag under a plain mutex. (std::timed_mutex would do, but its
   // timed lock goes through pthread_mutex_clocklock, which TSan does not
@@ -68,6 +83,13 @@ class ControlChannel {
   std::condition_variable send_free_;
   bool sending_ = false;  // guarded by send_mu_
   std::atomic<bool> shut_down_{false};
+  // Sealing: the send side's, under AcquireSend; the receive side's, the
+  // reader's.
+  std::unique_ptr<proto::Sealer> send_sealer_;
+  uint64_t sent_frames_ = 0;
+  std::vector<uint8_t> sealed_out_;
+  std::unique_ptr<proto::Sealer> receive_sealer_;
+  uint64_t received_frames_ = 0;
 };
 
 // Receives a message and insists on its type (for request/reply steps).

@@ -9,6 +9,52 @@
 #include "proto/packet.h"
 
 namespace ramferry {
+namespace {
+
+absl::Status CheckProtection(const SessionOptions& o, uint32_t caps) {
+  if (o.protect != Protection::kMac && o.protect != Protection::kEncrypt) {
+    return absl::OkStatus();
+  }
+  if (o.auth_key.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "protect = %s needs a key: the stream's keys are derived from it",
+        ProtectionName(o.protect)));
+  }
+  if ((caps & channels::kCapRemotePlacement) != 0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "protect = %s is not available on %s: it places pages in the "
+        "destination's memory itself, where no tag can be checked first. "
+        "Use protect = none (the connections are still authenticated) on a "
+        "fabric you trust",
+        ProtectionName(o.protect), TransportKindName(o.transport)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* ProtectionName(Protection p) {
+  switch (p) {
+    case Protection::kAuto:
+      return "auto";
+    case Protection::kNone:
+      return "none";
+    case Protection::kMac:
+      return "mac";
+    case Protection::kEncrypt:
+      return "encrypt";
+  }
+  return "?";
+}
+
+absl::StatusOr<Protection> ParseProtection(absl::string_view text) {
+  for (Protection p : {Protection::kAuto, Protection::kNone, Protection::kMac,
+                       Protection::kEncrypt}) {
+    if (text == ProtectionName(p)) return p;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "protection '%s': want auto, none, mac or encrypt", text));
+}
 
 absl::Status ValidateOptions(const SessionOptions& o) {
   // The format is a FormatSpec, not forwarded as-is: clang checks
@@ -57,6 +103,13 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     }
   }
   if (o.host.empty()) return bad("host is empty");
+  if (o.auth_key.empty() && !o.insecure) {
+    return absl::FailedPreconditionError(
+        "no key: give both ends the same pre-shared key (auth_key, "
+        "--key-file), or ask for an unauthenticated session explicitly "
+        "(insecure, --insecure) on a network you trust");
+  }
+  if (absl::Status s = CheckProtection(o, caps); !s.ok()) return s;
   if (!o.auth_key.empty()) {
     if (absl::Status s = proto::ValidateAuthKey(o.auth_key); !s.ok()) return s;
     // Fail closed: a Hello that travels where no challenge-response can

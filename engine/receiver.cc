@@ -10,6 +10,7 @@
 #include "engine/control.h"
 #include "engine/receiver_impl.h"
 #include "engine/status_util.h"
+#include "engine/stream_seal.h"
 #include "proto/packet.h"
 
 namespace ramferry {
@@ -46,11 +47,15 @@ absl::Status ReceiverImpl::Serve() {
 }
 
 absl::Status ReceiverImpl::ServeSession() {
-  absl::StatusOr<int> fd = admission_.TakeControl();
-  if (!fd.ok()) return fd.status();
+  absl::StatusOr<engine::AdmittedControl> admitted = admission_.TakeControl();
+  if (!admitted.ok()) return admitted.status();
+  auto control =
+      std::make_unique<ControlChannel>(admitted->fd, options_.stall_timeout);
+  // Sealed before it is shared: a teardown's last ERROR goes out sealed.
+  if (absl::Status s = SealControl(*admitted, *control); !s.ok()) return s;
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
-    control_ = std::make_unique<ControlChannel>(*fd, options_.stall_timeout);
+    control_ = std::move(control);
   }
   const absl::Time deadline = absl::Now() + options_.handshake_timeout;
   if (absl::Status s = NegotiateRegions(deadline); !s.ok()) return s;
@@ -59,6 +64,22 @@ absl::Status ReceiverImpl::ServeSession() {
   heartbeat_ = std::make_unique<engine::HeartbeatSender>(
       control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
   return ControlLoop();
+}
+
+absl::Status ReceiverImpl::SealControl(const engine::AdmittedControl& admitted,
+                                       ControlChannel& control) {
+  if (admitted.seal == proto::SealMode::kNone) return absl::OkStatus();
+  if (!admitted.keys.has_value()) {
+    return absl::InternalError("sealed session without stream keys");
+  }
+  absl::StatusOr<std::unique_ptr<proto::Sealer>> send = engine::MakeSealer(
+      admitted.seal, admitted.keys->to_source, proto::Sealer::Use::kSeal);
+  if (!send.ok()) return send.status();
+  absl::StatusOr<std::unique_ptr<proto::Sealer>> receive = engine::MakeSealer(
+      admitted.seal, admitted.keys->to_destination, proto::Sealer::Use::kOpen);
+  if (!receive.ok()) return receive.status();
+  control.Seal(std::move(*send), std::move(*receive));
+  return absl::OkStatus();
 }
 
 absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
@@ -111,9 +132,21 @@ absl::Status ReceiverImpl::StartChannels() {
     on_error = [this](const ChannelReceiver::Error& e) { OnChannelError(e); };
   }
   for (uint32_t i = 0; i < transports.size(); ++i) {
+    std::unique_ptr<proto::Sealer> opener;
+    if (admitted.seal != proto::SealMode::kNone) {
+      if (!admitted.keys[i].has_value()) {
+        return absl::InternalError(
+            absl::StrFormat("channel %d: sealed session without keys", i));
+      }
+      absl::StatusOr<std::unique_ptr<proto::Sealer>> o =
+          engine::MakeSealer(admitted.seal, admitted.keys[i]->to_destination,
+                             proto::Sealer::Use::kOpen);
+      if (!o.ok()) return o.status();
+      opener = std::move(*o);
+    }
     channels_.push_back(std::make_unique<ChannelReceiver>(
         i, std::move(transports[i]), &table_, admitted.config, barrier_.get(),
-        &failure_, on_error));
+        &failure_, on_error, std::move(opener)));
   }
   if (failure_.failed()) return failure_.status();
   for (auto& c : channels_) c->Start();

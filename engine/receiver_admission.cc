@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
+#include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
 #include "ramferry/pinning.h"
@@ -33,7 +34,9 @@ absl::Status Admission::Listen() {
   absl::StatusOr<std::unique_ptr<channels::SocketListener>> a =
       channels::SocketListener::Listen(
           ao, [this](const proto::Hello& h) { return Admit(h); },
-          [this](const proto::Hello& h, int fd) { Deliver(h, fd); });
+          [this](const proto::Hello& h, int fd, const proto::SealKeys* keys) {
+            Deliver(h, fd, keys);
+          });
   if (!a.ok()) return a.status();
   tcp_listener_ = std::move(*a);
   return absl::OkStatus();
@@ -100,7 +103,29 @@ proto::HelloReply Admission::AdmitControl(
         absl::StrFormat("%d pages per packet requested; at most %d",
                         h.max_packet_pages, options_.max_packet_pages));
   }
+  absl::StatusOr<proto::SealMode> asked = proto::SealModeOf(h.capabilities);
+  if (!asked.ok()) {
+    return Refuse(asked.status().code(), std::string(asked.status().message()));
+  }
+  const proto::SealMode wanted = SealModeFor(options_, family.capabilities);
+  if (!SealModeSatisfies(*asked, wanted)) {
+    return Refuse(absl::StatusCode::kPermissionDenied,
+                  absl::StrFormat(
+                      "this destination requires protect = %s or stronger; "
+                      "the source asked for %s: give it --protect=%s",
+                      proto::SealModeName(wanted), proto::SealModeName(*asked),
+                      proto::SealModeName(wanted)));
+  }
+  if (*asked != proto::SealMode::kNone &&
+      (h.auth == proto::kAuthNone ||
+       (family.capabilities & channels::kCapRemotePlacement) != 0)) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrFormat("protect = %s needs a key and a transport "
+                                  "that passes pages through the receiver",
+                                  proto::SealModeName(*asked)));
+  }
   const uint64_t offered = OfferedCapabilities();
+  seal_ = *asked;
   session_ = h.session;
   channel_count_ = h.channel_count;
   packet_pages_ = h.max_packet_pages;
@@ -220,11 +245,13 @@ proto::HelloReply Admission::StartChannelListener(
   return accepted;
 }
 
-void Admission::Deliver(const proto::Hello& h, int fd) {
+void Admission::Deliver(const proto::Hello& h, int fd,
+                        const proto::SealKeys* keys) {
   std::unique_lock<std::mutex> lock(mu_);
   if (h.role == proto::Role::kControl) {
     if (fd >= 0) {
       control_.fd = fd;
+      if (keys != nullptr) control_.keys = *keys;
       control_.state = SlotState::kReady;
     } else {
       control_.state = SlotState::kLost;
@@ -237,7 +264,7 @@ void Admission::Deliver(const proto::Hello& h, int fd) {
     LoseLocked(h);
     return;
   }
-  PlaceLocked(h, channels::OpenTcp(fd, ChannelOptions()), fd);
+  PlaceLocked(h, channels::OpenTcp(fd, ChannelOptions()), fd, keys);
 }
 
 void Admission::DeliverTransport(
@@ -247,7 +274,7 @@ void Admission::DeliverTransport(
     LoseLocked(h);
     return;
   }
-  PlaceLocked(h, std::move(transport), /*fd=*/-1);
+  PlaceLocked(h, std::move(transport), /*fd=*/-1, /*keys=*/nullptr);
 }
 
 ChannelSlot* Admission::SlotLocked(const proto::Hello& h) {
@@ -268,10 +295,11 @@ void Admission::LoseLocked(const proto::Hello& h) {
 
 void Admission::PlaceLocked(const proto::Hello& h,
                             std::unique_ptr<channels::Transport> transport,
-                            int fd) {
+                            int fd, const proto::SealKeys* keys) {
   ChannelSlot* found = SlotLocked(h);
   if (found == nullptr) return;  // `transport` closes with this scope
   ChannelSlot& slot = *found;
+  if (keys != nullptr) slot.keys = *keys;
   slot.transport = DecorateTransport(
       std::move(transport),
       {.source = false, .channel = h.channel_index, .fd = fd});
@@ -286,7 +314,7 @@ void Admission::CloseUndelivered() {
   slots_.clear();
 }
 
-absl::StatusOr<int> Admission::TakeControl() {
+absl::StatusOr<AdmittedControl> Admission::TakeControl() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] {
     return control_.state != SlotState::kFree || failure_.failed();
@@ -295,9 +323,9 @@ absl::StatusOr<int> Admission::TakeControl() {
   if (control_.state == SlotState::kLost) {
     return absl::UnavailableError("control connection lost in handshake");
   }
-  const int fd = control_.fd;
+  AdmittedControl taken{control_.fd, control_.keys, seal_};
   control_ = {.state = SlotState::kTaken};
-  return fd;
+  return taken;
 }
 
 absl::Status Admission::AwaitChannels(absl::Time deadline) {
@@ -332,8 +360,10 @@ AdmittedChannels Admission::TakeChannels() {
   std::unique_lock<std::mutex> lock(mu_);
   for (ChannelSlot& c : slots_) {
     out.transports.push_back(std::move(c.transport));
+    out.keys.push_back(c.keys);
     c.state = SlotState::kTaken;
   }
+  out.seal = seal_;
   out.config.max_pages = packet_pages_;
   out.config.next_header_size =
       (capabilities_ & proto::kFeatureNextHeaderSize) != 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +29,7 @@
 #include "engine/verify.h"
 #include "engine/zero_pages.h"
 #include "proto/handshake.h"
+#include "proto/seal.h"
 #include "ramferry/options.h"
 
 namespace ramferry::engine {
@@ -38,6 +40,7 @@ enum class SlotState { kFree, kReserved, kLost, kReady, kTaken };
 struct ChannelSlot {
   SlotState state = SlotState::kFree;
   std::unique_ptr<channels::Transport> transport;  // kReady
+  std::optional<proto::SealKeys> keys;  // where its Hello proved the key
 };
 
 // The control connection is never reserved: its Hello opening the session
@@ -45,11 +48,21 @@ struct ChannelSlot {
 struct ControlSlot {
   SlotState state = SlotState::kFree;
   int fd = -1;  // kReady: the socket, owned here until taken
+  std::optional<proto::SealKeys> keys;
+};
+
+// The control connection, as the Serve thread takes it.
+struct AdmittedControl {
+  int fd = -1;
+  std::optional<proto::SealKeys> keys;
+  proto::SealMode seal = proto::SealMode::kNone;  // the session's
 };
 
 // What the receive threads start with, once every data channel arrived.
 struct AdmittedChannels {
   std::vector<std::unique_ptr<channels::Transport>> transports;
+  std::vector<std::optional<proto::SealKeys>> keys;  // one per transport
+  proto::SealMode seal = proto::SealMode::kNone;
   ChannelReceiver::Config config;
   bool survive = false;
 };
@@ -77,8 +90,8 @@ class Admission {
   // Wakes the Serve thread's waits: the session failed.
   void Wake();
 
-  // The control connection's socket, once delivered.
-  absl::StatusOr<int> TakeControl();
+  // The control connection, once delivered.
+  absl::StatusOr<AdmittedControl> TakeControl();
   // Waits until every data channel arrived (or was lost on the way).
   absl::Status AwaitChannels(absl::Time deadline);
   // Hands the arrived channels over, with the session's parameters.
@@ -99,13 +112,14 @@ class Admission {
   // A data channel arrived: for a socket family as the socket the
   // acceptor took (-1 if it was lost on the way), for a family that owns
   // its connection as the transport its listener made.
-  void Deliver(const proto::Hello& hello, int fd);
+  void Deliver(const proto::Hello& hello, int fd, const proto::SealKeys* keys);
   void DeliverTransport(const proto::Hello& hello,
                         std::unique_ptr<channels::Transport> transport);
   // Either way, the channel's slot gets its transport (`fd`: the socket
   // under it, or -1); a transport of no slot here is closed. Needs mu_.
   void PlaceLocked(const proto::Hello& hello,
-                   std::unique_ptr<channels::Transport> transport, int fd);
+                   std::unique_ptr<channels::Transport> transport, int fd,
+                   const proto::SealKeys* keys);
   // An admitted channel died before delivery: AwaitChannels reports it at
   // once rather than waiting out the handshake window. Needs mu_.
   void LoseLocked(const proto::Hello& hello);
@@ -142,6 +156,7 @@ class Admission {
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;
   bool survive_ = false;
+  proto::SealMode seal_ = proto::SealMode::kNone;
   ControlSlot control_;
   std::vector<ChannelSlot> slots_;
   std::unique_ptr<channels::ChannelListener> channel_listener_;

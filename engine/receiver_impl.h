@@ -51,6 +51,9 @@ class ReceiverImpl {
 
  private:
   absl::Status ServeSession();
+  // Seals the control connection where the session is sealed.
+  absl::Status SealControl(const engine::AdmittedControl& admitted,
+                           engine::ControlChannel& control);
   absl::Status NegotiateRegions(absl::Time deadline);
   absl::Status StartChannels();
   absl::Status ControlLoop();

@@ -37,6 +37,7 @@
 #include "engine/verify.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
+#include "proto/seal.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/sender.h"
@@ -91,8 +92,13 @@ class SenderImpl {
   // control thread.
   void StartThreads();
   uint64_t OfferedCapabilities() const;
-  // One data channel, dialled the way its family connects.
-  absl::StatusOr<std::unique_ptr<channels::Transport>> OpenChannel(
+  // One data channel, dialled the way its family connects, and its
+  // sealer where the session is sealed.
+  struct OpenedChannel {
+    std::unique_ptr<channels::Transport> transport;
+    std::unique_ptr<proto::Sealer> sealer;
+  };
+  absl::StatusOr<OpenedChannel> OpenChannel(
       const proto::Hello& hello, const channels::TransportOptions& topts,
       absl::Time deadline);
   bool Has(uint32_t capability) const {
@@ -176,6 +182,9 @@ class SenderImpl {
   // channels run (options_.transport, or its fallback).
   uint32_t transport_caps_ = 0;
   TransportKind channel_kind_ = TransportKind::kTcp;
+  // What guards the stream after each handshake (options_.protect,
+  // resolved for the transport).
+  proto::SealMode seal_ = proto::SealMode::kNone;
   std::unique_ptr<engine::ControlChannel> control_;
   std::vector<std::unique_ptr<engine::ChannelSender>> channels_;
   std::unique_ptr<engine::Scheduler> scheduler_;

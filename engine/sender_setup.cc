@@ -13,6 +13,7 @@
 #include "engine/region_table.h"
 #include "engine/sender_impl.h"
 #include "engine/status_util.h"
+#include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
 
@@ -33,6 +34,7 @@ absl::Status SenderImpl::Setup() {
   channel_kind_ = resolved->kind;
   if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
   transport_caps_ = channels::StaticCapabilities(channel_kind_);
+  seal_ = engine::SealModeFor(options_, transport_caps_);
   session_ = engine::NewSessionId();
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
@@ -64,10 +66,30 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
   if (Has(channels::kCapChunkedRegistration)) {
     hello.rdma_chunk_bytes = options_.rdma_chunk_bytes;
   }
+  proto::SealKeys keys;
   absl::StatusOr<proto::HelloReply> reply =
-      channels::ExchangeHello(fd, hello, options_.auth_key, deadline);
+      channels::ExchangeHello(fd, hello, options_.auth_key, deadline, &keys);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
   capabilities_ = reply->capabilities & proto::kKnownFeatures;
+  // The destination grants the mode asked for or refuses; one that
+  // answers otherwise does not seal the way this end will.
+  if (absl::StatusOr<proto::SealMode> granted =
+          proto::SealModeOf(capabilities_);
+      !granted.ok() || *granted != seal_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "control connection: the destination did not grant protect = %s "
+        "(an older ramferry?)",
+        proto::SealModeName(seal_)));
+  }
+  if (seal_ != proto::SealMode::kNone) {
+    absl::StatusOr<std::unique_ptr<proto::Sealer>> send = engine::MakeSealer(
+        seal_, keys.to_destination, proto::Sealer::Use::kSeal);
+    if (!send.ok()) return send.status();
+    absl::StatusOr<std::unique_ptr<proto::Sealer>> receive =
+        engine::MakeSealer(seal_, keys.to_source, proto::Sealer::Use::kOpen);
+    if (!receive.ok()) return receive.status();
+    control_->Seal(std::move(*send), std::move(*receive));
+  }
   if (options_.survive_channel_loss) {
     if ((capabilities_ & proto::kFeatureSurviveChannelLoss) == 0) {
       return absl::FailedPreconditionError(
@@ -130,11 +152,12 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
   topts.registered_buffers = options_.registered_buffers;
   for (uint32_t i = 0; i < options_.channels; ++i) {
     const std::string where = absl::StrFormat("channel %d", i);
-    absl::StatusOr<std::unique_ptr<channels::Transport>> transport =
+    absl::StatusOr<OpenedChannel> opened =
         OpenChannel(DataHello(i), topts, deadline);
-    if (!transport.ok()) return Annotate(transport.status(), where);
+    if (!opened.ok()) return Annotate(opened.status(), where);
     for (const Region& r : regions_) {
-      if (absl::Status s = (*transport)->RegisterRegion(r.id, r.base, r.length);
+      if (absl::Status s =
+              opened->transport->RegisterRegion(r.id, r.base, r.length);
           !s.ok()) {
         return Annotate(s, where);
       }
@@ -146,8 +169,8 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
       };
     }
     channels_.push_back(std::make_unique<ChannelSender>(
-        i, std::move(*transport), regions_, ChannelConfig(), &failure_,
-        std::move(on_loss)));
+        i, std::move(opened->transport), regions_, ChannelConfig(), &failure_,
+        std::move(on_loss), std::move(opened->sealer)));
   }
   return absl::OkStatus();
 }
@@ -193,6 +216,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kFeatureArrivalDigests;
   }
+  caps |= proto::SealFeature(seal_);
   if (Has(channels::kCapChunkedRegistration)) {
     if (options_.rdma_pin_all) caps |= proto::kFeatureRdmaPinAll;
     if (options_.rdma_reg_batch) caps |= proto::kFeatureRdmaRegBatch;
@@ -201,7 +225,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   return caps;
 }
 
-absl::StatusOr<std::unique_ptr<channels::Transport>> SenderImpl::OpenChannel(
+absl::StatusOr<SenderImpl::OpenedChannel> SenderImpl::OpenChannel(
     const proto::Hello& hello, const channels::TransportOptions& topts,
     absl::Time deadline) {
   channels::ConnectSpec spec;
@@ -217,9 +241,20 @@ absl::StatusOr<std::unique_ptr<channels::Transport>> SenderImpl::OpenChannel(
   absl::StatusOr<channels::DialedChannel> d =
       channels::DialChannel(channel_kind_, spec, hello);
   if (!d.ok()) return d.status();
-  return engine::DecorateTransport(
+  OpenedChannel opened;
+  if (seal_ != proto::SealMode::kNone) {
+    if (!d->keys.has_value()) {
+      return absl::InternalError("sealed session without stream keys");
+    }
+    absl::StatusOr<std::unique_ptr<proto::Sealer>> sealer = engine::MakeSealer(
+        seal_, d->keys->to_destination, proto::Sealer::Use::kSeal);
+    if (!sealer.ok()) return sealer.status();
+    opened.sealer = std::move(*sealer);
+  }
+  opened.transport = engine::DecorateTransport(
       std::move(d->transport),
       {.source = true, .channel = hello.channel_index, .fd = d->socket_fd});
+  return opened;
 }
 
 }  // namespace ramferry

@@ -72,12 +72,19 @@ enum Feature : uint64_t {
   // control messages) and the source never posts a SEND beyond them, so
   // no SEND ever meets an empty receive queue (RNR retries).
   kFeatureRdmaCredits = 1ull << 8,
+  // The stream is sealed (proto/seal.h): with kFeatureSealMac every
+  // message carries a GMAC tag, with kFeatureSealEncrypt its body is
+  // encrypted too. Not negotiated like the others: the source asks for at
+  // most one, and the destination grants exactly that or refuses, so the
+  // mode in force is the one in the (authenticated) Hello.
+  kFeatureSealMac = 1ull << 9,
+  kFeatureSealEncrypt = 1ull << 10,
 };
 inline constexpr uint64_t kKnownFeatures =
     kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
     kFeatureSurviveChannelLoss | kFeatureNextHeaderSize |
     kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages |
-    kFeatureRdmaCredits;
+    kFeatureRdmaCredits | kFeatureSealMac | kFeatureSealEncrypt;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -23,7 +23,7 @@ size_t EncodePacketHeader(const PacketHeader& h,
   Store32(p + 36, h.page_size);
   Store32(p + 40, h.next_header_bytes);
   Store32(p + 44, h.compressed_bytes);
-  std::memset(p + 48, 0, kPacketFixedBytes - 48);
+  std::memset(p + kPacketTagOffset, 0, kPacketTagBytes);
   for (uint32_t i = 0; i < h.page_count; ++i) {
     Store64(p + kPacketFixedBytes + size_t{8} * i, offsets[i]);
   }
@@ -76,7 +76,8 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   // zero.
   for (size_t i = 40; i < kPacketFixedBytes; ++i) {
     if ((i < 44 && features.next_header_size) ||
-        (i >= 44 && i < 48 && features.compressed_pages)) {
+        (i >= 44 && i < 48 && features.compressed_pages) ||
+        (i >= kPacketTagOffset && features.sealed)) {
       continue;
     }
     if (p[i] != 0) {

@@ -18,8 +18,10 @@
 //             bytes that expands to the packet's pages (those not flagged
 //             zero), in offset order; 0: the pages as they are. Without
 //             the capability always 0.
-//   48 u8[16] reserved: zero, so a later version can give them meaning
-//             behind a capability bit without breaking old peers.
+//   48 u8[16] tag: on a sealed stream (kFeatureSealMac/Encrypt,
+//             proto/seal.h), the packet's AES-256-GCM tag, computed with
+//             these bytes zero over the whole header (offsets included)
+//             and the payload as it goes on the wire; otherwise zero.
 //   64 u64 offsets[page_count]: byte offset of each page in its region.
 //             With kFeatureZeroPages, bit 0 of an offset (free: offsets are
 //             page-aligned) marks a page that is all zero: its bytes are
@@ -47,6 +49,8 @@ inline constexpr uint32_t kPacketMagic = 0x5246504B;  // "RFPK"
 // 2: Hello carries the authentication method (proto/auth.h).
 inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kPacketFixedBytes = 64;
+inline constexpr size_t kPacketTagOffset = 48;
+inline constexpr size_t kPacketTagBytes = 16;
 // No peer may negotiate more pages per packet than this; it bounds the
 // header buffer a receiver allocates before it trusts anything.
 inline constexpr uint32_t kMaxPacketPagesLimit = 4096;
@@ -83,6 +87,8 @@ struct PacketFeatures {
   // compressed_bytes may be non-zero (kFeatureCompressedPages), up to
   // kMaxCompressedBytes.
   bool compressed_pages = false;
+  // The tag bytes hold a tag (a sealed stream), not zeros.
+  bool sealed = false;
 };
 
 // The most bytes one compressed payload may take on the wire; a frame

@@ -36,6 +36,12 @@
   X(compressed_output_bytes, kSum, kCount, "the frame bytes that travelled")   \
   X(compress_ns, kSum, kSeconds,                                               \
     "time spent compressing (source) or expanding (destination)")              \
+  X(sealed_bytes, kSum, kCount,                                                \
+    "header and payload bytes sealed (source) or opened (destination) on a "   \
+    "protected stream")                                                        \
+  X(seal_ns, kSum, kSeconds,                                                   \
+    "time spent sealing (source: copy or encrypt, and tag) or opening "        \
+    "(destination: decrypt, and check the tag)")                               \
   X(syncs, kSum, kCount, "SYNC packets (round barriers)")                      \
   X(finishes, kSum, kCount, "FINISH packets (0 or 1)")                         \
   X(ring_max_occupancy, kMax, kCount,                                          \

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ramferry/transport.h"
 
@@ -48,6 +50,31 @@ enum class Compression : uint8_t {
   // incompressible data.
   kAuto,
 };
+
+// What guards the stream after each connection's handshake (proto/seal.h).
+// The destination sets the least it accepts; the source asks for one, and
+// the destination grants what was asked or refuses the session.
+enum class Protection : uint8_t {
+  // kMac where there is a key and the transport carries pages through the
+  // receiver (not rdma, which places them itself: there the connections
+  // are authenticated and the stream is not); kNone without a key.
+  kAuto,
+  // Connections authenticated (with a key); the stream after the
+  // handshake carries no tag.
+  kNone,
+  // Every control message and data packet carries an AES-256-GCM tag
+  // (GMAC) over its header and payload: nothing on the path can alter,
+  // inject, replay, reorder or splice a message unnoticed. The source
+  // sends each payload from a copy it tagged (a page the workload writes
+  // meanwhile must not change under its tag), so pages no longer leave
+  // zero-copy from their own memory.
+  kMac,
+  // As kMac, and every payload is encrypted (AES-256-GCM).
+  kEncrypt,
+};
+const char* ProtectionName(Protection p);
+// "auto", "none", "mac" or "encrypt".
+absl::StatusOr<Protection> ParseProtection(absl::string_view text);
 
 struct SessionOptions {
   // Source: where to connect. Destination: where to listen (port 0 picks
@@ -133,9 +160,18 @@ struct SessionOptions {
   // The pre-shared key (ReadAuthKeyFile) both ends must hold: every
   // connection then proves it with HMAC-SHA256 challenge-response before
   // it is admitted, and the source proves the destination holds it too.
-  // Empty: no authentication (the binaries warn loudly). It authenticates
-  // connections; it does not encrypt the stream.
+  // Empty: no authentication, which each end refuses unless `insecure`
+  // says so. Protection (below) says what guards the stream after the
+  // handshake.
   std::string auth_key;
+  // Run without a key: any host that reaches the destination's port can
+  // connect and write its memory, and a source may be sending its memory
+  // to an impostor. Only for a trusted network or a test; without it, an
+  // end with no key refuses to start.
+  bool insecure = false;
+  // See Protection. The destination refuses a source that asks for less
+  // than its own setting (kAuto counts as what it resolves to).
+  Protection protect = Protection::kAuto;
 
   // Destination: the most channels and pages per packet it accepts.
   uint32_t max_channels = 64;

@@ -562,7 +562,7 @@ class FamilyConformance : public ::testing::TestWithParam<TransportKind> {
     return (channels::StaticCapabilities(GetParam()) & cap) != 0;
   }
   SessionOptions Options() const {
-    SessionOptions o;
+    SessionOptions o = ::ramferry::testing::InsecureOptions();
     o.transport = GetParam();
     return o;
   }
@@ -596,7 +596,7 @@ TEST_P(FamilyConformance, AKeyIsTakenExactlyWhereTheHelloCanProveIt) {
 // too.
 TEST_P(FamilyConformance, AKeyedDestinationAdmitsOnlySessionsThatCanProveIt) {
   testing::TestRegion dst = testing::MakeRegion(1, 1 << 20);
-  SessionOptions o;
+  SessionOptions o = ::ramferry::testing::InsecureOptions();
   o.auth_key = kKey;
   testing::ServingReceiver rx(o, {dst.region});
   testing::FakeSource fake(rx.port(), 1);

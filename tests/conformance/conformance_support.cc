@@ -523,7 +523,7 @@ std::string ChildReceiverSpec(const SessionOptions& o, uint64_t bytes) {
 // In the exec'ed child: parses the spec, serves, and never returns. A bad
 // spec exits 2.
 [[noreturn]] void RunChildReceiver(const std::string& spec) {
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   uint64_t bytes = 0;
   int report_fd = -1;
   std::istringstream in(spec);

@@ -63,7 +63,7 @@ constexpr uint32_t kSmallSlots = 8;  // small: the header array wraps
   } while (0)
 
 SessionOptions OptionsFor(TransportKind kind, uint32_t channels) {
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = kind;
   UseTransportHost(opt);  // rdma: $RXE_IP, never 127.0.0.1
   opt.channels = channels;

@@ -117,7 +117,7 @@ int RunChecks(int report_fd) {
 
   const uint64_t bytes = ScaledBytes(32ull << 20);
   auto src = MakeRegion(1, bytes, 808, /*fill=*/true);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = TransportKind::kUringZeroCopy;
   opt.channels = 2;
   opt.header_slots = 8;

@@ -288,7 +288,7 @@ TEST_P(FaultInjectionConformance, BothEndsEndCleanlyOrTheSessionCompletes) {
   const bool benign = testing::IsBenign(c.kind);
   SCOPED_TRACE(testing::FaultPlanName(plan));
 
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = c.transport;
   UseTransportHost(opt);
   opt.channels = kChannels;

@@ -39,7 +39,7 @@ const std::string kOtherKey = "correct horse battery staple 43!";
 constexpr uint64_t kBytes = 4 << 20;
 
 SessionOptions Keyed(const std::string& key) {
-  SessionOptions o;
+  SessionOptions o = ::ramferry::testing::InsecureOptions();
   o.auth_key = key;
   o.handshake_timeout = absl::Seconds(5);
   o.connect_timeout = absl::Seconds(5);

@@ -156,7 +156,7 @@ class BadPacketTest : public ::testing::TestWithParam<BadPacket> {};
 
 TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
   auto dst = MakeRegion(1, kRegionBytes);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.channels = 2;
   ServingReceiver rx(opt, {dst.region});
   FakeSource src(rx.port(), 2, kMaxPages);
@@ -190,7 +190,7 @@ class HandshakeTest : public ::testing::Test {
         rx_(Options(), {dst_.region}),
         src_(rx_.port(), 2, kMaxPages) {}
   static SessionOptions Options() {
-    SessionOptions opt;
+    SessionOptions opt = ::ramferry::testing::InsecureOptions();
     opt.channels = 2;
     opt.max_channels = 4;
     return opt;

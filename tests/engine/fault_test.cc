@@ -55,7 +55,7 @@ class FaultTest : public ::testing::Test {
   }
   uint64_t bytes_;
   testing::TestRegion src_;
-  SessionOptions opt_;
+  SessionOptions opt_ = ::ramferry::testing::InsecureOptions();
 };
 
 TEST_F(FaultTest, DestinationKilledMidRound) {

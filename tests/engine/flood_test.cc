@@ -71,7 +71,7 @@ class Flood {
 };
 
 SessionOptions Keyed() {
-  SessionOptions o;
+  SessionOptions o = ::ramferry::testing::InsecureOptions();
   o.auth_key = kKey;
   o.channels = 4;
   o.handshake_timeout = absl::Seconds(5);

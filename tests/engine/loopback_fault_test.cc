@@ -155,7 +155,7 @@ struct SharedRegion {
 // --- Sessions ----------------------------------------------------------
 
 SessionOptions Options(TransportKind kind) {
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = kind;
   opt.channels = 2;
   opt.packet_pages = 32;

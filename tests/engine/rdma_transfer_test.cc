@@ -57,7 +57,7 @@ class RdmaTest : public ::testing::Test {
     opt_.transport = TransportKind::kRdma;
     opt_.stall_timeout = absl::Seconds(20);
   }
-  SessionOptions opt_;
+  SessionOptions opt_ = ::ramferry::testing::InsecureOptions();
 };
 
 struct Outcome {
@@ -388,7 +388,7 @@ TEST(RdmaWithoutDevice, SaysSoClearly) {
   if (channels::ProbeRdma().ok())
     GTEST_SKIP() << "this host has an RDMA device";
   auto src = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = TransportKind::kRdma;
   opt.port = 1;
   auto sender = Sender::Connect(opt, {&src.region, 1});

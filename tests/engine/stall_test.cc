@@ -31,7 +31,7 @@ constexpr absl::Duration kStall = absl::Seconds(1);
 constexpr absl::Duration kNoticeBound = absl::Seconds(5);
 
 SessionOptions Options() {
-  SessionOptions o;
+  SessionOptions o = ::ramferry::testing::InsecureOptions();
   o.channels = 2;
   o.stall_timeout = kStall;
   return o;

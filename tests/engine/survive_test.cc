@@ -182,7 +182,7 @@ class SurviveTest : public ::testing::TestWithParam<TransportKind> {
     opt_.survive_channel_loss = true;
     opt_.stall_timeout = absl::Seconds(5);
   }
-  SessionOptions opt_;
+  SessionOptions opt_ = ::ramferry::testing::InsecureOptions();
 };
 
 TEST_P(SurviveTest, OneChannelLostMidRoundEndsByteIdentical) {
@@ -309,7 +309,7 @@ class SurviveFaultTest : public ::testing::Test {
     opt_.survive_channel_loss = true;
     opt_.stall_timeout = absl::Seconds(5);
   }
-  SessionOptions opt_;
+  SessionOptions opt_ = ::ramferry::testing::InsecureOptions();
 };
 
 TEST_F(SurviveFaultTest, OnlyTheDestinationSeesTheDeath) {
@@ -341,7 +341,7 @@ TEST_F(SurviveFaultTest, OnlyTheSourceSeesTheDeath) {
 
 TEST(SurviveOptionsTest, SingleThreadIsRefusedAtStart) {
   auto src = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.survive_channel_loss = true;
   opt.transport = TransportKind::kTcp;
   opt.single_thread = true;
@@ -356,7 +356,7 @@ class ChannelGoneProtocolTest : public ::testing::Test {
  protected:
   ChannelGoneProtocolTest()
       : dst_(MakeRegion(1, 1 << 20)),
-        rx_(SessionOptions{}, {dst_.region}),
+        rx_(::ramferry::testing::InsecureOptions(), {dst_.region}),
         src_(rx_.port(), 2) {}
   std::vector<proto::RegionInfo> Table() const {
     return {{1, 4096, 1 << 20, "region-1"}};

@@ -46,7 +46,7 @@ TEST_P(TransferTest, FiveRoundsEndByteIdentical) {
   auto src = MakeRegion(1, bytes, /*seed=*/7, /*fill=*/true);
   auto dst = MakeRegion(1, bytes);
 
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = kind;
   opt.channels = channels;
   opt.header_slots = 64;  // small: the header array wraps many times
@@ -128,7 +128,7 @@ TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {
   auto dst_b = MakeRegion(20, 8 << 20);
   dst_b.region.page_size = 64 << 10;
 
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.channels = 3;
   opt.packet_pages = 16;
   ServingReceiver rx(opt, {dst_b.region, dst_a.region});  // order differs
@@ -154,7 +154,7 @@ TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {
 TEST(TransferTest, SingleThreadModeIsByteExact) {
   for (TransportKind kind :
        {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
-    SessionOptions opt;
+    SessionOptions opt = ::ramferry::testing::InsecureOptions();
     opt.transport = kind;
     opt.channels = 3;
     opt.single_thread = true;
@@ -180,7 +180,7 @@ TEST(TransferTest, SingleThreadModeIsByteExact) {
 TEST(TransferTest, OverIpv6) {
   for (TransportKind kind :
        {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
-    SessionOptions opt;
+    SessionOptions opt = ::ramferry::testing::InsecureOptions();
     opt.host = "::1";
     opt.transport = kind;
     LoopbackPair p(4 << 20, 10, opt);
@@ -235,7 +235,7 @@ ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,
   const uint64_t bytes = 32ull << 20;
   auto src = MakeRegion(1, bytes, /*seed=*/11, /*fill=*/true);
   auto dst = MakeRegion(1, bytes);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = kind;
   opt.channels = 2;
   opt.packet_pages = packet_pages;
@@ -305,7 +305,7 @@ TEST(TransferTest, AnnouncedHeadersAtTheLargestPacketWithSparsePages) {
 TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
   for (VerifyMode mode :
        {VerifyMode::kFull, VerifyMode::kSent, VerifyMode::kReread}) {
-    SessionOptions opt;
+    SessionOptions opt = ::ramferry::testing::InsecureOptions();
     opt.verify = mode;
     LoopbackPair p(4 << 20, 6, opt);
     ASSERT_NE(p.sender, nullptr);
@@ -353,7 +353,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
       const uint64_t bytes = ScaledBytes(64ull << 20);
       auto src = MakeRegion(1, bytes, /*seed=*/3, /*fill=*/true);
       auto dst = MakeRegion(1, bytes);
-      SessionOptions opt;
+      SessionOptions opt = ::ramferry::testing::InsecureOptions();
       opt.transport = kind;
       opt.channels = channels;
       opt.header_slots = 64;
@@ -400,7 +400,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
 // alike), StartRound sends the round whole, but AwaitRound still returns
 // each started round's own result, in order: none is dropped.
 TEST(TransferTest, RoundsStartedOneAtATimeAreAwaitedInOrder) {
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.channels = 2;
   opt.survive_channel_loss = true;
   LoopbackPair p(8ull << 20, 5, opt);
@@ -456,7 +456,7 @@ TEST(TransferTest, BadArgumentsAreRejectedWithoutEndingTheSession) {
 TEST(TransferTest, RegionMismatchIsRefusedByTheDestination) {
   auto src = MakeRegion(1, 2 << 20, 6, true);
   auto dst = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
@@ -470,7 +470,7 @@ TEST(TransferTest, RegionMismatchIsRefusedByTheDestination) {
 
 TEST(TransferTest, ConnectToNobodyFailsAfterTheTimeout) {
   auto src = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.port = 1;  // nothing listens on port 1
   opt.connect_timeout = absl::Milliseconds(300);
   auto sender = Sender::Connect(opt, {&src.region, 1});
@@ -482,7 +482,7 @@ TEST(TransferTest, ConnectToNobodyFailsAfterTheTimeout) {
 
 TEST(TransferTest, InvalidOptionsNameTheField) {
   auto src = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.channels = 0;
   auto sender = Sender::Connect(opt, {&src.region, 1});
   ASSERT_TRUE(absl::IsInvalidArgument(sender.status()));

@@ -14,6 +14,12 @@
 
 namespace ramferry::testing {
 
+SessionOptions InsecureOptions() {
+  SessionOptions o;
+  o.insecure = true;
+  return o;
+}
+
 bool UnderSanitizer() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return true;

@@ -24,6 +24,10 @@ bool UnderSanitizer();
 // `bytes` in a normal build; a quarter (at least 16 MiB) under sanitizers.
 uint64_t ScaledBytes(uint64_t bytes);
 
+// SessionOptions for a test that runs without a key, asking for it
+// explicitly (SessionOptions::insecure), as every end without a key must.
+SessionOptions InsecureOptions();
+
 // A region on its own guarded mapping: a write outside it crashes.
 struct TestRegion {
   std::unique_ptr<MappedMemory> memory;
@@ -53,7 +57,8 @@ class ServingReceiver {
 // A sender and a receiver connected on loopback, one region on each side
 // (`src` filled with random bytes, `dst` zeroed).
 struct LoopbackPair {
-  LoopbackPair(uint64_t bytes, uint64_t seed, SessionOptions options = {});
+  LoopbackPair(uint64_t bytes, uint64_t seed,
+               SessionOptions options = InsecureOptions());
   // Marks every page of `src` dirty and sends one round.
   absl::StatusOr<RoundResult> SendEverything();
 

@@ -54,7 +54,7 @@ namespace {
 absl::Status OpenRdmaSession() {
   TestRegion src = MakeRegion(1, 1 << 20, 1, /*fill=*/true);
   TestRegion dst = MakeRegion(1, 1 << 20);
-  SessionOptions opt;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
   opt.transport = TransportKind::kRdma;
   UseTransportHost(opt);
   opt.channels = 1;

@@ -15,6 +15,18 @@ ABSL_FLAG(std::string, key_file, "",
 ABSL_FLAG(std::string, key, "",
           "the pre-shared key as text (visible to other users in the process "
           "list: prefer --key-file)");
+ABSL_FLAG(bool, insecure, false,
+          "run without a key, which both ends otherwise refuse: anything "
+          "that reaches the destination's port can connect and write into "
+          "its memory, and the source may be sending to an impostor. Only "
+          "on a network you trust");
+ABSL_FLAG(std::string, protect, "auto",
+          "what guards the stream after each connection's handshake: mac "
+          "(every message and packet carries an AES-256-GCM tag; the "
+          "default with a key), encrypt (and every payload is encrypted), "
+          "none (connections authenticated only; rdma's only choice), or "
+          "auto. The destination refuses a source that asks for less than "
+          "it does");
 
 namespace ramferry::cli {
 
@@ -28,6 +40,21 @@ absl::StatusOr<std::string> AuthKeyFromFlags() {
   return text;
 }
 
+absl::Status ApplyAuthFlags(SessionOptions* options) {
+  absl::StatusOr<std::string> key = AuthKeyFromFlags();
+  if (!key.ok()) return key.status();
+  options->auth_key = *key;
+  options->insecure = absl::GetFlag(FLAGS_insecure);
+  absl::StatusOr<Protection> protect =
+      ParseProtection(absl::GetFlag(FLAGS_protect));
+  if (!protect.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--protect: ", protect.status().message()));
+  }
+  options->protect = *protect;
+  return absl::OkStatus();
+}
+
 std::string EphemeralAuthKey() {
   std::string key(32, '\0');
   size_t got = 0;
@@ -38,12 +65,14 @@ std::string EphemeralAuthKey() {
   return key;
 }
 
-void WarnIfUnauthenticated(const std::string& key, const char* program) {
-  if (!key.empty()) return;
+void WarnIfUnauthenticated(const SessionOptions& options, const char* program) {
+  if (!options.auth_key.empty()) return;
   std::fprintf(stderr,
-               "%s: WARNING: no key: this stream is UNAUTHENTICATED. Any "
-               "host that reaches the destination's port can connect and "
-               "write into its memory. Give both ends --key-file.\n",
+               "%s: WARNING: --insecure: this stream is UNAUTHENTICATED and "
+               "UNPROTECTED. Any host that reaches the destination's port "
+               "can connect and write into its memory, and anyone on the "
+               "path can read and alter the pages. Give both ends "
+               "--key-file instead.\n",
                program);
 }
 

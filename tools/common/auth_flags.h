@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ramferry/options.h"
 
 namespace ramferry::cli {
 
@@ -13,12 +14,16 @@ namespace ramferry::cli {
 // (--key), or empty when neither is set. Both set is an error.
 absl::StatusOr<std::string> AuthKeyFromFlags();
 
+// Sets the session's key (AuthKeyFromFlags), `insecure` (--insecure) and
+// `protect` (--protect) from the flags.
+absl::Status ApplyAuthFlags(SessionOptions* options);
+
 // A fresh random key, for runs that start both ends themselves (--demo).
 std::string EphemeralAuthKey();
 
-// Prints, to stderr, that the stream is unauthenticated, when `key` is
-// empty; `program` names the binary.
-void WarnIfUnauthenticated(const std::string& key, const char* program);
+// Prints, to stderr, that the stream is unauthenticated, when the session
+// has no key; `program` names the binary.
+void WarnIfUnauthenticated(const SessionOptions& options, const char* program);
 
 }  // namespace ramferry::cli
 

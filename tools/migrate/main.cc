@@ -196,9 +196,23 @@ absl::StatusOr<SessionOptions> Session() {
     return absl::InvalidArgumentError(
         "--verify must be full, sent or off, not '" + verify + "'");
   }
-  absl::StatusOr<std::string> key = cli::AuthKeyFromFlags();
-  if (!key.ok()) return key.status();
-  o.auth_key = *key;
+  if (absl::Status s = cli::ApplyAuthFlags(&o); !s.ok()) return s;
+  // --demo starts both ends: a key only they hold authenticates them, or,
+  // where the transport cannot prove one, they run without one only when
+  // asked to.
+  if (absl::GetFlag(FLAGS_demo) && o.auth_key.empty() && !o.insecure) {
+    if (TransportAuthenticates(o.transport)) {
+      o.auth_key = cli::EphemeralAuthKey();
+    } else if (absl::GetFlag(FLAGS_allow_unauthenticated)) {
+      o.insecure = true;
+    } else {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--demo authenticates both ends with a fresh key, which %s "
+          "channels cannot prove yet; give --allow-unauthenticated to run "
+          "the demo without one",
+          TransportKindName(o.transport)));
+    }
+  }
   if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
   return o;
 }
@@ -513,21 +527,7 @@ PeerReport FetchDestinationReport(const DemoDestination& d) {
 // Both ends on loopback: the destination in a child process (its own CPU
 // and memory), the source here.
 int RunDemo(SessionOptions opt) {
-  // Both ends are ours: authenticate them with a key only they hold, or,
-  // where the transport cannot prove one, only when asked to run without.
-  if (opt.auth_key.empty()) {
-    if (TransportAuthenticates(opt.transport)) {
-      opt.auth_key = cli::EphemeralAuthKey();
-    } else if (!absl::GetFlag(FLAGS_allow_unauthenticated)) {
-      return Usage(absl::StrFormat(
-          "--demo authenticates both ends with a fresh key, which %s "
-          "channels cannot prove yet; give --allow-unauthenticated to run "
-          "the demo without one",
-          TransportKindName(opt.transport)));
-    } else {
-      cli::WarnIfUnauthenticated(opt.auth_key, "ramferry-migrate");
-    }
-  }
+  cli::WarnIfUnauthenticated(opt, "ramferry-migrate");
   absl::StatusOr<std::string> dest_file = DemoDestinationFile();
   if (!dest_file.ok()) return Usage(std::string(dest_file.status().message()));
   absl::StatusOr<DemoDestination> d = ForkDestination(opt, *dest_file);
@@ -594,7 +594,7 @@ int main(int argc, char** argv) {
     return RunMakeImage(path);
   }
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
-  ramferry::cli::WarnIfUnauthenticated(opt->auth_key, "ramferry-migrate");
+  ramferry::cli::WarnIfUnauthenticated(*opt, "ramferry-migrate");
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role == "source") {
     auto hp = HostPort(absl::GetFlag(FLAGS_connect));
