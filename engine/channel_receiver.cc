@@ -93,7 +93,7 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
         !s.ok()) {
       return ConnectionError(s);
     }
-    header_ahead_ = header_next_;
+    header_ahead_ = HeaderAhead();
   }
   const size_t have = header_ahead_;
   current_bytes_ = have;
@@ -213,7 +213,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
     if (absl::Status s = ReadCompressed(h, page_bytes); !s.ok()) return s;
   } else {
     if (absl::Status s = transport_->ReadPayloadAndHeader(
-            iov_, absl::MakeSpan(header_.data(), header_next_));
+            iov_, absl::MakeSpan(header_.data(), HeaderAhead()));
         !s.ok()) {
       return ConnectionError(s);
     }
@@ -221,7 +221,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
       if (absl::Status s = FinishOpen(h, iov_); !s.ok()) return s;
     }
   }
-  header_ahead_ = header_next_;
+  header_ahead_ = HeaderAhead();
   const size_t index = regions_->IndexOf(*region);
   if (arrival_digests_ != nullptr) arrival_digests_->Record(index, iov_);
   uint64_t zeros = 0;
@@ -256,7 +256,7 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
   }
   const iovec frame{staging_.data(), h.compressed_bytes};
   if (absl::Status s = transport_->ReadPayloadAndHeader(
-          {&frame, 1}, absl::MakeSpan(header_.data(), header_next_));
+          {&frame, 1}, absl::MakeSpan(header_.data(), HeaderAhead()));
       !s.ok()) {
     return ConnectionError(s);
   }

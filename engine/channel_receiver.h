@@ -108,6 +108,14 @@ class ChannelReceiver {
   absl::Status ReadCompressed(const proto::PacketHeader& h,
                               uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
+  // How much of the next header to read with a payload. On a sealed
+  // stream only its fixed part: the size announced for the rest is trusted
+  // only once the announcing packet's tag checked out, so a forged
+  // announcement cannot make the read wait for bytes that never come (the
+  // rest of the header is read after it, with its words).
+  size_t HeaderAhead() const {
+    return opener_ != nullptr ? proto::kPacketFixedBytes : header_next_;
+  }
   // Sealed stream: starts opening the packet whose whole header (of
   // `header_bytes`) is in header_, setting its tag aside, before the
   // payload or the next header is read over it.

@@ -47,6 +47,23 @@ absl::Status ReceiverImpl::Serve() {
 }
 
 absl::Status ReceiverImpl::ServeSession() {
+  // Until its channels start, a session has written nothing here: one
+  // that fails before (a control connection that dies, a region table
+  // that does not match, channels that never come) is given up, and the
+  // destination goes on waiting for its real source.
+  while (true) {
+    absl::Status opened = OpenSession();
+    if (opened.ok()) break;
+    if (failure_.failed()) return failure_.status();
+    AbandonSession(opened);
+  }
+  if (absl::Status s = StartChannels(); !s.ok()) return s;
+  heartbeat_ = std::make_unique<engine::HeartbeatSender>(
+      control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
+  return ControlLoop();
+}
+
+absl::Status ReceiverImpl::OpenSession() {
   absl::StatusOr<engine::AdmittedControl> admitted = admission_.TakeControl();
   if (!admitted.ok()) return admitted.status();
   auto control =
@@ -59,11 +76,23 @@ absl::Status ReceiverImpl::ServeSession() {
   }
   const absl::Time deadline = absl::Now() + options_.handshake_timeout;
   if (absl::Status s = NegotiateRegions(deadline); !s.ok()) return s;
-  if (absl::Status s = admission_.AwaitChannels(deadline); !s.ok()) return s;
-  if (absl::Status s = StartChannels(); !s.ok()) return s;
-  heartbeat_ = std::make_unique<engine::HeartbeatSender>(
-      control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
-  return ControlLoop();
+  return admission_.AwaitChannels(deadline);
+}
+
+void ReceiverImpl::AbandonSession(const absl::Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(objects_mu_);
+    if (control_ != nullptr) {
+      // Best effort: its source, if it is one, learns why.
+      control_->TrySend(proto::EncodeError(proto::MakeErrorMessage(why)),
+                        absl::Seconds(1));
+      control_->Shutdown();
+      control_.reset();
+    }
+    ++sessions_abandoned_;
+    last_abandoned_ = why.ToString();
+  }
+  admission_.Reopen();
 }
 
 absl::Status ReceiverImpl::SealControl(const engine::AdmittedControl& admitted,
@@ -94,12 +123,7 @@ absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
       !w.ok()) {
     return w;
   }
-  // The refusal already went to the source: not again as an ERROR.
-  if (!s.ok()) {
-    absl::Status refused = Annotate(s, "refused the source's region table");
-    failure_.Fail(refused, engine::Origin::kLocalReported);
-    return refused;
-  }
+  if (!s.ok()) return Annotate(s, "refused the source's region table");
   return absl::OkStatus();
 }
 
@@ -293,6 +317,8 @@ SessionStats ReceiverImpl::stats() const {
     c->ExportStats(&s.channels.back());
   }
   s.rounds = applied_rounds();
+  s.sessions_abandoned = sessions_abandoned_;
+  s.last_abandoned = last_abandoned_;
   if (const channels::SocketListener* l = admission_.listener(); l != nullptr) {
     s.connections_refused = l->refused();
     s.auth_failures = l->auth_failures();

@@ -52,6 +52,23 @@ void Admission::Wake() {
   cv_.notify_all();
 }
 
+void Admission::Reopen() {
+  std::unique_ptr<channels::ChannelListener> listener;
+  std::vector<ChannelSlot> slots;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    session_open_ = false;
+    control_ = {};
+    slots.swap(slots_);
+    listener = std::move(channel_listener_);
+    arrival_digests_.reset();
+    zero_pages_.reset();
+    seal_ = proto::SealMode::kNone;
+  }
+  // Outside mu_: a listener's callbacks take it while it stops.
+  listener.reset();
+}
+
 proto::HelloReply Admission::Admit(const proto::Hello& h) {
   std::unique_lock<std::mutex> lock(mu_);
   if (failure_.failed()) {

@@ -89,6 +89,9 @@ class Admission {
   }
   // Wakes the Serve thread's waits: the session failed.
   void Wake();
+  // Gives up the open session before its channels were taken (they are
+  // closed) and admits a new control connection.
+  void Reopen();
 
   // The control connection, once delivered.
   absl::StatusOr<AdmittedControl> TakeControl();

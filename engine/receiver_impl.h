@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,6 +52,11 @@ class ReceiverImpl {
 
  private:
   absl::Status ServeSession();
+  // Takes a control connection and brings its session up to the point
+  // where its channels start; a failure here leaves nothing behind.
+  absl::Status OpenSession();
+  // Closes a session OpenSession gave up on and waits for another.
+  void AbandonSession(const absl::Status& why);
   // Seals the control connection where the session is sealed.
   absl::Status SealControl(const engine::AdmittedControl& admitted,
                            engine::ControlChannel& control);
@@ -92,6 +98,8 @@ class ReceiverImpl {
   std::unique_ptr<engine::RoundBarrier> barrier_;
   std::vector<std::unique_ptr<engine::ChannelReceiver>> channels_;
   std::atomic<uint64_t> applied_rounds_{0};
+  uint64_t sessions_abandoned_ = 0;  // guarded by objects_mu_
+  std::string last_abandoned_;       // guarded by objects_mu_
   std::atomic<uint64_t> verified_pages_{0};
 
   // Surviving channel loss: each channel's state, and the losses.

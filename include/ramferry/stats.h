@@ -58,6 +58,12 @@ struct SessionStats {
   // timeout, too many at once) and, of those, failed authentications.
   uint64_t connections_refused = 0;
   uint64_t auth_failures = 0;
+  // Destination: sessions given up before their channels started (a
+  // control connection that died, a region table that did not match,
+  // channels that never all came), after which it waited for another
+  // source; and the last one's reason.
+  uint64_t sessions_abandoned = 0;
+  std::string last_abandoned;
   // In the order they were lost.
   std::vector<ChannelLoss> channels_lost;
   // Source: pages sent a second time because their channel was lost.

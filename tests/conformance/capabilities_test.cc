@@ -598,6 +598,7 @@ TEST_P(FamilyConformance, AKeyedDestinationAdmitsOnlySessionsThatCanProveIt) {
   testing::TestRegion dst = testing::MakeRegion(1, 1 << 20);
   SessionOptions o = ::ramferry::testing::InsecureOptions();
   o.auth_key = kKey;
+  o.protect = Protection::kNone;  // FakeSource writes an unsealed stream
   testing::ServingReceiver rx(o, {dst.region});
   testing::FakeSource fake(rx.port(), 1);
   fake.set_key(kKey);

@@ -38,11 +38,21 @@ const std::string kKey = "correct horse battery staple 42!";
 const std::string kOtherKey = "correct horse battery staple 43!";
 constexpr uint64_t kBytes = 4 << 20;
 
+// An empty `key`: an end that runs without one, as it must ask to.
 SessionOptions Keyed(const std::string& key) {
-  SessionOptions o = ::ramferry::testing::InsecureOptions();
+  SessionOptions o;
   o.auth_key = key;
+  o.insecure = key.empty();
   o.handshake_timeout = absl::Seconds(5);
   o.connect_timeout = absl::Seconds(5);
+  return o;
+}
+
+// A destination that admits FakeSource's sessions, which prove the key but
+// write an unsealed stream.
+SessionOptions KeyedUnsealed(const std::string& key) {
+  SessionOptions o = Keyed(key);
+  o.protect = Protection::kNone;
   return o;
 }
 
@@ -163,7 +173,7 @@ proto::Hello AuthHello(const FakeSource& fake, proto::Role role,
 
 TEST(AuthTest, ForgedProofIsRefusedBeforeAdmission) {
   testing::TestRegion dst = MakeRegion(1, kBytes);
-  ServingReceiver rx(Keyed(kKey), {dst.region});
+  ServingReceiver rx(KeyedUnsealed(kKey), {dst.region});
   FakeSource fake(rx.port(), 1);
   RawHandshake raw(rx.port(), AuthHello(fake, proto::Role::kControl, 0));
   absl::StatusOr<proto::AuthChallenge> challenge = raw.SendHello();
@@ -184,7 +194,7 @@ TEST(AuthTest, ForgedProofIsRefusedBeforeAdmission) {
 
 TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
   testing::TestRegion dst = MakeRegion(1, kBytes);
-  ServingReceiver rx(Keyed(kKey), {dst.region});
+  ServingReceiver rx(KeyedUnsealed(kKey), {dst.region});
   FakeSource fake(rx.port(), 2);
   fake.set_key(kKey);
   ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
@@ -213,7 +223,7 @@ TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
 
 TEST(AuthTest, AuthenticatedButCrossSessionChannelIsRefused) {
   testing::TestRegion dst = MakeRegion(1, kBytes);
-  ServingReceiver rx(Keyed(kKey), {dst.region});
+  ServingReceiver rx(KeyedUnsealed(kKey), {dst.region});
   FakeSource fake(rx.port(), 1);
   fake.set_key(kKey);
   ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());

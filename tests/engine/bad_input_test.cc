@@ -160,7 +160,10 @@ TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
   opt.channels = 2;
   ServingReceiver rx(opt, {dst.region});
   FakeSource src(rx.port(), 2, kMaxPages);
-  ASSERT_TRUE(src.OpenControl(Table()).ok());
+  {
+    absl::Status open = src.OpenControl(Table());
+    ASSERT_TRUE(open.ok()) << open;
+  }
   ASSERT_TRUE(src.OpenAllChannels().ok());
   // The receiver may reset the connection before all of it is sent.
   (void)src.Send(1, GetParam().bytes());
@@ -196,15 +199,16 @@ class HandshakeTest : public ::testing::Test {
     return opt;
   }
   // Completes one round and FINISH by hand: the session still works.
-  void FinishCleanly() {
+  void FinishCleanly() { FinishCleanly(src_); }
+  void FinishCleanly(FakeSource& src) {
     for (uint32_t c = 0; c < 2; ++c) {
-      ASSERT_TRUE(src_.Send(c, FakeSource::DataPacket(
-                                   Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
+      ASSERT_TRUE(src.Send(c, FakeSource::DataPacket(
+                                  Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
                       .ok());
       ASSERT_TRUE(
-          src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)).ok());
+          src.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)).ok());
     }
-    auto m = src_.ReadControl();
+    auto m = src.ReadControl();
     ASSERT_TRUE(m.ok()) << m.status();
     ASSERT_EQ(m->type, proto::ControlType::kRoundDone);
     auto done = proto::DecodeRoundDone(m->payload);
@@ -213,10 +217,10 @@ class HandshakeTest : public ::testing::Test {
     EXPECT_EQ(done->pages, 2u);
     for (uint32_t c = 0; c < 2; ++c) {
       ASSERT_TRUE(
-          src_.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)).ok());
+          src.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)).ok());
     }
-    ASSERT_TRUE(src_.SendControl(proto::EncodeFinish()).ok());
-    m = src_.ReadControl();
+    ASSERT_TRUE(src.SendControl(proto::EncodeFinish()).ok());
+    m = src.ReadControl();
     ASSERT_TRUE(m.ok()) << m.status();
     EXPECT_EQ(m->type, proto::ControlType::kFinishAck);
     EXPECT_TRUE(rx_.result().ok()) << rx_.result();
@@ -286,13 +290,63 @@ TEST_F(HandshakeTest, GarbageHelloIsRefusedWithTheReason) {
   EXPECT_THAT(fd.status().message(), HasSubstr("channel index 7"));
 }
 
-TEST_F(HandshakeTest, RegionTableMismatchIsRefused) {
+// Waits until the destination gave up `n` sessions in all.
+void AwaitAbandoned(Receiver& r, uint64_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (r.stats().sessions_abandoned < n && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(r.stats().sessions_abandoned, n) << r.stats().last_abandoned;
+}
+
+// Nothing a session does before its channels start ends a destination
+// waiting for its real source: the session is given up, and the next one
+// is served.
+TEST_F(HandshakeTest, RegionTableMismatchIsRefusedAndTheNextSourceServed) {
   auto bad = Table();
   bad[0].length *= 2;
   absl::Status s = src_.OpenControl(bad);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("region 1"));
-  EXPECT_TRUE(absl::IsFailedPrecondition(rx_.result()));
+  ASSERT_NO_FATAL_FAILURE(AwaitAbandoned(rx_.receiver(), 1));
+  EXPECT_THAT(rx_.receiver().stats().last_abandoned,
+              HasSubstr("refused the source's region table"));
+  EXPECT_FALSE(rx_.done());
+  FakeSource real(rx_.port(), 2, kMaxPages);
+  ASSERT_TRUE(real.OpenControl(Table()).ok());
+  ASSERT_TRUE(real.OpenAllChannels().ok());
+  FinishCleanly(real);
+}
+
+TEST_F(HandshakeTest, AControlConnectionThatDiesBeforeItsTableIsGivenUp) {
+  {
+    FakeSource bogus(rx_.port(), 2, kMaxPages);
+    ASSERT_TRUE(bogus.Connect(bogus.MakeHello(proto::Role::kControl, 0)).ok());
+  }  // closed with its table unsent
+  ASSERT_NO_FATAL_FAILURE(AwaitAbandoned(rx_.receiver(), 1));
+  FakeSource real(rx_.port(), 2, kMaxPages);
+  ASSERT_TRUE(real.OpenControl(Table()).ok());
+  ASSERT_TRUE(real.OpenAllChannels().ok());
+  FinishCleanly(real);
+}
+
+TEST_F(HandshakeTest, ASessionWhoseChannelsNeverComeIsGivenUp) {
+  SessionOptions opt = Options();
+  opt.handshake_timeout = absl::Milliseconds(300);
+  auto dst = MakeRegion(1, kRegionBytes);
+  ServingReceiver rx(opt, {dst.region});
+  FakeSource bogus(rx.port(), 2, kMaxPages);
+  ASSERT_TRUE(bogus.OpenControl(Table()).ok());
+  ASSERT_TRUE(bogus.OpenChannel(0).ok());  // channel 1 never comes
+  ASSERT_NO_FATAL_FAILURE(AwaitAbandoned(rx.receiver(), 1));
+  EXPECT_THAT(rx.receiver().stats().last_abandoned,
+              HasSubstr("only 1 of 2 data channels"));
+  FakeSource real(rx.port(), 2, kMaxPages);
+  ASSERT_TRUE(real.OpenControl(Table()).ok());
+  ASSERT_TRUE(real.OpenAllChannels().ok());
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  EXPECT_TRUE(absl::IsCancelled(rx.result())) << rx.result();
+  EXPECT_TRUE(testing::AllZero(dst.region));
 }
 
 TEST_F(HandshakeTest, ChannelClosedMidPacketEndsTheSession) {

@@ -453,7 +453,7 @@ TEST(TransferTest, BadArgumentsAreRejectedWithoutEndingTheSession) {
   EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
 }
 
-TEST(TransferTest, RegionMismatchIsRefusedByTheDestination) {
+TEST(TransferTest, RegionMismatchIsRefusedAndTheDestinationWaitsOn) {
   auto src = MakeRegion(1, 2 << 20, 6, true);
   auto dst = MakeRegion(1, 1 << 20);
   SessionOptions opt = ::ramferry::testing::InsecureOptions();
@@ -464,8 +464,24 @@ TEST(TransferTest, RegionMismatchIsRefusedByTheDestination) {
   EXPECT_TRUE(absl::IsFailedPrecondition(sender.status())) << sender.status();
   EXPECT_NE(sender.status().message().find("region 1"), absl::string_view::npos)
       << sender.status();
-  absl::Status rs = rx.result();
-  EXPECT_TRUE(absl::IsFailedPrecondition(rs)) << rs;
+  // The destination waits on for a source whose regions match.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (rx.receiver().stats().sessions_abandoned == 0 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(rx.receiver().stats().sessions_abandoned, 1u);
+  EXPECT_FALSE(rx.done());
+  auto matching = MakeRegion(1, 1 << 20, 8, true);
+  auto good = Sender::Connect(opt, {&matching.region, 1});
+  ASSERT_TRUE(good.ok()) << good.status();
+  DirtyBitmap dirty(matching.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_TRUE((*good)->SendRound(bitmaps).ok());
+  ASSERT_TRUE((*good)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(matching.region, dst.region));
 }
 
 TEST(TransferTest, ConnectToNobodyFailsAfterTheTimeout) {

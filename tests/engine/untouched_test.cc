@@ -19,6 +19,7 @@
 #include "base/pagemap_scan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_support.h"
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21  // Linux 5.4
@@ -315,6 +316,10 @@ bool PagemapScanWorks() {
 constexpr const char* kNoScan =
     "this kernel has no PAGEMAP_SCAN (Linux 6.7+): anonymous memory is "
     "never reported there, by design";
+constexpr const char* kNoZeroPage =
+    "this kernel maps a fresh page, not the shared zero page, on a read "
+    "fault of private anonymous memory, so read pages cannot read as "
+    "untouched here";
 
 TEST(FindUntouchedRanges, RejectsAnInvalidRegion) {
   Region r = RegionAt(nullptr, kPage);
@@ -348,6 +353,7 @@ TEST(FindUntouchedRanges, ScanFaultsNothingIn) {
 // 2.
 TEST(FindUntouchedRanges, ReadFaultedAnonymousPagesAreOnTheZeroPage) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
+  if (!testing::ReadFaultsMapTheZeroPage()) GTEST_SKIP() << kNoZeroPage;
   Mapping m = Mapping::Anonymous(32 * kPage);
   ASSERT_TRUE(m.ok());
   madvise(m.data(), 32 * kPage, MADV_NOHUGEPAGE);
@@ -535,6 +541,7 @@ TEST(FindUntouchedRanges, PrivateFileMappingReportsNothing) {
 // 6.
 TEST(FindUntouchedRanges, TransparentHugePagesAndTheHugeZeroPage) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
+  if (!testing::ReadFaultsMapTheZeroPage()) GTEST_SKIP() << kNoZeroPage;
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;
   if (!std::getline(thp, mode) || mode.find("[never]") != std::string::npos) {
@@ -604,6 +611,7 @@ TEST(FindUntouchedRanges, SmallTrackingPagesInsideHostPages) {
 // 7.
 TEST(FindUntouchedRanges, RegionOverTwoMappingsFollowsEachOnesRule) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
+  if (!testing::ReadFaultsMapTheZeroPage()) GTEST_SKIP() << kNoZeroPage;
   Mapping m = Mapping::Anonymous(64 * kPage);
   ASSERT_TRUE(m.ok());
   madvise(m.data(), 64 * kPage, MADV_NOHUGEPAGE);

@@ -21,7 +21,9 @@
 //    zero, so each is really written, and the canaries catch a stray one.
 //  - Every call consumes input (no hang), and every failure is one a
 //    hostile or truncated stream explains: INVALID_ARGUMENT, OUT_OF_RANGE,
-//    or UNAVAILABLE at the end of the stream.
+//    or UNAVAILABLE at the end of the stream; on a sealed stream (config
+//    bit 0x80, under FuzzSealKey), PERMISSION_DENIED for a packet whose
+//    tag fails, decrypting in place only the pages the header names.
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -190,13 +192,20 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
       });
   transport = owned.get();
   engine::ZeroPages zero_pages(regions);
+  std::unique_ptr<proto::Sealer> opener;
+  if (cfg.sealed) {
+    absl::StatusOr<std::unique_ptr<proto::Sealer>> o = proto::Sealer::Create(
+        proto::SealMode::kEncrypt, FuzzSealKey(), proto::Sealer::Use::kOpen);
+    FUZZ_CHECK(o.ok());
+    opener = std::move(*o);
+  }
   engine::ChannelReceiver rx(
       cfg.channel, std::move(owned), &table,
       {.max_pages = cfg.max_pages,
        .next_header_size = cfg.next_header_size,
        .zero_pages = cfg.zero_pages ? &zero_pages : nullptr,
        .compressed_pages = cfg.compressed_pages},
-      &barrier, &failure);
+      &barrier, &failure, nullptr, std::move(opener));
 
   int idle_steps = 0;
   while (true) {
@@ -206,7 +215,8 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
       const absl::StatusCode code = step.status().code();
       FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
                  code == absl::StatusCode::kOutOfRange ||
-                 code == absl::StatusCode::kUnavailable);
+                 code == absl::StatusCode::kUnavailable ||
+                 (cfg.sealed && code == absl::StatusCode::kPermissionDenied));
       FUZZ_CHECK(!rx.finished());
       break;
     }

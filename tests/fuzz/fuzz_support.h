@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "proto/seal.h"
 
 // Aborts with the failed property: libFuzzer records the input as a crash,
 // and the replay driver's ctest fails. Active in every build type, unlike
@@ -69,19 +70,30 @@ struct ReceiverConfig {
   bool next_header_size;
   bool zero_pages;
   bool compressed_pages;
+  // The stream is sealed (encrypt) under kFuzzSealKey: every packet must
+  // carry its tag in the header.
+  bool sealed;
 };
 inline ReceiverConfig DecodeReceiverConfig(uint8_t b) {
-  return {b & 3u, kFuzzMaxPages[(b >> 2) & 3], (b & 0x10) != 0, (b & 0x20) != 0,
-          (b & 0x40) != 0};
+  return {b & 3u,          kFuzzMaxPages[(b >> 2) & 3],
+          (b & 0x10) != 0, (b & 0x20) != 0,
+          (b & 0x40) != 0, (b & 0x80) != 0};
 }
 inline uint8_t EncodeReceiverConfig(uint32_t channel, int max_pages_index,
                                     bool next_header_size = false,
                                     bool zero_pages = false,
-                                    bool compressed_pages = false) {
-  return static_cast<uint8_t>((channel & 3) | (max_pages_index & 3) << 2 |
-                              (next_header_size ? 0x10 : 0) |
-                              (zero_pages ? 0x20 : 0) |
-                              (compressed_pages ? 0x40 : 0));
+                                    bool compressed_pages = false,
+                                    bool sealed = false) {
+  return static_cast<uint8_t>(
+      (channel & 3) | (max_pages_index & 3) << 2 |
+      (next_header_size ? 0x10 : 0) | (zero_pages ? 0x20 : 0) |
+      (compressed_pages ? 0x40 : 0) | (sealed ? 0x80 : 0));
+}
+// The fixed key a sealed fuzz stream is sealed under (its salt is zero).
+inline proto::SealKey FuzzSealKey() {
+  proto::SealKey k;
+  for (size_t i = 0; i < k.key.size(); ++i) k.key[i] = static_cast<uint8_t>(i);
+  return k;
 }
 
 struct FuzzRegionShape {

@@ -103,6 +103,23 @@ Bytes Packet(const proto::PacketHeader& h, const std::vector<uint64_t>& offs) {
   return out;
 }
 
+// `packet` (one whole packet: header, offsets, payload) sealed as a
+// source seals packet `num` under FuzzSealKey: payload encrypted, tag in
+// the header.
+Bytes Sealed(Bytes packet, uint64_t num) {
+  const size_t header =
+      proto::PacketHeaderBytes(proto::Load32(packet.data() + 12));
+  auto sealer = *proto::Sealer::Create(proto::SealMode::kEncrypt, FuzzSealKey(),
+                                       proto::Sealer::Use::kSeal);
+  sealer->Begin(num);
+  sealer->Associate(absl::MakeConstSpan(packet.data(), header));
+  sealer->SealBody(packet.data() + header, packet.data() + header,
+                   packet.size() - header);
+  const proto::SealTag tag = *sealer->FinishSeal();
+  std::copy(tag.begin(), tag.end(), packet.begin() + proto::kPacketTagOffset);
+  return packet;
+}
+
 // A ZERO_RANGES packet: `words` are (offset, length) pairs.
 proto::PacketHeader ZeroRanges(uint32_t channel, uint64_t num, uint64_t round,
                                uint32_t region, uint32_t page_size,
@@ -253,7 +270,7 @@ void HelloSeeds(std::map<std::string, Bytes>* out) {
   h.role = proto::Role::kControl;
   h.session = Session();
   h.channel_count = 4;
-  h.capabilities = proto::kKnownFeatures;
+  h.capabilities = proto::kKnownFeatures & ~proto::kFeatureSealEncrypt;
   h.max_packet_pages = proto::kDefaultPacketPages;
   h.transport = 1;
   (*out)["control"] = HelloBytes(h);
@@ -742,6 +759,24 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
   seed("edge_compressed_without_capability", ch0,
        Cat({Header(Compressed(Data(0, 0, 0, 1, 4096, 2), n), {0, 4096}), frame,
             finish}));
+  // Sealed streams (bit 7): packets sealed under FuzzSealKey, as a source
+  // seals them, so mutations start from streams whose tags check out.
+  const uint8_t sealed = EncodeReceiverConfig(0, 2, false, true, false, true);
+  seed("sealed_two_rounds", sealed,
+       Cat({Sealed(Packet(Data(0, 0, 0, 1, 4096, 2), {0, 4096 | kZ}), 0),
+            Sealed(Header(Marker(proto::kPacketSync, 0, 1, 0), {}), 1),
+            Sealed(Header(ZeroRanges(0, 2, 1, 1, 4096, 2), {8192, 8192}), 2),
+            Sealed(Packet(Data(0, 3, 1, 2, 512, 1), {512}), 3),
+            Sealed(Header(Marker(proto::kPacketSync, 0, 4, 1), {}), 4),
+            Sealed(Header(Marker(proto::kPacketFinish, 0, 5, 2), {}), 5)}));
+  seed("edge_sealed_replayed", sealed,
+       Cat({Sealed(Packet(Data(0, 0, 0, 1, 4096, 1), {0}), 0),
+            Sealed(Packet(Data(0, 0, 0, 1, 4096, 1), {0}), 0)}));
+  Bytes flipped = Sealed(Packet(Data(0, 0, 0, 1, 4096, 1), {4096}), 0);
+  flipped.back() ^= 1;
+  seed("edge_sealed_payload_bit", sealed, flipped);
+  seed("edge_sealed_tag_missing", sealed,
+       Packet(Data(0, 0, 0, 1, 4096, 1), {0}));
 }
 
 Corpus Generate() {

@@ -61,8 +61,11 @@ class FakeSource {
   uint16_t port_;
   uint32_t channels_;
   uint32_t max_pages_;
+  // It writes packets as they are: no sealed stream.
   uint64_t capabilities_ =
-      proto::kKnownFeatures & ~proto::kFeatureSurviveChannelLoss;
+      proto::kKnownFeatures &
+      ~(proto::kFeatureSurviveChannelLoss | proto::kFeatureSealMac |
+        proto::kFeatureSealEncrypt);
   proto::SessionId session_;
   std::string key_;
   std::unique_ptr<engine::ControlChannel> control_;

@@ -1,7 +1,10 @@
 #include "tests/support/test_support.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,9 +13,39 @@
 #include <fstream>
 #include <string>
 
+#include "base/pagemap_scan.h"
 #include "gtest/gtest.h"
 
 namespace ramferry::testing {
+
+bool ReadFaultsMapTheZeroPage() {
+  static const bool maps = [] {
+    const long page = sysconf(_SC_PAGESIZE);
+    void* m = mmap(nullptr, page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    madvise(m, page, MADV_NOHUGEPAGE);
+    (void)*static_cast<volatile const char*>(m);
+    bool zero = false;
+    const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      base::PageRegion r{};
+      base::PmScanArg a{};
+      a.size = sizeof a;
+      a.start = reinterpret_cast<uint64_t>(m);
+      a.end = a.start + page;
+      a.vec = reinterpret_cast<uint64_t>(&r);
+      a.vec_len = 1;
+      a.return_mask = base::kPageIsPfnZero;
+      zero = ioctl(fd, base::kPagemapScan, &a) == 1 &&
+             (r.categories & base::kPageIsPfnZero) != 0;
+      close(fd);
+    }
+    munmap(m, page);
+    return zero;
+  }();
+  return maps;
+}
 
 SessionOptions InsecureOptions() {
   SessionOptions o;

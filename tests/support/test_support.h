@@ -24,6 +24,13 @@ bool UnderSanitizer();
 // `bytes` in a normal build; a quarter (at least 16 MiB) under sanitizers.
 uint64_t ScaledBytes(uint64_t bytes);
 
+// Whether reading a never-written private anonymous page maps the shared
+// zero page, as PAGEMAP_SCAN reports it (PAGE_IS_PFNZERO). Some kernels
+// (seen: a Firecracker guest's 6.18) map a fresh page instead, so pages
+// the source only read are not found untouched there: they go as zero
+// pages. False also where PAGEMAP_SCAN is missing.
+bool ReadFaultsMapTheZeroPage();
+
 // SessionOptions for a test that runs without a key, asking for it
 // explicitly (SessionOptions::insecure), as every end without a key must.
 SessionOptions InsecureOptions();

@@ -199,17 +199,25 @@ TEST(MigrateCli, RolesWithTheSameKeyFileMigrateAuthenticated) {
   EXPECT_EQ(dest.Wait(absl::Seconds(30)).exit_code, 0);
 }
 
-TEST(MigrateCli, WithoutAKeyBothRolesSayTheStreamIsUnauthenticated) {
-  BackgroundCommand dest(
-      {kMigrate, "--role=dest", "--listen=127.0.0.1:0", "--size=16MiB"});
+TEST(MigrateCli, WithoutAKeyNeitherRoleStartsUnlessAskedToRunInsecure) {
+  for (const char* role : {"--role=dest", "--role=source"}) {
+    CommandResult refused =
+        RunCommand({kMigrate, role, "--listen=127.0.0.1:0",
+                    "--connect=127.0.0.1:1", "--size=16MiB"});
+    EXPECT_EQ(refused.exit_code, 2) << role;
+    EXPECT_THAT(refused.err, HasSubstr("no key")) << role;
+    EXPECT_THAT(refused.err, HasSubstr("--insecure")) << role;
+  }
+  BackgroundCommand dest({kMigrate, "--role=dest", "--listen=127.0.0.1:0",
+                          "--size=16MiB", "--insecure"});
   const std::string port =
       dest.AwaitStderrLine("listening on 127.0.0.1:", absl::Seconds(30));
   ASSERT_FALSE(port.empty()) << dest.Stderr();
-  EXPECT_THAT(dest.Stderr(), HasSubstr("WARNING: no key: this stream is "
+  EXPECT_THAT(dest.Stderr(), HasSubstr("WARNING: --insecure: this stream is "
                                        "UNAUTHENTICATED"));
   CommandResult r =
       RunCommand({kMigrate, "--role=source", "--connect=127.0.0.1:" + port,
-                  "--size=16MiB", "--json"});
+                  "--size=16MiB", "--json", "--insecure"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("UNAUTHENTICATED"));
   EXPECT_EQ(ParseJson(r)["authenticated"], false);
@@ -416,8 +424,12 @@ TEST(MigrateCli, ZeroAndUntouchedPagesOfAnImageDoNotTravel) {
         plan["zero_pages"].get<uint64_t>() +
             plan["untouched_pages"].get<uint64_t>());
     // The uffd tracker read-faults memory before it protects it, which
-    // maps never-touched anonymous pages to the zero page: still found.
-    EXPECT_GE(j["untouched_pages"], plan["untouched_pages"]);
+    // maps never-touched anonymous pages to the zero page: still found,
+    // where the kernel maps the zero page (elsewhere they go as zero
+    // pages, counted above).
+    if (testing::ReadFaultsMapTheZeroPage()) {
+      EXPECT_GE(j["untouched_pages"], plan["untouched_pages"]);
+    }
     EXPECT_EQ(j["bytes_saved"],
               pages * 4096 - j["payload_bytes"].get<uint64_t>());
     // Fresh destination memory: nothing had to be zero-filled.
@@ -475,7 +487,7 @@ TEST(MigrateCli, ZeroCopyRefusesToStartUnderASmallMemlockLimit) {
       {"/usr/bin/prlimit", "--memlock=1048576:1048576", "/usr/bin/setpriv",
        "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", kMigrate,
        "--role=source", "--connect=127.0.0.1:1", "--size=16MiB",
-       "--transport=tcp-zerocopy", "--channels=4"});
+       "--transport=tcp-zerocopy", "--channels=4", "--insecure"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("RLIMIT_MEMLOCK is 1048576 bytes"));
   EXPECT_THAT(r.err, HasSubstr("ulimit -l 16384"));
@@ -578,12 +590,13 @@ TEST_F(SlowLinkTest, AutoCompressionFollowsTheLink) {
 }
 
 TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {
-  BackgroundCommand dest(InNamespace(
-      {kMigrate, "--role=dest", "--listen=127.0.0.1:7199", "--size=256MiB"}));
+  BackgroundCommand dest(
+      InNamespace({kMigrate, "--role=dest", "--listen=127.0.0.1:7199",
+                   "--size=256MiB", "--insecure"}));
   ASSERT_TRUE(dest.AwaitStderr("listening", absl::Seconds(60)));
-  BackgroundCommand source(
-      InNamespace({kMigrate, "--role=source", "--connect=127.0.0.1:7199",
-                   "--size=256MiB", "--json", "--stall-timeout=5s"}));
+  BackgroundCommand source(InNamespace(
+      {kMigrate, "--role=source", "--connect=127.0.0.1:7199", "--size=256MiB",
+       "--json", "--stall-timeout=5s", "--insecure"}));
   // Round 0 alone needs ~2 s on this link: a second in, it is mid-round.
   absl::SleepFor(absl::Seconds(1));
   kill(dest.pid(), SIGKILL);

@@ -29,6 +29,9 @@ Migration Migrate(TransportKind kind, bool uffd, uint64_t bytes,
   auto src = MakeRegion(1, bytes, 21, true);
   auto dst = MakeRegion(1, bytes);
   config.session.transport = kind;
+  // Keyed, as the tool runs: the stream is sealed (mac) while memload
+  // writes the pages being sealed.
+  config.session.auth_key = "precopy-test-key-0123456789abcdef";
   config.progress = false;
   ServingReceiver rx(config.session, {dst.region});
   config.session.port = rx.port();
@@ -148,6 +151,7 @@ TEST(Precopy, UnreachableDestinationFailsCleanlyAndTheWorkloadRuns) {
                lo, tracker.get());
   load.Start();
   PrecopyConfig config;
+  config.session.insecure = true;
   config.session.port = 1;  // nobody listens
   config.session.connect_timeout = absl::Milliseconds(200);
   config.progress = false;

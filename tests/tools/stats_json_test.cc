@@ -82,6 +82,8 @@ TEST(ChannelCounters, JsonKeysAreTheOnesTheToolsRead) {
       "chunks_compressed",
       "rdma_credit_waits",
       "rdma_credit_returns",
+      "sealed_bytes",
+      "seal_s",
       "send_latency_p50_us",
       "send_latency_p99_us",
       "thread_cpu_s",

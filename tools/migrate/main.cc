@@ -588,14 +588,17 @@ int main(int argc, char** argv) {
       "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB",
       __FILE__);
   using namespace ramferry::migrate;
-  absl::StatusOr<ramferry::SessionOptions> opt = Session();
-  if (!opt.ok()) return Usage(std::string(opt.status().message()));
   if (const std::string path = absl::GetFlag(FLAGS_make_image); !path.empty()) {
     return RunMakeImage(path);
   }
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (!absl::GetFlag(FLAGS_demo) && role != "source" && role != "dest") {
+    return Usage("choose --role=source, --role=dest or --demo");
+  }
+  absl::StatusOr<ramferry::SessionOptions> opt = Session();
+  if (!opt.ok()) return Usage(std::string(opt.status().message()));
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
   ramferry::cli::WarnIfUnauthenticated(*opt, "ramferry-migrate");
-  const std::string role = absl::GetFlag(FLAGS_role);
   if (role == "source") {
     auto hp = HostPort(absl::GetFlag(FLAGS_connect));
     if (!hp.ok()) {
@@ -605,14 +608,11 @@ int main(int argc, char** argv) {
     opt->port = hp->second;
     return RunSourceRole(*opt);
   }
-  if (role == "dest") {
-    auto hp = HostPort(absl::GetFlag(FLAGS_listen));
-    if (!hp.ok()) {
-      return Usage("--listen: " + std::string(hp.status().message()));
-    }
-    opt->host = hp->first;
-    opt->port = hp->second;
-    return RunDestRole(*opt);
+  auto hp = HostPort(absl::GetFlag(FLAGS_listen));  // role == "dest"
+  if (!hp.ok()) {
+    return Usage("--listen: " + std::string(hp.status().message()));
   }
-  return Usage("choose --role=source, --role=dest or --demo");
+  opt->host = hp->first;
+  opt->port = hp->second;
+  return RunDestRole(*opt);
 }

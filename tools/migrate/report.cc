@@ -207,6 +207,8 @@ std::string DestinationJson(const DestinationReport& r) {
   j["verified"] = r.verified;
   j["connections_refused"] = r.stats.connections_refused;
   j["auth_failures"] = r.stats.auth_failures;
+  j["sessions_abandoned"] = r.stats.sessions_abandoned;
+  j["last_abandoned"] = r.stats.last_abandoned;
   AddZeroFields(j, r.stats.Total());
   j["channels_lost"] = cli::ChannelLossesJson(r.stats);
   j["channel_stats"] = cli::ChannelArrayJson(r.stats);
@@ -217,12 +219,17 @@ std::string DestinationTable(const DestinationReport& r) {
   return absl::StrFormat(
       "destination: %s; %d rounds applied, %d pages verified by the "
       "source, pre-fault %s %.2f s (%s), %d page faults, served %.2f s, CPU "
-      "%.2f s; %d connections refused (%d failed authentication); zero "
+      "%.2f s; %d connections refused (%d failed authentication), %d "
+      "sessions given up before they started%s; zero "
       "pages: %d written, the rest already read as zero%s%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
       PrefaultName(r.prefault), r.prefault_s,
       cli::FormatBytes(r.prefault_bytes), r.page_faults, r.serve_s, r.cpu_s,
       r.stats.connections_refused, r.stats.auth_failures,
+      r.stats.sessions_abandoned,
+      r.stats.last_abandoned.empty()
+          ? ""
+          : absl::StrCat(" (last: ", r.stats.last_abandoned, ")"),
       r.stats.Total().zero_pages_written,
       r.stats.channels_lost.empty()
           ? ""
