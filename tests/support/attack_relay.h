@@ -1,0 +1,205 @@
+// A man in the middle on loopback, for the tests: a TCP relay that forwards
+// every connection it accepts to a real destination, parses the source's
+// side of each stream (Hello, authentication, then data packets or control
+// frames) and, when armed, tampers with it on a live, admitted connection:
+// flips bits, forges, replays, drops, reorders, splices or truncates
+// packets, or floods the control connection.
+//
+// The source connects to port() instead of the destination's port. The
+// relay records what it did, so a test can assert that an attack really
+// fired (one that never fired must fail the test, not pass it).
+#ifndef RAMFERRY_TESTS_SUPPORT_ATTACK_RELAY_H_
+#define RAMFERRY_TESTS_SUPPORT_ATTACK_RELAY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace ramferry::testing {
+
+// Hello capability bits that say every control frame carries a 16-byte
+// tag after its payload (SessionOptions::protect: mac, encrypt).
+inline constexpr uint64_t kSealedFeatureBits = (1ull << 9) | (1ull << 10);
+inline constexpr size_t kControlTagBytes = 16;
+
+enum class AttackKind {
+  kNone,
+  // Flips bit `bit` of byte `byte` of a packet's 64-byte fixed header.
+  kFlipHeader,
+  // Flips bit `offset_bit` of the packet's first page offset: the page
+  // lands elsewhere in its region.
+  kFlipOffset,
+  // Flips bit `bit` of the middle byte of a packet's payload.
+  kFlipPayload,
+  // Replaces a packet's payload with bytes the attacker made up (every
+  // byte xor 0xa5), under the real header.
+  kForge,
+  // Inserts a made-up packet (a copy of the real header, made-up payload)
+  // ahead of the real one.
+  kForgeInsert,
+  // Forwards a packet, then the one before it again.
+  kReplay,
+  // Swallows a packet; the stream resumes with the next.
+  kDrop,
+  // Holds a packet back and forwards it after the next one.
+  kReorder,
+  // In place of a packet, one captured on another data channel of the same
+  // session (the same index if it was captured, else the latest).
+  kSpliceChannel,
+  // In place of a packet, one captured on the same channel of another
+  // session through this relay (the same index if captured).
+  kSpliceSession,
+  // Forwards half of a packet, then closes both sides of the connection.
+  kTruncate,
+  // Control connection, after a frame: `count` well-formed HEARTBEAT
+  // frames (each with a garbage tag in a sealed session).
+  kFloodHeartbeats,
+  // Control connection, after a frame: `count` * 24 random bytes.
+  kFloodRandom,
+};
+const char* AttackKindName(AttackKind kind);
+
+struct Attack {
+  AttackKind kind = AttackKind::kNone;
+  // Which connection: the control connection, or data channel `channel`.
+  bool control = false;
+  uint32_t channel = 0;
+  // Fires at the first packet (or control frame) of that connection that
+  // suits the attack (a data packet with pages for offsets and payloads,
+  // one with a predecessor for a replay, a donor at hand for a splice),
+  // whose index on the connection (0: the first after admission) is at
+  // least `at_index` and, for a packet, whose round is at least `at_round`.
+  uint64_t at_index = 0;
+  uint64_t at_round = 0;
+  // kFlipHeader: which byte of the fixed header and which bit (0 = lsb).
+  size_t byte = 31;  // the low byte of the round
+  int bit = 0;
+  // kFlipOffset: which bit; -1: the offset's highest set bit, so the page
+  // lands on an earlier one, which this round does not write again.
+  int offset_bit = -1;
+  // kFloodHeartbeats / kFloodRandom.
+  int count = 2000;
+};
+
+// One thing the relay did to a stream.
+struct RelayEvent {
+  AttackKind kind = AttackKind::kNone;
+  std::string session;  // hex
+  bool control = false;
+  uint32_t channel = 0;
+  uint64_t index = 0;  // packet (or frame) index on the connection
+  uint64_t round = 0;
+  std::string what;
+  absl::Time when;  // just before the tampered bytes went on
+};
+
+// What the relay parsed on one connection, source to destination.
+struct RelayConnection {
+  std::string session;  // hex of the Hello's session id
+  bool control = false;
+  uint32_t channel = 0;
+  bool authenticated = false;  // an AuthChallenge/AuthProof exchange
+  bool admitted = false;       // the HelloReply accepted it
+  bool sealed = false;         // control frames carry tags
+  uint64_t granted = 0;        // capabilities in the HelloReply
+  uint64_t packets = 0;        // data connection: packets of every kind
+  uint64_t data_packets = 0;   // of them, with pages
+  uint64_t syncs = 0;
+  uint64_t finishes = 0;
+  uint64_t zero_ranges = 0;
+  uint64_t pages = 0;          // page offsets in data packets
+  uint64_t frames = 0;         // control connection
+  uint64_t bytes_up = 0;       // source -> destination, as received
+  uint64_t bytes_down = 0;     // destination -> source
+  std::string parse_error;     // empty while the stream parsed
+  bool ended_cleanly = false;  // the source closed at a unit boundary
+};
+
+class AttackRelay {
+ public:
+  // Listens on 127.0.0.1 at a free port and forwards every connection to
+  // 127.0.0.1:`destination_port`. `sealed` overrides what the HelloReply's
+  // capabilities say about control-frame tags.
+  explicit AttackRelay(uint16_t destination_port,
+                       std::optional<bool> sealed = std::nullopt);
+  ~AttackRelay();
+  AttackRelay(const AttackRelay&) = delete;
+  AttackRelay& operator=(const AttackRelay&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Connections accepted from now on go to 127.0.0.1:`destination_port`
+  // (a destination serves one session; the next one listens elsewhere).
+  void Retarget(uint16_t destination_port);
+
+  // Arms `attack` for the connections whose Hello arrives from now on; it
+  // fires once.
+  void Arm(const Attack& attack);
+
+  // How many armed attacks fired, and what the relay did.
+  size_t fired() const;
+  std::vector<RelayEvent> events() const;
+  std::vector<RelayConnection> connections() const;
+  // Every event and connection, one a line, for a failure message.
+  std::string Log() const;
+
+  // Closes the listener and every connection, and joins the threads.
+  void Stop();
+
+ private:
+  struct Conn;
+  struct Armed {
+    Attack attack;
+    bool fired = false;
+  };
+  struct Packet {
+    std::vector<uint8_t> bytes;
+    uint64_t index = 0;
+    uint64_t round = 0;
+    uint16_t flags = 0;
+    size_t header_bytes = 0;
+    bool has_payload() const { return bytes.size() > header_bytes; }
+  };
+
+  void AcceptLoop();
+  void Upstream(std::shared_ptr<Conn> c);
+  void Downstream(std::shared_ptr<Conn> c);
+  void DataLoop(const std::shared_ptr<Conn>& c);
+  void ControlLoop(const std::shared_ptr<Conn>& c);
+  // Applies this connection's armed attacks to `p`; false when the
+  // connection is over (truncated, or a write failed).
+  bool ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p);
+  void Record(const std::shared_ptr<Conn>& c, AttackKind kind, uint64_t index,
+              uint64_t round, std::string what);
+  std::optional<Packet> Donor(const std::shared_ptr<Conn>& c, AttackKind kind,
+                              uint64_t index);
+  void Archive(const std::shared_ptr<Conn>& c, const Packet& p);
+  void Fail(const std::shared_ptr<Conn>& c, std::string why);
+
+  uint16_t destination_port_;  // guarded by mu_
+  const std::optional<bool> sealed_override_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread acceptor_;
+
+  mutable std::mutex mu_;
+  bool stopping_ = false;
+  std::vector<std::shared_ptr<Armed>> armed_;
+  std::vector<RelayEvent> events_;
+  std::vector<std::shared_ptr<Conn>> conns_;
+  std::vector<std::thread> threads_;
+  // (session hex, channel) -> the first data packets seen there, by index.
+  std::map<std::pair<std::string, uint32_t>, std::map<uint64_t, Packet>>
+      archive_;
+};
+
+}  // namespace ramferry::testing
+
+#endif  // RAMFERRY_TESTS_SUPPORT_ATTACK_RELAY_H_
