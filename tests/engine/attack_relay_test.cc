@@ -4,10 +4,18 @@
 // attacks it aims at packet N would land somewhere else.
 #include "tests/support/attack_relay.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <random>
 
+#include "absl/time/clock.h"
+#include "channels/socket_dial.h"
 #include "channels/transport.h"
 #include "gtest/gtest.h"
+#include "proto/control.h"
+#include "proto/handshake.h"
+#include "proto/wire.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/test_support.h"
@@ -16,6 +24,8 @@
 namespace ramferry {
 namespace {
 
+using testing::Attack;
+using testing::AttackKind;
 using testing::AttackRelay;
 using testing::MakeRegion;
 using testing::RelayConnection;
@@ -117,6 +127,95 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::TestName(std::get<0>(info.param)) +
              (std::get<1>(info.param) ? "_keyed" : "_unkeyed");
     });
+
+// A protected session's control frames each carry a tag after their
+// payload, outside the length: the relay must frame them so, or it would
+// aim at the wrong frame. Hand-driven ends, so it needs no protection in
+// the engine.
+TEST(AttackRelayFramingTest, SealedControlFramesCarryTheirTags) {
+  auto [listen_fd, port] = testing::ListenOnLoopback(1);
+  AttackRelay relay(port);
+  Attack flood;
+  flood.kind = AttackKind::kFloodHeartbeats;
+  flood.control = true;
+  flood.at_index = 1;
+  flood.count = 10;
+  relay.Arm(flood);
+  const int src = testing::ConnectToLoopback(relay.port());
+  ASSERT_GE(src, 0);
+  const int dst = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(dst, 0);
+  close(listen_fd);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+
+  proto::Hello hello;
+  hello.role = proto::Role::kControl;
+  hello.session.bytes[0] = 7;
+  hello.capabilities = testing::kSealedFeatureBits;
+  uint8_t out[proto::kHelloBytes], in[proto::kHelloBytes];
+  proto::EncodeHello(hello, absl::MakeSpan(out));
+  ASSERT_TRUE(channels::WriteWithDeadline(src, out, deadline).ok());
+  ASSERT_TRUE(
+      channels::ReadWithDeadline(dst, absl::MakeSpan(in), deadline).ok());
+  EXPECT_TRUE(std::equal(out, out + sizeof out, in));
+  uint8_t reply[proto::kHelloReplyBytes], got[proto::kHelloReplyBytes];
+  proto::EncodeHelloReply({0, 1ull << 9, ""}, absl::MakeSpan(reply));
+  ASSERT_TRUE(channels::WriteWithDeadline(dst, reply, deadline).ok());
+  ASSERT_TRUE(
+      channels::ReadWithDeadline(src, absl::MakeSpan(got), deadline).ok());
+
+  // Three frames, each with a 16-byte tag; the middle one has a payload.
+  auto sealed = [](std::vector<uint8_t> frame, uint8_t tag) {
+    frame.insert(frame.end(), testing::kControlTagBytes, tag);
+    return frame;
+  };
+  std::vector<uint8_t> first = sealed(proto::EncodeHeartbeat(), 0x11);
+  std::vector<uint8_t> second =
+      sealed(proto::EncodeRoundDone({3, 4}), 0x22);  // any type frames alike
+  std::vector<uint8_t> third = sealed(proto::EncodeFinish(), 0x33);
+  std::vector<uint8_t> stream;
+  for (const auto* f : {&first, &second, &third}) {
+    stream.insert(stream.end(), f->begin(), f->end());
+  }
+  ASSERT_TRUE(channels::WriteWithDeadline(src, stream, deadline).ok());
+  shutdown(src, SHUT_WR);
+
+  std::vector<uint8_t> arrived;
+  uint8_t buf[4096];
+  while (true) {
+    ssize_t n = recv(dst, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    arrived.insert(arrived.end(), buf, buf + n);
+  }
+  close(src);
+  close(dst);
+  relay.Stop();
+
+  // The flood came after the second frame, as whole tagged heartbeats.
+  const size_t beat = proto::kFrameHeaderBytes + testing::kControlTagBytes;
+  ASSERT_EQ(arrived.size(), stream.size() + 10 * beat);
+  size_t at = 0;
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), arrived.begin() + at));
+  at += first.size();
+  EXPECT_TRUE(std::equal(second.begin(), second.end(), arrived.begin() + at));
+  at += second.size();
+  for (int i = 0; i < 10; ++i, at += beat) {
+    EXPECT_EQ(proto::Load32(&arrived[at]),
+              static_cast<uint32_t>(proto::ControlType::kHeartbeat));
+    EXPECT_EQ(proto::Load32(&arrived[at + 4]), 0u);
+  }
+  EXPECT_TRUE(std::equal(third.begin(), third.end(), arrived.begin() + at));
+
+  EXPECT_EQ(relay.fired(), 1u);
+  const std::vector<testing::RelayConnection> conns = relay.connections();
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_TRUE(conns[0].control);
+  EXPECT_TRUE(conns[0].admitted);
+  EXPECT_TRUE(conns[0].sealed);
+  EXPECT_EQ(conns[0].frames, 3u);
+  EXPECT_TRUE(conns[0].ended_cleanly);
+  EXPECT_TRUE(conns[0].parse_error.empty()) << conns[0].parse_error;
+}
 
 }  // namespace
 }  // namespace ramferry
