@@ -88,10 +88,14 @@ std::string Where(bool control, uint32_t channel) {
   return control ? "control" : absl::StrCat("channel ", channel);
 }
 
-bool Suits(AttackKind kind, bool control) {
-  const bool flood =
-      kind == AttackKind::kFloodHeartbeats || kind == AttackKind::kFloodRandom;
-  return kind != AttackKind::kNone && flood == control;
+// Whether `kind` tampers with what the destination sends (the rest tamper
+// with what the source sends).
+bool Downward(AttackKind kind) { return kind == AttackKind::kForgeRoundDone; }
+
+// Whether `kind` is aimed at a control connection (or a data channel).
+bool OnControl(AttackKind kind) {
+  return kind == AttackKind::kFloodHeartbeats ||
+         kind == AttackKind::kFloodRandom || Downward(kind);
 }
 
 }  // namespace
@@ -126,6 +130,8 @@ const char* AttackKindName(AttackKind kind) {
       return "flood-heartbeats";
     case AttackKind::kFloodRandom:
       return "flood-random";
+    case AttackKind::kForgeRoundDone:
+      return "forge-round-done";
   }
   return "?";
 }
@@ -150,6 +156,11 @@ struct AttackRelay::Conn {
   std::promise<std::optional<uint64_t>> reply;
   std::future<std::optional<uint64_t>> reply_future;
   bool reply_set = false;  // downstream thread only
+  // Set by the upstream thread before it forwards the Hello, so before the
+  // reply: an attack will write between the destination's frames.
+  bool forged_downstream = false;  // guarded by mu_
+  // Held while writing to `src` from the destination's side.
+  std::mutex down_write_mu;
   // Upstream thread only.
   std::vector<std::shared_ptr<Armed>> attacks;
   std::optional<Packet> prev;
@@ -334,6 +345,13 @@ void AttackRelay::Downstream(std::shared_ptr<Conn> c) {
     c->Sever();
     return;
   }
+  bool framed, sealed;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    framed = c->forged_downstream;
+    sealed = c->info.sealed;
+  }
+  if (framed) return DownstreamFrames(c, sealed);
   std::vector<uint8_t> buf(64 << 10);
   while (true) {
     ssize_t n = recv(c->dst, buf.data(), buf.size(), 0);
@@ -349,6 +367,76 @@ void AttackRelay::Downstream(std::shared_ptr<Conn> c) {
     std::lock_guard<std::mutex> l(mu_);
     c->info.bytes_down += static_cast<uint64_t>(n);
   }
+}
+
+// The destination's control frames, parsed and written whole under the
+// connection's write lock, so that a forged one (kForgeRoundDone, written
+// by a data channel's thread) goes between two of them.
+void AttackRelay::DownstreamFrames(const std::shared_ptr<Conn>& c,
+                                   bool sealed) {
+  const size_t tag = sealed ? kControlTagBytes : 0;
+  while (true) {
+    std::vector<uint8_t> frame(proto::kFrameHeaderBytes);
+    ReadResult r = ReadExact(c->dst, frame.data(), frame.size());
+    if (r == ReadResult::kEof) {
+      shutdown(c->src, SHUT_WR);
+      return;
+    }
+    if (r != ReadResult::kOk) return c->Sever();
+    const uint32_t length = proto::Load32(frame.data() + 4);
+    if (length > kMaxFrameBytes) return c->Sever();
+    frame.resize(proto::kFrameHeaderBytes + length + tag);
+    if (ReadExact(c->dst, frame.data() + proto::kFrameHeaderBytes,
+                  length + tag) != ReadResult::kOk) {
+      return c->Sever();
+    }
+    {
+      std::lock_guard<std::mutex> w(c->down_write_mu);
+      if (!WriteAll(c->src, frame)) return c->Sever();
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    c->info.bytes_down += frame.size();
+  }
+}
+
+// kForgeRoundDone: called on a data channel's thread with the SYNC it is
+// about to forward. Once the source has sent every channel's SYNC of the
+// attacked round but this one, the destination cannot have applied the
+// round: the source gets a ROUND_DONE for it now, with the page count it
+// expects, and this SYNC follows a little later.
+void AttackRelay::MaybeForgeRoundDone(const std::shared_ptr<Conn>& c,
+                                      const Packet& sync) {
+  std::shared_ptr<Conn> control;
+  uint64_t pages = 0;
+  bool sealed = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    SessionView& v = sessions_[c->info.session];
+    const uint32_t seen = ++v.syncs[sync.round];
+    if (!v.forge || v.forge->fired || v.control == nullptr ||
+        sync.round != v.forge->attack.at_round || seen < v.channels) {
+      return;
+    }
+    v.forge->fired = true;
+    control = v.control;
+    pages = v.pages[sync.round];
+    sealed = control->info.sealed;
+  }
+  std::vector<uint8_t> forged = proto::EncodeRoundDone({sync.round, pages});
+  std::mt19937_64 rng(std::random_device{}());
+  for (size_t t = 0; t < (sealed ? kControlTagBytes : 0); ++t) {
+    forged.push_back(static_cast<uint8_t>(rng()));
+  }
+  Record(control, AttackKind::kForgeRoundDone, sync.index, sync.round,
+         absl::StrFormat("ROUND_DONE for round %d (%d pages) while channel "
+                         "%d's SYNC of it was held back",
+                         sync.round, pages, c->info.channel));
+  {
+    std::lock_guard<std::mutex> w(control->down_write_mu);
+    if (!WriteAll(control->src, forged)) return;
+  }
+  // Long enough for a source that believed it to say so first.
+  absl::SleepFor(absl::Milliseconds(300));
 }
 
 // Source to destination: Hello, proof, then packets or frames.
@@ -371,11 +459,20 @@ void AttackRelay::Upstream(std::shared_ptr<Conn> c) {
     c->info.channel = channel;
     c->info.bytes_up = sizeof hello;
     for (const auto& a : armed_) {
-      if (!a->fired && Suits(a->attack.kind, control) &&
-          (control || a->attack.channel == channel)) {
+      const AttackKind kind = a->attack.kind;
+      if (a->fired || kind == AttackKind::kNone || OnControl(kind) != control ||
+          (!control && a->attack.channel != channel)) {
+        continue;
+      }
+      if (Downward(kind)) {
+        c->forged_downstream = true;
+        sessions_[c->info.session].control = c;
+        sessions_[c->info.session].forge = a;
+      } else {
         c->attacks.push_back(a);
       }
     }
+    sessions_[c->info.session].channels = proto::Load32(hello + 28);
   }
   if (!WriteAll(c->dst, hello, sizeof hello)) return c->Sever();
   if (auth) {
@@ -464,11 +561,13 @@ void AttackRelay::DataLoop(const std::shared_ptr<Conn>& c) {
       if (p.flags == proto::kPacketData) {
         ++i.data_packets;
         i.pages += page_count;
+        sessions_[i.session].pages[p.round] += page_count;
       }
       if (p.flags == proto::kPacketSync) ++i.syncs;
       if (p.flags == proto::kPacketFinish) ++i.finishes;
       if (p.flags == proto::kPacketZeroRanges) ++i.zero_ranges;
     }
+    if (p.flags == proto::kPacketSync) MaybeForgeRoundDone(c, p);
     if (!ForwardPacket(c, p)) return;
   }
 }

@@ -64,6 +64,12 @@ enum class AttackKind {
   kFloodHeartbeats,
   // Control connection, after a frame: `count` * 24 random bytes.
   kFloodRandom,
+  // Control connection, destination to source: a ROUND_DONE for round
+  // `at_round` (with the page count the source sent), written once the
+  // source has sent all of that round but for the last channel's SYNC,
+  // which the relay holds back a while: the destination cannot have
+  // applied the round yet. A garbage tag when sealed.
+  kForgeRoundDone,
 };
 const char* AttackKindName(AttackKind kind);
 
@@ -171,6 +177,8 @@ class AttackRelay {
   void AcceptLoop();
   void Upstream(std::shared_ptr<Conn> c);
   void Downstream(std::shared_ptr<Conn> c);
+  void DownstreamFrames(const std::shared_ptr<Conn>& c, bool sealed);
+  void MaybeForgeRoundDone(const std::shared_ptr<Conn>& c, const Packet& sync);
   void DataLoop(const std::shared_ptr<Conn>& c);
   void ControlLoop(const std::shared_ptr<Conn>& c);
   // Applies this connection's armed attacks to `p`; false when the
@@ -195,6 +203,15 @@ class AttackRelay {
   std::vector<RelayEvent> events_;
   std::vector<std::shared_ptr<Conn>> conns_;
   std::vector<std::thread> threads_;
+  // What the relay saw of each session (by session hex).
+  struct SessionView {
+    uint32_t channels = 0;
+    std::map<uint64_t, uint64_t> pages;  // by round, in data packets
+    std::map<uint64_t, uint32_t> syncs;  // by round
+    std::shared_ptr<Conn> control;       // with a kForgeRoundDone armed
+    std::shared_ptr<Armed> forge;
+  };
+  std::map<std::string, SessionView> sessions_;
   // (session hex, channel) -> the first data packets seen there, by index.
   std::map<std::pair<std::string, uint32_t>, std::map<uint64_t, Packet>>
       archive_;
