@@ -582,19 +582,29 @@ void AttackRelay::Archive(const std::shared_ptr<Conn>& c, const Packet& p) {
 }
 
 std::optional<AttackRelay::Packet> AttackRelay::Donor(
-    const std::shared_ptr<Conn>& c, AttackKind kind, uint64_t index) {
+    const std::shared_ptr<Conn>& c, AttackKind kind, const Packet& p) {
+  // The best donor announces the same next header as `p` (so the stream
+  // after it still frames: the destination may read a payload and the
+  // announced next header in one call), then has p's index.
+  const uint32_t next = proto::Load32(p.bytes.data() + 40);
   std::lock_guard<std::mutex> l(mu_);
   const Packet* best = nullptr;
+  int best_score = -1;
   for (const auto& [key, packets] : archive_) {
     const bool same_session = key.first == c->info.session;
     const bool same_channel = key.second == c->info.channel;
     const bool wanted = kind == AttackKind::kSpliceChannel
                             ? same_session && !same_channel
                             : !same_session && same_channel;
-    if (!wanted || packets.empty()) continue;
-    auto it = packets.find(index);
-    if (it != packets.end()) return it->second;
-    if (best == nullptr) best = &packets.rbegin()->second;
+    if (!wanted) continue;
+    for (const auto& [index, d] : packets) {
+      const int score =
+          2 * (proto::Load32(d.bytes.data() + 40) == next) + (index == p.index);
+      if (score >= best_score) {
+        best = &d;
+        best_score = score;
+      }
+    }
   }
   if (best == nullptr) return std::nullopt;
   return *best;
@@ -632,7 +642,7 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
       case AttackKind::kSpliceChannel:
       case AttackKind::kSpliceSession:
         if (paged) {
-          donor = Donor(c, at.kind, p.index);
+          donor = Donor(c, at.kind, p);
           suits = donor.has_value();
         }
         break;

@@ -52,10 +52,11 @@ enum class AttackKind {
   // Holds a packet back and forwards it after the next one.
   kReorder,
   // In place of a packet, one captured on another data channel of the same
-  // session (the same index if it was captured, else the latest).
+  // session (one announcing the same next header size, at the same index
+  // if there is one).
   kSpliceChannel,
   // In place of a packet, one captured on the same channel of another
-  // session through this relay (the same index if captured).
+  // session through this relay (chosen as for kSpliceChannel).
   kSpliceSession,
   // Forwards half of a packet, then closes both sides of the connection.
   kTruncate,
@@ -187,7 +188,7 @@ class AttackRelay {
   void Record(const std::shared_ptr<Conn>& c, AttackKind kind, uint64_t index,
               uint64_t round, std::string what);
   std::optional<Packet> Donor(const std::shared_ptr<Conn>& c, AttackKind kind,
-                              uint64_t index);
+                              const Packet& p);
   void Archive(const std::shared_ptr<Conn>& c, const Packet& p);
   void Fail(const std::shared_ptr<Conn>& c, std::string why);
 
