@@ -35,6 +35,13 @@ using testing::ServingReceiver;
 
 const std::string kKey = "attack relay test key, 32 bytes!";
 
+// A session without a key must say it means to run so, where the build
+// asks (SessionOptions::insecure).
+template <typename Options>
+void AllowUnkeyed(Options& o) {
+  if constexpr (requires(Options & x) { x.insecure; }) o.insecure = true;
+}
+
 class AttackRelayTest
     : public ::testing::TestWithParam<std::tuple<TransportKind, bool>> {};
 
@@ -50,7 +57,11 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
   opt.transport = kind;
   opt.channels = 3;
   opt.stall_timeout = absl::Seconds(5);
-  if (keyed) opt.auth_key = kKey;
+  if (keyed) {
+    opt.auth_key = kKey;
+  } else {
+    AllowUnkeyed(opt);
+  }
   ServingReceiver rx(opt, {dst.region});
   AttackRelay relay(rx.port());
   opt.port = relay.port();

@@ -138,6 +138,8 @@ std::vector<Case> Cases() {
       {"FlipHeaderRound", round_bit, TagOr({"round"})},
       {"FlipHeaderRegion", region_bit, TagOr({"region"})},
       {"FlipHeaderTag", tag_bit, kTagCause},
+      {"FlipNextHeaderBeforeSync", On(AttackKind::kFlipNextHeader, 0),
+       TagOr({"next header"})},
       {"FlipOffset", On(AttackKind::kFlipOffset, 1), kTagCause},
       {"FlipPayload", On(AttackKind::kFlipPayload, 0), kTagCause},
       {"Forge", On(AttackKind::kForge, 1), kTagCause},

@@ -132,6 +132,8 @@ const char* AttackKindName(AttackKind kind) {
       return "flood-random";
     case AttackKind::kForgeRoundDone:
       return "forge-round-done";
+    case AttackKind::kFlipNextHeader:
+      return "flip-next-header";
   }
   return "?";
 }
@@ -165,6 +167,7 @@ struct AttackRelay::Conn {
   std::vector<std::shared_ptr<Armed>> attacks;
   std::optional<Packet> prev;
   std::optional<Packet> held;
+  std::optional<Packet> lookahead;  // kFlipNextHeader
 };
 
 AttackRelay::AttackRelay(uint16_t destination_port, std::optional<bool> sealed)
@@ -507,6 +510,9 @@ void AttackRelay::DataLoop(const std::shared_ptr<Conn>& c) {
         std::lock_guard<std::mutex> l(mu_);
         c->info.ended_cleanly = true;
       }
+      if (c->lookahead && !WriteAll(c->dst, c->lookahead->bytes)) {
+        return c->Sever();
+      }
       if (c->held && !WriteAll(c->dst, c->held->bytes)) return c->Sever();
       shutdown(c->dst, SHUT_WR);
       return;
@@ -568,7 +574,7 @@ void AttackRelay::DataLoop(const std::shared_ptr<Conn>& c) {
       if (p.flags == proto::kPacketZeroRanges) ++i.zero_ranges;
     }
     if (p.flags == proto::kPacketSync) MaybeForgeRoundDone(c, p);
-    if (!ForwardPacket(c, p)) return;
+    if (!LookAhead(c, p)) return;
   }
 }
 
@@ -608,6 +614,51 @@ std::optional<AttackRelay::Packet> AttackRelay::Donor(
   }
   if (best == nullptr) return std::nullopt;
   return *best;
+}
+
+// kFlipNextHeader needs to know which data packet is the last before a
+// SYNC: each one waits here for the packet after it.
+bool AttackRelay::LookAhead(const std::shared_ptr<Conn>& c, Packet& p) {
+  std::shared_ptr<Armed> attack;
+  for (const auto& a : c->attacks) {
+    if (a->attack.kind == AttackKind::kFlipNextHeader) attack = a;
+  }
+  if (attack == nullptr) return ForwardPacket(c, p);
+  if (c->lookahead) {
+    Packet last = std::move(*c->lookahead);
+    c->lookahead.reset();
+    bool claimed = false;
+    // 0: the source did not know the next header; the destination reads
+    // it on its own then, and there is nothing to tamper with.
+    if (p.flags == proto::kPacketSync &&
+        proto::Load32(last.bytes.data() + 40) != 0) {
+      std::lock_guard<std::mutex> l(mu_);
+      claimed = !attack->fired;
+      attack->fired = true;
+    }
+    if (claimed) {
+      // It announces the SYNC's 64 bytes; one bit more announces 72.
+      uint8_t* next = last.bytes.data() + 40;
+      const uint32_t before = proto::Load32(next);
+      proto::Store32(next, before ^ 8);
+      Record(c, attack->attack.kind, last.index, last.round,
+             absl::StrFormat("the last data packet before a SYNC announces a "
+                             "next header of %d bytes, not %d",
+                             before ^ 8, before));
+    }
+    if (!ForwardPacket(c, last)) return false;
+  }
+  bool waiting;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    waiting = !attack->fired;
+  }
+  if (waiting && p.flags == proto::kPacketData && p.has_payload() &&
+      p.round >= attack->attack.at_round) {
+    c->lookahead = std::move(p);
+    return true;
+  }
+  return ForwardPacket(c, p);
 }
 
 bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {

@@ -34,6 +34,10 @@ enum class AttackKind {
   kNone,
   // Flips bit `bit` of byte `byte` of a packet's 64-byte fixed header.
   kFlipHeader,
+  // Flips one bit of next_header_bytes in the last data packet before a
+  // SYNC, so that it announces 8 bytes more than the SYNC has (every data
+  // packet waits in the relay for the one after it).
+  kFlipNextHeader,
   // Flips bit `offset_bit` of the packet's first page offset: the page
   // lands elsewhere in its region.
   kFlipOffset,
@@ -185,6 +189,7 @@ class AttackRelay {
   // Applies this connection's armed attacks to `p`; false when the
   // connection is over (truncated, or a write failed).
   bool ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p);
+  bool LookAhead(const std::shared_ptr<Conn>& c, Packet& p);
   void Record(const std::shared_ptr<Conn>& c, AttackKind kind, uint64_t index,
               uint64_t round, std::string what);
   std::optional<Packet> Donor(const std::shared_ptr<Conn>& c, AttackKind kind,
