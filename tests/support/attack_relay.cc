@@ -25,8 +25,6 @@ namespace ramferry::testing {
 
 namespace {
 
-// Data packets kept per connection for splicing, by index.
-constexpr uint64_t kArchivePackets = 32;
 // Bounds on what the parser believes, so a corrupt stream cannot make it
 // allocate without limit.
 constexpr uint64_t kMaxPayloadBytes = 64ull << 20;
@@ -96,6 +94,31 @@ bool Downward(AttackKind kind) { return kind == AttackKind::kForgeRoundDone; }
 bool OnControl(AttackKind kind) {
   return kind == AttackKind::kFloodHeartbeats ||
          kind == AttackKind::kFloodRandom || Downward(kind);
+}
+
+// A data packet's entries i < j whose offsets differ in exactly one bit:
+// flipping it in entry i sends page i onto page j, which the same packet
+// (so the same thread of the destination) writes too.
+struct Twin {
+  uint32_t entry = 0;
+  int bit = 0;
+};
+std::optional<Twin> OneBitTwin(const std::vector<uint8_t>& packet,
+                               size_t header_bytes) {
+  const uint8_t* o = packet.data() + proto::kPacketFixedBytes;
+  const size_t n = (header_bytes - proto::kPacketFixedBytes) / 8;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t a = proto::Load64(o + 8 * i);
+    if (proto::IsZeroPageEntry(a)) continue;
+    for (size_t j = i + 1; j < n; ++j) {
+      const uint64_t diff = a ^ proto::Load64(o + 8 * j);
+      if (diff != 0 && (diff & (diff - 1)) == 0 &&
+          (diff & proto::kZeroPageFlag) == 0) {
+        return Twin{static_cast<uint32_t>(i), __builtin_ctzll(diff)};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -212,6 +235,11 @@ void AttackRelay::Retarget(uint16_t destination_port) {
   destination_port_ = destination_port;
 }
 
+void AttackRelay::KeepPackets(uint64_t first) {
+  std::lock_guard<std::mutex> l(mu_);
+  archive_limit_ = first;
+}
+
 void AttackRelay::Arm(const Attack& attack) {
   std::lock_guard<std::mutex> l(mu_);
   armed_.push_back(std::make_shared<Armed>(Armed{attack, false}));
@@ -300,9 +328,16 @@ void AttackRelay::Fail(const std::shared_ptr<Conn>& c, std::string why) {
 void AttackRelay::Record(const std::shared_ptr<Conn>& c, AttackKind kind,
                          uint64_t index, uint64_t round, std::string what) {
   std::lock_guard<std::mutex> l(mu_);
-  events_.push_back(RelayEvent{kind, c->info.session, c->info.control,
-                               c->info.channel, index, round, std::move(what),
-                               absl::Now()});
+  events_.push_back(RelayEvent{kind,
+                               c->info.session,
+                               c->info.control,
+                               c->info.channel,
+                               index,
+                               round,
+                               std::move(what),
+                               absl::Now(),
+                               {},
+                               0});
 }
 
 // Destination to source: the challenge and the reply are parsed (the
@@ -579,12 +614,11 @@ void AttackRelay::DataLoop(const std::shared_ptr<Conn>& c) {
 }
 
 void AttackRelay::Archive(const std::shared_ptr<Conn>& c, const Packet& p) {
-  if (p.flags != proto::kPacketData || !p.has_payload() ||
-      p.index >= kArchivePackets) {
-    return;
-  }
+  if (p.flags != proto::kPacketData || !p.has_payload()) return;
   std::lock_guard<std::mutex> l(mu_);
-  archive_[{c->info.session, c->info.channel}][p.index] = p;
+  if (p.index < archive_limit_) {
+    archive_[{c->info.session, c->info.channel}][p.index] = p;
+  }
 }
 
 std::optional<AttackRelay::Packet> AttackRelay::Donor(
@@ -676,7 +710,9 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
         suits = true;
         break;
       case AttackKind::kFlipOffset:
-        suits = data && p.header_bytes > proto::kPacketFixedBytes;
+        suits = data && p.header_bytes > proto::kPacketFixedBytes &&
+                (at.offset_bit >= 0 ||
+                 OneBitTwin(p.bytes, p.header_bytes).has_value());
         break;
       case AttackKind::kFlipPayload:
       case AttackKind::kForge:
@@ -725,6 +761,8 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
     const uint64_t index = p.index;
     const uint64_t round = p.round;
     std::string what;
+    std::vector<uint8_t> forged_page;
+    uint64_t forged_offset = 0;
     switch (at.kind) {
       case AttackKind::kFlipHeader:
         p.bytes[at.byte] ^= static_cast<uint8_t>(1u << at.bit);
@@ -732,17 +770,14 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
                                at.byte);
         break;
       case AttackKind::kFlipOffset: {
-        uint8_t* o = p.bytes.data() + proto::kPacketFixedBytes;
+        Twin twin{0, at.offset_bit};
+        if (at.offset_bit < 0) twin = *OneBitTwin(p.bytes, p.header_bytes);
+        uint8_t* o = p.bytes.data() + proto::kPacketFixedBytes + 8 * twin.entry;
         const uint64_t before = proto::Load64(o);
-        int bit = at.offset_bit;
-        if (bit < 0) {
-          // The highest set bit above the page flag: the page moves back,
-          // to one this round has already written (or had no reason to).
-          bit = before >= 4096 ? 63 - __builtin_clzll(before) : 20;
-        }
-        const uint64_t after = before ^ (uint64_t{1} << bit);
+        const uint64_t after = before ^ (uint64_t{1} << twin.bit);
         proto::Store64(o, after);
-        what = absl::StrFormat("offset 0x%x -> 0x%x", before, after);
+        what = absl::StrFormat("offset %d: 0x%x -> 0x%x", twin.entry, before,
+                               after);
         break;
       }
       case AttackKind::kFlipPayload: {
@@ -756,6 +791,12 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
         p = made_up();
         what = absl::StrFormat("payload of %d bytes replaced",
                                p.bytes.size() - p.header_bytes);
+        if (proto::Load32(p.bytes.data() + 44) == 0) {
+          forged_offset = proto::Load64(p.bytes.data() + 64);
+          const size_t page = proto::Load32(p.bytes.data() + 36);
+          forged_page.assign(p.bytes.begin() + p.header_bytes,
+                             p.bytes.begin() + p.header_bytes + page);
+        }
         break;
       case AttackKind::kForgeInsert:
         ahead = made_up();
@@ -800,6 +841,11 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
     // Recorded before the bytes go: the ends cannot react to an attack the
     // log does not hold yet.
     Record(c, at.kind, index, round, std::move(what));
+    if (!forged_page.empty()) {
+      std::lock_guard<std::mutex> l(mu_);
+      events_.back().forged_page = std::move(forged_page);
+      events_.back().forged_offset = forged_offset;
+    }
   }
   if (ahead && !write(ahead->bytes)) return false;
   if (forward && !write(p.bytes)) return false;

@@ -38,8 +38,10 @@ enum class AttackKind {
   // SYNC, so that it announces 8 bytes more than the SYNC has (every data
   // packet waits in the relay for the one after it).
   kFlipNextHeader,
-  // Flips bit `offset_bit` of the packet's first page offset: the page
-  // lands elsewhere in its region.
+  // Flips one bit of a page offset: by default (offset_bit -1) in the
+  // first entry that then names another page of the same packet, so the
+  // page lands on one the same destination thread writes (no other channel
+  // races it there); with offset_bit >= 0, that bit of the first entry.
   kFlipOffset,
   // Flips bit `bit` of the middle byte of a packet's payload.
   kFlipPayload,
@@ -93,8 +95,7 @@ struct Attack {
   // kFlipHeader: which byte of the fixed header and which bit (0 = lsb).
   size_t byte = 31;  // the low byte of the round
   int bit = 0;
-  // kFlipOffset: which bit; -1: the offset's highest set bit, so the page
-  // lands on an earlier one, which this round does not write again.
+  // kFlipOffset: which bit of the first entry; -1: see kFlipOffset.
   int offset_bit = -1;
   // kFloodHeartbeats / kFloodRandom.
   int count = 2000;
@@ -110,6 +111,10 @@ struct RelayEvent {
   uint64_t round = 0;
   std::string what;
   absl::Time when;  // just before the tampered bytes went on
+  // kForge: the first made-up page and the region offset it names, to look
+  // for at the destination afterwards.
+  std::vector<uint8_t> forged_page;
+  uint64_t forged_offset = 0;
 };
 
 // What the relay parsed on one connection, source to destination.
@@ -149,6 +154,10 @@ class AttackRelay {
   // Connections accepted from now on go to 127.0.0.1:`destination_port`
   // (a destination serves one session; the next one listens elsewhere).
   void Retarget(uint16_t destination_port);
+
+  // How many data packets of each connection (the first) the relay keeps
+  // for splicing elsewhere; 32 unless told.
+  void KeepPackets(uint64_t first);
 
   // Arms `attack` for the connections whose Hello arrives from now on; it
   // fires once.
@@ -221,6 +230,7 @@ class AttackRelay {
   // (session hex, channel) -> the first data packets seen there, by index.
   std::map<std::pair<std::string, uint32_t>, std::map<uint64_t, Packet>>
       archive_;
+  uint64_t archive_limit_ = 32;
 };
 
 }  // namespace ramferry::testing
