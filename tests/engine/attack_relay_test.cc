@@ -35,18 +35,31 @@ using testing::ServingReceiver;
 
 const std::string kKey = "attack relay test key, 32 bytes!";
 
-// A session without a key must say it means to run so, where the build
-// asks (SessionOptions::insecure).
-template <typename Options>
-void AllowUnkeyed(Options& o) {
-  if constexpr (requires(Options & x) { x.insecure; }) o.insecure = true;
+// How the session guards itself: no key at all, or a key and each
+// protection of the stream.
+enum class Guard { kUnkeyed, kKeyed, kMac, kEncrypt };
+
+std::string GuardName(Guard g) {
+  switch (g) {
+    case Guard::kUnkeyed:
+      return "unkeyed";
+    case Guard::kKeyed:
+      return "keyed";
+    case Guard::kMac:
+      return "mac";
+    case Guard::kEncrypt:
+      return "encrypt";
+  }
+  return "?";
 }
 
 class AttackRelayTest
-    : public ::testing::TestWithParam<std::tuple<TransportKind, bool>> {};
+    : public ::testing::TestWithParam<std::tuple<TransportKind, Guard>> {};
 
 TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
-  const auto [kind, keyed] = GetParam();
+  const auto [kind, guard] = GetParam();
+  const bool keyed = guard != Guard::kUnkeyed;
+  const bool sealed = guard == Guard::kMac || guard == Guard::kEncrypt;
   if (std::string why = testing::WhyUnavailable(kind); !why.empty()) {
     GTEST_SKIP() << why;
   }
@@ -60,8 +73,11 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
   if (keyed) {
     opt.auth_key = kKey;
   } else {
-    AllowUnkeyed(opt);
+    opt.insecure = true;
   }
+  opt.protect = guard == Guard::kMac       ? Protection::kMac
+                : guard == Guard::kEncrypt ? Protection::kEncrypt
+                                           : Protection::kNone;
   ServingReceiver rx(opt, {dst.region});
   AttackRelay relay(rx.port());
   opt.port = relay.port();
@@ -106,7 +122,7 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
     SCOPED_TRACE(relay.Log());
     EXPECT_TRUE(c.admitted);
     EXPECT_EQ(c.authenticated, keyed);
-    EXPECT_FALSE(c.sealed);
+    EXPECT_EQ(c.sealed, sealed);
     EXPECT_TRUE(c.parse_error.empty()) << c.parse_error;
     EXPECT_TRUE(c.ended_cleanly);
     EXPECT_EQ(c.session, conns[0].session);
@@ -133,10 +149,11 @@ INSTANTIATE_TEST_SUITE_P(
     Transports, AttackRelayTest,
     ::testing::Combine(::testing::ValuesIn(testing::TransportsWith(
                            channels::kCapAuthenticatedHello)),
-                       ::testing::Bool()),
+                       ::testing::Values(Guard::kUnkeyed, Guard::kKeyed,
+                                         Guard::kMac, Guard::kEncrypt)),
     [](const auto& info) {
-      return testing::TestName(std::get<0>(info.param)) +
-             (std::get<1>(info.param) ? "_keyed" : "_unkeyed");
+      return testing::TestName(std::get<0>(info.param)) + "_" +
+             GuardName(std::get<1>(info.param));
     });
 
 // A protected session's control frames each carry a tag after their
