@@ -93,7 +93,8 @@ bool Downward(AttackKind kind) { return kind == AttackKind::kForgeRoundDone; }
 // Whether `kind` is aimed at a control connection (or a data channel).
 bool OnControl(AttackKind kind) {
   return kind == AttackKind::kFloodHeartbeats ||
-         kind == AttackKind::kFloodRandom || Downward(kind);
+         kind == AttackKind::kFloodRandom || kind == AttackKind::kReplayFrame ||
+         Downward(kind);
 }
 
 // A data packet's entries i < j whose offsets differ in exactly one bit:
@@ -153,6 +154,8 @@ const char* AttackKindName(AttackKind kind) {
       return "flood-heartbeats";
     case AttackKind::kFloodRandom:
       return "flood-random";
+    case AttackKind::kReplayFrame:
+      return "replay-frame";
     case AttackKind::kForgeRoundDone:
       return "forge-round-done";
     case AttackKind::kFlipNextHeader:
@@ -903,7 +906,9 @@ void AttackRelay::ControlLoop(const std::shared_ptr<Conn>& c) {
       }
       std::vector<uint8_t> flood;
       const int count = a->attack.count;
-      if (a->attack.kind == AttackKind::kFloodHeartbeats) {
+      if (a->attack.kind == AttackKind::kReplayFrame) {
+        flood = frame;
+      } else if (a->attack.kind == AttackKind::kFloodHeartbeats) {
         for (int i = 0; i < count; ++i) {
           std::vector<uint8_t> beat = proto::EncodeHeartbeat();
           for (size_t t = 0; t < tag; ++t) {

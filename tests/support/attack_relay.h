@@ -71,6 +71,8 @@ enum class AttackKind {
   kFloodHeartbeats,
   // Control connection, after a frame: `count` * 24 random bytes.
   kFloodRandom,
+  // Control connection: a frame of the source's, then the same again.
+  kReplayFrame,
   // Control connection, destination to source: a ROUND_DONE for round
   // `at_round` (with the page count the source sent), written once the
   // source has sent all of that round but for the last channel's SYNC,
