@@ -99,6 +99,14 @@ Attack On(AttackKind kind, uint32_t channel) {
   return a;
 }
 
+// With the packet numbers rewritten so the stream still counts in order:
+// only the tag (its nonce is the number the destination expects) can tell.
+Attack Renumbered(AttackKind kind, uint32_t channel) {
+  Attack a = On(kind, channel);
+  a.renumber = true;
+  return a;
+}
+
 Attack OnControl(AttackKind kind) {
   Attack a;
   a.kind = kind;
@@ -131,8 +139,11 @@ std::vector<Case> Cases() {
       {"Forge", On(AttackKind::kForge, 1), kTagCause},
       {"ForgeInsert", On(AttackKind::kForgeInsert, 0), kTagCause},
       {"Replay", On(AttackKind::kReplay, 1), kOutOfPlace},
+      {"ReplayRenumbered", Renumbered(AttackKind::kReplay, 0), kOutOfPlace},
       {"Drop", On(AttackKind::kDrop, 0), kOutOfPlace},
+      {"DropRenumbered", Renumbered(AttackKind::kDrop, 1), kOutOfPlace},
       {"Reorder", On(AttackKind::kReorder, 1), kOutOfPlace},
+      {"ReorderRenumbered", Renumbered(AttackKind::kReorder, 0), kOutOfPlace},
       {"SpliceChannel", On(AttackKind::kSpliceChannel, 1),
        TagOr({"names channel"})},
       {"SpliceSession", On(AttackKind::kSpliceSession, 0), kOutOfPlace, 1},

@@ -194,6 +194,8 @@ struct AttackRelay::Conn {
   std::optional<Packet> prev;
   std::optional<Packet> held;
   std::optional<Packet> lookahead;  // kFlipNextHeader
+  int64_t renumber = 0;             // added to every packet number from here on
+  int64_t renumber_next = 0;        // added to the next packet's only
 };
 
 AttackRelay::AttackRelay(uint16_t destination_port, std::optional<bool> sealed)
@@ -698,8 +700,22 @@ bool AttackRelay::LookAhead(const std::shared_ptr<Conn>& c, Packet& p) {
   return ForwardPacket(c, p);
 }
 
+namespace {
+
+void AddToPacketNumber(std::vector<uint8_t>& packet, int64_t delta) {
+  uint8_t* num = packet.data() + 16;
+  proto::Store64(num, proto::Load64(num) + static_cast<uint64_t>(delta));
+}
+
+}  // namespace
+
 bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
   Archive(c, p);
+  // An attack that renumbers (Attack::renumber) shifts what follows it.
+  if (const int64_t delta = c->renumber + c->renumber_next; delta != 0) {
+    AddToPacketNumber(p.bytes, delta);
+    c->renumber_next = 0;
+  }
   const bool data = p.flags == proto::kPacketData;
   const bool paged = data && p.has_payload();
   std::shared_ptr<Armed> chosen;
@@ -808,15 +824,35 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
       case AttackKind::kReplay:
         behind = c->prev;
         what = absl::StrFormat("replayed packet %d after it", c->prev->index);
+        if (at.renumber) {
+          // As the packet after this one, and every later one a number on.
+          AddToPacketNumber(
+              behind->bytes,
+              static_cast<int64_t>(proto::Load64(p.bytes.data() + 16)) -
+                  static_cast<int64_t>(
+                      proto::Load64(behind->bytes.data() + 16)) +
+                  1);
+          c->renumber += 1;
+          what += ", renumbered to follow it";
+        }
         break;
       case AttackKind::kDrop:
         forward = false;
         what = "dropped";
+        if (at.renumber) {
+          c->renumber -= 1;
+          what += "; later packets renumbered to close the gap";
+        }
         break;
       case AttackKind::kReorder:
         forward = false;
         c->held = p;
         what = "held back, to follow the next packet";
+        if (at.renumber) {
+          AddToPacketNumber(c->held->bytes, 1);
+          c->renumber_next = -1;
+          what += "; the two swap numbers";
+        }
         break;
       case AttackKind::kSpliceChannel:
       case AttackKind::kSpliceSession:

@@ -101,6 +101,11 @@ struct Attack {
   int offset_bit = -1;
   // kFloodHeartbeats / kFloodRandom.
   int count = 2000;
+  // kReplay, kDrop, kReorder: rewrite packet numbers so that the stream
+  // still counts 0, 1, 2... (the replayed packet takes the next number and
+  // the later ones follow; after a drop the later ones close the gap; two
+  // reordered packets swap numbers), so that only a tag can tell.
+  bool renumber = false;
 };
 
 // One thing the relay did to a stream.
