@@ -53,6 +53,8 @@ std::string GuardName(Guard g) {
   return "?";
 }
 
+void PrintTo(Guard g, std::ostream* os) { *os << GuardName(g); }
+
 class AttackRelayTest
     : public ::testing::TestWithParam<std::tuple<TransportKind, Guard>> {};
 
