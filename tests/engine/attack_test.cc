@@ -1,0 +1,410 @@
+// Attacks on a live, admitted stream: a real Sender and Receiver, keyed,
+// talk through a man in the middle on loopback (tests/support/attack_relay.h)
+// that flips bits of a header, an offset or a page, forges, replays, drops,
+// reorders, splices or truncates a packet, floods the control connection or
+// replays a frame on it, or forges the destination's confirmation of a
+// round, in the middle of a session of several rounds.
+//
+// With the stream protected (SessionOptions::protect: mac or encrypt) every
+// attack must be refused: both ends stop within the stall timeout with an
+// error that names the channel and the cause, no round holding a tampered
+// packet is confirmed, and the source reports only rounds the destination
+// really applied (checked as each round returns). Unprotected (connections
+// authenticated only), the same attacks run for comparison: what happens
+// is recorded, a line per run ("[attack-table] kind | protect | transport
+// | outcome"), not asserted; only that the attack fired.
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "channels/transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ramferry/receiver.h"
+#include "ramferry/sender.h"
+#include "tests/support/attack_relay.h"
+#include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
+
+namespace ramferry {
+
+// Readable parameters in gtest's output.
+inline void PrintTo(Protection p, std::ostream* os) {
+  *os << ProtectionName(p);
+}
+
+namespace {
+
+using testing::Attack;
+using testing::AttackKind;
+using testing::AttackRelay;
+using testing::MakeRegion;
+using testing::RelayEvent;
+using testing::ScaledBytes;
+using testing::ServingReceiver;
+
+const std::string kKey = "attack test pre-shared key, 32 B";
+constexpr uint32_t kChannels = 2;
+constexpr int kRounds = 4;
+// Attacks aim at this round (round 0 is confirmed before it) unless they
+// say otherwise.
+constexpr uint64_t kAttackRound = 1;
+constexpr absl::Duration kStall = absl::Seconds(2);
+// The stall timeout and room for a slow (sanitizer) build to notice.
+constexpr absl::Duration kNoticeBound = absl::Seconds(8);
+
+// What the errors must say, in one place so they are easy to change when
+// the messages do. A tampered packet fails its tag; some attacks are
+// caught first by a check of the header they broke or of where it stands
+// in the stream (the destination validates a header before it reads the
+// payload the tag covers), which names its cause too.
+const std::vector<std::string> kTagCause = {"authentication tag"};
+std::vector<std::string> TagOr(std::vector<std::string> more) {
+  more.insert(more.end(), kTagCause.begin(), kTagCause.end());
+  return more;
+}
+// A packet out of its place in the stream: its number, or the header size
+// the packet before it announced.
+const std::vector<std::string> kOutOfPlace =
+    TagOr({"packet number", "was announced as"});
+// The destination sees the stream end mid-packet; the source, unless the
+// destination's word reaches it first, its own send fail.
+const std::vector<std::string> kClosedCause = {
+    "closed by peer mid-packet", "broken pipe", "connection reset"};
+
+struct Case {
+  std::string name;
+  Attack attack;
+  // With protection, each end's error must contain one of these.
+  std::vector<std::string> causes;
+  // Data channels. One where a packet spliced in could name pages another
+  // channel of the session writes at the same time (a race at the
+  // destination the attack causes, which ThreadSanitizer would report).
+  uint32_t channels = kChannels;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+Attack On(AttackKind kind, uint32_t channel) {
+  Attack a;
+  a.kind = kind;
+  a.channel = channel;
+  a.at_round = kAttackRound;
+  return a;
+}
+
+// With the packet numbers rewritten so the stream still counts in order:
+// only the tag (its nonce is the number the destination expects) can tell.
+Attack Renumbered(AttackKind kind, uint32_t channel) {
+  Attack a = On(kind, channel);
+  a.renumber = true;
+  return a;
+}
+
+Attack OnControl(AttackKind kind) {
+  Attack a;
+  a.kind = kind;
+  a.control = true;
+  a.at_index = 0;             // a flood: right after the region table
+  a.at_round = kAttackRound;  // a forged confirmation: of this round
+  return a;
+}
+
+std::vector<Case> Cases() {
+  Attack round_bit = On(AttackKind::kFlipHeader, 1);
+  round_bit.byte = 31;  // the low byte of the round
+  Attack region_bit = On(AttackKind::kFlipHeader, 0);
+  region_bit.byte = 35;  // the low byte of the region id
+  // In the last round, so no later round rewrites the page it left stale
+  // (unprotected, the damage stays to be seen).
+  Attack offset_bit = On(AttackKind::kFlipOffset, 1);
+  offset_bit.at_round = kRounds - 1;
+  Attack tag_bit = On(AttackKind::kFlipHeader, 1);
+  tag_bit.byte = 50;  // inside the tag (reserved bytes unprotected)
+  tag_bit.bit = 5;
+  return {
+      {"FlipHeaderRound", round_bit, TagOr({"is for round"})},
+      {"FlipHeaderRegion", region_bit, TagOr({"unknown region id"})},
+      {"FlipHeaderTag", tag_bit, kTagCause},
+      {"FlipNextHeaderBeforeSync", On(AttackKind::kFlipNextHeader, 0),
+       TagOr({"next header"})},
+      {"FlipOffset", offset_bit, kTagCause},
+      {"FlipPayload", On(AttackKind::kFlipPayload, 0), kTagCause},
+      {"Forge", On(AttackKind::kForge, 1), kTagCause},
+      {"ForgeInsert", On(AttackKind::kForgeInsert, 0), kTagCause},
+      {"Replay", On(AttackKind::kReplay, 1), kOutOfPlace},
+      {"ReplayRenumbered", Renumbered(AttackKind::kReplay, 0), kOutOfPlace},
+      {"Drop", On(AttackKind::kDrop, 0), kOutOfPlace},
+      {"DropRenumbered", Renumbered(AttackKind::kDrop, 1), kOutOfPlace},
+      {"Reorder", On(AttackKind::kReorder, 1), kOutOfPlace},
+      {"ReorderRenumbered", Renumbered(AttackKind::kReorder, 0), kOutOfPlace},
+      {"SpliceChannel", On(AttackKind::kSpliceChannel, 1),
+       TagOr({"names channel"})},
+      {"SpliceSession", On(AttackKind::kSpliceSession, 0), kOutOfPlace, 1},
+      {"Truncate", On(AttackKind::kTruncate, 1), kClosedCause},
+      {"FloodHeartbeats", OnControl(AttackKind::kFloodHeartbeats), kTagCause},
+      {"FloodRandom", OnControl(AttackKind::kFloodRandom),
+       TagOr({"unknown control message"})},
+      {"ReplayControlFrame", OnControl(AttackKind::kReplayFrame), kTagCause},
+      {"ForgeRoundDone", OnControl(AttackKind::kForgeRoundDone), kTagCause},
+  };
+}
+
+bool SaysOneOf(const absl::Status& s, const std::vector<std::string>& words) {
+  const std::string lower = absl::AsciiStrToLower(s.message());
+  for (const std::string& w : words) {
+    if (lower.find(absl::AsciiStrToLower(w)) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// What one session through the relay came to.
+struct Outcome {
+  bool fired = false;
+  RelayEvent event;
+  absl::Status source;  // the first error the source returned, or OK
+  absl::Time source_failed_at;
+  absl::Status destination;
+  bool destination_done = false;  // within kNoticeBound of the attack
+  absl::Time destination_done_at;
+  uint64_t rounds_done = 0;  // SendRound calls that returned OK
+  // A round SendRound reported done while the destination had not
+  // applied it (-1: none).
+  int64_t claimed_unapplied = -1;
+  uint64_t source_confirmed = 0;
+  uint64_t destination_applied = 0;
+  bool completed = false;  // every round, Verify and Finish OK
+  uint64_t verify_mismatches = 0;
+  bool same_bytes = false;
+  // kForge: the first made-up page is in the destination's memory (where
+  // the session ended with an error too: written before it was refused).
+  bool forged_landed = false;
+  std::string log;
+
+  std::string Describe() const {
+    if (!fired) return "NOT FIRED";
+    if (claimed_unapplied >= 0) {
+      return absl::StrFormat(
+          "ACCEPTED: the source reported round %d done, which the "
+          "destination had not applied; then source \"%s\", destination "
+          "\"%s\"",
+          claimed_unapplied, source.ToString(),
+          destination_done ? destination.ToString() : "still running");
+    }
+    if (completed) {
+      return same_bytes && verify_mismatches == 0
+                 ? absl::StrCat("accepted, no damage (", event.what, ")")
+                 : absl::StrFormat(
+                       "ACCEPTED SILENTLY, destination damaged (Verify: %d "
+                       "pages differ)",
+                       verify_mismatches);
+    }
+    return absl::StrFormat(
+        "refused (source confirmed %d, destination applied %d%s): "
+        "destination \"%s\"; source \"%s\"",
+        source_confirmed, destination_applied,
+        forged_landed ? "; the made-up page is in its memory" : "",
+        destination_done ? destination.ToString() : "still running",
+        source.ToString());
+  }
+};
+
+// Rewrites `count` random pages of `r` and marks them dirty.
+void Rewrite(const Region& r, int count, std::mt19937_64& rng,
+             DirtyBitmap& dirty) {
+  for (int i = 0; i < count; ++i) {
+    const uint64_t p = rng() % r.page_count();
+    const uint64_t v = rng();
+    auto* words = reinterpret_cast<uint64_t*>(r.page(p));
+    for (size_t w = 0; w < r.page_size / 8; ++w) words[w] = v + w;
+    dirty.Set(p);
+  }
+}
+
+// One session of kRounds rounds, Verify and Finish, through `relay`
+// (pointed at a fresh destination); `attack` is armed once it connects.
+Outcome RunSession(AttackRelay& relay, SessionOptions o, uint64_t seed,
+                   const Attack* attack) {
+  const uint64_t bytes = ScaledBytes(16 << 20);
+  auto src = MakeRegion(1, bytes, seed, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  ServingReceiver rx(o, {dst.region});
+  relay.Retarget(rx.port());
+  if (attack != nullptr) relay.Arm(*attack);
+  o.port = relay.port();
+
+  Outcome run;
+  auto fail = [&](const absl::Status& s) {
+    run.source = s;
+    run.source_failed_at = absl::Now();
+  };
+  absl::StatusOr<std::unique_ptr<Sender>> sender =
+      Sender::Connect(o, {&src.region, 1});
+  if (!sender.ok()) {
+    fail(sender.status());
+  } else {
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    std::mt19937_64 rng(seed);
+    for (int round = 0; round < kRounds && run.source.ok(); ++round) {
+      if (round > 0) {
+        Rewrite(src.region, static_cast<int>(src.region.page_count() / 4), rng,
+                dirty);
+      }
+      absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+      if (r.ok()) {
+        ++run.rounds_done;
+        // Applied rounds only grow: if the destination had applied this
+        // one when it confirmed it, it still has now.
+        if (rx.receiver().applied_rounds() < run.rounds_done &&
+            run.claimed_unapplied < 0) {
+          run.claimed_unapplied = round;
+        }
+      } else {
+        fail(r.status());
+      }
+    }
+    if (run.source.ok()) {
+      absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+      if (v.ok()) {
+        run.verify_mismatches = v->pages_mismatched;
+      } else {
+        fail(v.status());
+      }
+    }
+    if (run.source.ok()) {
+      if (absl::Status f = (*sender)->Finish(); !f.ok()) fail(f);
+    }
+    run.source_confirmed = (*sender)->confirmed_rounds();
+  }
+
+  const std::vector<RelayEvent> events = relay.events();
+  run.fired = attack != nullptr && !events.empty();
+  if (run.fired) run.event = events.back();
+  // The destination ends on its own: wait for it as long as the bound
+  // allows, counted from the attack (or the source's end).
+  const absl::Time from =
+      run.fired ? run.event.when
+                : (run.source.ok() ? absl::Now() : run.source_failed_at);
+  while (!rx.done() && absl::Now() < from + kNoticeBound) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  run.destination_done = rx.done();
+  run.destination_done_at = absl::Now();
+  if (run.destination_done) run.destination = rx.result();
+  run.destination_applied = rx.receiver().applied_rounds();
+  run.completed =
+      run.source.ok() && run.destination_done && run.destination.ok();
+  run.same_bytes = run.completed && testing::SameBytes(src.region, dst.region);
+  const std::vector<uint8_t>& forged = run.event.forged_page;
+  if (run.destination_done && !forged.empty() &&
+      run.event.forged_offset + forged.size() <= dst.region.length) {
+    run.forged_landed =
+        std::memcmp(static_cast<const uint8_t*>(dst.region.base) +
+                        run.event.forged_offset,
+                    forged.data(), forged.size()) == 0;
+  }
+  run.log = relay.Log();
+  return run;
+}
+
+SessionOptions Options(TransportKind kind, Protection protect,
+                       uint32_t channels) {
+  SessionOptions o;
+  o.transport = kind;
+  o.channels = channels;
+  o.auth_key = kKey;
+  o.stall_timeout = kStall;
+  o.connect_timeout = absl::Seconds(10);
+  o.handshake_timeout = absl::Seconds(10);
+  // A round the destination never confirms fails the test, not the wait.
+  o.round_timeout = absl::Seconds(30);
+  o.protect = protect;
+  return o;
+}
+
+class AttackTest
+    : public ::testing::TestWithParam<std::tuple<Case, Protection>> {};
+
+TEST_P(AttackTest, OnALiveStream) {
+  const auto& [c, protect] = GetParam();
+  int ran = 0;
+  for (TransportKind kind :
+       testing::TransportsWith(channels::kCapAuthenticatedHello)) {
+    if (std::string why = testing::WhyUnavailable(kind); !why.empty()) {
+      std::printf("[attack-table] %s | %s | %s | skipped: %s\n", c.name.c_str(),
+                  ProtectionName(protect),
+                  std::string(TransportKindName(kind)).c_str(), why.c_str());
+      continue;
+    }
+    SCOPED_TRACE(std::string(TransportKindName(kind)));
+    ++ran;
+    const SessionOptions o = Options(kind, protect, c.channels);
+    AttackRelay relay(0);
+    if (c.attack.kind == AttackKind::kSpliceSession) {
+      // The packets to splice in: an earlier session through this relay
+      // (all its first round and more, so the same index is there).
+      relay.KeepPackets(64);
+      Outcome earlier = RunSession(relay, o, /*seed=*/99, nullptr);
+      ASSERT_TRUE(earlier.completed) << earlier.Describe() << "\n"
+                                     << earlier.log;
+    }
+    const Outcome run = RunSession(relay, o, /*seed=*/17, &c.attack);
+    std::printf("[attack-table] %s | %s | %s | %s\n", c.name.c_str(),
+                ProtectionName(protect),
+                std::string(TransportKindName(kind)).c_str(),
+                run.Describe().c_str());
+    std::fflush(stdout);
+
+    // An attack that never fired proves nothing.
+    ASSERT_TRUE(run.fired) << run.log;
+    EXPECT_EQ(relay.fired(), 1u);
+    if (protect == Protection::kNone) continue;
+
+    SCOPED_TRACE(run.Describe() + "\n" + run.log);
+    // The source never claims a round the destination did not apply.
+    EXPECT_EQ(run.claimed_unapplied, -1);
+    EXPECT_LE(run.source_confirmed, run.destination_applied);
+    EXPECT_LE(run.rounds_done, run.destination_applied);
+    const std::string where = c.attack.control
+                                  ? "control"
+                                  : absl::StrCat("channel ", c.attack.channel);
+    EXPECT_FALSE(run.source.ok());
+    EXPECT_TRUE(run.destination_done) << "destination still running";
+    EXPECT_FALSE(run.destination.ok());
+    EXPECT_LE(run.source_failed_at - run.event.when, kNoticeBound);
+    for (const absl::Status& s : {run.source, run.destination}) {
+      EXPECT_THAT(s.message(), ::testing::HasSubstr(where)) << s;
+      EXPECT_TRUE(SaysOneOf(s, c.causes)) << s;
+    }
+    if (!c.attack.control || c.attack.kind == AttackKind::kForgeRoundDone) {
+      // The round that held the tampered packet (or the confirmation) was
+      // never confirmed.
+      EXPECT_LE(run.rounds_done, run.event.round);
+      EXPECT_LE(run.destination_applied, run.event.round);
+    }
+  }
+  ASSERT_GT(ran, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, AttackTest,
+    ::testing::Combine(::testing::ValuesIn(Cases()),
+                       ::testing::Values(Protection::kNone, Protection::kMac,
+                                         Protection::kEncrypt)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param).name, "_",
+                          ProtectionName(std::get<1>(info.param)));
+    });
+
+}  // namespace
+}  // namespace ramferry
