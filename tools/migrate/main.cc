@@ -144,9 +144,9 @@ ABSL_FLAG(std::string, make_image, "",
           "for a --region-file run or bench/compare --qemu");
 ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
 ABSL_FLAG(bool, allow_unauthenticated, false,
-          "--demo on a transport that cannot prove a key (rdma): run both "
-          "ends without one (anything that reaches the port can write into "
-          "the destination's memory meanwhile)");
+          "--demo: run both ends without a key instead of the fresh one the "
+          "demo makes (anything that reaches the port can write into the "
+          "destination's memory meanwhile)");
 
 namespace ramferry::migrate {
 namespace {
@@ -513,19 +513,14 @@ PeerReport FetchDestinationReport(const DemoDestination& d) {
 // Both ends on loopback: the destination in a child process (its own CPU
 // and memory), the source here.
 int RunDemo(SessionOptions opt) {
-  // Both ends are ours: authenticate them with a key only they hold, or,
-  // where the transport cannot prove one, only when asked to run without.
+  // Both ends are ours: authenticate them with a key only they hold,
+  // unless asked to run without one. (ValidateOptions refuses a key on a
+  // transport that could not prove it, saying so.)
   if (opt.auth_key.empty()) {
-    if (TransportAuthenticates(opt.transport)) {
-      opt.auth_key = cli::EphemeralAuthKey();
-    } else if (!absl::GetFlag(FLAGS_allow_unauthenticated)) {
-      return Usage(absl::StrFormat(
-          "--demo authenticates both ends with a fresh key, which %s "
-          "channels cannot prove yet; give --allow-unauthenticated to run "
-          "the demo without one",
-          TransportKindName(opt.transport)));
-    } else {
+    if (absl::GetFlag(FLAGS_allow_unauthenticated)) {
       cli::WarnIfUnauthenticated(opt.auth_key, "ramferry-migrate");
+    } else {
+      opt.auth_key = cli::EphemeralAuthKey();
     }
   }
   absl::StatusOr<std::string> dest_file = DemoDestinationFile();
