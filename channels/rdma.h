@@ -51,6 +51,8 @@ struct RdmaConfig {
   uint32_t max_inline = 512;
   uint32_t send_queue = 512;  // work requests
   uint32_t recv_queue = 256;  // receives kept posted: the peer's credits
+  // Source: the whole connect. Destination, with a key: how long the
+  // source's proof may take to arrive once the connection is established.
   absl::Duration connect_timeout = absl::Seconds(10);
 };
 
