@@ -20,6 +20,8 @@ class RdmaChannelListener final : public ChannelListener {
  public:
   explicit RdmaChannelListener(std::unique_ptr<RdmaListener> l)
       : listener_(std::move(l)) {}
+  uint64_t refused() const override { return listener_->refused(); }
+  uint64_t auth_failures() const override { return listener_->auth_failures(); }
 
  private:
   std::unique_ptr<RdmaListener> listener_;
@@ -52,8 +54,9 @@ struct Connector {
 absl::StatusOr<DialedChannel> DialRdma(const ConnectSpec& spec,
                                        const proto::Hello& hello) {
   DialedChannel d;
-  absl::StatusOr<std::unique_ptr<Transport>> t = ConnectRdma(
-      spec.host, spec.port, hello, spec.options, RdmaConfigFor(spec), &d.reply);
+  absl::StatusOr<std::unique_ptr<Transport>> t =
+      ConnectRdma(spec.host, spec.port, hello, spec.options,
+                  RdmaConfigFor(spec), spec.auth_key, &d.reply);
   if (!t.ok()) return t.status();
   d.transport = std::move(*t);
   return d;
@@ -63,8 +66,8 @@ absl::StatusOr<std::unique_ptr<ChannelListener>> ListenRdma(
     const ConnectSpec& spec, ChannelListener::Admit admit,
     ChannelListener::Deliver deliver) {
   absl::StatusOr<std::unique_ptr<RdmaListener>> l = RdmaListener::Listen(
-      spec.host, spec.port, spec.options, RdmaConfigFor(spec), std::move(admit),
-      std::move(deliver));
+      spec.host, spec.port, spec.options, RdmaConfigFor(spec), spec.auth_key,
+      std::move(admit), std::move(deliver));
   if (!l.ok()) return l.status();
   return std::make_unique<RdmaChannelListener>(std::move(*l));
 }

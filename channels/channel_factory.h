@@ -46,8 +46,9 @@ struct ConnectSpec {
   std::string host;
   uint16_t port = 0;
   TransportOptions options;
-  // Socket families: the key the Hello proves (empty: none) and when the
-  // exchange must be over.
+  // The key the Hello proves (empty: none), every family its own way; and,
+  // socket families, when the exchange must be over (a family that owns
+  // its connection bounds it by connect_timeout).
   std::string auth_key;
   absl::Time deadline = absl::InfiniteFuture();
   // Negotiated session features (proto::kCap*), as far as the transport
@@ -74,17 +75,24 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
                                           const ConnectSpec& spec,
                                           const proto::Hello& hello);
 
-// Destination: accepts channels of a family that owns its connection.
-// Each request's Hello goes to `admit`; an accepted one becomes a
-// transport handed to `deliver` once established, or null where it was
-// lost on the way (every admitted Hello is delivered once). Destroying the
-// listener stops it.
+// Destination: accepts channels of a family that owns its connection,
+// each proving spec.auth_key where it is set. Each request's Hello goes to
+// `admit`; an accepted one becomes a transport handed to `deliver` once
+// established and proven, and every admitted Hello is delivered once: with
+// its transport, or with why it has none (kUnauthenticated: its peer did
+// not prove the key, so the channel is still the real source's to open;
+// another error: it was lost on the way). Destroying the listener stops
+// it.
 class ChannelListener {
  public:
   using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
-  using Deliver =
-      std::function<void(const proto::Hello&, std::unique_ptr<Transport>)>;
+  using Deliver = std::function<void(
+      const proto::Hello&, absl::StatusOr<std::unique_ptr<Transport>>)>;
   virtual ~ChannelListener() = default;
+  // Connection requests refused so far, and of those the ones that failed
+  // authentication.
+  virtual uint64_t refused() const = 0;
+  virtual uint64_t auth_failures() const = 0;
 };
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
     TransportKind kind, const ConnectSpec& spec, ChannelListener::Admit admit,

@@ -14,13 +14,16 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/header_slots.h"
+#include "channels/rdma_auth.h"
 #include "channels/rdma_connection.h"
 #include "channels/rdma_queue.h"
 #include "channels/rdma_registration.h"
 #include "channels/transport_family.h"
+#include "proto/auth.h"
 #include "proto/rdma_control.h"
 
 namespace ramferry::channels {
@@ -95,7 +98,10 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
 
   void Shutdown() override {
     queue_.Stop();
-    // The QP goes to error: posted work flushes and every waiter wakes.
+    // The QP goes to error: posted work flushes, every waiter wakes, and
+    // the peer's access ends (at FINISH, on any failure) even where it
+    // disconnected first and there is no disconnect to send.
+    conn_->RevokeRemoteAccess();
     if (conn_->connected.exchange(false)) rdma_disconnect(conn_->id);
   }
 
@@ -180,6 +186,13 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       return RdmaErrno("ibv_reg_mr of the channel's own buffers");
     }
     return RdmaTransportBase::Init();
+  }
+
+  // Keyed: the answer to the destination's challenge, the first SEND on
+  // the QP, before any credit is counted (the destination grants its
+  // receives only once the proof checked out, and has one posted for it).
+  absl::Status SendProof(absl::Span<const uint8_t> proof) {
+    return queue_.SendMessage(proof);
   }
 
   // What the destination's HelloReply granted.
@@ -434,7 +447,8 @@ class RdmaSourceTransport final : public RdmaTransportBase,
 // The destination (the consumer): each packet is one message received, its
 // pages already placed; the source's control messages in between
 // (REGISTER_REQUEST, COMPRESS) are served on the way.
-class RdmaDestinationTransport final : public RdmaTransportBase {
+class RdmaDestinationTransport final : public RdmaTransportBase,
+                                       public SourceProofReader {
  public:
   RdmaDestinationTransport(std::unique_ptr<Connection> conn,
                            const TransportOptions& options,
@@ -493,6 +507,26 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
   absl::Status ReadPayload(absl::Span<const iovec> dst) override {
     if (chunks_.zero_chunks() > 0) chunks_.ZeroFillCompressed(dst);
     return cur_left_ == 0 ? ReleaseCurrent() : absl::OkStatus();
+  }
+
+  // On the listener's thread, before delivery; only the first message is
+  // looked at, and whatever the source sent after it waits in the inbox
+  // for the channel's reader.
+  absl::StatusOr<bool> TakeSourceProof(
+      const proto::AuthMac& expected) override {
+    if (absl::Status s = queue_.ProgressArmed(); !s.ok()) return s;
+    if (inbox_.empty()) return false;
+    const Message m = inbox_.front();
+    inbox_.pop_front();
+    if (absl::Status s =
+            CheckSourceProof({queue_.message(m.index), m.length}, expected);
+        !s.ok()) {
+      return s;
+    }
+    // Before any grant: this posts the receive again, and no credit is
+    // owed for it.
+    if (absl::Status s = queue_.Release(m.index); !s.ok()) return s;
+    return true;
   }
 
  private:
@@ -608,13 +642,16 @@ class RdmaDestinationTransport final : public RdmaTransportBase {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
-    const std::string& host, uint16_t port, const proto::Hello& hello,
-    const TransportOptions& options, RdmaConfig config,
+    const std::string& host, uint16_t port, proto::Hello hello,
+    const TransportOptions& options, RdmaConfig config, absl::string_view key,
     proto::HelloReply* reply) {
   if (absl::Status s = ProbeRdma(); !s.ok()) return s;
   const std::string where =
       absl::StrFormat("RDMA connect to %s:%d", host, port);
   const absl::Time deadline = absl::Now() + config.connect_timeout;
+  hello.auth = key.empty() ? proto::kAuthNone : proto::kAuthHmacSha256;
+  uint8_t hello_bytes[proto::kHelloBytes];
+  proto::EncodeHello(hello, absl::MakeSpan(hello_bytes));
   absl::StatusOr<std::unique_ptr<Connection>> conn =
       ResolveRoute(host, port, config.connect_timeout, deadline, where);
   if (!conn.ok()) return conn.status();
@@ -627,28 +664,47 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   auto transport =
       std::make_unique<RdmaSourceTransport>(*std::move(conn), options, config);
   if (absl::Status s = transport->Init(); !s.ok()) return s;
-  absl::StatusOr<proto::HelloReply> accepted =
-      ConnectWithHello(*c, hello, deadline, where);
+  absl::StatusOr<RdmaAccept> accepted =
+      ConnectWithHello(*c, hello_bytes, deadline, where);
   if (!accepted.ok()) return accepted.status();
-  transport->set_capabilities(accepted->capabilities &
+  // Nothing is sent to a destination that has not proven the key.
+  if (absl::Status s = CheckDestination(key, hello_bytes, *accepted); !s.ok()) {
+    return s;
+  }
+  if (accepted->challenge.has_value()) {
+    if (absl::Status s = transport->SendProof(
+            SourceProof(key, hello_bytes, *accepted->challenge));
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where,
+                                                 ": sending the "
+                                                 "authentication proof: ",
+                                                 s.message()));
+    }
+  }
+  transport->set_capabilities(accepted->reply.capabilities &
                               (proto::kFeatureRdmaPinAll |
                                proto::kFeatureRdmaRegBatch |
                                proto::kFeatureRdmaCredits));
-  *reply = *accepted;
+  *reply = accepted->reply;
   return transport;
 }
 
 absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
     const std::string& host, uint16_t port, const TransportOptions& options,
-    const RdmaConfig& config, Admit admit, Deliver deliver) {
+    const RdmaConfig& config, absl::string_view key, Admit admit,
+    Deliver deliver) {
+  if (!key.empty()) {
+    if (absl::Status s = proto::ValidateAuthKey(key); !s.ok()) return s;
+  }
   auto impl = std::make_unique<Impl>(
-      options, config, std::move(admit), std::move(deliver),
+      options, config, std::string(key), std::move(admit), std::move(deliver),
       [](std::unique_ptr<Connection> conn, const TransportOptions& options,
-         const RdmaConfig& config, std::unique_ptr<Transport>* made) {
+         const RdmaConfig& config, AcceptedTransport* made) {
         auto transport = std::make_unique<RdmaDestinationTransport>(
             std::move(conn), options, config);
         absl::Status s = transport->Init();
-        *made = std::move(transport);
+        made->proof = transport.get();
+        made->transport = std::move(transport);
         return s;
       });
   if (absl::Status s = impl->Listen(host, port); !s.ok()) return s;
@@ -659,5 +715,7 @@ RdmaListener::RdmaListener(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 RdmaListener::~RdmaListener() = default;
 uint16_t RdmaListener::port() const { return impl_->port(); }
+uint64_t RdmaListener::refused() const { return impl_->refused(); }
+uint64_t RdmaListener::auth_failures() const { return impl_->auth_failures(); }
 
 }  // namespace ramferry::channels

@@ -22,7 +22,10 @@
 // retries.
 //
 // The connection's private data carries the channel Hello (56 bytes, the
-// rdmacm limit) and the HelloReply.
+// rdmacm limit) and the HelloReply. With a pre-shared key the accept also
+// carries the destination's challenge and the source's first SEND its
+// proof; the destination delivers the channel, and sends it anything, only
+// once that proof checked out (rdma_auth.h).
 #ifndef RAMFERRY_CHANNELS_RDMA_H_
 #define RAMFERRY_CHANNELS_RDMA_H_
 
@@ -32,6 +35,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "channels/transport.h"
 #include "proto/handshake.h"
@@ -47,6 +51,8 @@ struct RdmaConfig {
   uint32_t max_inline = 512;
   uint32_t send_queue = 512;  // work requests
   uint32_t recv_queue = 256;  // receives kept posted: the peer's credits
+  // Source: the whole connect. Destination, with a key: how long the
+  // source's proof may take to arrive once the connection is established.
   absl::Duration connect_timeout = absl::Seconds(10);
 };
 
@@ -58,30 +64,41 @@ absl::Status ProbeRdma();
 // `max_header_bytes`: what a memlock estimate adds per channel.
 uint64_t RdmaChannelBufferBytes(uint64_t max_header_bytes);
 
-// Source: connects to host:port with `hello` as private data. On success
+// Source: connects to host:port with `hello` as private data, proving
+// `key` where it is not empty (hello.auth is set to match). On success
 // returns the transport, with *reply the destination's HelloReply; a
-// refusal comes back as the status the destination gave.
+// refusal comes back as the status the destination gave, a destination
+// that cannot prove the key as kUnauthenticated.
 absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
-    const std::string& host, uint16_t port, const proto::Hello& hello,
-    const TransportOptions& options, RdmaConfig config,
+    const std::string& host, uint16_t port, proto::Hello hello,
+    const TransportOptions& options, RdmaConfig config, absl::string_view key,
     proto::HelloReply* reply);
 
 // Destination: accepts RDMA channels. Each connection request's Hello is
-// decoded and put to `admit`; an accepted one becomes a transport handed
-// to `deliver` once established, and every accepted one reaches `deliver`:
-// with null where its set-up failed or its peer left before it was
-// established.
+// decoded and put to `admit` (with `key`, only a Hello that asks to prove
+// it); an accepted one becomes a transport handed to `deliver` once
+// established and, with a key, once the source's proof checked out within
+// config.connect_timeout. Every accepted Hello reaches `deliver` once: with
+// its transport, or with why it has none: kUnauthenticated where the
+// source did not prove the key (the channel's slot is the real source's
+// still), another error where its set-up failed or its peer left before it
+// was established.
 class RdmaListener {
  public:
   using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
-  using Deliver =
-      std::function<void(const proto::Hello&, std::unique_ptr<Transport>)>;
+  using Deliver = std::function<void(
+      const proto::Hello&, absl::StatusOr<std::unique_ptr<Transport>>)>;
 
   static absl::StatusOr<std::unique_ptr<RdmaListener>> Listen(
       const std::string& host, uint16_t port, const TransportOptions& options,
-      const RdmaConfig& config, Admit admit, Deliver deliver);
+      const RdmaConfig& config, absl::string_view key, Admit admit,
+      Deliver deliver);
   ~RdmaListener();
   uint16_t port() const;
+  // Connection requests refused (a bad Hello, admission's refusal, a
+  // failed proof) and, of those, the ones that failed authentication.
+  uint64_t refused() const;
+  uint64_t auth_failures() const;
 
   class Impl;
 

@@ -4,6 +4,8 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -69,6 +71,26 @@ absl::Status Connection::CreateQp(const RdmaConfig& config,
   return absl::OkStatus();
 }
 
+absl::Status Connection::AllowRemoteWrite(bool allow) {
+  // RTS to RTS: the access flags are among what that transition may change
+  // on an RC QP.
+  ibv_qp_attr attr{};
+  attr.qp_access_flags = allow ? IBV_ACCESS_REMOTE_WRITE : 0;
+  if (int r = ibv_modify_qp(id->qp, &attr, IBV_QP_ACCESS_FLAGS); r != 0) {
+    return ErrnoStatus(r, allow ? "ibv_modify_qp allowing remote writes"
+                                : "ibv_modify_qp refusing remote writes");
+  }
+  return absl::OkStatus();
+}
+
+void Connection::RevokeRemoteAccess() {
+  if (id == nullptr || id->qp == nullptr) return;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  // Cannot fail from any state but RESET, where the peer has no access.
+  ibv_modify_qp(id->qp, &attr, IBV_QP_STATE);
+}
+
 absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* ec,
                                     absl::Time deadline) {
   while (true) {
@@ -115,6 +137,14 @@ absl::Status AwaitEvent(rdma_event_channel* ec, rdma_cm_event_type want,
   if (!ev.ok()) return ev.status();
   if (ev->type != want) return UnexpectedEvent(*ev, during);
   return absl::OkStatus();
+}
+
+// A refusal's reply, with `why` as its status and reason.
+proto::HelloReply Refusal(const absl::Status& why) {
+  proto::HelloReply reply;
+  reply.status = static_cast<uint16_t>(why.code());
+  reply.reason = std::string(why.message());
+  return reply;
 }
 
 // Both ends retry as often as the CM allows; receiver not ready: forever.
@@ -170,13 +200,12 @@ absl::StatusOr<std::unique_ptr<Connection>> ResolveRoute(
   return conn;
 }
 
-absl::StatusOr<proto::HelloReply> ConnectWithHello(Connection& conn,
-                                                   const proto::Hello& hello,
-                                                   absl::Time deadline,
-                                                   absl::string_view where) {
-  uint8_t hello_bytes[proto::kHelloBytes];
-  proto::EncodeHello(hello, absl::MakeSpan(hello_bytes));
-  rdma_conn_param param = ConnParam(hello_bytes, sizeof hello_bytes);
+absl::StatusOr<RdmaAccept> ConnectWithHello(Connection& conn,
+                                            absl::Span<const uint8_t> hello,
+                                            absl::Time deadline,
+                                            absl::string_view where) {
+  rdma_conn_param param =
+      ConnParam(hello.data(), static_cast<uint8_t>(hello.size()));
   if (rdma_connect(conn.id, &param) != 0) {
     return RdmaErrno(absl::StrCat(where, ": rdma_connect"));
   }
@@ -192,14 +221,15 @@ absl::StatusOr<proto::HelloReply> ConnectWithHello(Connection& conn,
     return UnexpectedEvent(*ev, where);
   }
   conn.connected = true;
-  return proto::DecodeHelloReply(ev->private_data);
+  return DecodeRdmaAccept(ev->private_data);
 }
 
 RdmaListener::Impl::Impl(const TransportOptions& options,
-                         const RdmaConfig& config, Admit admit, Deliver deliver,
-                         MakeTransport make)
+                         const RdmaConfig& config, std::string key, Admit admit,
+                         Deliver deliver, MakeTransport make)
     : options_(options),
       config_(config),
+      key_(std::move(key)),
       admit_(std::move(admit)),
       deliver_(std::move(deliver)),
       make_(std::move(make)) {}
@@ -240,69 +270,177 @@ absl::Status RdmaListener::Impl::Listen(const std::string& host,
 }
 
 void RdmaListener::Impl::Run() {
+  std::vector<pollfd> fds;
   while (!stop_.load()) {
-    pollfd p{ec_->fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    rdma_cm_event* ev;
-    if (rdma_get_cm_event(ec_, &ev) != 0) continue;
-    rdma_cm_id* id = ev->id;
-    switch (ev->event) {
-      case RDMA_CM_EVENT_CONNECT_REQUEST:
-        OnConnectRequest(ev);  // acks the event
-        break;
-      case RDMA_CM_EVENT_ESTABLISHED: {
-        rdma_ack_cm_event(ev);
-        auto it = pending_.find(id);
-        if (it == pending_.end()) break;
-        Pending done = std::move(it->second);
-        pending_.erase(it);
-        done.conn->connected = true;
-        // From now on the connection's events (a disconnect) go to its
-        // own channel, where the transport watches for them.
-        if (rdma_migrate_id(id, done.conn->ec) != 0) done.transport.reset();
-        deliver_(done.hello, std::move(done.transport));
-        break;
+    // The CM's events, and the completions of every connection awaiting
+    // its proof; at most 100 ms, so a stop is seen, and no later than the
+    // first proof deadline.
+    fds.assign(1, pollfd{ec_->fd, POLLIN, 0});
+    absl::Time wake = absl::Now() + absl::Milliseconds(100);
+    for (const auto& [id, p] : pending_) {
+      if (!p.proving) continue;
+      fds.push_back(pollfd{p.conn->cc->fd, POLLIN, 0});
+      wake = std::min(wake, p.proof_deadline);
+    }
+    const int ms = static_cast<int>(std::max<int64_t>(
+        absl::ToInt64Milliseconds(wake - absl::Now()) + 1, 0));
+    if (poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) continue;
+    if ((fds[0].revents & POLLIN) != 0) {
+      rdma_cm_event* ev;
+      if (rdma_get_cm_event(ec_, &ev) == 0) OnCmEvent(ev);
+    }
+    CheckProofs();
+  }
+}
+
+void RdmaListener::Impl::OnCmEvent(rdma_cm_event* ev) {
+  rdma_cm_id* id = ev->id;
+  switch (ev->event) {
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      OnConnectRequest(ev);  // acks the event
+      return;
+    case RDMA_CM_EVENT_ESTABLISHED: {
+      rdma_ack_cm_event(ev);
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;
+      it->second.conn->connected = true;
+      if (key_.empty()) {
+        DeliverAccepted(id);
+        return;
       }
-      default: {  // rejected, unreachable, disconnected before delivery
-        rdma_ack_cm_event(ev);
-        auto it = pending_.find(id);
-        if (it == pending_.end()) break;
-        const proto::Hello hello = it->second.hello;
-        pending_.erase(it);
-        deliver_(hello, nullptr);
-        break;
+      // The source sends its proof as soon as it is established too: it
+      // has the handshake window to arrive in, as on a socket.
+      it->second.proving = true;
+      it->second.proof_deadline = absl::Now() + config_.connect_timeout;
+      return;
+    }
+    default: {  // rejected, unreachable, disconnected before delivery
+      const rdma_cm_event_type type = ev->event;
+      rdma_ack_cm_event(ev);
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;
+      if (it->second.proving) {
+        FailProof(it, absl::UnauthenticatedError(absl::StrFormat(
+                          "authentication failed: the source left (%s) "
+                          "before proving it holds the key",
+                          rdma_event_str(type))));
+        return;
       }
+      const proto::Hello hello = it->second.hello;
+      pending_.erase(it);
+      deliver_(hello, absl::UnavailableError(absl::StrFormat(
+                          "channel %d was lost before it was established "
+                          "(%s)",
+                          hello.channel_index, rdma_event_str(type))));
+      return;
     }
   }
 }
 
-void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
-  rdma_cm_id* id = ev->id;
-  proto::HelloReply reply;
-  proto::Hello hello;
-  absl::StatusOr<proto::Hello> decoded = DecodeChannelHello(
-      {static_cast<const uint8_t*>(ev->param.conn.private_data),
-       ev->param.conn.private_data_len});
-  if (!decoded.ok()) {
-    reply.status = static_cast<uint16_t>(decoded.status().code());
-    reply.reason = std::string(decoded.status().message());
-  } else {
-    hello = *decoded;
-    reply = admit_(hello);
+void RdmaListener::Impl::DeliverAccepted(rdma_cm_id* id) {
+  auto it = pending_.find(id);
+  Pending done = std::move(it->second);
+  pending_.erase(it);
+  // From now on the connection's events (a disconnect) go to its own
+  // channel, where the transport watches for them.
+  if (rdma_migrate_id(id, done.conn->ec) != 0) {
+    deliver_(done.hello, RdmaErrno("rdma_migrate_id of an accepted channel"));
+    return;
   }
+  deliver_(done.hello, std::move(done.accepted.transport));
+}
+
+void RdmaListener::Impl::CheckProofs() {
+  const absl::Time now = absl::Now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto next = std::next(it);
+    Pending& p = it->second;
+    if (!p.proving) {
+      it = next;
+      continue;
+    }
+    absl::StatusOr<bool> proven = p.accepted.proof->TakeSourceProof(p.expected);
+    if (!proven.ok()) {
+      FailProof(it, proven.status().code() == absl::StatusCode::kUnauthenticated
+                        ? proven.status()
+                        : absl::UnauthenticatedError(absl::StrCat(
+                              "authentication failed: the connection failed "
+                              "before the source's proof arrived: ",
+                              proven.status().message())));
+    } else if (*proven) {
+      // Only now may the peer write: its channel is the session's.
+      if (absl::Status s = p.conn->AllowRemoteWrite(true); !s.ok()) {
+        p.conn->RevokeRemoteAccess();
+        const proto::Hello hello = p.hello;
+        pending_.erase(it);
+        deliver_(hello, s);
+      } else {
+        DeliverAccepted(it->first);
+      }
+    } else if (now >= p.proof_deadline) {
+      FailProof(it, absl::UnauthenticatedError(absl::StrFormat(
+                        "authentication failed: no proof from the source "
+                        "within %s of connecting",
+                        absl::FormatDuration(config_.connect_timeout))));
+    }
+    it = next;
+  }
+}
+
+void RdmaListener::Impl::FailProof(std::map<rdma_cm_id*, Pending>::iterator it,
+                                   const absl::Status& why) {
+  auth_failures_.fetch_add(1);
+  refused_.fetch_add(1);
+  // Nothing it sent lands any more; its transport (QP, buffers, id) goes
+  // with the entry.
+  it->second.conn->RevokeRemoteAccess();
+  const proto::Hello hello = it->second.hello;
+  pending_.erase(it);
+  deliver_(hello, absl::Status(why.code(), absl::StrFormat("channel %d: %s",
+                                                           hello.channel_index,
+                                                           why.message())));
+}
+
+void RdmaListener::Impl::Reject(rdma_cm_id* id,
+                                const proto::HelloReply& reply) {
+  refused_.fetch_add(1);
   uint8_t reply_bytes[proto::kHelloReplyBytes];
   proto::EncodeHelloReply(reply, absl::MakeSpan(reply_bytes));
+  rdma_reject(id, reply_bytes, sizeof reply_bytes);
+  rdma_destroy_id(id);
+}
+
+void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
+  rdma_cm_id* id = ev->id;
+  // The Hello's wire bytes, which the proofs cover.
+  uint8_t hello_bytes[proto::kHelloBytes] = {};
+  const auto* data = static_cast<const uint8_t*>(ev->param.conn.private_data);
+  const size_t got =
+      std::min<size_t>(data == nullptr ? 0 : ev->param.conn.private_data_len,
+                       sizeof hello_bytes);
+  if (got > 0) std::copy(data, data + got, hello_bytes);
   rdma_ack_cm_event(ev);
-  if (!reply.accepted()) {
-    rdma_reject(id, reply_bytes, sizeof reply_bytes);
-    rdma_destroy_id(id);
-    return;
+  absl::StatusOr<proto::Hello> decoded =
+      DecodeChannelHello(absl::MakeConstSpan(hello_bytes, got));
+  if (!decoded.ok()) return Reject(id, Refusal(decoded.status()));
+  const proto::Hello hello = *decoded;
+  if (absl::Status s = CheckHelloAuth(!key_.empty(), hello.auth); !s.ok()) {
+    if (!key_.empty()) auth_failures_.fetch_add(1);
+    return Reject(id, Refusal(s));
+  }
+  RdmaAccept accept{admit_(hello), std::nullopt};
+  if (!accept.reply.accepted()) return Reject(id, accept.reply);
+  proto::AuthMac expected{};
+  if (!key_.empty()) {
+    RdmaSourceChallenge c = ChallengeSource(key_, hello_bytes);
+    accept.challenge = c.challenge;
+    expected = c.expected;
   }
   auto conn = std::make_unique<Connection>();
   conn->id = id;
   conn->ec = rdma_create_event_channel();
   RdmaConfig config = config_;
-  config.capabilities = reply.capabilities;
+  config.capabilities = accept.reply.capabilities;
   absl::Status s = conn->ec == nullptr
                        ? RdmaErrno("rdma_create_event_channel")
                        : conn->CreateQp(config, hello.session,
@@ -311,22 +449,35 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   // its slot must not stay reserved for a connection that never comes.
   if (!s.ok()) {
     rdma_reject(id, nullptr, 0);
-    deliver_(hello, nullptr);
+    deliver_(hello, s);
     return;  // conn's destructor destroys the id
   }
   Connection* c = conn.get();
-  std::unique_ptr<Transport> transport;
-  if (!make_(std::move(conn), options_, config, &transport).ok()) {
+  AcceptedTransport accepted;
+  s = make_(std::move(conn), options_, config, &accepted);
+  if (!s.ok()) {
     rdma_reject(id, nullptr, 0);
-    deliver_(hello, nullptr);
+    deliver_(hello, s);
     return;
   }
-  rdma_conn_param param = ConnParam(reply_bytes, sizeof reply_bytes);
+  const std::vector<uint8_t> accept_bytes = EncodeRdmaAccept(accept);
+  rdma_conn_param param =
+      ConnParam(accept_bytes.data(), static_cast<uint8_t>(accept_bytes.size()));
   if (rdma_accept(id, &param) != 0) {
-    deliver_(hello, nullptr);
+    deliver_(hello, RdmaErrno("rdma_accept"));
     return;
   }
-  pending_[id] = {std::move(transport), c, hello};
+  // rdmacm's accept left the QP open to the peer's WRITEs; until its proof
+  // checks out it gets none (nor any key to aim one with).
+  if (!key_.empty()) {
+    s = c->AllowRemoteWrite(false);
+    if (!s.ok()) {
+      c->RevokeRemoteAccess();
+      deliver_(hello, s);
+      return;
+    }
+  }
+  pending_[id] = {std::move(accepted), c, hello, expected};
 }
 
 }  // namespace ramferry::channels

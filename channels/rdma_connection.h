@@ -1,7 +1,8 @@
 // rdma_connection: the verbs and rdmacm objects of one RDMA channel and
 // the CM steps that make them: on the source resolving the route, creating
 // the QP and connecting with the Hello as private data; on the destination
-// the listener that admits connection requests.
+// the listener that admits connection requests and, with a key, delivers a
+// channel only once the source's proof checked out (rdma_auth.h).
 #ifndef RAMFERRY_CHANNELS_RDMA_CONNECTION_H_
 #define RAMFERRY_CHANNELS_RDMA_CONNECTION_H_
 
@@ -21,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "channels/rdma.h"
+#include "channels/rdma_auth.h"
 #include "channels/rdma_domain.h"
 #include "channels/transport.h"
 #include "proto/handshake.h"
@@ -54,6 +56,16 @@ struct Connection {
   // session's domain (of `session` and `end`, on id's device).
   absl::Status CreateQp(const RdmaConfig& config,
                         const proto::SessionId& session, RdmaDomain::End end);
+
+  // Whether the established QP takes the peer's RDMA WRITEs (it never
+  // takes READs or atomics: nothing here asks for them). rdmacm's accept
+  // leaves a QP open to both; a keyed destination closes it right after
+  // accepting and opens it to WRITEs once the source's proof checked out.
+  absl::Status AllowRemoteWrite(bool allow);
+  // Ends the peer's access for good: the QP goes to error, so nothing the
+  // peer sends lands any more and posted work flushes. From any thread,
+  // any number of times.
+  void RevokeRemoteAccess();
 };
 
 struct CmEvent {
@@ -75,41 +87,87 @@ absl::StatusOr<std::unique_ptr<Connection>> ResolveRoute(
     absl::Time deadline, absl::string_view where);
 
 // Source, the last step (after CreateQp and the receives are posted):
-// connects with `hello` as private data. Returns the HelloReply the
-// destination accepted with, or the status of its refusal.
-absl::StatusOr<proto::HelloReply> ConnectWithHello(Connection& conn,
-                                                   const proto::Hello& hello,
-                                                   absl::Time deadline,
-                                                   absl::string_view where);
+// connects with `hello` (its wire bytes) as private data. Returns what the
+// destination accepted with (its reply, and its challenge where it sent
+// one), or the status of its refusal.
+absl::StatusOr<RdmaAccept> ConnectWithHello(Connection& conn,
+                                            absl::Span<const uint8_t> hello,
+                                            absl::Time deadline,
+                                            absl::string_view where);
+
+// What the listener asks of a destination transport it holds until it is
+// delivered: with a key, the source's proof comes through it first.
+class SourceProofReader {
+ public:
+  // Without blocking: takes the source's first message off the QP and
+  // checks that it is the proof `expected` (CheckSourceProof). false:
+  // nothing has arrived yet. true: it checked out, and its receive is
+  // posted again. An error: it did not (kUnauthenticated), or the QP
+  // failed.
+  virtual absl::StatusOr<bool> TakeSourceProof(
+      const proto::AuthMac& expected) = 0;
+
+ protected:
+  ~SourceProofReader() = default;
+};
+
+// A destination transport made for a connection request, and its proof
+// reader (the same object).
+struct AcceptedTransport {
+  std::unique_ptr<Transport> transport;
+  SourceProofReader* proof = nullptr;
+};
 
 class RdmaListener::Impl {
  public:
   // Makes the destination's transport of a connection to accept, the QP
-  // created, and posts its receives. *transport is set even when that
-  // fails: it owns the id, which must outlive the rejection.
+  // created, and posts its receives. *made is set even when that fails:
+  // its transport owns the id, which must outlive the rejection.
   using MakeTransport = std::function<absl::Status(
       std::unique_ptr<Connection>, const TransportOptions&, const RdmaConfig&,
-      std::unique_ptr<Transport>* transport)>;
+      AcceptedTransport* made)>;
 
-  Impl(const TransportOptions& options, const RdmaConfig& config, Admit admit,
-       Deliver deliver, MakeTransport make);
+  // `key`: the pre-shared key every source must prove (empty: none).
+  Impl(const TransportOptions& options, const RdmaConfig& config,
+       std::string key, Admit admit, Deliver deliver, MakeTransport make);
   ~Impl();
 
   absl::Status Listen(const std::string& host, uint16_t port);
   uint16_t port() const { return port_; }
+  uint64_t refused() const { return refused_.load(); }
+  uint64_t auth_failures() const { return auth_failures_.load(); }
 
  private:
   struct Pending {
-    std::unique_ptr<Transport> transport;
+    AcceptedTransport accepted;
     Connection* conn;  // the transport's
     proto::Hello hello;
+    // Keyed: the proof the source must send first, and, once established,
+    // until when it may take to arrive.
+    proto::AuthMac expected{};
+    bool proving = false;
+    absl::Time proof_deadline = absl::InfiniteFuture();
   };
 
   void Run();
+  void OnCmEvent(rdma_cm_event* ev);
   void OnConnectRequest(rdma_cm_event* ev);
+  // Rejects a connection request with `reply` (the refusal's reason) and
+  // destroys its id.
+  void Reject(rdma_cm_id* id, const proto::HelloReply& reply);
+  // Established, and proven where a key asks for it: hands it over.
+  void DeliverAccepted(rdma_cm_id* id);
+  // Looks for the proof of every connection awaiting one; delivers those
+  // that check out and fails the rest whose proof is wrong or late.
+  void CheckProofs();
+  // A connection that did not prove the key: counted, its QP revoked, and
+  // its Hello delivered with `why` so its slot is free again.
+  void FailProof(std::map<rdma_cm_id*, Pending>::iterator it,
+                 const absl::Status& why);
 
   const TransportOptions options_;
   const RdmaConfig config_;
+  const std::string key_;
   const Admit admit_;
   const Deliver deliver_;
   const MakeTransport make_;
@@ -117,6 +175,8 @@ class RdmaListener::Impl {
   rdma_cm_id* listen_id_ = nullptr;
   uint16_t port_ = 0;
   std::map<rdma_cm_id*, Pending> pending_;  // listener thread only
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> auth_failures_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

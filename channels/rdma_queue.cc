@@ -104,6 +104,19 @@ absl::Status RdmaQueue::Progress() {
   }
 }
 
+absl::Status RdmaQueue::ProgressArmed() {
+  pollfd p{conn_->cc->fd, POLLIN, 0};
+  if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0) {
+    ibv_cq* cq;
+    void* ctx;
+    if (ibv_get_cq_event(conn_->cc, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+  }
+  if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
+    return RdmaErrno("ibv_req_notify_cq");
+  }
+  return Progress();
+}
+
 absl::Status RdmaQueue::WaitFor(absl::FunctionRef<bool()> ready,
                                 absl::Duration timeout, const char* what) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -238,7 +251,15 @@ absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id,
 }
 
 absl::Status RdmaQueue::SendControl(const proto::RdmaControl& control) {
-  const std::vector<uint8_t> bytes = proto::EncodeRdmaControl(control);
+  return SendMessage(proto::EncodeRdmaControl(control));
+}
+
+absl::Status RdmaQueue::SendMessage(absl::Span<const uint8_t> bytes) {
+  if (bytes.size() > proto::RdmaControlMaxBytes()) {
+    return absl::InternalError(absl::StrFormat(
+        "an RDMA message of %d bytes exceeds the control buffers' %d",
+        bytes.size(), proto::RdmaControlMaxBytes()));
+  }
   ibv_send_wr wr{};
   ibv_sge sge{};
   wr.opcode = IBV_WR_SEND;

@@ -79,6 +79,11 @@ class RdmaQueue {
 
   // Handles every completion that is ready; never blocks.
   absl::Status Progress();
+  // For a caller that polls the completion channel's fd itself (the
+  // listener, awaiting a proof on many connections at once): takes the
+  // channel's pending event if there is one and arms it again, so the fd
+  // wakes the caller at the next completion, then Progress. Never blocks.
+  absl::Status ProgressArmed();
   // Waits until `ready()`, handling completions, for at most `timeout`
   // (InfiniteDuration: until the peer or a Stop ends it).
   absl::Status WaitFor(absl::FunctionRef<bool()> ready, absl::Duration timeout,
@@ -96,6 +101,9 @@ class RdmaQueue {
   // The most work requests one Post may carry.
   uint32_t send_queue() const { return send_queue_; }
   absl::Status SendControl(const proto::RdmaControl& control);
+  // Sends `bytes` as one message, as SendControl sends its encoding
+  // (inline where it fits, from a control buffer otherwise).
+  absl::Status SendMessage(absl::Span<const uint8_t> bytes);
 
   absl::Status PostRecv(uint32_t index);
 

@@ -48,8 +48,9 @@ enum TransportCapability : uint32_t {
   // connection set-up (rdma: the CM private data). Other transports run on
   // a stream socket the engine connected and exchanged the Hello over.
   kCapOwnsConnection = 1u << 7,
-  // Its Hello travels where a challenge-response can run, so a session key
-  // can be proven before the channel is admitted.
+  // Its channels prove a session key (proto/auth.h) before the destination
+  // delivers them: on a socket before admission, on rdma between its
+  // accept and its first SEND (rdma_auth.h), before any key is sent.
   kCapAuthenticatedHello = 1u << 8,
   // Keeps user pages pinned while sends are in flight, so RLIMIT_MEMLOCK
   // and the kernel's notification memory bound how much it may have out.

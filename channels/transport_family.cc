@@ -23,7 +23,8 @@ constexpr TransportFamily kFamilies[] = {
     {TransportKind::kRdma, "rdma",
      kCapZeroCopy | kCapHeaderSlots | kCapCompletionPolicies |
          kCapRegisteredBuffers | kCapInlineSends | kCapRemotePlacement |
-         kCapOwnsConnection | kCapPinsSendMemory | kCapChunkedRegistration,
+         kCapOwnsConnection | kCapAuthenticatedHello | kCapPinsSendMemory |
+         kCapChunkedRegistration,
      &ProbeRdma, std::nullopt},
 };
 

@@ -112,8 +112,8 @@ absl::Status ValidateOptions(const SessionOptions& o) {
   if (absl::Status s = CheckProtection(o, caps); !s.ok()) return s;
   if (!o.auth_key.empty()) {
     if (absl::Status s = proto::ValidateAuthKey(o.auth_key); !s.ok()) return s;
-    // Fail closed: a Hello that travels where no challenge-response can
-    // run (rdma's CM private data) could not be proven.
+    // Fail closed: a family whose channels cannot prove the key would
+    // carry it for nothing. (Every family this build has can.)
     if ((caps & channels::kCapAuthenticatedHello) == 0) {
       return absl::UnimplementedError(absl::StrFormat(
           "authentication is not available on %s channels yet; use a tcp "

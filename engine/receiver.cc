@@ -319,10 +319,8 @@ SessionStats ReceiverImpl::stats() const {
   s.rounds = applied_rounds();
   s.sessions_abandoned = sessions_abandoned_;
   s.last_abandoned = last_abandoned_;
-  if (const channels::SocketListener* l = admission_.listener(); l != nullptr) {
-    s.connections_refused = l->refused();
-    s.auth_failures = l->auth_failures();
-  }
+  s.connections_refused = admission_.refused();
+  s.auth_failures = admission_.auth_failures();
   std::lock_guard<std::mutex> loss_lock(loss_mu_);
   s.channels_lost = losses_;
   for (const ChannelLoss& l : losses_) {

@@ -161,7 +161,8 @@ proto::HelloReply Admission::AdmitControl(
   if ((capabilities_ & proto::kFeatureZeroPages) != 0) {
     zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
   }
-  // Its channels' Hellos could not be authenticated (see options.cc).
+  // Fail closed on a family whose channels could not prove the key (every
+  // family this build has can: ValidateOptions refuses the rest).
   if ((family.capabilities & channels::kCapAuthenticatedHello) == 0 &&
       !options_.auth_key.empty()) {
     return Refuse(absl::StatusCode::kUnimplemented,
@@ -241,6 +242,7 @@ proto::HelloReply Admission::StartChannelListener(
   spec.chunk_bytes = rdma_chunk_bytes_;
   spec.max_inline = options_.rdma_max_inline;
   spec.connect_timeout = options_.handshake_timeout;
+  spec.auth_key = options_.auth_key;
   // The session is open, so no other control Hello gets this far, and its
   // source dials no channel before this reply.
   lock.unlock();
@@ -248,7 +250,7 @@ proto::HelloReply Admission::StartChannelListener(
       channels::ListenForChannels(
           kind, spec, [this](const proto::Hello& h) { return Admit(h); },
           [this](const proto::Hello& h,
-                 std::unique_ptr<channels::Transport> t) {
+                 absl::StatusOr<std::unique_ptr<channels::Transport>> t) {
             DeliverTransport(h, std::move(t));
           });
   lock.lock();
@@ -285,13 +287,37 @@ void Admission::Deliver(const proto::Hello& h, int fd,
 }
 
 void Admission::DeliverTransport(
-    const proto::Hello& h, std::unique_ptr<channels::Transport> transport) {
+    const proto::Hello& h,
+    absl::StatusOr<std::unique_ptr<channels::Transport>> transport) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (transport == nullptr) {
-    LoseLocked(h);
+  if (transport.ok()) {
+    PlaceLocked(h, *std::move(transport), /*fd=*/-1, /*keys=*/nullptr);
     return;
   }
-  PlaceLocked(h, std::move(transport), /*fd=*/-1, /*keys=*/nullptr);
+  if (transport.status().code() == absl::StatusCode::kUnauthenticated) {
+    // Its peer named the session but did not prove the key: the channel
+    // was never the peer's, so the real source may still open it.
+    if (ChannelSlot* slot = SlotLocked(h);
+        slot != nullptr && slot->state == SlotState::kReserved) {
+      slot->state = SlotState::kFree;
+    }
+    return;
+  }
+  LoseLocked(h);
+}
+
+uint64_t Admission::refused() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t n = tcp_listener_ == nullptr ? 0 : tcp_listener_->refused();
+  if (channel_listener_ != nullptr) n += channel_listener_->refused();
+  return n;
+}
+
+uint64_t Admission::auth_failures() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t n = tcp_listener_ == nullptr ? 0 : tcp_listener_->auth_failures();
+  if (channel_listener_ != nullptr) n += channel_listener_->auth_failures();
+  return n;
 }
 
 ChannelSlot* Admission::SlotLocked(const proto::Hello& h) {

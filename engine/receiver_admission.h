@@ -83,10 +83,10 @@ class Admission {
   void Start() { tcp_listener_->Start(); }
   // Stops the acceptor and closes what was admitted and never taken.
   void Stop();
-  // Null until Listen succeeded.
-  const channels::SocketListener* listener() const {
-    return tcp_listener_.get();
-  }
+  // Connections refused so far, and of those the ones that failed
+  // authentication: the TCP listener's and the channel listener's.
+  uint64_t refused() const;
+  uint64_t auth_failures() const;
   // Wakes the Serve thread's waits: the session failed.
   void Wake();
   // Gives up the open session before its channels were taken (they are
@@ -116,8 +116,12 @@ class Admission {
   // acceptor took (-1 if it was lost on the way), for a family that owns
   // its connection as the transport its listener made.
   void Deliver(const proto::Hello& hello, int fd, const proto::SealKeys* keys);
-  void DeliverTransport(const proto::Hello& hello,
-                        std::unique_ptr<channels::Transport> transport);
+  // A family that owns its connection delivers the transport, or why
+  // there is none: kUnauthenticated frees the channel's slot again (its
+  // peer did not prove the key), anything else loses the channel.
+  void DeliverTransport(
+      const proto::Hello& hello,
+      absl::StatusOr<std::unique_ptr<channels::Transport>> transport);
   // Either way, the channel's slot gets its transport (`fd`: the socket
   // under it, or -1); a transport of no slot here is closed. Needs mu_.
   void PlaceLocked(const proto::Hello& hello,
@@ -145,7 +149,7 @@ class Admission {
   std::unique_ptr<channels::SocketListener> tcp_listener_;
 
   // Shared with the acceptor thread.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   // Guarded by mu_.
   bool session_open_ = false;

@@ -79,7 +79,7 @@ absl::StatusOr<TransportPair> OpenRdmaPair(
   rx_options.stall_timeout = options.stall_timeout;
   absl::StatusOr<std::unique_ptr<channels::RdmaListener>> listener =
       channels::RdmaListener::Listen(
-          host, 0, rx_options, config,
+          host, 0, rx_options, config, /*key=*/"",
           [offered](const proto::Hello& h) {
             proto::HelloReply reply;
             if (h.transport != static_cast<uint16_t>(TransportKind::kRdma)) {
@@ -93,10 +93,10 @@ absl::StatusOr<TransportPair> OpenRdmaPair(
             return reply;
           },
           [handoff](const proto::Hello&,
-                    std::unique_ptr<channels::Transport> t) {
+                    absl::StatusOr<std::unique_ptr<channels::Transport>> t) {
             std::lock_guard<std::mutex> lock(handoff->mu);
             ++handoff->deliveries;
-            if (handoff->rx == nullptr) handoff->rx = std::move(t);
+            if (handoff->rx == nullptr && t.ok()) handoff->rx = *std::move(t);
             handoff->cv.notify_all();
           });
   if (!listener.ok()) return listener.status();
@@ -113,7 +113,7 @@ absl::StatusOr<TransportPair> OpenRdmaPair(
   proto::HelloReply reply;
   absl::StatusOr<std::unique_ptr<channels::Transport>> tx =
       channels::ConnectRdma(host, (*listener)->port(), hello, options, config,
-                            &reply);
+                            /*key=*/"", &reply);
   if (!tx.ok()) return tx.status();
   if (reply.capabilities != offered) {
     return absl::InternalError(

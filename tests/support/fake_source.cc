@@ -26,13 +26,14 @@ proto::Hello FakeSource::MakeHello(proto::Role role, uint32_t index) const {
   h.channel_count = channels_;
   h.capabilities = capabilities_;
   h.max_packet_pages = max_pages_;
-  h.transport = static_cast<uint16_t>(TransportKind::kTcp);
+  h.transport = static_cast<uint16_t>(transport_);
+  h.rdma_chunk_bytes = rdma_chunk_bytes_;
   return h;
 }
 
 absl::StatusOr<int> FakeSource::Connect(const proto::Hello& hello) {
   absl::StatusOr<int> fd =
-      channels::ConnectWithRetry("127.0.0.1", port_, absl::Seconds(5));
+      channels::ConnectWithRetry(host_, port_, absl::Seconds(5));
   if (!fd.ok()) return fd.status();
   other_fds_.push_back(*fd);
   absl::StatusOr<proto::HelloReply> reply =

@@ -16,6 +16,7 @@
 #include "proto/control.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
+#include "ramferry/transport.h"
 
 namespace ramferry::testing {
 
@@ -25,6 +26,14 @@ class FakeSource {
   ~FakeSource();
 
   const proto::SessionId& session() const { return session_; }
+  // Where Connect() dials (127.0.0.1 unless set).
+  void set_host(std::string host) { host_ = std::move(host); }
+  // What the hellos name as the session's transport (tcp unless set), and
+  // the chunk size a chunk-registering one (rdma) must name.
+  void set_transport(TransportKind kind, uint64_t rdma_chunk_bytes = 0) {
+    transport_ = kind;
+    rdma_chunk_bytes_ = rdma_chunk_bytes;
+  }
   // The key Connect() authenticates with (empty: none).
   void set_key(std::string key) { key_ = std::move(key); }
   // What the hellos offer: by default what a Sender with default options
@@ -59,6 +68,9 @@ class FakeSource {
 
  private:
   uint16_t port_;
+  std::string host_ = "127.0.0.1";
+  TransportKind transport_ = TransportKind::kTcp;
+  uint64_t rdma_chunk_bytes_ = 0;
   uint32_t channels_;
   uint32_t max_pages_;
   // It writes packets as they are: no sealed stream.

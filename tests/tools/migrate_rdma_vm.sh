@@ -5,7 +5,8 @@
 # --json report:
 #   - tracking is uffd-wp (the tool exits non-zero when the kernel lacks
 #     uffd-wp async or PAGEMAP_SCAN; it never falls back to the bitmap);
-#   - transport rdma, at least 3 rounds, every page verified;
+#   - transport rdma, authenticated with the demo's own key, at least 3
+#     rounds, every page verified;
 #   - every round after round 0 sends at most the dirty set plus one huge
 #     page of slack, and round 1 sends at least one page (the workload ran
 #     and the tracker saw it). Source memory registered with
@@ -29,7 +30,7 @@ fail() { echo "migrate_rdma_vm: FAIL: $*"; exit 1; }
 echo "migrate_rdma_vm: kernel $(uname -r), ${SIZE_MIB} MiB region, ${SET_MIB} MiB dirty set, rdma on ${RXE_IP:?RXE_IP unset}"
 # Live rounds 0-2 (a zero downtime limit never converges early), then the
 # final round with the workload paused, then the page-by-page check.
-./ramferry-migrate --demo --transport=rdma --allow-unauthenticated \
+./ramferry-migrate --demo --transport=rdma \
   --demo-host="$RXE_IP" --channels=2 --size="${SIZE_MIB}MiB" \
   --dirty-tracking=uffd --dirty-set="${SET_MIB}MiB" --dirty-rate=2000pages \
   --writers=1 --downtime-limit=0s --max-rounds=3 --verify=full --json \
@@ -42,6 +43,7 @@ cat /tmp/report.json
 # is nested later in the line).
 field() { grep -o "\"$1\":[^,}]*" /tmp/report.json | head -n 1 | cut -d: -f2- | tr -d '"'; }
 
+authenticated=$(field authenticated)
 tracking=$(field dirty_tracking)
 transport=$(field transport)
 verified=$(field verified)
@@ -51,6 +53,7 @@ per_round=$(grep -o '"pages_per_round":\[[0-9,]*\]' /tmp/report.json | head -n 1
 
 [ "$tracking" = uffd-wp ] || fail "dirty tracking is '$tracking', not uffd-wp"
 [ "$transport" = rdma ] || fail "transport is '$transport', not rdma"
+[ "$authenticated" = true ] || fail "the demo ran unauthenticated (authenticated=$authenticated)"
 [ "$verified" = true ] || fail "destination not verified (verified=$verified)"
 [ "$pages_verified" = "$region_pages" ] ||
   fail "$pages_verified pages verified, the region has $region_pages"

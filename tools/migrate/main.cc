@@ -144,9 +144,9 @@ ABSL_FLAG(std::string, make_image, "",
           "for a --region-file run or bench/compare --qemu");
 ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
 ABSL_FLAG(bool, allow_unauthenticated, false,
-          "--demo on a transport that cannot prove a key (rdma): run both "
-          "ends without one (anything that reaches the port can write into "
-          "the destination's memory meanwhile)");
+          "--demo: run both ends without a key instead of the fresh one the "
+          "demo makes (anything that reaches the port can write into the "
+          "destination's memory meanwhile)");
 
 namespace ramferry::migrate {
 namespace {
@@ -197,20 +197,13 @@ absl::StatusOr<SessionOptions> Session() {
         "--verify must be full, sent or off, not '" + verify + "'");
   }
   if (absl::Status s = cli::ApplyAuthFlags(&o); !s.ok()) return s;
-  // --demo starts both ends: a key only they hold authenticates them, or,
-  // where the transport cannot prove one, they run without one only when
-  // asked to.
+  // --demo starts both ends: a key only they hold authenticates them,
+  // unless asked to run without one.
   if (absl::GetFlag(FLAGS_demo) && o.auth_key.empty() && !o.insecure) {
-    if (TransportAuthenticates(o.transport)) {
-      o.auth_key = cli::EphemeralAuthKey();
-    } else if (absl::GetFlag(FLAGS_allow_unauthenticated)) {
+    if (absl::GetFlag(FLAGS_allow_unauthenticated)) {
       o.insecure = true;
     } else {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "--demo authenticates both ends with a fresh key, which %s "
-          "channels cannot prove yet; give --allow-unauthenticated to run "
-          "the demo without one",
-          TransportKindName(o.transport)));
+      o.auth_key = cli::EphemeralAuthKey();
     }
   }
   if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
