@@ -149,8 +149,9 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
 
 INSTANTIATE_TEST_SUITE_P(
     Transports, AttackRelayTest,
+    // The relay speaks TCP: the families that run on a stream socket.
     ::testing::Combine(::testing::ValuesIn(testing::TransportsWith(
-                           channels::kCapAuthenticatedHello)),
+                           0, channels::kCapOwnsConnection)),
                        ::testing::Values(Guard::kUnkeyed, Guard::kKeyed,
                                          Guard::kMac, Guard::kEncrypt)),
     [](const auto& info) {

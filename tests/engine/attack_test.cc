@@ -338,8 +338,8 @@ class AttackTest
 TEST_P(AttackTest, OnALiveStream) {
   const auto& [c, protect] = GetParam();
   int ran = 0;
-  for (TransportKind kind :
-       testing::TransportsWith(channels::kCapAuthenticatedHello)) {
+  for (TransportKind kind : testing::TransportsWith(
+           channels::kCapAuthenticatedHello, channels::kCapOwnsConnection)) {
     if (std::string why = testing::WhyUnavailable(kind); !why.empty()) {
       std::printf("[attack-table] %s | %s | %s | skipped: %s\n", c.name.c_str(),
                   ProtectionName(protect),
