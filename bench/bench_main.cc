@@ -142,7 +142,7 @@ cli::Json ResultJson(const BenchRun& run, const bench::TransferResult& r) {
   j["transport"] = TransportName(run);
   j["raw_whole_recv"] = run.raw && run.config.raw_whole_receive;
   j["authenticated"] = !s.auth_key.empty();
-  j["protect"] = ProtectionName(s.protect);
+  j["protect"] = ProtectionName(ResolvedProtection(s));
   j["transport_reason"] = run.transport_reason;
   j["channels"] = s.channels;
   j["completion"] = CompletionPolicyName(s.completion);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "channels/transport_family.h"
+#include "engine/stream_seal.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
@@ -138,6 +139,18 @@ absl::Status ValidateOptions(const SessionOptions& o) {
         "survive_channel_loss needs channel threads: turn off single_thread");
   }
   return absl::OkStatus();
+}
+
+Protection ResolvedProtection(const SessionOptions& o) {
+  switch (engine::SealModeFor(o, channels::StaticCapabilities(o.transport))) {
+    case proto::SealMode::kNone:
+      return Protection::kNone;
+    case proto::SealMode::kMac:
+      return Protection::kMac;
+    case proto::SealMode::kEncrypt:
+      return Protection::kEncrypt;
+  }
+  return Protection::kNone;
 }
 
 bool TransportAuthenticates(TransportKind kind) {

@@ -181,6 +181,10 @@ struct SessionOptions {
 // Checks ranges and combinations; the error names the field.
 absl::Status ValidateOptions(const SessionOptions& options);
 
+// What guards the stream of a session with `options`: options.protect
+// with kAuto resolved (kNone, kMac or kEncrypt).
+Protection ResolvedProtection(const SessionOptions& options);
+
 // Whether `kind`'s channels can prove a pre-shared key (auth_key).
 bool TransportAuthenticates(TransportKind kind);
 

@@ -2,6 +2,7 @@
 //
 //   ramferry::SessionOptions opt;
 //   opt.host = "10.0.0.2"; opt.port = 7070; opt.channels = 4;
+//   opt.auth_key = key;  // the destination's too (or opt.insecure = true)
 //   auto sender = ramferry::Sender::Connect(opt, regions);
 //   if (!sender.ok()) return sender.status();
 //   ramferry::DirtyBitmap dirty(regions[0].page_count());

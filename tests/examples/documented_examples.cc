@@ -2,9 +2,11 @@
 // variables its text assumes as parameters. Compiled, never run: the
 // README's destination serves forever and its source dials 10.0.0.2.
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "ramferry/auth_key.h"
 #include "ramferry/receiver.h"
 #include "ramferry/region.h"
 #include "ramferry/sender.h"
@@ -18,7 +20,8 @@ void ReadmeExample(void* dst_base, uint64_t dst_len, void* src_base,
 }
 
 // include/ramferry/sender.h, its opening comment.
-absl::Status SenderHeaderExample(absl::Span<const ramferry::Region> regions) {
+absl::Status SenderHeaderExample(absl::Span<const ramferry::Region> regions,
+                                 const std::string& key) {
 #include "sender_h_example.inc"
 }
 

@@ -235,6 +235,7 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
       absl::ToDoubleSeconds(absl::GetFlag(FLAGS_downtime_limit));
   d.max_rounds = absl::GetFlag(FLAGS_max_rounds);
   d.authenticated = !o.auth_key.empty();
+  d.protect = ProtectionName(ResolvedProtection(o));
   d.verify_mode = absl::GetFlag(FLAGS_verify);
   d.image = d.region == "anonymous" ? absl::GetFlag(FLAGS_image) : "the file's";
   return d;

@@ -60,6 +60,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["completion"] = run.completion;
   j["channels"] = run.channels;
   j["authenticated"] = run.authenticated;
+  j["protect"] = run.protect;
   j["region_bytes"] = run.region_bytes;
   j["region"] = run.region;
   j["image"] = run.image;
@@ -118,7 +119,9 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
       r.status.ok() ? "migrated" : "FAILED", cli::FormatBytes(run.region_bytes),
       run.channels, run.transport, run.channels == 1 ? "" : "s",
       run.dirty_tracking,
-      run.authenticated ? "authenticated" : "UNAUTHENTICATED");
+      run.authenticated
+          ? absl::StrCat("authenticated, stream protect=", run.protect)
+          : "UNAUTHENTICATED");
   if (!run.transport_reason.empty()) {
     absl::StrAppendFormat(&t, "  transport        %s\n", run.transport_reason);
   }

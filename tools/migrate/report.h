@@ -23,9 +23,10 @@ struct RunDescription {
   int writers = 0;
   double downtime_limit_s = 0;
   uint32_t max_rounds = 0;
-  bool authenticated = false;  // a pre-shared key authenticated every link
-  std::string verify_mode;     // --verify: full, sent or off
-  std::string image;           // --image of anonymous memory, or the file's
+  bool authenticated = false;    // a pre-shared key authenticated every link
+  std::string protect = "none";  // what guarded the stream: none, mac, encrypt
+  std::string verify_mode;       // --verify: full, sent or off
+  std::string image;             // --image of anonymous memory, or the file's
 };
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
