@@ -61,9 +61,9 @@ class ChannelReceiver {
   // (null: the stream is not sealed) checks every packet's tag
   // (proto/seal.h) before anything of the packet counts: a SYNC, FINISH or
   // ZERO_RANGES packet acts only once its tag checked out; a data packet's
-  // payload lands where its offsets say (inside its region, as always)
-  // and is then checked, so a forged packet ends the session before the
-  // round that carried it can be confirmed.
+  // payload is opened in a staging copy and placed only when authentic
+  // (ReadSealed), so a forged packet ends the session before a byte of it
+  // is placed or the round that carried it can be confirmed.
   ChannelReceiver(uint32_t index,
                   std::unique_ptr<channels::Transport> transport,
                   const RegionTable* regions, const Config& config,
@@ -108,6 +108,14 @@ class ChannelReceiver {
   absl::Status ReadCompressed(const proto::PacketHeader& h,
                               uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
+  // Sealed stream: reads a payload of `page_bytes` into sealed_, opens it
+  // there (decrypting), and only once its tag checked out copies it to
+  // the pages iov_ names: a forged payload never touches a region. The
+  // opening runs on bytes still in cache, and the region is written once.
+  absl::Status ReadSealed(const proto::PacketHeader& h, uint64_t page_bytes);
+  // Larger payloads (huge pages, many per packet) are opened where they
+  // land: still checked before anything of the packet counts.
+  static constexpr uint64_t kMaxOpenedInStaging = 8ull << 20;
   // How much of the next header to read with a payload. On a sealed
   // stream only its fixed part: the size announced for the rest is trusted
   // only once the announcing packet's tag checked out, so a forged
@@ -138,6 +146,7 @@ class ChannelReceiver {
   std::unique_ptr<PacketDecompressor> decompressor_;  // on first need
   std::vector<uint8_t> staging_;                      // on first need
   const std::unique_ptr<proto::Sealer> opener_;
+  std::vector<uint8_t> sealed_;  // ReadSealed's, on first need
   proto::SealTag tag_{};  // of the packet being opened
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
