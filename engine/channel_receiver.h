@@ -147,7 +147,7 @@ class ChannelReceiver {
   std::vector<uint8_t> staging_;                      // on first need
   const std::unique_ptr<proto::Sealer> opener_;
   std::vector<uint8_t> sealed_;  // ReadSealed's, on first need
-  proto::SealTag tag_{};  // of the packet being opened
+  proto::SealTag tag_{};         // of the packet being opened
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
   const ErrorHandler on_error_;
