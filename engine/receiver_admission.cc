@@ -60,6 +60,11 @@ void Admission::Reopen() {
     session_open_ = false;
     control_ = {};
     slots.swap(slots_);
+    // Its counts outlive it: the session's refusals still happened.
+    if (channel_listener_ != nullptr) {
+      retired_refused_ += channel_listener_->refused();
+      retired_auth_failures_ += channel_listener_->auth_failures();
+    }
     listener = std::move(channel_listener_);
     arrival_digests_.reset();
     zero_pages_.reset();
@@ -308,14 +313,16 @@ void Admission::DeliverTransport(
 
 uint64_t Admission::refused() const {
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t n = tcp_listener_ == nullptr ? 0 : tcp_listener_->refused();
+  uint64_t n = retired_refused_;
+  if (tcp_listener_ != nullptr) n += tcp_listener_->refused();
   if (channel_listener_ != nullptr) n += channel_listener_->refused();
   return n;
 }
 
 uint64_t Admission::auth_failures() const {
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t n = tcp_listener_ == nullptr ? 0 : tcp_listener_->auth_failures();
+  uint64_t n = retired_auth_failures_;
+  if (tcp_listener_ != nullptr) n += tcp_listener_->auth_failures();
   if (channel_listener_ != nullptr) n += channel_listener_->auth_failures();
   return n;
 }

@@ -167,6 +167,9 @@ class Admission {
   ControlSlot control_;
   std::vector<ChannelSlot> slots_;
   std::unique_ptr<channels::ChannelListener> channel_listener_;
+  // What the channel listeners of sessions given up (Reopen) counted.
+  uint64_t retired_refused_ = 0;
+  uint64_t retired_auth_failures_ = 0;
 };
 
 }  // namespace ramferry::engine

@@ -13,27 +13,12 @@
 #include "gtest/gtest.h"
 #include "proto/handshake.h"
 #include "proto/wire.h"
+#include "tests/proto/keyed_hello.h"
 
 namespace ramferry::proto {
 namespace {
 
 using ::testing::HasSubstr;
-
-const std::string kKey = "0123456789abcdef0123456789abcdef";
-
-std::vector<uint8_t> HelloBytes(uint32_t channel_index, uint8_t session_byte) {
-  Hello h;
-  h.role = Role::kData;
-  h.session.bytes.fill(session_byte);
-  h.channel_index = channel_index;
-  h.channel_count = 4;
-  h.max_packet_pages = 128;
-  h.transport = 1;
-  h.auth = kAuthHmacSha256;
-  std::vector<uint8_t> out(kHelloBytes);
-  EncodeHello(h, absl::MakeSpan(out));
-  return out;
-}
 
 TEST(AuthKeyTest, LengthBounds) {
   EXPECT_TRUE(ValidateAuthKey(kKey).ok());

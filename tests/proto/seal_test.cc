@@ -10,23 +10,10 @@
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "proto/handshake.h"
+#include "tests/proto/keyed_hello.h"
 
 namespace ramferry::proto {
 namespace {
-
-const std::string kKey = "0123456789abcdef0123456789abcdef";
-
-std::vector<uint8_t> HelloBytes(uint32_t channel_index, uint8_t session_byte) {
-  Hello h;
-  h.role = Role::kData;
-  h.session.bytes.fill(session_byte);
-  h.channel_index = channel_index;
-  h.channel_count = 4;
-  h.max_packet_pages = 128;
-  std::vector<uint8_t> out(kHelloBytes);
-  EncodeHello(h, absl::MakeSpan(out));
-  return out;
-}
 
 AuthNonce Nonce(uint8_t b) {
   AuthNonce n;

@@ -20,6 +20,7 @@
 #include "proto/handshake.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
+#include "tests/support/test_support.h"
 
 namespace ramferry::testing {
 
@@ -67,16 +68,8 @@ bool WriteAll(int fd, const std::vector<uint8_t>& b) {
 }
 
 int ConnectTo(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ConnectToLoopback(port);
   if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
