@@ -14,7 +14,9 @@
 //    the stream, independently of the decoders.
 //  - A compressed payload (kFeatureCompressedPages) is read into a buffer of
 //    exactly its stated size, which is smaller than the pages it names;
-//    what it expands to lands only in those pages (the canaries).
+//    what it expands to lands only in those pages (the canaries). So is a
+//    sealed payload, of exactly the named pages' bytes, opened there
+//    before it is placed.
 //  - Each SYNC reports the pages applied in its round, rounds in order (with
 //    kFeatureZeroPages, at least those: ZERO_RANGES pages come on top). Zero
 //    pages and ranges are applied to memory that is not known to read as
@@ -92,7 +94,7 @@ const Region* FindRegion(uint32_t id) {
 // starts at `packet_at` in `stream`; the payload starts at `payload_at`.
 void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
                         size_t payload_at, absl::Span<const iovec> dst,
-                        uint64_t* pages) {
+                        bool sealed, uint64_t* pages) {
   // Read here with raw loads, not the decoders under test.
   FUZZ_CHECK(payload_at >= packet_at + proto::kPacketFixedBytes);
   const uint8_t* fixed = stream.data() + packet_at;
@@ -117,17 +119,22 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
     FUZZ_CHECK(off < r->length && r->length - off >= r->page_size);
     if (!proto::IsZeroPageEntry(entry)) want.push_back(base + off);
   }
-  if (const uint32_t compressed = proto::Load32(fixed + 44); compressed != 0) {
-    FUZZ_CHECK(dst.size() == 1 && count == compressed);
-    FUZZ_CHECK(compressed < want.size() * r->page_size);
+  // A compressed frame, and a sealed payload (opened before it is placed),
+  // are read into one buffer of their own, outside every region.
+  auto staged = [&](size_t bytes) {
+    FUZZ_CHECK(dst.size() == 1 && count == bytes);
     auto* p = static_cast<uint8_t*>(dst[0].iov_base);
     for (const GuardedRegion& g : Regions()) {
       const uint8_t* m = g.memory->data();
       FUZZ_CHECK(p + count <= m || p >= m + g.memory->size());
     }
     *pages += page_count;
-    return;
+  };
+  if (const uint32_t compressed = proto::Load32(fixed + 44); compressed != 0) {
+    FUZZ_CHECK(compressed < want.size() * r->page_size);
+    return staged(compressed);
   }
+  if (sealed) return staged(want.size() * r->page_size);
   FUZZ_CHECK(count == want.size() * r->page_size);
   // The pages the receiver is about to fill, in order.
   std::vector<uint8_t*> got;
@@ -188,7 +195,8 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
   auto owned = std::make_unique<testing::MemoryTransport>(
       stream, [&](absl::Span<const iovec> dst) {
         CheckPayloadTarget(stream, transport->packet_start(),
-                           transport->position(), dst, &round_pages);
+                           transport->position(), dst, cfg.sealed,
+                           &round_pages);
       });
   transport = owned.get();
   engine::ZeroPages zero_pages(regions);
