@@ -331,6 +331,12 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
   return absl::OkStatus();
 }
 
+absl::Status ChannelSender::SealHeader(absl::Span<uint8_t> header,
+                                       uint64_t packet_num) {
+  if (sealer_ == nullptr) return absl::OkStatus();
+  return Seal(header, packet_num, {}, nullptr);
+}
+
 // Reads pages the workload may be writing, by design, as the send does: not
 // instrumented for TSan, like the workload's own writers.
 __attribute__((no_sanitize("thread"))) uint32_t ChannelSender::FlagZeroPages(
@@ -357,12 +363,10 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
       RegionHeader(proto::kPacketZeroRanges, c, region, next_header_bytes);
   auto words = absl::MakeConstSpan(c.offsets, c.page_count);
   size_t header_bytes = proto::EncodePacketHeader(h, words, *header);
-  if (sealer_ != nullptr) {
-    if (absl::Status s =
-            Seal(header->subspan(0, header_bytes), h.packet_num, {}, nullptr);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s =
+          SealHeader(header->subspan(0, header_bytes), h.packet_num);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s =
           transport_->SendPacket({header_bytes, region.id, {}, {}});
@@ -396,12 +400,10 @@ absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round,
   h.next_header_bytes = next_header_bytes;
   size_t header_bytes = proto::EncodePacketHeader(h, {}, *header);
   header_bytes_.Add(header_bytes);
-  if (sealer_ != nullptr) {
-    if (absl::Status s =
-            Seal(header->subspan(0, header_bytes), h.packet_num, {}, nullptr);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s =
+          SealHeader(header->subspan(0, header_bytes), h.packet_num);
+      !s.ok()) {
+    return s;
   }
   return transport_->SendPacket({header_bytes, 0, {}, {}});
 }

@@ -102,6 +102,8 @@ class ChannelSender {
   // into `out`, from which it is sent.
   absl::Status Seal(absl::Span<uint8_t> header, uint64_t packet_num,
                     absl::Span<const iovec> payload, uint8_t* out);
+  // A packet that is all header: sealed where the stream is.
+  absl::Status SealHeader(absl::Span<uint8_t> header, uint64_t packet_num);
   // Whether kAuto should compress the next packet, from what it measured.
   bool CompressionPays();
   // Flags the zero pages among `offsets` into wire_offsets_; returns how

@@ -69,7 +69,12 @@ absl::Status ReceiverImpl::OpenSession() {
   auto control =
       std::make_unique<ControlChannel>(admitted->fd, options_.stall_timeout);
   // Sealed before it is shared: a teardown's last ERROR goes out sealed.
-  if (absl::Status s = SealControl(*admitted, *control); !s.ok()) return s;
+  if (absl::Status s = engine::SealControl(
+          admitted->seal, admitted->keys ? &*admitted->keys : nullptr,
+          engine::SealEnd::kDestination, *control);
+      !s.ok()) {
+    return s;
+  }
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
     control_ = std::move(control);
@@ -93,22 +98,6 @@ void ReceiverImpl::AbandonSession(const absl::Status& why) {
     last_abandoned_ = why.ToString();
   }
   admission_.Reopen();
-}
-
-absl::Status ReceiverImpl::SealControl(const engine::AdmittedControl& admitted,
-                                       ControlChannel& control) {
-  if (admitted.seal == proto::SealMode::kNone) return absl::OkStatus();
-  if (!admitted.keys.has_value()) {
-    return absl::InternalError("sealed session without stream keys");
-  }
-  absl::StatusOr<std::unique_ptr<proto::Sealer>> send = engine::MakeSealer(
-      admitted.seal, admitted.keys->to_source, proto::Sealer::Use::kSeal);
-  if (!send.ok()) return send.status();
-  absl::StatusOr<std::unique_ptr<proto::Sealer>> receive = engine::MakeSealer(
-      admitted.seal, admitted.keys->to_destination, proto::Sealer::Use::kOpen);
-  if (!receive.ok()) return receive.status();
-  control.Seal(std::move(*send), std::move(*receive));
-  return absl::OkStatus();
 }
 
 absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
@@ -156,21 +145,16 @@ absl::Status ReceiverImpl::StartChannels() {
     on_error = [this](const ChannelReceiver::Error& e) { OnChannelError(e); };
   }
   for (uint32_t i = 0; i < transports.size(); ++i) {
-    std::unique_ptr<proto::Sealer> opener;
-    if (admitted.seal != proto::SealMode::kNone) {
-      if (!admitted.keys[i].has_value()) {
-        return absl::InternalError(
-            absl::StrFormat("channel %d: sealed session without keys", i));
-      }
-      absl::StatusOr<std::unique_ptr<proto::Sealer>> o =
-          engine::MakeSealer(admitted.seal, admitted.keys[i]->to_destination,
-                             proto::Sealer::Use::kOpen);
-      if (!o.ok()) return o.status();
-      opener = std::move(*o);
+    absl::StatusOr<std::unique_ptr<proto::Sealer>> opener =
+        engine::MakeChannelSealer(
+            admitted.seal, admitted.keys[i] ? &*admitted.keys[i] : nullptr,
+            engine::SealEnd::kDestination);
+    if (!opener.ok()) {
+      return Annotate(opener.status(), absl::StrFormat("channel %d", i));
     }
     channels_.push_back(std::make_unique<ChannelReceiver>(
         i, std::move(transports[i]), &table_, admitted.config, barrier_.get(),
-        &failure_, on_error, std::move(opener)));
+        &failure_, on_error, std::move(*opener)));
   }
   if (failure_.failed()) return failure_.status();
   for (auto& c : channels_) c->Start();

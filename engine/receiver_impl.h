@@ -57,9 +57,6 @@ class ReceiverImpl {
   absl::Status OpenSession();
   // Closes a session OpenSession gave up on and waits for another.
   void AbandonSession(const absl::Status& why);
-  // Seals the control connection where the session is sealed.
-  absl::Status SealControl(const engine::AdmittedControl& admitted,
-                           engine::ControlChannel& control);
   absl::Status NegotiateRegions(absl::Time deadline);
   absl::Status StartChannels();
   absl::Status ControlLoop();

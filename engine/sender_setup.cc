@@ -81,14 +81,11 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
         "(an older ramferry?)",
         proto::SealModeName(seal_)));
   }
-  if (seal_ != proto::SealMode::kNone) {
-    absl::StatusOr<std::unique_ptr<proto::Sealer>> send = engine::MakeSealer(
-        seal_, keys.to_destination, proto::Sealer::Use::kSeal);
-    if (!send.ok()) return send.status();
-    absl::StatusOr<std::unique_ptr<proto::Sealer>> receive =
-        engine::MakeSealer(seal_, keys.to_source, proto::Sealer::Use::kOpen);
-    if (!receive.ok()) return receive.status();
-    control_->Seal(std::move(*send), std::move(*receive));
+  if (absl::Status s = engine::SealControl(
+          seal_, options_.auth_key.empty() ? nullptr : &keys,
+          engine::SealEnd::kSource, *control_);
+      !s.ok()) {
+    return s;
   }
   if (options_.survive_channel_loss) {
     if ((capabilities_ & proto::kFeatureSurviveChannelLoss) == 0) {
@@ -241,16 +238,12 @@ absl::StatusOr<SenderImpl::OpenedChannel> SenderImpl::OpenChannel(
   absl::StatusOr<channels::DialedChannel> d =
       channels::DialChannel(channel_kind_, spec, hello);
   if (!d.ok()) return d.status();
+  absl::StatusOr<std::unique_ptr<proto::Sealer>> sealer =
+      engine::MakeChannelSealer(seal_, d->keys ? &*d->keys : nullptr,
+                                engine::SealEnd::kSource);
+  if (!sealer.ok()) return sealer.status();
   OpenedChannel opened;
-  if (seal_ != proto::SealMode::kNone) {
-    if (!d->keys.has_value()) {
-      return absl::InternalError("sealed session without stream keys");
-    }
-    absl::StatusOr<std::unique_ptr<proto::Sealer>> sealer = engine::MakeSealer(
-        seal_, d->keys->to_destination, proto::Sealer::Use::kSeal);
-    if (!sealer.ok()) return sealer.status();
-    opened.sealer = std::move(*sealer);
-  }
+  opened.sealer = std::move(*sealer);
   opened.transport = engine::DecorateTransport(
       std::move(d->transport),
       {.source = true, .channel = hello.channel_index, .fd = d->socket_fd});

@@ -26,12 +26,51 @@ bool SealModeSatisfies(proto::SealMode asked, proto::SealMode wanted) {
   return static_cast<int>(asked) >= static_cast<int>(wanted);
 }
 
-absl::StatusOr<std::unique_ptr<proto::Sealer>> MakeSealer(
-    proto::SealMode mode, const proto::SealKey& key, proto::Sealer::Use use) {
-  if (mode == proto::SealMode::kNone) {
-    return std::unique_ptr<proto::Sealer>();
+namespace {
+
+// The key of what `from` sends.
+const proto::SealKey& KeyFrom(const proto::SealKeys& keys, SealEnd from) {
+  return from == SealEnd::kSource ? keys.to_destination : keys.to_source;
+}
+
+SealEnd Peer(SealEnd end) {
+  return end == SealEnd::kSource ? SealEnd::kDestination : SealEnd::kSource;
+}
+
+absl::Status NeedKeys(proto::SealMode mode, const proto::SealKeys* keys) {
+  if (mode != proto::SealMode::kNone && keys == nullptr) {
+    return absl::InternalError(
+        "sealed session on a connection that proved no key");
   }
-  return proto::Sealer::Create(mode, key, use);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<proto::Sealer>> MakeChannelSealer(
+    proto::SealMode mode, const proto::SealKeys* keys, SealEnd end) {
+  if (absl::Status s = NeedKeys(mode, keys); !s.ok()) return s;
+  if (mode == proto::SealMode::kNone) return std::unique_ptr<proto::Sealer>();
+  // Packets go one way only: from the source.
+  return proto::Sealer::Create(mode, keys->to_destination,
+                               end == SealEnd::kSource
+                                   ? proto::Sealer::Use::kSeal
+                                   : proto::Sealer::Use::kOpen);
+}
+
+absl::Status SealControl(proto::SealMode mode, const proto::SealKeys* keys,
+                         SealEnd end, ControlChannel& control) {
+  if (absl::Status s = NeedKeys(mode, keys); !s.ok()) return s;
+  if (mode == proto::SealMode::kNone) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<proto::Sealer>> send = proto::Sealer::Create(
+      mode, KeyFrom(*keys, end), proto::Sealer::Use::kSeal);
+  if (!send.ok()) return send.status();
+  absl::StatusOr<std::unique_ptr<proto::Sealer>> receive =
+      proto::Sealer::Create(mode, KeyFrom(*keys, Peer(end)),
+                            proto::Sealer::Use::kOpen);
+  if (!receive.ok()) return receive.status();
+  control.Seal(std::move(*send), std::move(*receive));
+  return absl::OkStatus();
 }
 
 }  // namespace ramferry::engine

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/control.h"
 #include "proto/seal.h"
 #include "ramferry/options.h"
 
@@ -23,10 +25,19 @@ proto::SealMode SealModeFor(const SessionOptions& options,
 // least `wanted` (kEncrypt > kMac > kNone).
 bool SealModeSatisfies(proto::SealMode asked, proto::SealMode wanted);
 
-// The sealer for the direction `key` keys, at its sending (kSeal) or
-// receiving (kOpen) end; null for kNone.
-absl::StatusOr<std::unique_ptr<proto::Sealer>> MakeSealer(
-    proto::SealMode mode, const proto::SealKey& key, proto::Sealer::Use use);
+enum class SealEnd { kSource, kDestination };
+
+// The sealer of one data channel's packets at `end`: it seals them at the
+// source and opens them at the destination. Null for kNone; an error where
+// the session is sealed but the connection has no keys (`keys` null: it
+// proved no key).
+absl::StatusOr<std::unique_ptr<proto::Sealer>> MakeChannelSealer(
+    proto::SealMode mode, const proto::SealKeys* keys, SealEnd end);
+
+// Seals `control` as `end` of it: what it sends under its own direction's
+// key, what it receives under the other's. Nothing for kNone.
+absl::Status SealControl(proto::SealMode mode, const proto::SealKeys* keys,
+                         SealEnd end, ControlChannel& control);
 
 }  // namespace ramferry::engine
 
