@@ -12,6 +12,7 @@
 #include "channels/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/packet.h"
 #include "ramferry/sender.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
@@ -142,6 +143,44 @@ INSTANTIATE_TEST_SUITE_P(
           ProtectionName(std::get<1>(info.param)),
           std::get<2>(info.param) == Compression::kOn ? "_compressed" : "");
     });
+
+// The largest packets a destination accepts (4096 pages of 4 KiB: 16 MiB
+// payloads, over what it opens in a staging copy) are opened where they
+// land, and sparse rewrites after them still go sealed; every mode, byte
+// exact.
+TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
+  for (Protection protect : {Protection::kMac, Protection::kEncrypt}) {
+    SCOPED_TRACE(ProtectionName(protect));
+    const uint64_t bytes = ScaledBytes(64ull << 20);
+    auto src = MakeRegion(1, bytes, /*seed=*/9, /*fill=*/true);
+    auto dst = MakeRegion(1, bytes);
+    SessionOptions opt = Keyed(protect);
+    opt.channels = 2;
+    opt.packet_pages = proto::kMaxPacketPagesLimit;
+    opt.max_packet_pages = proto::kMaxPacketPagesLimit;
+    opt.zero_pages = false;  // every page's bytes travel
+    ServingReceiver rx(opt, {dst.region});
+    opt.port = rx.port();
+    auto sender = Sender::Connect(opt, {&src.region, 1});
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    // Then every seventh page: sparse packets, each page its own run.
+    for (uint64_t p = 0; p < src.region.page_count(); p += 7) {
+      static_cast<uint8_t*>(src.region.page(p))[5] ^= 0xff;
+      dirty.Set(p);
+    }
+    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    EXPECT_TRUE(SameBytes(src.region, dst.region));
+    const ChannelStats sent = (*sender)->stats().Total();
+    EXPECT_EQ(rx.receiver().stats().Total().sealed_bytes, sent.sealed_bytes);
+    EXPECT_EQ(sent.sealed_bytes, sent.payload_bytes + sent.header_bytes);
+  }
+}
 
 // One round of a small region; the status the sender got.
 absl::Status OneRound(SessionOptions source, SessionOptions destination) {
