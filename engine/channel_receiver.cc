@@ -93,7 +93,9 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
         !s.ok()) {
       return ConnectionError(s);
     }
-    header_ahead_ = HeaderAhead();
+    // All of it: at a boundary the announcement comes from a header-only
+    // packet, whose tag checked out before it was acted on.
+    header_ahead_ = header_next_;
   }
   const size_t have = header_ahead_;
   current_bytes_ = have;

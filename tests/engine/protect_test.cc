@@ -182,6 +182,37 @@ TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
   }
 }
 
+// Memory the source never touched goes as ZERO_RANGES packets, header
+// only, each announcing the header after it: a sealed stream reads that
+// next header whole at the packet boundary, and must not read it again.
+TEST(ProtectLimitsTest, UntouchedRangesBetweenDataGoSealed) {
+  for (Protection protect : {Protection::kMac, Protection::kEncrypt}) {
+    SCOPED_TRACE(ProtectionName(protect));
+    const uint64_t bytes = ScaledBytes(64ull << 20);
+    auto src = MakeRegion(1, bytes);  // never touched
+    auto dst = MakeRegion(1, bytes);
+    // One written page in every four: the rest stay untouched runs.
+    for (uint64_t p = 0; p < src.region.page_count(); p += 4) {
+      static_cast<uint8_t*>(src.region.page(p))[p % 4096] = 0x5a;
+    }
+    SessionOptions opt = Keyed(protect);
+    opt.channels = 2;
+    ServingReceiver rx(opt, {dst.region});
+    opt.port = rx.port();
+    auto sender = Sender::Connect(opt, {&src.region, 1});
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    absl::Status s = (*sender)->SendRound(bitmaps).status();
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    EXPECT_TRUE(SameBytes(src.region, dst.region));
+    EXPECT_GT((*sender)->stats().Total().zero_range_packets, 10u);
+  }
+}
+
 // One round of a small region; the status the sender got.
 absl::Status OneRound(SessionOptions source, SessionOptions destination) {
   auto src = MakeRegion(1, 1 << 20, 3, true);
