@@ -25,6 +25,7 @@ ChannelSender::ChannelSender(uint32_t index,
       announce_next_header_(config.announce_next_header),
       sent_digests_(config.sent_digests),
       zero_pages_(config.zero_pages),
+      limiter_(config.limiter),
       sealer_(std::move(sealer)),
       compression_(
           (transport_->capabilities() & channels::kCapRemotePlacement) != 0
@@ -207,6 +208,11 @@ absl::Status ChannelSender::SendData(const Command& c,
     packet.payload = {&staged, 1};
     packet.payload_offsets = {};
     UseStagingBuffer();
+  }
+  if (limiter_ != nullptr) {
+    const uint64_t wire_bytes =
+        header_bytes + (*compressed != 0 ? *compressed : page_bytes);
+    if (absl::Status s = limiter_->Acquire(wire_bytes); !s.ok()) return s;
   }
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
   // What this packet's way of going (compressed or not) achieved: its

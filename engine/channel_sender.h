@@ -17,6 +17,7 @@
 #include "engine/command_ring.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
+#include "engine/rate_limiter.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
 #include "proto/seal.h"
@@ -50,6 +51,9 @@ class ChannelSender {
     // transport with channels::kCapRemotePlacement.
     Compression compression = Compression::kOff;
     int compression_level = 1;
+    // Shared by every channel of the session: each data packet waits
+    // here for its bytes (null: no limit).
+    RateLimiter* limiter = nullptr;
   };
 
   // A failure ends the session through `failure`, unless `on_loss` is set
@@ -124,6 +128,7 @@ class ChannelSender {
   const bool announce_next_header_;
   DigestTable* const sent_digests_;
   const bool zero_pages_;
+  RateLimiter* const limiter_;
   std::thread thread_;
 
   uint64_t packet_num_ = 0;  // channel thread only

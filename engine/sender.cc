@@ -26,6 +26,7 @@ void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
     control_->TrySend(proto::EncodeError(proto::MakeErrorMessage(status)),
                       absl::Seconds(1));
   }
+  limiter_.Abort();
   for (auto& c : channels_) {
     c->ring().Abort();
     c->transport().Shutdown();
@@ -346,6 +347,9 @@ absl::Status Sender::StartVerify() { return impl_->StartVerify(); }
 absl::StatusOr<VerifyReport> Sender::Verify() { return impl_->Verify(); }
 absl::Status Sender::Finish() { return impl_->Finish(); }
 void Sender::Abort(const absl::Status& reason) { impl_->Abort(reason); }
+void Sender::SetMaxBandwidth(uint64_t bytes_per_second) {
+  impl_->SetMaxBandwidth(bytes_per_second);
+}
 SessionStats Sender::stats() const { return impl_->stats(); }
 uint64_t Sender::confirmed_rounds() const { return impl_->confirmed_rounds(); }
 std::vector<std::string> Sender::warnings() const { return impl_->warnings(); }

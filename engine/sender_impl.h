@@ -32,6 +32,7 @@
 #include "engine/control.h"
 #include "engine/failure.h"
 #include "engine/heartbeat.h"
+#include "engine/rate_limiter.h"
 #include "engine/scheduler.h"
 #include "engine/sent_ledger.h"
 #include "engine/verify.h"
@@ -73,6 +74,9 @@ class SenderImpl {
   absl::StatusOr<VerifyReport> Verify();
   absl::Status Finish();
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
+  void SetMaxBandwidth(uint64_t bytes_per_second) {
+    limiter_.SetRate(bytes_per_second);
+  }
   SessionStats stats() const;
   std::vector<std::string> warnings() const { return warnings_; }
   uint64_t confirmed_rounds() const {
@@ -196,6 +200,9 @@ class SenderImpl {
   std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
   // VerifyMode::kSent: what each page's last send carried.
   std::unique_ptr<engine::DigestTable> sent_digests_;
+  // Every channel's packets pass it (SessionOptions::max_bandwidth);
+  // thread-safe, so handed out from const set-up code.
+  mutable engine::RateLimiter limiter_{options_.max_bandwidth};
   // This side's memory, being hashed since StartVerify (kFull, kReread).
   std::unique_ptr<engine::BackgroundDigests> local_digests_;
   std::vector<bool> lost_;          // per channel, declared gone

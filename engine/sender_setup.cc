@@ -194,6 +194,7 @@ ChannelSender::Config SenderImpl::ChannelConfig() const {
   config.announce_next_header =
       (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
   config.sent_digests = sent_digests_.get();
+  config.limiter = &limiter_;
   config.zero_pages = (capabilities_ & proto::kFeatureZeroPages) != 0;
   if ((capabilities_ & proto::kFeatureCompressedPages) != 0) {
     config.compression = options_.compression;

@@ -146,6 +146,12 @@ struct SessionOptions {
   // thread (a power of two).
   uint32_t ring_entries = 256;
 
+  // Source: the most bytes per second all channels together put on the
+  // wire (headers and payloads), so the session leaves the rest of a link
+  // to other traffic; 0: as fast as the channels go. Sender::
+  // SetMaxBandwidth changes it mid-session.
+  uint64_t max_bandwidth = 0;
+
   // Source: keep retrying the control connection this long (the
   // destination may still be starting).
   absl::Duration connect_timeout = absl::Seconds(10);

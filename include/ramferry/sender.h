@@ -95,6 +95,10 @@ class Sender {
   // Ends the session now from any thread; pending calls return `reason`.
   void Abort(const absl::Status& reason);
 
+  // Caps the bytes per second all channels together send from now on
+  // (SessionOptions::max_bandwidth); 0 lifts the cap. Any thread.
+  void SetMaxBandwidth(uint64_t bytes_per_second);
+
   SessionStats stats() const;
   // Rounds the destination has confirmed (0 until the first).
   uint64_t confirmed_rounds() const;

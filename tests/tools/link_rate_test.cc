@@ -36,5 +36,16 @@ TEST(LinkRate, TheFastestLargeRoundIsTheLink) {
   EXPECT_DOUBLE_EQ(link.BytesPerSecond(), (64u << 20) / 2.0);
 }
 
+TEST(LinkRate, TheRoundTripIsWhatTheShortestRoundTookBeyondItsBytes) {
+  LinkRate link;
+  EXPECT_EQ(link.RoundTripSeconds(), 0);
+  link.AddRound(64u << 20, 2.0);  // the link: 32 MiB/s
+  link.AddRound(32u << 20, 2.5);  // 1.5 s beyond its bytes (a slow round)
+  link.AddRound(1u << 20, 0.05);  // 1/32 s of bytes + 18.75 ms
+  EXPECT_DOUBLE_EQ(link.RoundTripSeconds(), 0.05 - 1.0 / 32);
+  link.AddRound(1u << 20, 0.001);  // faster than its bytes: none
+  EXPECT_EQ(link.RoundTripSeconds(), 0);
+}
+
 }  // namespace
 }  // namespace ramferry::migrate

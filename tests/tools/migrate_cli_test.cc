@@ -71,7 +71,9 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
                            "key_file",       "key",
                            "image",          "make_image",
                            "zero_pages",     "compress",
-                           "compress_level"}) {
+                           "compress_level", "stall_rounds",
+                           "auto_converge",  "timeout",
+                           "on_timeout",     "max_bandwidth"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
@@ -121,6 +123,39 @@ TEST(MigrateCli, DemoJsonReportsVerifiedAndDowntime) {
   EXPECT_EQ(j["destination"]["verified"], true);
   EXPECT_EQ(j["destination"]["rounds_applied"], j["rounds"]);
   EXPECT_EQ(j["channel_stats"].size(), 2u);
+  EXPECT_EQ(j["outcome"], "migrated");
+  // The downtime is estimated before it is measured, in every report.
+  EXPECT_GT(j["estimated_downtime_s"].get<double>(), 0);
+  EXPECT_EQ(j["remaining_bytes_per_round"].size(),
+            j["rounds"].get<size_t>() - 1);
+}
+
+// A timeout with cancel stops mid-round: the source keeps its workload,
+// the destination is told and discards what it received.
+TEST(MigrateCli, TimeoutCancelLeavesTheSourceRunningAndSaysSo) {
+  // Round 0 alone needs 4 s at 128 Mbit/s.
+  CommandResult r = RunCommand({kMigrate, "--demo", "--json", "--size=64MiB",
+                                "--max-bandwidth=128mbit", "--timeout=500ms",
+                                "--on-timeout=cancel"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["outcome"], "cancelled");
+  EXPECT_EQ(j["converged_by"], "timeout");
+  EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("--timeout=500ms"));
+  EXPECT_EQ(j["workload"]["running_after"], true);
+  EXPECT_EQ(j["confirmed_rounds"], 0);
+  EXPECT_EQ(j["max_bandwidth_bytes_per_s"], 16'000'000);
+  EXPECT_EQ(j["destination"]["ok"], false);
+}
+
+TEST(MigrateCli, ConvergenceFlagsAreCheckedUpFront) {
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--size=16MiB", "--on-timeout=postpone"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cancel (the source keeps running"));
+  r = RunCommand({kMigrate, "--demo", "--size=16MiB", "--max-bandwidth=fast"});
+  EXPECT_EQ(r.exit_code, 1);  // absl's flag parser
+  EXPECT_THAT(r.err, HasSubstr("is not a rate"));
 }
 
 // The destination's report grows with its channels (about 60 KB at the

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
@@ -103,8 +104,8 @@ TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
   PrecopyConfig config;
   // No estimate fits a negative limit, not even an empty round's: the
   // rounds run out first, whatever the workload managed to write.
-  config.downtime_limit = -absl::Nanoseconds(1);
-  config.max_rounds = 2;
+  config.convergence.downtime_limit = -absl::Nanoseconds(1);
+  config.convergence.max_rounds = 2;
   Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
   ASSERT_TRUE(run.report.status.ok()) << run.report.status;
   EXPECT_EQ(run.report.converged_by, "max-rounds");
@@ -128,7 +129,7 @@ TEST(Precopy, ChannelLostWhileTheWorkloadWritesStillVerifies) {
   config.session.channels = 4;
   config.session.packet_pages = 32;
   config.session.survive_channel_loss = true;
-  config.max_rounds = 4;
+  config.convergence.max_rounds = 4;
   Migration run =
       Migrate(TransportKind::kTcp, false, 32ull << 20, load, config);
   ASSERT_TRUE(faults.fired());
@@ -160,6 +161,123 @@ TEST(Precopy, UnreachableDestinationFailsCleanlyAndTheWorkloadRuns) {
   EXPECT_EQ(r.confirmed_rounds, 0u);
   EXPECT_TRUE(r.workload_running_after);
   EXPECT_FALSE(r.verified);
+}
+
+// What never converges: a dirty set rewritten faster than any estimate
+// fits (a negative limit fits nothing).
+PrecopyConfig NeverFits() {
+  PrecopyConfig config;
+  config.convergence.downtime_limit = -absl::Nanoseconds(1);
+  config.convergence.stall_rounds = 0;
+  return config;
+}
+
+Memload::Options Rewriting(uint64_t set_bytes) {
+  return {.dirty_set_pages = set_bytes / 4096,
+          .pages_per_second = (256ull << 20) / 4096};
+}
+
+TEST(Precopy, MaxBandwidthCapsEveryRound) {
+  // 8 MiB at 16 MB/s: round 0 alone takes half a second less one burst,
+  // however fast loopback is.
+  PrecopyConfig config;
+  config.session.max_bandwidth = 16'000'000;
+  Migration run =
+      Migrate(TransportKind::kTcp, true, 8 << 20, Memload::Options{}, config);
+  ASSERT_TRUE(run.report.status.ok()) << run.report.status;
+  EXPECT_TRUE(run.identical);
+  ASSERT_FALSE(run.report.rounds.empty());
+  EXPECT_GE(run.report.rounds.front().seconds, 0.5 - 0.02);
+  // The estimate sees the capped link, not loopback.
+  EXPECT_LT(run.report.link_bytes_per_s, 16e6 * 1.1);
+}
+
+TEST(Precopy, TimeoutCancelsMidRoundAndTheSourceRunsOn) {
+  // Round 0 needs 2 s at 32 MB/s; the timeout cancels it where it stands.
+  PrecopyConfig config = NeverFits();
+  config.session.max_bandwidth = 32'000'000;
+  config.convergence.timeout = absl::Milliseconds(300);
+  config.convergence.on_timeout = OnTimeout::kCancel;
+  Migration run =
+      Migrate(TransportKind::kTcp, true, 64 << 20, Rewriting(1 << 20), config);
+  const PrecopyReport& r = run.report;
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
+  EXPECT_THAT(std::string(r.status.message()),
+              ::testing::HasSubstr("destination discards"));
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.converged_by, "timeout");
+  EXPECT_TRUE(r.rounds.empty()) << "round 0 finished before the timeout";
+  EXPECT_EQ(r.confirmed_rounds, 0u);
+  EXPECT_TRUE(r.workload_running_after);
+  EXPECT_FALSE(r.verified);
+  // The destination was told, and ends with an error, not a session.
+  EXPECT_FALSE(run.destination.ok());
+}
+
+TEST(Precopy, TimeoutWithForceStopsAndCopies) {
+  PrecopyConfig config = NeverFits();
+  config.convergence.timeout = absl::Milliseconds(300);
+  config.convergence.on_timeout = OnTimeout::kForce;
+  config.convergence.max_rounds = 1'000'000;  // the timeout comes first
+  Migration run =
+      Migrate(TransportKind::kTcp, true, 16 << 20, Rewriting(2 << 20), config);
+  const PrecopyReport& r = run.report;
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.converged_by, "timeout");
+  EXPECT_FALSE(r.cancelled);
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(run.identical);
+  EXPECT_TRUE(r.rounds.back().final);
+}
+
+TEST(Precopy, AStalledPrecopyStopsAtItsLowestPoint) {
+  // A small dirty set rewritten all the time: every round leaves it all
+  // dirty, so the remaining bytes never fall below round 1's.
+  PrecopyConfig config = NeverFits();
+  config.convergence.stall_rounds = 2;
+  config.session.max_bandwidth = 64'000'000;  // rounds long enough to fill
+  Migration run =
+      Migrate(TransportKind::kTcp, true, 16 << 20, Rewriting(1 << 20), config);
+  const PrecopyReport& r = run.report;
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(run.identical);
+  if (!testing::UnderSanitizer()) {
+    // A sanitizer's writer may be too slow to keep the whole set dirty.
+    EXPECT_EQ(r.converged_by, "stall");
+    EXPECT_TRUE(r.stalled);
+    EXPECT_LT(r.rounds.size(), 30u);
+    // It stopped where the dirty bytes were at their lowest.
+    ASSERT_GE(r.rounds.size(), 2u);
+    const RoundRecord& last_live = r.rounds[r.rounds.size() - 2];
+    EXPECT_LE(last_live.remaining_bytes,
+              r.lowest_remaining_bytes * (1 + ConvergencePolicy::kProgress));
+  }
+}
+
+TEST(Precopy, AutoConvergeThrottlesAWorkloadThatOutrunsTheLink) {
+  // 4 MB/s of link against a 2 MiB set rewritten at 256 MiB/s: the
+  // workload dirties far more than half of what the link carries.
+  PrecopyConfig config = NeverFits();
+  config.convergence.auto_converge = true;
+  config.convergence.max_rounds = 6;
+  config.session.max_bandwidth = 4'000'000;
+  Migration run =
+      Migrate(TransportKind::kTcp, true, 4 << 20, Rewriting(2 << 20), config);
+  const PrecopyReport& r = run.report;
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(run.identical);
+  EXPECT_EQ(r.converged_by, "max-rounds");
+  int last = 0;
+  for (const RoundRecord& round : r.rounds) {
+    if (round.final) continue;
+    EXPECT_GE(round.throttle_percent, last) << "the throttle only rises";
+    last = round.throttle_percent;
+  }
+  if (!testing::UnderSanitizer()) {
+    EXPECT_GE(r.throttle_percent, 30);  // steps after rounds 2 and 4
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <utility>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -88,6 +90,41 @@ bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error) {
 }
 
 std::string AbslUnparseFlag(ByteSize size) { return FormatBytes(size.bytes); }
+
+absl::StatusOr<uint64_t> ParseRate(absl::string_view text) {
+  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (absl::EndsWith(t, "bit")) {
+    static constexpr std::pair<const char*, double> kBits[] = {
+        {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}};
+    for (const auto& [suffix, factor] : kBits) {
+      if (!absl::EndsWith(t, suffix)) continue;
+      double value;
+      if (!absl::SimpleAtod(t.substr(0, t.size() - strlen(suffix)), &value) ||
+          value < 0 || value > 1e15) {
+        break;
+      }
+      return static_cast<uint64_t>(value * factor / 8);
+    }
+  } else if (absl::StatusOr<uint64_t> bytes = ParseBytes(text); bytes.ok()) {
+    return bytes;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "'%s' is not a rate (like 1gbit, 500mbit, or bytes: 100MB, 1GiB)", text));
+}
+
+bool AbslParseFlag(absl::string_view text, ByteRate* out, std::string* error) {
+  absl::StatusOr<uint64_t> r = ParseRate(text);
+  if (!r.ok()) {
+    *error = std::string(r.status().message());
+    return false;
+  }
+  out->bytes_per_s = *r;
+  return true;
+}
+
+std::string AbslUnparseFlag(ByteRate rate) {
+  return rate.bytes_per_s == 0 ? "0" : FormatBytes(rate.bytes_per_s);
+}
 
 void InitBinary(int argc, char** argv, absl::string_view usage,
                 absl::string_view main_file) {

@@ -23,6 +23,17 @@ struct ByteSize {
 bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error);
 std::string AbslUnparseFlag(ByteSize size);
 
+// A rate in bytes per second: bits as tc writes them ("1gbit", "500mbit",
+// "64kbit"; decimal) or bytes as ParseBytes reads them ("100MB", "1GiB").
+absl::StatusOr<uint64_t> ParseRate(absl::string_view text);
+
+// A byte rate usable as an absl flag type; 0 means unlimited.
+struct ByteRate {
+  uint64_t bytes_per_s = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteRate* out, std::string* error);
+std::string AbslUnparseFlag(ByteRate rate);
+
 // What every ramferry binary does first: sets the usage text, makes
 // --help list the flags defined in `main_file` (pass __FILE__) with their
 // defaults, accepts dashed flag names, and parses the command line.

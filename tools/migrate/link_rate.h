@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace ramferry::migrate {
 
@@ -26,7 +28,14 @@ class LinkRate {
   // link is unmeasured: an unknown estimate must never read as "fits".
   std::optional<double> SecondsFor(uint64_t pages, uint64_t page_bytes) const;
 
+  // What a round costs beyond its bytes at BytesPerSecond(), as the
+  // shortest round showed it: the SYNC barrier and the destination's
+  // confirmation (one round trip) and the flush of the channels'
+  // completions. 0 until a round was measured.
+  double RoundTripSeconds() const;
+
  private:
+  std::vector<std::pair<uint64_t, double>> rounds_;  // bytes, seconds
   double best_bytes_per_s_ = 0;
   uint64_t total_bytes_ = 0;
   double total_seconds_ = 0;

@@ -110,6 +110,25 @@ ABSL_FLAG(absl::Duration, downtime_limit, absl::Milliseconds(300),
           "stop and copy once the final round is estimated to fit in this");
 ABSL_FLAG(uint32_t, max_rounds, 30,
           "live rounds (round 0 included) before stopping regardless");
+ABSL_FLAG(uint32_t, stall_rounds, 5,
+          "stall detection: after this many live rounds with no new low in "
+          "the dirty bytes (by 5%), stop at the next round that comes back "
+          "to the lowest point seen (or this many rounds later); 0: off");
+ABSL_FLAG(bool, auto_converge, false,
+          "throttle the workload (memload's writers) in steps, 20% then "
+          "10% more every two rounds up to 99%, while it dirties more than "
+          "half of what the link carries and the final round does not fit");
+ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(),
+          "source: give the live rounds this long from the first round's "
+          "start, then act as --on-timeout says (inf: no timeout)");
+ABSL_FLAG(std::string, on_timeout, "cancel",
+          "source, with --timeout: cancel (stop at once, even mid-round; "
+          "the source keeps running and the destination discards what it "
+          "received) or force (stop and copy after the round in flight, "
+          "whatever the downtime)");
+ABSL_FLAG(ramferry::cli::ByteRate, max_bandwidth, ramferry::cli::ByteRate{},
+          "source: the most all channels together send per second, as bits "
+          "(1gbit, 500mbit) or bytes (100MB); 0: no limit");
 ABSL_FLAG(std::string, prefault, "auto",
           "dest: fault the region in ahead of the data: before (all of it, on "
           "every core, before listening), during (one background thread "
@@ -185,6 +204,7 @@ absl::StatusOr<SessionOptions> Session() {
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
+  o.max_bandwidth = absl::GetFlag(FLAGS_max_bandwidth).bytes_per_s;
   const std::string verify = absl::GetFlag(FLAGS_verify);
   if (verify == "full") {
     o.verify = VerifyMode::kFull;
@@ -208,6 +228,23 @@ absl::StatusOr<SessionOptions> Session() {
   }
   if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
   return o;
+}
+
+absl::StatusOr<ConvergenceConfig> Convergence() {
+  ConvergenceConfig c;
+  c.downtime_limit = absl::GetFlag(FLAGS_downtime_limit);
+  c.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  c.stall_rounds = absl::GetFlag(FLAGS_stall_rounds);
+  c.auto_converge = absl::GetFlag(FLAGS_auto_converge);
+  c.timeout = absl::GetFlag(FLAGS_timeout);
+  if (c.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--timeout must be positive (or inf)");
+  }
+  absl::StatusOr<OnTimeout> on =
+      ParseOnTimeout(absl::GetFlag(FLAGS_on_timeout));
+  if (!on.ok()) return on.status();
+  c.on_timeout = *on;
+  return c;
 }
 
 double DirtyPagesPerSecond(bool file_backed) {
@@ -234,6 +271,13 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   d.downtime_limit_s =
       absl::ToDoubleSeconds(absl::GetFlag(FLAGS_downtime_limit));
   d.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  d.stall_rounds = absl::GetFlag(FLAGS_stall_rounds);
+  d.auto_converge = absl::GetFlag(FLAGS_auto_converge);
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  d.timeout_s =
+      timeout == absl::InfiniteDuration() ? 0 : absl::ToDoubleSeconds(timeout);
+  d.on_timeout = absl::GetFlag(FLAGS_on_timeout);
+  d.max_bandwidth = o.max_bandwidth;
   d.authenticated = !o.auth_key.empty();
   d.protect = ProtectionName(ResolvedProtection(o));
   d.verify_mode = absl::GetFlag(FLAGS_verify);
@@ -317,10 +361,13 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
   Memload load(mem->data(), region.page_count(), lo, tracker.get());
   load.Start();
 
+  absl::StatusOr<ConvergenceConfig> convergence = Convergence();
+  if (!convergence.ok()) {
+    return Usage(std::string(convergence.status().message()));
+  }
   PrecopyConfig config;
   config.session = opt;
-  config.downtime_limit = absl::GetFlag(FLAGS_downtime_limit);
-  config.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  config.convergence = *convergence;
   config.verify = absl::GetFlag(FLAGS_verify) != "off";
   config.progress = !absl::GetFlag(FLAGS_json);
   prepare += absl::Now() - prepare_start;

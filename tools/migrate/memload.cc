@@ -86,7 +86,7 @@ void Memload::Writer(int index) {
   double owed = 0;
   auto next = Clock::now();
   while (ParkIfPaused()) {
-    owed += per_tick;
+    owed += per_tick * (100 - throttle_.load(std::memory_order_relaxed)) / 100;
     for (; owed >= 1; owed -= 1) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       const uint64_t page = (x >> 11) % set;

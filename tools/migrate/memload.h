@@ -36,6 +36,11 @@ class Memload {
   void Resume();
   void Stop();
 
+  // Slows every writer to (100 - percent)% of its rate (auto-converge's
+  // throttle; 0: full rate). Any thread.
+  void SetThrottle(int percent) { throttle_.store(percent); }
+  int throttle() const { return throttle_.load(); }
+
   uint64_t pages_written() const { return written_.load(); }
   bool running() const { return started_ && !paused_.load() && !stop_.load(); }
 
@@ -53,6 +58,7 @@ class Memload {
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
   std::atomic<uint64_t> written_{0};
+  std::atomic<int> throttle_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   int parked_ = 0;  // guarded by mu_

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -27,6 +29,7 @@ struct LiveState {
   std::atomic<uint64_t> dirty_rate_bits{0};  // double, bit-cast
   std::atomic<uint64_t> estimate_bits{0};    // double, bit-cast
   std::atomic<bool> final_round{false};
+  std::atomic<int> throttle{0};  // auto-converge's, percent
 
   static uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
   static double Value(const std::atomic<uint64_t>& a) {
@@ -69,14 +72,17 @@ class ProgressThread {
       const uint64_t done =
           std::min(total, t.pages - s.pages_before_round.load());
       line_.Update(absl::StrFormat(
-          "round %d%s  %3.0f%% of %s  %.2f GB/s  dirty %s/s  est. final "
-          "round %.0f ms",
+          "round %d%s  %3.0f%% of %s  %.2f GB/s  dirty %s/s%s  est. "
+          "downtime %.0f ms",
           s.round.load(), s.final_round.load() ? " (final)" : "",
           total ? 100.0 * done / total : 100.0,
           cli::FormatBytes(total * kPageSize), gbps,
           cli::FormatBytes(
               static_cast<uint64_t>(LiveState::Value(s.dirty_rate_bits)) *
               kPageSize),
+          s.throttle.load() > 0
+              ? absl::StrFormat(" (throttled %d%%)", s.throttle.load())
+              : "",
           LiveState::Value(s.estimate_bits) * 1e3));
     }
   }
@@ -98,6 +104,42 @@ bool StillWriting(const Memload& load) {
   return false;
 }
 
+// Runs `expire` on a thread of its own at `deadline` unless disarmed
+// first (InfiniteFuture: never).
+class Deadline {
+ public:
+  Deadline(absl::Time deadline, std::function<void()> expire) {
+    if (deadline == absl::InfiniteFuture()) return;
+    const auto until = std::chrono::steady_clock::now() +
+                       absl::ToChronoNanoseconds(deadline - absl::Now());
+    thread_ = std::thread([this, until, expire = std::move(expire)] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_until(lock, until, [this] { return disarmed_; })) return;
+      expired_ = true;
+      expire();  // under the lock: Disarm() returns after it
+    });
+  }
+  ~Deadline() { Disarm(); }
+
+  // Stops the clock; true if `expire` ran.
+  bool Disarm() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      disarmed_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return expired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool disarmed_ = false;  // guarded by mu_
+  bool expired_ = false;   // guarded by mu_; read after the join
+  std::thread thread_;
+};
+
 // One pre-copy migration as its steps. Each step returns an error that
 // ends the migration; Run() records the session and the report once.
 class PrecopyRun {
@@ -114,7 +156,20 @@ class PrecopyRun {
     absl::Status s = Connect();
     if (s.ok()) {
       ProgressThread progress(config_.progress, sender_.get(), &live_);
-      s = LiveRounds();
+      {
+        // A round can outlast the timeout (round 0 of a large region over
+        // a slow link): with cancel, it is cancelled where it stands.
+        Deadline deadline(config_.convergence.on_timeout == OnTimeout::kCancel
+                              ? transfer_start_ + config_.convergence.timeout
+                              : absl::InfiniteFuture(),
+                          [this] { sender_->Abort(CancelReason()); });
+        s = LiveRounds();
+        if (deadline.Disarm() && !report_.cancelled) {
+          report_.cancelled = true;
+          report_.converged_by = "timeout";
+          s = CancelReason();
+        }
+      }
       if (s.ok()) s = StopAndCopy();
       if (s.ok() && config_.verify) s = VerifyWhilePaused();
     }
@@ -167,9 +222,21 @@ class PrecopyRun {
     return absl::OkStatus();
   }
 
-  // Rounds while the workload runs, until the final round is estimated to
-  // fit the downtime limit or the round limit is reached.
+  // The downtime if pre-copy stopped now: the last collection (the final
+  // one takes about as long), the pending pages at the link's rate, and
+  // one round trip for the final round's barrier. nullopt while the link
+  // is unmeasured.
+  std::optional<double> EstimateDowntime(double collect_s) const {
+    const std::optional<double> pages =
+        link_.SecondsFor(dirty_.Count(), kPageSize);
+    if (!pages) return std::nullopt;
+    return collect_s + *pages + link_.RoundTripSeconds();
+  }
+
+  // Rounds while the workload runs, until the convergence policy stops
+  // them (ramferry/convergence.h), throttling the workload as it says.
   absl::Status LiveRounds() {
+    ConvergencePolicy policy(config_.convergence);
     uint64_t dirty_pages_seen = 0;
     double dirty_seconds = 0;
     while (true) {
@@ -180,27 +247,68 @@ class PrecopyRun {
       const absl::Time now = absl::Now();
       // The wire idles while this runs, between one round's confirmation
       // and the next one's first packet.
-      report_.collect_s += Seconds(now - collect_start);
+      const double collect_s = Seconds(now - collect_start);
+      report_.collect_s += collect_s;
+      const double interval_s = Seconds(now - last_collect_);
       dirty_pages_seen += *collected;
-      dirty_seconds += Seconds(now - last_collect_);
+      dirty_seconds += interval_s;
       last_collect_ = now;
       report_.dirty_pages_per_s =
           dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
-      const std::optional<double> estimate =
-          link_.SecondsFor(dirty_.Count(), kPageSize);
-      report_.estimated_final_s = estimate.value_or(0);
+
+      RoundObservation o;
+      o.live_rounds = report_.rounds.size();
+      o.remaining_bytes = dirty_.Count() * kPageSize;
+      const std::optional<double> estimate = EstimateDowntime(collect_s);
+      if (estimate) o.estimated_downtime = absl::Seconds(*estimate);
+      // The workload as it writes now (auto-converge's throttle shows
+      // here), not averaged over the whole run.
+      o.dirty_bytes_per_s =
+          interval_s > 0 ? *collected * double{kPageSize} / interval_s : 0;
+      o.link_bytes_per_s = link_.BytesPerSecond();
+      o.elapsed = now - transfer_start_;
+      const ConvergenceDecision d = policy.Next(o);
+      load_.SetThrottle(d.throttle_percent);
+
+      RoundRecord& round = report_.rounds.back();
+      round.remaining_bytes = o.remaining_bytes;
+      round.estimated_downtime_s = estimate.value_or(0);
+      round.throttle_percent = d.throttle_percent;
+      report_.estimated_downtime_s = estimate.value_or(0);
+      report_.link_bytes_per_s = o.link_bytes_per_s;
+      report_.round_trip_s = link_.RoundTripSeconds();
+      report_.throttle_percent = d.throttle_percent;
+      report_.stalled = policy.stalled();
+      report_.lowest_remaining_bytes = policy.lowest_remaining_bytes();
       live_.dirty_rate_bits.store(LiveState::Bits(report_.dirty_pages_per_s));
-      live_.estimate_bits.store(LiveState::Bits(report_.estimated_final_s));
-      if (estimate &&
-          *estimate <= absl::ToDoubleSeconds(config_.downtime_limit)) {
-        report_.converged_by = "downtime-limit";
-        return absl::OkStatus();
-      }
-      if (report_.rounds.size() >= config_.max_rounds) {
-        report_.converged_by = "max-rounds";
-        return absl::OkStatus();
-      }
+      live_.estimate_bits.store(LiveState::Bits(report_.estimated_downtime_s));
+      live_.throttle.store(d.throttle_percent);
+      if (d.action == ConvergenceAction::kContinue) continue;
+      report_.converged_by = d.reason;
+      if (d.action == ConvergenceAction::kCancel) return Cancel();
+      return absl::OkStatus();
     }
+  }
+
+  // --on-timeout=cancel: the destination is told why and discards what
+  // it holds; the workload never stopped here.
+  absl::Status Cancel() {
+    absl::Status why = CancelReason();
+    report_.cancelled = true;
+    report_.converged_by = "timeout";
+    sender_->Abort(why);
+    return why;
+  }
+
+  absl::Status CancelReason() const {
+    return absl::CancelledError(absl::StrFormat(
+        "migration cancelled: --timeout=%s passed before pre-copy "
+        "converged (last estimated downtime %.0f ms, limit %.0f ms); the "
+        "source keeps running and the destination discards what it "
+        "received",
+        absl::FormatDuration(config_.convergence.timeout),
+        LiveState::Value(live_.estimate_bits) * 1e3,
+        absl::ToDoubleMilliseconds(config_.convergence.downtime_limit)));
   }
 
   // Stop and copy: nothing writes from here, so the last collect is

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "ramferry/convergence.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
@@ -20,10 +21,9 @@ namespace ramferry::migrate {
 
 struct PrecopyConfig {
   SessionOptions session;
-  // Stop and copy once the last round is estimated to fit in this.
-  absl::Duration downtime_limit = absl::Milliseconds(300);
-  // Live rounds (round 0 included) before stopping regardless.
-  uint32_t max_rounds = 30;
+  // When to stop the live rounds: the downtime limit, stall detection,
+  // auto-converge (the workload's throttle), the round limit, a timeout.
+  ConvergenceConfig convergence;
   // Check the destination page by page after the final round, as
   // session.verify says (off: trust the transfer; the report says so).
   bool verify = true;
@@ -35,6 +35,12 @@ struct RoundRecord {
   uint64_t bytes = 0;
   double seconds = 0;
   bool final = false;  // sent with the workload paused
+  // Live rounds: what was dirty once the round was confirmed, the
+  // downtime estimated for stopping then (0: the link was unmeasured),
+  // and the workload's throttle from then on.
+  uint64_t remaining_bytes = 0;
+  double estimated_downtime_s = 0;
+  int throttle_percent = 0;
 };
 
 struct PrecopyReport {
@@ -56,8 +62,21 @@ struct PrecopyReport {
   std::vector<RoundRecord> rounds;
   uint64_t bytes_sent = 0;
   uint64_t bytes_resent = 0;  // beyond one copy of the region
-  std::string converged_by;   // "downtime-limit" or "max-rounds"
-  double estimated_final_s = 0;
+  // Why the live rounds ended: "downtime-limit", "stall", "max-rounds" or
+  // "timeout" (ConvergenceDecision::reason); empty if they never ended.
+  std::string converged_by;
+  // The timeout cancelled the migration (--on-timeout=cancel): the source
+  // kept running and the destination discarded what it received.
+  bool cancelled = false;
+  // What the last live round estimated the downtime at: the last dirty
+  // collection, the pages at the link's rate, one round trip. Compare
+  // with downtime_s.
+  double estimated_downtime_s = 0;
+  double link_bytes_per_s = 0;  // as pre-copy measured it
+  double round_trip_s = 0;      // as pre-copy measured it
+  int throttle_percent = 0;     // auto-converge's last throttle
+  bool stalled = false;         // stall detection fired
+  uint64_t lowest_remaining_bytes = 0;
   double dirty_pages_per_s = 0;  // measured while the workload ran
   uint64_t pages_verified = 0;
   uint64_t pages_mismatched = 0;

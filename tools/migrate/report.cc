@@ -19,6 +19,12 @@ void AddStatusFields(cli::Json& j, const absl::Status& s) {
                                             ": ", s.message()));
 }
 
+// "migrated", "cancelled" (--on-timeout=cancel) or "failed".
+const char* Outcome(const PrecopyReport& r) {
+  if (r.status.ok()) return "migrated";
+  return r.cancelled ? "cancelled" : "failed";
+}
+
 double Throughput(const PrecopyReport& r) {
   return r.transfer_s > 0 ? r.bytes_sent / r.transfer_s / 1e9 : 0;
 }
@@ -72,6 +78,12 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
                    {"running_after", r.workload_running_after}};
   j["downtime_limit_s"] = run.downtime_limit_s;
   j["max_rounds"] = run.max_rounds;
+  j["stall_rounds"] = run.stall_rounds;
+  j["auto_converge"] = run.auto_converge;
+  j["timeout_s"] = run.timeout_s;
+  j["on_timeout"] = run.on_timeout;
+  j["max_bandwidth_bytes_per_s"] = run.max_bandwidth;
+  j["outcome"] = Outcome(r);
   j["total_s"] = r.total_s;
   j["prepare_s"] = r.prepare_s;
   j["setup_s"] = r.setup_s;
@@ -85,19 +97,35 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["verify_mode"] = run.verify_mode;
   j["rounds"] = r.rounds.size();
   j["converged_by"] = r.converged_by;
-  j["estimated_final_round_s"] = r.estimated_final_s;
+  j["estimated_downtime_s"] = r.estimated_downtime_s;
+  j["link_bytes_per_s"] = r.link_bytes_per_s;
+  j["round_trip_s"] = r.round_trip_s;
+  j["stalled"] = r.stalled;
+  j["lowest_remaining_bytes"] = r.lowest_remaining_bytes;
+  j["throttle_percent"] = r.throttle_percent;
   j["dirty_rate_pages_per_s"] = r.dirty_pages_per_s;
   j["bytes_sent"] = r.bytes_sent;
   j["bytes_resent"] = r.bytes_resent;
   j["throughput_gb_per_s"] = Throughput(r);
   cli::Json pages = cli::Json::array();
   cli::Json seconds = cli::Json::array();
+  cli::Json remaining = cli::Json::array();
+  cli::Json estimates = cli::Json::array();
+  cli::Json throttles = cli::Json::array();
   for (const RoundRecord& rr : r.rounds) {
     pages.push_back(rr.pages);
     seconds.push_back(rr.seconds);
+    if (rr.final) continue;
+    remaining.push_back(rr.remaining_bytes);
+    estimates.push_back(rr.estimated_downtime_s);
+    throttles.push_back(rr.throttle_percent);
   }
   j["pages_per_round"] = std::move(pages);
   j["round_seconds"] = std::move(seconds);
+  // Per live round, once its dirty pages were collected.
+  j["remaining_bytes_per_round"] = std::move(remaining);
+  j["estimated_downtime_per_round_s"] = std::move(estimates);
+  j["throttle_percent_per_round"] = std::move(throttles);
   j["confirmed_rounds"] = r.confirmed_rounds;
   j["pages_verified"] = r.pages_verified;
   j["pages_mismatched"] = r.pages_mismatched;
@@ -116,9 +144,9 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   std::string t;
   absl::StrAppendFormat(
       &t, "ramferry-migrate: %s, %s over %d %s channel%s (%s tracking, %s)\n",
-      r.status.ok() ? "migrated" : "FAILED", cli::FormatBytes(run.region_bytes),
-      run.channels, run.transport, run.channels == 1 ? "" : "s",
-      run.dirty_tracking,
+      r.status.ok() ? "migrated" : (r.cancelled ? "CANCELLED" : "FAILED"),
+      cli::FormatBytes(run.region_bytes), run.channels, run.transport,
+      run.channels == 1 ? "" : "s", run.dirty_tracking,
       run.authenticated
           ? absl::StrCat("authenticated, stream protect=", run.protect)
           : "UNAUTHENTICATED");
@@ -145,20 +173,38 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   absl::StrAppendFormat(&t, "  transfer phase   %.3f s\n", r.transfer_s);
   absl::StrAppendFormat(&t, "  throughput       %.2f GB/s\n", Throughput(r));
   absl::StrAppendFormat(&t,
-                        "  downtime         %.1f ms (final-round estimate "
-                        "limit %.0f ms): last collect %.1f ms, final round "
-                        "%.1f ms (its pages + one round trip)\n",
-                        r.downtime_s * 1e3, run.downtime_limit_s * 1e3,
-                        r.final_collect_s * 1e3, r.final_round_s * 1e3);
+                        "  downtime         %.1f ms (estimated %.1f ms, limit "
+                        "%.0f ms): last collect %.1f ms, final round %.1f ms "
+                        "(its pages + one round trip of %.1f ms)\n",
+                        r.downtime_s * 1e3, r.estimated_downtime_s * 1e3,
+                        run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
+                        r.final_round_s * 1e3, r.round_trip_s * 1e3);
+  if (run.max_bandwidth != 0) {
+    absl::StrAppendFormat(&t, "  bandwidth cap    %s/s over all channels\n",
+                          cli::FormatBytes(run.max_bandwidth));
+  }
   absl::StrAppendFormat(&t,
                         "  verification     %s, %.1f ms after the switchover "
                         "(source paused; a destination that waits for it "
                         "resumes at %.1f ms)\n",
                         run.verify_mode, r.verify_s * 1e3,
                         (r.downtime_s + r.verify_s) * 1e3);
-  absl::StrAppendFormat(&t, "  rounds           %d (stopped by %s)\n",
-                        r.rounds.size(),
-                        r.converged_by.empty() ? "-" : r.converged_by);
+  absl::StrAppendFormat(
+      &t, "  rounds           %d (stopped by %s%s)\n", r.rounds.size(),
+      r.converged_by.empty() ? "-" : r.converged_by,
+      r.stalled ? absl::StrCat("; stalled, lowest dirty ",
+                               cli::FormatBytes(r.lowest_remaining_bytes))
+                : "");
+  if (run.auto_converge) {
+    std::vector<std::string> throttles;
+    for (const RoundRecord& rr : r.rounds) {
+      if (!rr.final) throttles.push_back(absl::StrCat(rr.throttle_percent));
+    }
+    absl::StrAppendFormat(&t,
+                          "  throttle %%       %s  (auto-converge, per "
+                          "live round)\n",
+                          absl::StrJoin(throttles, " "));
+  }
   std::vector<std::string> pages;
   for (const RoundRecord& rr : r.rounds) {
     pages.push_back(absl::StrCat(rr.pages, rr.final ? "*" : ""));

@@ -23,6 +23,11 @@ struct RunDescription {
   int writers = 0;
   double downtime_limit_s = 0;
   uint32_t max_rounds = 0;
+  uint32_t stall_rounds = 0;
+  bool auto_converge = false;
+  double timeout_s = 0;  // 0: none
+  std::string on_timeout;
+  uint64_t max_bandwidth = 0;    // bytes per second; 0: none
   bool authenticated = false;    // a pre-shared key authenticated every link
   std::string protect = "none";  // what guarded the stream: none, mac, encrypt
   std::string verify_mode;       // --verify: full, sent or off
