@@ -14,15 +14,19 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "channels/socket_io.h"
 #include "engine/postcopy_memory.h"
 #include "engine/status_util.h"
 
 namespace ramferry::engine {
 namespace {
+
+using channels::ErrnoStatus;
 
 constexpr uint64_t kUffdPage = 4096;
 // UFFDIO_COPY/ZEROPAGE answer EAGAIN without doing anything only while
@@ -35,11 +39,6 @@ int64_t SteadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-absl::Status ErrnoStatus(int err, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrFormat("%s: %s", what, std::strerror(err)));
 }
 
 // A userfaultfd for this process: the system call, then /dev/userfaultfd
@@ -71,7 +70,7 @@ absl::StatusOr<int> OpenUserfaultfd() {
       "usable: run as root or with CAP_SYS_PTRACE, set "
       "vm.unprivileged_userfaultfd=1, or give this user access to "
       "/dev/userfaultfd",
-      std::strerror(sys_err)));
+      strerrordesc_np(sys_err)));
 }
 
 absl::StatusOr<std::string> ReadMaps() {
@@ -374,14 +373,14 @@ void UffdPlacer::Landed(uint64_t first, uint64_t end) {
                       [&](uint64_t page) { faulted.push_back(page); });
   if (!faulted.empty()) RecordLatency(faulted, SteadyNowNs());
   if (waiters_.load() > 0) {
-    absl::MutexLock lock(&wait_mu_);
-    resident_cv_.SignalAll();
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    resident_cv_.notify_all();
   }
 }
 
 void UffdPlacer::RecordLatency(absl::Span<const uint64_t> pages,
                                int64_t now_ns) {
-  absl::MutexLock lock(&arrival_mu_);
+  std::lock_guard<std::mutex> lock(arrival_mu_);
   for (uint64_t page : pages) {
     auto it = arrival_ns_.find(page);
     if (it == arrival_ns_.end()) continue;
@@ -497,7 +496,7 @@ absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
     }
     if (pending_.Test(page)) continue;  // asked for already
     {
-      absl::MutexLock lock(&arrival_mu_);
+      std::lock_guard<std::mutex> lock(arrival_mu_);
       arrival_ns_.insert_or_assign(page, now);
     }
     pending_.TestAndSet(page);
@@ -535,7 +534,7 @@ absl::Status UffdPlacer::WaitResident(uint64_t first_page, uint64_t pages,
       !s.ok()) {
     return s;
   }
-  absl::MutexLock lock(&wait_mu_);
+  std::unique_lock<std::mutex> lock(wait_mu_);
   // Counted before the test (both sequentially consistent): a placement
   // that cleared the last bit after the test sees the waiter and signals.
   waiters_.fetch_add(1);
@@ -549,20 +548,23 @@ absl::Status UffdPlacer::WaitResident(uint64_t first_page, uint64_t pages,
           region_.id, first_page, pages));
       break;
     }
-    if (resident_cv_.WaitWithDeadline(&wait_mu_, deadline) &&
-        awaited_.AnySet(first_page, pages)) {
+    if (deadline == absl::InfiniteFuture()) {
+      resident_cv_.wait(lock);
+      continue;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      uint64_t still = 0;
+      for (uint64_t p = first_page; p < first_page + pages; ++p) {
+        still += awaited_.Test(p) ? 1 : 0;
+      }
       result = absl::DeadlineExceededError(absl::StrFormat(
           "post-copy: pages [%d, +%d) of region %d not resident by the "
           "deadline (%d of them still awaited)",
-          first_page, pages, region_.id, [&] {
-            uint64_t n = 0;
-            for (uint64_t p = first_page; p < first_page + pages; ++p) {
-              n += awaited_.Test(p) ? 1 : 0;
-            }
-            return n;
-          }()));
+          first_page, pages, region_.id, still));
       break;
     }
+    resident_cv_.wait_for(lock, absl::ToChronoNanoseconds(left));
   }
   waiters_.fetch_sub(1);
   return result;
@@ -573,8 +575,8 @@ void UffdPlacer::Shutdown() {
   const uint64_t one = 1;
   // A full counter would already wake the reader; nothing to handle.
   (void)!write(wake_fd_, &one, sizeof one);
-  absl::MutexLock lock(&wait_mu_);
-  resident_cv_.SignalAll();
+  std::lock_guard<std::mutex> lock(wait_mu_);
+  resident_cv_.notify_all();
 }
 
 absl::StatusOr<uint64_t> UffdPlacer::ReleaseAll() {

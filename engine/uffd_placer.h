@@ -69,15 +69,16 @@
 #define RAMFERRY_ENGINE_UFFD_PLACER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/atomic_page_set.h"
@@ -219,14 +220,15 @@ class UffdPlacer {
   // Returned by ReadFaults and not yet placed. Only the reader sets bits;
   // any placing thread clears them.
   AtomicPageSet pending_;
-  absl::Mutex arrival_mu_;
+  // std::mutex, not absl::Mutex, as across the engine (engine/failure.h):
+  // TSan sees it synchronise.
+  std::mutex arrival_mu_;
   // Steady-clock ns at which each pending fault was read. Written before
   // the page's pending bit is set, erased by whoever clears the bit.
-  absl::flat_hash_map<uint64_t, int64_t> arrival_ns_
-      ABSL_GUARDED_BY(arrival_mu_);
+  absl::flat_hash_map<uint64_t, int64_t> arrival_ns_;  // under arrival_mu_
 
-  absl::Mutex wait_mu_;
-  absl::CondVar resident_cv_;
+  std::mutex wait_mu_;
+  std::condition_variable resident_cv_;
   std::atomic<int> waiters_{0};
 
   FaultLatencyHistogram latency_;
