@@ -254,7 +254,9 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
   }
   if (!registered_.load()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: placement into region %d before Register()", region_.id));
+        "post-copy: placement into region %d while it is not registered "
+        "(before Register() or after Finish())",
+        region_.id));
   }
   PlaceResult result;
   const uint64_t end = first_page + pages;
@@ -390,11 +392,13 @@ void UffdPlacer::RecordLatency(absl::Span<const uint64_t> pages,
   }
 }
 
-absl::Status UffdPlacer::ResolveLocally(uint64_t page) {
+absl::StatusOr<bool> UffdPlacer::ResolveLocally(uint64_t page) {
   int idle = 0;
   for (;;) {
     const int64_t n = FillIoctl(page, 1, nullptr, Fill::kZero);
-    if (n > 0 || n == -EEXIST) return absl::OkStatus();
+    if (n > 0) return true;
+    // Present: the fault was resolved by a placement after it was sent.
+    if (n == -EEXIST) return false;
     if ((n == -EAGAIN || n == -EINTR) && ++idle <= kMaxIdleRetries) {
       eagain_retries_.fetch_add(1, std::memory_order_relaxed);
       sched_yield();
@@ -412,7 +416,9 @@ absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
     size_t max_messages, absl::Duration timeout) {
   if (!registered_.load()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: faults of region %d read before Register()", region_.id));
+        "post-copy: faults of region %d read while it is not registered "
+        "(before Register() or after Finish())",
+        region_.id));
   }
   if (reading_.exchange(true)) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -485,11 +491,12 @@ absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
     if (!awaited_.Test(page)) {
       // Never owed by the source: it reads as zero. A thread that faulted
       // on it waited for the reader only.
-      if (absl::Status s = ResolveLocally(page); !s.ok()) {
-        first_error.Update(s);
+      absl::StatusOr<bool> zeroed = ResolveLocally(page);
+      if (!zeroed.ok()) {
+        first_error.Update(zeroed.status());
         continue;
       }
-      local_zero_faults_.fetch_add(1, std::memory_order_relaxed);
+      if (*zeroed) local_zero_faults_.fetch_add(1, std::memory_order_relaxed);
       latency_.Add(
           static_cast<uint64_t>(std::max<int64_t>(0, SteadyNowNs() - now)));
       continue;

@@ -99,11 +99,12 @@ struct PlaceResult {
 };
 
 struct UffdPlacerStats {
-  uint64_t awaited_pages = 0;      // now
-  uint64_t dropped_pages = 0;      // marked awaited by DropPages (with repeats)
-  uint64_t fault_messages = 0;     // read from the userfaultfd, repeats too
-  uint64_t faulted_pages = 0;      // returned by ReadFaults (distinct requests)
-  uint64_t local_zero_faults = 0;  // faults on pages not awaited
+  uint64_t awaited_pages = 0;   // now
+  uint64_t dropped_pages = 0;   // marked awaited by DropPages (with repeats)
+  uint64_t fault_messages = 0;  // read from the userfaultfd, repeats too
+  uint64_t faulted_pages = 0;   // returned by ReadFaults (distinct requests)
+  // Faults on pages not awaited, zero-filled here (never requested).
+  uint64_t local_zero_faults = 0;
   uint64_t placed_pages = 0;       // by Place
   uint64_t zero_placed_pages = 0;  // by PlaceZero
   uint64_t duplicate_pages = 0;    // dropped by Place and PlaceZero
@@ -144,8 +145,8 @@ class UffdPlacer {
 
   // Waits up to `timeout` for faults and returns the awaited pages that
   // threads block on and that were not returned before (ascending, each
-  // once), at most `max_messages` fault messages' worth. Every fault
-  // pending when it reads comes back in this one batch. Faults on pages
+  // once), at most `max_messages` (1 to 4096) fault messages' worth. Every
+  // fault pending when it reads comes back in this one batch. Faults on pages
   // not awaited are resolved here and not returned. Empty on timeout;
   // Cancelled after Shutdown(). One reader thread at a time. On another
   // error the rest of the batch was still taken in: its requests are in
@@ -205,8 +206,9 @@ class UffdPlacer {
   // latency recorded; waiters told.
   void Landed(uint64_t first, uint64_t end);
   void RecordLatency(absl::Span<const uint64_t> pages, int64_t now_ns);
-  // A fault on a page not awaited: a zero page, here and now.
-  absl::Status ResolveLocally(uint64_t page);
+  // A fault on a page not awaited: a zero page, here and now. False if
+  // the page was present already (a stale fault message).
+  absl::StatusOr<bool> ResolveLocally(uint64_t page);
 
   const Region region_;
   const uint64_t page_count_;
