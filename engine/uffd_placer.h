@@ -28,9 +28,9 @@
 //    kernel refuses to overwrite a present one, so a copy arriving after
 //    the page was placed, or after the workload wrote it, never lands.
 //  - A fault on a page that is not awaited (memory never touched here,
-//    which reads as zero, or a page the workload itself discarded with
-//    MADV_DONTNEED) is resolved by the reader at once with a zero page: it
-//    is never sent to the source.
+//    which reads as zero, or a placed page the workload itself discarded
+//    since with MADV_DONTNEED) is resolved by the reader at once with a
+//    zero page: it is never sent to the source.
 //  - IsResident / WaitResident answer "nothing in this range is awaited":
 //    the range holds its final bytes or will fill without the network.
 //  - Faulting threads stay blocked until their page is placed. Nothing
@@ -58,13 +58,29 @@
 // the placement of its page (the kernel gives no fault timestamp; a reader
 // kept blocked in ReadFaults takes messages as they come).
 //
-// Integration (not wired yet): the Receiver creates a placer per region at
-// the switch, feeds DropPages from the decoded MISSING_PAGES messages,
-// registers, reports "resumed"; an urgent-channel thread loops ReadFaults
-// and sends the pages as requests; the receive threads call Place /
-// PlaceZero per run of a packet (page_runs.h) instead of readv into the
-// region; the hypervisor API maps onto IsResident, WaitResident and an
-// own fault handler calling Place.
+// Integration (not wired yet):
+//  - Receiver, at the switch: a placer per region; DropPages for each
+//    decoded MISSING_PAGES message (proto/postcopy.h, checked by one
+//    MissingPagesChecker); Register once the checker is complete(); then
+//    report "resumed" to the source.
+//  - An urgent-channel thread loops ReadFaults(max, short timeout) and
+//    sends each batch as page requests; after a reconnection it sends
+//    PendingFaults() again. Shutdown() ends the loop.
+//  - Receive threads read each payload into a staging buffer outside the
+//    region (as the sealed receive path does already) and call Place /
+//    PlaceZero per run of the packet (page_runs.h) instead of a readv
+//    into the region: UFFDIO_COPY copies once more, the price of placing
+//    atomically. PlaceResult::dropped counts the copies that lost.
+//  - The end: once awaited_pages() is 0 on every region, Finish(), then
+//    confirm to the source, which may then drop its copy. On an abandoned
+//    migration: Shutdown(), keep the workload paused, and ReleaseAll()
+//    only if it is to be discarded.
+//  - Stats: stats() per region, latency snapshots merged across regions
+//    (FaultLatencySnapshot::Merge) into the session's report.
+//  - Hypervisor API: "is this range resident" is IsResident, "tell me when"
+//    WaitResident; a caller with its own fault handling runs the
+//    ReadFaults loop itself and asks for the pages urgently through the
+//    session.
 #ifndef RAMFERRY_ENGINE_UFFD_PLACER_H_
 #define RAMFERRY_ENGINE_UFFD_PLACER_H_
 
