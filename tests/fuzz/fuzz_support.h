@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "proto/control.h"
 #include "proto/seal.h"
 
 // Aborts with the failed property: libFuzzer records the input as a crash,
@@ -109,6 +110,18 @@ inline constexpr FuzzRegionShape kFuzzRegions[] = {
     {2, 512, 8},
     {0xfffffffeu, 8192, 2},
 };
+
+// missing_pages input: a MISSING_PAGES payload, decoded against these
+// regions: kFuzzRegions and one of 2^28 pages, where a range's end can be
+// large without wrapping.
+inline std::vector<proto::RegionInfo> FuzzMissingPagesTable() {
+  std::vector<proto::RegionInfo> t;
+  for (const FuzzRegionShape& r : kFuzzRegions) {
+    t.push_back({r.id, r.page_size, uint64_t{r.page_size} * r.pages, "r"});
+  }
+  t.push_back({3, 4096, uint64_t{4096} << 28, "big"});
+  return t;
+}
 
 }  // namespace ramferry::fuzz
 

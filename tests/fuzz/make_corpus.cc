@@ -26,6 +26,7 @@
 #include "proto/control.h"
 #include "proto/handshake.h"
 #include "proto/packet.h"
+#include "proto/postcopy.h"
 #include "proto/rdma_control.h"
 #include "proto/wire.h"
 #include "ramferry/transport.h"
@@ -621,6 +622,51 @@ void RdmaControlSeeds(std::map<std::string, Bytes>* out) {
 
 // --- the receiver's stream ---
 
+// --- post-copy missing set (decoded against FuzzMissingPagesTable) ---
+
+Bytes Missing(const proto::MissingPages& m) {
+  Bytes out;
+  proto::EncodeMissingPages(m, &out);
+  return out;
+}
+
+// A payload with raw fields, for what the encoder never makes.
+Bytes RawMissing(uint32_t region, uint32_t flags, uint32_t count,
+                 std::initializer_list<uint64_t> words) {
+  Bytes out;
+  proto::WireWriter w(&out);
+  w.U32(region);
+  w.U32(flags);
+  w.U32(count);
+  for (uint64_t x : words) w.U64(x);
+  return out;
+}
+
+void MissingPagesSeeds(std::map<std::string, Bytes>* out) {
+  auto& c = *out;
+  const uint64_t big = uint64_t{1} << 28;  // region 3's pages
+  c["one_range"] = Missing({1, true, {{1, 2}}});
+  c["whole_region"] = Missing({2, true, {{0, 8}}});
+  c["top_region_id"] = Missing({0xfffffffeu, true, {{1, 1}}});
+  c["big_region_ranges"] =
+      Missing({3, false, {{0, 1}, {2, 1000}, {big - 1, 1}}});
+  c["empty_last"] = Missing({1, true, {}});
+  c["edge_empty_not_last"] = RawMissing(1, 0, 0, {});
+  c["edge_unknown_flag"] = RawMissing(1, 3, 1, {0, 1});
+  c["edge_unknown_region"] = RawMissing(4, 1, 1, {0, 1});
+  c["edge_empty_range"] = RawMissing(1, 1, 1, {0, 0});
+  c["edge_past_end"] = RawMissing(1, 1, 1, {3, 2});
+  c["edge_end_wraps"] = RawMissing(3, 1, 1, {5, ~uint64_t{0} - 4});
+  c["edge_overlap"] = RawMissing(2, 1, 2, {0, 3, 2, 1});
+  c["edge_adjacent"] = RawMissing(2, 1, 2, {0, 3, 3, 1});
+  c["edge_count_over_bound"] =
+      RawMissing(3, 1, proto::kMaxMissingRanges + 1, {0, 1});
+  c["edge_count_past_payload"] = RawMissing(3, 1, 2, {0, 1});
+  Bytes cut = Missing({3, true, {{7, 9}}});
+  cut.pop_back();
+  c["edge_truncated"] = cut;
+}
+
 void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
   // Regions (kFuzzRegions): 1 = 4 x 4096, 2 = 8 x 512, 0xfffffffe = 2 x 8192.
   const uint32_t big = kFuzzRegions[2].id;
@@ -788,6 +834,7 @@ Corpus Generate() {
   ControlSeeds(&c);
   RdmaControlSeeds(&c["rdma_control"]);
   ChannelReceiverSeeds(&c["channel_receiver"]);
+  MissingPagesSeeds(&c["missing_pages"]);
   return c;
 }
 

@@ -1,0 +1,647 @@
+#include "engine/uffd_placer.h"
+
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "channels/socket_io.h"
+#include "engine/postcopy_memory.h"
+#include "engine/status_util.h"
+
+namespace ramferry::engine {
+namespace {
+
+using channels::ErrnoStatus;
+
+constexpr uint64_t kUffdPage = 4096;
+// UFFDIO_COPY/ZEROPAGE answer EAGAIN without doing anything only while
+// the address space is being changed under a non-cooperative monitor's
+// events, which this placer does not ask for; a bound keeps a kernel that
+// says it forever from spinning a thread forever.
+constexpr int kMaxIdleRetries = 10000;
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A userfaultfd for this process: the system call, then /dev/userfaultfd
+// (Linux 6.1+), which a file mode can open to users without
+// CAP_SYS_PTRACE. Never UFFD_USER_MODE_ONLY: a system call of the workload
+// that touches an absent page (a write(2) from it) must wait for the page
+// like the workload does, not fail with EFAULT.
+absl::StatusOr<int> OpenUserfaultfd() {
+  int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd >= 0) return fd;
+  const int sys_err = errno;
+  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+  if (dev >= 0) {
+    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+    const int dev_err = errno;
+    close(dev);
+    if (fd >= 0) return fd;
+    return ErrnoStatus(dev_err,
+                       "post-copy: USERFAULTFD_IOC_NEW on "
+                       "/dev/userfaultfd");
+  }
+  if (sys_err == ENOSYS) {
+    return absl::UnimplementedError(
+        "post-copy needs userfaultfd, which this kernel lacks "
+        "(CONFIG_USERFAULTFD)");
+  }
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "post-copy: userfaultfd refused (%s) and /dev/userfaultfd not "
+      "usable: run as root or with CAP_SYS_PTRACE, set "
+      "vm.unprivileged_userfaultfd=1, or give this user access to "
+      "/dev/userfaultfd",
+      strerrordesc_np(sys_err)));
+}
+
+absl::StatusOr<std::string> ReadMaps() {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "post-copy: open /proc/self/maps");
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, "post-copy: read /proc/self/maps");
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
+    const Region& region) {
+  if (absl::Status s = ValidateRegion(region); !s.ok()) {
+    return Annotate(s, "post-copy");
+  }
+  if (region.page_size != kUffdPage ||
+      static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) != kUffdPage) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "post-copy of region %d: pages of %d bytes on a host with %d-byte "
+        "pages; post-copy places 4 KiB pages only for now (huge pages are "
+        "not supported yet: use 4 KiB pages for a post-copy destination)",
+        region.id, region.page_size, sysconf(_SC_PAGESIZE)));
+  }
+  absl::StatusOr<std::string> maps = ReadMaps();
+  if (!maps.ok()) return maps.status();
+  const uint64_t begin = reinterpret_cast<uint64_t>(region.base);
+  if (absl::Status s =
+          CheckPostcopyMappings(*maps, begin, begin + region.length, region.id);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<int> uffd = OpenUserfaultfd();
+  if (!uffd.ok()) return uffd.status();
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = 0;
+  if (ioctl(*uffd, UFFDIO_API, &api) != 0) {
+    const int err = errno;
+    close(*uffd);
+    return ErrnoStatus(err, "post-copy: UFFDIO_API");
+  }
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    const int err = errno;
+    close(*uffd);
+    return ErrnoStatus(err, "post-copy: eventfd");
+  }
+  return std::unique_ptr<UffdPlacer>(new UffdPlacer(region, *uffd, wake));
+}
+
+UffdPlacer::UffdPlacer(const Region& region, int uffd, int wake_fd)
+    : region_(region),
+      page_count_(region.page_count()),
+      uffd_(uffd),
+      wake_fd_(wake_fd),
+      awaited_(region.page_count()),
+      pending_(region.page_count()) {}
+
+UffdPlacer::~UffdPlacer() {
+  Shutdown();
+  // Closing unregisters the region: a thread still blocked retries its
+  // fault and gets a fresh zero page (see the header).
+  close(uffd_);
+  close(wake_fd_);
+}
+
+absl::Status UffdPlacer::CheckRange(uint64_t first_page, uint64_t pages,
+                                    const char* what) const {
+  if (pages == 0 || first_page >= page_count_ ||
+      pages > page_count_ - first_page) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "post-copy %s: pages [%d, +%d) are not a non-empty range inside "
+        "region %d's %d pages",
+        what, first_page, pages, region_.id, page_count_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdPlacer::DropPages(absl::Span<const PageRange> ranges) {
+  if (registered_.load()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy: pages of region %d dropped after Register(); drop the "
+        "whole missing set first, with the workload paused",
+        region_.id));
+  }
+  for (const PageRange& r : ranges) {
+    if (absl::Status s = CheckRange(r.first, r.count, "drop"); !s.ok()) {
+      return s;
+    }
+  }
+  for (const PageRange& r : ranges) {
+    // Awaited before discarded: whoever sees the page absent also sees
+    // that it is awaited, so it is never taken for untouched memory.
+    awaited_.SetRange(r.first, r.count);
+    dropped_pages_.fetch_add(r.count, std::memory_order_relaxed);
+    if (madvise(region_.page(r.first), r.count * kUffdPage, MADV_DONTNEED) !=
+        0) {
+      return ErrnoStatus(
+          errno, absl::StrFormat("post-copy: MADV_DONTNEED of pages [%d, +%d) "
+                                 "of region %d",
+                                 r.first, r.count, region_.id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UffdPlacer::Register() {
+  if (registered_.load()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy: region %d is registered already", region_.id));
+  }
+  uffdio_register reg{};
+  reg.range.start = reinterpret_cast<uint64_t>(region_.base);
+  reg.range.len = region_.length;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
+    return ErrnoStatus(
+        errno, absl::StrFormat("post-copy: UFFDIO_REGISTER of region %d "
+                               "(MISSING mode)",
+                               region_.id));
+  }
+  const uint64_t need =
+      (uint64_t{1} << _UFFDIO_COPY) | (uint64_t{1} << _UFFDIO_ZEROPAGE);
+  if ((reg.ioctls & need) != need) {
+    uffdio_range range = reg.range;
+    ioctl(uffd_, UFFDIO_UNREGISTER, &range);
+    return absl::UnimplementedError(absl::StrFormat(
+        "post-copy: region %d's memory does not take UFFDIO_COPY and "
+        "UFFDIO_ZEROPAGE (offered ioctls 0x%x); use private anonymous "
+        "memory with 4 KiB pages",
+        region_.id, reg.ioctls));
+  }
+  registered_.store(true);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlaceResult> UffdPlacer::Place(uint64_t first_page,
+                                              const void* src, uint64_t pages) {
+  if (src == nullptr) {
+    return absl::InvalidArgumentError("post-copy place: no source bytes");
+  }
+  absl::StatusOr<PlaceResult> r = PlaceRuns(
+      first_page, static_cast<const uint8_t*>(src), pages, Fill::kCopy);
+  if (r.ok()) {
+    placed_pages_.fetch_add(r->placed, std::memory_order_relaxed);
+    duplicate_pages_.fetch_add(r->dropped, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+absl::StatusOr<PlaceResult> UffdPlacer::PlaceZero(uint64_t first_page,
+                                                  uint64_t pages) {
+  absl::StatusOr<PlaceResult> r =
+      PlaceRuns(first_page, nullptr, pages, Fill::kZero);
+  if (r.ok()) {
+    zero_placed_pages_.fetch_add(r->placed, std::memory_order_relaxed);
+    duplicate_pages_.fetch_add(r->dropped, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
+                                                  const uint8_t* src,
+                                                  uint64_t pages, Fill fill) {
+  if (absl::Status s = CheckRange(first_page, pages, "placement"); !s.ok()) {
+    return s;
+  }
+  if (!registered_.load()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy: placement into region %d while it is not registered "
+        "(before Register() or after Finish())",
+        region_.id));
+  }
+  PlaceResult result;
+  const uint64_t end = first_page + pages;
+  uint64_t p = first_page;
+  while (p < end) {
+    // Pages not awaited are skipped without a system call: they were
+    // placed already (or never owed), and must keep what they hold.
+    const uint64_t run = awaited_.NextSet(p, end);
+    result.dropped += run - p;
+    if (run == end) break;
+    const uint64_t run_end = awaited_.NextClear(run, end);
+    const uint8_t* run_src =
+        src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
+    if (absl::Status s = FillRun(run, run_end, run_src, fill, result);
+        !s.ok()) {
+      return s;
+    }
+    p = run_end;
+  }
+  return result;
+}
+
+int64_t UffdPlacer::FillIoctl(uint64_t first, uint64_t pages,
+                              const uint8_t* src, Fill fill) {
+  const uint64_t dst = reinterpret_cast<uint64_t>(region_.page(first));
+  const uint64_t len = pages * kUffdPage;
+  if (fill == Fill::kCopy) {
+    uffdio_copy c{};
+    c.dst = dst;
+    c.src = reinterpret_cast<uint64_t>(src);
+    c.len = len;
+    c.mode = 0;
+    c.copy = 0;  // the kernel leaves it alone on some early failures
+    if (ioctl(uffd_, UFFDIO_COPY, &c) == 0) return static_cast<int64_t>(pages);
+    const int err = errno;
+    if (c.copy > 0) return c.copy / static_cast<int64_t>(kUffdPage);
+    return -err;
+  }
+  uffdio_zeropage z{};
+  z.range.start = dst;
+  z.range.len = len;
+  z.mode = 0;
+  z.zeropage = 0;
+  if (ioctl(uffd_, UFFDIO_ZEROPAGE, &z) == 0) {
+    return static_cast<int64_t>(pages);
+  }
+  const int err = errno;
+  if (z.zeropage > 0) return z.zeropage / static_cast<int64_t>(kUffdPage);
+  return -err;
+}
+
+absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
+                                 const uint8_t* src, Fill fill,
+                                 PlaceResult& result) {
+  const uint64_t run_first = first;
+  int idle = 0;
+  while (first < end) {
+    const uint8_t* at =
+        src == nullptr ? nullptr : src + (first - run_first) * kUffdPage;
+    const int64_t n = FillIoctl(first, end - first, at, fill);
+    if (n > 0) {
+      // A partial fill (the kernel's EAGAIN with a byte count) stopped at
+      // a present page or a signal; the loop goes on from there.
+      Landed(first, first + static_cast<uint64_t>(n));
+      result.placed += static_cast<uint64_t>(n);
+      first += static_cast<uint64_t>(n);
+      idle = 0;
+      continue;
+    }
+    if (n == -EEXIST) {
+      // Present already: another placement won the race for this page (or
+      // it was touched between DropPages and Register). Its bytes stay;
+      // the threads that waited for it were woken by whoever made it
+      // present. It cannot fault again, so it is no longer awaited.
+      Landed(first, first + 1);
+      ++result.dropped;
+      ++first;
+      idle = 0;
+      continue;
+    }
+    if (n == -EAGAIN || n == -EINTR) {
+      eagain_retries_.fetch_add(1, std::memory_order_relaxed);
+      if (++idle > kMaxIdleRetries) {
+        return absl::UnavailableError(absl::StrFormat(
+            "post-copy: %s of region %d page %d answered EAGAIN %d times "
+            "without progress",
+            fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE", region_.id,
+            first, kMaxIdleRetries));
+      }
+      sched_yield();
+      continue;
+    }
+    const int err = static_cast<int>(-n);
+    std::string what =
+        absl::StrFormat("post-copy: %s of pages [%d, +%d) of region %d",
+                        fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE",
+                        first, end - first, region_.id);
+    if (err == ENOENT) {
+      what +=
+          " (the region was unmapped or remapped while registered; "
+          "keep the region's layout fixed during post-copy)";
+    } else if (err == ESRCH) {
+      what += " (the process that owns the region is exiting)";
+    }
+    return ErrnoStatus(err, what);
+  }
+  return absl::OkStatus();
+}
+
+void UffdPlacer::Landed(uint64_t first, uint64_t end) {
+  // Order matters (see atomic_page_set.h): awaited cleared, then pending
+  // taken, against the reader's pending set, then awaited tested.
+  awaited_.ClearRange(first, end - first);
+  std::vector<uint64_t> faulted;
+  pending_.ClearRange(first, end - first,
+                      [&](uint64_t page) { faulted.push_back(page); });
+  if (!faulted.empty()) RecordLatency(faulted, SteadyNowNs());
+  if (waiters_.load() > 0) {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    resident_cv_.notify_all();
+  }
+}
+
+void UffdPlacer::RecordLatency(absl::Span<const uint64_t> pages,
+                               int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(arrival_mu_);
+  for (uint64_t page : pages) {
+    auto it = arrival_ns_.find(page);
+    if (it == arrival_ns_.end()) continue;
+    latency_.Add(
+        static_cast<uint64_t>(std::max<int64_t>(0, now_ns - it->second)));
+    arrival_ns_.erase(it);
+  }
+}
+
+absl::StatusOr<bool> UffdPlacer::ResolveLocally(uint64_t page) {
+  int idle = 0;
+  for (;;) {
+    const int64_t n = FillIoctl(page, 1, nullptr, Fill::kZero);
+    if (n > 0) return true;
+    // Present: the fault was resolved by a placement after it was sent.
+    if (n == -EEXIST) return false;
+    if ((n == -EAGAIN || n == -EINTR) && ++idle <= kMaxIdleRetries) {
+      eagain_retries_.fetch_add(1, std::memory_order_relaxed);
+      sched_yield();
+      continue;
+    }
+    return ErrnoStatus(
+        static_cast<int>(-n),
+        absl::StrFormat("post-copy: UFFDIO_ZEROPAGE of untouched page %d of "
+                        "region %d",
+                        page, region_.id));
+  }
+}
+
+absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
+    size_t max_messages, absl::Duration timeout) {
+  if (!registered_.load()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy: faults of region %d read while it is not registered "
+        "(before Register() or after Finish())",
+        region_.id));
+  }
+  if (reading_.exchange(true)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy: ReadFaults of region %d called from two threads at "
+        "once; one reader per placer",
+        region_.id));
+  }
+  struct Done {
+    std::atomic<bool>& flag;
+    ~Done() { flag.store(false); }
+  } done{reading_};
+
+  max_messages = std::clamp<size_t>(max_messages, 1, 4096);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (shutdown_.load()) {
+      return absl::CancelledError(absl::StrFormat(
+          "post-copy: fault reader of region %d shut down", region_.id));
+    }
+    int wait_ms = -1;
+    if (timeout != absl::InfiniteDuration()) {
+      const absl::Duration left =
+          std::max(deadline - absl::Now(), absl::ZeroDuration());
+      wait_ms = static_cast<int>(std::min<int64_t>(
+          absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
+          1 << 30));
+    }
+    pollfd fds[2] = {{uffd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int ready = poll(fds, 2, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) {
+      return ErrnoStatus(errno, "post-copy: poll on the userfaultfd");
+    }
+    if (shutdown_.load() || (fds[1].revents & POLLIN) != 0) continue;
+    if (ready == 0) return std::vector<uint64_t>{};
+    if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+      return absl::InternalError(absl::StrFormat(
+          "post-copy: the userfaultfd of region %d reports an error "
+          "(revents 0x%x)",
+          region_.id, fds[0].revents));
+    }
+    break;
+  }
+
+  std::vector<uffd_msg> msgs(max_messages);
+  ssize_t n;
+  do {
+    n = read(uffd_, msgs.data(), msgs.size() * sizeof(uffd_msg));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) return std::vector<uint64_t>{};
+  if (n < 0) return ErrnoStatus(errno, "post-copy: read of the userfaultfd");
+  const int64_t now = SteadyNowNs();
+  const uint64_t base = reinterpret_cast<uint64_t>(region_.base);
+  std::vector<uint64_t> out;
+  // A message read is never read again: on an error the batch is still
+  // worked through, so every other request is kept (in PendingFaults).
+  absl::Status first_error;
+  for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(uffd_msg); ++i) {
+    const uffd_msg& m = msgs[i];
+    if (m.event != UFFD_EVENT_PAGEFAULT) continue;  // none asked for
+    fault_messages_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t addr = m.arg.pagefault.address & ~(kUffdPage - 1);
+    if (addr < base || addr - base >= region_.length) {
+      first_error.Update(absl::InternalError(absl::StrFormat(
+          "post-copy: fault at 0x%x, outside region %d [0x%x, +%d)", addr,
+          region_.id, base, region_.length)));
+      continue;
+    }
+    const uint64_t page = (addr - base) / kUffdPage;
+    if (!awaited_.Test(page)) {
+      // Never owed by the source: it reads as zero. A thread that faulted
+      // on it waited for the reader only.
+      absl::StatusOr<bool> zeroed = ResolveLocally(page);
+      if (!zeroed.ok()) {
+        first_error.Update(zeroed.status());
+        continue;
+      }
+      if (*zeroed) local_zero_faults_.fetch_add(1, std::memory_order_relaxed);
+      latency_.Add(
+          static_cast<uint64_t>(std::max<int64_t>(0, SteadyNowNs() - now)));
+      continue;
+    }
+    if (pending_.Test(page)) continue;  // asked for already
+    {
+      std::lock_guard<std::mutex> lock(arrival_mu_);
+      arrival_ns_.insert_or_assign(page, now);
+    }
+    pending_.TestAndSet(page);
+    if (!awaited_.Test(page)) {
+      // Placed between the two tests: not a request any more. Whoever
+      // clears the pending bit records the latency.
+      if (pending_.TestAndClear(page)) {
+        const uint64_t one[] = {page};
+        RecordLatency(one, SteadyNowNs());
+      }
+      continue;
+    }
+    out.push_back(page);
+  }
+  std::sort(out.begin(), out.end());
+  faulted_pages_.fetch_add(out.size(), std::memory_order_relaxed);
+  if (!first_error.ok()) return first_error;
+  return out;
+}
+
+std::vector<uint64_t> UffdPlacer::PendingFaults() const {
+  std::vector<uint64_t> out;
+  pending_.ForEachSet([&](uint64_t page) { out.push_back(page); });
+  return out;
+}
+
+bool UffdPlacer::IsResident(uint64_t first_page, uint64_t pages) const {
+  if (!CheckRange(first_page, pages, "residency query").ok()) return false;
+  return !awaited_.AnySet(first_page, pages);
+}
+
+absl::Status UffdPlacer::WaitResident(uint64_t first_page, uint64_t pages,
+                                      absl::Time deadline) {
+  if (absl::Status s = CheckRange(first_page, pages, "residency wait");
+      !s.ok()) {
+    return s;
+  }
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  // Counted before the test (both sequentially consistent): a placement
+  // that cleared the last bit after the test sees the waiter and signals.
+  waiters_.fetch_add(1);
+  absl::Status result;
+  for (;;) {
+    if (!awaited_.AnySet(first_page, pages)) break;
+    if (shutdown_.load()) {
+      result = absl::CancelledError(absl::StrFormat(
+          "post-copy: placer of region %d shut down while waiting for pages "
+          "[%d, +%d)",
+          region_.id, first_page, pages));
+      break;
+    }
+    if (deadline == absl::InfiniteFuture()) {
+      resident_cv_.wait(lock);
+      continue;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      uint64_t still = 0;
+      for (uint64_t p = first_page; p < first_page + pages; ++p) {
+        still += awaited_.Test(p) ? 1 : 0;
+      }
+      result = absl::DeadlineExceededError(absl::StrFormat(
+          "post-copy: pages [%d, +%d) of region %d not resident by the "
+          "deadline (%d of them still awaited)",
+          first_page, pages, region_.id, still));
+      break;
+    }
+    resident_cv_.wait_for(lock, absl::ToChronoNanoseconds(left));
+  }
+  waiters_.fetch_sub(1);
+  return result;
+}
+
+void UffdPlacer::Shutdown() {
+  if (shutdown_.exchange(true)) return;
+  const uint64_t one = 1;
+  // A full counter would already wake the reader; nothing to handle.
+  (void)!write(wake_fd_, &one, sizeof one);
+  std::lock_guard<std::mutex> lock(wait_mu_);
+  resident_cv_.notify_all();
+}
+
+absl::StatusOr<uint64_t> UffdPlacer::ReleaseAll() {
+  if (!registered_.load()) {
+    // Nothing can be blocked yet; what was dropped reads as zero anyway.
+    const uint64_t n = awaited_.ClearRange(0, page_count_);
+    released_pages_.fetch_add(n, std::memory_order_relaxed);
+    return n;
+  }
+  uint64_t released = 0;
+  uint64_t p = 0;
+  while ((p = awaited_.NextSet(p, page_count_)) < page_count_) {
+    const uint64_t end = awaited_.NextClear(p, page_count_);
+    PlaceResult r;
+    if (absl::Status s = FillRun(p, end, nullptr, Fill::kZero, r); !s.ok()) {
+      return s;
+    }
+    released += r.placed;
+    p = end;
+  }
+  released_pages_.fetch_add(released, std::memory_order_relaxed);
+  return released;
+}
+
+absl::Status UffdPlacer::Finish() {
+  const uint64_t left = awaited_.Count();
+  if (left != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy of region %d cannot finish: %d pages are still awaited; "
+        "place them (or ReleaseAll() to give the destination up)",
+        region_.id, left));
+  }
+  if (!registered_.exchange(false)) return absl::OkStatus();
+  uffdio_range range{};
+  range.start = reinterpret_cast<uint64_t>(region_.base);
+  range.len = region_.length;
+  if (ioctl(uffd_, UFFDIO_UNREGISTER, &range) != 0) {
+    return ErrnoStatus(
+        errno, absl::StrFormat("post-copy: UFFDIO_UNREGISTER of region %d",
+                               region_.id));
+  }
+  return absl::OkStatus();
+}
+
+UffdPlacerStats UffdPlacer::stats() const {
+  UffdPlacerStats s;
+  s.awaited_pages = awaited_.Count();
+  s.dropped_pages = dropped_pages_.load(std::memory_order_relaxed);
+  s.fault_messages = fault_messages_.load(std::memory_order_relaxed);
+  s.faulted_pages = faulted_pages_.load(std::memory_order_relaxed);
+  s.local_zero_faults = local_zero_faults_.load(std::memory_order_relaxed);
+  s.placed_pages = placed_pages_.load(std::memory_order_relaxed);
+  s.zero_placed_pages = zero_placed_pages_.load(std::memory_order_relaxed);
+  s.duplicate_pages = duplicate_pages_.load(std::memory_order_relaxed);
+  s.released_pages = released_pages_.load(std::memory_order_relaxed);
+  s.eagain_retries = eagain_retries_.load(std::memory_order_relaxed);
+  s.latency = latency_.Snapshot();
+  return s;
+}
+
+}  // namespace ramferry::engine
