@@ -1,6 +1,5 @@
 #include "tools/common/link_testbed.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <system_error>
@@ -25,8 +25,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-
-extern char** environ;
 
 namespace ramferry::cli {
 namespace {
@@ -69,8 +67,10 @@ absl::Status Run(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, out[1], 2);
   std::vector<char*> args;
-  for (const std::string& a : argv)
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) {
     args.push_back(const_cast<char*>(a.c_str()));
+  }
   args.push_back(nullptr);
   pid_t pid = -1;
   const int spawned =
@@ -123,14 +123,15 @@ absl::Status EnterNamespace(const std::string& name) {
 // Deletes namespaces of a testbed whose process is gone (killed before
 // its destructor ran), or of an earlier process that had our pid.
 void DeleteLeftovers(const std::string& ip) {
-  DIR* dir = opendir(kNetnsDir);
-  if (dir == nullptr) return;
+  std::error_code err;
+  std::filesystem::directory_iterator dir(kNetnsDir, err);
+  if (err) return;  // no namespace made yet
   std::vector<std::string> stale;
   {
     std::lock_guard<std::mutex> lock(live_mu);
-    while (const dirent* e = readdir(dir)) {
-      const std::vector<absl::string_view> parts =
-          absl::StrSplit(e->d_name, '-');
+    for (const std::filesystem::directory_entry& e : dir) {
+      const std::string name = e.path().filename().string();
+      const std::vector<absl::string_view> parts = absl::StrSplit(name, '-');
       pid_t pid = 0;
       if (parts.size() != 4 || parts[0] != "rf" ||
           (parts[3] != "src" && parts[3] != "dst") ||
@@ -139,11 +140,10 @@ void DeleteLeftovers(const std::string& ip) {
       }
       const bool gone = kill(pid, 0) != 0 && errno == ESRCH;
       const bool ours_but_not_live =
-          pid == getpid() && LiveNamespaces().count(e->d_name) == 0;
-      if (gone || ours_but_not_live) stale.emplace_back(e->d_name);
+          pid == getpid() && LiveNamespaces().count(name) == 0;
+      if (gone || ours_but_not_live) stale.push_back(name);
     }
   }
-  closedir(dir);
   for (const std::string& name : stale) {
     (void)Run({ip, "netns", "del", name});
   }
