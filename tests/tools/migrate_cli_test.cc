@@ -76,7 +76,7 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
                            "key_file",       "key",
                            "image",          "make_image",
                            "zero_pages",     "compress",
-                           "compress_level"}) {
+                           "compress_level", "demo_link"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
