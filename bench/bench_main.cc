@@ -15,7 +15,9 @@
 #include "tools/common/auth_flags.h"
 #include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
+#include "tools/common/endpoints.h"
 #include "tools/common/json.h"
+#include "tools/common/link_summary.h"
 #include "tools/common/stats_json.h"
 
 ABSL_FLAG(std::string, transport, "tcp",
@@ -23,7 +25,11 @@ ABSL_FLAG(std::string, transport, "tcp",
           "and the reason printed) | raw (a plain socket send loop, no "
           "engine: the yardstick)");
 ABSL_FLAG(std::string, host, "127.0.0.1",
-          "address both ends use (rdma needs an RDMA device's address)");
+          "address both ends use (rdma needs an RDMA device's address); a "
+          "comma list A,B of this host's addresses on several links: the "
+          "destination listens on all addresses (0.0.0.0), the channels "
+          "spread over the list (channel i to item i % count), the control "
+          "connection goes to the first");
 ABSL_FLAG(bool, rdma_pin_all, false,
           "rdma: register whole regions up front instead of chunks on "
           "demand");
@@ -65,7 +71,23 @@ absl::Status ApplyTransportFlags(BenchRun& run) {
   SessionOptions& s = run.config.session;
   const std::string transport = absl::GetFlag(FLAGS_transport);
   run.raw = transport == "raw";
-  s.host = absl::GetFlag(FLAGS_host);
+  absl::StatusOr<std::vector<std::string>> hosts =
+      cli::ParseHostList(absl::GetFlag(FLAGS_host));
+  if (!hosts.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--host: ", hosts.status().message()));
+  }
+  s.host = hosts->front();
+  if (hosts->size() > 1) {
+    if (run.raw) {
+      return absl::InvalidArgumentError(
+          "--transport=raw takes one --host: its connections do not spread");
+    }
+    // Port 0: the port the destination picks, once it listens.
+    for (const std::string& h : *hosts) s.channel_endpoints.push_back({h, 0});
+    run.config.listen_host =
+        s.host.find(':') == std::string::npos ? "0.0.0.0" : "::";
+  }
   if (absl::Status ok = cli::ApplyChannelFlags(&s); !ok.ok()) return ok;
   if (transport == "auto") {
     absl::StatusOr<std::string> reason =
@@ -180,6 +202,9 @@ cli::Json ResultJson(const BenchRun& run, const bench::TransferResult& r) {
   constexpr cli::CounterRename kRenames[] = {
       {&ChannelStats::thread_cpu_ns, "channel_threads_cpu_s"}};
   cli::AddCounterFields(j, t, kRenames);
+  if (!s.channel_endpoints.empty()) {
+    j["links"] = cli::LinksJson(cli::SummarizeLinks(r.sender, r.seconds));
+  }
   return j;
 }
 
@@ -197,14 +222,17 @@ std::string ResultLine(const BenchRun& run, const bench::TransferResult& r) {
         s > 0 ? t.rdma_registered_bytes / double(1 << 20) / s : 0.0);
   }
   return absl::StrFormat(
-      "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
-      "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d%s; "
-      "verified: %s\n",
-      TransportName(run), run.config.session.channels,
-      cli::FormatBytes(r.bytes), r.seconds, r.bytes / r.seconds / 1e9,
-      r.sender_cpu_s / gib, r.receiver_cpu_s / gib, t.packets,
-      PerWirePacket(t.send_calls, t), t.zc_copied, t.zc_completions, registered,
-      r.verified ? "yes" : "NO");
+             "%s x%d: %s in %.3fs = %.2f GB/s; CPU s/GiB sender %.2f receiver "
+             "%.2f; %d packets, %.2f send calls/packet, zc copied %d/%d%s; "
+             "verified: %s\n",
+             TransportName(run), run.config.session.channels,
+             cli::FormatBytes(r.bytes), r.seconds, r.bytes / r.seconds / 1e9,
+             r.sender_cpu_s / gib, r.receiver_cpu_s / gib, t.packets,
+             PerWirePacket(t.send_calls, t), t.zc_copied, t.zc_completions,
+             registered, r.verified ? "yes" : "NO") +
+         (run.config.session.channel_endpoints.empty()
+              ? ""
+              : cli::LinksTable(cli::SummarizeLinks(r.sender, r.seconds)));
 }
 
 int Main() {

@@ -44,6 +44,8 @@ constexpr uint32_t kRegionId = 1;
   Region region{kRegionId, "bench", (*mem)->data(), c.bytes, kPageSize};
   SessionOptions opt = c.session;
   opt.port = 0;  // any free port; the source learns it from the pipe
+  if (!c.listen_host.empty()) opt.host = c.listen_host;
+  opt.channel_endpoints.clear();  // the source's
   auto rx = Receiver::Listen(opt, {&region, 1});
   if (!rx.ok()) {
     ReportLine(out, "error " + std::string(rx.status().message()));

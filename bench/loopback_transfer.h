@@ -16,6 +16,9 @@ namespace ramferry::bench {
 
 struct TransferConfig {
   SessionOptions session;
+  // The destination's address, when not session.host: 0.0.0.0 where the
+  // channels spread over several of this host's addresses.
+  std::string listen_host;
   uint64_t bytes = 1ull << 30;
   uint32_t rounds = 1;
   // Rounds after the first resend this fraction of pages, rewritten first.

@@ -32,6 +32,25 @@ absl::Status CheckProtection(const SessionOptions& o, uint32_t caps) {
   return absl::OkStatus();
 }
 
+absl::Status CheckEndpoints(const SessionOptions& o) {
+  for (size_t i = 0; i < o.channel_endpoints.size(); ++i) {
+    if (o.channel_endpoints[i].host.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "channel_endpoints[%d] has no host: give each data channel "
+          "endpoint an address of the destination",
+          i));
+    }
+  }
+  if (o.channel_endpoints.size() > o.channels) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "channel_endpoints names %d endpoints for %d channels: the last "
+        "%d would carry nothing; give at least as many channels",
+        o.channel_endpoints.size(), o.channels,
+        o.channel_endpoints.size() - o.channels));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* ProtectionName(Protection p) {
@@ -104,6 +123,7 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     }
   }
   if (o.host.empty()) return bad("host is empty");
+  if (absl::Status s = CheckEndpoints(o); !s.ok()) return s;
   if (o.auth_key.empty() && !o.insecure) {
     return absl::FailedPreconditionError(
         "no key: give both ends the same pre-shared key (auth_key, "

@@ -135,6 +135,7 @@ absl::Status ReceiverImpl::StartChannels() {
     }
   }
   std::lock_guard<std::mutex> lock(objects_mu_);
+  endpoints_ = std::move(admitted.endpoints);
   barrier_ = std::make_unique<engine::RoundBarrier>(
       transports.size(), [this](uint64_t round, uint64_t pages) {
         applied_rounds_.store(round + 1);
@@ -296,9 +297,10 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
 SessionStats ReceiverImpl::stats() const {
   SessionStats s;
   std::lock_guard<std::mutex> lock(objects_mu_);
-  for (const auto& c : channels_) {
+  for (size_t i = 0; i < channels_.size(); ++i) {
     s.channels.emplace_back();
-    c->ExportStats(&s.channels.back());
+    channels_[i]->ExportStats(&s.channels.back());
+    if (i < endpoints_.size()) s.channels.back().endpoint = endpoints_[i];
   }
   s.rounds = applied_rounds();
   s.sessions_abandoned = sessions_abandoned_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
+#include "engine/endpoint.h"
 #include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
@@ -350,6 +351,7 @@ void Admission::PlaceLocked(const proto::Hello& h,
   if (found == nullptr) return;  // `transport` closes with this scope
   ChannelSlot& slot = *found;
   if (keys != nullptr) slot.keys = *keys;
+  slot.endpoint = fd >= 0 ? LocalEndpointName(fd) : std::string();
   slot.transport = DecorateTransport(
       std::move(transport),
       {.source = false, .channel = h.channel_index, .fd = fd});
@@ -411,6 +413,7 @@ AdmittedChannels Admission::TakeChannels() {
   for (ChannelSlot& c : slots_) {
     out.transports.push_back(std::move(c.transport));
     out.keys.push_back(c.keys);
+    out.endpoints.push_back(c.endpoint);
     c.state = SlotState::kTaken;
   }
   out.seal = seal_;

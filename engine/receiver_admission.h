@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,6 +42,7 @@ struct ChannelSlot {
   SlotState state = SlotState::kFree;
   std::unique_ptr<channels::Transport> transport;  // kReady
   std::optional<proto::SealKeys> keys;  // where its Hello proved the key
+  std::string endpoint;  // kReady: the local address it arrived on, or ""
 };
 
 // The control connection is never reserved: its Hello opening the session
@@ -62,6 +64,7 @@ struct AdmittedControl {
 struct AdmittedChannels {
   std::vector<std::unique_ptr<channels::Transport>> transports;
   std::vector<std::optional<proto::SealKeys>> keys;  // one per transport
+  std::vector<std::string> endpoints;  // one per transport (ChannelStats)
   proto::SealMode seal = proto::SealMode::kNone;
   ChannelReceiver::Config config;
   bool survive = false;

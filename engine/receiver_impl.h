@@ -94,6 +94,8 @@ class ReceiverImpl {
   std::unique_ptr<engine::HeartbeatSender> heartbeat_;  // Serve thread only
   std::unique_ptr<engine::RoundBarrier> barrier_;
   std::vector<std::unique_ptr<engine::ChannelReceiver>> channels_;
+  // The local address each channel arrived on (ChannelStats::endpoint).
+  std::vector<std::string> endpoints_;
   std::atomic<uint64_t> applied_rounds_{0};
   uint64_t sessions_abandoned_ = 0;  // guarded by objects_mu_
   std::string last_abandoned_;       // guarded by objects_mu_

@@ -311,9 +311,10 @@ absl::Status SenderImpl::Finish() {
 
 SessionStats SenderImpl::stats() const {
   SessionStats s;
-  for (const auto& c : channels_) {
+  for (size_t i = 0; i < channels_.size(); ++i) {
     s.channels.emplace_back();
-    c->ExportStats(&s.channels.back());
+    channels_[i]->ExportStats(&s.channels.back());
+    s.channels.back().endpoint = endpoints_[i];
   }
   s.rounds = confirmed_rounds();
   std::unique_lock<std::mutex> lock(mu_);

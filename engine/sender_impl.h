@@ -103,8 +103,8 @@ class SenderImpl {
     std::unique_ptr<proto::Sealer> sealer;
   };
   absl::StatusOr<OpenedChannel> OpenChannel(
-      const proto::Hello& hello, const channels::TransportOptions& topts,
-      absl::Time deadline);
+      const proto::Hello& hello, const Endpoint& endpoint,
+      const channels::TransportOptions& topts, absl::Time deadline);
   bool Has(uint32_t capability) const {
     return (transport_caps_ & capability) != 0;
   }
@@ -191,6 +191,9 @@ class SenderImpl {
   proto::SealMode seal_ = proto::SealMode::kNone;
   std::unique_ptr<engine::ControlChannel> control_;
   std::vector<std::unique_ptr<engine::ChannelSender>> channels_;
+  // Where each channel went (engine::EndpointName), by channel; set up
+  // before the threads start, read-only after.
+  std::vector<std::string> endpoints_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::thread control_thread_;
   std::unique_ptr<engine::HeartbeatSender> heartbeat_;

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "channels/channel_factory.h"
 #include "channels/transport_family.h"
+#include "engine/endpoint.h"
 #include "engine/region_table.h"
 #include "engine/sender_impl.h"
 #include "engine/status_util.h"
@@ -148,9 +149,14 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
   topts.stall_timeout = options_.stall_timeout;
   topts.registered_buffers = options_.registered_buffers;
   for (uint32_t i = 0; i < options_.channels; ++i) {
-    const std::string where = absl::StrFormat("channel %d", i);
+    const Endpoint endpoint = engine::ChannelEndpoint(options_, i);
+    endpoints_.push_back(engine::EndpointName(endpoint.host, endpoint.port));
+    const std::string where =
+        options_.channel_endpoints.empty()
+            ? absl::StrFormat("channel %d", i)
+            : absl::StrFormat("channel %d (to %s)", i, endpoints_.back());
     absl::StatusOr<OpenedChannel> opened =
-        OpenChannel(DataHello(i), topts, deadline);
+        OpenChannel(DataHello(i), endpoint, topts, deadline);
     if (!opened.ok()) return Annotate(opened.status(), where);
     for (const Region& r : regions_) {
       if (absl::Status s =
@@ -224,11 +230,11 @@ uint64_t SenderImpl::OfferedCapabilities() const {
 }
 
 absl::StatusOr<SenderImpl::OpenedChannel> SenderImpl::OpenChannel(
-    const proto::Hello& hello, const channels::TransportOptions& topts,
-    absl::Time deadline) {
+    const proto::Hello& hello, const Endpoint& endpoint,
+    const channels::TransportOptions& topts, absl::Time deadline) {
   channels::ConnectSpec spec;
-  spec.host = options_.host;
-  spec.port = options_.port;
+  spec.host = endpoint.host;
+  spec.port = endpoint.port;
   spec.options = topts;
   spec.auth_key = options_.auth_key;
   spec.deadline = deadline;

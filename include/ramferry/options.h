@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -76,11 +77,27 @@ const char* ProtectionName(Protection p);
 // "auto", "none", "mac" or "encrypt".
 absl::StatusOr<Protection> ParseProtection(absl::string_view text);
 
+// An address a source's data channel dials.
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;  // 0: the session's (SessionOptions::port)
+};
+
 struct SessionOptions {
   // Source: where to connect. Destination: where to listen (port 0 picks
   // a free port; Receiver::port() tells which).
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  // Source: where the data channels go, for a destination reached over
+  // several links (several NICs): channel i dials
+  // channel_endpoints[i % size()], so the channels spread evenly over
+  // them. Empty: every channel dials host:port. The control connection
+  // always dials host:port: the session ends if the link it crosses goes
+  // down, where a link carrying only data channels may go with
+  // survive_channel_loss. The destination takes channels on every address
+  // it listens on (listening on 0.0.0.0 covers all of its links). Each
+  // channel's endpoint is in its ChannelStats.
+  std::vector<Endpoint> channel_endpoints;
 
   TransportKind transport = TransportKind::kTcp;
   // Parallel data channels, one thread and one connection each.

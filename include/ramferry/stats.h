@@ -18,6 +18,11 @@ enum class CounterJson { kCount, kSeconds, kMicros };
 
 struct ChannelStats {
   uint32_t channel = 0;
+  // Where the channel's connection went: on the source the address it
+  // dialled (SessionOptions::channel_endpoints, or host:port), on the
+  // destination the local address it arrived on; "host:port". Empty in a
+  // Total(), and for a transport without an IP address of its own.
+  std::string endpoint;
   // A uint64_t, 0 to begin with, for each row of RAMFERRY_CHANNEL_COUNTERS
   // in ramferry/channel_counters.h, which says what each one counts.
 #define RAMFERRY_STATS_FIELD(field, merge, json, doc) uint64_t field = 0;

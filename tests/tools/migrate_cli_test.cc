@@ -10,15 +10,20 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/link_testbed_skip.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_support.h"
+#include "tools/common/link_testbed.h"
 
 namespace ramferry {
 namespace {
@@ -73,7 +78,8 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
                            "zero_pages",     "compress",
                            "compress_level", "stall_rounds",
                            "auto_converge",  "timeout",
-                           "on_timeout",     "max_bandwidth"}) {
+                           "on_timeout",     "max_bandwidth",
+                           "demo_link"}) {
     EXPECT_THAT(help, HasSubstr(absl::StrCat("--", flag, " ("))) << flag;
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
@@ -537,48 +543,59 @@ TEST(MigrateCli, ZeroCopyRefusesToStartUnderASmallMemlockLimit) {
   EXPECT_THAT(r.err, HasSubstr("CAP_IPC_LOCK"));
 }
 
-// A network namespace of our own whose loopback is rate-limited.
+// Real rate-limited links (tools/common/link_testbed.h): the demo makes
+// its own with --demo-link; a test that runs the roles apart makes a
+// testbed and runs each end in its side's namespace.
 class SlowLinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root for ip netns and tc";
-    ns_ = absl::StrCat("ramferry-", getpid());
-    CommandResult add = RunCommand({"/usr/sbin/ip", "netns", "add", ns_});
-    if (add.exit_code != 0) GTEST_SKIP() << "ip netns add failed: " << add.err;
-    created_ = true;
-    RunCommand({"/usr/sbin/ip", "-n", ns_, "link", "set", "lo", "up"});
-    LimitLink("1gbit");
+    if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
+      GTEST_SKIP() << why;
+    }
   }
-  // Caps the namespace's loopback at `rate` (tc syntax, e.g. 250mbit).
-  void LimitLink(const std::string& rate) {
-    CommandResult tc =
-        RunCommand({"/usr/sbin/ip", "netns", "exec", ns_, "/usr/sbin/tc",
-                    "qdisc", "replace", "dev", "lo", "root", "tbf", "rate",
-                    rate, "burst", "512kb", "latency", "100ms"});
-    if (tc.exit_code != 0) GTEST_SKIP() << "tc tbf unavailable: " << tc.err;
-  }
-  void TearDown() override {
-    if (created_) RunCommand({"/usr/sbin/ip", "netns", "del", ns_});
-  }
-  std::vector<std::string> InNamespace(std::vector<std::string> argv) {
-    argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns_});
+  // Runs argv in network namespace `ns`.
+  static std::vector<std::string> In(const std::string& ns,
+                                     std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", ns});
     return argv;
   }
-  std::string ns_;
-  bool created_ = false;
 };
+
+// The namespace and device of a --demo-link link, from the line the tool
+// prints for it ("... link 1: 200mbit, source NS dev DEV ADDR -> ...").
+struct DemoLink {
+  std::string ns, dev;
+};
+DemoLink ParseDemoLink(const std::string& rest) {
+  const std::vector<std::string> w = absl::StrSplit(rest, ' ');
+  if (w.size() < 5 || w[1] != "source" || w[3] != "dev") return {};
+  return {w[2], w[4]};
+}
+
+// Bytes the device `dev` in namespace `ns` has sent (0 if unknown).
+uint64_t SentBytes(const DemoLink& l) {
+  CommandResult r = RunCommand(
+      {"/usr/sbin/ip", "-n", l.ns, "-s", "-j", "link", "show", "dev", l.dev});
+  Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array() || j.empty()) return 0;
+  return j[0]["stats64"]["tx"]["bytes"].get<uint64_t>();
+}
 
 TEST_F(SlowLinkTest, DirtyRateAboveTheLinkEndsByMaxRoundsAndVerifies) {
   // The link carries ~6 MB/s; the workload dirties its 4 MiB set faster
   // than that (even slowed by a sanitizer, which writes ~3 MB/s), so no
   // estimate fits 50 ms. No round moves 16 MiB: the link is judged by the
   // small rounds together, never taken as unmeasured-and-so-fast.
-  LimitLink("50mbit");
-  CommandResult r = RunCommand(InNamespace(
-      {kMigrate, "--demo", "--json", "--size=8MiB", "--dirty-set=4MiB",
-       "--dirty-rate=256MiB", "--max-rounds=3", "--downtime-limit=50ms"}));
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--json", "--demo-link=50mbit",
+                  "--size=8MiB", "--dirty-set=4MiB", "--dirty-rate=256MiB",
+                  "--max-rounds=3", "--downtime-limit=50ms"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json j = ParseJson(r);
+  ASSERT_EQ(j["links"].size(), 1u);
+  EXPECT_EQ(j["links"][0]["rate"], "50mbit");
+  EXPECT_THAT(j["links"][0]["endpoint"].get<std::string>(),
+              ::testing::StartsWith("10.77.0.2:"));
   EXPECT_EQ(j["converged_by"], "max-rounds");
   EXPECT_EQ(j["rounds"], 4);  // 3 live + the final one
   EXPECT_EQ(j["verified"], true);
@@ -598,15 +615,16 @@ uint64_t ChannelSum(const Json& report, const char* key) {
 // and leaves it off on loopback, where the link is faster: each channel
 // then compresses only its sample packets (one in 32).
 TEST_F(SlowLinkTest, AutoCompressionFollowsTheLink) {
-  LimitLink("250mbit");
-  const std::vector<std::string> run = {kMigrate,
-                                        "--demo",
-                                        "--json",
-                                        "--size=64MiB",
-                                        "--image=text=80,random=20",
-                                        "--dirty-rate=0",
-                                        "--compress=auto"};
-  CommandResult slow = RunCommand(InNamespace(run));
+  std::vector<std::string> run = {kMigrate,
+                                  "--demo",
+                                  "--json",
+                                  "--size=64MiB",
+                                  "--image=text=80,random=20",
+                                  "--dirty-rate=0",
+                                  "--compress=auto"};
+  std::vector<std::string> over_link = run;
+  over_link.push_back("--demo-link=250mbit");
+  CommandResult slow = RunCommand(over_link);
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
   Json s = ParseJson(slow);
   EXPECT_EQ(s["verified"], true);
@@ -633,15 +651,26 @@ TEST_F(SlowLinkTest, AutoCompressionFollowsTheLink) {
 }
 
 TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {
-  BackgroundCommand dest(
-      InNamespace({kMigrate, "--role=dest", "--listen=127.0.0.1:7199",
-                   "--size=256MiB", "--insecure"}));
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
+      cli::LinkTestbed::Create({"1gbit"});
+  ASSERT_TRUE(bed.ok()) << bed.status();
+  const std::string dest_at = (*bed)->destination_address(0) + ":7199";
+  BackgroundCommand dest(In((*bed)->destination_namespace(),
+                            {kMigrate, "--role=dest", "--listen=" + dest_at,
+                             "--size=256MiB", "--insecure"}));
   ASSERT_TRUE(dest.AwaitStderr("listening", absl::Seconds(60)));
-  BackgroundCommand source(InNamespace(
-      {kMigrate, "--role=source", "--connect=127.0.0.1:7199", "--size=256MiB",
-       "--json", "--stall-timeout=5s", "--insecure"}));
-  // Round 0 alone needs ~2 s on this link: a second in, it is mid-round.
-  absl::SleepFor(absl::Seconds(1));
+  BackgroundCommand source(
+      In((*bed)->source_namespace(),
+         {kMigrate, "--role=source", "--connect=" + dest_at, "--size=256MiB",
+          "--json", "--stall-timeout=5s", "--insecure"}));
+  // Round 0 alone needs ~2 s on this link: once 32 MB crossed it, the
+  // session is mid-round (not still filling its memory, or connecting).
+  const DemoLink link{(*bed)->source_namespace(), (*bed)->device(0)};
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (SentBytes(link) < 32'000'000 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_LT(absl::Now(), give_up) << "no migration crossed the link";
   kill(dest.pid(), SIGKILL);
   const absl::Time killed = absl::Now();
   CommandResult r = source.Wait(absl::Seconds(60));
@@ -650,10 +679,122 @@ TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {
   Json j = ParseJson(r);
   EXPECT_EQ(j["ok"], false);
   EXPECT_FALSE(j["error"].get<std::string>().empty());
+  EXPECT_THAT(j["error"].get<std::string>(), Not(HasSubstr("connecting to")));
   EXPECT_EQ(j["verified"], false);
   // What it reports as confirmed is exactly what the destination applied.
   EXPECT_EQ(j["confirmed_rounds"], j["rounds"]);
   EXPECT_EQ(j["workload"]["running_after"], true);
+}
+
+// Two links, four channels (0 and 2 on link 0, which also carries the
+// control connection; 1 and 3 on link 1). Link 1 goes down mid-round 0:
+// its channels stall, are declared lost after --stall-timeout, their
+// pages go again over link 0, and the migration ends verified.
+TEST_F(SlowLinkTest, ALinkTakenDownMidMigrationEndsVerifiedOnTheOther) {
+  BackgroundCommand run({kMigrate, "--demo", "--json",
+                         "--demo-link=200mbit,200mbit", "--channels=4",
+                         "--survive-channel-loss", "--stall-timeout=2s",
+                         "--size=64MiB", "--dirty-rate=4MiB",
+                         "--dirty-set=8MiB", "--max-rounds=4"});
+  const DemoLink link1 = ParseDemoLink(run.AwaitStderrLine(
+      "ramferry-migrate: demo link 1: ", absl::Seconds(30)));
+  ASSERT_FALSE(link1.ns.empty()) << run.Stderr();
+  // Mid-transfer: once link 1 carried 4 MB of the 64 MiB.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (SentBytes(link1) < 4'000'000 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_LT(absl::Now(), give_up) << "link 1 carried nothing: " << run.Stderr();
+  CommandResult down = RunCommand({"/usr/sbin/ip", "-n", link1.ns, "link",
+                                   "set", "dev", link1.dev, "down"});
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  CommandResult r = run.Wait(absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  std::set<int> lost;
+  for (const Json& l : j["channels_lost"]) lost.insert(l["channel"].get<int>());
+  EXPECT_EQ(lost, (std::set<int>{1, 3})) << j["channels_lost"];
+  EXPECT_GT(j["resent_pages"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["destination"]["channels_lost"].size(), 2u);
+  ASSERT_EQ(j["links"].size(), 2u);
+  for (const Json& l : j["links"]) {
+    const bool downed =
+        absl::StartsWith(l["endpoint"].get<std::string>(), "10.77.1.2:");
+    EXPECT_EQ(l["rate"], "200mbit");
+    EXPECT_EQ(l["channels"], downed ? Json({1, 3}) : Json({0, 2}));
+    EXPECT_EQ(l["channels_lost"], downed ? 2 : 0);
+    EXPECT_GT(l["bytes"].get<uint64_t>(), 0u);
+  }
+  // The run deleted its namespaces.
+  EXPECT_NE(access(("/run/netns/" + link1.ns).c_str(), F_OK), 0);
+}
+
+// Without root the demo cannot make its links and says so (as root: run
+// as nobody, with no capabilities).
+TEST(MigrateCli, DemoLinkWithoutRootSaysItNeedsRoot) {
+  std::vector<std::string> argv = {kMigrate, "--demo", "--demo-link=1gbit",
+                                   "--size=16MiB"};
+  if (geteuid() == 0) {
+    if (access("/usr/bin/setpriv", X_OK) != 0) {
+      GTEST_SKIP() << "as root, needs setpriv (util-linux) to run as nobody";
+    }
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=65534",
+                               "--regid=65534", "--clear-groups"});
+  }
+  CommandResult r = RunCommand(argv);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err,
+              HasSubstr("--demo-link needs root to create network namespaces "
+                        "(CAP_SYS_ADMIN, CAP_NET_ADMIN); run as root or drop "
+                        "--demo-link"));
+}
+
+TEST(MigrateCli, MalformedLinkListsNameTheBadItem) {
+  CommandResult r = RunCommand({kMigrate, "--demo", "--demo-link=1gbit,fast"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--demo-link: item 2 of '1gbit,fast'"));
+  r = RunCommand({kMigrate, "--role=source", "--insecure",
+                  "--connect=127.0.0.1:7070,127.0.0.2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("item 2 of '127.0.0.1:7070,127.0.0.2': "
+                               "'127.0.0.2' is not HOST:PORT"));
+  r = RunCommand({kMigrate, "--role=source", "--insecure", "--channels=2",
+                  "--connect=a:1,b:2,c:3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--connect names 3 addresses for --channels=2"));
+  r = RunCommand({kMigrate, "--role=source", "--insecure", "--demo-link=1gbit",
+                  "--connect=127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--demo-link goes with --demo"));
+}
+
+// --connect=A:P,B:P: the channels spread over both addresses of a
+// destination listening on all of them (two loopback addresses here).
+TEST(MigrateCli, SourceSpreadsItsChannelsOverAConnectList) {
+  BackgroundCommand dest({kMigrate, "--role=dest", "--listen=0.0.0.0:0",
+                          "--size=16MiB", "--insecure", "--json"});
+  const std::string port =
+      dest.AwaitStderrLine("listening on 0.0.0.0:", absl::Seconds(30));
+  ASSERT_FALSE(port.empty()) << dest.Stderr();
+  CommandResult r = RunCommand(
+      {kMigrate, "--role=source", "--size=16MiB", "--json", "--insecure",
+       "--channels=4",
+       absl::StrCat("--connect=127.0.0.1:", port, ",127.0.0.2:", port)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["verified"], true);
+  ASSERT_EQ(j["links"].size(), 2u);
+  EXPECT_EQ(j["links"][0]["endpoint"], "127.0.0.1:" + port);
+  EXPECT_EQ(j["links"][0]["channels"], Json({0, 2}));
+  EXPECT_EQ(j["links"][1]["endpoint"], "127.0.0.2:" + port);
+  EXPECT_EQ(j["links"][1]["channels"], Json({1, 3}));
+  EXPECT_EQ(j["channel_stats"][3]["endpoint"], "127.0.0.2:" + port);
+  CommandResult d = dest.Wait(absl::Seconds(30));
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  // The destination says where each channel arrived.
+  Json dj = ParseJson(d);
+  EXPECT_EQ(dj["channel_stats"][1]["endpoint"], "127.0.0.2:" + port);
 }
 
 }  // namespace

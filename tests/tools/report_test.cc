@@ -51,5 +51,44 @@ TEST(MigrateReport, DestinationReportsTheLossToo) {
               Not(HasSubstr("channels lost")));
 }
 
+// Channels 0 and 2 went to one link, 1 and 3 to another; 2 was lost.
+PrecopyReport OverTwoLinks() {
+  PrecopyReport r = WithALoss();
+  r.transfer_s = 2;
+  for (uint32_t c = 0; c < 4; ++c) {
+    ChannelStats& s = r.stats.channels[c];
+    s.endpoint = c % 2 ? "10.77.1.2:7070" : "10.77.0.2:7070";
+    s.payload_bytes = 1'000'000'000;
+    s.header_bytes = 1'000'000 * (c + 1);
+  }
+  return r;
+}
+
+TEST(MigrateReport, EachLinkGetsALineWithItsChannelsBytesAndRate) {
+  RunDescription run;
+  run.link_rates = {{"10.77.0.2", "1gbit"}, {"10.77.1.2", "500mbit"}};
+  const std::string t = SourceTable(run, OverTwoLinks());
+  EXPECT_THAT(t, HasSubstr("link             10.77.0.2:7070 (1gbit): "
+                           "channels 0,2 (1 lost), "));
+  EXPECT_THAT(t, HasSubstr("link             10.77.1.2:7070 (500mbit): "
+                           "channels 1,3, "));
+  // (2e9 + 6e6 bytes) / 2 s
+  EXPECT_THAT(t, HasSubstr("1.003 GB/s\n"));
+  const std::string j = SourceJson(run, OverTwoLinks(), "");
+  EXPECT_THAT(j, HasSubstr(R"("links":[{"endpoint":"10.77.0.2:7070",)"
+                           R"("channels":[0,2],"channels_lost":1,)"
+                           R"("payload_bytes":2000000000,"bytes":2004000000,)"
+                           R"("gb_per_s":1.002,"rate":"1gbit"})"));
+  EXPECT_THAT(j, HasSubstr(R"("endpoint":"10.77.1.2:7070")"));
+}
+
+TEST(MigrateReport, OneLinkWithoutARateHasNoLinkLine) {
+  PrecopyReport r = OverTwoLinks();
+  for (ChannelStats& c : r.stats.channels) c.endpoint = "10.0.0.2:7070";
+  EXPECT_THAT(SourceTable(RunDescription{}, r), Not(HasSubstr("  link  ")));
+  EXPECT_THAT(SourceJson(RunDescription{}, r, ""),
+              HasSubstr(R"("channels":[0,1,2,3],"channels_lost":1,)"));
+}
+
 }  // namespace
 }  // namespace ramferry::migrate

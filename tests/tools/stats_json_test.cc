@@ -3,6 +3,7 @@
 // key it always had.
 #include "tools/common/stats_json.h"
 
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -95,6 +96,16 @@ TEST(ChannelCounters, JsonKeysAreTheOnesTheToolsRead) {
   EXPECT_EQ(j["zc_copied"], 2000000000u);
   EXPECT_DOUBLE_EQ(j["completion_wait_s"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(j["send_latency_p99_us"].get<double>(), 2e6);
+}
+
+TEST(ChannelCounters, AChannelWithAnEndpointSaysWhere) {
+  ChannelStats c;
+  c.channel = 3;
+  c.endpoint = "10.77.1.2:7070";
+  const Json j = ChannelStatsJson(c);
+  EXPECT_EQ(j["endpoint"], "10.77.1.2:7070");
+  EXPECT_EQ(j.begin().key(), "channel");
+  EXPECT_EQ(std::next(j.begin()).key(), "endpoint");
 }
 
 TEST(ChannelCounters, ARenameReplacesOnlyItsKey) {

@@ -60,6 +60,7 @@ void AddCounterFields(Json& j, const ChannelStats& c,
 
 Json ChannelStatsJson(const ChannelStats& c) {
   Json j = {{"channel", c.channel}};
+  if (!c.endpoint.empty()) j["endpoint"] = c.endpoint;
   AddCounterFields(j, c);
   return j;
 }

@@ -26,7 +26,7 @@ struct CounterRename {
 void AddCounterFields(Json& j, const ChannelStats& c,
                       absl::Span<const CounterRename> renames = {});
 // The counters of one channel (or a total): an object of its channel
-// number and AddCounterFields().
+// number, its endpoint where it has one, and AddCounterFields().
 Json ChannelStatsJson(const ChannelStats& c);
 // An array of per-channel objects.
 Json ChannelArrayJson(const SessionStats& s);

@@ -25,6 +25,8 @@
 #include "tools/common/auth_flags.h"
 #include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
+#include "tools/common/endpoints.h"
+#include "tools/common/link_testbed.h"
 #include "tools/migrate/destination.h"
 #include "tools/migrate/dirty_tracker.h"
 #include "tools/migrate/memload.h"
@@ -74,7 +76,11 @@ std::string AbslUnparseFlag(DirtyRate r) {
 
 ABSL_FLAG(std::string, role, "",
           "source | dest (or use --demo to run both on loopback)");
-ABSL_FLAG(std::string, connect, "", "source: destination HOST:PORT");
+ABSL_FLAG(std::string, connect, "",
+          "source: destination HOST:PORT, or a comma list A:P,B:P of the "
+          "destination's addresses on several links: the data channels "
+          "spread over all of them (channel i to item i % count), the "
+          "control connection goes to the first");
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "dest: HOST:PORT to listen on");
 ABSL_FLAG(bool, demo, false,
@@ -82,6 +88,13 @@ ABSL_FLAG(bool, demo, false,
 ABSL_FLAG(std::string, demo_host, "127.0.0.1",
           "--demo: the local address both ends use (rdma: an address of the "
           "RDMA device's netdev, e.g. a Soft-RoCE one's; loopback has none)");
+ABSL_FLAG(std::string, demo_link, "",
+          "--demo: run over real rate-limited links instead of loopback, one "
+          "per rate in tc syntax (1gbit; 500mbit,500mbit): two network "
+          "namespaces joined by veth pairs under tc tbf, made for the run "
+          "and deleted after it (root). The destination listens on all "
+          "links, the source spreads its channels over them; each link is "
+          "described on stderr");
 ABSL_FLAG(std::string, transport, "tcp",
           "tcp | tcp-zerocopy | uring-zc | rdma | auto (source: chosen for "
           "the destination's address, and why printed; the destination "
@@ -173,21 +186,6 @@ namespace {
 int Usage(const std::string& why) {
   std::fprintf(stderr, "ramferry-migrate: %s (see --help)\n", why.c_str());
   return 2;
-}
-
-absl::StatusOr<std::pair<std::string, uint16_t>> HostPort(
-    const std::string& text) {
-  size_t colon = text.rfind(':');
-  uint32_t port;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError("'" + text + "' is not HOST:PORT");
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);  // [::1]
-  }
-  return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
 bool AutoTransport() { return absl::GetFlag(FLAGS_transport) == "auto"; }
@@ -299,8 +297,10 @@ absl::StatusOr<std::string> ChooseFor(SessionOptions* opt) {
   return cli::ChooseTransportFor(opt->host, "ramferry-migrate", opt);
 }
 
-// The source role, given where to connect.
-int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
+// The source role, given where to connect (over `links`' links, for
+// --demo-link).
+int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
+                  const cli::LinkTestbed* links = nullptr) {
   absl::StatusOr<std::string> transport_reason = ChooseFor(&opt);
   if (!transport_reason.ok()) {
     return Usage(std::string(transport_reason.status().message()));
@@ -375,6 +375,9 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {}) {
   r.prepare_s = absl::ToDoubleSeconds(prepare);
   RunDescription run = Describe(opt, region.length, tracker->name());
   run.transport_reason = *transport_reason;
+  for (size_t i = 0; links != nullptr && i < links->links(); ++i) {
+    run.link_rates.emplace_back(links->destination_address(i), links->rate(i));
+  }
   const PeerReport peer = fetch_peer ? fetch_peer() : PeerReport{};
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", SourceJson(run, r, peer.json).c_str());
@@ -477,11 +480,22 @@ absl::StatusOr<std::string> DemoDestinationFile() {
   return dest_file;
 }
 
-// The demo destination's process body: serves one session on loopback,
-// writes its port, then its report (JSON line, then the table) to `out`.
+// The demo destination's process body: serves one session on loopback
+// (or on every link of `links`, from its destination side), writes its
+// port, then its report (JSON line, then the table) to `out`.
 [[noreturn]] void ServeDemoDestination(SessionOptions opt,
                                        const std::string& dest_file,
+                                       const cli::LinkTestbed* links,
                                        FILE* out) {
+  opt.host = absl::GetFlag(FLAGS_demo_host);
+  if (links != nullptr) {
+    if (absl::Status s = links->EnterDestination(); !s.ok()) {
+      std::fprintf(stderr, "ramferry-migrate: destination: %s\n",
+                   std::string(s.message()).c_str());
+      _exit(1);
+    }
+    opt.host = "0.0.0.0";  // every link's address: its namespace has no other
+  }
   absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
       DestinationMemory(dest_file);
   absl::StatusOr<Prefault> prefault =
@@ -492,7 +506,6 @@ absl::StatusOr<std::string> DemoDestinationFile() {
     _exit(1);
   }
   const Region region = DestinationRegion(**mem);
-  opt.host = absl::GetFlag(FLAGS_demo_host);
   opt.port = 0;
   DestinationReport r =
       RunDestination(opt, region, *prefault, false, [&](uint16_t port) {
@@ -515,7 +528,8 @@ struct DemoDestination {
 // Forks the destination and waits for its port. One that ends before
 // listening says why: its report, or its error on stderr.
 absl::StatusOr<DemoDestination> ForkDestination(const SessionOptions& opt,
-                                                const std::string& dest_file) {
+                                                const std::string& dest_file,
+                                                const cli::LinkTestbed* links) {
   int fds[2];
   if (pipe(fds) != 0) return absl::InternalError("pipe failed");
   std::fflush(nullptr);
@@ -527,7 +541,7 @@ absl::StatusOr<DemoDestination> ForkDestination(const SessionOptions& opt,
   }
   if (child == 0) {
     close(fds[0]);
-    ServeDemoDestination(opt, dest_file, fdopen(fds[1], "w"));
+    ServeDemoDestination(opt, dest_file, links, fdopen(fds[1], "w"));
   }
   close(fds[1]);
   DemoDestination d{child, 0, fdopen(fds[0], "r")};
@@ -565,13 +579,59 @@ PeerReport FetchDestinationReport(const DemoDestination& d) {
   return p;
 }
 
-// Both ends on loopback: the destination in a child process (its own CPU
-// and memory), the source here.
+// --demo-link: the links, made before any thread starts, with this thread
+// (the source's, whose threads inherit it) in their source namespace.
+absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> MakeDemoLinks() {
+  const std::string flag = absl::GetFlag(FLAGS_demo_link);
+  if (flag.empty()) return nullptr;
+  absl::StatusOr<std::vector<std::string>> rates = cli::ParseLinkRateList(flag);
+  if (!rates.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--demo-link: ", rates.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> links =
+      cli::LinkTestbed::Create(*rates);
+  if (absl::IsPermissionDenied(links.status())) {
+    return absl::PermissionDeniedError(
+        "--demo-link needs root to create network namespaces "
+        "(CAP_SYS_ADMIN, CAP_NET_ADMIN); run as root or drop --demo-link");
+  }
+  if (!links.ok()) {
+    return absl::Status(links.status().code(),
+                        absl::StrCat("--demo-link: ", links.status().message(),
+                                     " (or drop --demo-link)"));
+  }
+  for (size_t i = 0; i < (*links)->links(); ++i) {
+    std::fprintf(stderr, "ramferry-migrate: demo %s\n",
+                 (*links)->Describe(i).c_str());
+  }
+  if (absl::Status s = (*links)->EnterSource(); !s.ok()) return s;
+  return links;
+}
+
+// Both ends on loopback, or over --demo-link's links: the destination in
+// a child process (its own CPU and memory), the source here.
 int RunDemo(SessionOptions opt) {
   cli::WarnIfUnauthenticated(opt, "ramferry-migrate");
   absl::StatusOr<std::string> dest_file = DemoDestinationFile();
   if (!dest_file.ok()) return Usage(std::string(dest_file.status().message()));
-  absl::StatusOr<DemoDestination> d = ForkDestination(opt, *dest_file);
+  if (absl::StatusOr<std::vector<std::string>> rates =
+          cli::ParseLinkRateList(absl::GetFlag(FLAGS_demo_link));
+      !absl::GetFlag(FLAGS_demo_link).empty() && rates.ok() &&
+      rates->size() > opt.channels) {
+    return Usage(absl::StrFormat(
+        "--demo-link makes %d links for --channels=%d: give each link a "
+        "channel at least",
+        rates->size(), opt.channels));
+  }
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> links = MakeDemoLinks();
+  if (!links.ok()) {
+    std::fprintf(stderr, "ramferry-migrate: %s\n",
+                 std::string(links.status().message()).c_str());
+    return absl::IsInvalidArgument(links.status()) ? 2 : 1;
+  }
+  absl::StatusOr<DemoDestination> d =
+      ForkDestination(opt, *dest_file, links->get());
   if (!d.ok()) {
     std::fprintf(stderr, "ramferry-migrate: %s\n",
                  std::string(d.status().message()).c_str());
@@ -579,7 +639,17 @@ int RunDemo(SessionOptions opt) {
   }
   opt.host = absl::GetFlag(FLAGS_demo_host);
   opt.port = d->port;
-  const int rc = RunSourceRole(opt, [&] { return FetchDestinationReport(*d); });
+  if (*links != nullptr) {
+    // The control connection and channel 0 over link 0, channel i over
+    // link i % links.
+    std::vector<Endpoint> to;
+    for (size_t i = 0; i < (*links)->links(); ++i) {
+      to.push_back({(*links)->destination_address(i), d->port});
+    }
+    cli::ApplyEndpoints(to, &opt);
+  }
+  const int rc = RunSourceRole(
+      opt, [&] { return FetchDestinationReport(*d); }, links->get());
   std::fclose(d->report);
   kill(d->pid, SIGKILL);  // no-op when it already exited
   waitpid(d->pid, nullptr, 0);
@@ -636,24 +706,37 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_demo) && role != "source" && role != "dest") {
     return Usage("choose --role=source, --role=dest or --demo");
   }
+  if (!absl::GetFlag(FLAGS_demo) && !absl::GetFlag(FLAGS_demo_link).empty()) {
+    return Usage("--demo-link goes with --demo");
+  }
   absl::StatusOr<ramferry::SessionOptions> opt = Session();
   if (!opt.ok()) return Usage(std::string(opt.status().message()));
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
   ramferry::cli::WarnIfUnauthenticated(*opt, "ramferry-migrate");
   if (role == "source") {
-    auto hp = HostPort(absl::GetFlag(FLAGS_connect));
-    if (!hp.ok()) {
-      return Usage("--connect: " + std::string(hp.status().message()));
+    absl::StatusOr<std::vector<ramferry::Endpoint>> to =
+        ramferry::cli::ParseEndpointList(absl::GetFlag(FLAGS_connect));
+    if (!to.ok()) {
+      return Usage("--connect: " + std::string(to.status().message()));
     }
-    opt->host = hp->first;
-    opt->port = hp->second;
+    if (to->size() > opt->channels) {
+      return Usage(absl::StrFormat(
+          "--connect names %d addresses for --channels=%d: give each "
+          "address a channel at least",
+          to->size(), opt->channels));
+    }
+    ramferry::cli::ApplyEndpoints(*to, &*opt);
+    if (absl::Status s = ramferry::ValidateOptions(*opt); !s.ok()) {
+      return Usage("--connect: " + std::string(s.message()));
+    }
     return RunSourceRole(*opt);
   }
-  auto hp = HostPort(absl::GetFlag(FLAGS_listen));  // role == "dest"
-  if (!hp.ok()) {
-    return Usage("--listen: " + std::string(hp.status().message()));
+  absl::StatusOr<ramferry::Endpoint> at =  // role == "dest"
+      ramferry::cli::ParseHostPort(absl::GetFlag(FLAGS_listen));
+  if (!at.ok()) {
+    return Usage("--listen: " + std::string(at.status().message()));
   }
-  opt->host = hp->first;
-  opt->port = hp->second;
+  opt->host = at->host;
+  opt->port = at->port;
   return RunDestRole(*opt);
 }

@@ -1,11 +1,13 @@
 #include "tools/migrate/report.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
 #include "tools/common/json.h"
+#include "tools/common/link_summary.h"
 #include "tools/common/stats_json.h"
 
 namespace ramferry::migrate {
@@ -53,6 +55,28 @@ void AddZeroFields(cli::Json& j, const ChannelStats& t) {
   j["zero_pages_written"] = t.zero_pages_written;
   j["payload_bytes"] = t.payload_bytes;
   j["bytes_saved"] = (t.zero_pages + t.untouched_pages) * kPageSize;
+}
+
+// The rate --demo-link limited the link to `endpoint` to, or "".
+std::string LinkRate(const RunDescription& run, absl::string_view endpoint) {
+  for (const auto& [host, rate] : run.link_rates) {
+    if (absl::StartsWith(endpoint, absl::StrCat(host, ":"))) return rate;
+  }
+  return "";
+}
+
+// Per link: its channels, bytes and rate over the transfer, and the rate
+// --demo-link gave it.
+cli::Json LinksJson(const RunDescription& run, const PrecopyReport& r) {
+  const std::vector<cli::LinkSummary> links =
+      cli::SummarizeLinks(r.stats, r.transfer_s);
+  cli::Json j = cli::LinksJson(links);
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (std::string rate = LinkRate(run, links[i].endpoint); !rate.empty()) {
+      j[i]["rate"] = rate;
+    }
+  }
+  return j;
 }
 
 }  // namespace
@@ -133,6 +157,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["resent_pages"] = r.stats.resent_pages;
   AddZeroFields(j, r.stats.Total());
   j["channels_lost"] = cli::ChannelLossesJson(r.stats);
+  j["links"] = LinksJson(run, r);
   j["channel_stats"] = cli::ChannelArrayJson(r.stats);
   if (!destination_json.empty()) {
     j["destination"] = cli::ParseForeignJson(destination_json);
@@ -230,6 +255,17 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                           r.pages_mismatched);
   }
   absl::StrAppendFormat(&t, "  channels lost    %s\n", LossLine(r.stats));
+  // One link needs no line of its own: the throughput above is its.
+  if (std::vector<cli::LinkSummary> links =
+          cli::SummarizeLinks(r.stats, r.transfer_s);
+      links.size() > 1 || !run.link_rates.empty()) {
+    for (cli::LinkSummary& l : links) {
+      if (std::string rate = LinkRate(run, l.endpoint); !rate.empty()) {
+        l.endpoint = absl::StrCat(l.endpoint, " (", rate, ")");
+      }
+    }
+    t += cli::LinksTable(links);
+  }
   t += "  channel  packets   pages     send calls  zc sent/done/copied  "
        "flushes  wait ms\n";
   for (const ChannelStats& c : r.stats.channels) {

@@ -3,6 +3,8 @@
 #define RAMFERRY_TOOLS_MIGRATE_REPORT_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tools/migrate/destination.h"
 #include "tools/migrate/precopy.h"
@@ -32,6 +34,9 @@ struct RunDescription {
   std::string protect = "none";  // what guarded the stream: none, mac, encrypt
   std::string verify_mode;       // --verify: full, sent or off
   std::string image;             // --image of anonymous memory, or the file's
+  // --demo-link: each link's {destination address, rate}, so the per-link
+  // summary can say what each link was limited to.
+  std::vector<std::pair<std::string, std::string>> link_rates;
 };
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Convergence policies side by side on a workload that outruns its link
+(issue 16's convergence comparison).
+
+Runs `ramferry-migrate --demo --json` over one tbf-limited link
+(--demo-link=RATE) with memload dirtying at FACTOR times the link's rate,
+once per policy per repeat, interleaved (the order rotates each repeat):
+
+  max-rounds     --stall-rounds=0: pre-copy as it was, stopping after
+                 --max-rounds live rounds whatever the downtime
+  stall          the default: stall detection stops at the lowest point
+  auto-converge  --auto-converge: memload's writers throttled in steps
+
+and writes to --out:
+
+  convergence.jsonl  one JSON object per run: the tool's report plus the
+                     policy and the repeat
+  convergence.md     medians per policy: downtime (measured and
+                     estimated), total time, rounds, bytes sent, the last
+                     throttle, and the workload's own progress (pages it
+                     wrote per second of migration), with the commands
+
+Needs root (--demo-link creates network namespaces).
+
+Usage: bench/convergence/run.py [--out DIR] [--size 1GiB] [--rate 1gbit]
+           [--factor 2] [--dirty-set 256MiB] [--repeats 2] [--channels 2]
+           [--max-rounds 30] [--migrate PATH] [--resummarize]
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+POLICIES = {
+    "max-rounds": ["--stall-rounds=0"],
+    "stall": [],
+    "auto-converge": ["--auto-converge"],
+}
+
+
+def find_migrate(path):
+    for p in ([path] if path else []) + [
+            os.path.join(ROOT, "build/tools/migrate/ramferry-migrate"),
+            shutil.which("ramferry-migrate") or ""]:
+        if p and os.access(p, os.X_OK):
+            return p
+    sys.exit("convergence: ramferry-migrate not found: build it (cmake "
+             "--build build --target ramferry-migrate) or pass --migrate")
+
+
+def rate_bytes(text):
+    for suffix, mult in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if text.endswith(suffix):
+            return float(text[:-len(suffix)]) * mult / 8
+    sys.exit(f"convergence: rate '{text}': want a tc rate such as 1gbit")
+
+
+def command(migrate, args, policy):
+    dirty = int(rate_bytes(args.rate) * args.factor)
+    return [migrate, "--demo", "--json", f"--size={args.size}",
+            f"--channels={args.channels}", f"--demo-link={args.rate}",
+            f"--dirty-set={args.dirty_set}", f"--dirty-rate={dirty}",
+            f"--max-rounds={args.max_rounds}"] + POLICIES[policy]
+
+
+def run_one(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    try:
+        rep = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        sys.exit(f"convergence: {' '.join(cmd)} printed no report (exit "
+                 f"{r.returncode}): {r.stderr.strip()[-500:]}")
+    if r.returncode != 0 or not rep.get("verified"):
+        sys.exit(f"convergence: {' '.join(cmd)} failed: "
+                 f"{rep.get('error') or r.stderr.strip()[-500:]}")
+    return rep
+
+
+def med(rows, f):
+    return statistics.median(f(r) for r in rows)
+
+
+def summarize(args, rows, out):
+    lines = [
+        f"# Convergence policies: {args.size}, workload dirtying "
+        f"{args.factor}x a {args.rate} link ({args.dirty_set} dirty set), "
+        f"{args.channels} channels, {args.repeats} interleaved runs per "
+        f"policy, medians ({os.cpu_count()} CPUs, kernel "
+        f"{platform.release()})",
+        "",
+        "`ramferry-migrate --demo --json --demo-link` over one tbf-limited "
+        "veth link between two network namespaces. Downtime: workload "
+        "paused to the final round confirmed; the estimate is what the "
+        "policy predicted when it stopped. Workload progress: pages "
+        "memload wrote per second of the whole run, against the rate it "
+        "was asked for (auto-converge buys its downtime with this).",
+        "",
+        "| policy | downtime ms | estimated ms | stopped by | rounds "
+        "| total s | sent GiB | last throttle % | workload progress |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    asked = rate_bytes(args.rate) * args.factor / 4096
+    for policy in POLICIES:
+        rs = [r for r in rows if r["policy"] == policy]
+        if not rs:
+            continue
+        reasons = sorted({r["converged_by"] for r in rs})
+        lines.append(
+            f"| {policy} | {med(rs, lambda r: r['downtime_s']) * 1e3:.0f} "
+            f"({min(r['downtime_s'] for r in rs) * 1e3:.0f}-"
+            f"{max(r['downtime_s'] for r in rs) * 1e3:.0f}) | "
+            f"{med(rs, lambda r: r['estimated_downtime_s']) * 1e3:.0f} | "
+            f"{', '.join(reasons)} | {med(rs, lambda r: r['rounds']):.0f} | "
+            f"{med(rs, lambda r: r['total_s']):.1f} | "
+            f"{med(rs, lambda r: r['bytes_sent']) / 2**30:.2f} | "
+            f"{med(rs, lambda r: r['throttle_percent']):.0f} | "
+            f"{med(rs, lambda r: r['workload']['pages_written'] / r['total_s']) / asked:.0%} |")
+    lines += ["", "Commands (one run each; the script rotates them):", ""]
+    for policy in POLICIES:
+        lines.append("    " + " ".join(command("ramferry-migrate", args,
+                                               policy)))
+    lines += ["", f"Made by `bench/convergence/run.py --size {args.size} "
+              f"--rate {args.rate} --factor {args.factor} --dirty-set "
+              f"{args.dirty_set} --repeats {args.repeats} --channels "
+              f"{args.channels} --max-rounds {args.max_rounds}`; every run "
+              "in convergence.jsonl.", ""]
+    with open(os.path.join(out, "convergence.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench-convergence")
+    ap.add_argument("--size", default="1GiB")
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--factor", type=float, default=2)
+    ap.add_argument("--dirty-set", default="256MiB")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--channels", type=int, default=2)
+    ap.add_argument("--max-rounds", type=int, default=30)
+    ap.add_argument("--migrate")
+    ap.add_argument("--resummarize", action="store_true",
+                    help="rewrite convergence.md from --out's jsonl")
+    args = ap.parse_args()
+    if args.resummarize:
+        with open(os.path.join(args.out, "convergence.jsonl")) as f:
+            summarize(args, [json.loads(line) for line in f], args.out)
+        return
+    if os.geteuid() != 0:
+        sys.exit("convergence: needs root: --demo-link creates network "
+                 "namespaces")
+    migrate = find_migrate(args.migrate)
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    names = list(POLICIES)
+    with open(os.path.join(args.out, "convergence.jsonl"), "w") as jsonl:
+        for rep in range(args.repeats):
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for policy in order:
+                print(f"convergence: repeat {rep + 1}/{args.repeats}, "
+                      f"{policy}", file=sys.stderr)
+                r = run_one(command(migrate, args, policy))
+                r.update({"policy": policy, "repeat": rep + 1})
+                jsonl.write(json.dumps(r) + "\n")
+                jsonl.flush()
+                rows.append(r)
+    summarize(args, rows, args.out)
+
+
+if __name__ == "__main__":
+    main()

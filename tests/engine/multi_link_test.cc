@@ -1,0 +1,149 @@
+// Channels spread over several destination addresses
+// (SessionOptions::channel_endpoints): on two loopback addresses, and over
+// two real rate-limited links of a LinkTestbed (root), byte-identical at
+// the end, with every channel's endpoint in both ends' stats.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/endpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ramferry/sender.h"
+#include "tests/support/link_testbed_skip.h"
+#include "tests/support/test_support.h"
+#include "tools/common/link_testbed.h"
+
+namespace ramferry {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::MakeRegion;
+using testing::SameBytes;
+using testing::ServingReceiver;
+
+TEST(ChannelEndpointsTest, ChannelsGoRoundRobinAndPortZeroIsTheSessions) {
+  SessionOptions o = testing::InsecureOptions();
+  o.host = "10.0.0.2";
+  o.port = 7070;
+  EXPECT_EQ(engine::ChannelEndpoint(o, 3).host, "10.0.0.2");
+  o.channel_endpoints = {{"10.0.0.2", 0}, {"10.0.1.2", 7171}};
+  for (uint32_t c = 0; c < 4; ++c) {
+    const Endpoint e = engine::ChannelEndpoint(o, c);
+    EXPECT_EQ(e.host, c % 2 ? "10.0.1.2" : "10.0.0.2") << c;
+    EXPECT_EQ(e.port, c % 2 ? 7171 : 7070) << c;
+  }
+  EXPECT_EQ(engine::EndpointName("fd00::2", 7070), "[fd00::2]:7070");
+  EXPECT_EQ(engine::EndpointName("10.0.0.2", 7070), "10.0.0.2:7070");
+}
+
+TEST(ChannelEndpointsTest, AreValidated) {
+  SessionOptions o = testing::InsecureOptions();
+  o.channels = 2;
+  o.channel_endpoints = {{"a", 1}, {"", 2}};
+  EXPECT_THAT(ValidateOptions(o).message(),
+              HasSubstr("channel_endpoints[1] has no host"));
+  o.channel_endpoints = {{"a", 1}, {"b", 1}, {"c", 1}};
+  EXPECT_THAT(ValidateOptions(o).message(),
+              HasSubstr("3 endpoints for 2 channels"));
+  o.channels = 3;
+  EXPECT_TRUE(ValidateOptions(o).ok()) << ValidateOptions(o);
+}
+
+// Rewrites every `stride`-th page of `r` and marks it dirty.
+void RewritePages(const Region& r, uint64_t stride, uint64_t value,
+                  DirtyBitmap& dirty) {
+  for (uint64_t p = 0; p < r.page_count(); p += stride) {
+    auto* words = reinterpret_cast<uint64_t*>(r.page(p));
+    for (size_t w = 0; w < r.page_size / 8; ++w) words[w] = value + w + p;
+    dirty.Set(p);
+  }
+}
+
+// A session of `channels` channels from this thread to `rx`, over
+// `addresses` (channel i to addresses[i % size]); three rounds, verified,
+// finished. Checks both ends' stats name each channel's address, and that
+// each address carried data.
+void MigrateOver(const std::vector<std::string>& addresses, uint32_t channels,
+                 ServingReceiver& rx, testing::TestRegion& src,
+                 testing::TestRegion& dst) {
+  SessionOptions opt = testing::InsecureOptions();
+  opt.channels = channels;
+  opt.host = addresses[0];
+  opt.port = rx.port();
+  for (const std::string& a : addresses) opt.channel_endpoints.push_back({a});
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) RewritePages(src.region, 7 + round, round, dirty);
+    absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok());
+  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+
+  const SessionStats sent = (*sender)->stats();
+  const SessionStats got = rx.receiver().stats();
+  ASSERT_EQ(sent.channels.size(), channels);
+  ASSERT_EQ(got.channels.size(), channels);
+  std::vector<uint64_t> link_bytes(addresses.size());
+  for (uint32_t c = 0; c < channels; ++c) {
+    const std::string want =
+        engine::EndpointName(addresses[c % addresses.size()], rx.port());
+    EXPECT_EQ(sent.channels[c].endpoint, want) << "source, channel " << c;
+    // The destination listens on 0.0.0.0: the channel says where it came.
+    EXPECT_EQ(got.channels[c].endpoint, want) << "destination, channel " << c;
+    link_bytes[c % addresses.size()] += sent.channels[c].payload_bytes;
+  }
+  for (size_t l = 0; l < addresses.size(); ++l) {
+    EXPECT_GT(link_bytes[l], 0u) << addresses[l] << " carried nothing";
+  }
+  EXPECT_TRUE(sent.Total().endpoint.empty());
+}
+
+// Every 127/8 address is this host's loopback: two addresses, no root.
+TEST(MultiLinkTest, ChannelsSpreadOverTwoLoopbackAddresses) {
+  const uint64_t bytes = testing::ScaledBytes(32ull << 20);
+  auto src = MakeRegion(1, bytes, /*seed=*/3, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions listen = testing::InsecureOptions();
+  listen.host = "0.0.0.0";
+  ServingReceiver rx(listen, {dst.region});
+  MigrateOver({"127.0.0.1", "127.0.0.2"}, 4, rx, src, dst);
+}
+
+// Two real 1gbit links (a LinkTestbed): the receiver serves from the
+// destination namespace, the sender runs in the source namespace.
+TEST(MultiLinkTest, ChannelsSpreadOverTwoRateLimitedLinks) {
+  if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  cli::SavedNetworkNamespace home;  // this thread goes back at the end
+  ASSERT_TRUE(home.ok());
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
+      cli::LinkTestbed::Create({"1gbit", "1gbit"});
+  ASSERT_TRUE(bed.ok()) << bed.status();
+  const uint64_t bytes = testing::ScaledBytes(48ull << 20);
+  auto src = MakeRegion(1, bytes, /*seed=*/5, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  // Its listener and its Serve thread are made here, so both are in the
+  // destination namespace.
+  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  SessionOptions listen = testing::InsecureOptions();
+  listen.host = "0.0.0.0";
+  ServingReceiver rx(listen, {dst.region});
+  ASSERT_TRUE((*bed)->EnterSource().ok());
+  MigrateOver({(*bed)->destination_address(0), (*bed)->destination_address(1)},
+              4, rx, src, dst);
+}
+
+}  // namespace
+}  // namespace ramferry
