@@ -91,21 +91,38 @@ bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error) {
 
 std::string AbslUnparseFlag(ByteSize size) { return FormatBytes(size.bytes); }
 
-absl::StatusOr<uint64_t> ParseRate(absl::string_view text) {
-  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  if (absl::EndsWith(t, "bit")) {
-    static constexpr std::pair<const char*, double> kBits[] = {
-        {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}};
-    for (const auto& [suffix, factor] : kBits) {
-      if (!absl::EndsWith(t, suffix)) continue;
-      double value;
-      if (!absl::SimpleAtod(t.substr(0, t.size() - strlen(suffix)), &value) ||
-          value < 0 || value > 1e15) {
-        break;
-      }
-      return static_cast<uint64_t>(value * factor / 8);
+absl::StatusOr<uint64_t> ParseLinkRate(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  // tc's rate units: SI multiples of bits, or of bytes ("bps").
+  struct Unit {
+    absl::string_view suffix;
+    double bits;
+  };
+  static constexpr Unit kUnits[] = {
+      {"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
+      {"tbps", 8e12}, {"gbps", 8e9}, {"mbps", 8e6}, {"kbps", 8e3}, {"bps", 8},
+  };
+  const std::string lower = absl::AsciiStrToLower(t);
+  for (const Unit& u : kUnits) {
+    if (!absl::EndsWith(lower, u.suffix)) continue;
+    double v = 0;
+    const std::string number = lower.substr(0, lower.size() - u.suffix.size());
+    if (!absl::SimpleAtod(number, &v) || !(v > 0) || v * u.bits > 1e14) {
+      break;
     }
-  } else if (absl::StatusOr<uint64_t> bytes = ParseBytes(text); bytes.ok()) {
+    return static_cast<uint64_t>(v * u.bits);
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "link rate '%s': want a positive number with a tc unit, e.g. 1gbit, "
+      "500mbit, 100kbit or 12mbps (bytes)",
+      t));
+}
+
+absl::StatusOr<uint64_t> ParseRate(absl::string_view text) {
+  if (absl::StatusOr<uint64_t> bits = ParseLinkRate(text); bits.ok()) {
+    return *bits / 8;
+  }
+  if (absl::StatusOr<uint64_t> bytes = ParseBytes(text); bytes.ok()) {
     return bytes;
   }
   return absl::InvalidArgumentError(absl::StrFormat(

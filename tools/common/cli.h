@@ -23,8 +23,12 @@ struct ByteSize {
 bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error);
 std::string AbslUnparseFlag(ByteSize size);
 
-// A rate in bytes per second: bits as tc writes them ("1gbit", "500mbit",
-// "64kbit"; decimal) or bytes as ParseBytes reads them ("100MB", "1GiB").
+// A rate in tc's syntax, in bits per second: "1gbit", "500mbit",
+// "100kbit", "12.5mbps" (bytes), "2000000bit".
+absl::StatusOr<uint64_t> ParseLinkRate(absl::string_view text);
+
+// A rate in bytes per second: a tc rate (ParseLinkRate) or bytes as
+// ParseBytes reads them ("100MB", "1GiB"; "0").
 absl::StatusOr<uint64_t> ParseRate(absl::string_view text);
 
 // A byte rate usable as an absl flag type; 0 means unlimited.

@@ -18,7 +18,6 @@
 #include <system_error>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -150,33 +149,6 @@ void DeleteLeftovers(const std::string& ip) {
 }
 
 }  // namespace
-
-absl::StatusOr<uint64_t> ParseLinkRate(absl::string_view text) {
-  const absl::string_view t = absl::StripAsciiWhitespace(text);
-  // tc's rate units: SI multiples of bits, or of bytes ("bps").
-  struct Unit {
-    absl::string_view suffix;
-    double bits;
-  };
-  static constexpr Unit kUnits[] = {
-      {"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
-      {"tbps", 8e12}, {"gbps", 8e9}, {"mbps", 8e6}, {"kbps", 8e3}, {"bps", 8},
-  };
-  const std::string lower = absl::AsciiStrToLower(t);
-  for (const Unit& u : kUnits) {
-    if (!absl::EndsWith(lower, u.suffix)) continue;
-    double v = 0;
-    const std::string number = lower.substr(0, lower.size() - u.suffix.size());
-    if (!absl::SimpleAtod(number, &v) || !(v > 0) || v * u.bits > 1e14) {
-      break;
-    }
-    return static_cast<uint64_t>(v * u.bits);
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "link rate '%s': want a positive number with a tc unit, e.g. 1gbit, "
-      "500mbit, 100kbit or 12mbps (bytes)",
-      t));
-}
 
 absl::StatusOr<std::vector<std::string>> ParseLinkRateList(
     absl::string_view text) {

@@ -36,12 +36,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "tools/common/cli.h"
 
 namespace ramferry::cli {
-
-// A rate in tc's syntax, in bits per second: "1gbit", "500mbit",
-// "100kbit", "12.5mbps" (bytes), "2000000bit".
-absl::StatusOr<uint64_t> ParseLinkRate(absl::string_view text);
 
 // A comma list of rates ("1gbit,1gbit"); the error names the bad item.
 absl::StatusOr<std::vector<std::string>> ParseLinkRateList(
