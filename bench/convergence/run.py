@@ -88,7 +88,7 @@ def med(rows, f):
 
 def summarize(args, rows, out):
     lines = [
-        f"# Convergence policies: {args.size}, workload dirtying "
+        f"# Convergence policies: {args.size}, workload writing "
         f"{args.factor}x a {args.rate} link ({args.dirty_set} dirty set), "
         f"{args.channels} channels, {args.repeats} interleaved runs per "
         f"policy, medians ({os.cpu_count()} CPUs, kernel "
@@ -97,13 +97,20 @@ def summarize(args, rows, out):
         "`ramferry-migrate --demo --json --demo-link` over one tbf-limited "
         "veth link between two network namespaces. Downtime: workload "
         "paused to the final round confirmed; the estimate is what the "
-        "policy predicted when it stopped. Workload progress: pages "
-        "memload wrote per second of the whole run, against the rate it "
-        "was asked for (auto-converge buys its downtime with this).",
+        "policy predicted when it stopped. Dirty / link: the distinct "
+        "pages the workload dirtied per second while it ran (what each "
+        "round had to re-send), over what the link carried. Workload "
+        "progress: pages memload wrote per second of the whole run, "
+        "against the rate it was asked for (auto-converge buys its "
+        "downtime with this; memload's writer also slows on every first "
+        "write of a round, a write-protect fault). Load average (1 min) "
+        "before the runs: " + ", ".join(f"{r['loadavg']:.1f}" for r in rows)
+        + ".",
         "",
         "| policy | downtime ms | estimated ms | stopped by | rounds "
-        "| total s | sent GiB | last throttle % | workload progress |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| total s | sent GiB | dirty / link | last throttle % "
+        "| workload progress |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     asked = rate_bytes(args.rate) * args.factor / 4096
     for policy in POLICIES:
@@ -119,6 +126,7 @@ def summarize(args, rows, out):
             f"{', '.join(reasons)} | {med(rs, lambda r: r['rounds']):.0f} | "
             f"{med(rs, lambda r: r['total_s']):.1f} | "
             f"{med(rs, lambda r: r['bytes_sent']) / 2**30:.2f} | "
+            f"{med(rs, lambda r: r['dirty_rate_pages_per_s'] * 4096 / r['link_bytes_per_s']):.2f} | "
             f"{med(rs, lambda r: r['throttle_percent']):.0f} | "
             f"{med(rs, lambda r: r['workload']['pages_written'] / r['total_s']) / asked:.0%} |")
     lines += ["", "Commands (one run each; the script rotates them):", ""]
@@ -166,8 +174,10 @@ def main():
             for policy in order:
                 print(f"convergence: repeat {rep + 1}/{args.repeats}, "
                       f"{policy}", file=sys.stderr)
+                load = os.getloadavg()[0]
                 r = run_one(command(migrate, args, policy))
-                r.update({"policy": policy, "repeat": rep + 1})
+                r.update({"policy": policy, "repeat": rep + 1,
+                          "loadavg": load})
                 jsonl.write(json.dumps(r) + "\n")
                 jsonl.flush()
                 rows.append(r)
