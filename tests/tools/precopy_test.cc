@@ -237,8 +237,8 @@ TEST(Precopy, AStalledPrecopyStopsAtItsLowestPoint) {
   PrecopyConfig config = NeverFits();
   config.convergence.stall_rounds = 2;
   config.session.max_bandwidth = 8'000'000;
-  Migration run = Migrate(TransportKind::kTcp, true, 4 << 20,
-                          Rewriting(256 << 10), config);
+  Migration run =
+      Migrate(TransportKind::kTcp, true, 4 << 20, Rewriting(256 << 10), config);
   const PrecopyReport& r = run.report;
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_TRUE(r.verified);
