@@ -163,6 +163,22 @@ struct SessionOptions {
   // thread (a power of two).
   uint32_t ring_entries = 256;
 
+  // Post-copy (Sender::StartPostcopy): after the switch the destination
+  // runs on while the pages it lacks fault and are fetched on demand.
+  // Both ends must allow it (the destination refuses a source that asks
+  // when its own is off); socket transports only (pages are placed through
+  // userfaultfd, which rdma's remote writes bypass); the destination's
+  // regions must be private anonymous memory of 4 KiB pages; not with
+  // survive_channel_loss, nor VerifyMode::kReread (the destination's
+  // workload writes its memory before Verify).
+  bool postcopy = false;
+  // Post-copy: page requests and their answers go on a connection of their
+  // own (the urgent channel, with a thread on each end), never queued
+  // behind bulk pages. Off: requests ride the control connection and are
+  // answered on the bulk channels, behind what is queued there (what QEMU
+  // did before its preempt channel; kept to measure the difference).
+  bool postcopy_urgent_channel = true;
+
   // Source: the most bytes per second all channels together put on the
   // wire (headers and payloads), so the session leaves the rest of a link
   // to other traffic; 0: as fast as the channels go. Sender::

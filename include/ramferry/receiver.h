@@ -8,10 +8,12 @@
 #define RAMFERRY_RECEIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
@@ -38,6 +40,34 @@ class Receiver {
 
   // Ends Serve() from any thread.
   void Abort(const absl::Status& reason);
+
+  // ---- post-copy (SessionOptions::postcopy) ----
+  // Called once, on the control thread, when the destination has armed:
+  // every page it lacks now faults and is fetched on demand, so the
+  // workload may resume here. Set before Serve(); keep it short.
+  void OnPostcopyArmed(std::function<void()> armed);
+  // Once armed, until Serve() returns (any thread): whether no page of
+  // [first_page, first_page + pages) of region `region_id` is still
+  // awaited from the source (true before the switch; false for a range
+  // outside the region).
+  bool IsResident(uint32_t region_id, uint64_t first_page,
+                  uint64_t pages) const;
+  // Blocks until IsResident, `deadline` (DeadlineExceeded) or the end of
+  // the session (its status, or Cancelled).
+  absl::Status WaitResident(uint32_t region_id, uint64_t first_page,
+                            uint64_t pages, absl::Time deadline);
+  // Asks the source for the awaited pages of the range at once, as a
+  // fault would: for a caller that handles its own faults or knows what
+  // it will touch next. FailedPrecondition before the switch.
+  absl::Status RequestPages(uint32_t region_id, uint64_t first_page,
+                            uint64_t pages);
+  // After Serve() failed in post-copy: the awaited pages are lost with the
+  // source, so fills each with zeros and lets the faulting threads run on
+  // memory that is no longer the source's. Only for a workload about to
+  // be discarded; returns the pages filled. Without it the threads stay
+  // blocked until the Receiver is destroyed (which has the same effect:
+  // destroy it only with the workload stopped).
+  absl::StatusOr<uint64_t> ReleasePostcopy();
 
   SessionStats stats() const;
   // Rounds fully applied so far.

@@ -92,6 +92,26 @@ class Sender {
   // confirms. Calling Finish after an error returns that error.
   absl::Status Finish();
 
+  // ---- post-copy (SessionOptions::postcopy) ----
+  // The switch. `missing` (one bitmap per region) marks every page the
+  // destination does not hold: pages never sent, and pages written since
+  // their last send (the dirty bits the last round did not take). The
+  // caller's workload must be stopped for good before this: from here on
+  // this side's memory is where every page the destination still lacks
+  // comes from, and it must not change. Awaits every started round, sends
+  // the set as ranges, and returns once the destination dropped those
+  // pages and armed its fault handling: the workload may resume there.
+  // The bitmaps are read, not changed.
+  absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
+  // After StartPostcopy: answers the destination's page requests first
+  // and pushes every other missing page on the bulk channels, restarting
+  // near the latest request (locality); returns once the destination
+  // holds every page. Then Verify and Finish as after pre-copy. On error
+  // the session is over and the destination holds only part of the
+  // state: this side's memory is still whole, so keep it (the
+  // destination's faulting threads stay blocked, not corrupted).
+  absl::Status CompletePostcopy();
+
   // Ends the session now from any thread; pending calls return `reason`.
   void Abort(const absl::Status& reason);
 

@@ -56,6 +56,45 @@ struct ChannelLoss {
   std::string reason;
 };
 
+// Post-copy, on either end (zeros until the switch). Latencies are the
+// destination's: from the moment its fault reader took a fault to the
+// placement of that page, in power-of-two microsecond buckets (bucket 0:
+// under 1 us; bucket k: [2^(k-1), 2^k) us), like QEMU's post-copy
+// histogram. Percentiles are the upper bound of their bucket, clamped to
+// the exact maximum.
+struct PostcopyStats {
+  bool started = false;         // the destination armed
+  bool urgent_channel = false;  // requests had a connection of their own
+  // Pages the destination lacked at the switch.
+  uint64_t missing_pages = 0;
+  // Pages asked for by a fault (destination: sent; source: answered).
+  uint64_t requested_pages = 0;
+  // Pages that travelled as answers to requests (source: sent on the
+  // urgent channel; destination: placed from it).
+  uint64_t urgent_pages = 0;
+  // Pages pushed on the bulk channels, unrequested (source).
+  uint64_t pushed_pages = 0;
+  // Destination: copies that arrived after their page was placed (by the
+  // other path), dropped without a write.
+  uint64_t duplicate_pages = 0;
+  // Destination: fault messages read from the userfaultfd (repeats too),
+  // and faults on pages not awaited, resolved locally with a zero page.
+  uint64_t fault_messages = 0;
+  uint64_t local_zero_faults = 0;
+  // The switch: from the source's StartPostcopy (destination: the first
+  // MISSING_PAGES) to armed. The rest: from armed to the last page placed
+  // (destination) or pushed and confirmed (source).
+  uint64_t switch_ns = 0;
+  uint64_t duration_ns = 0;
+  // Destination fault latency.
+  std::vector<uint64_t> latency_buckets;  // empty until the switch
+  uint64_t faults = 0;                    // the sum of latency_buckets
+  uint64_t latency_p50_us = 0;
+  uint64_t latency_p99_us = 0;
+  uint64_t latency_max_us = 0;
+  uint64_t blocked_us = 0;  // over every fault
+};
+
 struct SessionStats {
   std::vector<ChannelStats> channels;
   uint64_t rounds = 0;
@@ -73,6 +112,7 @@ struct SessionStats {
   std::vector<ChannelLoss> channels_lost;
   // Source: pages sent a second time because their channel was lost.
   uint64_t resent_pages = 0;
+  PostcopyStats postcopy;
   ChannelStats Total() const;
 };
 
