@@ -250,21 +250,23 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
   if (absl::Status s = CheckRange(first_page, pages, "placement"); !s.ok()) {
     return s;
   }
-  if (!registered_.load()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: placement into region %d while it is not registered "
-        "(before Register() or after Finish())",
-        region_.id));
-  }
   PlaceResult result;
   const uint64_t end = first_page + pages;
   uint64_t p = first_page;
   while (p < end) {
     // Pages not awaited are skipped without a system call: they were
-    // placed already (or never owed), and must keep what they hold.
+    // placed already (or never owed), and must keep what they hold. So a
+    // late copy after Finish() (nothing awaited then) is dropped, not an
+    // error: the bulk and urgent paths race to the last pages.
     const uint64_t run = awaited_.NextSet(p, end);
     result.dropped += run - p;
     if (run == end) break;
+    if (!registered_.load()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "post-copy: placement into region %d while it is not registered "
+          "(before Register() or after Finish())",
+          region_.id));
+    }
     const uint64_t run_end = awaited_.NextClear(run, end);
     const uint8_t* run_src =
         src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
