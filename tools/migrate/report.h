@@ -27,8 +27,10 @@ struct RunDescription {
   uint32_t max_rounds = 0;
   uint32_t stall_rounds = 0;
   bool auto_converge = false;
-  double timeout_s = 0;  // 0: none
-  std::string on_timeout;
+  double timeout_s = 0;          // 0: none
+  std::string on_timeout;        // cancel, force or postcopy, as it applies
+  std::string postcopy = "off";  // --postcopy: off, on, now, auto
+  bool postcopy_urgent = true;   // --postcopy-urgent
   uint64_t max_bandwidth = 0;    // bytes per second; 0: none
   bool authenticated = false;    // a pre-shared key authenticated every link
   std::string protect = "none";  // what guarded the stream: none, mac, encrypt
@@ -45,6 +47,12 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r);
 
 std::string DestinationJson(const DestinationReport& r);
 std::string DestinationTable(const DestinationReport& r);
+
+// Post-copy's counters as report lines (either end): pages missing,
+// requested, urgent, pushed and duplicated, faults and their latency, the
+// non-empty histogram buckets ("[lo,hi) us: n"), the switch and the
+// post-copy phase, and whether requests had the urgent channel.
+std::string PostcopyLines(const PostcopyStats& p);
 
 }  // namespace ramferry::migrate
 
