@@ -23,6 +23,7 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       arrival_digests_(config.arrival_digests),
       zero_pages_(config.zero_pages),
       compressed_pages_(config.compressed_pages),
+      postcopy_(config.postcopy),
       opener_(std::move(opener)),
       barrier_(barrier),
       failure_(failure),
@@ -208,6 +209,10 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
   uint64_t page_bytes = 0;
   for (const iovec& v : iov_) page_bytes += v.iov_len;
+  // Rounds are ordered and the switch comes between them, so a packet is
+  // wholly before it or wholly after.
+  const bool placing = postcopy_ != nullptr && postcopy_->armed();
+  if (placing) StageRuns(page_bytes);
   if (opener_ != nullptr) {
     BeginOpen(h, proto::PacketHeaderBytes(h.page_count));
   }
@@ -227,12 +232,14 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   }
   header_ahead_ = HeaderAhead();
   const size_t index = regions_->IndexOf(*region);
-  if (arrival_digests_ != nullptr) arrival_digests_->Record(index, iov_);
   uint64_t zeros = 0;
-  if (zero_pages_ != nullptr) {
-    zero_pages_->NoteData(index, iov_);
-    zeros = ApplyZeroPages(index, *region, offsets);
+  if (placing) {
+    if (absl::Status s = PlaceStaged(index, *region); !s.ok()) return s;
+  } else {
+    if (arrival_digests_ != nullptr) arrival_digests_->Record(index, iov_);
+    if (zero_pages_ != nullptr) zero_pages_->NoteData(index, iov_);
   }
+  if (zero_pages_ != nullptr) zeros = ApplyZeroPages(index, *region, offsets);
   packets_.Add();
   pages_.Add(h.page_count);
   zero_pages_received_.Add(zeros);
@@ -320,8 +327,43 @@ uint64_t ChannelReceiver::ApplyZeroPages(size_t index, const Region& region,
   return zeros;
 }
 
+void ChannelReceiver::StageRuns(uint64_t page_bytes) {
+  if (placing_.size() < page_bytes) placing_.resize(page_bytes);
+  uint8_t* at = placing_.data();
+  for (iovec& v : iov_) {
+    v.iov_base = at;
+    at += v.iov_len;
+  }
+}
+
+absl::Status ChannelReceiver::PlaceStaged(size_t index, const Region& region) {
+  for (size_t i = 0; i < iov_.size(); ++i) {
+    if (absl::Status s =
+            postcopy_->Place(index, run_offsets_[i] / region.page_size,
+                             static_cast<const uint8_t*>(iov_[i].iov_base),
+                             iov_[i].iov_len / region.page_size);
+        !s.ok()) {
+      return Annotate(
+          s, absl::StrFormat("post-copy placement, region %d", region.id));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void ChannelReceiver::CountZeroed(size_t index, uint64_t first,
                                   uint64_t count) {
+  if (postcopy_ != nullptr && postcopy_->armed()) {
+    // Counted as written: after the switch a zero page is placed, not
+    // skipped, whatever the region read as before.
+    if (absl::Status s = postcopy_->PlaceZero(index, first, count); !s.ok()) {
+      failure_->Fail(Annotate(s, absl::StrFormat("channel %d: post-copy "
+                                                 "zero placement",
+                                                 index_)));
+      return;
+    }
+    zero_pages_written_.Add(count);
+    return;
+  }
   const ZeroPages::Applied a = zero_pages_->Zero(index, first, count);
   zero_pages_written_.Add(a.written);
   if (arrival_digests_ != nullptr) {

@@ -20,6 +20,7 @@
 #include "channels/transport.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
+#include "engine/postcopy_target.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/verify.h"
@@ -54,6 +55,10 @@ class ChannelReceiver {
     ZeroPages* zero_pages = nullptr;
     // Payloads may come as zstd frames (kFeatureCompressedPages).
     bool compressed_pages = false;
+    // Non-null: kFeaturePostcopy. Once it is armed, every page goes into
+    // place through it (UFFDIO_COPY from a staging copy), never by a
+    // write into the region, which would fault on itself.
+    PostcopyTarget* postcopy = nullptr;
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
@@ -108,6 +113,11 @@ class ChannelReceiver {
   absl::Status ReadCompressed(const proto::PacketHeader& h,
                               uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
+  // Post-copy: points iov_ at a staging copy instead of the region (the
+  // run starts stay in run_offsets_), so every read path below fills the
+  // staging copy; PlaceStaged then places it.
+  void StageRuns(uint64_t page_bytes);
+  absl::Status PlaceStaged(size_t index, const Region& region);
   // Sealed stream: reads a payload of `page_bytes` into sealed_, opens it
   // there (decrypting), and only once its tag checked out copies it to
   // the pages iov_ names: a forged payload never touches a region. The
@@ -143,6 +153,8 @@ class ChannelReceiver {
   DigestTable* const arrival_digests_;
   ZeroPages* const zero_pages_;
   const bool compressed_pages_;
+  PostcopyTarget* const postcopy_;
+  std::vector<uint8_t> placing_;  // StageRuns's, on first need
   std::unique_ptr<PacketDecompressor> decompressor_;  // on first need
   std::vector<uint8_t> staging_;                      // on first need
   const std::unique_ptr<proto::Sealer> opener_;

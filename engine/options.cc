@@ -158,6 +158,30 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     return bad(
         "survive_channel_loss needs channel threads: turn off single_thread");
   }
+  if (o.postcopy) {
+    if ((channels::StaticCapabilities(o.transport) &
+         channels::kCapRemotePlacement) != 0) {
+      return bad(
+          "postcopy with transport %s, which places pages in the "
+          "destination's memory past userfaultfd; use tcp, tcp-zerocopy or "
+          "uring-zc",
+          TransportKindName(o.transport));
+    }
+    if (o.survive_channel_loss) {
+      return bad(
+          "postcopy does not survive channel loss yet: turn off one "
+          "of postcopy and survive_channel_loss");
+    }
+    // kReread would hash memory the destination's workload has written
+    // since; kSent's table misses the pages that went on the urgent
+    // channel. kFull compares what landed with this side's memory, which
+    // post-copy keeps unchanged.
+    if (o.verify != VerifyMode::kFull) {
+      return bad(
+          "postcopy verifies with verify = full only (the "
+          "destination's workload writes its memory before Verify)");
+    }
+  }
   return absl::OkStatus();
 }
 

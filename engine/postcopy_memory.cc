@@ -1,14 +1,21 @@
 #include "engine/postcopy_memory.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "channels/socket_io.h"
 #include "engine/untouched.h"
 
 namespace ramferry::engine {
+
+using channels::ErrnoStatus;
 
 absl::Status CheckPostcopyMappings(std::string_view maps, uint64_t begin,
                                    uint64_t end, uint32_t region_id) {
@@ -56,6 +63,39 @@ absl::Status CheckPostcopyMappings(std::string_view maps, uint64_t begin,
         region_id, covered, begin, end));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadProcSelfMaps() {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "post-copy: open /proc/self/maps");
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, "post-copy: read /proc/self/maps");
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+absl::Status CheckPostcopyRegion(const Region& region) {
+  if (region.page_size != 4096) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "region %d has %d-byte pages; post-copy places 4 KiB pages only "
+        "(huge pages are not supported yet)",
+        region.id, region.page_size));
+  }
+  absl::StatusOr<std::string> maps = ReadProcSelfMaps();
+  if (!maps.ok()) return maps.status();
+  const auto begin = reinterpret_cast<uint64_t>(region.base);
+  return CheckPostcopyMappings(*maps, begin, begin + region.length, region.id);
 }
 
 }  // namespace ramferry::engine

@@ -12,9 +12,12 @@
 #define RAMFERRY_ENGINE_POSTCOPY_MEMORY_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ramferry/region.h"
 
 namespace ramferry::engine {
 
@@ -24,6 +27,12 @@ namespace ramferry::engine {
 // and what to use instead.
 absl::Status CheckPostcopyMappings(std::string_view maps, uint64_t begin,
                                    uint64_t end, uint32_t region_id);
+
+// This process's /proc/self/maps, whole.
+absl::StatusOr<std::string> ReadProcSelfMaps();
+
+// Both: OK when `region` can take post-copy here.
+absl::Status CheckPostcopyRegion(const Region& region);
 
 }  // namespace ramferry::engine
 

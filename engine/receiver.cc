@@ -36,6 +36,9 @@ absl::Status ReceiverImpl::Serve() {
   absl::Status s = ServeSession();
   if (!s.ok()) failure_.Fail(s);  // tears down, unless already failed
   for (auto& c : channels_) c->Join();
+  // Its threads stop; on a failure its faulting threads stay blocked
+  // (ReleasePostcopy, or the Receiver's end, lets them go).
+  if (engine::PostcopyTarget* p = postcopy(); p != nullptr) p->Stop();
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
     if (control_ != nullptr) control_->Shutdown();
@@ -135,6 +138,9 @@ absl::Status ReceiverImpl::StartChannels() {
     }
   }
   std::lock_guard<std::mutex> lock(objects_mu_);
+  if (admitted.postcopy) {
+    if (absl::Status s = MakePostcopyLocked(admitted); !s.ok()) return s;
+  }
   endpoints_ = std::move(admitted.endpoints);
   barrier_ = std::make_unique<engine::RoundBarrier>(
       transports.size(), [this](uint64_t round, uint64_t pages) {
@@ -159,6 +165,28 @@ absl::Status ReceiverImpl::StartChannels() {
   }
   if (failure_.failed()) return failure_.status();
   for (auto& c : channels_) c->Start();
+  return absl::OkStatus();
+}
+
+absl::Status ReceiverImpl::MakePostcopyLocked(
+    engine::AdmittedChannels& admitted) {
+  std::unique_ptr<ControlChannel> urgent;
+  if (admitted.urgent_fd >= 0) {
+    urgent = std::make_unique<ControlChannel>(admitted.urgent_fd,
+                                              options_.stall_timeout);
+    if (absl::Status s = engine::SealControl(
+            admitted.seal,
+            admitted.urgent_keys ? &*admitted.urgent_keys : nullptr,
+            engine::SealEnd::kDestination, *urgent);
+        !s.ok()) {
+      return Annotate(s, "urgent connection");
+    }
+  }
+  postcopy_ = std::make_unique<engine::PostcopyTarget>(
+      table_, admission_.arrival_digests(), control_.get(), std::move(urgent),
+      &failure_);
+  postcopy_->SetOnArmed(on_postcopy_armed_);
+  admitted.config.postcopy = postcopy_.get();
   return absl::OkStatus();
 }
 
@@ -225,6 +253,12 @@ std::optional<absl::Status> ReceiverImpl::Dispatch(
       return EndIfError(RemoveChannel(m.payload));
     case proto::ControlType::kError:
       return OnPeerError(m.payload);
+    case proto::ControlType::kMissingPages:
+      if (engine::PostcopyTarget* p = postcopy(); p != nullptr) {
+        return EndIfError(p->OnMissingPages(m.payload));
+      }
+      return absl::InvalidArgumentError(
+          "MISSING_PAGES in a session that did not negotiate post-copy");
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected control message ",
@@ -235,6 +269,9 @@ std::optional<absl::Status> ReceiverImpl::Dispatch(
 absl::Status ReceiverImpl::OnFinish(const ControlChannel::Message& m) {
   if (absl::Status s = proto::DecodeEmpty(m.type, m.payload); !s.ok()) {
     return s;
+  }
+  if (engine::PostcopyTarget* p = postcopy(); p != nullptr) {
+    if (absl::Status s = p->CheckFinished(); !s.ok()) return s;
   }
   return AwaitFinished();
 }
@@ -312,6 +349,7 @@ SessionStats ReceiverImpl::stats() const {
   for (const ChannelLoss& l : losses_) {
     if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
+  if (postcopy_ != nullptr) s.postcopy = postcopy_->stats();
   return s;
 }
 
@@ -331,5 +369,38 @@ void Receiver::Abort(const absl::Status& reason) { impl_->Abort(reason); }
 SessionStats Receiver::stats() const { return impl_->stats(); }
 uint64_t Receiver::applied_rounds() const { return impl_->applied_rounds(); }
 uint64_t Receiver::verified_pages() const { return impl_->verified_pages(); }
+
+void Receiver::OnPostcopyArmed(std::function<void()> armed) {
+  impl_->OnPostcopyArmed(std::move(armed));
+}
+
+bool Receiver::IsResident(uint32_t region_id, uint64_t first_page,
+                          uint64_t pages) const {
+  engine::PostcopyTarget* p = impl_->postcopy();
+  return p == nullptr || p->IsResident(region_id, first_page, pages);
+}
+
+absl::Status Receiver::WaitResident(uint32_t region_id, uint64_t first_page,
+                                    uint64_t pages, absl::Time deadline) {
+  engine::PostcopyTarget* p = impl_->postcopy();
+  if (p == nullptr) return absl::OkStatus();
+  return p->WaitResident(region_id, first_page, pages, deadline);
+}
+
+absl::Status Receiver::RequestPages(uint32_t region_id, uint64_t first_page,
+                                    uint64_t pages) {
+  engine::PostcopyTarget* p = impl_->postcopy();
+  if (p == nullptr) {
+    return absl::FailedPreconditionError(
+        "RequestPages: the session is not in post-copy");
+  }
+  return p->RequestPages(region_id, first_page, pages);
+}
+
+absl::StatusOr<uint64_t> Receiver::ReleasePostcopy() {
+  engine::PostcopyTarget* p = impl_->postcopy();
+  if (p == nullptr) return uint64_t{0};
+  return p->ReleaseAll();
+}
 
 }  // namespace ramferry

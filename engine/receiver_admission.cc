@@ -10,6 +10,7 @@
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "engine/endpoint.h"
+#include "engine/postcopy_memory.h"
 #include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
@@ -60,6 +61,8 @@ void Admission::Reopen() {
     std::unique_lock<std::mutex> lock(mu_);
     session_open_ = false;
     control_ = {};
+    if (urgent_.state == SlotState::kReady) close(urgent_.fd);
+    urgent_ = {};
     slots.swap(slots_);
     // Its counts outlive it: the session's refusals still happened.
     if (channel_listener_ != nullptr) {
@@ -87,6 +90,7 @@ proto::HelloReply Admission::Admit(const proto::Hello& h) {
     return Refuse(absl::StatusCode::kInvalidArgument,
                   absl::StrFormat("unknown transport %d", h.transport));
   }
+  if (h.role == proto::Role::kUrgent) return AdmitUrgent(h);
   if (h.role != proto::Role::kControl) return AdmitData(h);
   proto::HelloReply reply = AdmitControl(h, *family);
   if (reply.status != 0 ||
@@ -101,6 +105,9 @@ uint64_t Admission::OfferedCapabilities() const {
   if (!options_.rdma_reg_batch) offered &= ~proto::kFeatureRdmaRegBatch;
   if (!options_.announce_next_header) offered &= ~proto::kFeatureNextHeaderSize;
   if (!options_.zero_pages) offered &= ~proto::kFeatureZeroPages;
+  if (!options_.postcopy) {
+    offered &= ~(proto::kFeaturePostcopy | proto::kFeaturePostcopyUrgent);
+  }
   // Surviving a lost channel holds on remote placement too: remotely placed
   // data lands without the receive thread, but RemoveChannel shuts the
   // channel's transport down (an RDMA queue pair to error, which places
@@ -148,6 +155,18 @@ proto::HelloReply Admission::AdmitControl(
                                   proto::SealModeName(*asked)));
   }
   const uint64_t offered = OfferedCapabilities();
+  if ((h.capabilities & proto::kFeaturePostcopy) != 0) {
+    if ((offered & proto::kFeaturePostcopy) == 0) {
+      return Refuse(absl::StatusCode::kFailedPrecondition,
+                    "this destination does not allow post-copy: give it "
+                    "postcopy (--postcopy) too, or migrate without it");
+    }
+    if (absl::Status s = CheckPostcopy(family); !s.ok()) {
+      return Refuse(s.code(), absl::StrCat("destination cannot run "
+                                           "post-copy: ",
+                                           s.message()));
+    }
+  }
   seal_ = *asked;
   session_ = h.session;
   channel_count_ = h.channel_count;
@@ -194,6 +213,9 @@ proto::HelloReply Admission::AdmitControl(
   session_open_ = true;
   slots_.clear();
   slots_.resize(h.channel_count);
+  urgent_ = {.state = (capabilities_ & proto::kFeaturePostcopyUrgent) != 0
+                          ? SlotState::kFree
+                          : SlotState::kTaken};
   proto::HelloReply ok;
   ok.capabilities = capabilities_;
   return ok;
@@ -226,6 +248,40 @@ proto::HelloReply Admission::AdmitData(const proto::Hello& h) {
         absl::StrFormat("channel %d is already connected", h.channel_index));
   }
   slots_[h.channel_index].state = SlotState::kReserved;
+  proto::HelloReply ok;
+  ok.capabilities = capabilities_;
+  return ok;
+}
+
+absl::Status Admission::CheckPostcopy(
+    const channels::TransportFamily& family) const {
+  if ((family.capabilities & channels::kCapRemotePlacement) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s places pages in this memory itself, past userfaultfd; use a "
+        "socket transport (tcp, tcp-zerocopy, uring-zc)",
+        family.name));
+  }
+  if (options_.survive_channel_loss) {
+    return absl::FailedPreconditionError(
+        "post-copy does not survive channel loss yet; drop one of the two");
+  }
+  for (const Region& r : table_.regions()) {
+    if (absl::Status s = CheckPostcopyRegion(r); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+proto::HelloReply Admission::AdmitUrgent(const proto::Hello& h) {
+  if (!session_open_ || h.session != session_) {
+    return Refuse(absl::StatusCode::kPermissionDenied,
+                  "urgent connection for a session that is not the active "
+                  "one");
+  }
+  if (urgent_.state != SlotState::kFree) {
+    return Refuse(absl::StatusCode::kAlreadyExists,
+                  "the session has no urgent connection to open, or has it");
+  }
+  urgent_.state = SlotState::kReserved;
   proto::HelloReply ok;
   ok.capabilities = capabilities_;
   return ok;
@@ -273,13 +329,19 @@ proto::HelloReply Admission::StartChannelListener(
 void Admission::Deliver(const proto::Hello& h, int fd,
                         const proto::SealKeys* keys) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (h.role == proto::Role::kControl) {
+  if (h.role == proto::Role::kControl || h.role == proto::Role::kUrgent) {
+    ControlSlot& slot = h.role == proto::Role::kControl ? control_ : urgent_;
+    if (h.role == proto::Role::kUrgent &&
+        (h.session != session_ || slot.state != SlotState::kReserved)) {
+      if (fd >= 0) close(fd);  // a late one, of a session given up
+      return;
+    }
     if (fd >= 0) {
-      control_.fd = fd;
-      if (keys != nullptr) control_.keys = *keys;
-      control_.state = SlotState::kReady;
+      slot.fd = fd;
+      if (keys != nullptr) slot.keys = *keys;
+      slot.state = SlotState::kReady;
     } else {
-      control_.state = SlotState::kLost;
+      slot.state = SlotState::kLost;
     }
     cv_.notify_all();
     return;
@@ -363,6 +425,8 @@ void Admission::CloseUndelivered() {
   std::unique_lock<std::mutex> lock(mu_);
   if (control_.state == SlotState::kReady) close(control_.fd);
   control_ = {.state = SlotState::kTaken};
+  if (urgent_.state == SlotState::kReady) close(urgent_.fd);
+  urgent_ = {.state = SlotState::kTaken};
   slots_.clear();
 }
 
@@ -389,10 +453,24 @@ absl::Status Admission::AwaitChannels(absl::Time deadline) {
     }
     return n;
   };
+  auto urgent_settled = [&] {
+    return urgent_.state == SlotState::kReady ||
+           urgent_.state == SlotState::kLost ||
+           urgent_.state == SlotState::kTaken;
+  };
   cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
-    return arrived() >= channel_count_ || failure_.failed();
+    return (arrived() >= channel_count_ && urgent_settled()) ||
+           failure_.failed();
   });
   if (failure_.failed()) return failure_.status();
+  if (urgent_.state == SlotState::kLost) {
+    return absl::UnavailableError("urgent connection lost in handshake");
+  }
+  if (!urgent_settled()) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("the urgent connection did not come within %s",
+                        absl::FormatDuration(options_.handshake_timeout)));
+  }
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].state == SlotState::kLost) {
       return absl::UnavailableError(
@@ -425,6 +503,12 @@ AdmittedChannels Admission::TakeChannels() {
   out.config.compressed_pages =
       (capabilities_ & proto::kFeatureCompressedPages) != 0;
   out.survive = survive_;
+  out.postcopy = (capabilities_ & proto::kFeaturePostcopy) != 0;
+  if (urgent_.state == SlotState::kReady) {
+    out.urgent_fd = urgent_.fd;
+    out.urgent_keys = urgent_.keys;
+    urgent_ = {.state = SlotState::kTaken};
+  }
   return out;
 }
 

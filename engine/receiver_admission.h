@@ -68,6 +68,11 @@ struct AdmittedChannels {
   proto::SealMode seal = proto::SealMode::kNone;
   ChannelReceiver::Config config;
   bool survive = false;
+  // kFeaturePostcopy, and the urgent connection where the session has one
+  // (kFeaturePostcopyUrgent): its socket (-1: none) and keys.
+  bool postcopy = false;
+  int urgent_fd = -1;
+  std::optional<proto::SealKeys> urgent_keys;
 };
 
 class Admission {
@@ -113,6 +118,10 @@ class Admission {
   proto::HelloReply AdmitControl(const proto::Hello& hello,
                                  const channels::TransportFamily& family);
   proto::HelloReply AdmitData(const proto::Hello& hello);
+  proto::HelloReply AdmitUrgent(const proto::Hello& hello);
+  // Why this destination cannot run post-copy on `family` with its
+  // regions, or OK.
+  absl::Status CheckPostcopy(const channels::TransportFamily& family) const;
   // The session features this destination agrees to.
   uint64_t OfferedCapabilities() const;
   // A data channel arrived: for a socket family as the socket the
@@ -168,6 +177,9 @@ class Admission {
   bool survive_ = false;
   proto::SealMode seal_ = proto::SealMode::kNone;
   ControlSlot control_;
+  // The urgent connection (kFeaturePostcopyUrgent), admitted like the
+  // control connection; kFree until its Hello, kTaken when not expected.
+  ControlSlot urgent_;
   std::vector<ChannelSlot> slots_;
   std::unique_ptr<channels::ChannelListener> channel_listener_;
   // What the channel listeners of sessions given up (Reopen) counted.

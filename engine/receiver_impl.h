@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "engine/control.h"
 #include "engine/failure.h"
 #include "engine/heartbeat.h"
+#include "engine/postcopy_target.h"
 #include "engine/receiver_admission.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
@@ -49,6 +51,15 @@ class ReceiverImpl {
   SessionStats stats() const;
   uint64_t applied_rounds() const { return applied_rounds_.load(); }
   uint64_t verified_pages() const { return verified_pages_.load(); }
+  void OnPostcopyArmed(std::function<void()> armed) {
+    on_postcopy_armed_ = std::move(armed);
+  }
+  // The session's post-copy, once its channels started with it; null
+  // otherwise. Lives as long as this object.
+  engine::PostcopyTarget* postcopy() const {
+    std::lock_guard<std::mutex> lock(objects_mu_);
+    return postcopy_.get();
+  }
 
  private:
   absl::Status ServeSession();
@@ -59,6 +70,10 @@ class ReceiverImpl {
   void AbandonSession(const absl::Status& why);
   absl::Status NegotiateRegions(absl::Time deadline);
   absl::Status StartChannels();
+  // kFeaturePostcopy: the post-copy target, with the urgent connection
+  // (`urgent_fd`, -1: none) sealed like the control connection. Needs
+  // objects_mu_.
+  absl::Status MakePostcopyLocked(engine::AdmittedChannels& admitted);
   absl::Status ControlLoop();
   // One control message: nullopt to go on, or the status the session ends
   // with.
@@ -94,6 +109,8 @@ class ReceiverImpl {
   std::unique_ptr<engine::HeartbeatSender> heartbeat_;  // Serve thread only
   std::unique_ptr<engine::RoundBarrier> barrier_;
   std::vector<std::unique_ptr<engine::ChannelReceiver>> channels_;
+  std::unique_ptr<engine::PostcopyTarget> postcopy_;
+  std::function<void()> on_postcopy_armed_;  // set before Serve
   // The local address each channel arrived on (ChannelStats::endpoint).
   std::vector<std::string> endpoints_;
   std::atomic<uint64_t> applied_rounds_{0};

@@ -36,6 +36,9 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
     {
       std::lock_guard<std::mutex> lock(objects_mu_);
       if (barrier_ != nullptr) barrier_->completed_rounds();
+      // The same for post-copy's placements, which the completer saw
+      // done before it sent POSTCOPY_COMPLETE.
+      if (postcopy_ != nullptr) postcopy_->complete();
     }
     absl::Span<const uint64_t> landed =
         arrival->region(table_.IndexOf(*region))

@@ -31,6 +31,7 @@ void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
     c->ring().Abort();
     c->transport().Shutdown();
   }
+  if (urgent_ != nullptr) urgent_->Shutdown();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.notify_all();
 }
@@ -104,7 +105,10 @@ absl::Status SenderImpl::AwaitRings() {
 
 std::vector<std::vector<proto::ZeroRange>> SenderImpl::UntouchedRanges(
     uint64_t round) {
+  // Post-copy pushes its pages in rounds numbered from wherever pre-copy
+  // stopped: a round 0 there carries only its chunk, not the regions.
   if (round != 0 || !options_.skip_untouched || survive_ ||
+      postcopy_started_.load(std::memory_order_relaxed) ||
       (capabilities_ & proto::kFeatureZeroPages) == 0 ||
       options_.packet_pages < 2) {
     return {};
@@ -323,6 +327,17 @@ SessionStats SenderImpl::stats() const {
     if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
   s.resent_pages = resent_pages_;
+  if (postcopy_armed_) {
+    PostcopyStats& p = s.postcopy;
+    p.started = true;
+    p.urgent_channel = urgent_ != nullptr;
+    p.missing_pages = pc_missing_.load(std::memory_order_relaxed);
+    p.requested_pages = pc_requested_.load(std::memory_order_relaxed);
+    p.urgent_pages = pc_urgent_.load(std::memory_order_relaxed);
+    p.pushed_pages = pc_pushed_.load(std::memory_order_relaxed);
+    p.switch_ns = pc_switch_ns_.load(std::memory_order_relaxed);
+    p.duration_ns = pc_duration_ns_.load(std::memory_order_relaxed);
+  }
   return s;
 }
 
@@ -347,6 +362,10 @@ absl::StatusOr<RoundResult> Sender::AwaitRound() { return impl_->AwaitRound(); }
 absl::Status Sender::StartVerify() { return impl_->StartVerify(); }
 absl::StatusOr<VerifyReport> Sender::Verify() { return impl_->Verify(); }
 absl::Status Sender::Finish() { return impl_->Finish(); }
+absl::Status Sender::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
+  return impl_->StartPostcopy(missing);
+}
+absl::Status Sender::CompletePostcopy() { return impl_->CompletePostcopy(); }
 void Sender::Abort(const absl::Status& reason) { impl_->Abort(reason); }
 void Sender::SetMaxBandwidth(uint64_t bytes_per_second) {
   impl_->SetMaxBandwidth(bytes_per_second);

@@ -72,6 +72,26 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       return OnChannelGoneAck(m.payload);
     case proto::ControlType::kError:
       return OnPeerError(m.payload);
+    case proto::ControlType::kPostcopyArmed:
+    case proto::ControlType::kPostcopyComplete: {
+      if (absl::Status s = proto::DecodeEmpty(m.type, m.payload); !s.ok()) {
+        return s;
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!postcopy_started_.load() ||
+          (m.type == proto::ControlType::kPostcopyComplete &&
+           !postcopy_armed_)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            proto::ControlTypeName(m.type), " out of turn (no switch yet)"));
+      }
+      (m.type == proto::ControlType::kPostcopyArmed ? postcopy_armed_
+                                                    : postcopy_complete_) =
+          true;
+      cv_.notify_all();
+      return absl::OkStatus();
+    }
+    case proto::ControlType::kPageRequest:
+      return OnPageRequest(m.payload);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected control message ",

@@ -38,6 +38,7 @@
 #include "engine/verify.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
+#include "proto/postcopy.h"
 #include "proto/seal.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
@@ -61,6 +62,8 @@ class SenderImpl {
     if (control_ != nullptr) control_->Shutdown();  // wakes a blocked beat
     if (heartbeat_ != nullptr) heartbeat_->Stop();
     if (control_thread_.joinable()) control_thread_.join();
+    if (urgent_ != nullptr) urgent_->Shutdown();
+    if (urgent_thread_.joinable()) urgent_thread_.join();
   }
 
   absl::Status Setup();
@@ -73,6 +76,8 @@ class SenderImpl {
   absl::Status StartVerify();
   absl::StatusOr<VerifyReport> Verify();
   absl::Status Finish();
+  absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
+  absl::Status CompletePostcopy();
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
   void SetMaxBandwidth(uint64_t bytes_per_second) {
     limiter_.SetRate(bytes_per_second);
@@ -155,6 +160,25 @@ class SenderImpl {
   // SYNC each live channel owes.
   absl::Status ResendShare(uint32_t channel, uint64_t effective);
 
+  // ---- post-copy (sender_postcopy.cc) ----
+  // kFeaturePostcopyUrgent: dials the urgent connection (set-up).
+  absl::Status OpenUrgent(absl::Time deadline);
+  // The urgent thread: answers each PAGE_REQUEST with PAGE_DATA from this
+  // side's memory, until the urgent connection closes.
+  void UrgentLoop();
+  absl::Status AnswerRequest(const proto::PageRequest& request);
+  // Control thread: a PAGE_REQUEST where the session has no urgent
+  // connection; its pages go first into the next push.
+  absl::Status OnPageRequest(absl::Span<const uint8_t> payload);
+  // Moves up to `max_pages` pages still to push into `chunk`, requested
+  // ones first, then from the push cursor on; returns how many.
+  uint64_t FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
+                         uint64_t max_pages);
+  // Marks request `request`'s pages as pushed now (taking them from the
+  // push set into `chunk`); returns how many were still to push.
+  uint64_t TakeRequested(const proto::PageRequest& request,
+                         absl::Span<DirtyBitmap* const> chunk);
+
   // ---- verification (sender_verify.cc) ----
   // Compares every page of `region` with the destination's digests.
   absl::Status VerifyRegion(const Region& region,
@@ -190,6 +214,10 @@ class SenderImpl {
   // resolved for the transport).
   proto::SealMode seal_ = proto::SealMode::kNone;
   std::unique_ptr<engine::ControlChannel> control_;
+  // Post-copy's urgent connection (set-up), and its thread (from the
+  // switch on).
+  std::unique_ptr<engine::ControlChannel> urgent_;
+  std::thread urgent_thread_;
   std::vector<std::unique_ptr<engine::ChannelSender>> channels_;
   // Where each channel went (engine::EndpointName), by channel; set up
   // before the threads start, read-only after.
@@ -224,6 +252,21 @@ class SenderImpl {
   };
   std::deque<StartedRound> started_;
   bool finished_ = false;  // caller thread only
+  // Post-copy: the pages still to push, one bitmap per region (caller
+  // thread takes; the urgent thread takes requested ones too), and where
+  // the next push chunk starts (caller thread).
+  std::vector<std::unique_ptr<DirtyBitmap>> push_;
+  size_t push_region_ = 0;
+  uint64_t push_word_ = 0;
+  uint64_t seen_hint_seq_ = 0;  // the request the cursor last moved to
+  // The region table as the decoders check against (set at the switch,
+  // read-only after).
+  std::vector<proto::RegionInfo> region_infos_;
+  std::atomic<bool> postcopy_started_{false};
+  absl::Time postcopy_start_;
+  int64_t armed_ns_ = 0;  // steady clock, caller thread
+  std::atomic<uint64_t> pc_missing_{0}, pc_requested_{0}, pc_urgent_{0},
+      pc_pushed_{0}, pc_switch_ns_{0}, pc_duration_ns_{0};
 
   // Events from the control thread.
   mutable std::mutex mu_;
@@ -243,6 +286,16 @@ class SenderImpl {
   std::vector<ChannelLoss> losses_;
   uint64_t resent_pages_ = 0;
   std::atomic<uint64_t> confirmed_mirror_{0};
+  // Post-copy, guarded by mu_: the destination armed / holds every page;
+  // requests that came on the control connection, not yet pushed; the
+  // latest request (push locality), counted so a new one is told from
+  // the one before.
+  bool postcopy_armed_ = false;
+  bool postcopy_complete_ = false;
+  std::deque<proto::PageRequest> queued_requests_;
+  uint64_t hint_seq_ = 0;
+  size_t hint_region_ = 0;
+  uint64_t hint_page_ = 0;
 };
 
 template <typename Pred>

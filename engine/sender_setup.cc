@@ -52,6 +52,9 @@ absl::Status SenderImpl::Setup() {
     sent_digests_ = std::move(*t);
   }
   if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
+  if ((capabilities_ & proto::kFeaturePostcopyUrgent) != 0) {
+    if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
+  }
   StartThreads();
   return absl::OkStatus();
 }
@@ -87,6 +90,11 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
           engine::SealEnd::kSource, *control_);
       !s.ok()) {
     return s;
+  }
+  if (options_.postcopy && (capabilities_ & proto::kFeaturePostcopy) == 0) {
+    return absl::FailedPreconditionError(
+        "postcopy: the destination did not agree to post-copy (an older "
+        "ramferry?)");
   }
   if (options_.survive_channel_loss) {
     if ((capabilities_ & proto::kFeatureSurviveChannelLoss) == 0) {
@@ -219,6 +227,12 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   }
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kFeatureArrivalDigests;
+  }
+  if (options_.postcopy) {
+    caps |= proto::kFeaturePostcopy;
+    if (options_.postcopy_urgent_channel) {
+      caps |= proto::kFeaturePostcopyUrgent;
+    }
   }
   caps |= proto::SealFeature(seal_);
   if (Has(channels::kCapChunkedRegistration)) {

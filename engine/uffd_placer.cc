@@ -73,26 +73,6 @@ absl::StatusOr<int> OpenUserfaultfd() {
       strerrordesc_np(sys_err)));
 }
 
-absl::StatusOr<std::string> ReadMaps() {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "post-copy: open /proc/self/maps");
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, "post-copy: read /proc/self/maps");
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return text;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
@@ -108,7 +88,7 @@ absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
         "not supported yet: use 4 KiB pages for a post-copy destination)",
         region.id, region.page_size, sysconf(_SC_PAGESIZE)));
   }
-  absl::StatusOr<std::string> maps = ReadMaps();
+  absl::StatusOr<std::string> maps = ReadProcSelfMaps();
   if (!maps.ok()) return maps.status();
   const uint64_t begin = reinterpret_cast<uint64_t>(region.base);
   if (absl::Status s =
@@ -221,13 +201,29 @@ absl::Status UffdPlacer::Register() {
   return absl::OkStatus();
 }
 
+namespace {
+void PlacedNowhere(uint64_t, uint64_t) {}
+}  // namespace
+
 absl::StatusOr<PlaceResult> UffdPlacer::Place(uint64_t first_page,
                                               const void* src, uint64_t pages) {
+  return Place(first_page, src, pages, PlacedNowhere);
+}
+
+absl::StatusOr<PlaceResult> UffdPlacer::PlaceZero(uint64_t first_page,
+                                                  uint64_t pages) {
+  return PlaceZero(first_page, pages, PlacedNowhere);
+}
+
+absl::StatusOr<PlaceResult> UffdPlacer::Place(uint64_t first_page,
+                                              const void* src, uint64_t pages,
+                                              OnPlaced on_placed) {
   if (src == nullptr) {
     return absl::InvalidArgumentError("post-copy place: no source bytes");
   }
-  absl::StatusOr<PlaceResult> r = PlaceRuns(
-      first_page, static_cast<const uint8_t*>(src), pages, Fill::kCopy);
+  absl::StatusOr<PlaceResult> r =
+      PlaceRuns(first_page, static_cast<const uint8_t*>(src), pages,
+                Fill::kCopy, on_placed);
   if (r.ok()) {
     placed_pages_.fetch_add(r->placed, std::memory_order_relaxed);
     duplicate_pages_.fetch_add(r->dropped, std::memory_order_relaxed);
@@ -236,9 +232,10 @@ absl::StatusOr<PlaceResult> UffdPlacer::Place(uint64_t first_page,
 }
 
 absl::StatusOr<PlaceResult> UffdPlacer::PlaceZero(uint64_t first_page,
-                                                  uint64_t pages) {
+                                                  uint64_t pages,
+                                                  OnPlaced on_placed) {
   absl::StatusOr<PlaceResult> r =
-      PlaceRuns(first_page, nullptr, pages, Fill::kZero);
+      PlaceRuns(first_page, nullptr, pages, Fill::kZero, on_placed);
   if (r.ok()) {
     zero_placed_pages_.fetch_add(r->placed, std::memory_order_relaxed);
     duplicate_pages_.fetch_add(r->dropped, std::memory_order_relaxed);
@@ -248,7 +245,8 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceZero(uint64_t first_page,
 
 absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
                                                   const uint8_t* src,
-                                                  uint64_t pages, Fill fill) {
+                                                  uint64_t pages, Fill fill,
+                                                  OnPlaced on_placed) {
   if (absl::Status s = CheckRange(first_page, pages, "placement"); !s.ok()) {
     return s;
   }
@@ -270,7 +268,8 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
     const uint64_t run_end = awaited_.NextClear(run, end);
     const uint8_t* run_src =
         src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
-    if (absl::Status s = FillRun(run, run_end, run_src, fill, result);
+    if (absl::Status s =
+            FillRun(run, run_end, run_src, fill, result, on_placed);
         !s.ok()) {
       return s;
     }
@@ -310,7 +309,7 @@ int64_t UffdPlacer::FillIoctl(uint64_t first, uint64_t pages,
 
 absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
                                  const uint8_t* src, Fill fill,
-                                 PlaceResult& result) {
+                                 PlaceResult& result, OnPlaced on_placed) {
   const uint64_t run_first = first;
   int idle = 0;
   while (first < end) {
@@ -320,6 +319,7 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
     if (n > 0) {
       // A partial fill (the kernel's EAGAIN with a byte count) stopped at
       // a present page or a signal; the loop goes on from there.
+      on_placed(first, first + static_cast<uint64_t>(n));
       Landed(first, first + static_cast<uint64_t>(n));
       result.placed += static_cast<uint64_t>(n);
       first += static_cast<uint64_t>(n);
@@ -598,7 +598,9 @@ absl::StatusOr<uint64_t> UffdPlacer::ReleaseAll() {
   while ((p = awaited_.NextSet(p, page_count_)) < page_count_) {
     const uint64_t end = awaited_.NextClear(p, page_count_);
     PlaceResult r;
-    if (absl::Status s = FillRun(p, end, nullptr, Fill::kZero, r); !s.ok()) {
+    if (absl::Status s =
+            FillRun(p, end, nullptr, Fill::kZero, r, PlacedNowhere);
+        !s.ok()) {
       return s;
     }
     released += r.placed;

@@ -93,6 +93,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -158,6 +159,15 @@ class UffdPlacer {
                                     uint64_t pages);
   // The same with zero pages (UFFDIO_ZEROPAGE: no bytes to send or copy).
   absl::StatusOr<PlaceResult> PlaceZero(uint64_t first_page, uint64_t pages);
+  // Both, telling `on_placed(first, end)` of each stretch of pages this
+  // call wrote, before those pages stop being awaited (so a record kept
+  // per page, such as its digest, is written by exactly one placement and
+  // is in place before anyone learns the page is resident).
+  using OnPlaced = absl::FunctionRef<void(uint64_t first, uint64_t end)>;
+  absl::StatusOr<PlaceResult> Place(uint64_t first_page, const void* src,
+                                    uint64_t pages, OnPlaced on_placed);
+  absl::StatusOr<PlaceResult> PlaceZero(uint64_t first_page, uint64_t pages,
+                                        OnPlaced on_placed);
 
   // Waits up to `timeout` for faults and returns the awaited pages that
   // threads block on and that were not returned before (ascending, each
@@ -209,11 +219,12 @@ class UffdPlacer {
   absl::Status CheckRange(uint64_t first_page, uint64_t pages,
                           const char* what) const;
   absl::StatusOr<PlaceResult> PlaceRuns(uint64_t first_page, const uint8_t* src,
-                                        uint64_t pages, Fill fill);
+                                        uint64_t pages, Fill fill,
+                                        OnPlaced on_placed);
   // Fills [first, end) (awaited when it was looked at) with one ioctl per
   // stretch of absent pages; pages found present count as dropped.
   absl::Status FillRun(uint64_t first, uint64_t end, const uint8_t* src,
-                       Fill fill, PlaceResult& result);
+                       Fill fill, PlaceResult& result, OnPlaced on_placed);
   // The ioctl itself: pages filled from `first`, or -errno (-EEXIST: the
   // page at `first` is present).
   int64_t FillIoctl(uint64_t first, uint64_t pages, const uint8_t* src,

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -67,6 +68,25 @@ void DigestTable::Record(size_t index, absl::Span<const iovec> runs) {
 void DigestTable::RecordZero(size_t index, uint64_t first, uint64_t count) {
   const Table& t = tables_[index];
   std::fill_n(t.digests + first, count, t.zero_digest);
+}
+
+void DigestTable::RecordPlaced(size_t index, uint64_t first, uint64_t count,
+                               const uint8_t* src) {
+  const Table& t = tables_[index];
+  for (uint64_t i = 0; i < count; ++i) {
+    std::atomic_ref<uint64_t>(t.digests[first + i])
+        .store(XXH3_64bits(src + i * t.page_size, t.page_size),
+               std::memory_order_relaxed);
+  }
+}
+
+void DigestTable::RecordZeroPlaced(size_t index, uint64_t first,
+                                   uint64_t count) {
+  const Table& t = tables_[index];
+  for (uint64_t i = 0; i < count; ++i) {
+    std::atomic_ref<uint64_t>(t.digests[first + i])
+        .store(t.zero_digest, std::memory_order_relaxed);
+  }
 }
 
 void DigestTable::HashPages(size_t index, uint64_t first, uint64_t count) {

@@ -44,6 +44,14 @@ class DigestTable {
   // without reading them (they travelled as zero pages, and the
   // destination may not have touched them at all).
   void RecordZero(size_t index, uint64_t first, uint64_t count);
+  // Post-copy placement: records pages [first, first + count) of region
+  // `index` as the `count` pages at `src` (outside the region) hold them,
+  // or as zero. Two placement paths may race for one page; only the one
+  // that placed it records it, but the stores are atomic all the same, so
+  // a reader synchronised with the placement never sees a torn entry.
+  void RecordPlaced(size_t index, uint64_t first, uint64_t count,
+                    const uint8_t* src);
+  void RecordZeroPlaced(size_t index, uint64_t first, uint64_t count);
   // Hashes pages [first, first + count) of region `index` from memory.
   void HashPages(size_t index, uint64_t first, uint64_t count);
   absl::Span<const uint64_t> region(size_t index) const {

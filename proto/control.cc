@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/postcopy.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -35,6 +36,15 @@ size_t MaxPayload(ControlType t) {
       return 4 + 8 + 2 + 2 + kMaxErrorTextBytes;
     case ControlType::kChannelGoneAck:
       return 12;
+    case ControlType::kMissingPages:
+      return kMaxMissingPagesPayload;
+    case ControlType::kPostcopyArmed:
+    case ControlType::kPostcopyComplete:
+      return 0;
+    case ControlType::kPageRequest:
+      return kMaxPageRequestPayload;
+    case ControlType::kPageData:
+      return kMaxPageDataPayload;
   }
   return 0;
 }
@@ -120,8 +130,31 @@ const char* ControlTypeName(ControlType t) {
       return "CHANNEL_GONE";
     case ControlType::kChannelGoneAck:
       return "CHANNEL_GONE_ACK";
+    case ControlType::kMissingPages:
+      return "MISSING_PAGES";
+    case ControlType::kPostcopyArmed:
+      return "POSTCOPY_ARMED";
+    case ControlType::kPageRequest:
+      return "PAGE_REQUEST";
+    case ControlType::kPageData:
+      return "PAGE_DATA";
+    case ControlType::kPostcopyComplete:
+      return "POSTCOPY_COMPLETE";
   }
   return "UNKNOWN";
+}
+
+std::vector<uint8_t> StartFrame(ControlType type) {
+  std::vector<uint8_t> frame;
+  WireWriter w(&frame);
+  w.U32(static_cast<uint32_t>(type));
+  w.U32(0);
+  return frame;
+}
+
+void FinishFrame(std::vector<uint8_t>& frame) {
+  Store32(frame.data() + 4,
+          static_cast<uint32_t>(frame.size() - kFrameHeaderBytes));
 }
 
 absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
@@ -131,7 +164,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
   uint32_t type = Load32(in.data());
   uint32_t length = Load32(in.data() + 4);
   if (type < static_cast<uint32_t>(ControlType::kRegionTable) ||
-      type > static_cast<uint32_t>(ControlType::kChannelGoneAck)) {
+      type > static_cast<uint32_t>(ControlType::kPostcopyComplete)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown control message type %d", type));
   }

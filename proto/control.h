@@ -41,6 +41,12 @@ enum class ControlType : uint32_t {
   kChannelLost = 10,     // destination -> source: a data channel died here
   kChannelGone = 11,     // source -> destination: stop waiting for it
   kChannelGoneAck = 12,  // destination -> source: it is gone, from round r
+  // Only with kFeaturePostcopy (proto/postcopy.h has the payloads):
+  kMissingPages = 13,      // source -> destination: the switch
+  kPostcopyArmed = 14,     // destination -> source: missing pages now fault
+  kPageRequest = 15,       // destination -> source: pages threads wait on
+  kPageData = 16,          // source -> destination: requested pages
+  kPostcopyComplete = 17,  // destination -> source: every page is here
 };
 
 struct FrameHeader {
@@ -117,6 +123,11 @@ struct ChannelGoneAck {
   uint32_t channel = 0;
   uint64_t round = 0;
 };
+
+// A frame of `type` whose payload the caller appends to the returned
+// buffer; FinishFrame then fills in the payload length.
+std::vector<uint8_t> StartFrame(ControlType type);
+void FinishFrame(std::vector<uint8_t>& frame);
 
 // Each Encode returns a whole frame, header included.
 std::vector<uint8_t> EncodeRegionTable(absl::Span<const RegionInfo> regions);

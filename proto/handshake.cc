@@ -52,9 +52,10 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
   Hello h;
   uint16_t role = Load16(p + 6);
   if (role != static_cast<uint16_t>(Role::kControl) &&
-      role != static_cast<uint16_t>(Role::kData)) {
+      role != static_cast<uint16_t>(Role::kData) &&
+      role != static_cast<uint16_t>(Role::kUrgent)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "hello role %d is neither control (1) nor data (2)", role));
+        "hello role %d is neither control (1), data (2) nor urgent (3)", role));
   }
   h.role = static_cast<Role>(role);
   std::memcpy(h.session.bytes.data(), p + 8, 16);

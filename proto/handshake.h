@@ -38,7 +38,10 @@ inline constexpr size_t kHelloReplyBytes = 128;
 inline constexpr size_t kHelloReasonBytes = kHelloReplyBytes - 16;
 inline constexpr uint32_t kMaxChannels = 256;
 
-enum class Role : uint16_t { kControl = 1, kData = 2 };
+// kUrgent: post-copy's urgent channel (kFeaturePostcopy with
+// SessionOptions::postcopy_urgent_channel), a second framed connection
+// that carries only page requests and their answers.
+enum class Role : uint16_t { kControl = 1, kData = 2, kUrgent = 3 };
 
 // Session features, negotiated in the Hello's capabilities field: a bit is
 // in effect only when both ends set it. (A transport's own promises are
@@ -79,12 +82,20 @@ enum Feature : uint64_t {
   // mode in force is the one in the (authenticated) Hello.
   kFeatureSealMac = 1ull << 9,
   kFeatureSealEncrypt = 1ull << 10,
+  // Post-copy (proto/postcopy.h): MISSING_PAGES, POSTCOPY_ARMED,
+  // PAGE_REQUEST, PAGE_DATA and POSTCOPY_COMPLETE on the control
+  // connection, and an urgent connection where the source opens one.
+  kFeaturePostcopy = 1ull << 11,
+  // With kFeaturePostcopy: the source opens an urgent connection (a Hello
+  // of Role::kUrgent) for page requests and their answers.
+  kFeaturePostcopyUrgent = 1ull << 12,
 };
 inline constexpr uint64_t kKnownFeatures =
     kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
     kFeatureSurviveChannelLoss | kFeatureNextHeaderSize |
     kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages |
-    kFeatureRdmaCredits | kFeatureSealMac | kFeatureSealEncrypt;
+    kFeatureRdmaCredits | kFeatureSealMac | kFeatureSealEncrypt |
+    kFeaturePostcopy | kFeaturePostcopyUrgent;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

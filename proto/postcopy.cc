@@ -147,6 +147,110 @@ absl::StatusOr<MissingPages> DecodeMissingPages(
   return m;
 }
 
+std::vector<uint8_t> EncodePageRequest(const PageRequest& request) {
+  std::vector<uint8_t> frame = StartFrame(ControlType::kPageRequest);
+  WireWriter w(&frame);
+  w.U32(request.region_id);
+  w.U32(static_cast<uint32_t>(request.pages.size()));
+  for (uint64_t page : request.pages) w.U64(page);
+  FinishFrame(frame);
+  return frame;
+}
+
+absl::StatusOr<PageRequest> DecodePageRequest(
+    absl::Span<const uint8_t> payload, absl::Span<const RegionInfo> regions) {
+  WireReader r(payload);
+  PageRequest q;
+  q.region_id = r.U32();
+  const uint32_t count = r.U32();
+  if (!r.ok() || count == 0 || count > kMaxPageRequestPages ||
+      r.remaining() != 8 * size_t{count}) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page request of %d bytes: want 8 bytes and 1 to %d pages of 8 "
+        "bytes each",
+        payload.size(), kMaxPageRequestPages));
+  }
+  const RegionInfo* region = FindRegion(regions, q.region_id);
+  if (region == nullptr || region->page_size != kPostcopyPageSize) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page request names region %d, which is not a post-copy region of "
+        "the session (4 KiB pages)",
+        q.region_id));
+  }
+  const uint64_t page_count = region->length / region->page_size;
+  q.pages.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    q.pages[i] = r.U64();
+    if (q.pages[i] >= page_count || (i > 0 && q.pages[i] <= q.pages[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "page request for region %d: page %d (entry %d) is past the "
+          "region's %d pages or not above the one before; pages must "
+          "ascend, each once",
+          q.region_id, q.pages[i], i, page_count));
+    }
+  }
+  return q;
+}
+
+std::vector<uint8_t> EncodePageData(uint32_t region_id, uint64_t first_page,
+                                    uint32_t page_count, const uint8_t* pages) {
+  std::vector<uint8_t> frame = StartFrame(ControlType::kPageData);
+  const size_t bytes =
+      pages == nullptr ? 0 : size_t{page_count} * kPostcopyPageSize;
+  frame.reserve(frame.size() + kPageDataFixedBytes + bytes);
+  WireWriter w(&frame);
+  w.U32(region_id);
+  w.U32(pages == nullptr ? kPageDataZero : 0);
+  w.U64(first_page);
+  w.U32(page_count);
+  w.U32(0);
+  if (pages != nullptr) w.Bytes({pages, bytes});
+  FinishFrame(frame);
+  return frame;
+}
+
+absl::StatusOr<PageData> DecodePageData(absl::Span<const uint8_t> payload,
+                                        absl::Span<const RegionInfo> regions) {
+  WireReader r(payload);
+  PageData d;
+  d.region_id = r.U32();
+  const uint32_t flags = r.U32();
+  d.first_page = r.U64();
+  d.page_count = r.U32();
+  const uint32_t reserved = r.U32();
+  if (!r.ok() || (flags & ~kPageDataZero) != 0 || reserved != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page data of %d bytes: a truncated head, unknown flags 0x%x or a "
+        "reserved field that is not zero",
+        payload.size(), flags));
+  }
+  d.zero = (flags & kPageDataZero) != 0;
+  const RegionInfo* region = FindRegion(regions, d.region_id);
+  if (region == nullptr || region->page_size != kPostcopyPageSize) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page data names region %d, which is not a post-copy region of the "
+        "session (4 KiB pages)",
+        d.region_id));
+  }
+  const uint64_t page_count = region->length / region->page_size;
+  if (d.page_count == 0 || d.page_count > kMaxPageDataPages ||
+      d.first_page >= page_count || d.page_count > page_count - d.first_page) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page data for region %d: pages [%d, +%d) are not 1 to %d pages "
+        "inside its %d pages",
+        d.region_id, d.first_page, d.page_count, kMaxPageDataPages,
+        page_count));
+  }
+  const size_t want = d.zero ? 0 : size_t{d.page_count} * kPostcopyPageSize;
+  if (r.remaining() != want) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "page data for region %d carries %d bytes for %d %spages; want %d",
+        d.region_id, r.remaining(), d.page_count, d.zero ? "zero " : "", want));
+  }
+  d.bytes = payload.subspan(kPageDataFixedBytes);
+  return d;
+}
+
 MissingPagesChecker::MissingPagesChecker(absl::Span<const RegionInfo> regions) {
   for (const RegionInfo& r : regions) regions_.try_emplace(r.id);
 }

@@ -21,13 +21,26 @@
 // encoder), within a message and across the messages of one region
 // (MissingPagesChecker). So one set has exactly one encoding.
 //
-// Integration (not wired yet): the control connection gains a
-// MISSING_PAGES type (source -> destination) whose payload bound is
-// kMaxMissingPagesPayload; the source sends SplitMissingPages(...) for
-// every region, the destination decodes each message against its table,
+// The source sends SplitMissingPages(...) for every region on the control
+// connection; the destination decodes each message against its table,
 // runs it through one MissingPagesChecker and applies its ranges
 // (UffdPlacer::DropPages) as it goes, so no whole set is held in memory;
-// once the checker is complete() it registers and resumes the workload.
+// once the checker is complete() it registers and answers POSTCOPY_ARMED.
+//
+// PAGE_REQUEST payload (destination -> source; the pages threads are
+// blocked on, sorted, each once):
+//    0 u32 region_id
+//    4 u32 page_count     1 to kMaxPageRequestPages
+//    8 page_count x u64 page index, strictly ascending, inside the region
+//
+// PAGE_DATA payload (source -> destination; an answer, one run of pages):
+//    0 u32 region_id
+//    4 u32 flags          bit 0 kPageDataZero: every page of the run is
+//                         zero and no bytes follow; other bits zero
+//    8 u64 first_page
+//   16 u32 page_count     1 to kMaxPageDataPages, inside the region
+//   20 u32 reserved, zero
+//   24 page_count x page size bytes (none with kPageDataZero)
 #ifndef RAMFERRY_PROTO_POSTCOPY_H_
 #define RAMFERRY_PROTO_POSTCOPY_H_
 
@@ -42,6 +55,17 @@
 #include "proto/control.h"
 
 namespace ramferry::proto {
+
+inline constexpr uint32_t kMaxPageRequestPages = 4096;
+inline constexpr size_t kMaxPageRequestPayload =
+    8 + 8 * size_t{kMaxPageRequestPages};
+inline constexpr uint32_t kPageDataZero = 1u << 0;
+inline constexpr size_t kPageDataFixedBytes = 24;
+// Post-copy places 4 KiB pages only (engine/uffd_placer.h).
+inline constexpr uint32_t kPostcopyPageSize = 4096;
+inline constexpr uint32_t kMaxPageDataPages = 64;
+inline constexpr size_t kMaxPageDataPayload =
+    kPageDataFixedBytes + size_t{kMaxPageDataPages} * kPostcopyPageSize;
 
 // [first, first + count) in pages of a region.
 struct PageRange {
@@ -99,6 +123,36 @@ std::vector<MissingPages> SplitMissingPages(
 // in `payload`.
 absl::StatusOr<MissingPages> DecodeMissingPages(
     absl::Span<const uint8_t> payload, absl::Span<const RegionInfo> regions);
+
+struct PageRequest {
+  uint32_t region_id = 0;
+  std::vector<uint64_t> pages;
+  bool operator==(const PageRequest&) const = default;
+};
+
+// A whole PAGE_REQUEST frame; `request` must satisfy DecodePageRequest.
+std::vector<uint8_t> EncodePageRequest(const PageRequest& request);
+absl::StatusOr<PageRequest> DecodePageRequest(
+    absl::Span<const uint8_t> payload, absl::Span<const RegionInfo> regions);
+
+struct PageData {
+  uint32_t region_id = 0;
+  bool zero = false;
+  uint64_t first_page = 0;
+  uint32_t page_count = 0;
+  // The pages' bytes, inside the decoded payload; empty when `zero`.
+  absl::Span<const uint8_t> bytes;
+};
+
+// A whole PAGE_DATA frame of the `page_count` pages at `pages` (which hold
+// page_count x kPostcopyPageSize bytes), or of zero pages with `pages`
+// null. The run must satisfy DecodePageData.
+std::vector<uint8_t> EncodePageData(uint32_t region_id, uint64_t first_page,
+                                    uint32_t page_count, const uint8_t* pages);
+// Checks the region (known, 4 KiB pages), the run (inside it, bounded)
+// and the exact size.
+absl::StatusOr<PageData> DecodePageData(absl::Span<const uint8_t> payload,
+                                        absl::Span<const RegionInfo> regions);
 
 // The order rules across messages, which a stateless decoder cannot see:
 // per region, each message continues after the previous one's last range

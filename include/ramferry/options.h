@@ -169,8 +169,8 @@ struct SessionOptions {
   // when its own is off); socket transports only (pages are placed through
   // userfaultfd, which rdma's remote writes bypass); the destination's
   // regions must be private anonymous memory of 4 KiB pages; not with
-  // survive_channel_loss, nor VerifyMode::kReread (the destination's
-  // workload writes its memory before Verify).
+  // survive_channel_loss; verifies with VerifyMode::kFull only (the
+  // destination's workload writes its memory before Verify).
   bool postcopy = false;
   // Post-copy: page requests and their answers go on a connection of their
   // own (the urgent channel, with a thread on each end), never queued

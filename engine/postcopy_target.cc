@@ -1,0 +1,373 @@
+#include "engine/postcopy_target.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "engine/status_util.h"
+#include "proto/control.h"
+
+namespace ramferry::engine {
+namespace {
+
+// Faults read per batch: every fault pending when the reader looks comes
+// back in one PAGE_REQUEST, up to this many messages.
+constexpr size_t kFaultBatch = 256;
+// How long a reader waits before it looks at stopping_ again.
+constexpr absl::Duration kFaultPoll = absl::Milliseconds(100);
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PostcopyTarget::PostcopyTarget(const RegionTable& table,
+                               DigestTable* arrival_digests,
+                               ControlChannel* control,
+                               std::unique_ptr<ControlChannel> urgent,
+                               SessionFailure* failure)
+    : table_(table),
+      arrival_digests_(arrival_digests),
+      control_(control),
+      urgent_(std::move(urgent)),
+      failure_(failure) {}
+
+PostcopyTarget::~PostcopyTarget() { Stop(); }
+
+absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
+  if (armed()) {
+    return absl::FailedPreconditionError(
+        "MISSING_PAGES after the post-copy switch; the source sends one set");
+  }
+  const std::vector<proto::RegionInfo> regions = table_.Describe();
+  if (!checker_.has_value()) {
+    switch_start_ = absl::Now();
+    // Every region gets its placer before any page is dropped: a region
+    // that cannot take post-copy (its memory, its page size) refuses the
+    // switch while the destination is still whole.
+    for (const Region& r : table_.regions()) {
+      absl::StatusOr<std::unique_ptr<UffdPlacer>> p = UffdPlacer::Create(r);
+      if (!p.ok()) return Annotate(p.status(), "post-copy switch");
+      placers_.push_back(std::move(*p));
+    }
+    checker_.emplace(regions);
+  }
+  absl::StatusOr<proto::MissingPages> msg =
+      proto::DecodeMissingPages(payload, regions);
+  if (!msg.ok()) return msg.status();
+  if (absl::Status s = checker_->Accept(*msg); !s.ok()) return s;
+  const Region* region = table_.Find(msg->region_id);
+  UffdPlacer& placer = *placers_[table_.IndexOf(*region)];
+  if (absl::Status s = placer.DropPages(msg->ranges); !s.ok()) {
+    return Annotate(
+        s, absl::StrFormat("post-copy switch, region %d", msg->region_id));
+  }
+  if (!checker_->complete()) return absl::OkStatus();
+  return Arm();
+}
+
+absl::Status PostcopyTarget::Arm() {
+  for (auto& p : placers_) {
+    if (absl::Status s = p->Register(); !s.ok()) {
+      return Annotate(s, "post-copy switch");
+    }
+  }
+  missing_pages_ = checker_->missing_pages();
+  remaining_.store(missing_pages_, std::memory_order_relaxed);
+  switch_ns_ = static_cast<uint64_t>(
+      absl::ToInt64Nanoseconds(absl::Now() - switch_start_));
+  armed_ns_ = SteadyNs();
+  armed_.store(true, std::memory_order_release);
+  for (size_t i = 0; i < placers_.size(); ++i) {
+    fault_threads_.emplace_back([this, i] { FaultLoop(i); });
+  }
+  if (urgent_ != nullptr)
+    urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  completer_ = std::thread([this] { CompleterLoop(); });
+  if (absl::Status s =
+          control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
+      !s.ok()) {
+    return s;
+  }
+  // A set with nothing missing completes at once.
+  if (missing_pages_ == 0) CountPlaced(0);
+  if (on_armed_) on_armed_();
+  return absl::OkStatus();
+}
+
+void PostcopyTarget::FaultLoop(size_t index) {
+  UffdPlacer& placer = *placers_[index];
+  const uint32_t region_id = placer.region().id;
+  while (!stopping_.load(std::memory_order_acquire) && !complete()) {
+    absl::StatusOr<std::vector<uint64_t>> faults =
+        placer.ReadFaults(kFaultBatch, kFaultPoll);
+    if (!faults.ok()) {
+      if (!absl::IsCancelled(faults.status())) {
+        Fail(Annotate(
+            faults.status(),
+            absl::StrFormat("post-copy faults, region %d", region_id)));
+      }
+      return;
+    }
+    if (faults->empty()) continue;
+    requested_pages_.fetch_add(faults->size(), std::memory_order_relaxed);
+    for (size_t at = 0; at < faults->size();
+         at += proto::kMaxPageRequestPages) {
+      proto::PageRequest q;
+      q.region_id = region_id;
+      const size_t n =
+          std::min<size_t>(proto::kMaxPageRequestPages, faults->size() - at);
+      q.pages.assign(faults->begin() + at, faults->begin() + at + n);
+      if (absl::Status s = SendRequest(q); !s.ok()) {
+        Fail(Annotate(s, "post-copy page request"));
+        return;
+      }
+    }
+  }
+}
+
+absl::Status PostcopyTarget::SendRequest(const proto::PageRequest& request) {
+  ControlChannel* via = urgent_ != nullptr ? urgent_.get() : control_;
+  return via->Send(proto::EncodePageRequest(request));
+}
+
+void PostcopyTarget::UrgentLoop() {
+  while (!stopping_.load(std::memory_order_acquire)) {
+    absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
+    if (!m.ok()) {
+      // The source closes it once post-copy completed; before that, a
+      // closed urgent connection ends the session.
+      if (!complete() && !stopping_.load(std::memory_order_acquire)) {
+        Fail(Annotate(m.status(), "urgent connection"));
+      }
+      return;
+    }
+    absl::Status s =
+        m->type == proto::ControlType::kPageData
+            ? OnPageData(m->payload)
+            : absl::InvalidArgumentError(absl::StrCat(
+                  "urgent connection: unexpected ",
+                  proto::ControlTypeName(m->type), " (only PAGE_DATA)"));
+    if (!s.ok()) {
+      Fail(Annotate(s, "urgent connection"));
+      return;
+    }
+  }
+}
+
+absl::Status PostcopyTarget::OnPageData(absl::Span<const uint8_t> payload) {
+  const std::vector<proto::RegionInfo> regions = table_.Describe();
+  absl::StatusOr<proto::PageData> d = proto::DecodePageData(payload, regions);
+  if (!d.ok()) return d.status();
+  const size_t index = table_.IndexOf(*table_.Find(d->region_id));
+  urgent_pages_.fetch_add(d->page_count, std::memory_order_relaxed);
+  return d->zero ? PlaceZero(index, d->first_page, d->page_count)
+                 : Place(index, d->first_page, d->bytes.data(), d->page_count);
+}
+
+absl::Status PostcopyTarget::Place(size_t index, uint64_t first_page,
+                                   const uint8_t* src, uint64_t pages) {
+  absl::StatusOr<PlaceResult> r = placers_[index]->Place(
+      first_page, src, pages, [&](uint64_t first, uint64_t end) {
+        if (arrival_digests_ == nullptr) return;
+        arrival_digests_->RecordPlaced(
+            index, first, end - first,
+            src + (first - first_page) * proto::kPostcopyPageSize);
+      });
+  if (!r.ok()) return r.status();
+  CountPlaced(r->placed);
+  return absl::OkStatus();
+}
+
+absl::Status PostcopyTarget::PlaceZero(size_t index, uint64_t first_page,
+                                       uint64_t pages) {
+  absl::StatusOr<PlaceResult> r = placers_[index]->PlaceZero(
+      first_page, pages, [&](uint64_t first, uint64_t end) {
+        if (arrival_digests_ == nullptr) return;
+        arrival_digests_->RecordZeroPlaced(index, first, end - first);
+      });
+  if (!r.ok()) return r.status();
+  CountPlaced(r->placed);
+  return absl::OkStatus();
+}
+
+void PostcopyTarget::CountPlaced(uint64_t placed) {
+  if (remaining_.fetch_sub(placed, std::memory_order_acq_rel) != placed) {
+    return;
+  }
+  duration_ns_.store(static_cast<uint64_t>(SteadyNs() - armed_ns_),
+                     std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+void PostcopyTarget::CompleterLoop() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      return remaining_.load(std::memory_order_acquire) == 0 ||
+             stopping_.load(std::memory_order_acquire);
+    });
+  }
+  if (remaining_.load(std::memory_order_acquire) != 0) return;
+  // The readers stop before the regions are unregistered: a reader that
+  // still held a fault would otherwise resolve it against a plain region.
+  for (auto& p : placers_) p->Shutdown();
+  for (auto& t : fault_threads_) t.join();
+  fault_threads_.clear();
+  for (auto& p : placers_) {
+    if (absl::Status s = p->Finish(); !s.ok()) {
+      Fail(Annotate(s, "post-copy end"));
+      return;
+    }
+  }
+  complete_.store(true, std::memory_order_release);
+  if (absl::Status s = control_->Send(
+          proto::StartFrame(proto::ControlType::kPostcopyComplete));
+      !s.ok()) {
+    Fail(Annotate(s, "post-copy end"));
+  }
+}
+
+void PostcopyTarget::Fail(const absl::Status& status) {
+  if (!stopping_.load(std::memory_order_acquire)) failure_->Fail(status);
+}
+
+bool PostcopyTarget::IsResident(uint32_t region_id, uint64_t first_page,
+                                uint64_t pages) const {
+  const Region* r = table_.Find(region_id);
+  if (r == nullptr) return false;
+  if (!armed()) {
+    return first_page < r->page_count() &&
+           pages <= r->page_count() - first_page;
+  }
+  return placers_[table_.IndexOf(*r)]->IsResident(first_page, pages);
+}
+
+absl::Status PostcopyTarget::WaitResident(uint32_t region_id,
+                                          uint64_t first_page, uint64_t pages,
+                                          absl::Time deadline) {
+  const Region* r = table_.Find(region_id);
+  if (r == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "WaitResident: no region %d in the session", region_id));
+  }
+  if (!armed()) {
+    return IsResident(region_id, first_page, pages)
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(absl::StrFormat(
+                     "WaitResident: pages [%d, +%d) are outside region %d",
+                     first_page, pages, region_id));
+  }
+  absl::Status s =
+      placers_[table_.IndexOf(*r)]->WaitResident(first_page, pages, deadline);
+  if (absl::IsCancelled(s) && failure_->failed()) return failure_->status();
+  return s;
+}
+
+absl::Status PostcopyTarget::RequestPages(uint32_t region_id,
+                                          uint64_t first_page, uint64_t pages) {
+  if (!armed()) {
+    return absl::FailedPreconditionError(
+        "RequestPages: the session is not in post-copy");
+  }
+  const Region* r = table_.Find(region_id);
+  if (r == nullptr || first_page >= r->page_count() ||
+      pages > r->page_count() - first_page) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RequestPages: pages [%d, +%d) are not inside region %d", first_page,
+        pages, region_id));
+  }
+  if (complete()) return absl::OkStatus();
+  const UffdPlacer& placer = *placers_[table_.IndexOf(*r)];
+  proto::PageRequest q;
+  q.region_id = region_id;
+  auto flush = [&]() -> absl::Status {
+    if (q.pages.empty()) return absl::OkStatus();
+    requested_pages_.fetch_add(q.pages.size(), std::memory_order_relaxed);
+    absl::Status s = SendRequest(q);
+    q.pages.clear();
+    return s;
+  };
+  for (uint64_t p = first_page; p < first_page + pages; ++p) {
+    if (placer.IsResident(p, 1)) continue;
+    q.pages.push_back(p);
+    if (q.pages.size() == proto::kMaxPageRequestPages) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+  }
+  return flush();
+}
+
+absl::StatusOr<uint64_t> PostcopyTarget::ReleaseAll() {
+  uint64_t released = 0;
+  if (!armed()) return released;
+  for (auto& p : placers_) {
+    absl::StatusOr<uint64_t> n = p->ReleaseAll();
+    if (!n.ok()) return n.status();
+    released += *n;
+  }
+  return released;
+}
+
+absl::Status PostcopyTarget::CheckFinished() const {
+  if (!armed() || complete()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "FINISH during post-copy with %d of %d missing pages not placed; the "
+      "source must complete post-copy first",
+      remaining_.load(), missing_pages_));
+}
+
+void PostcopyTarget::Stop() {
+  if (stopping_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  for (auto& p : placers_) p->Shutdown();
+  if (urgent_ != nullptr) urgent_->Shutdown();
+  for (auto& t : fault_threads_) {
+    if (t.joinable()) t.join();
+  }
+  if (urgent_thread_.joinable()) urgent_thread_.join();
+  if (completer_.joinable()) completer_.join();
+}
+
+PostcopyStats PostcopyTarget::stats() const {
+  PostcopyStats out;
+  if (!armed()) return out;
+  out.started = true;
+  out.urgent_channel = urgent_ != nullptr;
+  out.missing_pages = missing_pages_;
+  out.requested_pages = requested_pages_.load(std::memory_order_relaxed);
+  out.urgent_pages = urgent_pages_.load(std::memory_order_relaxed);
+  out.switch_ns = switch_ns_;
+  out.duration_ns = duration_ns_.load(std::memory_order_relaxed);
+  if (out.duration_ns == 0 && !complete()) {
+    out.duration_ns = static_cast<uint64_t>(SteadyNs() - armed_ns_);
+  }
+  FaultLatencySnapshot latency;
+  for (const auto& p : placers_) {
+    UffdPlacerStats s = p->stats();
+    out.duplicate_pages += s.duplicate_pages;
+    out.fault_messages += s.fault_messages;
+    out.local_zero_faults += s.local_zero_faults;
+    latency.Merge(s.latency);
+  }
+  out.latency_buckets.assign(latency.buckets.begin(), latency.buckets.end());
+  out.faults = latency.count;
+  out.latency_p50_us = latency.p50_us();
+  out.latency_p99_us = latency.p99_us();
+  out.latency_max_us = latency.max_us();
+  out.blocked_us = latency.total_blocked_us();
+  return out;
+}
+
+}  // namespace ramferry::engine

@@ -1,0 +1,160 @@
+// The destination's post-copy: from the source's MISSING_PAGES to the last
+// page placed. One object per session that negotiated kFeaturePostcopy.
+//
+// The switch (control thread): a UffdPlacer per region (engine/
+// uffd_placer.h) drops the missing ranges as each message arrives; once
+// the set is complete every placer registers, the fault readers start,
+// POSTCOPY_ARMED goes to the source and the caller is told it may resume
+// its workload.
+//
+// After it, pages arrive two ways, and each is placed exactly once (the
+// first copy wins, UFFDIO_COPY refuses the second):
+//  - answers to requests: a fault reader per region batches the faults
+//    (UffdPlacer::ReadFaults) into PAGE_REQUESTs on the urgent connection
+//    (or the control connection when the session has none), and the urgent
+//    thread places each PAGE_DATA;
+//  - the source's push: the receive threads call Place / PlaceZero instead
+//    of writing into the region.
+// Once no page is awaited, the completer thread stops the readers,
+// unregisters every region and sends POSTCOPY_COMPLETE: only then may the
+// source drop its copy.
+//
+// Invariants: every page the source said is missing is written only
+// through a placer (never by a plain write, which would fault on itself);
+// its arrival digest (DigestTable) is recorded by the one placement that
+// wrote it, before the page counts as placed, so a Verify after
+// POSTCOPY_COMPLETE sees every digest. On failure (Stop) nothing is
+// released: faulting threads stay blocked until ReleaseAll or the object
+// is destroyed (which closes the userfaultfds, and the kernel then hands
+// them zero pages): destroy it only with the workload stopped.
+#ifndef RAMFERRY_ENGINE_POSTCOPY_TARGET_H_
+#define RAMFERRY_ENGINE_POSTCOPY_TARGET_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/control.h"
+#include "engine/failure.h"
+#include "engine/region_table.h"
+#include "engine/uffd_placer.h"
+#include "engine/verify.h"
+#include "proto/postcopy.h"
+#include "ramferry/stats.h"
+
+namespace ramferry::engine {
+
+class PostcopyTarget {
+ public:
+  // `control` carries POSTCOPY_ARMED and POSTCOPY_COMPLETE, and the
+  // requests when `urgent` is null. `arrival_digests` may be null. Every
+  // pointer must outlive this object.
+  PostcopyTarget(const RegionTable& table, DigestTable* arrival_digests,
+                 ControlChannel* control,
+                 std::unique_ptr<ControlChannel> urgent,
+                 SessionFailure* failure);
+  ~PostcopyTarget();
+  PostcopyTarget(const PostcopyTarget&) = delete;
+  PostcopyTarget& operator=(const PostcopyTarget&) = delete;
+
+  // Called once armed, on the control thread (Receiver::OnPostcopyArmed).
+  void SetOnArmed(std::function<void()> on_armed) {
+    on_armed_ = std::move(on_armed);
+  }
+
+  // Control thread: one MISSING_PAGES payload, checked against the table
+  // and applied; the last one arms.
+  absl::Status OnMissingPages(absl::Span<const uint8_t> payload);
+
+  // Whether the switch happened: from here on the regions' missing pages
+  // are written only through Place / PlaceZero. Acquire: a thread that
+  // sees true sees the placers.
+  bool armed() const { return armed_.load(std::memory_order_acquire); }
+  // Every missing page is placed and the regions are plain memory again.
+  bool complete() const { return complete_.load(std::memory_order_acquire); }
+
+  // Receive threads (and the urgent thread): `pages` pages at `first_page`
+  // of the region at table index `index`, from `src` (outside the
+  // region), or zero pages. Only awaited pages are written.
+  absl::Status Place(size_t index, uint64_t first_page, const uint8_t* src,
+                     uint64_t pages);
+  absl::Status PlaceZero(size_t index, uint64_t first_page, uint64_t pages);
+
+  // The hypervisor's hooks (Receiver): see ramferry/receiver.h.
+  bool IsResident(uint32_t region_id, uint64_t first_page,
+                  uint64_t pages) const;
+  absl::Status WaitResident(uint32_t region_id, uint64_t first_page,
+                            uint64_t pages, absl::Time deadline);
+  absl::Status RequestPages(uint32_t region_id, uint64_t first_page,
+                            uint64_t pages);
+  absl::StatusOr<uint64_t> ReleaseAll();
+
+  // FINISH arrived: OK only if the switch never happened or completed.
+  absl::Status CheckFinished() const;
+
+  // The session ended (any way): the readers, the urgent thread and the
+  // completer stop and are joined; nothing is released. Idempotent; not
+  // from one of this object's threads.
+  void Stop();
+
+  PostcopyStats stats() const;
+
+ private:
+  absl::Status Arm();
+  // Per region: faults -> PAGE_REQUESTs, until Stop or completion.
+  void FaultLoop(size_t index);
+  absl::Status SendRequest(const proto::PageRequest& request);
+  // PAGE_DATA from the urgent connection, until it closes or Stop.
+  void UrgentLoop();
+  absl::Status OnPageData(absl::Span<const uint8_t> payload);
+  // Waits for the last page, then ends post-copy (see the file comment).
+  void CompleterLoop();
+  // `placed` pages left the awaited set; wakes the completer at zero.
+  void CountPlaced(uint64_t placed);
+  void Fail(const absl::Status& status);
+
+  const RegionTable& table_;
+  DigestTable* const arrival_digests_;
+  ControlChannel* const control_;
+  std::unique_ptr<ControlChannel> urgent_;
+  SessionFailure* const failure_;
+  std::function<void()> on_armed_;
+
+  // Control thread until armed_, read-only after.
+  std::vector<std::unique_ptr<UffdPlacer>> placers_;
+  std::optional<proto::MissingPagesChecker> checker_;
+  absl::Time switch_start_;
+  int64_t armed_ns_ = 0;  // steady clock
+  uint64_t switch_ns_ = 0;
+  uint64_t missing_pages_ = 0;
+
+  std::atomic<bool> armed_{false};
+  std::atomic<bool> complete_{false};
+  std::atomic<bool> stopping_{false};
+  // Missing pages not placed yet.
+  std::atomic<uint64_t> remaining_{0};
+  std::atomic<uint64_t> duration_ns_{0};
+  std::atomic<uint64_t> requested_pages_{0};
+  std::atomic<uint64_t> urgent_pages_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // remaining_ reached 0, or stopping_
+
+  std::vector<std::thread> fault_threads_;
+  std::thread urgent_thread_;
+  std::thread completer_;
+};
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_POSTCOPY_TARGET_H_

@@ -1,0 +1,319 @@
+// The source's post-copy: the switch (MISSING_PAGES, then the
+// destination's POSTCOPY_ARMED), the urgent thread that answers page
+// requests from this side's memory, and the push of every other missing
+// page over the bulk channels in chunks that restart near the latest
+// request, until the destination says it holds every page.
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "channels/socket_dial.h"
+#include "engine/page_ranges.h"
+#include "engine/region_table.h"
+#include "engine/sender_impl.h"
+#include "engine/status_util.h"
+#include "engine/stream_seal.h"
+
+namespace ramferry {
+
+using engine::Annotate;
+using engine::ControlChannel;
+
+namespace {
+
+// Pages a push chunk (one round) carries: small enough that a restart
+// near a request takes effect soon, large enough that the round's SYNC is
+// a small share (16 MiB of 4 KiB pages; two chunks are kept in flight).
+constexpr uint64_t kPushChunkPages = 4096;
+constexpr size_t kPushChunksInFlight = 2;
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool AllZero(const uint8_t* p, size_t n) {
+  return p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0;
+}
+
+}  // namespace
+
+absl::Status SenderImpl::OpenUrgent(absl::Time deadline) {
+  absl::StatusOr<int> fd = channels::ConnectWithRetry(
+      options_.host, options_.port, options_.connect_timeout);
+  if (!fd.ok()) return Annotate(fd.status(), "urgent connection");
+  urgent_ = std::make_unique<ControlChannel>(*fd, options_.stall_timeout);
+  proto::Hello hello = DataHello(0);
+  hello.role = proto::Role::kUrgent;
+  proto::SealKeys keys;
+  absl::StatusOr<proto::HelloReply> reply =
+      channels::ExchangeHello(*fd, hello, options_.auth_key, deadline, &keys);
+  if (!reply.ok()) return Annotate(reply.status(), "urgent connection");
+  return Annotate(
+      engine::SealControl(seal_, options_.auth_key.empty() ? nullptr : &keys,
+                          engine::SealEnd::kSource, *urgent_),
+      "urgent connection");
+}
+
+absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
+  if (finished_) return absl::FailedPreconditionError("session is finished");
+  if (failure_.failed()) return FinalStatus();
+  if ((capabilities_ & proto::kFeaturePostcopy) == 0) {
+    return absl::FailedPreconditionError(
+        "StartPostcopy: the session was opened without postcopy "
+        "(SessionOptions::postcopy on both ends)");
+  }
+  if (postcopy_started_.load()) {
+    return absl::FailedPreconditionError("StartPostcopy: called twice");
+  }
+  if (missing.size() != regions_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("StartPostcopy: %d bitmaps for %d regions",
+                        missing.size(), regions_.size()));
+  }
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    if (missing[r] == nullptr ||
+        missing[r]->pages() != regions_[r].page_count()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "StartPostcopy: bitmap %d does not match region %d's %d pages", r,
+          regions_[r].id, regions_[r].page_count()));
+    }
+  }
+  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
+  postcopy_start_ = absl::Now();
+  region_infos_ = engine::RegionTable(regions_).Describe();
+  postcopy_started_.store(true);
+  uint64_t total = 0;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    auto push = std::make_unique<DirtyBitmap>(regions_[r].page_count());
+    for (size_t w = 0; w < push->words(); ++w) {
+      push->OrWord(w, missing[r]->PeekWord(w));
+    }
+    const uint64_t n = push->Count();
+    total += n;
+    push_.push_back(std::move(push));
+    // The set as ranges, a message at a time, so no whole list is built.
+    uint64_t from = 0;
+    bool done = false;
+    while (!done) {
+      engine::RangeScan scan =
+          engine::ScanRanges(*push_.back(), from, proto::kMaxMissingRanges);
+      from = scan.next_page;
+      done = scan.done;
+      proto::MissingPages m;
+      m.region_id = regions_[r].id;
+      m.last = done;
+      m.ranges = std::move(scan.ranges);
+      if (m.ranges.empty() && !m.last) continue;
+      std::vector<uint8_t> frame =
+          proto::StartFrame(proto::ControlType::kMissingPages);
+      proto::EncodeMissingPages(m, &frame);
+      proto::FinishFrame(frame);
+      if (absl::Status s = control_->Send(frame); !s.ok()) {
+        failure_.Fail(Annotate(s, "post-copy switch"));
+        return FinalStatus();
+      }
+    }
+  }
+  pc_missing_.store(total);
+  if (urgent_ != nullptr)
+    urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  if (absl::Status s = AwaitControl([&] { return postcopy_armed_; },
+                                    options_.round_timeout, "post-copy switch");
+      !s.ok()) {
+    return s;
+  }
+  armed_ns_ = SteadyNs();
+  pc_switch_ns_.store(static_cast<uint64_t>(
+      absl::ToInt64Nanoseconds(absl::Now() - postcopy_start_)));
+  return absl::OkStatus();
+}
+
+void SenderImpl::UrgentLoop() {
+  while (true) {
+    absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
+    if (!m.ok()) {
+      bool expected;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        expected = postcopy_complete_;
+      }
+      if (!expected && !failure_.failed()) {
+        failure_.Fail(Annotate(m.status(), "urgent connection"));
+      }
+      return;
+    }
+    absl::Status s = m->type != proto::ControlType::kPageRequest
+                         ? absl::InvalidArgumentError(absl::StrCat(
+                               "unexpected ", proto::ControlTypeName(m->type),
+                               " (only PAGE_REQUEST)"))
+                         : [&]() -> absl::Status {
+      absl::StatusOr<proto::PageRequest> q =
+          proto::DecodePageRequest(m->payload, region_infos_);
+      if (!q.ok()) return q.status();
+      return AnswerRequest(*q);
+    }();
+    if (!s.ok()) {
+      failure_.Fail(Annotate(s, "urgent connection"));
+      return;
+    }
+  }
+}
+
+absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
+  size_t index = 0;
+  while (regions_[index].id != q.region_id) ++index;  // decoded: it exists
+  const Region& region = regions_[index];
+  pc_requested_.fetch_add(q.pages.size(), std::memory_order_relaxed);
+  // The answer first, the bookkeeping after: the faulting thread waits.
+  size_t at = 0;
+  while (at < q.pages.size()) {
+    size_t n = 1;
+    while (at + n < q.pages.size() && n < proto::kMaxPageDataPages &&
+           q.pages[at + n] == q.pages[at] + n) {
+      ++n;
+    }
+    const auto* bytes = static_cast<const uint8_t*>(region.page(q.pages[at]));
+    const bool zero = AllZero(bytes, n * region.page_size);
+    if (absl::Status s = urgent_->Send(proto::EncodePageData(
+            region.id, q.pages[at], static_cast<uint32_t>(n),
+            zero ? nullptr : bytes));
+        !s.ok()) {
+      return s;
+    }
+    pc_urgent_.fetch_add(n, std::memory_order_relaxed);
+    at += n;
+  }
+  // Answered: the push need not send them again.
+  for (uint64_t page : q.pages) {
+    push_[index]->TakeBits(page / 64, uint64_t{1} << (page % 64));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  ++hint_seq_;
+  hint_region_ = index;
+  hint_page_ = q.pages.back();
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::OnPageRequest(absl::Span<const uint8_t> payload) {
+  if (urgent_ != nullptr || !postcopy_started_.load()) {
+    return absl::InvalidArgumentError(
+        "PAGE_REQUEST on the control connection out of turn");
+  }
+  absl::StatusOr<proto::PageRequest> q =
+      proto::DecodePageRequest(payload, region_infos_);
+  if (!q.ok()) return q.status();
+  pc_requested_.fetch_add(q->pages.size(), std::memory_order_relaxed);
+  std::unique_lock<std::mutex> lock(mu_);
+  queued_requests_.push_back(*std::move(q));
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+uint64_t SenderImpl::TakeRequested(const proto::PageRequest& q,
+                                   absl::Span<DirtyBitmap* const> chunk) {
+  size_t index = 0;
+  while (regions_[index].id != q.region_id) ++index;
+  uint64_t taken = 0;
+  for (uint64_t page : q.pages) {
+    const uint64_t bit = uint64_t{1} << (page % 64);
+    if (push_[index]->TakeBits(page / 64, bit) != 0) {
+      chunk[index]->OrWord(page / 64, bit);
+      ++taken;
+    }
+  }
+  return taken;
+}
+
+uint64_t SenderImpl::FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
+                                   uint64_t max_pages) {
+  uint64_t taken = 0;
+  std::deque<proto::PageRequest> requests;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    requests.swap(queued_requests_);
+    // Locality: the push goes on from the latest request, where the
+    // destination's threads are likely to fault next.
+    if (hint_seq_ != seen_hint_seq_) {
+      seen_hint_seq_ = hint_seq_;
+      push_region_ = hint_region_;
+      push_word_ = hint_page_ / 64;
+    }
+    if (!requests.empty()) {
+      push_region_ = 0;
+      for (size_t r = 0; r < regions_.size(); ++r) {
+        if (regions_[r].id == requests.back().region_id) push_region_ = r;
+      }
+      push_word_ = requests.back().pages.back() / 64;
+    }
+  }
+  for (const proto::PageRequest& q : requests) taken += TakeRequested(q, chunk);
+  size_t words_total = 0;
+  for (const auto& p : push_) words_total += p->words();
+  for (size_t scanned = 0; scanned < words_total && taken < max_pages;
+       ++scanned) {
+    if (push_word_ >= push_[push_region_]->words()) {
+      push_region_ = (push_region_ + 1) % push_.size();
+      push_word_ = 0;
+    }
+    const uint64_t bits = push_[push_region_]->TakeWord(push_word_);
+    if (bits != 0) {
+      chunk[push_region_]->OrWord(push_word_, bits);
+      taken += static_cast<uint64_t>(std::popcount(bits));
+    }
+    ++push_word_;
+  }
+  return taken;
+}
+
+absl::Status SenderImpl::CompletePostcopy() {
+  bool armed;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    armed = postcopy_armed_;
+  }
+  if (!armed) {
+    return absl::FailedPreconditionError(
+        "CompletePostcopy: StartPostcopy did not switch the session");
+  }
+  if (failure_.failed()) return FinalStatus();
+  std::vector<std::unique_ptr<DirtyBitmap>> chunks;
+  std::vector<DirtyBitmap*> chunk;
+  for (const Region& r : regions_) {
+    chunks.push_back(std::make_unique<DirtyBitmap>(r.page_count()));
+    chunk.push_back(chunks.back().get());
+  }
+  while (true) {
+    const uint64_t n = FillPushChunk(chunk, kPushChunkPages);
+    if (n > 0) {
+      pc_pushed_.fetch_add(n, std::memory_order_relaxed);
+      if (absl::Status s = StartRound(chunk); !s.ok()) return s;
+    }
+    if (n == 0 && started_.empty()) break;
+    if (n == 0 || started_.size() >= kPushChunksInFlight) {
+      absl::StatusOr<RoundResult> r = AwaitRound();
+      if (!r.ok()) return r.status();
+    }
+  }
+  if (absl::Status s = AwaitControl([&] { return postcopy_complete_; },
+                                    options_.round_timeout, "post-copy end");
+      !s.ok()) {
+    return s;
+  }
+  pc_duration_ns_.store(static_cast<uint64_t>(SteadyNs() - armed_ns_));
+  // The destination holds every page: requests are over.
+  if (urgent_ != nullptr) {
+    urgent_->Shutdown();
+    if (urgent_thread_.joinable()) urgent_thread_.join();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ramferry
