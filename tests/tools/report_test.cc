@@ -131,22 +131,36 @@ RunDescription AutoRun() {
   RunDescription run;
   run.postcopy = "auto";
   run.on_timeout = "postcopy";
+  run.verify_mode = "full";
   return run;
 }
 
-TEST(MigrateReport, PostcopySectionGivesPagesFaultsAndTheHistogram) {
-  const std::string t = PostcopyLines(SomeFaults());
+TEST(MigrateReport, DestinationPostcopyLinesGiveFaultsAndTheHistogram) {
+  const std::string t = PostcopyLines(SomeFaults(), /*destination=*/true);
   EXPECT_THAT(t, HasSubstr("post-copy        armed, urgent channel on"));
   EXPECT_THAT(t, HasSubstr("missing pages    2048 (8MiB) at the switch: 300 "
-                           "requested, 290 sent as urgent answers, 1758 "
-                           "pushed, 7 duplicates dropped"));
+                           "requested, 290 placed from urgent answers, 7 "
+                           "duplicates dropped"));
   EXPECT_THAT(t, HasSubstr("faults           300 timed (310 fault messages, "
                            "0 resolved locally as zero pages); latency p50 "
                            "256 us, p99 1024 us, max 900 us; blocked 75.5 ms"));
   EXPECT_THAT(t, HasSubstr("fault latency    [64,128) us: 100  [128,256) us: "
                            "150  [512,1024) us: 50\n"));
-  EXPECT_THAT(t, HasSubstr("switch 4.0 ms, then 1250.0 ms"));
-  EXPECT_THAT(PostcopyLines(PostcopyStats{}), HasSubstr("no faults timed"));
+  EXPECT_THAT(t, HasSubstr("switch 4.0 ms, then 1250.0 ms until the last page "
+                           "was placed"));
+  EXPECT_THAT(PostcopyLines(PostcopyStats{}, true),
+              HasSubstr("no faults timed"));
+}
+
+// The source has no faults of its own to time: it says what it sent.
+TEST(MigrateReport, SourcePostcopyLinesGiveWhatWasRequestedAndPushed) {
+  const std::string t = PostcopyLines(SomeFaults(), /*destination=*/false);
+  EXPECT_THAT(t, HasSubstr("missing pages    2048 (8MiB) at the switch: 300 "
+                           "requested by the destination's faults (290 "
+                           "answered on the urgent channel), 1758 pushed on "
+                           "the bulk channels"));
+  EXPECT_THAT(t, HasSubstr("until every page was pushed and confirmed"));
+  EXPECT_THAT(t, Not(HasSubstr("fault latency")));
 }
 
 TEST(MigrateReport, SourceTableSaysThePostcopyDowntimeEndsWhenArmed) {
@@ -156,7 +170,9 @@ TEST(MigrateReport, SourceTableSaysThePostcopyDowntimeEndsWhenArmed) {
   EXPECT_THAT(t, HasSubstr("last collect 2.0 ms, switch 10.3 ms"));
   EXPECT_THAT(t, HasSubstr("switchover       postcopy (--postcopy=auto; 2048 "
                            "pages missing at the switch, then 1260.0 ms"));
-  EXPECT_THAT(t, HasSubstr("fault latency    [64,128) us: 100"));
+  EXPECT_THAT(t, HasSubstr("1758 pushed on the bulk channels"));
+  EXPECT_THAT(t, HasSubstr("verification     full, 0.0 ms once the "
+                           "destination held every page"));
   EXPECT_THAT(t, Not(HasSubstr("final round")));
 }
 

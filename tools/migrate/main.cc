@@ -799,13 +799,14 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_demo) && !absl::GetFlag(FLAGS_demo_link).empty()) {
     return Usage("--demo-link goes with --demo");
   }
-  absl::StatusOr<ramferry::SessionOptions> opt = Session();
-  if (!opt.ok()) return Usage(std::string(opt.status().message()));
+  // Before Session(): its checks name options, these name the flags.
   if (absl::Status s =
           CheckPostcopy(role == "dest" || absl::GetFlag(FLAGS_demo));
       !s.ok()) {
     return Usage(std::string(s.message()));
   }
+  absl::StatusOr<ramferry::SessionOptions> opt = Session();
+  if (!opt.ok()) return Usage(std::string(opt.status().message()));
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
   ramferry::cli::WarnIfUnauthenticated(*opt, "ramferry-migrate");
   if (role == "source") {

@@ -107,18 +107,34 @@ std::string HistogramLine(const PostcopyStats& p) {
 
 }  // namespace
 
-std::string PostcopyLines(const PostcopyStats& p) {
+std::string PostcopyLines(const PostcopyStats& p, bool destination) {
   std::string t;
   absl::StrAppendFormat(&t, "  post-copy        %s, urgent channel %s\n",
                         p.started ? "armed" : "not armed",
                         p.urgent_channel ? "on" : "off");
-  absl::StrAppendFormat(
-      &t,
-      "  missing pages    %d (%s) at the switch: %d "
-      "requested, %d sent as urgent answers, %d pushed, %d "
-      "duplicates dropped\n",
-      p.missing_pages, cli::FormatBytes(p.missing_pages * kPageSize),
-      p.requested_pages, p.urgent_pages, p.pushed_pages, p.duplicate_pages);
+  if (!destination) {
+    // The faults and their latency are the destination's, in its report.
+    absl::StrAppendFormat(&t,
+                          "  missing pages    %d (%s) at the switch: %d "
+                          "requested by the destination's faults (%d answered "
+                          "on the urgent channel), %d pushed on the bulk "
+                          "channels\n",
+                          p.missing_pages,
+                          cli::FormatBytes(p.missing_pages * kPageSize),
+                          p.requested_pages, p.urgent_pages, p.pushed_pages);
+    absl::StrAppendFormat(&t,
+                          "  post-copy time   switch %.1f ms, then %.1f ms "
+                          "until every page was pushed and confirmed\n",
+                          p.switch_ns * 1e-6, p.duration_ns * 1e-6);
+    return t;
+  }
+  absl::StrAppendFormat(&t,
+                        "  missing pages    %d (%s) at the switch: %d "
+                        "requested, %d placed from urgent answers, %d "
+                        "duplicates dropped\n",
+                        p.missing_pages,
+                        cli::FormatBytes(p.missing_pages * kPageSize),
+                        p.requested_pages, p.urgent_pages, p.duplicate_pages);
   absl::StrAppendFormat(&t,
                         "  faults           %d timed (%d fault messages, %d "
                         "resolved locally as zero pages); latency p50 %d us, "
@@ -129,7 +145,7 @@ std::string PostcopyLines(const PostcopyStats& p) {
   absl::StrAppendFormat(&t, "  fault latency    %s\n", HistogramLine(p));
   absl::StrAppendFormat(&t,
                         "  post-copy time   switch %.1f ms, then %.1f ms "
-                        "until the destination held every page\n",
+                        "until the last page was placed\n",
                         p.switch_ns * 1e-6, p.duration_ns * 1e-6);
   return t;
 }
@@ -276,12 +292,21 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
     absl::StrAppendFormat(&t, "  bandwidth cap    %s/s over all channels\n",
                           cli::FormatBytes(run.max_bandwidth));
   }
-  absl::StrAppendFormat(&t,
-                        "  verification     %s, %.1f ms after the switchover "
-                        "(source paused; a destination that waits for it "
-                        "resumes at %.1f ms)\n",
-                        run.verify_mode, r.verify_s * 1e3,
-                        (r.downtime_s + r.verify_s) * 1e3);
+  if (postcopy) {
+    // The destination runs already: nothing waits for the check but the
+    // session's end.
+    absl::StrAppendFormat(&t,
+                          "  verification     %s, %.1f ms once the "
+                          "destination held every page\n",
+                          run.verify_mode, r.verify_s * 1e3);
+  } else {
+    absl::StrAppendFormat(&t,
+                          "  verification     %s, %.1f ms after the "
+                          "switchover (source paused; a destination that "
+                          "waits for it resumes at %.1f ms)\n",
+                          run.verify_mode, r.verify_s * 1e3,
+                          (r.downtime_s + r.verify_s) * 1e3);
+  }
   absl::StrAppendFormat(
       &t, "  rounds           %d (stopped by %s%s)\n", r.rounds.size(),
       r.converged_by.empty() ? "-" : r.converged_by,
@@ -332,7 +357,7 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                                    "every page",
                                    r.postcopy_missing_pages, r.postcopy_s * 1e3)
                  : "");
-    if (postcopy) t += PostcopyLines(r.stats.postcopy);
+    if (postcopy) t += PostcopyLines(r.stats.postcopy, /*destination=*/false);
     if (r.workload_kept_paused) {
       t += "  workload         kept paused on the source: post-copy failed "
            "after the switch began, so this memory is the state at the "
@@ -402,7 +427,7 @@ std::string DestinationTable(const DestinationReport& r) {
                                          "%.2f s after the switch",
                                          r.workload_pages_written, r.workload_s)
                        : std::string("none ran here")),
-        PostcopyLines(r.stats.postcopy));
+        PostcopyLines(r.stats.postcopy, /*destination=*/true));
     if (r.released_pages > 0) {
       absl::StrAppendFormat(&postcopy,
                             "  released         %d awaited pages filled with "

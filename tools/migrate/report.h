@@ -48,11 +48,13 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r);
 std::string DestinationJson(const DestinationReport& r);
 std::string DestinationTable(const DestinationReport& r);
 
-// Post-copy's counters as report lines (either end): pages missing,
-// requested, urgent, pushed and duplicated, faults and their latency, the
-// non-empty histogram buckets ("[lo,hi) us: n"), the switch and the
-// post-copy phase, and whether requests had the urgent channel.
-std::string PostcopyLines(const PostcopyStats& p);
+// Post-copy's counters as report lines, as each end has them: whether
+// requests had the urgent channel, the pages missing at the switch, the
+// switch and the post-copy phase; the source's requested, urgent and
+// pushed pages; the destination's requested, urgent and duplicate pages,
+// its faults, their latency and the non-empty histogram buckets
+// ("[lo,hi) us: n").
+std::string PostcopyLines(const PostcopyStats& p, bool destination);
 
 }  // namespace ramferry::migrate
 
