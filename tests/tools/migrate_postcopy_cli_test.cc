@@ -1,6 +1,8 @@
 // ramferry-migrate --postcopy as a user runs it: both ends as processes,
 // the destination's own workload resumed at the switch, every page
 // verified, and the post-copy report checked against itself.
+#include <signal.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 namespace ramferry {
 namespace {
 
+using testing::BackgroundCommand;
 using testing::CommandResult;
 using ::testing::HasSubstr;
 using testing::RunCommand;
@@ -227,6 +230,71 @@ TEST(MigratePostcopy, FlagsThatCannotWorkAreRefusedUpFront) {
     EXPECT_EQ(r.exit_code, 2) << c.says << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.says));
   }
+}
+
+// The roles apart, the source's push capped so the post-copy phase lasts
+// seconds: a destination (table output, so its progress line says when it
+// armed) and a source switching at once. Returns the destination's port.
+std::string StartDestination(BackgroundCommand& dest) {
+  return dest.AwaitStderrLine("listening on 127.0.0.1:", absl::Seconds(30));
+}
+const std::vector<std::string> kDest = {
+    kMigrate,     "--role=dest", "--listen=127.0.0.1:0", "--size=64MiB",
+    "--insecure", "--postcopy",  "--dirty-set=64MiB",    "--stall-timeout=5s"};
+std::vector<std::string> Source(const std::string& port) {
+  return {kMigrate,
+          "--role=source",
+          "--connect=127.0.0.1:" + port,
+          "--size=64MiB",
+          "--insecure",
+          "--postcopy=now",
+          "--max-bandwidth=40mbit",
+          "--dirty-set=64MiB",
+          "--stall-timeout=5s",
+          "--json"};
+}
+
+// The source dies after the switch: the pages the destination's workload
+// waits on are lost, so the destination fills them with zeros (its
+// memory is to be discarded), lets its writers run on to their stop, and
+// says so; it does not hang on them.
+TEST(MigratePostcopy, ADestinationThatLosesItsSourceReleasesItsWorkload) {
+  BackgroundCommand dest(kDest);
+  const std::string port = StartDestination(dest);
+  ASSERT_FALSE(port.empty()) << dest.Stderr();
+  BackgroundCommand source(Source(port));
+  ASSERT_TRUE(dest.AwaitStderr("; post-copy: ", absl::Seconds(30)))
+      << dest.Stderr();
+  kill(source.pid(), SIGKILL);
+  source.Wait(absl::Seconds(30));
+  CommandResult d = dest.Wait(absl::Seconds(30));
+  EXPECT_EQ(d.exit_code, 1) << d.out << d.err;
+  EXPECT_THAT(d.out, HasSubstr("destination: FAILED"));
+  EXPECT_THAT(d.out, HasSubstr("awaited pages filled with zeros after the "
+                               "source was lost"));
+  EXPECT_THAT(d.out, HasSubstr("workload         memload wrote "));
+}
+
+// The destination dies after the switch: the source's memory is the
+// state at the switch, so its workload stays paused, and the report says
+// so.
+TEST(MigratePostcopy, ASourceThatLosesItsDestinationStaysPaused) {
+  BackgroundCommand dest(kDest);
+  const std::string port = StartDestination(dest);
+  ASSERT_FALSE(port.empty()) << dest.Stderr();
+  BackgroundCommand source(Source(port));
+  ASSERT_TRUE(dest.AwaitStderr("; post-copy: ", absl::Seconds(30)))
+      << dest.Stderr();
+  kill(dest.pid(), SIGKILL);
+  dest.Wait(absl::Seconds(30));
+  CommandResult r = source.Wait(absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const Json j = ParseJson(r);
+  EXPECT_EQ(j["outcome"], "failed");
+  EXPECT_EQ(j["switchover"], "postcopy");
+  EXPECT_EQ(j["postcopy"]["workload_kept_paused"], true);
+  EXPECT_EQ(j["workload"]["running_after"], false);
+  EXPECT_EQ(j["verified"], false);
 }
 
 // Over a real rate-limited link, with memload writing twice what the link
