@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -54,6 +56,14 @@ absl::Status SetStallTimeouts(int fd, absl::Duration stall) {
   if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
     return ErrnoStatus(errno, "setting socket stall timeouts");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetNoDelay(int fd) {
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+    return ErrnoStatus(errno, "setsockopt(TCP_NODELAY)");
   }
   return absl::OkStatus();
 }

@@ -25,6 +25,9 @@ absl::Status MakeBlocking(int fd);
 
 // Sets SO_SNDTIMEO and SO_RCVTIMEO so a blocked call wakes after `stall`.
 absl::Status SetStallTimeouts(int fd, absl::Duration stall);
+// TCP_NODELAY: a small message (a control frame, a page request) leaves
+// at once, not held by Nagle until the one before it is acknowledged.
+absl::Status SetNoDelay(int fd);
 
 // Total bytes in an iovec array.
 size_t IovBytes(absl::Span<const iovec> iov);

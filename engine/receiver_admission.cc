@@ -155,12 +155,10 @@ proto::HelloReply Admission::AdmitControl(
                                   proto::SealModeName(*asked)));
   }
   const uint64_t offered = OfferedCapabilities();
-  if ((h.capabilities & proto::kFeaturePostcopy) != 0) {
-    if ((offered & proto::kFeaturePostcopy) == 0) {
-      return Refuse(absl::StatusCode::kFailedPrecondition,
-                    "this destination does not allow post-copy: give it "
-                    "postcopy (--postcopy) too, or migrate without it");
-    }
+  // Not offered: not granted, and the source says so. Offered but
+  // impossible with these regions or this transport: refused here, with
+  // the reason, before a round moves.
+  if ((h.capabilities & offered & proto::kFeaturePostcopy) != 0) {
     if (absl::Status s = CheckPostcopy(family); !s.ok()) {
       return Refuse(s.code(), absl::StrCat("destination cannot run "
                                            "post-copy: ",
@@ -336,6 +334,9 @@ void Admission::Deliver(const proto::Hello& h, int fd,
       if (fd >= 0) close(fd);  // a late one, of a session given up
       return;
     }
+    // Control frames and page requests are small and wait on each other's
+    // answers: none may sit in Nagle's buffer. Best effort.
+    if (fd >= 0) (void)channels::SetNoDelay(fd);
     if (fd >= 0) {
       slot.fd = fd;
       if (keys != nullptr) slot.keys = *keys;

@@ -93,8 +93,8 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
   }
   if (options_.postcopy && (capabilities_ & proto::kFeaturePostcopy) == 0) {
     return absl::FailedPreconditionError(
-        "postcopy: the destination did not agree to post-copy (an older "
-        "ramferry?)");
+        "postcopy: the destination does not allow post-copy; give it "
+        "postcopy (--postcopy) too, or migrate without it");
   }
   if (options_.survive_channel_loss) {
     if ((capabilities_ & proto::kFeatureSurviveChannelLoss) == 0) {

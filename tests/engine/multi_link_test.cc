@@ -1,12 +1,15 @@
 // Channels spread over several destination addresses
 // (SessionOptions::channel_endpoints): on two loopback addresses, and over
 // two real rate-limited links of a LinkTestbed (root), byte-identical at
-// the end, with every channel's endpoint in both ends' stats.
+// the end, with every channel's endpoint in both ends' stats; and a link
+// taken down mid-migration, survived on the other.
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/endpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -143,6 +146,67 @@ TEST(MultiLinkTest, ChannelsSpreadOverTwoRateLimitedLinks) {
   ASSERT_TRUE((*bed)->EnterSource().ok());
   MigrateOver({(*bed)->destination_address(0), (*bed)->destination_address(1)},
               4, rx, src, dst);
+}
+
+// Link 1 taken down mid-round (`ip link set down`): its channels stall,
+// the destination reports them lost after the stall timeout, and with
+// survive_channel_loss the round's share of them goes again over link 0.
+// The session finishes, verified, byte-identical, naming the lost ones.
+TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
+  if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  cli::SavedNetworkNamespace home;
+  ASSERT_TRUE(home.ok());
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
+      cli::LinkTestbed::Create({"200mbit", "200mbit"});
+  ASSERT_TRUE(bed.ok()) << bed.status();
+  const uint64_t bytes = testing::ScaledBytes(32ull << 20);
+  auto src = MakeRegion(1, bytes, /*seed=*/9, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions opt = testing::InsecureOptions();
+  opt.channels = 4;
+  opt.survive_channel_loss = true;
+  opt.stall_timeout = absl::Seconds(2);
+  opt.host = "0.0.0.0";
+  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ServingReceiver rx(opt, {dst.region});
+  ASSERT_TRUE((*bed)->EnterSource().ok());
+  // The control connection goes over link 0, which stays up.
+  opt.host = (*bed)->destination_address(0);
+  opt.port = rx.port();
+  opt.channel_endpoints = {{(*bed)->destination_address(0)},
+                           {(*bed)->destination_address(1)}};
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  // 32 MiB over 2 x 200mbit takes about 0.7 s: the link goes down a third
+  // of the way in, with both of its channels mid-stream.
+  std::thread cut([&] {
+    absl::SleepFor(absl::Milliseconds(250));
+    EXPECT_TRUE((*bed)->SetLinkUp(1, false).ok());
+  });
+  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  cut.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  RewritePages(src.region, 5, 77, dirty);
+  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
+  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  const SessionStats sent = (*sender)->stats();
+  // Channels 1 and 3 went over link 1.
+  ASSERT_EQ(sent.channels_lost.size(), 2u)
+      << DescribeChannelLosses(sent.channels_lost);
+  for (const ChannelLoss& l : sent.channels_lost) {
+    EXPECT_EQ(l.channel % 2, 1u) << DescribeChannelLosses(sent.channels_lost);
+  }
+  EXPECT_GT(sent.resent_pages, 0u);
 }
 
 }  // namespace

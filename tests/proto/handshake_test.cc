@@ -128,7 +128,7 @@ TEST(HelloTest, RejectsBadVersionAsFailedPrecondition) {
 }
 
 TEST(HelloTest, RejectsBadRole) {
-  for (uint16_t role : {uint16_t{0}, uint16_t{3}, uint16_t{0x0102}}) {
+  for (uint16_t role : {uint16_t{0}, uint16_t{4}, uint16_t{0x0102}}) {
     std::vector<uint8_t> buf = EncodeH(ValidHello());
     Store16(buf.data() + 6, role);
     absl::Status s = DecodeHello(buf).status();
