@@ -1,5 +1,6 @@
-// ramferry-migrate: live pre-copy migration of changing memory between two
-// processes, over ramferry's channels.
+// ramferry-migrate: live migration of changing memory between two
+// processes, over ramferry's channels: pre-copy rounds, then stop-and-copy
+// or post-copy.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -783,7 +784,8 @@ int main(int argc, char** argv) {
   ramferry::cli::AcceptBareFlag(argc, argv, "postcopy", "--postcopy=on");
   ramferry::cli::InitBinary(
       argc, argv,
-      "live pre-copy migration of changing memory over ramferry channels.\n"
+      "live migration of changing memory over ramferry channels: pre-copy,\n"
+      "then stop-and-copy or (--postcopy) post-copy.\n"
       "  ramferry-migrate --demo                       both ends on loopback\n"
       "  ramferry-migrate --role=dest --listen=0.0.0.0:7070 --size=1GiB\n"
       "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB",
