@@ -524,6 +524,22 @@ absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
   return out;
 }
 
+std::vector<PageRange> UffdPlacer::AwaitedRanges(uint64_t from_page,
+                                                 size_t max_ranges,
+                                                 uint64_t* next) const {
+  std::vector<PageRange> out;
+  uint64_t p = from_page;
+  while (out.size() < max_ranges) {
+    const uint64_t first = awaited_.NextSet(p, page_count_);
+    if (first >= page_count_) break;
+    const uint64_t end = awaited_.NextClear(first, page_count_);
+    out.push_back({first, end - first});
+    p = end;
+  }
+  *next = out.size() < max_ranges ? page_count_ : p;
+  return out;
+}
+
 std::vector<uint64_t> UffdPlacer::PendingFaults() const {
   std::vector<uint64_t> out;
   pending_.ForEachSet([&](uint64_t page) { out.push_back(page); });
