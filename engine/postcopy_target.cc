@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "engine/status_util.h"
+#include "engine/thread_priority.h"
 #include "proto/control.h"
 
 namespace ramferry::engine {
@@ -187,6 +188,7 @@ absl::Status PostcopyTarget::SendRequests(uint32_t region_id,
 }
 
 void PostcopyTarget::FaultLoop(size_t index) {
+  RaiseRequestPathPriority();
   UffdPlacer& placer = *placers_[index];
   const uint32_t region_id = placer.region().id;
   while (!stopping_.load(std::memory_order_acquire) && !complete()) {
@@ -216,6 +218,7 @@ absl::Status PostcopyTarget::SendRequest(const proto::PageRequest& request) {
 }
 
 void PostcopyTarget::UrgentLoop() {
+  RaiseRequestPathPriority();
   while (!stopping_.load(std::memory_order_acquire)) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {

@@ -19,6 +19,7 @@
 #include "engine/sender_impl.h"
 #include "engine/status_util.h"
 #include "engine/stream_seal.h"
+#include "engine/thread_priority.h"
 
 namespace ramferry {
 
@@ -137,6 +138,7 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
 }
 
 void SenderImpl::UrgentLoop() {
+  engine::RaiseRequestPathPriority();
   while (true) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {
@@ -308,7 +310,8 @@ absl::Status SenderImpl::AwaitResumed() {
     return s;
   }
   armed_ns_ = SteadyNs();
-  if (urgent_ != nullptr) urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  if (urgent_ != nullptr)
+    urgent_thread_ = std::thread([this] { UrgentLoop(); });
   return absl::OkStatus();
 }
 
