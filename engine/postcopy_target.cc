@@ -151,11 +151,9 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
       m.ranges = p->AwaitedRanges(from, proto::kMaxMissingRanges, &next);
       from = next;
       m.last = from >= pages;
-      std::vector<uint8_t> frame =
-          proto::StartFrame(proto::ControlType::kMissingPages);
-      proto::EncodeMissingPages(m, &frame);
-      proto::FinishFrame(frame);
-      if (absl::Status s = control_->Send(frame); !s.ok()) return s;
+      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+          !s.ok())
+        return s;
     } while (from < pages);
   }
   if (absl::Status s =

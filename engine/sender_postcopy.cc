@@ -113,11 +113,8 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
       m.last = done;
       m.ranges = std::move(scan.ranges);
       if (m.ranges.empty() && !m.last) continue;
-      std::vector<uint8_t> frame =
-          proto::StartFrame(proto::ControlType::kMissingPages);
-      proto::EncodeMissingPages(m, &frame);
-      proto::FinishFrame(frame);
-      if (absl::Status s = control_->Send(frame); !s.ok()) {
+      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+          !s.ok()) {
         failure_.Fail(Annotate(s, "post-copy switch"));
         return FinalStatus();
       }
