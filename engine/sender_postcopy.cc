@@ -166,9 +166,21 @@ void SenderImpl::UrgentLoop() {
   }
 }
 
-absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
+size_t SenderImpl::RegionIndex(uint32_t region_id) const {
   size_t index = 0;
-  while (regions_[index].id != q.region_id) ++index;  // decoded: it exists
+  while (regions_[index].id != region_id) ++index;
+  return index;
+}
+
+void SenderImpl::NoteRequest(const proto::PageRequest& q) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++hint_seq_;
+  hint_region_ = RegionIndex(q.region_id);
+  hint_page_ = q.pages.back();
+}
+
+absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
+  const size_t index = RegionIndex(q.region_id);
   const Region& region = regions_[index];
   pc_requested_.fetch_add(q.pages.size(), std::memory_order_relaxed);
   // The answer first, the bookkeeping after: the faulting thread waits.
@@ -194,10 +206,7 @@ absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
   for (uint64_t page : q.pages) {
     push_[index]->TakeBits(page / 64, uint64_t{1} << (page % 64));
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  ++hint_seq_;
-  hint_region_ = index;
-  hint_page_ = q.pages.back();
+  NoteRequest(q);
   return absl::OkStatus();
 }
 
@@ -210,6 +219,7 @@ absl::Status SenderImpl::OnPageRequest(absl::Span<const uint8_t> payload) {
       proto::DecodePageRequest(payload, region_infos_);
   if (!q.ok()) return q.status();
   pc_requested_.fetch_add(q->pages.size(), std::memory_order_relaxed);
+  NoteRequest(*q);
   std::unique_lock<std::mutex> lock(mu_);
   queued_requests_.push_back(*std::move(q));
   cv_.notify_all();
@@ -218,8 +228,7 @@ absl::Status SenderImpl::OnPageRequest(absl::Span<const uint8_t> payload) {
 
 uint64_t SenderImpl::TakeRequested(const proto::PageRequest& q,
                                    absl::Span<DirtyBitmap* const> chunk) {
-  size_t index = 0;
-  while (regions_[index].id != q.region_id) ++index;
+  const size_t index = RegionIndex(q.region_id);
   uint64_t taken = 0;
   for (uint64_t page : q.pages) {
     const uint64_t bit = uint64_t{1} << (page % 64);
@@ -244,13 +253,6 @@ uint64_t SenderImpl::FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
       seen_hint_seq_ = hint_seq_;
       push_region_ = hint_region_;
       push_word_ = hint_page_ / 64;
-    }
-    if (!requests.empty()) {
-      push_region_ = 0;
-      for (size_t r = 0; r < regions_.size(); ++r) {
-        if (regions_[r].id == requests.back().region_id) push_region_ = r;
-      }
-      push_word_ = requests.back().pages.back() / 64;
     }
   }
   for (const proto::PageRequest& q : requests) taken += TakeRequested(q, chunk);
@@ -294,9 +296,7 @@ absl::Status SenderImpl::OnResumeMissing(absl::Span<const uint8_t> payload) {
       proto::DecodeMissingPages(payload, region_infos_);
   if (!m.ok()) return m.status();
   if (absl::Status s = resume_checker_->Accept(*m); !s.ok()) return s;
-  size_t index = 0;
-  while (regions_[index].id != m->region_id) ++index;
-  engine::MarkRanges(m->ranges, *push_[index]);
+  engine::MarkRanges(m->ranges, *push_[RegionIndex(m->region_id)]);
   return absl::OkStatus();
 }
 
