@@ -86,14 +86,15 @@ absl::Status PostcopyTarget::Arm() {
       absl::ToInt64Nanoseconds(absl::Now() - switch_start_));
   armed_ns_ = SteadyNs();
   armed_.store(true, std::memory_order_release);
-  StartThreads();
+  // ARMED before the threads start: the completer of a set with nothing
+  // missing sends POSTCOPY_COMPLETE at once, which must not overtake it.
+  // (A fault meanwhile waits in the userfaultfd for its reader.)
   if (absl::Status s =
           control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
       !s.ok()) {
     return s;
   }
-  // A set with nothing missing completes at once.
-  if (missing_pages_ == 0) CountPlaced(0);
+  StartThreads();
   if (on_armed_) on_armed_();
   return absl::OkStatus();
 }

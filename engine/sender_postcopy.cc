@@ -136,17 +136,20 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
 
 void SenderImpl::UrgentLoop() {
   engine::RaiseRequestPathPriority();
+  // Once the destination holds every page, CompletePostcopy shuts the
+  // connection down under this thread, mid-read or mid-answer: that ends
+  // the loop, not the session.
+  auto fail = [&](const absl::Status& s) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (postcopy_complete_) return;
+    }
+    failure_.Fail(Annotate(s, "urgent connection"));
+  };
   while (true) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {
-      bool expected;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        expected = postcopy_complete_;
-      }
-      if (!expected && !failure_.failed()) {
-        failure_.Fail(Annotate(m.status(), "urgent connection"));
-      }
+      fail(m.status());
       return;
     }
     absl::Status s = m->type != proto::ControlType::kPageRequest
@@ -160,7 +163,7 @@ void SenderImpl::UrgentLoop() {
       return AnswerRequest(*q);
     }();
     if (!s.ok()) {
-      failure_.Fail(Annotate(s, "urgent connection"));
+      fail(s);
       return;
     }
   }
