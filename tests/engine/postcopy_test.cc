@@ -495,6 +495,58 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
                d.urgent_pages);
 }
 
+// The last awaited page placed by an urgent answer while a bulk copy of it
+// is still on the wire: the destination completes post-copy (unregisters
+// its regions) and then the bulk copy lands. It is a duplicate like any
+// other and must be dropped; the session completes.
+TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
+  SKIP_WITHOUT_USERFAULTFD();
+  SessionOptions opt = PostcopyOptions(/*urgent=*/true);
+  opt.channels = 1;
+  opt.packet_pages = 128;
+  opt.zero_pages = false;
+  testing::FaultInjector faults({.source = true,
+                                 .op = testing::FaultOp::kSendPacket,
+                                 .nth = ~0ull,
+                                 .kind = testing::FaultKind::kDelay,
+                                 .delay = absl::Milliseconds(500)});
+  Session s(opt, {4ull << 20}, 72);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  // Only pages 0..63 are missing: the push is one packet, held back.
+  constexpr uint64_t kMissing = 64;
+  for (uint64_t p = 0; p < kMissing; ++p) {
+    std::memset(s.src[0].region.page(p), 0x30 + static_cast<int>(p % 7),
+                4096);
+    s.dirty[0]->Set(p);
+  }
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  faults.ArmAt(faults.calls(true, testing::FaultOp::kSendPacket) + 1);
+  std::future<absl::Status> done = std::async(
+      std::launch::async, [&] { return s.sender->CompletePostcopy(); });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!faults.fired() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(faults.fired());
+  // Every missing page faults in over the urgent channel before the held
+  // packet lands: the destination completes with that packet in flight.
+  for (uint64_t p = 0; p < kMissing; ++p) {
+    volatile uint8_t first = s.dst[0].region.page(p)[0];
+    (void)first;
+  }
+  absl::Status st = done.get();
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(s.rx->receiver().stats().postcopy.duplicate_pages, kMissing);
+  if (!st.ok()) return;
+  absl::StatusOr<VerifyReport> v = s.sender->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched;
+  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  EXPECT_TRUE(SameBytes(s.src[0].region, s.dst[0].region));
+}
+
 // A destination region that is not private anonymous memory (a shared
 // memfd mapping) cannot take post-copy: refused at connect, saying so.
 TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedAtConnect) {
