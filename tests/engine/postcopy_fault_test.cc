@@ -40,6 +40,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/child_peers.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
 
@@ -468,6 +469,67 @@ TEST(PostcopyStallTest, StoppedSourceEndsTheDestinationAfterTheStallTimeout) {
   EXPECT_GT(workload.zero_reads.load(), 0u);
   absl::PrintF("[postcopy-stall] destination \"%s\" after %s\n", st.ToString(),
                absl::FormatDuration(took));
+}
+
+// ---- the destination killed or stopped, in a child process ----
+
+// The source mid-push, its destination (a child process) killed (SIGKILL:
+// every connection closes) or stopped (SIGSTOP: nothing closes, nothing
+// answers): CompletePostcopy fails, within the stall timeout for a stopped
+// one, and the source's memory is what it was.
+void DestinationGoes(int sig) {
+  const uint64_t bytes = 32ull << 20;
+  SessionOptions opt = testing::InsecureOptions();
+  opt.channels = 2;
+  opt.postcopy = true;
+  opt.stall_timeout = absl::Seconds(1);
+  opt.max_bandwidth = bytes;  // a push of about a second
+  testing::ChildDestination child(opt, bytes);
+  ASSERT_NE(child.port(), 0);
+  Watchdog watchdog(absl::Seconds(60), "destination-gone test");
+  auto src = MakeRegion(1, bytes, 13, /*fill=*/true);
+  const std::vector<uint8_t> snapshot(src.region.page(0),
+                                      src.region.page(0) + bytes);
+  opt.port = child.port();
+  absl::StatusOr<std::unique_ptr<Sender>> sender =
+      Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap missing(src.region.page_count());
+  missing.SetAll();
+  DirtyBitmap* bitmaps[] = {&missing};
+  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  std::future<absl::Status> completed = std::async(
+      std::launch::async, [&] { return (*sender)->CompletePostcopy(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  child.Signal(sig);
+  const absl::Time gone = absl::Now();
+  const absl::Status st = completed.get();
+  const absl::Duration took = absl::Now() - gone;
+  EXPECT_FALSE(st.ok()) << "the source reported success";
+  EXPECT_LT(took, opt.stall_timeout + absl::Seconds(5)) << st;
+  EXPECT_FALSE((*sender)->Finish().ok());
+  EXPECT_TRUE((*sender)->stats().postcopy.started);
+  EXPECT_EQ((*sender)->stats().postcopy.missing_pages,
+            src.region.page_count());
+  EXPECT_EQ(std::memcmp(src.region.page(0), snapshot.data(), bytes), 0);
+  absl::PrintF("[postcopy-dest-gone] signal %d: source \"%s\" after %s\n", sig,
+               st.ToString(), absl::FormatDuration(took));
+}
+
+TEST(PostcopyDestinationGoneTest, KilledDestinationFailsTheSource) {
+  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (!testing::SingleThreaded()) {
+    GTEST_SKIP() << "other threads run here: fork() is not safe";
+  }
+  DestinationGoes(SIGKILL);
+}
+
+TEST(PostcopyDestinationGoneTest, StoppedDestinationFailsTheSource) {
+  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (!testing::SingleThreaded()) {
+    GTEST_SKIP() << "other threads run here: fork() is not safe";
+  }
+  DestinationGoes(SIGSTOP);
 }
 
 }  // namespace
