@@ -40,7 +40,15 @@
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "channels/socket_dial.h"
+#include "engine/control.h"
+#include "gmock/gmock.h"
+#include "proto/control.h"
+#include "proto/handshake.h"
+#include "proto/postcopy.h"
+#include "proto/wire.h"
 #include "tests/support/child_peers.h"
+#include "tests/support/fake_source.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
 
@@ -530,6 +538,275 @@ TEST(PostcopyDestinationGoneTest, StoppedDestinationFailsTheSource) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
   DestinationGoes(SIGSTOP);
+}
+
+// ---- bad input from the network during post-copy ----
+//
+// A hand-made source (tests/support/fake_source.h) feeds a real post-copy
+// destination what a correct Sender never sends. Each must end the session
+// with a clear error, within a bound, and write nothing outside what the
+// source may write (the region sits between guard pages: a stray write
+// crashes the test).
+
+using ::testing::HasSubstr;
+
+class PostcopyBadInputTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBytes = 1 << 20;  // 256 pages
+  static constexpr uint64_t kPages = kBytes / 4096;
+
+  void SetUp() override {
+    if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    // Filled, so a dropped page is seen (it would read as zero).
+    dst_ = MakeRegion(1, kBytes, 5, /*fill=*/true);
+    snapshot_.assign(dst_.region.page(0), dst_.region.page(0) + kBytes);
+    SessionOptions opt = testing::InsecureOptions();
+    opt.channels = 2;
+    opt.postcopy = true;
+    opt.stall_timeout = absl::Seconds(5);
+    rx_ = std::make_unique<ServingReceiver>(opt, std::vector<Region>{dst_.region});
+    src_ = std::make_unique<testing::FakeSource>(rx_->port(), 2);
+  }
+  // Opens the session: control, channels and, with `urgent`, the urgent
+  // connection (without it, the session is negotiated without one).
+  void Open(bool urgent) {
+    if (!urgent) {
+      src_->set_capabilities(src_->MakeHello(proto::Role::kControl, 0)
+                                 .capabilities &
+                             ~proto::kFeaturePostcopyUrgent);
+    }
+    absl::Status open = src_->OpenControl(Table());
+    ASSERT_TRUE(open.ok()) << open;
+    ASSERT_TRUE(src_->OpenAllChannels().ok());
+    if (urgent) {
+      absl::StatusOr<int> fd = OpenUrgent();
+      ASSERT_TRUE(fd.ok()) << fd.status();
+      urgent_ = *fd;
+    }
+  }
+  void TearDown() override {
+    if (rx_ != nullptr && !rx_->done()) {
+      rx_->receiver().Abort(absl::CancelledError("test over"));
+    }
+  }
+
+  static std::vector<proto::RegionInfo> Table() {
+    return {{1, 4096, kBytes, "region-1"}};
+  }
+  static std::vector<uint8_t> MissingFrame(const proto::MissingPages& m) {
+    std::vector<uint8_t> frame =
+        proto::StartFrame(proto::ControlType::kMissingPages);
+    proto::EncodeMissingPages(m, &frame);
+    proto::FinishFrame(frame);
+    return frame;
+  }
+  static std::vector<uint8_t> RawFrame(proto::ControlType type,
+                                       const std::vector<uint8_t>& payload) {
+    std::vector<uint8_t> frame = proto::StartFrame(type);
+    frame.insert(frame.end(), payload.begin(), payload.end());
+    proto::FinishFrame(frame);
+    return frame;
+  }
+  // The next control message that is not a heartbeat.
+  absl::StatusOr<engine::ControlChannel::Message> NextControl() {
+    while (true) {
+      absl::StatusOr<engine::ControlChannel::Message> m = src_->ReadControl();
+      if (!m.ok() || m->type != proto::ControlType::kHeartbeat) return m;
+    }
+  }
+  // Switches with `ranges` missing and waits for POSTCOPY_ARMED.
+  void Arm(std::vector<proto::PageRange> ranges) {
+    ASSERT_TRUE(src_->SendControl(MissingFrame({1, true, ranges})).ok());
+    absl::StatusOr<engine::ControlChannel::Message> m = NextControl();
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::string why;
+    if (m->type == proto::ControlType::kError) {
+      absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
+      if (e.ok()) why = e->text;
+    }
+    ASSERT_EQ(m->type, proto::ControlType::kPostcopyArmed)
+        << proto::ControlTypeName(m->type) << " " << why;
+  }
+  absl::StatusOr<int> OpenUrgent() {
+    return src_->Connect(src_->MakeHello(proto::Role::kUrgent, 0));
+  }
+  static absl::Status Write(int fd, const std::vector<uint8_t>& bytes) {
+    return channels::WriteWithDeadline(fd, bytes,
+                                       absl::Now() + absl::Seconds(5));
+  }
+  // The receiver's end: an error with `code` naming `says`, within the
+  // bound.
+  void ExpectEnds(absl::StatusCode code, const std::string& says) {
+    Watchdog watchdog(absl::Seconds(30), "bad post-copy input");
+    absl::Status s = rx_->result();
+    EXPECT_EQ(s.code(), code) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(says));
+  }
+  bool Unchanged(uint64_t first, uint64_t pages) const {
+    return std::memcmp(dst_.region.page(first),
+                       snapshot_.data() + first * 4096, pages * 4096) == 0;
+  }
+
+  testing::TestRegion dst_;
+  std::vector<uint8_t> snapshot_;
+  std::unique_ptr<ServingReceiver> rx_;
+  std::unique_ptr<testing::FakeSource> src_;
+  int urgent_ = -1;  // owned by src_
+};
+
+TEST_F(PostcopyBadInputTest, MissingRangePastTheRegionDropsNothing) {
+  Open(/*urgent=*/false);
+  std::vector<uint8_t> payload;
+  proto::WireWriter w(&payload);
+  w.U32(1);
+  w.U32(proto::kMissingPagesLast);
+  w.U32(1);
+  w.U64(kPages - 1);
+  w.U64(2);
+  (void)src_->SendControl(RawFrame(proto::ControlType::kMissingPages, payload));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "runs past");
+  EXPECT_TRUE(Unchanged(0, kPages)) << "pages dropped by a refused set";
+  EXPECT_FALSE(rx_->receiver().stats().postcopy.started);
+}
+
+TEST_F(PostcopyBadInputTest, MissingSetOverlappingAcrossMessagesIsRefused) {
+  Open(/*urgent=*/false);
+  ASSERT_TRUE(src_->SendControl(MissingFrame({1, false, {{10, 5}}})).ok());
+  (void)src_->SendControl(MissingFrame({1, true, {{12, 1}}}));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "across messages");
+  EXPECT_FALSE(rx_->receiver().stats().postcopy.started) << "never armed";
+  // Only the accepted message's pages went; nothing past them.
+  EXPECT_TRUE(Unchanged(0, 10));
+  EXPECT_TRUE(Unchanged(15, kPages - 15));
+}
+
+TEST_F(PostcopyBadInputTest, MissingPagesForAnUnknownRegionIsRefused) {
+  Open(/*urgent=*/false);
+  (void)src_->SendControl(MissingFrame({7, true, {{0, 1}}}));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "region 7");
+  EXPECT_TRUE(Unchanged(0, kPages));
+}
+
+TEST_F(PostcopyBadInputTest, SecondSwitchAfterArmedIsRefused) {
+  Open(/*urgent=*/false);
+  Arm({{0, 4}});
+  (void)src_->SendControl(MissingFrame({1, true, {{100, 1}}}));
+  ExpectEnds(absl::StatusCode::kFailedPrecondition, "after the post-copy switch");
+  EXPECT_TRUE(Unchanged(4, kPages - 4));
+  EXPECT_FALSE(rx_->receiver().IsResident(1, 0, 4));
+  absl::StatusOr<uint64_t> released = rx_->receiver().ReleasePostcopy();
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 4u);
+}
+
+TEST_F(PostcopyBadInputTest, FinishDuringPostcopyIsRefused) {
+  Open(/*urgent=*/false);
+  Arm({{0, 4}, {10, 1}});
+  (void)src_->SendControl(proto::StartFrame(proto::ControlType::kFinish));
+  ExpectEnds(absl::StatusCode::kFailedPrecondition, "FINISH during post-copy");
+  EXPECT_FALSE(rx_->receiver().IsResident(1, 0, 11));
+  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+}
+
+TEST_F(PostcopyBadInputTest, PageDataOutsideTheRegionOnTheUrgentConnection) {
+  Open(/*urgent=*/true);
+  const int* urgent = &urgent_;
+  Arm({{kPages - 2, 2}});
+  std::vector<uint8_t> payload;
+  proto::WireWriter w(&payload);
+  w.U32(1);
+  w.U32(0);
+  w.U64(kPages - 1);
+  w.U32(2);  // one page past the end
+  w.U32(0);
+  payload.resize(payload.size() + 2 * 4096, 0xCC);
+  (void)Write(*urgent, RawFrame(proto::ControlType::kPageData, payload));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "urgent connection");
+  EXPECT_FALSE(rx_->receiver().IsResident(1, kPages - 2, 2));
+  EXPECT_TRUE(Unchanged(0, kPages - 2));
+  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+}
+
+TEST_F(PostcopyBadInputTest, PageDataWithReservedFieldSetIsRefused) {
+  Open(/*urgent=*/true);
+  const int* urgent = &urgent_;
+  Arm({{3, 1}});
+  std::vector<uint8_t> payload;
+  proto::WireWriter w(&payload);
+  w.U32(1);
+  w.U32(proto::kPageDataZero);
+  w.U64(3);
+  w.U32(1);
+  w.U32(7);  // reserved
+  (void)Write(*urgent, RawFrame(proto::ControlType::kPageData, payload));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "reserved");
+  EXPECT_FALSE(rx_->receiver().IsResident(1, 3, 1)) << "placed anyway";
+  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+}
+
+TEST_F(PostcopyBadInputTest, UnexpectedMessageOnTheUrgentConnection) {
+  Open(/*urgent=*/true);
+  const int* urgent = &urgent_;
+  Arm({{3, 1}});
+  (void)Write(*urgent, proto::EncodePageRequest({1, {3}}));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "only PAGE_DATA");
+  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+}
+
+TEST_F(PostcopyBadInputTest, SecondUrgentConnectionIsRefused) {
+  Open(/*urgent=*/true);
+  const int* urgent = &urgent_;
+  absl::StatusOr<int> again = OpenUrgent();
+  EXPECT_FALSE(again.ok());
+  // The session goes on: the switch still arms, and a correct answer
+  // places its page.
+  Arm({{3, 1}});
+  std::vector<uint8_t> page(4096, 0x77);
+  ASSERT_TRUE(Write(*urgent, proto::EncodePageData(1, 3, 1, page.data())).ok());
+  Watchdog watchdog(absl::Seconds(30), "placement");
+  ASSERT_TRUE(
+      rx_->receiver().WaitResident(1, 3, 1, absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(std::memcmp(dst_.region.page(3), page.data(), 4096), 0);
+  EXPECT_TRUE(Unchanged(0, 3));
+  EXPECT_TRUE(Unchanged(4, kPages - 4));
+  // Complete: the destination says so.
+  absl::StatusOr<engine::ControlChannel::Message> m = NextControl();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->type, proto::ControlType::kPostcopyComplete)
+      << proto::ControlTypeName(m->type);
+}
+
+TEST_F(PostcopyBadInputTest, PageDataOnTheControlConnectionIsRefused) {
+  Open(/*urgent=*/false);
+  Arm({{3, 1}});
+  std::vector<uint8_t> page(4096, 0x77);
+  (void)src_->SendControl(proto::EncodePageData(1, 3, 1, page.data()));
+  ExpectEnds(absl::StatusCode::kInvalidArgument, "PAGE_DATA");
+  EXPECT_FALSE(rx_->receiver().IsResident(1, 3, 1)) << "placed from control";
+  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+}
+
+TEST(PostcopyBadInputNoPostcopyTest, MissingPagesWithoutPostcopyIsRefused) {
+  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  auto dst = MakeRegion(1, 1 << 20, 5, /*fill=*/true);
+  const std::vector<uint8_t> before(dst.region.page(0),
+                                    dst.region.page(0) + (1 << 20));
+  SessionOptions opt = testing::InsecureOptions();  // postcopy off
+  opt.channels = 1;
+  ServingReceiver rx(opt, {dst.region});
+  testing::FakeSource src(rx.port(), 1);
+  ASSERT_TRUE(src.OpenControl({{1, 4096, 1 << 20, "region-1"}}).ok());
+  ASSERT_TRUE(src.OpenAllChannels().ok());
+  std::vector<uint8_t> frame =
+      proto::StartFrame(proto::ControlType::kMissingPages);
+  proto::EncodeMissingPages({1, true, {{0, 4}}}, &frame);
+  proto::FinishFrame(frame);
+  (void)src.SendControl(frame);
+  Watchdog watchdog(absl::Seconds(30), "MISSING_PAGES without post-copy");
+  absl::Status s = rx.result();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("did not negotiate"));
+  EXPECT_EQ(std::memcmp(dst.region.page(0), before.data(), before.size()), 0);
 }
 
 }  // namespace
