@@ -46,6 +46,14 @@ class SessionFailure {
     return true;
   }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Forgets the failure, so a resumed session can fail (and tear down)
+  // again. Only with every thread that reports here stopped.
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = absl::OkStatus();
+    origin_ = Origin::kLocal;
+    failed_.store(false, std::memory_order_release);
+  }
   absl::Status status() const {
     std::lock_guard<std::mutex> lock(mu_);
     return status_;

@@ -85,12 +85,7 @@ absl::Status PostcopyTarget::Arm() {
       absl::ToInt64Nanoseconds(absl::Now() - switch_start_));
   armed_ns_ = SteadyNs();
   armed_.store(true, std::memory_order_release);
-  for (size_t i = 0; i < placers_.size(); ++i) {
-    fault_threads_.emplace_back([this, i] { FaultLoop(i); });
-  }
-  if (urgent_ != nullptr)
-    urgent_thread_ = std::thread([this] { UrgentLoop(); });
-  completer_ = std::thread([this] { CompleterLoop(); });
+  StartThreads();
   if (absl::Status s =
           control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
       !s.ok()) {
@@ -99,6 +94,95 @@ absl::Status PostcopyTarget::Arm() {
   // A set with nothing missing completes at once.
   if (missing_pages_ == 0) CountPlaced(0);
   if (on_armed_) on_armed_();
+  return absl::OkStatus();
+}
+
+void PostcopyTarget::StartThreads() {
+  readers_live_ = placers_.size();
+  for (size_t i = 0; i < placers_.size(); ++i) {
+    fault_threads_.emplace_back([this, i] {
+      FaultLoop(i);
+      std::lock_guard<std::mutex> lock(mu_);
+      --readers_live_;
+      cv_.notify_all();
+    });
+  }
+  if (urgent_ != nullptr) {
+    urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  }
+  completer_ = std::thread([this] { CompleterLoop(); });
+}
+
+void PostcopyTarget::StopThreads() {
+  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  if (urgent_ != nullptr) urgent_->Shutdown();
+  // The readers look at stopping_ at least every kFaultPoll.
+  for (auto& t : fault_threads_) {
+    if (t.joinable()) t.join();
+  }
+  fault_threads_.clear();
+  if (urgent_thread_.joinable()) urgent_thread_.join();
+  if (completer_.joinable()) completer_.join();
+  stopping_.store(false, std::memory_order_release);
+}
+
+void PostcopyTarget::Detach() {
+  if (ended_.load(std::memory_order_acquire)) return;
+  StopThreads();
+}
+
+absl::Status PostcopyTarget::Reattach(ControlChannel* control,
+                                      std::unique_ptr<ControlChannel> urgent) {
+  control_ = control;
+  urgent_ = std::move(urgent);
+  resumes_.fetch_add(1, std::memory_order_relaxed);
+  for (const auto& p : placers_) {
+    uint64_t from = 0;
+    const uint64_t pages = p->region().page_count();
+    do {
+      proto::MissingPages m;
+      m.region_id = p->region().id;
+      uint64_t next = 0;
+      m.ranges = p->AwaitedRanges(from, proto::kMaxMissingRanges, &next);
+      from = next;
+      m.last = from >= pages;
+      std::vector<uint8_t> frame =
+          proto::StartFrame(proto::ControlType::kMissingPages);
+      proto::EncodeMissingPages(m, &frame);
+      proto::FinishFrame(frame);
+      if (absl::Status s = control_->Send(frame); !s.ok()) return s;
+    } while (from < pages);
+  }
+  if (absl::Status s =
+          control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
+      !s.ok()) {
+    return s;
+  }
+  StartThreads();
+  // What was asked for and never answered went with the old connection.
+  for (const auto& p : placers_) {
+    if (absl::Status s = SendRequests(p->region().id, p->PendingFaults());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PostcopyTarget::SendRequests(uint32_t region_id,
+                                          const std::vector<uint64_t>& pages) {
+  for (size_t at = 0; at < pages.size(); at += proto::kMaxPageRequestPages) {
+    proto::PageRequest q;
+    q.region_id = region_id;
+    const size_t n =
+        std::min<size_t>(proto::kMaxPageRequestPages, pages.size() - at);
+    q.pages.assign(pages.begin() + at, pages.begin() + at + n);
+    if (absl::Status s = SendRequest(q); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -118,17 +202,10 @@ void PostcopyTarget::FaultLoop(size_t index) {
     }
     if (faults->empty()) continue;
     requested_pages_.fetch_add(faults->size(), std::memory_order_relaxed);
-    for (size_t at = 0; at < faults->size();
-         at += proto::kMaxPageRequestPages) {
-      proto::PageRequest q;
-      q.region_id = region_id;
-      const size_t n =
-          std::min<size_t>(proto::kMaxPageRequestPages, faults->size() - at);
-      q.pages.assign(faults->begin() + at, faults->begin() + at + n);
-      if (absl::Status s = SendRequest(q); !s.ok()) {
-        Fail(Annotate(s, "post-copy page request"));
-        return;
-      }
+    if (absl::Status s = SendRequests(region_id, *faults); !s.ok()) {
+      // The faults stay pending: a resumed session asks again.
+      Fail(Annotate(s, "post-copy page request"));
+      return;
     }
   }
 }
@@ -220,8 +297,10 @@ void PostcopyTarget::CompleterLoop() {
   // The readers stop before the regions are unregistered: a reader that
   // still held a fault would otherwise resolve it against a plain region.
   for (auto& p : placers_) p->Shutdown();
-  for (auto& t : fault_threads_) t.join();
-  fault_threads_.clear();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return readers_live_ == 0; });
+  }
   for (auto& p : placers_) {
     if (absl::Status s = p->Finish(); !s.ok()) {
       Fail(Annotate(s, "post-copy end"));
@@ -237,6 +316,7 @@ void PostcopyTarget::CompleterLoop() {
 }
 
 void PostcopyTarget::Fail(const absl::Status& status) {
+  // A thread told to stop was cut off by the teardown: not a new cause.
   if (!stopping_.load(std::memory_order_acquire)) failure_->Fail(status);
 }
 
@@ -326,18 +406,11 @@ absl::Status PostcopyTarget::CheckFinished() const {
 }
 
 void PostcopyTarget::Stop() {
-  if (stopping_.exchange(true)) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
-  }
+  if (ended_.exchange(true)) return;
+  // Wakes WaitResident for good (Cancelled); the readers see stopping_.
   for (auto& p : placers_) p->Shutdown();
-  if (urgent_ != nullptr) urgent_->Shutdown();
-  for (auto& t : fault_threads_) {
-    if (t.joinable()) t.join();
-  }
-  if (urgent_thread_.joinable()) urgent_thread_.join();
-  if (completer_.joinable()) completer_.join();
+  StopThreads();
+  stopping_.store(true, std::memory_order_release);
 }
 
 PostcopyStats PostcopyTarget::stats() const {
@@ -349,6 +422,7 @@ PostcopyStats PostcopyTarget::stats() const {
   out.requested_pages = requested_pages_.load(std::memory_order_relaxed);
   out.urgent_pages = urgent_pages_.load(std::memory_order_relaxed);
   out.switch_ns = switch_ns_;
+  out.resumes = resumes_.load(std::memory_order_relaxed);
   out.duration_ns = duration_ns_.load(std::memory_order_relaxed);
   if (out.duration_ns == 0 && !complete()) {
     out.duration_ns = static_cast<uint64_t>(SteadyNs() - armed_ns_);

@@ -107,10 +107,31 @@ class PostcopyTarget {
   // from one of this object's threads.
   void Stop();
 
+  // Resuming after a lost connection (SessionOptions::
+  // postcopy_resume_timeout). Detach: the connections are gone; the
+  // threads stop, the placers stay registered (faulting threads stay
+  // blocked, WaitResident waits on). Reattach: a new session's control and
+  // urgent connections; tells the source what is still awaited (as
+  // MISSING_PAGES, destination -> source), answers POSTCOPY_ARMED, restarts
+  // the threads and asks again for every fault still unanswered.
+  void Detach();
+  absl::Status Reattach(ControlChannel* control,
+                        std::unique_ptr<ControlChannel> urgent);
+  // Armed, not complete, not stopped for good: what a resume picks up.
+  bool resumable() const {
+    return armed() && !complete() && !ended_.load(std::memory_order_acquire);
+  }
+  uint64_t resumes() const { return resumes_.load(std::memory_order_relaxed); }
+
   PostcopyStats stats() const;
 
  private:
   absl::Status Arm();
+  void StartThreads();
+  // Stops and joins the threads (StopThreads) and lets them start again.
+  void StopThreads();
+  absl::Status SendRequests(uint32_t region_id,
+                            const std::vector<uint64_t>& pages);
   // Per region: faults -> PAGE_REQUESTs, until Stop or completion.
   void FaultLoop(size_t index);
   absl::Status SendRequest(const proto::PageRequest& request);
@@ -125,7 +146,9 @@ class PostcopyTarget {
 
   const RegionTable& table_;
   DigestTable* const arrival_digests_;
-  ControlChannel* const control_;
+  // The session's connections: replaced by Reattach, with no thread of
+  // this object running.
+  ControlChannel* control_;
   std::unique_ptr<ControlChannel> urgent_;
   SessionFailure* const failure_;
   std::function<void()> on_armed_;
@@ -140,7 +163,9 @@ class PostcopyTarget {
 
   std::atomic<bool> armed_{false};
   std::atomic<bool> complete_{false};
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false};  // the threads are to stop
+  std::atomic<bool> ended_{false};     // Stop: for good
+  std::atomic<uint64_t> resumes_{0};
   // Missing pages not placed yet.
   std::atomic<uint64_t> remaining_{0};
   std::atomic<uint64_t> duration_ns_{0};
@@ -148,7 +173,9 @@ class PostcopyTarget {
   std::atomic<uint64_t> urgent_pages_{0};
 
   std::mutex mu_;
-  std::condition_variable cv_;  // remaining_ reached 0, or stopping_
+  // remaining_ reached 0, stopping_, or a reader returned.
+  std::condition_variable cv_;
+  size_t readers_live_ = 0;  // guarded by mu_
 
   std::vector<std::thread> fault_threads_;
   std::thread urgent_thread_;

@@ -33,20 +33,75 @@ absl::Status ReceiverImpl::Serve() {
   }
   served_ = true;
   admission_.Start();
-  absl::Status s = ServeSession();
-  if (!s.ok()) failure_.Fail(s);  // tears down, unless already failed
+  absl::Status served = ServeSession();
+  while (true) {
+    absl::Status result = EndSession(served);
+    engine::PostcopyTarget* p = postcopy();
+    if (result.ok() || p == nullptr || !p->resumable() ||
+        options_.postcopy_resume_timeout <= absl::ZeroDuration() ||
+        aborted_.load()) {
+      // On a failure its faulting threads stay blocked (ReleasePostcopy,
+      // or the Receiver's end, lets them go).
+      if (p != nullptr) p->Stop();
+      return result;
+    }
+    served = ResumeSession(result);
+  }
+}
+
+absl::Status ReceiverImpl::EndSession(const absl::Status& served) {
+  if (!served.ok()) failure_.Fail(served);  // tears down, unless failed
   for (auto& c : channels_) c->Join();
-  // Its threads stop; on a failure its faulting threads stay blocked
-  // (ReleasePostcopy, or the Receiver's end, lets them go).
-  if (engine::PostcopyTarget* p = postcopy(); p != nullptr) p->Stop();
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
     if (control_ != nullptr) control_->Shutdown();
   }
+  // After the shutdown: a request blocked on the control connection wakes.
+  if (engine::PostcopyTarget* p = postcopy(); p != nullptr) p->Detach();
   // After the shutdown, so a beat blocked on a stopped source wakes.
   heartbeat_.reset();
-  if (!s.ok()) return s;
+  if (!served.ok()) return served;
   return failure_.status();
+}
+
+absl::Status ReceiverImpl::ResumeSession(const absl::Status& cause) {
+  const absl::Time deadline = absl::Now() + options_.postcopy_resume_timeout;
+  {
+    std::lock_guard<std::mutex> lock(objects_mu_);
+    channels_.clear();
+    barrier_.reset();
+    control_.reset();
+    endpoints_.clear();
+  }
+  resuming_ = true;
+  // Every thread that reported to it has stopped: the resumed session
+  // starts with no failure.
+  failure_.Reset();
+  admission_.ReopenForResume();
+  while (true) {
+    absl::Status opened = OpenSession(deadline);
+    if (opened.ok()) break;
+    if (aborted_.load() || absl::Now() >= deadline) {
+      failure_.Fail(cause);
+      return absl::Status(
+          cause.code(),
+          absl::StrFormat("post-copy cut short and not resumed within %s "
+                          "(the workload here stays paused; "
+                          "ReleasePostcopy discards it): %s",
+                          absl::FormatDuration(options_.postcopy_resume_timeout),
+                          cause.message()));
+    }
+    AbandonSession(opened);
+  }
+  if (absl::Status s = StartChannels(); !s.ok()) return s;
+  heartbeat_ = std::make_unique<engine::HeartbeatSender>(
+      control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
+  if (absl::Status s =
+          postcopy()->Reattach(control_.get(), std::move(resumed_urgent_));
+      !s.ok()) {
+    return Annotate(s, "post-copy resume");
+  }
+  return ControlLoop();
 }
 
 absl::Status ReceiverImpl::ServeSession() {
@@ -66,8 +121,9 @@ absl::Status ReceiverImpl::ServeSession() {
   return ControlLoop();
 }
 
-absl::Status ReceiverImpl::OpenSession() {
-  absl::StatusOr<engine::AdmittedControl> admitted = admission_.TakeControl();
+absl::Status ReceiverImpl::OpenSession(absl::Time deadline) {
+  absl::StatusOr<engine::AdmittedControl> admitted =
+      admission_.TakeControl(deadline);
   if (!admitted.ok()) return admitted.status();
   auto control =
       std::make_unique<ControlChannel>(admitted->fd, options_.stall_timeout);
@@ -82,9 +138,9 @@ absl::Status ReceiverImpl::OpenSession() {
     std::lock_guard<std::mutex> lock(objects_mu_);
     control_ = std::move(control);
   }
-  const absl::Time deadline = absl::Now() + options_.handshake_timeout;
-  if (absl::Status s = NegotiateRegions(deadline); !s.ok()) return s;
-  return admission_.AwaitChannels(deadline);
+  const absl::Time handshake = absl::Now() + options_.handshake_timeout;
+  if (absl::Status s = NegotiateRegions(handshake); !s.ok()) return s;
+  return admission_.AwaitChannels(handshake);
 }
 
 void ReceiverImpl::AbandonSession(const absl::Status& why) {
@@ -100,7 +156,11 @@ void ReceiverImpl::AbandonSession(const absl::Status& why) {
     ++sessions_abandoned_;
     last_abandoned_ = why.ToString();
   }
-  admission_.Reopen();
+  if (resuming_) {
+    admission_.ReopenForResume();
+  } else {
+    admission_.Reopen();
+  }
 }
 
 absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
@@ -182,10 +242,16 @@ absl::Status ReceiverImpl::MakePostcopyLocked(
       return Annotate(s, "urgent connection");
     }
   }
-  postcopy_ = std::make_unique<engine::PostcopyTarget>(
-      table_, admission_.arrival_digests(), control_.get(), std::move(urgent),
-      &failure_);
-  postcopy_->SetOnArmed(on_postcopy_armed_);
+  if (postcopy_ != nullptr) {
+    // A resumed session: the target lives on, reattached once the
+    // channels run.
+    resumed_urgent_ = std::move(urgent);
+  } else {
+    postcopy_ = std::make_unique<engine::PostcopyTarget>(
+        table_, admission_.arrival_digests(), control_.get(),
+        std::move(urgent), &failure_);
+    postcopy_->SetOnArmed(on_postcopy_armed_);
+  }
   admitted.config.postcopy = postcopy_.get();
   return absl::OkStatus();
 }

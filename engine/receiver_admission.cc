@@ -73,8 +73,30 @@ void Admission::Reopen() {
     arrival_digests_.reset();
     zero_pages_.reset();
     seal_ = proto::SealMode::kNone;
+    resuming_ = false;
   }
   // Outside mu_: a listener's callbacks take it while it stops.
+  listener.reset();
+}
+
+void Admission::ReopenForResume() {
+  std::unique_ptr<channels::ChannelListener> listener;
+  std::vector<ChannelSlot> slots;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    session_open_ = false;
+    resuming_ = true;
+    if (control_.state == SlotState::kReady) close(control_.fd);
+    control_ = {};
+    if (urgent_.state == SlotState::kReady) close(urgent_.fd);
+    urgent_ = {};
+    slots.swap(slots_);
+    if (channel_listener_ != nullptr) {
+      retired_refused_ += channel_listener_->refused();
+      retired_auth_failures_ += channel_listener_->auth_failures();
+    }
+    listener = std::move(channel_listener_);
+  }
   listener.reset();
 }
 
@@ -106,7 +128,8 @@ uint64_t Admission::OfferedCapabilities() const {
   if (!options_.announce_next_header) offered &= ~proto::kFeatureNextHeaderSize;
   if (!options_.zero_pages) offered &= ~proto::kFeatureZeroPages;
   if (!options_.postcopy) {
-    offered &= ~(proto::kFeaturePostcopy | proto::kFeaturePostcopyUrgent);
+    offered &= ~(proto::kFeaturePostcopy | proto::kFeaturePostcopyUrgent |
+                 proto::kFeaturePostcopyResume);
   }
   // Surviving a lost channel holds on remote placement too: remotely placed
   // data lands without the receive thread, but RemoveChannel shuts the
@@ -121,6 +144,17 @@ proto::HelloReply Admission::AdmitControl(
   if (session_open_) {
     return Refuse(absl::StatusCode::kResourceExhausted,
                   "a session is already in progress");
+  }
+  const bool resume = (h.capabilities & proto::kFeaturePostcopyResume) != 0;
+  if (resuming_ && (!resume || h.session != session_)) {
+    return Refuse(absl::StatusCode::kUnavailable,
+                  absl::StrFormat("a post-copy session (%s) is paused here, "
+                                  "waiting for its source to resume it",
+                                  session_.ToHex()));
+  }
+  if (!resuming_ && resume) {
+    return Refuse(absl::StatusCode::kNotFound,
+                  "no post-copy session waits here to be resumed");
   }
   if (h.channel_count > options_.max_channels) {
     return Refuse(absl::StatusCode::kInvalidArgument,
@@ -173,7 +207,9 @@ proto::HelloReply Admission::AdmitControl(
   transport_ = h.transport;
   rdma_chunk_bytes_ = h.rdma_chunk_bytes;
   survive_ = (capabilities_ & proto::kFeatureSurviveChannelLoss) != 0;
-  if ((capabilities_ & proto::kFeatureArrivalDigests) != 0) {
+  // A resumed session keeps what its first part recorded.
+  if ((capabilities_ & proto::kFeatureArrivalDigests) != 0 &&
+      arrival_digests_ == nullptr) {
     absl::StatusOr<std::unique_ptr<DigestTable>> t =
         DigestTable::Create(table_.regions());
     if (!t.ok()) {
@@ -181,7 +217,8 @@ proto::HelloReply Admission::AdmitControl(
     }
     arrival_digests_ = std::move(*t);
   }
-  if ((capabilities_ & proto::kFeatureZeroPages) != 0) {
+  if ((capabilities_ & proto::kFeatureZeroPages) != 0 &&
+      zero_pages_ == nullptr) {
     zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
   }
   // Fail closed on a family whose channels could not prove the key (every
@@ -431,12 +468,15 @@ void Admission::CloseUndelivered() {
   slots_.clear();
 }
 
-absl::StatusOr<AdmittedControl> Admission::TakeControl() {
+absl::StatusOr<AdmittedControl> Admission::TakeControl(absl::Time deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] {
+  const bool came = cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
     return control_.state != SlotState::kFree || failure_.failed();
   });
   if (failure_.failed()) return failure_.status();
+  if (!came) {
+    return absl::DeadlineExceededError("no source connected in time");
+  }
   if (control_.state == SlotState::kLost) {
     return absl::UnavailableError("control connection lost in handshake");
   }

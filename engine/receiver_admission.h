@@ -100,9 +100,16 @@ class Admission {
   // Gives up the open session before its channels were taken (they are
   // closed) and admits a new control connection.
   void Reopen();
+  // The session lost its connections in post-copy: admits only a source
+  // that resumes it (a control Hello with its id and
+  // kFeaturePostcopyResume), keeping what the session recorded (arrival
+  // digests, zero pages). Reopen() ends that.
+  void ReopenForResume();
 
   // The control connection, once delivered.
-  absl::StatusOr<AdmittedControl> TakeControl();
+  // Waits until `deadline` (DeadlineExceeded) at most.
+  absl::StatusOr<AdmittedControl> TakeControl(
+      absl::Time deadline = absl::InfiniteFuture());
   // Waits until every data channel arrived (or was lost on the way).
   absl::Status AwaitChannels(absl::Time deadline);
   // Hands the arrived channels over, with the session's parameters.
@@ -175,6 +182,7 @@ class Admission {
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;
   bool survive_ = false;
+  bool resuming_ = false;  // ReopenForResume
   proto::SealMode seal_ = proto::SealMode::kNone;
   ControlSlot control_;
   // The urgent connection (kFeaturePostcopyUrgent), admitted like the

@@ -47,7 +47,11 @@ class ReceiverImpl {
   absl::Status Listen();
   uint16_t port() const { return admission_.port(); }
   absl::Status Serve();
-  void Abort(const absl::Status& reason) { failure_.Fail(reason); }
+  void Abort(const absl::Status& reason) {
+    aborted_.store(true);
+    failure_.Fail(reason);
+    admission_.Wake();
+  }
   SessionStats stats() const;
   uint64_t applied_rounds() const { return applied_rounds_.load(); }
   uint64_t verified_pages() const { return verified_pages_.load(); }
@@ -63,11 +67,20 @@ class ReceiverImpl {
 
  private:
   absl::Status ServeSession();
-  // Takes a control connection and brings its session up to the point
-  // where its channels start; a failure here leaves nothing behind.
-  absl::Status OpenSession();
-  // Closes a session OpenSession gave up on and waits for another.
+  // Takes a control connection (waiting until `deadline`) and brings its
+  // session up to the point where its channels start; a failure here
+  // leaves nothing behind.
+  absl::Status OpenSession(absl::Time deadline = absl::InfiniteFuture());
+  // Closes a session OpenSession gave up on and waits for another (one
+  // that resumes post-copy, while a resume is awaited).
   void AbandonSession(const absl::Status& why);
+  // The session's end, whichever way: its channels, its control
+  // connection and the post-copy threads stop. Returns how it ended.
+  absl::Status EndSession(const absl::Status& served);
+  // Post-copy was cut short by `cause`: waits (postcopy_resume_timeout)
+  // for the source to resume it and serves the resumed session; the
+  // status it ends with, or `cause` if no source came.
+  absl::Status ResumeSession(const absl::Status& cause);
   absl::Status NegotiateRegions(absl::Time deadline);
   absl::Status StartChannels();
   // kFeaturePostcopy: the post-copy target, with the urgent connection
@@ -111,6 +124,10 @@ class ReceiverImpl {
   std::vector<std::unique_ptr<engine::ChannelReceiver>> channels_;
   std::unique_ptr<engine::PostcopyTarget> postcopy_;
   std::function<void()> on_postcopy_armed_;  // set before Serve
+  // A resumed session's urgent connection, until Reattach takes it.
+  std::unique_ptr<engine::ControlChannel> resumed_urgent_;
+  bool resuming_ = false;  // Serve thread
+  std::atomic<bool> aborted_{false};  // Abort() was called
   // The local address each channel arrived on (ChannelStats::endpoint).
   std::vector<std::string> endpoints_;
   std::atomic<uint64_t> applied_rounds_{0};

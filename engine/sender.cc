@@ -337,6 +337,7 @@ SessionStats SenderImpl::stats() const {
     p.pushed_pages = pc_pushed_.load(std::memory_order_relaxed);
     p.switch_ns = pc_switch_ns_.load(std::memory_order_relaxed);
     p.duration_ns = pc_duration_ns_.load(std::memory_order_relaxed);
+    p.resumes = resumes_;
   }
   return s;
 }
@@ -366,6 +367,32 @@ absl::Status Sender::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   return impl_->StartPostcopy(missing);
 }
 absl::Status Sender::CompletePostcopy() { return impl_->CompletePostcopy(); }
+
+absl::StatusOr<std::unique_ptr<Sender>> Sender::ResumePostcopy(
+    const SessionOptions& options, absl::Span<const Region> regions,
+    const Sender& cut) {
+  if (!cut.stats().postcopy.started) {
+    return absl::FailedPreconditionError(
+        "ResumePostcopy: the cut session never switched to post-copy");
+  }
+  // The destination takes a resume once it has noticed the loss and wound
+  // the cut session down; until then it refuses (the session still in
+  // progress, then unavailable while it winds down), so those are retried,
+  // as a refused connection is, for connect_timeout.
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  while (true) {
+    auto impl = std::make_unique<SenderImpl>(options, regions);
+    impl->ResumeFrom(*cut.impl_);
+    absl::Status s = impl->Setup();
+    if (s.ok()) s = impl->AwaitResumed();
+    if (s.ok()) return std::unique_ptr<Sender>(new Sender(std::move(impl)));
+    if ((!absl::IsUnavailable(s) && !absl::IsResourceExhausted(s)) ||
+        absl::Now() >= deadline) {
+      return engine::Annotate(s, "post-copy resume");
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
 void Sender::Abort(const absl::Status& reason) { impl_->Abort(reason); }
 void Sender::SetMaxBandwidth(uint64_t bytes_per_second) {
   impl_->SetMaxBandwidth(bytes_per_second);

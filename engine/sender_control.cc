@@ -80,7 +80,9 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       std::unique_lock<std::mutex> lock(mu_);
       if (!postcopy_started_.load() ||
           (m.type == proto::ControlType::kPostcopyComplete &&
-           !postcopy_armed_)) {
+           !postcopy_armed_) ||
+          (m.type == proto::ControlType::kPostcopyArmed &&
+           resume_checker_.has_value() && !resume_checker_->complete())) {
         return absl::InvalidArgumentError(absl::StrCat(
             proto::ControlTypeName(m.type), " out of turn (no switch yet)"));
       }
@@ -92,6 +94,8 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
     }
     case proto::ControlType::kPageRequest:
       return OnPageRequest(m.payload);
+    case proto::ControlType::kMissingPages:
+      return OnResumeMissing(m.payload);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected control message ",

@@ -78,6 +78,11 @@ class SenderImpl {
   absl::Status Finish();
   absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
   absl::Status CompletePostcopy();
+  // Before Setup: this session resumes `cut`'s post-copy.
+  void ResumeFrom(const SenderImpl& cut);
+  // After Setup of a resumed session: waits for the destination's
+  // missing set and POSTCOPY_ARMED, and starts answering requests.
+  absl::Status AwaitResumed();
   void Abort(const absl::Status& reason) { failure_.Fail(reason); }
   void SetMaxBandwidth(uint64_t bytes_per_second) {
     limiter_.SetRate(bytes_per_second);
@@ -170,6 +175,8 @@ class SenderImpl {
   // Control thread: a PAGE_REQUEST where the session has no urgent
   // connection; its pages go first into the next push.
   absl::Status OnPageRequest(absl::Span<const uint8_t> payload);
+  // Control thread, resumed session: the destination's still-missing set.
+  absl::Status OnResumeMissing(absl::Span<const uint8_t> payload);
   // Moves up to `max_pages` pages still to push into `chunk`, requested
   // ones first, then from the push cursor on; returns how many.
   uint64_t FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
@@ -263,6 +270,12 @@ class SenderImpl {
   // read-only after).
   std::vector<proto::RegionInfo> region_infos_;
   std::atomic<bool> postcopy_started_{false};
+  // A resumed session (ResumeFrom): the session it resumes, and the set
+  // the destination sends back, checked (control thread).
+  bool resume_ = false;
+  proto::SessionId resume_session_;
+  uint64_t resumes_ = 0;
+  std::optional<proto::MissingPagesChecker> resume_checker_;
   absl::Time postcopy_start_;
   int64_t armed_ns_ = 0;  // steady clock, caller thread
   std::atomic<uint64_t> pc_missing_{0}, pc_requested_{0}, pc_urgent_{0},

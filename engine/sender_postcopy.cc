@@ -273,6 +273,45 @@ uint64_t SenderImpl::FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
   return taken;
 }
 
+void SenderImpl::ResumeFrom(const SenderImpl& cut) {
+  resume_ = true;
+  resume_session_ = cut.session_;
+  const SessionStats before = cut.stats();
+  resumes_ = before.postcopy.resumes + 1;
+  pc_requested_.store(before.postcopy.requested_pages);
+  pc_urgent_.store(before.postcopy.urgent_pages);
+  pc_pushed_.store(before.postcopy.pushed_pages);
+  pc_missing_.store(before.postcopy.missing_pages);
+  pc_switch_ns_.store(before.postcopy.switch_ns);
+}
+
+absl::Status SenderImpl::OnResumeMissing(absl::Span<const uint8_t> payload) {
+  if (!resume_checker_.has_value()) {
+    return absl::InvalidArgumentError(
+        "MISSING_PAGES from the destination, which only a resumed session "
+        "takes");
+  }
+  absl::StatusOr<proto::MissingPages> m =
+      proto::DecodeMissingPages(payload, region_infos_);
+  if (!m.ok()) return m.status();
+  if (absl::Status s = resume_checker_->Accept(*m); !s.ok()) return s;
+  size_t index = 0;
+  while (regions_[index].id != m->region_id) ++index;
+  engine::MarkRanges(m->ranges, *push_[index]);
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::AwaitResumed() {
+  if (absl::Status s = AwaitControl([&] { return postcopy_armed_; },
+                                    options_.round_timeout, "post-copy resume");
+      !s.ok()) {
+    return s;
+  }
+  armed_ns_ = SteadyNs();
+  if (urgent_ != nullptr) urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  return absl::OkStatus();
+}
+
 absl::Status SenderImpl::CompletePostcopy() {
   bool armed;
   {

@@ -36,7 +36,7 @@ absl::Status SenderImpl::Setup() {
   if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
   transport_caps_ = channels::StaticCapabilities(channel_kind_);
   seal_ = engine::SealModeFor(options_, transport_caps_);
-  session_ = engine::NewSessionId();
+  session_ = resume_ ? resume_session_ : engine::NewSessionId();
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
       options_.host, options_.port, options_.connect_timeout);
@@ -54,6 +54,17 @@ absl::Status SenderImpl::Setup() {
   if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
   if ((capabilities_ & proto::kFeaturePostcopyUrgent) != 0) {
     if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
+  }
+  if (resume_) {
+    // The destination answers the resumed control Hello with what it
+    // still lacks, which the control thread collects into push_.
+    region_infos_ = engine::RegionTable(regions_).Describe();
+    for (const Region& r : regions_) {
+      push_.push_back(std::make_unique<DirtyBitmap>(r.page_count()));
+    }
+    resume_checker_.emplace(region_infos_);
+    postcopy_started_.store(true);
+    postcopy_start_ = absl::Now();
   }
   StartThreads();
   return absl::OkStatus();
@@ -90,6 +101,10 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
           engine::SealEnd::kSource, *control_);
       !s.ok()) {
     return s;
+  }
+  if (resume_ && (capabilities_ & proto::kFeaturePostcopyResume) == 0) {
+    return absl::FailedPreconditionError(
+        "post-copy resume: the destination did not take the session back");
   }
   if (options_.postcopy && (capabilities_ & proto::kFeaturePostcopy) == 0) {
     return absl::FailedPreconditionError(
@@ -230,6 +245,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   }
   if (options_.postcopy) {
     caps |= proto::kFeaturePostcopy;
+    if (resume_) caps |= proto::kFeaturePostcopyResume;
     if (options_.postcopy_urgent_channel) {
       caps |= proto::kFeaturePostcopyUrgent;
     }

@@ -250,21 +250,23 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
   if (absl::Status s = CheckRange(first_page, pages, "placement"); !s.ok()) {
     return s;
   }
-  if (!registered_.load()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: placement into region %d while it is not registered "
-        "(before Register() or after Finish())",
-        region_.id));
-  }
   PlaceResult result;
   const uint64_t end = first_page + pages;
   uint64_t p = first_page;
   while (p < end) {
     // Pages not awaited are skipped without a system call: they were
-    // placed already (or never owed), and must keep what they hold.
+    // placed already (or never owed), and must keep what they hold. So a
+    // late copy after Finish() (nothing awaited then) is dropped, not an
+    // error: the bulk and urgent paths race to the last pages.
     const uint64_t run = awaited_.NextSet(p, end);
     result.dropped += run - p;
     if (run == end) break;
+    if (!registered_.load()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "post-copy: placement into region %d while it is not registered "
+          "(before Register() or after Finish())",
+          region_.id));
+    }
     const uint64_t run_end = awaited_.NextClear(run, end);
     const uint8_t* run_src =
         src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
@@ -521,6 +523,22 @@ absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
   std::sort(out.begin(), out.end());
   faulted_pages_.fetch_add(out.size(), std::memory_order_relaxed);
   if (!first_error.ok()) return first_error;
+  return out;
+}
+
+std::vector<PageRange> UffdPlacer::AwaitedRanges(uint64_t from_page,
+                                                 size_t max_ranges,
+                                                 uint64_t* next) const {
+  std::vector<PageRange> out;
+  uint64_t p = from_page;
+  while (out.size() < max_ranges) {
+    const uint64_t first = awaited_.NextSet(p, page_count_);
+    if (first >= page_count_) break;
+    const uint64_t end = awaited_.NextClear(first, page_count_);
+    out.push_back({first, end - first});
+    p = end;
+  }
+  *next = out.size() < max_ranges ? page_count_ : p;
   return out;
 }
 

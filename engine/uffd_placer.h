@@ -183,6 +183,12 @@ class UffdPlacer {
   // The pages returned by ReadFaults and not placed yet: the requests to
   // send again after a reconnection.
   std::vector<uint64_t> PendingFaults() const;
+  // The awaited pages as canonical ranges (proto/postcopy.h), from
+  // `from_page` on, at most `max_ranges` of them; `*next` is where the
+  // next call resumes (the region's page count once done). What a
+  // reconnected source must still send.
+  std::vector<PageRange> AwaitedRanges(uint64_t from_page, size_t max_ranges,
+                                       uint64_t* next) const;
 
   // Whether no page of [first_page, first_page + pages) is awaited. False
   // for a range outside the region. Any thread, lock-free.

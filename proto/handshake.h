@@ -89,13 +89,17 @@ enum Feature : uint64_t {
   // With kFeaturePostcopy: the source opens an urgent connection (a Hello
   // of Role::kUrgent) for page requests and their answers.
   kFeaturePostcopyUrgent = 1ull << 12,
+  // With kFeaturePostcopy, in a control Hello: this session resumes the
+  // post-copy of the session with the same id, which lost its connections
+  // (the destination answers with what it still lacks).
+  kFeaturePostcopyResume = 1ull << 13,
 };
 inline constexpr uint64_t kKnownFeatures =
     kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
     kFeatureSurviveChannelLoss | kFeatureNextHeaderSize |
     kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages |
     kFeatureRdmaCredits | kFeatureSealMac | kFeatureSealEncrypt |
-    kFeaturePostcopy | kFeaturePostcopyUrgent;
+    kFeaturePostcopy | kFeaturePostcopyUrgent | kFeaturePostcopyResume;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

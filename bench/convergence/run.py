@@ -10,6 +10,9 @@ once per policy per repeat, interleaved (the order rotates each repeat):
                  --max-rounds live rounds whatever the downtime
   stall          the default: stall detection stops at the lowest point
   auto-converge  --auto-converge: memload's writers throttled in steps
+  postcopy-auto  --postcopy=auto: stop-and-copy if the final round fits the
+                 downtime limit, else the switch to post-copy (the
+                 destination resumes the workload and faults in the rest)
 
 and writes to --out:
 
@@ -17,8 +20,11 @@ and writes to --out:
                      policy and the repeat
   convergence.md     medians per policy: downtime (measured and
                      estimated), total time, rounds, bytes sent, the last
-                     throttle, and the workload's own progress (pages it
-                     wrote per second of migration), with the commands
+                     throttle, the post-copy phase and its fault latency
+                     (p99) where the run switched, and the workload's own
+                     progress (pages it wrote per second of migration, on
+                     the source and, after a switch, on the destination),
+                     with the commands
 
 Needs root (--demo-link creates network namespaces).
 
@@ -41,6 +47,7 @@ POLICIES = {
     "max-rounds": ["--stall-rounds=0"],
     "stall": [],
     "auto-converge": ["--auto-converge"],
+    "postcopy-auto": ["--postcopy=auto"],
 }
 
 
@@ -86,6 +93,29 @@ def med(rows, f):
     return statistics.median(f(r) for r in rows)
 
 
+def switched(r):
+    return r.get("switchover") == "postcopy"
+
+
+def pages_written(r):
+    """The workload's pages on both ends: after a switch to post-copy it
+    runs on the destination."""
+    dest = r.get("destination", {}).get("postcopy", {})
+    return r["workload"]["pages_written"] + dest.get(
+        "workload_pages_written", 0)
+
+
+def postcopy_cell(rs):
+    """Median post-copy phase (s) and destination fault p99 (us) over the
+    runs that switched, with how many did."""
+    pc = [r for r in rs if switched(r)]
+    if not pc:
+        return "-"
+    return (f"{med(pc, lambda r: r['postcopy']['complete_postcopy_s']):.1f} s, "
+            f"p99 {med(pc, lambda r: r['destination']['postcopy']['latency_p99_us']):.0f} us"
+            f" ({len(pc)}/{len(rs)} runs)")
+
+
 def summarize(args, rows, out):
     lines = [
         f"# Convergence policies: {args.size}, workload writing "
@@ -97,7 +127,9 @@ def summarize(args, rows, out):
         "`ramferry-migrate --demo --json --demo-link` over one tbf-limited "
         "veth link between two network namespaces. Downtime: workload "
         "paused to the final round confirmed; the estimate is what the "
-        "policy predicted when it stopped. Dirty / link: the distinct "
+        "policy predicted when it stopped (for a switch to post-copy the "
+        "downtime ends when the destination armed; the estimate is still "
+        "stop-and-copy's). Dirty / link: the distinct "
         "pages the workload dirtied per second while it ran (what each "
         "round had to re-send), over what the link carried. Workload "
         "progress: pages memload wrote per second of the whole run, "
@@ -109,15 +141,16 @@ def summarize(args, rows, out):
         "",
         "| policy | downtime ms | estimated ms | stopped by | rounds "
         "| total s | sent GiB | dirty / link | last throttle % "
-        "| workload progress |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| post-copy phase, fault p99 | workload progress |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     asked = rate_bytes(args.rate) * args.factor / 4096
     for policy in POLICIES:
         rs = [r for r in rows if r["policy"] == policy]
         if not rs:
             continue
-        reasons = sorted({r["converged_by"] for r in rs})
+        reasons = sorted({r["converged_by"] + (" -> post-copy" if switched(r)
+                                               else "") for r in rs})
         lines.append(
             f"| {policy} | {med(rs, lambda r: r['downtime_s']) * 1e3:.0f} "
             f"({min(r['downtime_s'] for r in rs) * 1e3:.0f}-"
@@ -128,7 +161,8 @@ def summarize(args, rows, out):
             f"{med(rs, lambda r: r['bytes_sent']) / 2**30:.2f} | "
             f"{med(rs, lambda r: r['dirty_rate_pages_per_s'] * 4096 / r['link_bytes_per_s']):.2f} | "
             f"{med(rs, lambda r: r['throttle_percent']):.0f} | "
-            f"{med(rs, lambda r: r['workload']['pages_written'] / r['total_s']) / asked:.0%} |")
+            f"{postcopy_cell(rs)} | "
+            f"{med(rs, lambda r: pages_written(r) / r['total_s']) / asked:.0%} |")
     lines += ["", "Commands (one run each; the script rotates them):", ""]
     for policy in POLICIES:
         lines.append("    " + " ".join(command("ramferry-migrate", args,

@@ -178,6 +178,13 @@ struct SessionOptions {
   // answered on the bulk channels, behind what is queued there (what QEMU
   // did before its preempt channel; kept to measure the difference).
   bool postcopy_urgent_channel = true;
+  // Post-copy, destination: when the session fails after the switch and
+  // before the last page (a lost connection, a dead source process aside),
+  // the destination keeps its workload paused and waits this long for the
+  // source to resume it (Sender::ResumePostcopy) before it gives up and
+  // Serve() returns the error. 0: it gives up at once (its workload still
+  // paused: see Receiver::ReleasePostcopy).
+  absl::Duration postcopy_resume_timeout = absl::ZeroDuration();
 
   // Source: the most bytes per second all channels together put on the
   // wire (headers and payloads), so the session leaves the rest of a link

@@ -111,6 +111,17 @@ class Sender {
   // state: this side's memory is still whole, so keep it (the
   // destination's faulting threads stay blocked, not corrupted).
   absl::Status CompletePostcopy();
+  // After StartPostcopy armed and the session then failed (CompletePostcopy
+  // returned an error; this side's memory is still whole): a new session
+  // that picks post-copy up where `cut` left it, if the destination still
+  // waits (SessionOptions::postcopy_resume_timeout). It reconnects every
+  // channel, learns from the destination which pages it still lacks, and
+  // the destination asks again for the pages its threads wait on. Then
+  // CompletePostcopy, Verify and Finish on the new Sender; `cut` can go.
+  // `options` must name the same destination and key as `cut`'s.
+  static absl::StatusOr<std::unique_ptr<Sender>> ResumePostcopy(
+      const SessionOptions& options, absl::Span<const Region> regions,
+      const Sender& cut);
 
   // Ends the session now from any thread; pending calls return `reason`.
   void Abort(const absl::Status& reason);

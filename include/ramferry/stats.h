@@ -86,6 +86,9 @@ struct PostcopyStats {
   // (destination) or pushed and confirmed (source).
   uint64_t switch_ns = 0;
   uint64_t duration_ns = 0;
+  // Sessions that picked post-copy up again after a lost connection
+  // (Sender::ResumePostcopy).
+  uint64_t resumes = 0;
   // Destination fault latency.
   std::vector<uint64_t> latency_buckets;  // empty until the switch
   uint64_t faults = 0;                    // the sum of latency_buckets

@@ -3,6 +3,8 @@
 // two real rate-limited links of a LinkTestbed (root), byte-identical at
 // the end, with every channel's endpoint in both ends' stats; and a link
 // taken down mid-migration, survived on the other.
+#include <atomic>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -207,6 +209,73 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
     EXPECT_EQ(l.channel % 2, 1u) << DescribeChannelLosses(sent.channels_lost);
   }
   EXPECT_GT(sent.resent_pages, 0u);
+}
+
+// Post-copy over a real link that goes down mid-way: both ends see their
+// connections stall and fail; the destination keeps its faulting threads
+// blocked and waits; once the link is back the source resumes the session
+// and the destination ends byte-identical, every thread having read the
+// source's bytes.
+TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
+  if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  cli::SavedNetworkNamespace home;
+  ASSERT_TRUE(home.ok());
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
+      cli::LinkTestbed::Create({"200mbit"});
+  ASSERT_TRUE(bed.ok()) << bed.status();
+  const uint64_t bytes = testing::ScaledBytes(32ull << 20);
+  auto src = MakeRegion(1, bytes, /*seed=*/4, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions opt = testing::InsecureOptions();
+  opt.postcopy = true;
+  opt.stall_timeout = absl::Seconds(1);
+  opt.postcopy_resume_timeout = absl::Seconds(20);
+  opt.host = "0.0.0.0";
+  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ServingReceiver rx(opt, {dst.region});
+  ASSERT_TRUE((*bed)->EnterSource().ok());
+  opt.host = (*bed)->destination_address(0);
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap missing(src.region.page_count());
+  missing.SetAll();
+  DirtyBitmap* bitmaps[] = {&missing};
+  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  // A thread of the destination's workload touches every page in turn.
+  std::atomic<uint64_t> differing{0};
+  std::thread workload([&] {
+    std::vector<uint8_t> page(4096);
+    for (uint64_t p = 0; p < dst.region.page_count(); p += 3) {
+      std::memcpy(page.data(), dst.region.page(p), page.size());
+      if (std::memcmp(page.data(), src.region.page(p), page.size()) != 0) {
+        differing.fetch_add(1);
+      }
+    }
+  });
+  std::thread cut([&] {
+    absl::SleepFor(absl::Milliseconds(400));
+    EXPECT_TRUE((*bed)->SetLinkUp(0, false).ok());
+  });
+  absl::Status first = (*sender)->CompletePostcopy();
+  cut.join();
+  EXPECT_FALSE(first.ok()) << "the link went down and nothing failed";
+  ASSERT_TRUE((*bed)->SetLinkUp(0, true).ok());
+  auto resumed = Sender::ResumePostcopy(opt, {&src.region, 1}, **sender);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  absl::Status done = (*resumed)->CompletePostcopy();
+  workload.join();
+  ASSERT_TRUE(done.ok()) << done;
+  EXPECT_EQ(differing.load(), 0u);
+  absl::StatusOr<VerifyReport> v = (*resumed)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
+  ASSERT_TRUE((*resumed)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  EXPECT_EQ(rx.receiver().stats().postcopy.resumes, 1u);
 }
 
 }  // namespace

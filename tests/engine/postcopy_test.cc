@@ -140,6 +140,60 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
       d.latency_max_us, d.duplicate_pages);
 }
 
+// The source's session dies in the middle of post-copy (Abort, as a crash
+// of its connections would end it); the destination keeps its workload
+// paused and waits; a resumed session learns what is still missing, the
+// faulting threads' requests go again, and the end is byte-identical.
+TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
+  const auto [kind, urgent] = GetParam();
+  const uint64_t bytes = testing::ScaledBytes(64ull << 20);
+  auto src = MakeRegion(1, bytes, /*seed=*/13, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions opt = testing::InsecureOptions();
+  opt.transport = kind;
+  opt.channels = 2;
+  opt.postcopy = true;
+  opt.postcopy_urgent_channel = urgent;
+  opt.postcopy_resume_timeout = absl::Seconds(20);
+  ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  // Every page missing (a switch before any round), pushed at 32 MB/s:
+  // the cut comes with most of them still to go.
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  (*sender)->SetMaxBandwidth(32'000'000);
+  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  FaultingReaders readers(dst.region, src.region, 2, 7);
+  std::thread cut([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    (*sender)->Abort(absl::UnavailableError("connection cut by the test"));
+  });
+  absl::Status first = (*sender)->CompletePostcopy();
+  cut.join();
+  ASSERT_FALSE(first.ok());
+  EXPECT_FALSE(rx.done()) << "the destination gave up instead of waiting";
+
+  SessionOptions again = opt;
+  again.max_bandwidth = 0;
+  auto resumed = Sender::ResumePostcopy(again, {&src.region, 1}, **sender);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  absl::Status done = (*resumed)->CompletePostcopy();
+  readers.Stop();
+  ASSERT_TRUE(done.ok()) << done;
+  EXPECT_EQ(readers.mismatches_.load(), 0u);
+  absl::StatusOr<VerifyReport> v = (*resumed)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched;
+  ASSERT_TRUE((*resumed)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  EXPECT_EQ((*resumed)->stats().postcopy.resumes, 1u);
+  EXPECT_EQ(rx.receiver().stats().postcopy.resumes, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Transports, PostcopyTest,
     ::testing::Combine(::testing::Values(TransportKind::kTcp,

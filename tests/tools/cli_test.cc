@@ -1,5 +1,8 @@
 #include "tools/common/cli.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace ramferry::cli {
@@ -25,6 +28,36 @@ TEST(ParseRate, NonsenseIsAnErrorThatShowsTheForm) {
     EXPECT_NE(r.status().message().find("is not a"), std::string::npos)
         << r.status();
   }
+}
+
+// argv as a program gets it: writable strings.
+struct Argv {
+  explicit Argv(std::vector<std::string> args) : strings(std::move(args)) {
+    for (std::string& a : strings) pointers.push_back(a.data());
+  }
+  int argc() const { return static_cast<int>(pointers.size()); }
+  std::vector<std::string> strings;
+  std::vector<char*> pointers;
+};
+
+TEST(AcceptBareFlag, ABareFlagGetsItsValueAndNothingElseChanges) {
+  Argv a({"prog", "--postcopy", "-postcopy", "--postcopy=now", "--postcopyx",
+          "--json", "postcopy", "--", "--postcopy"});
+  AcceptBareFlag(a.argc(), a.pointers.data(), "postcopy", "--postcopy=on");
+  const std::vector<std::string> want = {
+      "prog",        "--postcopy=on", "--postcopy=on", "--postcopy=now",
+      "--postcopyx", "--json",        "postcopy",      "--",
+      "--postcopy"};  // after "--": not a flag
+  ASSERT_EQ(a.argc(), static_cast<int>(want.size()));
+  for (int i = 0; i < a.argc(); ++i) EXPECT_EQ(a.pointers[i], want[i]) << i;
+}
+
+TEST(AcceptBareFlag, DashesAndUnderscoresAreTheSameName) {
+  Argv a({"prog", "--postcopy-urgent", "--postcopy_urgent"});
+  AcceptBareFlag(a.argc(), a.pointers.data(), "postcopy_urgent",
+                 "--postcopy_urgent=on");
+  EXPECT_EQ(std::string(a.pointers[1]), "--postcopy_urgent=on");
+  EXPECT_EQ(std::string(a.pointers[2]), "--postcopy_urgent=on");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // (--survive-channel-loss), in the table and in the JSON.
 #include "tools/migrate/report.h"
 
+#include <nlohmann/json.hpp>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -88,6 +90,159 @@ TEST(MigrateReport, OneLinkWithoutARateHasNoLinkLine) {
   EXPECT_THAT(SourceTable(RunDescription{}, r), Not(HasSubstr("  link  ")));
   EXPECT_THAT(SourceJson(RunDescription{}, r, ""),
               HasSubstr(R"("channels":[0,1,2,3],"channels_lost":1,)"));
+}
+
+PostcopyStats SomeFaults() {
+  PostcopyStats p;
+  p.started = true;
+  p.urgent_channel = true;
+  p.missing_pages = 2048;
+  p.requested_pages = 300;
+  p.urgent_pages = 290;
+  p.pushed_pages = 1758;
+  p.duplicate_pages = 7;
+  p.fault_messages = 310;
+  p.latency_buckets = {0, 0, 0, 0, 0, 0, 0, 100, 150, 0, 50};
+  p.faults = 300;
+  p.latency_p50_us = 256;
+  p.latency_p99_us = 1024;
+  p.latency_max_us = 900;
+  p.blocked_us = 75'500;
+  p.switch_ns = 4'000'000;
+  p.duration_ns = 1'250'000'000;
+  return p;
+}
+
+PrecopyReport SwitchedToPostcopy() {
+  PrecopyReport r;
+  r.postcopy_mode = "auto";
+  r.switchover = "postcopy";
+  r.converged_by = "stall";
+  r.postcopy_missing_pages = 2048;
+  r.downtime_s = 0.0123;
+  r.final_collect_s = 0.002;
+  r.switch_s = 0.0103;
+  r.postcopy_s = 1.26;
+  r.stats.postcopy = SomeFaults();
+  return r;
+}
+
+RunDescription AutoRun() {
+  RunDescription run;
+  run.postcopy = "auto";
+  run.on_timeout = "postcopy";
+  run.verify_mode = "full";
+  return run;
+}
+
+TEST(MigrateReport, DestinationPostcopyLinesGiveFaultsAndTheHistogram) {
+  const std::string t = PostcopyLines(SomeFaults(), /*destination=*/true);
+  EXPECT_THAT(t, HasSubstr("post-copy        armed, urgent channel on"));
+  EXPECT_THAT(t, HasSubstr("missing pages    2048 (8MiB) at the switch: 300 "
+                           "requested, 290 placed from urgent answers, 7 "
+                           "duplicates dropped"));
+  EXPECT_THAT(t, HasSubstr("faults           300 timed (310 fault messages, "
+                           "0 resolved locally as zero pages); latency p50 "
+                           "256 us, p99 1024 us, max 900 us; blocked 75.5 ms"));
+  EXPECT_THAT(t, HasSubstr("fault latency    [64,128) us: 100  [128,256) us: "
+                           "150  [512,1024) us: 50\n"));
+  EXPECT_THAT(t, HasSubstr("switch 4.0 ms, then 1250.0 ms until the last page "
+                           "was placed"));
+  EXPECT_THAT(PostcopyLines(PostcopyStats{}, true),
+              HasSubstr("no faults timed"));
+}
+
+// The source has no faults of its own to time: it says what it sent.
+TEST(MigrateReport, SourcePostcopyLinesGiveWhatWasRequestedAndPushed) {
+  const std::string t = PostcopyLines(SomeFaults(), /*destination=*/false);
+  EXPECT_THAT(t, HasSubstr("missing pages    2048 (8MiB) at the switch: 300 "
+                           "requested by the destination's faults (290 "
+                           "answered on the urgent channel), 1758 pushed on "
+                           "the bulk channels"));
+  EXPECT_THAT(t, HasSubstr("until every page was pushed and confirmed"));
+  EXPECT_THAT(t, Not(HasSubstr("fault latency")));
+}
+
+TEST(MigrateReport, SourceTableSaysThePostcopyDowntimeEndsWhenArmed) {
+  const std::string t = SourceTable(AutoRun(), SwitchedToPostcopy());
+  EXPECT_THAT(t, HasSubstr("downtime         12.3 ms (workload paused -> "
+                           "destination armed;"));
+  EXPECT_THAT(t, HasSubstr("last collect 2.0 ms, switch 10.3 ms"));
+  EXPECT_THAT(t, HasSubstr("switchover       postcopy (--postcopy=auto; 2048 "
+                           "pages missing at the switch, then 1260.0 ms"));
+  EXPECT_THAT(t, HasSubstr("1758 pushed on the bulk channels"));
+  EXPECT_THAT(t, HasSubstr("verification     full, 0.0 ms once the "
+                           "destination held every page"));
+  EXPECT_THAT(t, Not(HasSubstr("final round")));
+}
+
+// A run without --postcopy keeps the report it had.
+TEST(MigrateReport, PrecopyTableHasNoPostcopyLines) {
+  PrecopyReport r;
+  r.switchover = "stop-and-copy";
+  const std::string t = SourceTable(RunDescription{}, r);
+  EXPECT_THAT(t, HasSubstr("final round"));
+  EXPECT_THAT(t, Not(HasSubstr("post-copy")));
+  EXPECT_THAT(t, Not(HasSubstr("  switchover  ")));
+}
+
+TEST(MigrateReport, SourceJsonCarriesThePostcopyObject) {
+  const nlohmann::json j =
+      nlohmann::json::parse(SourceJson(AutoRun(), SwitchedToPostcopy(), ""));
+  EXPECT_EQ(j["switchover"], "postcopy");
+  EXPECT_EQ(j["on_timeout"], "postcopy");
+  EXPECT_DOUBLE_EQ(j["downtime_s"].get<double>(), 0.0123);
+  const nlohmann::json& p = j["postcopy"];
+  EXPECT_EQ(p["mode"], "auto");
+  EXPECT_EQ(p["missing_pages_at_switch"], 2048);
+  EXPECT_EQ(p["missing_pages"], 2048);
+  EXPECT_EQ(p["requested_pages"], 300);
+  EXPECT_EQ(p["pushed_pages"], 1758);
+  EXPECT_EQ(p["faults"], 300);
+  EXPECT_EQ(p["latency_histogram"].size(), 3u);
+  EXPECT_DOUBLE_EQ(p["start_postcopy_s"].get<double>(), 0.0103);
+  EXPECT_DOUBLE_EQ(p["complete_postcopy_s"].get<double>(), 1.26);
+  EXPECT_EQ(p["workload_kept_paused"], false);
+}
+
+TEST(MigrateReport, FailedAfterTheSwitchSaysTheWorkloadStaysPaused) {
+  PrecopyReport r = SwitchedToPostcopy();
+  r.status = absl::UnavailableError("peer stalled");
+  r.workload_kept_paused = true;
+  EXPECT_THAT(SourceTable(AutoRun(), r),
+              HasSubstr("kept paused on the source: post-copy failed after "
+                        "the switch began"));
+  EXPECT_THAT(SourceJson(AutoRun(), r, ""),
+              HasSubstr(R"("workload_kept_paused":true)"));
+  EXPECT_THAT(SourceJson(AutoRun(), r, ""), HasSubstr(R"("outcome":"failed")"));
+}
+
+TEST(MigrateReport, DestinationReportsItsWorkloadAndFaults) {
+  DestinationReport d;
+  d.postcopy_allowed = true;
+  d.postcopy_armed = true;
+  d.workload = true;
+  d.workload_pages_written = 123456;
+  d.workload_s = 1.5;
+  d.stats.postcopy = SomeFaults();
+  const std::string t = DestinationTable(d);
+  EXPECT_THAT(t, HasSubstr("workload         memload wrote 123456 pages here "
+                           "in 1.50 s after the switch"));
+  EXPECT_THAT(t, HasSubstr("fault latency    [64,128) us: 100"));
+  EXPECT_EQ(t.back(), '\n');
+  EXPECT_EQ(t.find("\n\n"), std::string::npos) << t;
+  const nlohmann::json j = nlohmann::json::parse(DestinationJson(d));
+  EXPECT_EQ(j["postcopy"]["armed"], true);
+  EXPECT_EQ(j["postcopy"]["workload_pages_written"], 123456);
+  EXPECT_EQ(j["postcopy"]["faults"], 300);
+  EXPECT_EQ(j["postcopy"]["latency_p99_us"], 1024);
+
+  DestinationReport unused;
+  unused.postcopy_allowed = true;
+  EXPECT_THAT(DestinationTable(unused),
+              HasSubstr("post-copy allowed, not used"));
+  EXPECT_THAT(DestinationTable(DestinationReport{}),
+              Not(HasSubstr("post-copy")));
 }
 
 }  // namespace

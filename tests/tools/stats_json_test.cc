@@ -120,5 +120,58 @@ TEST(ChannelCounters, ARenameReplacesOnlyItsKey) {
   EXPECT_EQ(j.size(), std::size(kChannelCounters));
 }
 
+TEST(PostcopyStatsJson, BucketsArePowersOfTwoMicroseconds) {
+  EXPECT_EQ(LatencyBucketBounds(0), std::make_pair(uint64_t{0}, uint64_t{1}));
+  EXPECT_EQ(LatencyBucketBounds(1), std::make_pair(uint64_t{1}, uint64_t{2}));
+  EXPECT_EQ(LatencyBucketBounds(2), std::make_pair(uint64_t{2}, uint64_t{4}));
+  EXPECT_EQ(LatencyBucketBounds(11),
+            std::make_pair(uint64_t{1024}, uint64_t{2048}));
+}
+
+TEST(PostcopyStatsJson, EveryCounterAndTheNonEmptyBuckets) {
+  PostcopyStats p;
+  p.started = true;
+  p.urgent_channel = true;
+  p.missing_pages = 1000;
+  p.requested_pages = 40;
+  p.urgent_pages = 38;
+  p.pushed_pages = 962;
+  p.duplicate_pages = 3;
+  p.fault_messages = 45;
+  p.local_zero_faults = 2;
+  p.switch_ns = 1'500'000;
+  p.duration_ns = 2'000'000'000;
+  p.latency_buckets = {0, 0, 0, 0, 0, 0, 0, 10, 25, 0, 5};
+  p.faults = 40;
+  p.latency_p50_us = 256;
+  p.latency_p99_us = 1024;
+  p.latency_max_us = 700;
+  p.blocked_us = 12'000;
+  const nlohmann::json j =
+      nlohmann::json::parse(DumpJson(PostcopyStatsJson(p)));
+  EXPECT_EQ(j["started"], true);
+  EXPECT_EQ(j["urgent_channel"], true);
+  EXPECT_EQ(j["missing_pages"], 1000);
+  EXPECT_EQ(j["requested_pages"], 40);
+  EXPECT_EQ(j["urgent_pages"], 38);
+  EXPECT_EQ(j["pushed_pages"], 962);
+  EXPECT_EQ(j["duplicate_pages"], 3);
+  EXPECT_EQ(j["fault_messages"], 45);
+  EXPECT_EQ(j["local_zero_faults"], 2);
+  EXPECT_EQ(j["faults"], 40);
+  EXPECT_DOUBLE_EQ(j["switch_s"].get<double>(), 0.0015);
+  EXPECT_DOUBLE_EQ(j["duration_s"].get<double>(), 2.0);
+  EXPECT_EQ(j["latency_p50_us"], 256);
+  EXPECT_EQ(j["latency_p99_us"], 1024);
+  EXPECT_EQ(j["latency_max_us"], 700);
+  EXPECT_DOUBLE_EQ(j["blocked_s"].get<double>(), 0.012);
+  EXPECT_EQ(j["latency_buckets"].size(), 11u);
+  const nlohmann::json want =
+      nlohmann::json::parse(R"([{"lo_us":64,"hi_us":128,"count":10},)"
+                            R"({"lo_us":128,"hi_us":256,"count":25},)"
+                            R"({"lo_us":512,"hi_us":1024,"count":5}])");
+  EXPECT_EQ(j["latency_histogram"], want);
+}
+
 }  // namespace
 }  // namespace ramferry::cli

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 
 namespace ramferry::cli {
 
@@ -170,6 +171,25 @@ void AcceptDashedFlags(int argc, char** argv) {
     for (char* c = a + 2; *c != '\0' && *c != '='; ++c) {
       if (*c == '-') *c = '_';
     }
+  }
+}
+
+void AcceptBareFlag(int argc, char** argv, absl::string_view name,
+                    const char* replacement) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (a == "--") return;
+    if (!absl::ConsumePrefix(&a, "--") && !absl::ConsumePrefix(&a, "-")) {
+      continue;
+    }
+    if (a.size() != name.size()) continue;
+    bool same = true;
+    for (size_t k = 0; k < a.size() && same; ++k) {
+      const char c = a[k] == '-' ? '_' : a[k];
+      same = c == (name[k] == '-' ? '_' : name[k]);
+    }
+    // argv's strings are not ours to resize: point at the replacement.
+    if (same) argv[i] = const_cast<char*>(replacement);
   }
 }
 

@@ -49,6 +49,14 @@ void InitBinary(int argc, char** argv, absl::string_view usage,
 // Values are left alone; "--" ends the rewriting.
 void AcceptDashedFlags(int argc, char** argv);
 
+// Rewrites a bare "--NAME" (or "-NAME"; dashes or underscores) of a flag
+// that takes a value as `replacement` ("--NAME=VALUE") in place, so a
+// flag such as --postcopy may stand alone where Abseil would want a value
+// (and take the next argument for it). `replacement` must outlive the
+// parsing. "--" ends the rewriting.
+void AcceptBareFlag(int argc, char** argv, absl::string_view name,
+                    const char* replacement);
+
 // User + system CPU seconds of this process so far.
 double ProcessCpuSeconds();
 // CPU seconds of the calling thread so far.

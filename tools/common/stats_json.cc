@@ -80,4 +80,37 @@ Json ChannelLossesJson(const SessionStats& s) {
   return a;
 }
 
+std::pair<uint64_t, uint64_t> LatencyBucketBounds(size_t k) {
+  if (k == 0) return {0, 1};
+  return {uint64_t{1} << (k - 1), uint64_t{1} << k};
+}
+
+Json PostcopyStatsJson(const PostcopyStats& p) {
+  Json histogram = Json::array();
+  for (size_t k = 0; k < p.latency_buckets.size(); ++k) {
+    if (p.latency_buckets[k] == 0) continue;
+    const auto [lo, hi] = LatencyBucketBounds(k);
+    histogram.push_back(
+        {{"lo_us", lo}, {"hi_us", hi}, {"count", p.latency_buckets[k]}});
+  }
+  return {{"started", p.started},
+          {"urgent_channel", p.urgent_channel},
+          {"missing_pages", p.missing_pages},
+          {"requested_pages", p.requested_pages},
+          {"urgent_pages", p.urgent_pages},
+          {"pushed_pages", p.pushed_pages},
+          {"duplicate_pages", p.duplicate_pages},
+          {"fault_messages", p.fault_messages},
+          {"local_zero_faults", p.local_zero_faults},
+          {"faults", p.faults},
+          {"switch_s", p.switch_ns * 1e-9},
+          {"duration_s", p.duration_ns * 1e-9},
+          {"latency_p50_us", p.latency_p50_us},
+          {"latency_p99_us", p.latency_p99_us},
+          {"latency_max_us", p.latency_max_us},
+          {"blocked_s", p.blocked_us * 1e-6},
+          {"latency_buckets", p.latency_buckets},
+          {"latency_histogram", std::move(histogram)}};
+}
+
 }  // namespace ramferry::cli

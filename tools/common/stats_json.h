@@ -3,6 +3,7 @@
 #define RAMFERRY_TOOLS_COMMON_STATS_JSON_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -33,6 +34,15 @@ Json ChannelArrayJson(const SessionStats& s);
 // The channels the session went on without, as an array of
 // {channel, round, reason} (SessionOptions::survive_channel_loss).
 Json ChannelLossesJson(const SessionStats& s);
+
+// Fault-latency bucket `k` of PostcopyStats::latency_buckets as
+// [lo_us, hi_us): bucket 0 is [0, 1), bucket k [2^(k-1), 2^k).
+std::pair<uint64_t, uint64_t> LatencyBucketBounds(size_t k);
+// Post-copy's counters (either end): pages missing, requested, urgent,
+// pushed, duplicates; faults and their latency (p50/p99/max, blocked
+// time); the switch and the post-copy phase in seconds; the histogram's
+// raw buckets and its non-empty ones as {lo_us, hi_us, count}.
+Json PostcopyStatsJson(const PostcopyStats& p);
 
 }  // namespace ramferry::cli
 

@@ -98,9 +98,12 @@ const char* PrefaultName(Prefault p) {
 
 DestinationReport RunDestination(
     const SessionOptions& options, const Region& region, Prefault prefault,
-    bool progress, const std::function<void(uint16_t)>& on_listening) {
+    bool progress, const std::function<void(uint16_t)>& on_listening,
+    std::optional<Memload::Options> workload) {
   DestinationReport report;
   report.prefault = prefault;
+  report.postcopy_allowed = options.postcopy;
+  report.workload = options.postcopy && workload.has_value();
   const uint64_t faults0 = MinorFaults();
   if (prefault == Prefault::kBefore) {
     const absl::Time t = absl::Now();
@@ -126,6 +129,23 @@ DestinationReport RunDestination(
   }
   on_listening(receiver.port());
 
+  // Post-copy's workload: made now, started by the receiver's control
+  // thread at the switch (starting threads is quick), stopped below.
+  std::optional<Memload> load;
+  std::atomic<bool> armed{false};
+  absl::Time armed_at;  // written before `armed` is set
+  if (report.workload) {
+    load.emplace(static_cast<uint8_t*>(region.base), region.page_count(),
+                 *workload, /*tracker=*/nullptr);
+  }
+  if (options.postcopy) {
+    receiver.OnPostcopyArmed([&] {
+      armed_at = absl::Now();
+      armed.store(true);
+      if (load.has_value()) load->Start();
+    });
+  }
+
   const double cpu0 = cli::ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   std::atomic<bool> done{false};
@@ -134,10 +154,21 @@ DestinationReport RunDestination(
     progress_thread = std::thread([&] {
       cli::ProgressLine line(true, 1.0);
       while (!done.load()) {
-        const ChannelStats t = receiver.stats().Total();
-        line.Update(absl::StrFormat("destination: %d rounds applied, %s in",
+        const SessionStats st = receiver.stats();
+        const ChannelStats t = st.Total();
+        std::string postcopy;
+        if (armed.load()) {
+          postcopy = absl::StrFormat(
+              "; post-copy: %d of %d missing pages in, %d faults, "
+              "workload wrote %d pages",
+              st.postcopy.urgent_pages + st.postcopy.pushed_pages,
+              st.postcopy.missing_pages, st.postcopy.faults,
+              load.has_value() ? load->pages_written() : 0);
+        }
+        line.Update(absl::StrFormat("destination: %d rounds applied, %s in%s",
                                     receiver.applied_rounds(),
-                                    cli::FormatBytes(t.payload_bytes)));
+                                    cli::FormatBytes(t.payload_bytes),
+                                    postcopy));
         absl::SleepFor(absl::Milliseconds(250));
       }
     });
@@ -165,6 +196,31 @@ DestinationReport RunDestination(
   report.verified =
       report.status.ok() && report.pages_verified == region.page_count();
   report.stats = receiver.stats();
+  report.postcopy_armed = armed.load();
+  if (load.has_value()) {
+    if (!report.status.ok() && report.postcopy_armed) {
+      // The source is gone with pages this workload may be blocked on:
+      // they are lost, so fill them with zeros and let the writers run
+      // on to their stop. This memory is to be discarded.
+      absl::StatusOr<uint64_t> released = receiver.ReleasePostcopy();
+      if (released.ok()) {
+        report.released_pages = *released;
+      } else {
+        // Destroying the receiver closes its userfaultfd, which releases
+        // the writers the same way.
+        std::fprintf(stderr,
+                     "ramferry-migrate: destination: releasing the awaited "
+                     "pages failed (%s); closing the session instead\n",
+                     std::string(released.status().message()).c_str());
+        rx->reset();
+      }
+    }
+    load->Stop();
+    report.workload_pages_written = load->pages_written();
+    if (report.postcopy_armed) {
+      report.workload_s = absl::ToDoubleSeconds(absl::Now() - armed_at);
+    }
+  }
   return report;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,6 +13,7 @@
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
+#include "tools/migrate/memload.h"
 
 namespace ramferry::migrate {
 
@@ -38,13 +40,30 @@ struct DestinationReport {
   uint64_t rounds_applied = 0;
   uint64_t pages_verified = 0;
   bool verified = false;  // served OK and the source checked every page
+  // Post-copy: whether this end allowed it (SessionOptions::postcopy),
+  // whether the source switched (the destination armed), and the
+  // workload that ran here from then until the session ended.
+  bool postcopy_allowed = false;
+  bool postcopy_armed = false;
+  bool workload = false;  // a workload was to run once armed
+  uint64_t workload_pages_written = 0;
+  double workload_s = 0;
+  // Serve() failed after the switch: the pages still awaited were filled
+  // with zeros to let the workload's blocked writers run on and stop
+  // (ReleasePostcopy); this memory is no longer the source's.
+  uint64_t released_pages = 0;
   SessionStats stats;
 };
 
-// `on_listening(port)` runs once the port is open (before any data).
+// `on_listening(port)` runs once the port is open (before any data). With
+// options.postcopy, `workload` (memload's options; none when absent)
+// starts writing the region once the destination armed, without dirty
+// tracking, as the source's workload would have: its writes to pages not
+// yet here fault and wait for them. It stops when the session ends.
 DestinationReport RunDestination(
     const SessionOptions& options, const Region& region, Prefault prefault,
-    bool progress, const std::function<void(uint16_t)>& on_listening);
+    bool progress, const std::function<void(uint16_t)>& on_listening,
+    std::optional<Memload::Options> workload = std::nullopt);
 
 }  // namespace ramferry::migrate
 

@@ -1,5 +1,6 @@
-// ramferry-migrate: live pre-copy migration of changing memory between two
-// processes, over ramferry's channels.
+// ramferry-migrate: live migration of changing memory between two
+// processes, over ramferry's channels: pre-copy rounds, then stop-and-copy
+// or post-copy.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,6 +32,7 @@
 #include "tools/migrate/dirty_tracker.h"
 #include "tools/migrate/memload.h"
 #include "tools/migrate/memory_image.h"
+#include "tools/migrate/postcopy_mode.h"
 #include "tools/migrate/precopy.h"
 #include "tools/migrate/region_memory.h"
 #include "tools/migrate/report.h"
@@ -134,11 +136,30 @@ ABSL_FLAG(bool, auto_converge, false,
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(),
           "source: give the live rounds this long from the first round's "
           "start, then act as --on-timeout says (inf: no timeout)");
-ABSL_FLAG(std::string, on_timeout, "cancel",
-          "source, with --timeout: cancel (stop at once, even mid-round; "
+ABSL_FLAG(std::string, on_timeout, "",
+          "source, with --timeout: cancel (the default without --postcopy: "
+          "stop at once, even mid-round; "
           "the source keeps running and the destination discards what it "
-          "received) or force (stop and copy after the round in flight, "
-          "whatever the downtime)");
+          "received), force (stop and copy after the round in flight, "
+          "whatever the downtime) or postcopy (switch to post-copy after "
+          "the round in flight; the default with --postcopy=on or auto)");
+ABSL_FLAG(std::string, postcopy, "off",
+          "post-copy, on both ends (--postcopy alone: on): on (when the "
+          "live rounds end, switch instead of the stop-and-copy round: the "
+          "source's workload stops for good, the destination resumes it at "
+          "once and its missing pages fault in from the source or are "
+          "pushed), now (switch before any round: every page missing), "
+          "auto (stop-and-copy when the final round is estimated to fit "
+          "--downtime-limit, post-copy when pre-copy does not converge: "
+          "stall, --max-rounds, --timeout), off. The destination needs "
+          "private anonymous memory (no --region-file) and runs memload "
+          "from the switch at --dirty-rate over --dirty-set. Not with "
+          "--transport=rdma nor --survive-channel-loss");
+ABSL_FLAG(std::string, postcopy_urgent, "on",
+          "post-copy: on (page requests and their answers have a connection "
+          "of their own, never queued behind pushed pages) or off (requests "
+          "ride the control connection and are answered on the bulk "
+          "channels, behind what is queued there)");
 ABSL_FLAG(ramferry::cli::ByteRate, max_bandwidth, ramferry::cli::ByteRate{},
           "source: the most all channels together send per second, as bits "
           "(1gbit, 500mbit) or bytes (100MB); 0: no limit");
@@ -203,13 +224,24 @@ absl::StatusOr<SessionOptions> Session() {
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
   o.max_bandwidth = absl::GetFlag(FLAGS_max_bandwidth).bytes_per_s;
+  absl::StatusOr<PostcopyMode> postcopy =
+      ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy));
+  if (!postcopy.ok()) return postcopy.status();
+  o.postcopy = *postcopy != PostcopyMode::kOff;
+  absl::StatusOr<bool> urgent =
+      ParseOnOff("postcopy-urgent", absl::GetFlag(FLAGS_postcopy_urgent));
+  if (!urgent.ok()) return urgent.status();
+  o.postcopy_urgent_channel = *urgent;
   const std::string verify = absl::GetFlag(FLAGS_verify);
   if (verify == "full") {
     o.verify = VerifyMode::kFull;
   } else if (verify == "sent") {
     o.verify = VerifyMode::kSent;
   } else if (verify == "off") {
-    o.verify = VerifyMode::kReread;  // nothing recorded; Verify not called
+    // Nothing recorded and Verify not called; post-copy refuses kReread
+    // (the destination's workload writes before a Verify could re-read),
+    // so it records the destination's digests it will not use.
+    o.verify = o.postcopy ? VerifyMode::kFull : VerifyMode::kReread;
   } else {
     return absl::InvalidArgumentError(
         "--verify must be full, sent or off, not '" + verify + "'");
@@ -228,6 +260,35 @@ absl::StatusOr<SessionOptions> Session() {
   return o;
 }
 
+PostcopyMode PostcopyFlag() {
+  // Checked by Session() before any run.
+  return ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy))
+      .value_or(PostcopyMode::kOff);
+}
+
+// --on-timeout, whose default ("") follows --postcopy.
+absl::StatusOr<TimeoutAction> TimeoutActionFlag() {
+  return ParseTimeoutAction(absl::GetFlag(FLAGS_on_timeout), PostcopyFlag());
+}
+
+// What the flags allow of post-copy, checked before either end starts
+// (the engine checks the rest: the destination's memory, the peer's
+// consent). `receives`: this process runs a destination (dest, --demo).
+absl::Status CheckPostcopy(bool receives) {
+  absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
+  if (!on.ok()) return on.status();
+  PostcopyFlagCheck c;
+  c.mode = PostcopyFlag();
+  c.on_timeout = *on;
+  c.transport = absl::GetFlag(FLAGS_transport);
+  c.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
+  c.region_file = absl::GetFlag(FLAGS_region_file);
+  c.destination = receives;
+  c.prefault = absl::GetFlag(FLAGS_prefault);
+  c.urgent = absl::GetFlag(FLAGS_postcopy_urgent);
+  return CheckPostcopyFlags(c);
+}
+
 absl::StatusOr<ConvergenceConfig> Convergence() {
   ConvergenceConfig c;
   c.downtime_limit = absl::GetFlag(FLAGS_downtime_limit);
@@ -238,10 +299,12 @@ absl::StatusOr<ConvergenceConfig> Convergence() {
   if (c.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--timeout must be positive (or inf)");
   }
-  absl::StatusOr<OnTimeout> on =
-      ParseOnTimeout(absl::GetFlag(FLAGS_on_timeout));
+  absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
   if (!on.ok()) return on.status();
-  c.on_timeout = *on;
+  // The policy stops the live rounds; post-copy switches where force
+  // would stop and copy.
+  c.on_timeout =
+      *on == TimeoutAction::kCancel ? OnTimeout::kCancel : OnTimeout::kForce;
   return c;
 }
 
@@ -274,7 +337,10 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   d.timeout_s =
       timeout == absl::InfiniteDuration() ? 0 : absl::ToDoubleSeconds(timeout);
-  d.on_timeout = absl::GetFlag(FLAGS_on_timeout);
+  d.on_timeout =
+      TimeoutActionName(TimeoutActionFlag().value_or(TimeoutAction::kCancel));
+  d.postcopy = PostcopyModeName(PostcopyFlag());
+  d.postcopy_urgent = o.postcopy_urgent_channel;
   d.max_bandwidth = o.max_bandwidth;
   d.authenticated = !o.auth_key.empty();
   d.protect = ProtectionName(ResolvedProtection(o));
@@ -369,6 +435,8 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   config.session = opt;
   config.convergence = *convergence;
   config.verify = absl::GetFlag(FLAGS_verify) != "off";
+  config.postcopy = PostcopyFlag();
+  config.on_timeout = TimeoutActionFlag().value_or(TimeoutAction::kCancel);
   config.progress = !absl::GetFlag(FLAGS_json);
   prepare += absl::Now() - prepare_start;
   PrecopyReport r = RunPrecopy(config, region, *tracker, load);
@@ -413,8 +481,25 @@ Region DestinationRegion(const RegionMemory& mem) {
 absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem) {
   const std::string flag = absl::GetFlag(FLAGS_prefault);
   if (flag != "auto") return ParsePrefault(flag);
+  // Post-copy drops the pages it lacks at the switch: a background
+  // pre-fault must be over by then, so it runs before listening; with
+  // --postcopy=now every page is dropped, so none is faulted in at all.
+  if (PostcopyFlag() == PostcopyMode::kNow) return Prefault::kOff;
+  if (PostcopyFlag() != PostcopyMode::kOff) return Prefault::kBefore;
   return mem.file_backed() && !mem.reused_file() ? Prefault::kIdle
                                                  : Prefault::kDuring;
+}
+
+// Post-copy's destination workload: memload as the source runs it (the
+// same flags, so give both ends the same), from the switch on.
+std::optional<Memload::Options> DestinationWorkload() {
+  if (PostcopyFlag() == PostcopyMode::kOff) return std::nullopt;
+  Memload::Options lo;
+  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / kPageSize;
+  lo.pages_per_second = DirtyPagesPerSecond(/*file_backed=*/false);
+  lo.writers = absl::GetFlag(FLAGS_writers);
+  lo.seed = absl::GetFlag(FLAGS_seed);
+  return lo;
 }
 
 int RunDestRole(SessionOptions opt) {
@@ -425,11 +510,13 @@ int RunDestRole(SessionOptions opt) {
   if (!prefault.ok()) return Usage(std::string(prefault.status().message()));
   const Region region = DestinationRegion(**mem);
   const bool json = absl::GetFlag(FLAGS_json);
-  DestinationReport r =
-      RunDestination(opt, region, *prefault, !json, [&](uint16_t port) {
+  DestinationReport r = RunDestination(
+      opt, region, *prefault, !json,
+      [&](uint16_t port) {
         std::fprintf(stderr, "ramferry-migrate: listening on %s:%d\n",
                      opt.host.c_str(), port);
-      });
+      },
+      DestinationWorkload());
   std::printf("%s\n",
               json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());
   // Verification is the source's (--verify); the destination's part is to
@@ -507,11 +594,13 @@ absl::StatusOr<std::string> DemoDestinationFile() {
   }
   const Region region = DestinationRegion(**mem);
   opt.port = 0;
-  DestinationReport r =
-      RunDestination(opt, region, *prefault, false, [&](uint16_t port) {
+  DestinationReport r = RunDestination(
+      opt, region, *prefault, false,
+      [&](uint16_t port) {
         std::fprintf(out, "%d\n", port);
         std::fflush(out);
-      });
+      },
+      DestinationWorkload());
   std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
                DestinationTable(r).c_str());
   std::fclose(out);
@@ -691,9 +780,12 @@ int RunMakeImage(const std::string& path) {
 }  // namespace ramferry::migrate
 
 int main(int argc, char** argv) {
+  // --postcopy alone means on.
+  ramferry::cli::AcceptBareFlag(argc, argv, "postcopy", "--postcopy=on");
   ramferry::cli::InitBinary(
       argc, argv,
-      "live pre-copy migration of changing memory over ramferry channels.\n"
+      "live migration of changing memory over ramferry channels: pre-copy,\n"
+      "then stop-and-copy or (--postcopy) post-copy.\n"
       "  ramferry-migrate --demo                       both ends on loopback\n"
       "  ramferry-migrate --role=dest --listen=0.0.0.0:7070 --size=1GiB\n"
       "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB",
@@ -708,6 +800,12 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_demo) && !absl::GetFlag(FLAGS_demo_link).empty()) {
     return Usage("--demo-link goes with --demo");
+  }
+  // Before Session(): its checks name options, these name the flags.
+  if (absl::Status s =
+          CheckPostcopy(role == "dest" || absl::GetFlag(FLAGS_demo));
+      !s.ok()) {
+    return Usage(std::string(s.message()));
   }
   absl::StatusOr<ramferry::SessionOptions> opt = Session();
   if (!opt.ok()) return Usage(std::string(opt.status().message()));

@@ -29,7 +29,8 @@ struct LiveState {
   std::atomic<uint64_t> dirty_rate_bits{0};  // double, bit-cast
   std::atomic<uint64_t> estimate_bits{0};    // double, bit-cast
   std::atomic<bool> final_round{false};
-  std::atomic<int> throttle{0};  // auto-converge's, percent
+  std::atomic<bool> postcopy{false};  // switched: pages go on demand
+  std::atomic<int> throttle{0};       // auto-converge's, percent
 
   static uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
   static double Value(const std::atomic<uint64_t>& a) {
@@ -68,6 +69,17 @@ class ProgressThread {
           (t.payload_bytes - last_bytes) / Seconds(now - last) / 1e9;
       last_bytes = t.payload_bytes;
       last = now;
+      if (s.postcopy.load()) {
+        const PostcopyStats p = sender.stats().postcopy;
+        const uint64_t in =
+            std::min(p.missing_pages, p.urgent_pages + p.pushed_pages);
+        line_.Update(absl::StrFormat(
+            "post-copy  %3.0f%% of %s missing  %.2f GB/s  %d pages requested",
+            p.missing_pages ? 100.0 * in / p.missing_pages : 100.0,
+            cli::FormatBytes(p.missing_pages * kPageSize), gbps,
+            p.requested_pages));
+        continue;
+      }
       const uint64_t total = s.round_pages.load();
       const uint64_t done =
           std::min(total, t.pages - s.pages_before_round.load());
@@ -153,35 +165,40 @@ class PrecopyRun {
         dirty_(region.page_count()) {}
 
   PrecopyReport Run() {
+    report_.postcopy_mode = PostcopyModeName(config_.postcopy);
     absl::Status s = Connect();
     if (s.ok()) {
       ProgressThread progress(config_.progress, sender_.get(), &live_);
-      {
-        // A round can outlast the timeout (round 0 of a large region over
-        // a slow link): with cancel, it is cancelled where it stands.
-        Deadline deadline(config_.convergence.on_timeout == OnTimeout::kCancel
-                              ? transfer_start_ + config_.convergence.timeout
-                              : absl::InfiniteFuture(),
-                          [this] { sender_->Abort(CancelReason()); });
-        s = LiveRounds();
-        if (deadline.Disarm() && !report_.cancelled) {
-          report_.cancelled = true;
-          report_.converged_by = "timeout";
-          s = CancelReason();
+      if (config_.postcopy == PostcopyMode::kNow) {
+        s = Postcopy();  // every page missing: no round at all
+      } else {
+        s = LiveRoundsUntilTimeout();
+        if (s.ok()) {
+          s = ChooseSwitchover(config_.postcopy, config_.on_timeout,
+                               report_.converged_by) == Switchover::kPostcopy
+                  ? Postcopy()
+                  : StopAndCopy();
         }
       }
-      if (s.ok()) s = StopAndCopy();
       if (s.ok() && config_.verify) s = VerifyWhilePaused();
     }
     if (s.ok()) s = Finish();
     if (sender_ != nullptr) {
       report_.stats = sender_->stats();
       report_.confirmed_rounds = sender_->confirmed_rounds();
+      const PostcopyStats& p = report_.stats.postcopy;
+      report_.bytes_sent += (p.urgent_pages + p.pushed_pages) * kPageSize;
     }
+    report_.bytes_resent =
+        report_.bytes_sent -
+        std::min<uint64_t>(report_.bytes_sent, region_.length);
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
-    // On failure the source keeps its workload.
-    if (!report_.status.ok() && paused_) load_.Resume();
+    // On failure the source keeps its workload, unless the switch to
+    // post-copy began: the destination may have resumed it already, and
+    // this side's memory must stay the state at the switch.
+    if (!report_.status.ok() && paused_ && !switched_) load_.Resume();
+    report_.workload_kept_paused = !report_.status.ok() && switched_;
     report_.workload_running_after = load_.running() && StillWriting(load_);
     report_.workload_pages_written = load_.pages_written();
     return std::move(report_);
@@ -231,6 +248,22 @@ class PrecopyRun {
         link_.SecondsFor(dirty_.Count(), kPageSize);
     if (!pages) return std::nullopt;
     return collect_s + *pages + link_.RoundTripSeconds();
+  }
+
+  absl::Status LiveRoundsUntilTimeout() {
+    // A round can outlast the timeout (round 0 of a large region over a
+    // slow link): with cancel, it is cancelled where it stands.
+    Deadline deadline(config_.convergence.on_timeout == OnTimeout::kCancel
+                          ? transfer_start_ + config_.convergence.timeout
+                          : absl::InfiniteFuture(),
+                      [this] { sender_->Abort(CancelReason()); });
+    absl::Status s = LiveRounds();
+    if (deadline.Disarm() && !report_.cancelled) {
+      report_.cancelled = true;
+      report_.converged_by = "timeout";
+      s = CancelReason();
+    }
+    return s;
   }
 
   // Rounds while the workload runs, until the convergence policy stops
@@ -314,6 +347,7 @@ class PrecopyRun {
   // Stop and copy: nothing writes from here, so the last collect is
   // complete and the final round leaves the destination identical.
   absl::Status StopAndCopy() {
+    report_.switchover = SwitchoverName(Switchover::kStopAndCopy);
     const absl::Time pause = absl::Now();
     load_.Pause();
     paused_ = true;
@@ -331,6 +365,44 @@ class PrecopyRun {
     if (!report_.rounds.empty() && report_.rounds.back().final) {
       report_.final_round_s = report_.rounds.back().seconds;
     }
+    return s;
+  }
+
+  // The switch to post-copy: the workload stops here for good, the last
+  // collection completes the set of pages the destination lacks (for
+  // --postcopy=now: every page, as no round was sent), and once the
+  // destination armed its fault handling the workload resumes there. The
+  // downtime ends then; the pages it lacks fault in or are pushed while it
+  // runs.
+  absl::Status Postcopy() {
+    report_.switchover = SwitchoverName(Switchover::kPostcopy);
+    live_.postcopy.store(true);
+    const absl::Time pause = absl::Now();
+    load_.Pause();
+    paused_ = true;
+    absl::Status s = tracker_.Collect(dirty_).status();
+    report_.final_collect_s = Seconds(absl::Now() - pause);
+    report_.postcopy_missing_pages = dirty_.Count();
+    if (s.ok()) {
+      // From here this side's memory is the only copy of the missing
+      // pages: the workload must never resume here.
+      switched_ = true;
+      DirtyBitmap* missing[] = {&dirty_};
+      const absl::Time switch_start = absl::Now();
+      s = sender_->StartPostcopy(missing);
+      report_.switch_s = Seconds(absl::Now() - switch_start);
+    }
+    report_.downtime_s = Seconds(absl::Now() - pause);
+    if (!s.ok()) return s;
+    // Memory is frozen for good: the check's hashing may start beside the
+    // pages still to push, on idle CPU only.
+    if (config_.verify) {
+      if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+    }
+    const absl::Time complete_start = absl::Now();
+    s = sender_->CompletePostcopy();
+    report_.postcopy_s = Seconds(absl::Now() - complete_start);
+    report_.transfer_s = Seconds(absl::Now() - transfer_start_);
     return s;
   }
 
@@ -355,9 +427,6 @@ class PrecopyRun {
   }
 
   absl::Status Finish() {
-    report_.bytes_resent =
-        report_.bytes_sent -
-        std::min<uint64_t>(report_.bytes_sent, region_.length);
     absl::Status done = sender_->Finish();
     if (done.ok()) load_.Stop();  // the destination owns the memory now
     return done;
@@ -376,6 +445,7 @@ class PrecopyRun {
   absl::Time transfer_start_;
   absl::Time last_collect_;
   bool paused_ = false;
+  bool switched_ = false;  // StartPostcopy was called
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The source side of a live migration: pre-copy rounds while the workload
-// runs, then a stop-and-copy round with the workload paused, then
-// page-by-page verification against the destination.
+// runs, then a stop-and-copy round with the workload paused (or the
+// switch to post-copy: the workload stops here for good and resumes on
+// the destination, whose missing pages fault), then page-by-page
+// verification against the destination.
 #ifndef RAMFERRY_TOOLS_MIGRATE_PRECOPY_H_
 #define RAMFERRY_TOOLS_MIGRATE_PRECOPY_H_
 
@@ -16,6 +18,7 @@
 #include "ramferry/stats.h"
 #include "tools/migrate/dirty_tracker.h"
 #include "tools/migrate/memload.h"
+#include "tools/migrate/postcopy_mode.h"
 
 namespace ramferry::migrate {
 
@@ -24,6 +27,12 @@ struct PrecopyConfig {
   // When to stop the live rounds: the downtime limit, stall detection,
   // auto-converge (the workload's throttle), the round limit, a timeout.
   ConvergenceConfig convergence;
+  // Post-copy (--postcopy): when to switch; session.postcopy must be set
+  // for any mode but off. on_timeout: what the timeout does (its cancel
+  // and force are convergence.on_timeout's; postcopy stops the live
+  // rounds as force does, then switches).
+  PostcopyMode postcopy = PostcopyMode::kOff;
+  TimeoutAction on_timeout = TimeoutAction::kCancel;
   // Check the destination page by page after the final round, as
   // session.verify says (off: trust the transfer; the report says so).
   bool verify = true;
@@ -49,9 +58,15 @@ struct PrecopyReport {
   double setup_s = 0;     // connect, handshake, region agreement
   double transfer_s = 0;  // first round start to last round confirmed
   // The downtime: workload paused -> the final round confirmed, when the
-  // destination holds a complete copy and may resume. Of it:
+  // destination holds a complete copy and may resume (post-copy: -> the
+  // destination armed, when it resumes with pages still missing). Of it:
   double final_collect_s = 0;  // the last dirty collection
   double final_round_s = 0;    // the final round's pages + its round trip
+  // Post-copy: StartPostcopy, the missing set sent as ranges until the
+  // destination armed (the rest of the downtime), and CompletePostcopy,
+  // every missing page requested or pushed until the destination held it.
+  double switch_s = 0;
+  double postcopy_s = 0;
   // After the switchover, with the source still paused: the page-by-page
   // check. A destination that must not run before it is verified waits
   // this much longer (downtime_s + verify_s).
@@ -65,6 +80,13 @@ struct PrecopyReport {
   // Why the live rounds ended: "downtime-limit", "stall", "max-rounds" or
   // "timeout" (ConvergenceDecision::reason); empty if they never ended.
   std::string converged_by;
+  // --postcopy, and how the migration switched over: "stop-and-copy" or
+  // "postcopy" (empty: it never got that far).
+  std::string postcopy_mode = "off";
+  std::string switchover;
+  // Pages the destination lacked at the switch (the bitmap given to
+  // StartPostcopy).
+  uint64_t postcopy_missing_pages = 0;
   // The timeout cancelled the migration (--on-timeout=cancel): the source
   // kept running and the destination discarded what it received.
   bool cancelled = false;
@@ -83,6 +105,10 @@ struct PrecopyReport {
   bool verified = false;
   uint64_t confirmed_rounds = 0;        // rounds the destination confirmed
   bool workload_running_after = false;  // the workload still writes
+  // Post-copy failed after the switch began: the workload stays paused
+  // here (this side's memory is the state at the switch; the destination
+  // may have run on), not resumed as after a pre-copy failure.
+  bool workload_kept_paused = false;
   uint64_t workload_pages_written = 0;
   SessionStats stats;
 };

@@ -79,7 +79,76 @@ cli::Json LinksJson(const RunDescription& run, const PrecopyReport& r) {
   return j;
 }
 
+// The source's post-copy object: its counters, the mode, how it switched
+// over and the two phases as the source timed them.
+cli::Json SourcePostcopyJson(const RunDescription& run,
+                             const PrecopyReport& r) {
+  cli::Json j = cli::PostcopyStatsJson(r.stats.postcopy);
+  j["mode"] = run.postcopy;
+  j["urgent_channel_asked"] = run.postcopy_urgent;
+  j["missing_pages_at_switch"] = r.postcopy_missing_pages;
+  j["start_postcopy_s"] = r.switch_s;
+  j["complete_postcopy_s"] = r.postcopy_s;
+  j["workload_kept_paused"] = r.workload_kept_paused;
+  return j;
+}
+
+// "[lo,hi) us: n" for every non-empty bucket, two spaces apart.
+std::string HistogramLine(const PostcopyStats& p) {
+  std::vector<std::string> buckets;
+  for (size_t k = 0; k < p.latency_buckets.size(); ++k) {
+    if (p.latency_buckets[k] == 0) continue;
+    const auto [lo, hi] = cli::LatencyBucketBounds(k);
+    buckets.push_back(
+        absl::StrFormat("[%d,%d) us: %d", lo, hi, p.latency_buckets[k]));
+  }
+  return buckets.empty() ? "no faults timed" : absl::StrJoin(buckets, "  ");
+}
+
 }  // namespace
+
+std::string PostcopyLines(const PostcopyStats& p, bool destination) {
+  std::string t;
+  absl::StrAppendFormat(&t, "  post-copy        %s, urgent channel %s\n",
+                        p.started ? "armed" : "not armed",
+                        p.urgent_channel ? "on" : "off");
+  if (!destination) {
+    // The faults and their latency are the destination's, in its report.
+    absl::StrAppendFormat(&t,
+                          "  missing pages    %d (%s) at the switch: %d "
+                          "requested by the destination's faults (%d answered "
+                          "on the urgent channel), %d pushed on the bulk "
+                          "channels\n",
+                          p.missing_pages,
+                          cli::FormatBytes(p.missing_pages * kPageSize),
+                          p.requested_pages, p.urgent_pages, p.pushed_pages);
+    absl::StrAppendFormat(&t,
+                          "  post-copy time   switch %.1f ms, then %.1f ms "
+                          "until every page was pushed and confirmed\n",
+                          p.switch_ns * 1e-6, p.duration_ns * 1e-6);
+    return t;
+  }
+  absl::StrAppendFormat(&t,
+                        "  missing pages    %d (%s) at the switch: %d "
+                        "requested, %d placed from urgent answers, %d "
+                        "duplicates dropped\n",
+                        p.missing_pages,
+                        cli::FormatBytes(p.missing_pages * kPageSize),
+                        p.requested_pages, p.urgent_pages, p.duplicate_pages);
+  absl::StrAppendFormat(&t,
+                        "  faults           %d timed (%d fault messages, %d "
+                        "resolved locally as zero pages); latency p50 %d us, "
+                        "p99 %d us, max %d us; blocked %.1f ms in all\n",
+                        p.faults, p.fault_messages, p.local_zero_faults,
+                        p.latency_p50_us, p.latency_p99_us, p.latency_max_us,
+                        p.blocked_us * 1e-3);
+  absl::StrAppendFormat(&t, "  fault latency    %s\n", HistogramLine(p));
+  absl::StrAppendFormat(&t,
+                        "  post-copy time   switch %.1f ms, then %.1f ms "
+                        "until the last page was placed\n",
+                        p.switch_ns * 1e-6, p.duration_ns * 1e-6);
+  return t;
+}
 
 std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
                        const std::string& destination_json) {
@@ -106,6 +175,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["auto_converge"] = run.auto_converge;
   j["timeout_s"] = run.timeout_s;
   j["on_timeout"] = run.on_timeout;
+  j["switchover"] = r.switchover;
+  j["postcopy"] = SourcePostcopyJson(run, r);
   j["max_bandwidth_bytes_per_s"] = run.max_bandwidth;
   j["outcome"] = Outcome(r);
   j["total_s"] = r.total_s;
@@ -197,23 +268,45 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   absl::StrAppendFormat(&t, "  setup            %.3f s\n", r.setup_s);
   absl::StrAppendFormat(&t, "  transfer phase   %.3f s\n", r.transfer_s);
   absl::StrAppendFormat(&t, "  throughput       %.2f GB/s\n", Throughput(r));
-  absl::StrAppendFormat(&t,
-                        "  downtime         %.1f ms (estimated %.1f ms, limit "
-                        "%.0f ms): last collect %.1f ms, final round %.1f ms "
-                        "(its pages + one round trip of %.1f ms)\n",
-                        r.downtime_s * 1e3, r.estimated_downtime_s * 1e3,
-                        run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
-                        r.final_round_s * 1e3, r.round_trip_s * 1e3);
+  const bool postcopy = r.switchover == "postcopy";
+  if (postcopy) {
+    absl::StrAppendFormat(&t,
+                          "  downtime         %.1f ms (workload paused -> "
+                          "destination armed; stop-and-copy was estimated "
+                          "at %.1f ms, limit %.0f ms): last collect %.1f ms, "
+                          "switch %.1f ms\n",
+                          r.downtime_s * 1e3, r.estimated_downtime_s * 1e3,
+                          run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
+                          r.switch_s * 1e3);
+  } else {
+    absl::StrAppendFormat(
+        &t,
+        "  downtime         %.1f ms (estimated %.1f ms, limit "
+        "%.0f ms): last collect %.1f ms, final round %.1f ms "
+        "(its pages + one round trip of %.1f ms)\n",
+        r.downtime_s * 1e3, r.estimated_downtime_s * 1e3,
+        run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
+        r.final_round_s * 1e3, r.round_trip_s * 1e3);
+  }
   if (run.max_bandwidth != 0) {
     absl::StrAppendFormat(&t, "  bandwidth cap    %s/s over all channels\n",
                           cli::FormatBytes(run.max_bandwidth));
   }
-  absl::StrAppendFormat(&t,
-                        "  verification     %s, %.1f ms after the switchover "
-                        "(source paused; a destination that waits for it "
-                        "resumes at %.1f ms)\n",
-                        run.verify_mode, r.verify_s * 1e3,
-                        (r.downtime_s + r.verify_s) * 1e3);
+  if (postcopy) {
+    // The destination runs already: nothing waits for the check but the
+    // session's end.
+    absl::StrAppendFormat(&t,
+                          "  verification     %s, %.1f ms once the "
+                          "destination held every page\n",
+                          run.verify_mode, r.verify_s * 1e3);
+  } else {
+    absl::StrAppendFormat(&t,
+                          "  verification     %s, %.1f ms after the "
+                          "switchover (source paused; a destination that "
+                          "waits for it resumes at %.1f ms)\n",
+                          run.verify_mode, r.verify_s * 1e3,
+                          (r.downtime_s + r.verify_s) * 1e3);
+  }
   absl::StrAppendFormat(
       &t, "  rounds           %d (stopped by %s%s)\n", r.rounds.size(),
       r.converged_by.empty() ? "-" : r.converged_by,
@@ -255,6 +348,22 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                           r.pages_mismatched);
   }
   absl::StrAppendFormat(&t, "  channels lost    %s\n", LossLine(r.stats));
+  if (run.postcopy != "off") {
+    absl::StrAppendFormat(
+        &t, "  switchover       %s (--postcopy=%s%s)\n",
+        r.switchover.empty() ? "none" : r.switchover, run.postcopy,
+        postcopy ? absl::StrFormat("; %d pages missing at the switch, then "
+                                   "%.1f ms until the destination held "
+                                   "every page",
+                                   r.postcopy_missing_pages, r.postcopy_s * 1e3)
+                 : "");
+    if (postcopy) t += PostcopyLines(r.stats.postcopy, /*destination=*/false);
+    if (r.workload_kept_paused) {
+      t += "  workload         kept paused on the source: post-copy failed "
+           "after the switch began, so this memory is the state at the "
+           "switch\n";
+    }
+  }
   // One link needs no line of its own: the throughput above is its.
   if (std::vector<cli::LinkSummary> links =
           cli::SummarizeLinks(r.stats, r.transfer_s);
@@ -296,17 +405,46 @@ std::string DestinationJson(const DestinationReport& r) {
   j["last_abandoned"] = r.stats.last_abandoned;
   AddZeroFields(j, r.stats.Total());
   j["channels_lost"] = cli::ChannelLossesJson(r.stats);
+  cli::Json postcopy = cli::PostcopyStatsJson(r.stats.postcopy);
+  postcopy["allowed"] = r.postcopy_allowed;
+  postcopy["armed"] = r.postcopy_armed;
+  postcopy["workload"] = r.workload;
+  postcopy["workload_pages_written"] = r.workload_pages_written;
+  postcopy["workload_s"] = r.workload_s;
+  postcopy["released_pages"] = r.released_pages;
+  j["postcopy"] = std::move(postcopy);
   j["channel_stats"] = cli::ChannelArrayJson(r.stats);
   return cli::DumpJson(j);
 }
 
 std::string DestinationTable(const DestinationReport& r) {
+  std::string postcopy;
+  if (r.postcopy_armed) {
+    postcopy = absl::StrCat(
+        absl::StrFormat(
+            "\n  workload         %s\n",
+            r.workload ? absl::StrFormat("memload wrote %d pages here in "
+                                         "%.2f s after the switch",
+                                         r.workload_pages_written, r.workload_s)
+                       : std::string("none ran here")),
+        PostcopyLines(r.stats.postcopy, /*destination=*/true));
+    if (r.released_pages > 0) {
+      absl::StrAppendFormat(&postcopy,
+                            "  released         %d awaited pages filled with "
+                            "zeros after the source was lost: this memory is "
+                            "not the source's\n",
+                            r.released_pages);
+    }
+    postcopy.pop_back();  // the table's own newline ends it
+  } else if (r.postcopy_allowed) {
+    postcopy = "; post-copy allowed, not used";
+  }
   return absl::StrFormat(
       "destination: %s; %d rounds applied, %d pages verified by the "
       "source, pre-fault %s %.2f s (%s), %d page faults, served %.2f s, CPU "
       "%.2f s; %d connections refused (%d failed authentication), %d "
       "sessions given up before they started%s; zero "
-      "pages: %d written, the rest already read as zero%s%s\n",
+      "pages: %d written, the rest already read as zero%s%s%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
       PrefaultName(r.prefault), r.prefault_s,
       cli::FormatBytes(r.prefault_bytes), r.page_faults, r.serve_s, r.cpu_s,
@@ -320,7 +458,8 @@ std::string DestinationTable(const DestinationReport& r) {
           ? ""
           : absl::StrCat("\n  channels lost: ",
                          DescribeChannelLosses(r.stats.channels_lost)),
-      r.status.ok() ? "" : absl::StrCat("\n  error: ", r.status.ToString()));
+      r.status.ok() ? "" : absl::StrCat("\n  error: ", r.status.ToString()),
+      postcopy);
 }
 
 }  // namespace ramferry::migrate

@@ -27,8 +27,10 @@ struct RunDescription {
   uint32_t max_rounds = 0;
   uint32_t stall_rounds = 0;
   bool auto_converge = false;
-  double timeout_s = 0;  // 0: none
-  std::string on_timeout;
+  double timeout_s = 0;          // 0: none
+  std::string on_timeout;        // cancel, force or postcopy, as it applies
+  std::string postcopy = "off";  // --postcopy: off, on, now, auto
+  bool postcopy_urgent = true;   // --postcopy-urgent
   uint64_t max_bandwidth = 0;    // bytes per second; 0: none
   bool authenticated = false;    // a pre-shared key authenticated every link
   std::string protect = "none";  // what guarded the stream: none, mac, encrypt
@@ -45,6 +47,14 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r);
 
 std::string DestinationJson(const DestinationReport& r);
 std::string DestinationTable(const DestinationReport& r);
+
+// Post-copy's counters as report lines, as each end has them: whether
+// requests had the urgent channel, the pages missing at the switch, the
+// switch and the post-copy phase; the source's requested, urgent and
+// pushed pages; the destination's requested, urgent and duplicate pages,
+// its faults, their latency and the non-empty histogram buckets
+// ("[lo,hi) us: n").
+std::string PostcopyLines(const PostcopyStats& p, bool destination);
 
 }  // namespace ramferry::migrate
 

@@ -1,0 +1,169 @@
+// ramferry-migrate's post-copy choices: the flags' values, which way the
+// live rounds end, and the combinations refused before a run starts.
+#include "tools/migrate/postcopy_mode.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ramferry::migrate {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PostcopyMode, ParsesEveryModeAndNamesItBack) {
+  for (PostcopyMode m : {PostcopyMode::kOff, PostcopyMode::kOn,
+                         PostcopyMode::kNow, PostcopyMode::kAuto}) {
+    absl::StatusOr<PostcopyMode> back = ParsePostcopyMode(PostcopyModeName(m));
+    ASSERT_TRUE(back.ok()) << PostcopyModeName(m);
+    EXPECT_EQ(*back, m);
+  }
+  EXPECT_EQ(*ParsePostcopyMode("true"), PostcopyMode::kOn);
+  EXPECT_EQ(*ParsePostcopyMode("false"), PostcopyMode::kOff);
+  absl::StatusOr<PostcopyMode> bad = ParsePostcopyMode("later");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("not 'later'"));
+}
+
+TEST(TimeoutAction, DefaultFollowsThePostcopyMode) {
+  EXPECT_EQ(*ParseTimeoutAction("", PostcopyMode::kOff),
+            TimeoutAction::kCancel);
+  EXPECT_EQ(*ParseTimeoutAction("", PostcopyMode::kNow),
+            TimeoutAction::kCancel);
+  EXPECT_EQ(*ParseTimeoutAction("", PostcopyMode::kOn),
+            TimeoutAction::kPostcopy);
+  EXPECT_EQ(*ParseTimeoutAction("", PostcopyMode::kAuto),
+            TimeoutAction::kPostcopy);
+  // Given, it is what was given.
+  EXPECT_EQ(*ParseTimeoutAction("cancel", PostcopyMode::kAuto),
+            TimeoutAction::kCancel);
+  EXPECT_EQ(*ParseTimeoutAction("force", PostcopyMode::kOn),
+            TimeoutAction::kForce);
+  EXPECT_EQ(*ParseTimeoutAction("postcopy", PostcopyMode::kOff),
+            TimeoutAction::kPostcopy);
+  absl::StatusOr<TimeoutAction> bad =
+      ParseTimeoutAction("postpone", PostcopyMode::kOff);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("cancel (the source keeps"));
+}
+
+TEST(ChooseSwitchover, OffAlwaysStopsAndCopies) {
+  for (const char* reason : {"downtime-limit", "stall", "max-rounds"}) {
+    EXPECT_EQ(
+        ChooseSwitchover(PostcopyMode::kOff, TimeoutAction::kCancel, reason),
+        Switchover::kStopAndCopy)
+        << reason;
+  }
+  EXPECT_EQ(
+      ChooseSwitchover(PostcopyMode::kOff, TimeoutAction::kForce, "timeout"),
+      Switchover::kStopAndCopy);
+}
+
+TEST(ChooseSwitchover, OnAlwaysSwitchesToPostcopy) {
+  for (const char* reason : {"downtime-limit", "stall", "max-rounds"}) {
+    EXPECT_EQ(
+        ChooseSwitchover(PostcopyMode::kOn, TimeoutAction::kPostcopy, reason),
+        Switchover::kPostcopy)
+        << reason;
+  }
+}
+
+// auto: the final round that fits the limit is sent; a pre-copy that did
+// not converge (stalled at its lowest point, out of rounds) switches.
+TEST(ChooseSwitchover, AutoStopsAndCopiesOnlyWhenTheLimitFits) {
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy,
+                             "downtime-limit"),
+            Switchover::kStopAndCopy);
+  EXPECT_EQ(
+      ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy, "stall"),
+      Switchover::kPostcopy);
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy,
+                             "max-rounds"),
+            Switchover::kPostcopy);
+}
+
+TEST(ChooseSwitchover, ATimeoutDoesWhatOnTimeoutSays) {
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy,
+                             "timeout"),
+            Switchover::kPostcopy);
+  EXPECT_EQ(
+      ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kForce, "timeout"),
+      Switchover::kStopAndCopy);
+  EXPECT_EQ(
+      ChooseSwitchover(PostcopyMode::kOn, TimeoutAction::kForce, "timeout"),
+      Switchover::kStopAndCopy);
+}
+
+PostcopyFlagCheck Allowed() {
+  PostcopyFlagCheck c;
+  c.mode = PostcopyMode::kOn;
+  c.on_timeout = TimeoutAction::kPostcopy;
+  c.transport = "tcp";
+  c.destination = true;
+  c.prefault = "auto";
+  c.urgent = "on";
+  return c;
+}
+
+TEST(CheckPostcopyFlags, APlainPostcopyRunPasses) {
+  EXPECT_TRUE(CheckPostcopyFlags(Allowed()).ok());
+  for (const char* t : {"tcp-zerocopy", "uring-zc", "auto"}) {
+    PostcopyFlagCheck c = Allowed();
+    c.transport = t;
+    EXPECT_TRUE(CheckPostcopyFlags(c).ok()) << t;
+  }
+  for (const char* p : {"before", "off", "auto"}) {
+    PostcopyFlagCheck c = Allowed();
+    c.prefault = p;
+    EXPECT_TRUE(CheckPostcopyFlags(c).ok()) << p;
+  }
+}
+
+TEST(CheckPostcopyFlags, EachRefusalNamesTheFlagInTheWay) {
+  struct Case {
+    void (*change)(PostcopyFlagCheck&);
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](PostcopyFlagCheck& c) { c.transport = "rdma"; }, "--transport=rdma"},
+      {[](PostcopyFlagCheck& c) { c.survive_channel_loss = true; },
+       "--survive-channel-loss"},
+      {[](PostcopyFlagCheck& c) { c.region_file = "/dev/shm/vm"; },
+       "drop --region-file"},
+      {[](PostcopyFlagCheck& c) { c.prefault = "during"; },
+       "--prefault=during"},
+      {[](PostcopyFlagCheck& c) { c.prefault = "idle"; }, "--prefault=idle"},
+      {[](PostcopyFlagCheck& c) { c.urgent = "maybe"; }, "--postcopy-urgent"},
+      {[](PostcopyFlagCheck& c) {
+         c.mode = PostcopyMode::kOff;
+         c.on_timeout = TimeoutAction::kPostcopy;
+       },
+       "--on-timeout=postcopy needs --postcopy"},
+  };
+  for (const Case& k : cases) {
+    PostcopyFlagCheck c = Allowed();
+    k.change(c);
+    absl::Status s = CheckPostcopyFlags(c);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << k.says << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(k.says));
+  }
+}
+
+// A source may migrate a shared file: only the destination's memory must
+// be private anonymous. Without --postcopy nothing is refused.
+TEST(CheckPostcopyFlags, WhatOnlyTheDestinationOrPostcopyMinds) {
+  PostcopyFlagCheck source = Allowed();
+  source.destination = false;
+  source.region_file = "/dev/shm/vm";
+  source.prefault = "during";
+  EXPECT_TRUE(CheckPostcopyFlags(source).ok());
+  PostcopyFlagCheck off = Allowed();
+  off.mode = PostcopyMode::kOff;
+  off.on_timeout = TimeoutAction::kCancel;
+  off.transport = "rdma";
+  off.survive_channel_loss = true;
+  off.region_file = "/dev/shm/vm";
+  EXPECT_TRUE(CheckPostcopyFlags(off).ok());
+}
+
+}  // namespace
+}  // namespace ramferry::migrate

@@ -1,0 +1,137 @@
+#include "tools/migrate/postcopy_mode.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ramferry::migrate {
+
+absl::StatusOr<PostcopyMode> ParsePostcopyMode(absl::string_view text) {
+  if (text == "off" || text == "false") return PostcopyMode::kOff;
+  if (text == "on" || text == "true") return PostcopyMode::kOn;
+  if (text == "now") return PostcopyMode::kNow;
+  if (text == "auto") return PostcopyMode::kAuto;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--postcopy must be on (after the live rounds), now (before any "
+      "round), auto (only when pre-copy does not converge) or off, not '",
+      text, "'"));
+}
+
+const char* PostcopyModeName(PostcopyMode m) {
+  switch (m) {
+    case PostcopyMode::kOff:
+      return "off";
+    case PostcopyMode::kOn:
+      return "on";
+    case PostcopyMode::kNow:
+      return "now";
+    case PostcopyMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+absl::StatusOr<TimeoutAction> ParseTimeoutAction(absl::string_view text,
+                                                 PostcopyMode mode) {
+  if (text.empty()) {
+    // A timeout means the live rounds are not converging: with post-copy
+    // allowed, that is when it should switch rather than give up.
+    return mode == PostcopyMode::kOn || mode == PostcopyMode::kAuto
+               ? TimeoutAction::kPostcopy
+               : TimeoutAction::kCancel;
+  }
+  if (text == "cancel") return TimeoutAction::kCancel;
+  if (text == "force") return TimeoutAction::kForce;
+  if (text == "postcopy") return TimeoutAction::kPostcopy;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown --on-timeout '", text,
+      "': cancel (the source keeps running, the destination is discarded), "
+      "force (stop and copy now, whatever the downtime) or postcopy "
+      "(switch to post-copy now; needs --postcopy)"));
+}
+
+const char* TimeoutActionName(TimeoutAction a) {
+  switch (a) {
+    case TimeoutAction::kCancel:
+      return "cancel";
+    case TimeoutAction::kForce:
+      return "force";
+    case TimeoutAction::kPostcopy:
+      return "postcopy";
+  }
+  return "?";
+}
+
+const char* SwitchoverName(Switchover s) {
+  return s == Switchover::kPostcopy ? "postcopy" : "stop-and-copy";
+}
+
+Switchover ChooseSwitchover(PostcopyMode mode, TimeoutAction on_timeout,
+                            absl::string_view reason) {
+  if (reason == "timeout") {
+    return on_timeout == TimeoutAction::kPostcopy ? Switchover::kPostcopy
+                                                  : Switchover::kStopAndCopy;
+  }
+  switch (mode) {
+    case PostcopyMode::kOff:
+      return Switchover::kStopAndCopy;
+    case PostcopyMode::kOn:
+    case PostcopyMode::kNow:
+      return Switchover::kPostcopy;
+    case PostcopyMode::kAuto:
+      return reason == "downtime-limit" ? Switchover::kStopAndCopy
+                                        : Switchover::kPostcopy;
+  }
+  return Switchover::kStopAndCopy;
+}
+
+absl::StatusOr<bool> ParseOnOff(absl::string_view flag,
+                                absl::string_view text) {
+  if (text == "on" || text == "true") return true;
+  if (text == "off" || text == "false") return false;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be on or off, not '", text, "'"));
+}
+
+absl::Status CheckPostcopyFlags(const PostcopyFlagCheck& c) {
+  if (c.mode == PostcopyMode::kOff) {
+    if (c.on_timeout == TimeoutAction::kPostcopy) {
+      return absl::InvalidArgumentError(
+          "--on-timeout=postcopy needs --postcopy (on or auto) on both ends");
+    }
+    return absl::OkStatus();
+  }
+  if (absl::StatusOr<bool> u = ParseOnOff("postcopy-urgent", c.urgent);
+      !u.ok()) {
+    return u.status();
+  }
+  // The destination places the pages it lacks through userfaultfd, which
+  // an RDMA WRITE landing straight in its memory would bypass.
+  if (c.transport == "rdma") {
+    return absl::InvalidArgumentError(
+        "--postcopy is not available with --transport=rdma (its pages land "
+        "by RDMA WRITE, past the destination's userfaultfd); use tcp, "
+        "tcp-zerocopy or uring-zc");
+  }
+  if (c.survive_channel_loss) {
+    return absl::InvalidArgumentError(
+        "--postcopy does not go with --survive-channel-loss (after the "
+        "switch a page exists only on the source until it lands; the "
+        "re-sending after a lost channel is pre-copy's); drop one of them");
+  }
+  if (c.destination && !c.region_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--postcopy needs the destination's memory private anonymous (a "
+        "dropped page of a shared file keeps its bytes in the file and "
+        "never faults); drop --region-file");
+  }
+  if (c.destination && (c.prefault == "during" || c.prefault == "idle")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prefault=", c.prefault,
+        " does not go with --postcopy: a background pre-fault still running "
+        "at the switch would refill pages the switch drops with zeros, "
+        "which the source's bytes can then no longer replace; use before, "
+        "off or auto"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ramferry::migrate
