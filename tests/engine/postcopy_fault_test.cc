@@ -570,11 +570,12 @@ class PostcopyBadInputTest : public ::testing::Test {
   // Opens the session: control, channels and, with `urgent`, the urgent
   // connection (without it, the session is negotiated without one).
   void Open(bool urgent) {
-    if (!urgent) {
-      src_->set_capabilities(src_->MakeHello(proto::Role::kControl, 0)
-                                 .capabilities &
-                             ~proto::kFeaturePostcopyUrgent);
-    }
+    // A fresh session, not a resumed one (a control Hello that offers
+    // resume names the session to resume).
+    uint64_t caps = src_->MakeHello(proto::Role::kControl, 0).capabilities &
+                    ~proto::kFeaturePostcopyResume;
+    if (!urgent) caps &= ~proto::kFeaturePostcopyUrgent;
+    src_->set_capabilities(caps);
     absl::Status open = src_->OpenControl(Table());
     ASSERT_TRUE(open.ok()) << open;
     ASSERT_TRUE(src_->OpenAllChannels().ok());
@@ -795,6 +796,8 @@ TEST(PostcopyBadInputNoPostcopyTest, MissingPagesWithoutPostcopyIsRefused) {
   opt.channels = 1;
   ServingReceiver rx(opt, {dst.region});
   testing::FakeSource src(rx.port(), 1);
+  src.set_capabilities(src.MakeHello(proto::Role::kControl, 0).capabilities &
+                       ~proto::kFeaturePostcopyResume);
   ASSERT_TRUE(src.OpenControl({{1, 4096, 1 << 20, "region-1"}}).ok());
   ASSERT_TRUE(src.OpenAllChannels().ok());
   std::vector<uint8_t> frame =

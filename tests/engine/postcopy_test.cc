@@ -407,7 +407,8 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
     ASSERT_TRUE(s.connected.ok()) << s.connected;
     ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
     ASSERT_EQ(s.Missing(), 0u);
-    ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+    absl::Status switched = s.sender->StartPostcopy(s.bitmaps);
+    ASSERT_TRUE(switched.ok()) << switched;
     const absl::Time start = absl::Now();
     s.CompleteAndCheck();
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
