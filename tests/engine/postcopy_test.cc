@@ -422,6 +422,40 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
   }
 }
 
+// The same, many times, with busy threads competing for the cores: the
+// destination's POSTCOPY_COMPLETE (sent by its completer thread as soon as
+// nothing is awaited, which for an empty set is at once) must never reach
+// the source before POSTCOPY_ARMED.
+TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
+  SKIP_WITHOUT_USERFAULTFD();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 3; ++i) {
+    hogs.emplace_back([&] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
+  int failures = 0;
+  std::string first_failure;
+  const int kSessions = testing::UnderSanitizer() ? 20 : 80;
+  for (int i = 0; i < kSessions; ++i) {
+    Session s(PostcopyOptions(/*urgent=*/i % 2 == 0), {1ull << 20}, 500 + i);
+    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+    absl::Status st = s.sender->StartPostcopy(s.bitmaps);
+    if (st.ok()) st = s.sender->CompletePostcopy();
+    if (st.ok()) st = s.sender->Finish();
+    if (!st.ok()) {
+      ++failures;
+      if (first_failure.empty()) first_failure = st.ToString();
+    }
+  }
+  stop.store(true);
+  for (auto& t : hogs) t.join();
+  EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
+}
+
 // The hypervisor's hooks: a range asked for with RequestPages becomes
 // resident with no thread touching it, WaitResident returns once it is,
 // and bad ranges are refused.
