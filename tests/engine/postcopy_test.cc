@@ -11,11 +11,27 @@
 #include <tuple>
 #include <vector>
 
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <functional>
+#include <future>
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ramferry/options.h"
+#include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -191,6 +207,606 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
+
+
+// ---- more shapes of a post-copy session ----
+
+using ::testing::HasSubstr;
+
+// Why this machine cannot give the test a userfaultfd, or "" if it can.
+std::string UffdUnavailable() {
+  int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC));
+  if (fd >= 0) {
+    close(fd);
+    return "";
+  }
+  const int err = errno;
+  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+  if (dev >= 0) {
+    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+    close(dev);
+    if (fd >= 0) {
+      close(fd);
+      return "";
+    }
+  }
+  return absl::StrCat("userfaultfd unavailable here (", std::strerror(err),
+                      "): needs root, CAP_SYS_PTRACE, "
+                      "vm.unprivileged_userfaultfd=1 or /dev/userfaultfd");
+}
+
+#define SKIP_WITHOUT_USERFAULTFD()                                     \
+  do {                                                                 \
+    if (std::string why = UffdUnavailable(); !why.empty()) {           \
+      GTEST_SKIP() << why;                                             \
+    }                                                                  \
+  } while (0)
+
+const std::string kKey = "postcopy-test-key-0123456789abcdef";
+
+// Regions of `sizes` bytes on each side (the source's filled from `seed`),
+// a receiver serving the destination's, and a connected sender, with one
+// dirty bitmap per region, all set.
+struct Session {
+  Session(SessionOptions opt, std::vector<uint64_t> sizes, uint64_t seed) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const auto id = static_cast<uint32_t>(i + 1);
+      src.push_back(MakeRegion(id, sizes[i], seed + i, /*fill=*/true));
+      dst.push_back(MakeRegion(id, sizes[i]));
+      src_regions.push_back(src.back().region);
+      dst_regions.push_back(dst.back().region);
+      dirty.push_back(
+          std::make_unique<DirtyBitmap>(src.back().region.page_count()));
+      dirty.back()->SetAll();
+      bitmaps.push_back(dirty.back().get());
+    }
+    rx = std::make_unique<ServingReceiver>(opt, dst_regions);
+    opt.port = rx->port();
+    absl::StatusOr<std::unique_ptr<Sender>> s =
+        Sender::Connect(opt, src_regions);
+    connected = s.status();
+    if (s.ok()) sender = *std::move(s);
+  }
+  ~Session() {
+    // A session that failed leaves the receiver waiting for a source.
+    if (rx != nullptr && !rx->done()) {
+      rx->receiver().Abort(absl::CancelledError("test over"));
+    }
+  }
+  // Writes `n` random pages of region `r` on the source and marks them.
+  void Dirty(size_t r, uint64_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const Region& reg = src[r].region;
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t p = rng() % reg.page_count();
+      std::memset(reg.page(p), static_cast<int>(rng() | 1), reg.page_size);
+      dirty[r]->Set(p);
+    }
+  }
+  uint64_t Missing() const {
+    uint64_t n = 0;
+    for (const auto& d : dirty) n += d->Count();
+    return n;
+  }
+  // CompletePostcopy, Verify, Finish and the receiver's result, all OK,
+  // and every region byte-identical.
+  void CompleteAndCheck() {
+    absl::Status done = sender->CompletePostcopy();
+    ASSERT_TRUE(done.ok()) << done;
+    absl::StatusOr<VerifyReport> v = sender->Verify();
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE(v->ok()) << v->pages_mismatched;
+    ASSERT_TRUE(sender->Finish().ok());
+    ASSERT_TRUE(rx->result().ok()) << rx->result();
+    for (size_t r = 0; r < src.size(); ++r) {
+      EXPECT_TRUE(SameBytes(src[r].region, dst[r].region)) << "region " << r;
+    }
+  }
+
+  std::vector<testing::TestRegion> src, dst;
+  std::vector<Region> src_regions, dst_regions;
+  std::vector<std::unique_ptr<DirtyBitmap>> dirty;
+  std::vector<DirtyBitmap*> bitmaps;
+  std::unique_ptr<ServingReceiver> rx;
+  absl::Status connected;
+  std::unique_ptr<Sender> sender;
+};
+
+SessionOptions PostcopyOptions(bool urgent = true) {
+  SessionOptions opt = testing::InsecureOptions();
+  opt.channels = 2;
+  opt.postcopy = true;
+  opt.postcopy_urgent_channel = urgent;
+  return opt;
+}
+
+TEST(PostcopyShapesTest, SealedSessionsEndByteIdentical) {
+  SKIP_WITHOUT_USERFAULTFD();
+  for (Protection protect : {Protection::kMac, Protection::kEncrypt}) {
+    for (bool urgent : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(ProtectionName(protect), " urgent=", urgent));
+      SessionOptions opt = PostcopyOptions(urgent);
+      opt.insecure = false;
+      opt.auth_key = kKey;
+      opt.protect = protect;
+      Session s(opt, {16ull << 20}, 21);
+      ASSERT_TRUE(s.connected.ok()) << s.connected;
+      ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+      s.Dirty(0, s.src[0].region.page_count() / 4, 3);
+      const uint64_t missing = s.Missing();
+      ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+      FaultingReaders readers(s.dst[0].region, s.src[0].region, 2, 7);
+      s.CompleteAndCheck();
+      readers.Stop();
+      EXPECT_EQ(readers.mismatches_.load(), 0u);
+      const PostcopyStats d = s.rx->receiver().stats().postcopy;
+      EXPECT_TRUE(d.started);
+      EXPECT_EQ(d.urgent_channel, urgent);
+      EXPECT_EQ(d.missing_pages, missing);
+    }
+  }
+}
+
+// postcopy=now: no round before the switch, every page is missing.
+TEST(PostcopyShapesTest, SwitchBeforeAnyRoundMovesEveryPage) {
+  SKIP_WITHOUT_USERFAULTFD();
+  for (bool urgent : {true, false}) {
+    SCOPED_TRACE(absl::StrCat("urgent=", urgent));
+    Session s(PostcopyOptions(urgent), {32ull << 20}, 31);
+    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    const uint64_t pages = s.src[0].region.page_count();
+    ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+    FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, 17);
+    s.CompleteAndCheck();
+    readers.Stop();
+    EXPECT_EQ(readers.mismatches_.load(), 0u);
+    const PostcopyStats src = s.sender->stats().postcopy;
+    const PostcopyStats dst = s.rx->receiver().stats().postcopy;
+    EXPECT_EQ(src.missing_pages, pages);
+    EXPECT_EQ(dst.missing_pages, pages);
+    EXPECT_GE(src.pushed_pages + src.urgent_pages, pages);
+    EXPECT_TRUE(s.rx->receiver().IsResident(1, 0, pages));
+  }
+}
+
+TEST(PostcopyShapesTest, SeveralRegionsOfDifferentSizes) {
+  SKIP_WITHOUT_USERFAULTFD();
+  // 16 MiB, 4 MiB + 12 KiB (not a whole bitmap word) and 8 MiB.
+  Session s(PostcopyOptions(), {16ull << 20, (4ull << 20) + 12288, 8ull << 20},
+            41);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  for (size_t r = 0; r < 3; ++r) {
+    s.Dirty(r, s.src[r].region.page_count() / 3, 100 + r);
+  }
+  // The last page of the odd-sized region is missing too.
+  const uint64_t last = s.src[1].region.page_count() - 1;
+  std::memset(s.src[1].region.page(last), 0x5A, 4096);
+  s.dirty[1]->Set(last);
+  const uint64_t missing = s.Missing();
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  std::vector<std::unique_ptr<FaultingReaders>> readers;
+  for (size_t r = 0; r < 3; ++r) {
+    readers.push_back(std::make_unique<FaultingReaders>(
+        s.dst[r].region, s.src[r].region, 1, 50 + r));
+  }
+  s.CompleteAndCheck();
+  for (auto& r : readers) {
+    r->Stop();
+    EXPECT_EQ(r->mismatches_.load(), 0u);
+  }
+  EXPECT_EQ(s.rx->receiver().stats().postcopy.missing_pages, missing);
+  EXPECT_EQ(s.sender->stats().postcopy.missing_pages, missing);
+}
+
+TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
+  SKIP_WITHOUT_USERFAULTFD();
+  for (bool urgent : {true, false}) {
+    SCOPED_TRACE(absl::StrCat("urgent=", urgent));
+    Session s(PostcopyOptions(urgent), {16ull << 20, 4ull << 20}, 51);
+    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+    ASSERT_EQ(s.Missing(), 0u);
+    absl::Status switched = s.sender->StartPostcopy(s.bitmaps);
+    ASSERT_TRUE(switched.ok()) << switched;
+    const absl::Time start = absl::Now();
+    s.CompleteAndCheck();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    const PostcopyStats src = s.sender->stats().postcopy;
+    const PostcopyStats dst = s.rx->receiver().stats().postcopy;
+    EXPECT_TRUE(dst.started);
+    EXPECT_EQ(src.missing_pages, 0u);
+    EXPECT_EQ(dst.missing_pages, 0u);
+    EXPECT_EQ(src.pushed_pages, 0u);
+    EXPECT_EQ(dst.faults, 0u);
+  }
+}
+
+// The same, many times, with busy threads competing for the cores: the
+// destination's POSTCOPY_COMPLETE (sent by its completer thread as soon as
+// nothing is awaited, which for an empty set is at once) must never reach
+// the source before POSTCOPY_ARMED.
+TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
+  SKIP_WITHOUT_USERFAULTFD();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 3; ++i) {
+    hogs.emplace_back([&] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
+  int failures = 0;
+  std::string first_failure;
+  const int kSessions = testing::UnderSanitizer() ? 20 : 80;
+  for (int i = 0; i < kSessions; ++i) {
+    Session s(PostcopyOptions(/*urgent=*/i % 2 == 0), {1ull << 20}, 500 + i);
+    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+    absl::Status st = s.sender->StartPostcopy(s.bitmaps);
+    if (st.ok()) st = s.sender->CompletePostcopy();
+    if (st.ok()) st = s.sender->Finish();
+    if (!st.ok()) {
+      ++failures;
+      if (first_failure.empty()) first_failure = st.ToString();
+    }
+  }
+  stop.store(true);
+  for (auto& t : hogs) t.join();
+  EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
+}
+
+// Many short post-copy sessions whose workload faults right up to the last
+// page, with busy threads competing for the cores: page requests are still
+// being answered on the source's urgent connection when the destination's
+// POSTCOPY_COMPLETE arrives (the two travel on different connections).
+// An answer the source can no longer send then is not a failure: the
+// destination holds every page.
+TEST(PostcopyShapesTest, RequestsInFlightAtTheEndDoNotFailTheSession) {
+  SKIP_WITHOUT_USERFAULTFD();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 2; ++i) {
+    hogs.emplace_back([&] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
+  int failures = 0;
+  std::string first_failure;
+  const int kSessions = testing::UnderSanitizer() ? 15 : 60;
+  for (int i = 0; i < kSessions; ++i) {
+    Session s(PostcopyOptions(/*urgent=*/true), {2ull << 20}, 600 + i);
+    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    absl::Status st = s.sender->StartPostcopy(s.bitmaps);  // every page
+    if (st.ok()) {
+      FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, i);
+      st = s.sender->CompletePostcopy();
+      readers.Stop();
+      EXPECT_EQ(readers.mismatches_.load(), 0u);
+    }
+    if (st.ok()) {
+      absl::StatusOr<VerifyReport> v = s.sender->Verify();
+      st = v.ok() ? (v->ok() ? absl::OkStatus()
+                             : absl::DataLossError("verify mismatched"))
+                  : v.status();
+    }
+    if (st.ok()) st = s.sender->Finish();
+    if (!st.ok()) {
+      ++failures;
+      if (first_failure.empty()) first_failure = st.ToString();
+    }
+  }
+  stop.store(true);
+  for (auto& t : hogs) t.join();
+  EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
+}
+
+// The hypervisor's hooks: a range asked for with RequestPages becomes
+// resident with no thread touching it, WaitResident returns once it is,
+// and bad ranges are refused.
+TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
+  SKIP_WITHOUT_USERFAULTFD();
+  Session s(PostcopyOptions(/*urgent=*/true), {16ull << 20}, 61);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  Receiver& rx = s.rx->receiver();
+  const uint64_t pages = s.src[0].region.page_count();
+  // Before the switch: nothing to request.
+  EXPECT_EQ(rx.RequestPages(1, 0, 1).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());  // every page
+  EXPECT_FALSE(rx.IsResident(1, 0, 1));
+  EXPECT_FALSE(rx.IsResident(1, 100, 50));
+
+  // Out of range: refused, never a crash or a wait.
+  for (auto [region, first, n] :
+       std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>{
+           {1, pages, 1},
+           {1, pages - 1, 2},
+           {1, 0, pages + 1},
+           {1, ~0ull, 2},
+           {1, 1, ~0ull},
+           {7, 0, 1}}) {
+    SCOPED_TRACE(absl::StrCat(region, " ", first, " ", n));
+    EXPECT_FALSE(rx.IsResident(region, first, n));
+    EXPECT_EQ(rx.RequestPages(region, first, n).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        rx.WaitResident(region, first, n, absl::Now() + absl::Seconds(5))
+            .code(),
+        absl::StatusCode::kInvalidArgument);
+  }
+  // Nothing pushes before CompletePostcopy: a wait on an unrequested range
+  // runs out.
+  EXPECT_EQ(rx.WaitResident(1, 100, 50, absl::Now() + absl::Milliseconds(50))
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  ASSERT_TRUE(rx.RequestPages(1, 100, 50).ok());
+  ASSERT_TRUE(rx.RequestPages(1, pages - 1, 1).ok());
+  absl::Status w =
+      rx.WaitResident(1, 100, 50, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(w.ok()) << w;
+  ASSERT_TRUE(
+      rx.WaitResident(1, pages - 1, 1, absl::Now() + absl::Seconds(20)).ok());
+  EXPECT_TRUE(rx.IsResident(1, 100, 50));
+  EXPECT_TRUE(rx.IsResident(1, pages - 1, 1));
+  EXPECT_FALSE(rx.IsResident(1, 99, 1));
+  EXPECT_FALSE(rx.IsResident(1, 150, 1));
+  EXPECT_FALSE(rx.IsResident(1, 99, 2));
+  // Placed, so reading them faults nowhere; they hold the source's bytes.
+  EXPECT_EQ(std::memcmp(s.dst[0].region.page(100), s.src[0].region.page(100),
+                        50 * 4096),
+            0);
+  // Asking again for resident pages is harmless.
+  EXPECT_TRUE(rx.RequestPages(1, 100, 50).ok());
+  EXPECT_EQ(rx.stats().postcopy.faults, 0u) << "no thread touched a page";
+
+  s.CompleteAndCheck();
+  EXPECT_TRUE(rx.IsResident(1, 0, pages));
+  EXPECT_GE(s.sender->stats().postcopy.requested_pages, 51u);
+}
+
+// The destination's workload writes pages once they faulted in; a copy of
+// the same page that arrives later (the bulk push it raced with) must not
+// overwrite what the workload wrote.
+TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
+  SKIP_WITHOUT_USERFAULTFD();
+  // One channel, so the first packet of the push carries pages 0..127 of
+  // a region where every page is missing; that packet is held back a
+  // while, during which the workload faults those pages in over the urgent
+  // channel and writes them.
+  SessionOptions opt = PostcopyOptions(/*urgent=*/true);
+  opt.channels = 1;
+  opt.packet_pages = 128;
+  opt.zero_pages = false;
+  testing::FaultInjector faults({.source = true,
+                                 .op = testing::FaultOp::kSendPacket,
+                                 .nth = ~0ull,
+                                 .kind = testing::FaultKind::kDelay,
+                                 .delay = absl::Seconds(1)});
+  Session s(opt, {16ull << 20}, 71);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  faults.ArmAt(faults.calls(true, testing::FaultOp::kSendPacket) + 1);
+  std::future<absl::Status> done = std::async(
+      std::launch::async, [&] { return s.sender->CompletePostcopy(); });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!faults.fired() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(faults.fired());
+  // The held packet's pages, faulted in and written by "the workload".
+  const Region& dst = s.dst[0].region;
+  const Region& src = s.src[0].region;
+  constexpr uint64_t kWritten = 64;
+  for (uint64_t p = 0; p < kWritten; ++p) {
+    volatile uint8_t first = dst.page(p)[0];  // faults; blocks until placed
+    (void)first;
+    EXPECT_EQ(std::memcmp(dst.page(p), src.page(p), 4096), 0) << p;
+    std::memset(dst.page(p) + 100, 0xEE, 200);
+  }
+  absl::Status st = done.get();
+  ASSERT_TRUE(st.ok()) << st;
+  const PostcopyStats d = s.rx->receiver().stats().postcopy;
+  EXPECT_GT(d.duplicate_pages, 0u);
+  for (uint64_t p = 0; p < kWritten; ++p) {
+    const uint8_t* b = dst.page(p);
+    ASSERT_TRUE(std::all_of(b + 100, b + 300, [](uint8_t x) { return x == 0xEE; }))
+        << "page " << p << ": the workload's write was overwritten";
+    ASSERT_EQ(std::memcmp(b, src.page(p), 100), 0) << p;
+  }
+  // Verify compares what landed (the first copy), not what the workload
+  // made of it since.
+  absl::StatusOr<VerifyReport> v = s.sender->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched;
+  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  EXPECT_EQ(std::memcmp(dst.page(kWritten), src.page(kWritten),
+                        dst.length - kWritten * 4096),
+            0);
+  absl::PrintF("[postcopy] duplicates=%d urgent=%d\n", d.duplicate_pages,
+               d.urgent_pages);
+}
+
+// The last awaited page placed by an urgent answer while a bulk copy of it
+// is still on the wire: the destination completes post-copy (unregisters
+// its regions) and then the bulk copy lands. It is a duplicate like any
+// other and must be dropped; the session completes.
+TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
+  SKIP_WITHOUT_USERFAULTFD();
+  SessionOptions opt = PostcopyOptions(/*urgent=*/true);
+  opt.channels = 1;
+  opt.packet_pages = 128;
+  opt.zero_pages = false;
+  testing::FaultInjector faults({.source = true,
+                                 .op = testing::FaultOp::kSendPacket,
+                                 .nth = ~0ull,
+                                 .kind = testing::FaultKind::kDelay,
+                                 .delay = absl::Milliseconds(500)});
+  Session s(opt, {4ull << 20}, 72);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  // Only pages 0..63 are missing: the push is one packet, held back.
+  constexpr uint64_t kMissing = 64;
+  for (uint64_t p = 0; p < kMissing; ++p) {
+    std::memset(s.src[0].region.page(p), 0x30 + static_cast<int>(p % 7),
+                4096);
+    s.dirty[0]->Set(p);
+  }
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  faults.ArmAt(faults.calls(true, testing::FaultOp::kSendPacket) + 1);
+  std::future<absl::Status> done = std::async(
+      std::launch::async, [&] { return s.sender->CompletePostcopy(); });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!faults.fired() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(faults.fired());
+  // Every missing page faults in over the urgent channel before the held
+  // packet lands: the destination completes with that packet in flight.
+  for (uint64_t p = 0; p < kMissing; ++p) {
+    volatile uint8_t first = s.dst[0].region.page(p)[0];
+    (void)first;
+  }
+  absl::Status st = done.get();
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(s.rx->receiver().stats().postcopy.duplicate_pages, kMissing);
+  if (!st.ok()) return;
+  absl::StatusOr<VerifyReport> v = s.sender->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched;
+  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  EXPECT_TRUE(SameBytes(s.src[0].region, s.dst[0].region));
+}
+
+// A destination region that is not private anonymous memory (a shared
+// memfd mapping) cannot take post-copy: refused at connect, saying so.
+TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedAtConnect) {
+  const uint64_t bytes = 4ull << 20;
+  int fd = static_cast<int>(syscall(SYS_memfd_create, "pc-shared", 0));
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  void* base =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  close(fd);
+  Region shared;
+  shared.id = 1;
+  shared.base = base;
+  shared.length = bytes;
+  auto src = MakeRegion(1, bytes, 81, /*fill=*/true);
+  {
+    SessionOptions opt = PostcopyOptions();
+    ServingReceiver rx(opt, {shared});
+    opt.port = rx.port();
+    absl::StatusOr<std::unique_ptr<Sender>> sender =
+        Sender::Connect(opt, {&src.region, 1});
+    ASSERT_FALSE(sender.ok());
+    EXPECT_THAT(std::string(sender.status().message()),
+                HasSubstr("post-copy"));
+    EXPECT_THAT(std::string(sender.status().message()), HasSubstr("shared"));
+    rx.receiver().Abort(absl::CancelledError("test over"));
+    (void)rx.result();
+  }
+  munmap(base, bytes);
+}
+
+TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {
+  SessionOptions ok = PostcopyOptions();
+  EXPECT_TRUE(ValidateOptions(ok).ok());
+  struct Case {
+    const char* name;
+    std::function<void(SessionOptions&)> edit;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"rdma", [](SessionOptions& o) { o.transport = TransportKind::kRdma; }},
+           {"survive", [](SessionOptions& o) { o.survive_channel_loss = true; }},
+           {"verify sent", [](SessionOptions& o) { o.verify = VerifyMode::kSent; }},
+           {"verify reread",
+            [](SessionOptions& o) { o.verify = VerifyMode::kReread; }}}) {
+    SCOPED_TRACE(c.name);
+    SessionOptions o = PostcopyOptions();
+    c.edit(o);
+    absl::Status s = ValidateOptions(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("postcopy"));
+    // The same options without post-copy are fine (the refusal is post-
+    // copy's), and a Sender refuses them before it dials.
+    o.postcopy = false;
+    if (o.transport != TransportKind::kRdma) {
+      EXPECT_TRUE(ValidateOptions(o).ok()) << ValidateOptions(o);
+    }
+    o.postcopy = true;
+    o.port = 1;
+    o.connect_timeout = absl::Milliseconds(100);
+    absl::StatusOr<std::unique_ptr<Sender>> sender =
+        Sender::Connect(o, {});
+    EXPECT_FALSE(sender.ok());
+  }
+}
+
+TEST(PostcopyRefusalTest, SourceWithPostcopyAgainstDestinationWithout) {
+  SessionOptions dst_opt = testing::InsecureOptions();  // postcopy off
+  auto src = MakeRegion(1, 4ull << 20, 91, /*fill=*/true);
+  auto dst = MakeRegion(1, 4ull << 20);
+  ServingReceiver rx(dst_opt, {dst.region});
+  SessionOptions opt = PostcopyOptions();
+  opt.port = rx.port();
+  absl::StatusOr<std::unique_ptr<Sender>> sender =
+      Sender::Connect(opt, {&src.region, 1});
+  ASSERT_FALSE(sender.ok());
+  EXPECT_EQ(sender.status().code(), absl::StatusCode::kFailedPrecondition)
+      << sender.status();
+  EXPECT_THAT(std::string(sender.status().message()),
+              HasSubstr("does not allow post-copy"));
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  (void)rx.result();
+  EXPECT_TRUE(testing::AllZero(dst.region)) << "a refused source wrote nothing";
+}
+
+// The API's bad input: clear errors, never a crash or a hang.
+TEST(PostcopyRefusalTest, ApiMisuseGetsClearErrors) {
+  SKIP_WITHOUT_USERFAULTFD();
+  {
+    // A session without post-copy.
+    testing::LoopbackPair pair(4ull << 20, 3);
+    ASSERT_NE(pair.sender, nullptr);
+    DirtyBitmap d(pair.src.region.page_count());
+    DirtyBitmap* b[] = {&d};
+    EXPECT_EQ(pair.sender->StartPostcopy(b).code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(pair.sender->CompletePostcopy().code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(pair.rx->receiver().RequestPages(1, 0, 1).code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(pair.rx->receiver().ReleasePostcopy().ok());
+    ASSERT_TRUE(pair.SendEverything().ok());
+    ASSERT_TRUE(pair.sender->Finish().ok());
+    ASSERT_TRUE(pair.rx->result().ok());
+  }
+  Session s(PostcopyOptions(), {4ull << 20, 4ull << 20}, 99);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  EXPECT_EQ(s.sender->CompletePostcopy().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // One bitmap for two regions; a bitmap of the wrong size; a null one.
+  EXPECT_EQ(s.sender->StartPostcopy({s.bitmaps.data(), 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  DirtyBitmap wrong(17);
+  DirtyBitmap* bad[] = {s.bitmaps[0], &wrong};
+  EXPECT_EQ(s.sender->StartPostcopy(bad).code(),
+            absl::StatusCode::kInvalidArgument);
+  DirtyBitmap* null[] = {s.bitmaps[0], nullptr};
+  EXPECT_EQ(s.sender->StartPostcopy(null).code(),
+            absl::StatusCode::kInvalidArgument);
+  // The refusals changed nothing: the real switch still works, once.
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  EXPECT_EQ(s.sender->StartPostcopy(s.bitmaps).code(),
+            absl::StatusCode::kFailedPrecondition);
+  s.CompleteAndCheck();
+}
 
 }  // namespace
 }  // namespace ramferry

@@ -667,6 +667,124 @@ void MissingPagesSeeds(std::map<std::string, Bytes>* out) {
   c["edge_truncated"] = cut;
 }
 
+// --- post-copy page requests and answers (FuzzMissingPagesTable) ---
+
+Bytes RawRequest(uint32_t region, uint32_t count,
+                 std::initializer_list<uint64_t> pages) {
+  Bytes out;
+  proto::WireWriter w(&out);
+  w.U32(region);
+  w.U32(count);
+  for (uint64_t p : pages) w.U64(p);
+  return out;
+}
+
+void PageRequestSeeds(std::map<std::string, Bytes>* out) {
+  auto& c = *out;
+  const uint64_t big = uint64_t{1} << 28;  // region 3's pages
+  c["one_page"] = Payload(proto::EncodePageRequest({1, {2}}));
+  c["whole_region"] = Payload(proto::EncodePageRequest({1, {0, 1, 2, 3}}));
+  c["big_region_edges"] =
+      Payload(proto::EncodePageRequest({3, {0, 7, big - 1}}));
+  proto::PageRequest most{3, {}};
+  for (uint64_t i = 0; i < proto::kMaxPageRequestPages; ++i) {
+    most.pages.push_back(3 * i);
+  }
+  c["most_pages"] = Payload(proto::EncodePageRequest(most));
+  c["edge_empty"] = RawRequest(1, 0, {});
+  c["edge_count_over_bound"] =
+      RawRequest(3, proto::kMaxPageRequestPages + 1, {0});
+  c["edge_count_past_payload"] = RawRequest(1, 2, {0});
+  c["edge_past_end"] = RawRequest(1, 1, {4});
+  c["edge_max_page"] = RawRequest(3, 1, {~uint64_t{0}});
+  c["edge_repeated"] = RawRequest(1, 2, {1, 1});
+  c["edge_descending"] = RawRequest(1, 2, {2, 1});
+  c["edge_unknown_region"] = RawRequest(4, 1, {0});
+  c["edge_small_pages"] = RawRequest(2, 1, {0});
+  c["edge_large_pages"] = RawRequest(0xfffffffeu, 1, {0});
+  Bytes cut = Payload(proto::EncodePageRequest({1, {0, 3}}));
+  cut.pop_back();
+  c["edge_truncated"] = cut;
+}
+
+Bytes RawData(uint32_t region, uint32_t flags, uint64_t first, uint32_t count,
+              uint32_t reserved, size_t bytes) {
+  Bytes out;
+  proto::WireWriter w(&out);
+  w.U32(region);
+  w.U32(flags);
+  w.U64(first);
+  w.U32(count);
+  w.U32(reserved);
+  out.resize(out.size() + bytes, 0xA5);
+  return out;
+}
+
+void PageDataSeeds(std::map<std::string, Bytes>* out) {
+  auto& c = *out;
+  const uint64_t big = uint64_t{1} << 28;
+  Bytes pages(4 * proto::kPostcopyPageSize);
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<uint8_t>(i);
+  c["one_page"] = Payload(proto::EncodePageData(1, 3, 1, pages.data()));
+  c["whole_region"] = Payload(proto::EncodePageData(1, 0, 4, pages.data()));
+  c["zero_run"] = Payload(proto::EncodePageData(3, big - 64, 64, nullptr));
+  c["zero_one"] = Payload(proto::EncodePageData(1, 0, 1, nullptr));
+  const size_t page = proto::kPostcopyPageSize;
+  c["edge_reserved"] = RawData(1, 0, 0, 1, 1, page);
+  c["edge_unknown_flag"] = RawData(1, 2, 0, 1, 0, page);
+  c["edge_zero_with_bytes"] = RawData(1, proto::kPageDataZero, 0, 1, 0, page);
+  c["edge_no_pages"] = RawData(1, proto::kPageDataZero, 0, 0, 0, 0);
+  c["edge_count_over_bound"] = RawData(
+      3, proto::kPageDataZero, 0, proto::kMaxPageDataPages + 1, 0, 0);
+  c["edge_past_end"] = RawData(1, proto::kPageDataZero, 3, 2, 0, 0);
+  c["edge_first_past_end"] = RawData(1, proto::kPageDataZero, 4, 1, 0, 0);
+  c["edge_end_wraps"] =
+      RawData(3, proto::kPageDataZero, ~uint64_t{0} - 1, 4, 0, 0);
+  c["edge_short_bytes"] = RawData(1, 0, 0, 1, 0, page - 1);
+  c["edge_long_bytes"] = RawData(1, 0, 0, 1, 0, page + 1);
+  c["edge_unknown_region"] = RawData(4, proto::kPageDataZero, 0, 1, 0, 0);
+  c["edge_small_pages"] = RawData(2, proto::kPageDataZero, 0, 1, 0, 0);
+  c["edge_truncated_head"] = RawData(1, proto::kPageDataZero, 0, 1, 0, 0);
+  c["edge_truncated_head"].pop_back();
+}
+
+// missing_pages_sequence input: messages, each a u16 length and a
+// MISSING_PAGES payload.
+Bytes Sequence(std::initializer_list<Bytes> messages) {
+  Bytes out;
+  for (const Bytes& m : messages) {
+    out.push_back(static_cast<uint8_t>(m.size() >> 8));
+    out.push_back(static_cast<uint8_t>(m.size()));
+    out.insert(out.end(), m.begin(), m.end());
+  }
+  return out;
+}
+
+void MissingPagesSequenceSeeds(std::map<std::string, Bytes>* out) {
+  auto& c = *out;
+  const uint64_t big = uint64_t{1} << 28;
+  const Bytes all_last = Cat({Sequence({Missing({2, true, {}})}),
+                              Sequence({Missing({0xfffffffeu, true, {}})})});
+  c["complete"] = Cat({Sequence({Missing({1, true, {{0, 1}, {2, 2}}}),
+                                 Missing({3, false, {{0, 5}}}),
+                                 Missing({3, true, {{6, 1}, {big - 1, 1}}})}),
+                       all_last});
+  c["all_empty"] = Cat({Sequence({Missing({1, true, {}}),
+                                  Missing({3, true, {}})}),
+                        all_last});
+  c["edge_overlap_across"] = Sequence(
+      {Missing({3, false, {{10, 5}}}), Missing({3, true, {{12, 1}}})});
+  c["edge_adjacent_across"] = Sequence(
+      {Missing({3, false, {{10, 5}}}), Missing({3, true, {{15, 1}}})});
+  c["edge_after_last"] = Sequence(
+      {Missing({1, true, {{0, 1}}}), Missing({1, true, {{2, 1}}})});
+  c["edge_refused_then_right"] =
+      Sequence({Missing({3, false, {{10, 5}}}), Missing({3, false, {{11, 1}}}),
+                Missing({3, true, {{16, 1}}})});
+  c["edge_cut_short"] = Sequence({Missing({1, true, {{0, 4}}})});
+  c["edge_cut_short"].pop_back();
+}
+
 void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
   // Regions (kFuzzRegions): 1 = 4 x 4096, 2 = 8 x 512, 0xfffffffe = 2 x 8192.
   const uint32_t big = kFuzzRegions[2].id;
@@ -835,6 +953,9 @@ Corpus Generate() {
   RdmaControlSeeds(&c["rdma_control"]);
   ChannelReceiverSeeds(&c["channel_receiver"]);
   MissingPagesSeeds(&c["missing_pages"]);
+  MissingPagesSequenceSeeds(&c["missing_pages_sequence"]);
+  PageRequestSeeds(&c["page_request"]);
+  PageDataSeeds(&c["page_data"]);
   return c;
 }
 

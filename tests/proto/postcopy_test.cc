@@ -4,6 +4,7 @@
 // ends, overlaps, messages out of order) being refused.
 #include "proto/postcopy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -281,6 +282,241 @@ TEST(MissingPagesCheckerTest, RefusesUnknownRegionsAndCompletesPerRegion) {
 TEST(MissingPagesCheckerTest, EmptyTableIsCompleteAtOnce) {
   MissingPagesChecker c({});
   EXPECT_TRUE(c.complete());
+}
+
+// ---- PAGE_REQUEST ----
+
+// Region 1: 100 pages of 4 KiB; region 2: 2^28 pages of 4 KiB (ends near
+// the top without wrapping); region 9: 8 pages of 512 bytes (not a
+// post-copy region).
+std::vector<RegionInfo> PostcopyTable() {
+  return {{1, 4096, 100 * 4096, "ram"},
+          {2, 4096, uint64_t{4096} << 28, "big"},
+          {9, 512, 8 * 512, "small"}};
+}
+
+std::vector<uint8_t> PayloadOf(const std::vector<uint8_t>& frame,
+                               ControlType type) {
+  EXPECT_GE(frame.size(), kFrameHeaderBytes);
+  absl::StatusOr<FrameHeader> h = DecodeFrameHeader(frame);
+  EXPECT_TRUE(h.ok()) << h.status();
+  if (h.ok()) {
+    EXPECT_EQ(h->type, type);
+    EXPECT_EQ(h->length, frame.size() - kFrameHeaderBytes);
+  }
+  return {frame.begin() + kFrameHeaderBytes, frame.end()};
+}
+
+std::vector<uint8_t> RawRequest(uint32_t region, uint32_t count,
+                                std::vector<uint64_t> pages) {
+  std::vector<uint8_t> out;
+  WireWriter w(&out);
+  w.U32(region);
+  w.U32(count);
+  for (uint64_t p : pages) w.U64(p);
+  return out;
+}
+
+absl::Status RequestStatus(const std::vector<uint8_t>& payload) {
+  return DecodePageRequest(payload, PostcopyTable()).status();
+}
+
+TEST(PageRequestTest, LayoutAndRoundTrip) {
+  PageRequest q{1, {0, 5, 99}};
+  std::vector<uint8_t> b =
+      PayloadOf(EncodePageRequest(q), ControlType::kPageRequest);
+  ASSERT_EQ(b.size(), 8u + 3 * 8);
+  EXPECT_EQ(Load32(b.data()), 1u);
+  EXPECT_EQ(Load32(b.data() + 4), 3u);
+  EXPECT_EQ(Load64(b.data() + 8), 0u);
+  EXPECT_EQ(Load64(b.data() + 16), 5u);
+  EXPECT_EQ(Load64(b.data() + 24), 99u);
+  absl::StatusOr<PageRequest> d = DecodePageRequest(b, PostcopyTable());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, q);
+}
+
+TEST(PageRequestTest, BoundsOfTheCountAndTheRegion) {
+  // The most pages one request carries, up to the region's last page.
+  PageRequest most{2, {}};
+  for (uint64_t i = 0; i < kMaxPageRequestPages; ++i) {
+    most.pages.push_back((uint64_t{1} << 28) - kMaxPageRequestPages + i);
+  }
+  std::vector<uint8_t> b =
+      PayloadOf(EncodePageRequest(most), ControlType::kPageRequest);
+  EXPECT_EQ(b.size(), kMaxPageRequestPayload);
+  absl::StatusOr<PageRequest> d = DecodePageRequest(b, PostcopyTable());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, most);
+  // One more is refused, before anything is allocated for it.
+  EXPECT_EQ(RequestStatus(RawRequest(2, kMaxPageRequestPages + 1, {0})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RequestStatus(RawRequest(2, 0xFFFFFFFFu, {})).code(),
+            absl::StatusCode::kInvalidArgument);
+  // None at all is not a request.
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 0, {})).ok());
+  // The last page is inside; one past it and the top of u64 are not.
+  EXPECT_TRUE(RequestStatus(RawRequest(1, 1, {99})).ok());
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {100})).ok());
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {kMax})).ok());
+  EXPECT_FALSE(RequestStatus(RawRequest(2, 1, {uint64_t{1} << 28})).ok());
+}
+
+TEST(PageRequestTest, RefusesBadSizesOrderAndRegions) {
+  const std::vector<uint8_t> good = RawRequest(1, 2, {3, 4});
+  ASSERT_TRUE(RequestStatus(good).ok());
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(
+        RequestStatus({good.begin(), good.begin() + static_cast<long>(n)})
+            .ok())
+        << n;
+  }
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  EXPECT_FALSE(RequestStatus(longer).ok());
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 2, {3})).ok());  // count > pages
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {3, 4})).ok());  // count < pages
+  // Strictly ascending, each page once.
+  absl::Status s = RequestStatus(RawRequest(1, 2, {4, 4}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ascend"));
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 3, {1, 5, 2})).ok());
+  // Unknown region, and a region whose pages are not 4 KiB.
+  s = RequestStatus(RawRequest(3, 1, {0}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("region 3"));
+  EXPECT_FALSE(RequestStatus(RawRequest(9, 1, {0})).ok());
+  EXPECT_FALSE(DecodePageRequest(good, {}).ok());
+}
+
+// ---- PAGE_DATA ----
+
+std::vector<uint8_t> RawData(uint32_t region, uint32_t flags, uint64_t first,
+                             uint32_t count, uint32_t reserved, size_t bytes) {
+  std::vector<uint8_t> out;
+  WireWriter w(&out);
+  w.U32(region);
+  w.U32(flags);
+  w.U64(first);
+  w.U32(count);
+  w.U32(reserved);
+  out.resize(out.size() + bytes, 0x5A);
+  return out;
+}
+
+absl::Status DataStatus(const std::vector<uint8_t>& payload) {
+  return DecodePageData(payload, PostcopyTable()).status();
+}
+
+TEST(PageDataTest, LayoutAndRoundTripOfBytes) {
+  std::vector<uint8_t> pages(3 * 4096);
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> b = PayloadOf(EncodePageData(1, 97, 3, pages.data()),
+                                     ControlType::kPageData);
+  ASSERT_EQ(b.size(), kPageDataFixedBytes + pages.size());
+  EXPECT_EQ(Load32(b.data()), 1u);
+  EXPECT_EQ(Load32(b.data() + 4), 0u);
+  EXPECT_EQ(Load64(b.data() + 8), 97u);
+  EXPECT_EQ(Load32(b.data() + 16), 3u);
+  EXPECT_EQ(Load32(b.data() + 20), 0u);
+  absl::StatusOr<PageData> d = DecodePageData(b, PostcopyTable());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->region_id, 1u);
+  EXPECT_FALSE(d->zero);
+  EXPECT_EQ(d->first_page, 97u);
+  EXPECT_EQ(d->page_count, 3u);
+  ASSERT_EQ(d->bytes.size(), pages.size());
+  // The bytes are the payload's own, not a copy.
+  EXPECT_EQ(d->bytes.data(), b.data() + kPageDataFixedBytes);
+  EXPECT_TRUE(std::equal(pages.begin(), pages.end(), d->bytes.begin()));
+}
+
+TEST(PageDataTest, ZeroRunsCarryNoBytes) {
+  std::vector<uint8_t> b = PayloadOf(
+      EncodePageData(2, (uint64_t{1} << 28) - kMaxPageDataPages,
+                     kMaxPageDataPages, nullptr),
+      ControlType::kPageData);
+  ASSERT_EQ(b.size(), kPageDataFixedBytes);
+  EXPECT_EQ(Load32(b.data() + 4), kPageDataZero);
+  absl::StatusOr<PageData> d = DecodePageData(b, PostcopyTable());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->zero);
+  EXPECT_TRUE(d->bytes.empty());
+  EXPECT_EQ(d->page_count, kMaxPageDataPages);
+  // A zero run with bytes after it, and a plain run without them.
+  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 1, 0, 4096)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 1, 0, 1)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0, 0)).ok());
+}
+
+TEST(PageDataTest, BoundsOfTheRun) {
+  EXPECT_TRUE(DataStatus(RawData(1, 0, 0, kMaxPageDataPages, 0,
+                                 kMaxPageDataPages * 4096))
+                  .ok());
+  EXPECT_EQ(DecodePageData(RawData(1, 0, 0, kMaxPageDataPages, 0,
+                                   kMaxPageDataPages * 4096),
+                           PostcopyTable())
+                ->bytes.size(),
+            kMaxPageDataPayload - kPageDataFixedBytes);
+  EXPECT_FALSE(DataStatus(RawData(2, kPageDataZero, 0, kMaxPageDataPages + 1,
+                                  0, 0))
+                   .ok());
+  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 0, 0, 0)).ok());
+  EXPECT_TRUE(DataStatus(RawData(1, kPageDataZero, 99, 1, 0, 0)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 99, 2, 0, 0)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 100, 1, 0, 0)).ok());
+  // first + count would wrap to a small number.
+  EXPECT_FALSE(DataStatus(RawData(2, kPageDataZero, kMax - 1, 4, 0, 0)).ok());
+  EXPECT_FALSE(DataStatus(RawData(2, kPageDataZero, kMax, 1, 0, 0)).ok());
+}
+
+TEST(PageDataTest, RefusesFlagsReservedSizesAndRegions) {
+  absl::Status s = DataStatus(RawData(1, 2, 0, 1, 0, 4096));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown flags 0x2"));
+  EXPECT_FALSE(DataStatus(RawData(1, 0x80000000u, 0, 1, 0, 4096)).ok());
+  s = DataStatus(RawData(1, 0, 0, 1, 1, 4096));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("reserved"));
+  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0x80000000u, 4096)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0, 4095)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0, 4097)).ok());
+  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 2, 0, 4096)).ok());
+  const std::vector<uint8_t> head = RawData(1, kPageDataZero, 0, 1, 0, 0);
+  for (size_t n = 0; n < head.size(); ++n) {
+    EXPECT_FALSE(
+        DataStatus({head.begin(), head.begin() + static_cast<long>(n)}).ok())
+        << n;
+  }
+  s = DataStatus(RawData(3, kPageDataZero, 0, 1, 0, 0));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("region 3"));
+  EXPECT_FALSE(DataStatus(RawData(9, kPageDataZero, 0, 1, 0, 0)).ok());
+  EXPECT_FALSE(DecodePageData(head, {}).ok());
+}
+
+TEST(PageDataTest, RandomBytesNeverPassABadRun) {
+  std::mt19937_64 rng(23);
+  const std::vector<RegionInfo> table = PostcopyTable();
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t region = std::vector<uint32_t>{1, 2, 3, 9}[rng() % 4];
+    const uint32_t flags = static_cast<uint32_t>(rng() % 3);
+    const uint64_t first = rng() % 3 == 0 ? rng() : rng() % 120;
+    const uint32_t count = static_cast<uint32_t>(rng() % 70);
+    const uint32_t reserved = rng() % 10 == 0 ? 1 : 0;
+    size_t bytes = flags == 1 ? 0 : size_t{count} * 4096;
+    if (rng() % 5 == 0) bytes = rng() % (70 * 4096);
+    std::vector<uint8_t> b = RawData(region, flags, first, count, reserved,
+                                     bytes);
+    absl::StatusOr<PageData> d = DecodePageData(b, table);
+    if (!d.ok()) continue;
+    const uint64_t pages = region == 1 ? 100 : uint64_t{1} << 28;
+    EXPECT_TRUE(region == 1 || region == 2);
+    EXPECT_GE(d->page_count, 1u);
+    EXPECT_LE(d->page_count, kMaxPageDataPages);
+    EXPECT_LT(d->first_page, pages);
+    EXPECT_LE(d->page_count, pages - d->first_page);
+    EXPECT_EQ(d->bytes.size(), d->zero ? 0 : size_t{d->page_count} * 4096);
+  }
 }
 
 }  // namespace
