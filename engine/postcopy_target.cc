@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "engine/status_util.h"
+#include "engine/thread_priority.h"
 #include "proto/control.h"
 
 namespace ramferry::engine {
@@ -150,11 +151,9 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
       m.ranges = p->AwaitedRanges(from, proto::kMaxMissingRanges, &next);
       from = next;
       m.last = from >= pages;
-      std::vector<uint8_t> frame =
-          proto::StartFrame(proto::ControlType::kMissingPages);
-      proto::EncodeMissingPages(m, &frame);
-      proto::FinishFrame(frame);
-      if (absl::Status s = control_->Send(frame); !s.ok()) return s;
+      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+          !s.ok())
+        return s;
     } while (from < pages);
   }
   if (absl::Status s =
@@ -187,6 +186,7 @@ absl::Status PostcopyTarget::SendRequests(uint32_t region_id,
 }
 
 void PostcopyTarget::FaultLoop(size_t index) {
+  RaiseRequestPathPriority();
   UffdPlacer& placer = *placers_[index];
   const uint32_t region_id = placer.region().id;
   while (!stopping_.load(std::memory_order_acquire) && !complete()) {
@@ -216,6 +216,7 @@ absl::Status PostcopyTarget::SendRequest(const proto::PageRequest& request) {
 }
 
 void PostcopyTarget::UrgentLoop() {
+  RaiseRequestPathPriority();
   while (!stopping_.load(std::memory_order_acquire)) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {

@@ -19,6 +19,7 @@
 #include "engine/sender_impl.h"
 #include "engine/status_util.h"
 #include "engine/stream_seal.h"
+#include "engine/thread_priority.h"
 
 namespace ramferry {
 
@@ -112,11 +113,8 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
       m.last = done;
       m.ranges = std::move(scan.ranges);
       if (m.ranges.empty() && !m.last) continue;
-      std::vector<uint8_t> frame =
-          proto::StartFrame(proto::ControlType::kMissingPages);
-      proto::EncodeMissingPages(m, &frame);
-      proto::FinishFrame(frame);
-      if (absl::Status s = control_->Send(frame); !s.ok()) {
+      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+          !s.ok()) {
         failure_.Fail(Annotate(s, "post-copy switch"));
         return FinalStatus();
       }
@@ -137,6 +135,7 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
 }
 
 void SenderImpl::UrgentLoop() {
+  engine::RaiseRequestPathPriority();
   while (true) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {
@@ -308,7 +307,8 @@ absl::Status SenderImpl::AwaitResumed() {
     return s;
   }
   armed_ns_ = SteadyNs();
-  if (urgent_ != nullptr) urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  if (urgent_ != nullptr)
+    urgent_thread_ = std::thread([this] { UrgentLoop(); });
   return absl::OkStatus();
 }
 

@@ -250,21 +250,28 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
   if (absl::Status s = CheckRange(first_page, pages, "placement"); !s.ok()) {
     return s;
   }
-  if (!registered_.load()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: placement into region %d while it is not registered "
-        "(before Register() or after Finish())",
-        region_.id));
-  }
   PlaceResult result;
   const uint64_t end = first_page + pages;
   uint64_t p = first_page;
   while (p < end) {
     // Pages not awaited are skipped without a system call: they were
-    // placed already (or never owed), and must keep what they hold.
+    // placed already (or never owed), and must keep what they hold. So a
+    // late copy after Finish() (nothing awaited then) is dropped, not an
+    // error: the bulk and urgent paths race to the last pages.
     const uint64_t run = awaited_.NextSet(p, end);
     result.dropped += run - p;
     if (run == end) break;
+    if (!registered_.load()) {
+      // Placed by another thread since, which then let Finish() run.
+      if (awaited_.NextSet(run, end) == end) {
+        result.dropped += end - run;
+        break;
+      }
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "post-copy: placement into region %d while it is not registered "
+          "(before Register() or after Finish())",
+          region_.id));
+    }
     const uint64_t run_end = awaited_.NextClear(run, end);
     const uint8_t* run_src =
         src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
@@ -350,6 +357,14 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
       continue;
     }
     const int err = static_cast<int>(-n);
+    if (!awaited_.Test(first)) {
+      // Another placement won this page and the region was unregistered
+      // (Finish) before this ioctl ran: a late copy, dropped.
+      ++result.dropped;
+      ++first;
+      idle = 0;
+      continue;
+    }
     std::string what =
         absl::StrFormat("post-copy: %s of pages [%d, +%d) of region %d",
                         fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE",

@@ -605,9 +605,12 @@ TEST_F(UffdPlacerTest, BadInputIsRefusedNotCrashed) {
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   const auto kOrder = absl::StatusCode::kFailedPrecondition;
 
-  // Before Register: placement and fault reading are out of order.
-  EXPECT_EQ(code(placer.Place(0, Src(0), 1).status()), kOrder);
+  // Before Register: fault reading is out of order; a copy of a page not
+  // awaited is dropped (as after Finish, when late copies still come).
   EXPECT_EQ(code(placer.ReadFaults(1, absl::ZeroDuration()).status()), kOrder);
+  absl::StatusOr<PlaceResult> late = placer.Place(0, Src(0), 1);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->dropped, 1u);
   // Ranges outside the region, empty, or wrapping.
   for (PageRange bad : {PageRange{16, 1}, PageRange{15, 2}, PageRange{0, 0},
                         PageRange{1, kMax}, PageRange{kMax, 1}}) {
@@ -617,6 +620,8 @@ TEST_F(UffdPlacerTest, BadInputIsRefusedNotCrashed) {
   }
   EXPECT_EQ(placer.awaited_pages(), 0u) << "a refused drop drops nothing";
   ASSERT_TRUE(placer.DropPages({{{0, 4}}}).ok());
+  // An awaited page cannot be placed before Register.
+  EXPECT_EQ(code(placer.Place(0, Src(0), 1).status()), kOrder);
   ASSERT_TRUE(placer.Register().ok());
   EXPECT_EQ(code(placer.Register()), kOrder);
   EXPECT_EQ(code(placer.DropPages({{{5, 1}}})), kOrder);
