@@ -327,7 +327,7 @@ bool PostcopyTarget::IsResident(uint32_t region_id, uint64_t first_page,
   const Region* r = table_.Find(region_id);
   if (r == nullptr) return false;
   if (!armed()) {
-    return first_page < r->page_count() &&
+    return first_page < r->page_count() && pages > 0 &&
            pages <= r->page_count() - first_page;
   }
   return placers_[table_.IndexOf(*r)]->IsResident(first_page, pages);

@@ -82,6 +82,8 @@ absl::Status ReceiverImpl::ResumeSession(const absl::Status& cause) {
     absl::Status opened = OpenSession(deadline);
     if (opened.ok()) break;
     if (aborted_.load() || absl::Now() >= deadline) {
+      // Given up for good: Serve returns this rather than waiting again.
+      postcopy()->Stop();
       failure_.Fail(cause);
       return absl::Status(
           cause.code(),
@@ -443,8 +445,10 @@ void Receiver::OnPostcopyArmed(std::function<void()> armed) {
 
 bool Receiver::IsResident(uint32_t region_id, uint64_t first_page,
                           uint64_t pages) const {
-  engine::PostcopyTarget* p = impl_->postcopy();
-  return p == nullptr || p->IsResident(region_id, first_page, pages);
+  if (engine::PostcopyTarget* p = impl_->postcopy(); p != nullptr) {
+    return p->IsResident(region_id, first_page, pages);
+  }
+  return impl_->HoldsRange(region_id, first_page, pages);
 }
 
 absl::Status Receiver::WaitResident(uint32_t region_id, uint64_t first_page,

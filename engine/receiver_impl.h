@@ -60,6 +60,14 @@ class ReceiverImpl {
   }
   // The session's post-copy, once its channels started with it; null
   // otherwise. Lives as long as this object.
+  // Whether [first_page, first_page + pages) lies inside region
+  // `region_id` (nothing is awaited without post-copy).
+  bool HoldsRange(uint32_t region_id, uint64_t first_page,
+                  uint64_t pages) const {
+    const Region* r = table_.Find(region_id);
+    return r != nullptr && first_page < r->page_count() && pages > 0 &&
+           pages <= r->page_count() - first_page;
+  }
   engine::PostcopyTarget* postcopy() const {
     std::lock_guard<std::mutex> lock(objects_mu_);
     return postcopy_.get();
