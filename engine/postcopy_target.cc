@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "engine/status_util.h"
+#include "engine/thread_priority.h"
 #include "proto/control.h"
 
 namespace ramferry::engine {
@@ -85,14 +86,15 @@ absl::Status PostcopyTarget::Arm() {
       absl::ToInt64Nanoseconds(absl::Now() - switch_start_));
   armed_ns_ = SteadyNs();
   armed_.store(true, std::memory_order_release);
-  StartThreads();
+  // ARMED before the threads start: the completer of a set with nothing
+  // missing sends POSTCOPY_COMPLETE at once, which must not overtake it.
+  // (A fault meanwhile waits in the userfaultfd for its reader.)
   if (absl::Status s =
           control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
       !s.ok()) {
     return s;
   }
-  // A set with nothing missing completes at once.
-  if (missing_pages_ == 0) CountPlaced(0);
+  StartThreads();
   if (on_armed_) on_armed_();
   return absl::OkStatus();
 }
@@ -150,11 +152,9 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
       m.ranges = p->AwaitedRanges(from, proto::kMaxMissingRanges, &next);
       from = next;
       m.last = from >= pages;
-      std::vector<uint8_t> frame =
-          proto::StartFrame(proto::ControlType::kMissingPages);
-      proto::EncodeMissingPages(m, &frame);
-      proto::FinishFrame(frame);
-      if (absl::Status s = control_->Send(frame); !s.ok()) return s;
+      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+          !s.ok())
+        return s;
     } while (from < pages);
   }
   if (absl::Status s =
@@ -187,6 +187,7 @@ absl::Status PostcopyTarget::SendRequests(uint32_t region_id,
 }
 
 void PostcopyTarget::FaultLoop(size_t index) {
+  RaiseRequestPathPriority();
   UffdPlacer& placer = *placers_[index];
   const uint32_t region_id = placer.region().id;
   while (!stopping_.load(std::memory_order_acquire) && !complete()) {
@@ -216,6 +217,7 @@ absl::Status PostcopyTarget::SendRequest(const proto::PageRequest& request) {
 }
 
 void PostcopyTarget::UrgentLoop() {
+  RaiseRequestPathPriority();
   while (!stopping_.load(std::memory_order_acquire)) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {

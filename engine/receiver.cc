@@ -85,11 +85,12 @@ absl::Status ReceiverImpl::ResumeSession(const absl::Status& cause) {
       failure_.Fail(cause);
       return absl::Status(
           cause.code(),
-          absl::StrFormat("post-copy cut short and not resumed within %s "
-                          "(the workload here stays paused; "
-                          "ReleasePostcopy discards it): %s",
-                          absl::FormatDuration(options_.postcopy_resume_timeout),
-                          cause.message()));
+          absl::StrFormat(
+              "post-copy cut short and not resumed within %s "
+              "(the workload here stays paused; "
+              "ReleasePostcopy discards it): %s",
+              absl::FormatDuration(options_.postcopy_resume_timeout),
+              cause.message()));
     }
     AbandonSession(opened);
   }
@@ -248,8 +249,8 @@ absl::Status ReceiverImpl::MakePostcopyLocked(
     resumed_urgent_ = std::move(urgent);
   } else {
     postcopy_ = std::make_unique<engine::PostcopyTarget>(
-        table_, admission_.arrival_digests(), control_.get(),
-        std::move(urgent), &failure_);
+        table_, admission_.arrival_digests(), control_.get(), std::move(urgent),
+        &failure_);
     postcopy_->SetOnArmed(on_postcopy_armed_);
   }
   admitted.config.postcopy = postcopy_.get();

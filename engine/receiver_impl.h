@@ -126,7 +126,7 @@ class ReceiverImpl {
   std::function<void()> on_postcopy_armed_;  // set before Serve
   // A resumed session's urgent connection, until Reattach takes it.
   std::unique_ptr<engine::ControlChannel> resumed_urgent_;
-  bool resuming_ = false;  // Serve thread
+  bool resuming_ = false;             // Serve thread
   std::atomic<bool> aborted_{false};  // Abort() was called
   // The local address each channel arrived on (ChannelStats::endpoint).
   std::vector<std::string> endpoints_;

@@ -172,6 +172,10 @@ class SenderImpl {
   // side's memory, until the urgent connection closes.
   void UrgentLoop();
   absl::Status AnswerRequest(const proto::PageRequest& request);
+  // The push goes on near `request` (locality); any thread.
+  void NoteRequest(const proto::PageRequest& request);
+  // The index in regions_ of a region id the decoders checked.
+  size_t RegionIndex(uint32_t region_id) const;
   // Control thread: a PAGE_REQUEST where the session has no urgent
   // connection; its pages go first into the next push.
   absl::Status OnPageRequest(absl::Span<const uint8_t> payload);

@@ -19,6 +19,7 @@
 #include "engine/sender_impl.h"
 #include "engine/status_util.h"
 #include "engine/stream_seal.h"
+#include "engine/thread_priority.h"
 
 namespace ramferry {
 
@@ -112,11 +113,8 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
       m.last = done;
       m.ranges = std::move(scan.ranges);
       if (m.ranges.empty() && !m.last) continue;
-      std::vector<uint8_t> frame =
-          proto::StartFrame(proto::ControlType::kMissingPages);
-      proto::EncodeMissingPages(m, &frame);
-      proto::FinishFrame(frame);
-      if (absl::Status s = control_->Send(frame); !s.ok()) {
+      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+          !s.ok()) {
         failure_.Fail(Annotate(s, "post-copy switch"));
         return FinalStatus();
       }
@@ -137,17 +135,21 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
 }
 
 void SenderImpl::UrgentLoop() {
+  engine::RaiseRequestPathPriority();
+  // Once the destination holds every page, CompletePostcopy shuts the
+  // connection down under this thread, mid-read or mid-answer: that ends
+  // the loop, not the session.
+  auto fail = [&](const absl::Status& s) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (postcopy_complete_) return;
+    }
+    failure_.Fail(Annotate(s, "urgent connection"));
+  };
   while (true) {
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {
-      bool expected;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        expected = postcopy_complete_;
-      }
-      if (!expected && !failure_.failed()) {
-        failure_.Fail(Annotate(m.status(), "urgent connection"));
-      }
+      fail(m.status());
       return;
     }
     absl::Status s = m->type != proto::ControlType::kPageRequest
@@ -161,15 +163,27 @@ void SenderImpl::UrgentLoop() {
       return AnswerRequest(*q);
     }();
     if (!s.ok()) {
-      failure_.Fail(Annotate(s, "urgent connection"));
+      fail(s);
       return;
     }
   }
 }
 
-absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
+size_t SenderImpl::RegionIndex(uint32_t region_id) const {
   size_t index = 0;
-  while (regions_[index].id != q.region_id) ++index;  // decoded: it exists
+  while (regions_[index].id != region_id) ++index;
+  return index;
+}
+
+void SenderImpl::NoteRequest(const proto::PageRequest& q) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++hint_seq_;
+  hint_region_ = RegionIndex(q.region_id);
+  hint_page_ = q.pages.back();
+}
+
+absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
+  const size_t index = RegionIndex(q.region_id);
   const Region& region = regions_[index];
   pc_requested_.fetch_add(q.pages.size(), std::memory_order_relaxed);
   // The answer first, the bookkeeping after: the faulting thread waits.
@@ -195,10 +209,7 @@ absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
   for (uint64_t page : q.pages) {
     push_[index]->TakeBits(page / 64, uint64_t{1} << (page % 64));
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  ++hint_seq_;
-  hint_region_ = index;
-  hint_page_ = q.pages.back();
+  NoteRequest(q);
   return absl::OkStatus();
 }
 
@@ -211,6 +222,7 @@ absl::Status SenderImpl::OnPageRequest(absl::Span<const uint8_t> payload) {
       proto::DecodePageRequest(payload, region_infos_);
   if (!q.ok()) return q.status();
   pc_requested_.fetch_add(q->pages.size(), std::memory_order_relaxed);
+  NoteRequest(*q);
   std::unique_lock<std::mutex> lock(mu_);
   queued_requests_.push_back(*std::move(q));
   cv_.notify_all();
@@ -219,8 +231,7 @@ absl::Status SenderImpl::OnPageRequest(absl::Span<const uint8_t> payload) {
 
 uint64_t SenderImpl::TakeRequested(const proto::PageRequest& q,
                                    absl::Span<DirtyBitmap* const> chunk) {
-  size_t index = 0;
-  while (regions_[index].id != q.region_id) ++index;
+  const size_t index = RegionIndex(q.region_id);
   uint64_t taken = 0;
   for (uint64_t page : q.pages) {
     const uint64_t bit = uint64_t{1} << (page % 64);
@@ -245,13 +256,6 @@ uint64_t SenderImpl::FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
       seen_hint_seq_ = hint_seq_;
       push_region_ = hint_region_;
       push_word_ = hint_page_ / 64;
-    }
-    if (!requests.empty()) {
-      push_region_ = 0;
-      for (size_t r = 0; r < regions_.size(); ++r) {
-        if (regions_[r].id == requests.back().region_id) push_region_ = r;
-      }
-      push_word_ = requests.back().pages.back() / 64;
     }
   }
   for (const proto::PageRequest& q : requests) taken += TakeRequested(q, chunk);
@@ -295,9 +299,7 @@ absl::Status SenderImpl::OnResumeMissing(absl::Span<const uint8_t> payload) {
       proto::DecodeMissingPages(payload, region_infos_);
   if (!m.ok()) return m.status();
   if (absl::Status s = resume_checker_->Accept(*m); !s.ok()) return s;
-  size_t index = 0;
-  while (regions_[index].id != m->region_id) ++index;
-  engine::MarkRanges(m->ranges, *push_[index]);
+  engine::MarkRanges(m->ranges, *push_[RegionIndex(m->region_id)]);
   return absl::OkStatus();
 }
 
@@ -308,7 +310,8 @@ absl::Status SenderImpl::AwaitResumed() {
     return s;
   }
   armed_ns_ = SteadyNs();
-  if (urgent_ != nullptr) urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  if (urgent_ != nullptr)
+    urgent_thread_ = std::thread([this] { UrgentLoop(); });
   return absl::OkStatus();
 }
 

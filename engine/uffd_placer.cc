@@ -262,6 +262,11 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
     result.dropped += run - p;
     if (run == end) break;
     if (!registered_.load()) {
+      // Placed by another thread since, which then let Finish() run.
+      if (awaited_.NextSet(run, end) == end) {
+        result.dropped += end - run;
+        break;
+      }
       return absl::FailedPreconditionError(absl::StrFormat(
           "post-copy: placement into region %d while it is not registered "
           "(before Register() or after Finish())",
@@ -352,6 +357,14 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
       continue;
     }
     const int err = static_cast<int>(-n);
+    if (!awaited_.Test(first)) {
+      // Another placement won this page and the region was unregistered
+      // (Finish) before this ioctl ran: a late copy, dropped.
+      ++result.dropped;
+      ++first;
+      idle = 0;
+      continue;
+    }
     std::string what =
         absl::StrFormat("post-copy: %s of pages [%d, +%d) of region %d",
                         fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE",

@@ -63,6 +63,13 @@ void EncodeMissingPages(const MissingPages& msg, std::vector<uint8_t>* out) {
   }
 }
 
+std::vector<uint8_t> EncodeMissingPagesFrame(const MissingPages& msg) {
+  std::vector<uint8_t> frame = StartFrame(ControlType::kMissingPages);
+  EncodeMissingPages(msg, &frame);
+  FinishFrame(frame);
+  return frame;
+}
+
 std::vector<MissingPages> SplitMissingPages(uint32_t region_id,
                                             absl::Span<const PageRange> ranges,
                                             uint32_t max_ranges) {

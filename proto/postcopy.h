@@ -107,6 +107,8 @@ absl::Status ValidatePageRanges(absl::Span<const PageRange> ranges,
 // message must satisfy what DecodeMissingPages checks; the encoder does
 // not repair it.
 void EncodeMissingPages(const MissingPages& msg, std::vector<uint8_t>* out);
+// The whole MISSING_PAGES frame of `msg`.
+std::vector<uint8_t> EncodeMissingPagesFrame(const MissingPages& msg);
 
 // The messages that carry `ranges` (a canonical set of region
 // `region_id`) in order: at most `max_ranges` ranges each (1 to

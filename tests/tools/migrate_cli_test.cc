@@ -733,6 +733,47 @@ TEST_F(SlowLinkTest, ALinkTakenDownMidMigrationEndsVerifiedOnTheOther) {
 
 // Without root the demo cannot make its links and says so (as root: run
 // as nobody, with no capabilities).
+// Post-copy over a link taken down mid-way and brought back: both ends
+// see their connections stall; the destination keeps its workload blocked
+// and waits (--postcopy-resume-timeout), the source resumes post-copy
+// once the link is back, and the result is verified.
+TEST_F(SlowLinkTest, PostcopyCutByALinkDownIsResumedWhenItComesBack) {
+  BackgroundCommand run({kMigrate, "--demo", "--json", "--demo-link=50mbit",
+                         "--postcopy=now", "--size=32MiB", "--dirty-set=8MiB",
+                         "--dirty-rate=4MB", "--stall-timeout=2s",
+                         "--postcopy-resume-timeout=60s"});
+  const DemoLink link = ParseDemoLink(run.AwaitStderrLine(
+      "ramferry-migrate: demo link 0: ", absl::Seconds(30)));
+  ASSERT_FALSE(link.ns.empty()) << run.Stderr();
+  // --postcopy=now switches at once: 4 MB over the link is mid post-copy
+  // (32 MiB take ~5 s at 50 Mbit/s).
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (SentBytes(link) < 4'000'000 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_LT(absl::Now(), give_up)
+      << "the link carried nothing: " << run.Stderr();
+  const std::vector<std::string> set = {"/usr/sbin/ip", "-n",  link.ns, "link",
+                                        "set",          "dev", link.dev};
+  std::vector<std::string> down = set, up = set;
+  down.push_back("down");
+  up.push_back("up");
+  ASSERT_EQ(RunCommand(down).exit_code, 0);
+  // Past the stall timeout: both ends give the cut session up.
+  absl::SleepFor(absl::Seconds(4));
+  ASSERT_EQ(RunCommand(up).exit_code, 0);
+  CommandResult r = run.Wait(absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json j = ParseJson(r);
+  EXPECT_EQ(j["outcome"], "migrated");
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["switchover"], "postcopy");
+  EXPECT_GE(j["postcopy"]["resumed"].get<int>(), 1);
+  EXPECT_FALSE(j["postcopy"]["cut_error"].get<std::string>().empty());
+  EXPECT_GE(j["destination"]["postcopy"]["resumes"].get<int>(), 1);
+  EXPECT_EQ(j["destination"]["postcopy"]["released_pages"], 0);
+}
+
 TEST(MigrateCli, DemoLinkWithoutRootSaysItNeedsRoot) {
   std::vector<std::string> argv = {kMigrate, "--demo", "--demo-link=1gbit",
                                    "--size=16MiB"};

@@ -217,6 +217,21 @@ TEST(MigrateReport, FailedAfterTheSwitchSaysTheWorkloadStaysPaused) {
   EXPECT_THAT(SourceJson(AutoRun(), r, ""), HasSubstr(R"("outcome":"failed")"));
 }
 
+TEST(MigrateReport, AResumedPostcopySaysHowOftenAndWhy) {
+  PrecopyReport r = SwitchedToPostcopy();
+  r.postcopy_resumes = 2;
+  r.postcopy_cut_error = "UNAVAILABLE: peer stalled";
+  EXPECT_THAT(SourceTable(AutoRun(), r),
+              HasSubstr("resumed          2 times (the figures above are the "
+                        "last session's); last cut: UNAVAILABLE: peer "
+                        "stalled"));
+  const nlohmann::json j = nlohmann::json::parse(SourceJson(AutoRun(), r, ""));
+  EXPECT_EQ(j["postcopy"]["resumed"], 2);
+  EXPECT_EQ(j["postcopy"]["cut_error"], "UNAVAILABLE: peer stalled");
+  EXPECT_THAT(SourceTable(AutoRun(), SwitchedToPostcopy()),
+              Not(HasSubstr("resumed  ")));
+}
+
 TEST(MigrateReport, DestinationReportsItsWorkloadAndFaults) {
   DestinationReport d;
   d.postcopy_allowed = true;

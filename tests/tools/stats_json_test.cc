@@ -141,6 +141,7 @@ TEST(PostcopyStatsJson, EveryCounterAndTheNonEmptyBuckets) {
   p.local_zero_faults = 2;
   p.switch_ns = 1'500'000;
   p.duration_ns = 2'000'000'000;
+  p.resumes = 1;
   p.latency_buckets = {0, 0, 0, 0, 0, 0, 0, 10, 25, 0, 5};
   p.faults = 40;
   p.latency_p50_us = 256;
@@ -161,6 +162,7 @@ TEST(PostcopyStatsJson, EveryCounterAndTheNonEmptyBuckets) {
   EXPECT_EQ(j["faults"], 40);
   EXPECT_DOUBLE_EQ(j["switch_s"].get<double>(), 0.0015);
   EXPECT_DOUBLE_EQ(j["duration_s"].get<double>(), 2.0);
+  EXPECT_EQ(j["resumes"], 1);
   EXPECT_EQ(j["latency_p50_us"], 256);
   EXPECT_EQ(j["latency_p99_us"], 1024);
   EXPECT_EQ(j["latency_max_us"], 700);

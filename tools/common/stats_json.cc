@@ -105,6 +105,7 @@ Json PostcopyStatsJson(const PostcopyStats& p) {
           {"faults", p.faults},
           {"switch_s", p.switch_ns * 1e-9},
           {"duration_s", p.duration_ns * 1e-9},
+          {"resumes", p.resumes},
           {"latency_p50_us", p.latency_p50_us},
           {"latency_p99_us", p.latency_p99_us},
           {"latency_max_us", p.latency_max_us},

@@ -40,8 +40,8 @@ Json ChannelLossesJson(const SessionStats& s);
 std::pair<uint64_t, uint64_t> LatencyBucketBounds(size_t k);
 // Post-copy's counters (either end): pages missing, requested, urgent,
 // pushed, duplicates; faults and their latency (p50/p99/max, blocked
-// time); the switch and the post-copy phase in seconds; the histogram's
-// raw buckets and its non-empty ones as {lo_us, hi_us, count}.
+// time); the switch and the post-copy phase in seconds; resumes; the
+// histogram's raw buckets and its non-empty ones as {lo_us, hi_us, count}.
 Json PostcopyStatsJson(const PostcopyStats& p);
 
 }  // namespace ramferry::cli

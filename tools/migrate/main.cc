@@ -160,6 +160,12 @@ ABSL_FLAG(std::string, postcopy_urgent, "on",
           "of their own, never queued behind pushed pages) or off (requests "
           "ride the control connection and are answered on the bulk "
           "channels, behind what is queued there)");
+ABSL_FLAG(absl::Duration, postcopy_resume_timeout, absl::ZeroDuration(),
+          "post-copy, both ends: when the session is cut after the switch "
+          "(a link down, a stalled peer), the destination keeps its "
+          "workload blocked and waits this long for the source, which "
+          "keeps trying to resume post-copy where it stood; 0: a cut "
+          "post-copy fails at once");
 ABSL_FLAG(ramferry::cli::ByteRate, max_bandwidth, ramferry::cli::ByteRate{},
           "source: the most all channels together send per second, as bits "
           "(1gbit, 500mbit) or bytes (100MB); 0: no limit");
@@ -232,6 +238,11 @@ absl::StatusOr<SessionOptions> Session() {
       ParseOnOff("postcopy-urgent", absl::GetFlag(FLAGS_postcopy_urgent));
   if (!urgent.ok()) return urgent.status();
   o.postcopy_urgent_channel = *urgent;
+  o.postcopy_resume_timeout = absl::GetFlag(FLAGS_postcopy_resume_timeout);
+  if (o.postcopy_resume_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--postcopy-resume-timeout must not be negative");
+  }
   const std::string verify = absl::GetFlag(FLAGS_verify);
   if (verify == "full") {
     o.verify = VerifyMode::kFull;
@@ -437,6 +448,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   config.verify = absl::GetFlag(FLAGS_verify) != "off";
   config.postcopy = PostcopyFlag();
   config.on_timeout = TimeoutActionFlag().value_or(TimeoutAction::kCancel);
+  config.resume_timeout = opt.postcopy_resume_timeout;
   config.progress = !absl::GetFlag(FLAGS_json);
   prepare += absl::Now() - prepare_start;
   PrecopyReport r = RunPrecopy(config, region, *tracker, load);

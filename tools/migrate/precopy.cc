@@ -1,13 +1,16 @@
 #include "tools/migrate/precopy.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -30,7 +33,10 @@ struct LiveState {
   std::atomic<uint64_t> estimate_bits{0};    // double, bit-cast
   std::atomic<bool> final_round{false};
   std::atomic<bool> postcopy{false};  // switched: pages go on demand
-  std::atomic<int> throttle{0};       // auto-converge's, percent
+  // The session's Sender: a resumed post-copy has a new one (the cut one
+  // lives on until the run ends).
+  std::atomic<const Sender*> sender{nullptr};
+  std::atomic<int> throttle{0};  // auto-converge's, percent
 
   static uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
   static double Value(const std::atomic<uint64_t>& a) {
@@ -41,10 +47,9 @@ struct LiveState {
 // Redraws the progress line while a migration runs.
 class ProgressThread {
  public:
-  ProgressThread(bool enabled, const Sender* sender, const LiveState* state)
-      : line_(enabled, 1.0) {
+  ProgressThread(bool enabled, const LiveState* state) : line_(enabled, 1.0) {
     if (!enabled) return;
-    thread_ = std::thread([this, sender, state] { Run(*sender, *state); });
+    thread_ = std::thread([this, state] { Run(*state); });
   }
   ~ProgressThread() {
     {
@@ -57,12 +62,18 @@ class ProgressThread {
   }
 
  private:
-  void Run(const Sender& sender, const LiveState& s) {
-    uint64_t last_bytes = sender.stats().Total().payload_bytes;
+  void Run(const LiveState& s) {
+    const Sender* current = s.sender.load();
+    uint64_t last_bytes = current->stats().Total().payload_bytes;
     absl::Time last = absl::Now();
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(250),
                          [&] { return stop_; })) {
+      if (const Sender* now_sender = s.sender.load(); now_sender != current) {
+        current = now_sender;  // resumed: its counters start afresh
+        last_bytes = 0;
+      }
+      const Sender& sender = *current;
       const ChannelStats t = sender.stats().Total();
       const absl::Time now = absl::Now();
       const double gbps =
@@ -168,7 +179,7 @@ class PrecopyRun {
     report_.postcopy_mode = PostcopyModeName(config_.postcopy);
     absl::Status s = Connect();
     if (s.ok()) {
-      ProgressThread progress(config_.progress, sender_.get(), &live_);
+      ProgressThread progress(config_.progress, &live_);
       if (config_.postcopy == PostcopyMode::kNow) {
         s = Postcopy();  // every page missing: no round at all
       } else {
@@ -211,6 +222,7 @@ class PrecopyRun {
     report_.setup_s = Seconds(absl::Now() - start_);
     if (!connected.ok()) return connected.status();
     sender_ = std::move(*connected);
+    live_.sender.store(sender_.get());
     for (const std::string& w : sender_->warnings()) {
       std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
     }
@@ -401,9 +413,50 @@ class PrecopyRun {
     }
     const absl::Time complete_start = absl::Now();
     s = sender_->CompletePostcopy();
+    if (!s.ok() && config_.resume_timeout > absl::ZeroDuration()) {
+      s = ResumeUntilComplete(std::move(s));
+    }
     report_.postcopy_s = Seconds(absl::Now() - complete_start);
     report_.transfer_s = Seconds(absl::Now() - transfer_start_);
     return s;
+  }
+
+  // Post-copy was cut after the switch (a link down, a stalled peer): this
+  // side's memory is still whole and the destination, told to wait
+  // (postcopy_resume_timeout), keeps its workload blocked. New sessions
+  // pick it up where it stands until one completes or the time is out.
+  absl::Status ResumeUntilComplete(absl::Status cut) {
+    report_.postcopy_cut_error = cut.ToString();
+    const absl::Time give_up = absl::Now() + config_.resume_timeout;
+    absl::Status last = std::move(cut);
+    while (absl::Now() < give_up) {
+      absl::StatusOr<std::unique_ptr<Sender>> resumed =
+          Sender::ResumePostcopy(config_.session, {&region_, 1}, *sender_);
+      if (!resumed.ok()) {
+        last = resumed.status();
+        // The link may still be down: try again shortly.
+        absl::SleepFor(std::min(absl::Seconds(1), give_up - absl::Now()));
+        continue;
+      }
+      ++report_.postcopy_resumes;
+      // The cut Sender stays alive until the run ends: the progress
+      // thread may still be reading it.
+      cut_senders_.push_back(std::move(sender_));
+      sender_ = std::move(*resumed);
+      live_.sender.store(sender_.get());
+      if (config_.verify) {
+        if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+      }
+      last = sender_->CompletePostcopy();
+      if (last.ok()) return last;
+      report_.postcopy_cut_error = last.ToString();
+    }
+    return absl::Status(
+        last.code(),
+        absl::StrFormat("post-copy was cut and not resumed within "
+                        "--postcopy-resume-timeout=%s: %s",
+                        absl::FormatDuration(config_.resume_timeout),
+                        last.message()));
   }
 
   // The destination answers from the digests it took as pages landed, so
@@ -439,6 +492,7 @@ class PrecopyRun {
   const absl::Time start_ = absl::Now();
   PrecopyReport report_;
   std::unique_ptr<Sender> sender_;
+  std::vector<std::unique_ptr<Sender>> cut_senders_;  // resumed post-copy
   DirtyBitmap dirty_;
   LiveState live_;
   LinkRate link_;

@@ -33,6 +33,10 @@ struct PrecopyConfig {
   // rounds as force does, then switches).
   PostcopyMode postcopy = PostcopyMode::kOff;
   TimeoutAction on_timeout = TimeoutAction::kCancel;
+  // Post-copy cut after the switch: how long to keep trying to resume it
+  // (Sender::ResumePostcopy; the destination must wait as long:
+  // session.postcopy_resume_timeout). Zero: the migration fails at once.
+  absl::Duration resume_timeout = absl::ZeroDuration();
   // Check the destination page by page after the final round, as
   // session.verify says (off: trust the transfer; the report says so).
   bool verify = true;
@@ -87,6 +91,10 @@ struct PrecopyReport {
   // Pages the destination lacked at the switch (the bitmap given to
   // StartPostcopy).
   uint64_t postcopy_missing_pages = 0;
+  // Post-copy resumed after a cut (--postcopy-resume-timeout): how many
+  // times, and the last cut's error. The stats are the last session's.
+  uint64_t postcopy_resumes = 0;
+  std::string postcopy_cut_error;
   // The timeout cancelled the migration (--on-timeout=cancel): the source
   // kept running and the destination discarded what it received.
   bool cancelled = false;

@@ -90,6 +90,8 @@ cli::Json SourcePostcopyJson(const RunDescription& run,
   j["start_postcopy_s"] = r.switch_s;
   j["complete_postcopy_s"] = r.postcopy_s;
   j["workload_kept_paused"] = r.workload_kept_paused;
+  j["resumed"] = r.postcopy_resumes;
+  j["cut_error"] = r.postcopy_cut_error;
   return j;
 }
 
@@ -358,6 +360,12 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                                    r.postcopy_missing_pages, r.postcopy_s * 1e3)
                  : "");
     if (postcopy) t += PostcopyLines(r.stats.postcopy, /*destination=*/false);
+    if (!r.postcopy_cut_error.empty()) {
+      absl::StrAppendFormat(&t,
+                            "  resumed          %d times (the figures above "
+                            "are the last session's); last cut: %s\n",
+                            r.postcopy_resumes, r.postcopy_cut_error);
+    }
     if (r.workload_kept_paused) {
       t += "  workload         kept paused on the source: post-copy failed "
            "after the switch began, so this memory is the state at the "
