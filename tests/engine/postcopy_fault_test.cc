@@ -235,11 +235,13 @@ class PostcopyFaultTest
   void SetUp() override {
     if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
   }
-  void RunOnce(uint64_t seed);
 };
 
-void PostcopyFaultTest::RunOnce(uint64_t seed) {
-  const auto [kill, urgent] = GetParam();
+// One session, every page missing at the switch, killed by `kill` at a
+// random point of its push. `resume`: the destination's
+// postcopy_resume_timeout (the source never resumes here).
+void KillMidPush(Kill kill, bool urgent, uint64_t seed,
+                 absl::Duration resume = absl::ZeroDuration()) {
   std::mt19937_64 rng(seed);
   const uint64_t bytes = testing::ScaledBytes(32ull << 20);
   SessionOptions opt = testing::InsecureOptions();
@@ -247,6 +249,7 @@ void PostcopyFaultTest::RunOnce(uint64_t seed) {
   opt.postcopy = true;
   opt.postcopy_urgent_channel = urgent;
   opt.stall_timeout = absl::Seconds(3);
+  opt.postcopy_resume_timeout = resume;
   // The push takes about a second, so every kill lands inside it.
   opt.max_bandwidth = bytes;
   const bool reset = kill == Kill::kResetSource ||
@@ -311,11 +314,27 @@ void PostcopyFaultTest::RunOnce(uint64_t seed) {
   }
   // Both ends return, with an error, within a bound.
   const absl::Status source_status = completed.get();
-  const absl::Status dest_status = rx.result();
+  // The destination must end by itself within the bound; one that does
+  // not is a failure (aborted here, so the test goes on).
+  const absl::Duration bound = resume + absl::Seconds(6);
+  while (!rx.done() && absl::Now() - killed_at < bound) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const bool ended = rx.done();
   const absl::Duration took = absl::Now() - killed_at;
+  EXPECT_TRUE(ended) << "the destination did not end within "
+                     << absl::FormatDuration(bound) << " of the kill";
+  if (!ended) rx.receiver().Abort(absl::DeadlineExceededError("hung"));
+  const absl::Status dest_status = rx.result();
+  // A destination that may be resumed waits that long for its source
+  // first, its workload paused, then gives up.
+  if (resume > absl::ZeroDuration()) {
+    EXPECT_GE(took, resume * 0.8) << dest_status;
+  }
   EXPECT_FALSE(source_status.ok()) << "the source reported success";
   EXPECT_FALSE(dest_status.ok()) << "the destination reported success";
-  EXPECT_LT(took, absl::Seconds(10)) << source_status << " / " << dest_status;
+  EXPECT_LE(took, bound + absl::Seconds(1))
+      << source_status << " / " << dest_status;
   EXPECT_FALSE(sender.Verify().ok());
   EXPECT_FALSE(sender.Finish().ok());
 
@@ -327,6 +346,14 @@ void PostcopyFaultTest::RunOnce(uint64_t seed) {
   EXPECT_TRUE(d.started);
   EXPECT_EQ(d.missing_pages, pages);
   EXPECT_FALSE(rx.receiver().IsResident(1, 0, pages));
+  // A waiter on the pages learns that the session ended, at once, instead
+  // of waiting out its deadline.
+  const absl::Time wait_start = absl::Now();
+  const absl::Status waited = rx.receiver().WaitResident(
+      1, 0, pages, absl::Now() + absl::Seconds(20));
+  EXPECT_FALSE(waited.ok());
+  EXPECT_NE(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_LT(absl::Now() - wait_start, absl::Seconds(5)) << waited;
 
   // Its workload is paused on the pages it lacks, not corrupted.
   EXPECT_TRUE(workload.AllBlocked(absl::Milliseconds(300), absl::Seconds(10)))
@@ -360,9 +387,18 @@ TEST_P(PostcopyFaultTest, KilledMidPushLosesNothing) {
   const auto [kill, urgent] = GetParam();
   const uint64_t base = 1000 + 10 * static_cast<uint64_t>(kill) + urgent;
   for (uint64_t i = 0; i < 2; ++i) {
-    RunOnce(base + 100 * i);
-    if (HasFatalFailure() || IsSkipped()) return;
+    KillMidPush(kill, urgent, base + 100 * i);
+    if (HasFatalFailure()) return;
   }
+}
+
+// With postcopy_resume_timeout the destination waits for a resume that
+// never comes, then fails the same way: nothing lost, nothing released.
+TEST(PostcopyFaultResumeTest, UnresumedDestinationGivesUpAfterItsTimeout) {
+  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  KillMidPush(Kill::kAbortSource, true, 77, absl::Seconds(1));
+  if (HasFatalFailure()) return;
+  KillMidPush(Kill::kResetSource, false, 78, absl::Seconds(1));
 }
 
 INSTANTIATE_TEST_SUITE_P(

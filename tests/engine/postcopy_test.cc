@@ -808,5 +808,22 @@ TEST(PostcopyRefusalTest, ApiMisuseGetsClearErrors) {
   s.CompleteAndCheck();
 }
 
+// Receiver::IsResident says "false for a range outside the region" in any
+// session: a caller asking about a range that does not exist must not be
+// told it is resident, whether or not the session negotiated post-copy.
+TEST(PostcopyRefusalTest, IsResidentOfARangeOutsideTheRegionIsFalse) {
+  testing::LoopbackPair pair(4ull << 20, 3);  // no post-copy
+  ASSERT_NE(pair.sender, nullptr);
+  Receiver& rx = pair.rx->receiver();
+  const uint64_t pages = pair.dst.region.page_count();
+  EXPECT_TRUE(rx.IsResident(1, 0, pages));
+  EXPECT_FALSE(rx.IsResident(1, pages, 1));
+  EXPECT_FALSE(rx.IsResident(1, 0, pages + 1));
+  EXPECT_FALSE(rx.IsResident(7, 0, 1)) << "no region 7";
+  ASSERT_TRUE(pair.SendEverything().ok());
+  ASSERT_TRUE(pair.sender->Finish().ok());
+  ASSERT_TRUE(pair.rx->result().ok());
+}
+
 }  // namespace
 }  // namespace ramferry
