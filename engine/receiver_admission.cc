@@ -145,7 +145,10 @@ proto::HelloReply Admission::AdmitControl(
     return Refuse(absl::StatusCode::kResourceExhausted,
                   "a session is already in progress");
   }
-  const bool resume = (h.capabilities & proto::kFeaturePostcopyResume) != 0;
+  // Only a destination that allows post-copy has anything to resume; to
+  // one that does not, the bit means nothing (as any feature not offered).
+  const bool resume = (h.capabilities & OfferedCapabilities() &
+                       proto::kFeaturePostcopyResume) != 0;
   if (resuming_ && (!resume || h.session != session_)) {
     return Refuse(absl::StatusCode::kUnavailable,
                   absl::StrFormat("a post-copy session (%s) is paused here, "

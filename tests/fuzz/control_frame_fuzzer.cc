@@ -12,12 +12,19 @@
 
 #include "absl/status/statusor.h"
 #include "proto/control.h"
+#include "proto/postcopy.h"
 #include "proto/wire.h"
 #include "tests/fuzz/control_round_trip.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace ramferry::fuzz {
 namespace {
+
+absl::Span<const proto::RegionInfo> PostcopyTable() {
+  static const auto* table = new std::vector<proto::RegionInfo>{
+      {.id = 1, .page_size = 4096, .length = 1ull << 30, .name = "ram"}};
+  return *table;
+}
 
 // Decodes `payload` as `type` and, if accepted, re-encodes it.
 absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
@@ -71,6 +78,33 @@ absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
       auto m = proto::DecodeChannelGoneAck(payload);
       if (!m.ok()) return m.status();
       return proto::EncodeChannelGoneAck(*m);
+    }
+    case proto::ControlType::kPostcopyArmed:
+    case proto::ControlType::kPostcopyComplete: {
+      if (absl::Status s = proto::DecodeEmpty(type, payload); !s.ok()) {
+        return s;
+      }
+      std::vector<uint8_t> frame = proto::StartFrame(type);
+      proto::FinishFrame(frame);
+      return frame;
+    }
+    // Post-copy's payloads are checked against a region table: one of
+    // 4 KiB pages, as post-copy has (the postcopy fuzzers vary it).
+    case proto::ControlType::kMissingPages: {
+      auto m = proto::DecodeMissingPages(payload, PostcopyTable());
+      if (!m.ok()) return m.status();
+      return proto::EncodeMissingPagesFrame(*m);
+    }
+    case proto::ControlType::kPageRequest: {
+      auto m = proto::DecodePageRequest(payload, PostcopyTable());
+      if (!m.ok()) return m.status();
+      return proto::EncodePageRequest(*m);
+    }
+    case proto::ControlType::kPageData: {
+      auto m = proto::DecodePageData(payload, PostcopyTable());
+      if (!m.ok()) return m.status();
+      return proto::EncodePageData(m->region_id, m->first_page, m->page_count,
+                                   m->zero ? nullptr : m->bytes.data());
     }
   }
   FUZZ_CHECK(false && "DecodeFrameHeader accepted an unknown type");

@@ -556,7 +556,7 @@ void ControlSeeds(Corpus* c) {
     return h;
   };
   frame["edge_unknown_type"] =
-      head(static_cast<uint32_t>(proto::ControlType::kChannelGoneAck) + 1, 0);
+      head(static_cast<uint32_t>(proto::ControlType::kPostcopyComplete) + 1, 0);
   frame["edge_heartbeat_with_payload"] = Cat(
       {head(static_cast<uint32_t>(proto::ControlType::kHeartbeat), 1), {0}});
   frame["edge_round_done_over_bound"] =
@@ -734,8 +734,8 @@ void PageDataSeeds(std::map<std::string, Bytes>* out) {
   c["edge_unknown_flag"] = RawData(1, 2, 0, 1, 0, page);
   c["edge_zero_with_bytes"] = RawData(1, proto::kPageDataZero, 0, 1, 0, page);
   c["edge_no_pages"] = RawData(1, proto::kPageDataZero, 0, 0, 0, 0);
-  c["edge_count_over_bound"] = RawData(
-      3, proto::kPageDataZero, 0, proto::kMaxPageDataPages + 1, 0, 0);
+  c["edge_count_over_bound"] =
+      RawData(3, proto::kPageDataZero, 0, proto::kMaxPageDataPages + 1, 0, 0);
   c["edge_past_end"] = RawData(1, proto::kPageDataZero, 3, 2, 0, 0);
   c["edge_first_past_end"] = RawData(1, proto::kPageDataZero, 4, 1, 0, 0);
   c["edge_end_wraps"] =
@@ -769,15 +769,14 @@ void MissingPagesSequenceSeeds(std::map<std::string, Bytes>* out) {
                                  Missing({3, false, {{0, 5}}}),
                                  Missing({3, true, {{6, 1}, {big - 1, 1}}})}),
                        all_last});
-  c["all_empty"] = Cat({Sequence({Missing({1, true, {}}),
-                                  Missing({3, true, {}})}),
-                        all_last});
-  c["edge_overlap_across"] = Sequence(
-      {Missing({3, false, {{10, 5}}}), Missing({3, true, {{12, 1}}})});
-  c["edge_adjacent_across"] = Sequence(
-      {Missing({3, false, {{10, 5}}}), Missing({3, true, {{15, 1}}})});
-  c["edge_after_last"] = Sequence(
-      {Missing({1, true, {{0, 1}}}), Missing({1, true, {{2, 1}}})});
+  c["all_empty"] = Cat(
+      {Sequence({Missing({1, true, {}}), Missing({3, true, {}})}), all_last});
+  c["edge_overlap_across"] =
+      Sequence({Missing({3, false, {{10, 5}}}), Missing({3, true, {{12, 1}}})});
+  c["edge_adjacent_across"] =
+      Sequence({Missing({3, false, {{10, 5}}}), Missing({3, true, {{15, 1}}})});
+  c["edge_after_last"] =
+      Sequence({Missing({1, true, {{0, 1}}}), Missing({1, true, {{2, 1}}})});
   c["edge_refused_then_right"] =
       Sequence({Missing({3, false, {{10, 5}}}), Missing({3, false, {{11, 1}}}),
                 Missing({3, true, {{16, 1}}})});

@@ -73,11 +73,12 @@ class FakeSource {
   uint64_t rdma_chunk_bytes_ = 0;
   uint32_t channels_;
   uint32_t max_pages_;
-  // It writes packets as they are: no sealed stream.
+  // It writes packets as they are: no sealed stream; and it opens fresh
+  // sessions (kFeaturePostcopyResume would make its Hello a resume).
   uint64_t capabilities_ =
       proto::kKnownFeatures &
       ~(proto::kFeatureSurviveChannelLoss | proto::kFeatureSealMac |
-        proto::kFeatureSealEncrypt);
+        proto::kFeatureSealEncrypt | proto::kFeaturePostcopyResume);
   proto::SessionId session_;
   std::string key_;
   std::unique_ptr<engine::ControlChannel> control_;
