@@ -37,16 +37,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gtest/gtest.h"
-#include "ramferry/receiver.h"
-#include "ramferry/sender.h"
 #include "channels/socket_dial.h"
 #include "engine/control.h"
 #include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
 #include "proto/postcopy.h"
 #include "proto/wire.h"
+#include "ramferry/receiver.h"
+#include "ramferry/sender.h"
 #include "tests/support/child_peers.h"
 #include "tests/support/fake_source.h"
 #include "tests/support/faulty_transport.h"
@@ -92,8 +92,7 @@ class Watchdog {
           std::unique_lock<std::mutex> lock(mu_);
           if (!cv_.wait_for(lock, absl::ToChronoSeconds(bound),
                             [&] { return disarmed_; })) {
-            std::fprintf(stderr,
-                         "WATCHDOG: %s did not end within %s: a hang\n",
+            std::fprintf(stderr, "WATCHDOG: %s did not end within %s: a hang\n",
                          what_.c_str(), absl::FormatDuration(bound).c_str());
             std::fflush(stderr);
             std::abort();
@@ -122,8 +121,8 @@ class Watchdog {
 // set (ReleasePostcopy), zeros. Anything else is corruption.
 class Workload {
  public:
-  Workload(const Region& dst, const std::vector<uint8_t>& snapshot,
-           int threads, uint64_t seed)
+  Workload(const Region& dst, const std::vector<uint8_t>& snapshot, int threads,
+           uint64_t seed)
       : dst_(dst), snapshot_(snapshot), progress_(threads) {
     for (int t = 0; t < threads; ++t) {
       threads_.emplace_back([this, t, seed] { Run(t, seed + t); });
@@ -206,11 +205,11 @@ class Workload {
 };
 
 enum class Kill {
-  kAbortSource,    // Sender::Abort mid-push
-  kAbortReceiver,  // Receiver::Abort mid-push
-  kResetSource,    // a source data channel's connection reset under it
-  kResetReceiver,  // a destination data channel's connection reset
-  kShutdownSource, // shutdown(SHUT_RDWR) of a source data channel
+  kAbortSource,     // Sender::Abort mid-push
+  kAbortReceiver,   // Receiver::Abort mid-push
+  kResetSource,     // a source data channel's connection reset under it
+  kResetReceiver,   // a destination data channel's connection reset
+  kShutdownSource,  // shutdown(SHUT_RDWR) of a source data channel
 };
 
 const char* KillName(Kill k) {
@@ -349,8 +348,8 @@ void KillMidPush(Kill kill, bool urgent, uint64_t seed,
   // A waiter on the pages learns that the session ended, at once, instead
   // of waiting out its deadline.
   const absl::Time wait_start = absl::Now();
-  const absl::Status waited = rx.receiver().WaitResident(
-      1, 0, pages, absl::Now() + absl::Seconds(20));
+  const absl::Status waited =
+      rx.receiver().WaitResident(1, 0, pages, absl::Now() + absl::Seconds(20));
   EXPECT_FALSE(waited.ok());
   EXPECT_NE(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
   EXPECT_LT(absl::Now() - wait_start, absl::Seconds(5)) << waited;
@@ -378,9 +377,9 @@ void KillMidPush(Kill kill, bool urgent, uint64_t seed,
   absl::PrintF(
       "[postcopy-kill] %s urgent=%d seed=%d after=%s: source \"%s\" / "
       "destination \"%s\" in %s; released %d of %d pages\n",
-      KillName(kill), urgent, seed,
-      absl::FormatDuration(killed_at - start), source_status.ToString(),
-      dest_status.ToString(), absl::FormatDuration(took), *released, pages);
+      KillName(kill), urgent, seed, absl::FormatDuration(killed_at - start),
+      source_status.ToString(), dest_status.ToString(),
+      absl::FormatDuration(took), *released, pages);
 }
 
 TEST_P(PostcopyFaultTest, KilledMidPushLosesNothing) {
@@ -553,8 +552,7 @@ void DestinationGoes(int sig) {
   EXPECT_LT(took, opt.stall_timeout + absl::Seconds(5)) << st;
   EXPECT_FALSE((*sender)->Finish().ok());
   EXPECT_TRUE((*sender)->stats().postcopy.started);
-  EXPECT_EQ((*sender)->stats().postcopy.missing_pages,
-            src.region.page_count());
+  EXPECT_EQ((*sender)->stats().postcopy.missing_pages, src.region.page_count());
   EXPECT_EQ(std::memcmp(src.region.page(0), snapshot.data(), bytes), 0);
   absl::PrintF("[postcopy-dest-gone] signal %d: source \"%s\" after %s\n", sig,
                st.ToString(), absl::FormatDuration(took));
@@ -600,7 +598,8 @@ class PostcopyBadInputTest : public ::testing::Test {
     opt.channels = 2;
     opt.postcopy = true;
     opt.stall_timeout = absl::Seconds(5);
-    rx_ = std::make_unique<ServingReceiver>(opt, std::vector<Region>{dst_.region});
+    rx_ = std::make_unique<ServingReceiver>(opt,
+                                            std::vector<Region>{dst_.region});
     src_ = std::make_unique<testing::FakeSource>(rx_->port(), 2);
   }
   // Opens the session: control, channels and, with `urgent`, the urgent
@@ -680,8 +679,8 @@ class PostcopyBadInputTest : public ::testing::Test {
     EXPECT_THAT(std::string(s.message()), HasSubstr(says));
   }
   bool Unchanged(uint64_t first, uint64_t pages) const {
-    return std::memcmp(dst_.region.page(first),
-                       snapshot_.data() + first * 4096, pages * 4096) == 0;
+    return std::memcmp(dst_.region.page(first), snapshot_.data() + first * 4096,
+                       pages * 4096) == 0;
   }
 
   testing::TestRegion dst_;
@@ -728,7 +727,8 @@ TEST_F(PostcopyBadInputTest, SecondSwitchAfterArmedIsRefused) {
   Open(/*urgent=*/false);
   Arm({{0, 4}});
   (void)src_->SendControl(MissingFrame({1, true, {{100, 1}}}));
-  ExpectEnds(absl::StatusCode::kFailedPrecondition, "after the post-copy switch");
+  ExpectEnds(absl::StatusCode::kFailedPrecondition,
+             "after the post-copy switch");
   EXPECT_TRUE(Unchanged(4, kPages - 4));
   EXPECT_FALSE(rx_->receiver().IsResident(1, 0, 4));
   absl::StatusOr<uint64_t> released = rx_->receiver().ReleasePostcopy();
@@ -801,8 +801,9 @@ TEST_F(PostcopyBadInputTest, SecondUrgentConnectionIsRefused) {
   std::vector<uint8_t> page(4096, 0x77);
   ASSERT_TRUE(Write(*urgent, proto::EncodePageData(1, 3, 1, page.data())).ok());
   Watchdog watchdog(absl::Seconds(30), "placement");
-  ASSERT_TRUE(
-      rx_->receiver().WaitResident(1, 3, 1, absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(rx_->receiver()
+                  .WaitResident(1, 3, 1, absl::Now() + absl::Seconds(10))
+                  .ok());
   EXPECT_EQ(std::memcmp(dst_.region.page(3), page.data(), 4096), 0);
   EXPECT_TRUE(Unchanged(0, 3));
   EXPECT_TRUE(Unchanged(4, kPages - 4));

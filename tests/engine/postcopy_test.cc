@@ -2,15 +2,6 @@
 // destination's missing pages dropped and registered with userfaultfd,
 // threads on the destination faulting on them while the source pushes the
 // rest; every page byte-identical and verified at the end.
-#include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <random>
-#include <string>
-#include <thread>
-#include <tuple>
-#include <vector>
-
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
@@ -18,10 +9,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -208,7 +207,6 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-
 // ---- more shapes of a post-copy session ----
 
 using ::testing::HasSubstr;
@@ -235,11 +233,11 @@ std::string UffdUnavailable() {
                       "vm.unprivileged_userfaultfd=1 or /dev/userfaultfd");
 }
 
-#define SKIP_WITHOUT_USERFAULTFD()                                     \
-  do {                                                                 \
-    if (std::string why = UffdUnavailable(); !why.empty()) {           \
-      GTEST_SKIP() << why;                                             \
-    }                                                                  \
+#define SKIP_WITHOUT_USERFAULTFD()                           \
+  do {                                                       \
+    if (std::string why = UffdUnavailable(); !why.empty()) { \
+      GTEST_SKIP() << why;                                   \
+    }                                                        \
   } while (0)
 
 const std::string kKey = "postcopy-test-key-0123456789abcdef";
@@ -520,32 +518,29 @@ TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
 
   // Out of range: refused, never a crash or a wait.
   for (auto [region, first, n] :
-       std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>{
-           {1, pages, 1},
-           {1, pages - 1, 2},
-           {1, 0, pages + 1},
-           {1, ~0ull, 2},
-           {1, 1, ~0ull},
-           {7, 0, 1}}) {
+       std::vector<std::tuple<uint32_t, uint64_t, uint64_t>>{{1, pages, 1},
+                                                             {1, pages - 1, 2},
+                                                             {1, 0, pages + 1},
+                                                             {1, ~0ull, 2},
+                                                             {1, 1, ~0ull},
+                                                             {7, 0, 1}}) {
     SCOPED_TRACE(absl::StrCat(region, " ", first, " ", n));
     EXPECT_FALSE(rx.IsResident(region, first, n));
     EXPECT_EQ(rx.RequestPages(region, first, n).code(),
               absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(
-        rx.WaitResident(region, first, n, absl::Now() + absl::Seconds(5))
-            .code(),
-        absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(rx.WaitResident(region, first, n, absl::Now() + absl::Seconds(5))
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
   }
   // Nothing pushes before CompletePostcopy: a wait on an unrequested range
   // runs out.
-  EXPECT_EQ(rx.WaitResident(1, 100, 50, absl::Now() + absl::Milliseconds(50))
-                .code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(
+      rx.WaitResident(1, 100, 50, absl::Now() + absl::Milliseconds(50)).code(),
+      absl::StatusCode::kDeadlineExceeded);
 
   ASSERT_TRUE(rx.RequestPages(1, 100, 50).ok());
   ASSERT_TRUE(rx.RequestPages(1, pages - 1, 1).ok());
-  absl::Status w =
-      rx.WaitResident(1, 100, 50, absl::Now() + absl::Seconds(20));
+  absl::Status w = rx.WaitResident(1, 100, 50, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(w.ok()) << w;
   ASSERT_TRUE(
       rx.WaitResident(1, pages - 1, 1, absl::Now() + absl::Seconds(20)).ok());
@@ -612,7 +607,8 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
   EXPECT_GT(d.duplicate_pages, 0u);
   for (uint64_t p = 0; p < kWritten; ++p) {
     const uint8_t* b = dst.page(p);
-    ASSERT_TRUE(std::all_of(b + 100, b + 300, [](uint8_t x) { return x == 0xEE; }))
+    ASSERT_TRUE(
+        std::all_of(b + 100, b + 300, [](uint8_t x) { return x == 0xEE; }))
         << "page " << p << ": the workload's write was overwritten";
     ASSERT_EQ(std::memcmp(b, src.page(p), 100), 0) << p;
   }
@@ -651,8 +647,7 @@ TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
   // Only pages 0..63 are missing: the push is one packet, held back.
   constexpr uint64_t kMissing = 64;
   for (uint64_t p = 0; p < kMissing; ++p) {
-    std::memset(s.src[0].region.page(p), 0x30 + static_cast<int>(p % 7),
-                4096);
+    std::memset(s.src[0].region.page(p), 0x30 + static_cast<int>(p % 7), 4096);
     s.dirty[0]->Set(p);
   }
   ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
@@ -689,8 +684,7 @@ TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedAtConnect) {
   int fd = static_cast<int>(syscall(SYS_memfd_create, "pc-shared", 0));
   ASSERT_GE(fd, 0) << std::strerror(errno);
   ASSERT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
-  void* base =
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ASSERT_NE(base, MAP_FAILED);
   close(fd);
   Region shared;
@@ -705,8 +699,7 @@ TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedAtConnect) {
     absl::StatusOr<std::unique_ptr<Sender>> sender =
         Sender::Connect(opt, {&src.region, 1});
     ASSERT_FALSE(sender.ok());
-    EXPECT_THAT(std::string(sender.status().message()),
-                HasSubstr("post-copy"));
+    EXPECT_THAT(std::string(sender.status().message()), HasSubstr("post-copy"));
     EXPECT_THAT(std::string(sender.status().message()), HasSubstr("shared"));
     rx.receiver().Abort(absl::CancelledError("test over"));
     (void)rx.result();
@@ -722,9 +715,12 @@ TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {
     std::function<void(SessionOptions&)> edit;
   };
   for (const Case& c : std::vector<Case>{
-           {"rdma", [](SessionOptions& o) { o.transport = TransportKind::kRdma; }},
-           {"survive", [](SessionOptions& o) { o.survive_channel_loss = true; }},
-           {"verify sent", [](SessionOptions& o) { o.verify = VerifyMode::kSent; }},
+           {"rdma",
+            [](SessionOptions& o) { o.transport = TransportKind::kRdma; }},
+           {"survive",
+            [](SessionOptions& o) { o.survive_channel_loss = true; }},
+           {"verify sent",
+            [](SessionOptions& o) { o.verify = VerifyMode::kSent; }},
            {"verify reread",
             [](SessionOptions& o) { o.verify = VerifyMode::kReread; }}}) {
     SCOPED_TRACE(c.name);
@@ -742,8 +738,7 @@ TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {
     o.postcopy = true;
     o.port = 1;
     o.connect_timeout = absl::Milliseconds(100);
-    absl::StatusOr<std::unique_ptr<Sender>> sender =
-        Sender::Connect(o, {});
+    absl::StatusOr<std::unique_ptr<Sender>> sender = Sender::Connect(o, {});
     EXPECT_FALSE(sender.ok());
   }
 }

@@ -39,9 +39,9 @@ void FuzzPageData(absl::Span<const uint8_t> in) {
   FUZZ_CHECK(want == 0 ||
              d->bytes.data() == in.data() + proto::kPageDataFixedBytes);
 
-  const std::vector<uint8_t> frame = proto::EncodePageData(
-      d->region_id, d->first_page, d->page_count,
-      d->zero ? nullptr : d->bytes.data());
+  const std::vector<uint8_t> frame =
+      proto::EncodePageData(d->region_id, d->first_page, d->page_count,
+                            d->zero ? nullptr : d->bytes.data());
   FUZZ_CHECK(frame.size() == proto::kFrameHeaderBytes + in.size());
   absl::StatusOr<proto::FrameHeader> h = proto::DecodeFrameHeader(frame);
   FUZZ_CHECK(h.ok());

@@ -367,14 +367,13 @@ TEST(PageRequestTest, RefusesBadSizesOrderAndRegions) {
   ASSERT_TRUE(RequestStatus(good).ok());
   for (size_t n = 0; n < good.size(); ++n) {
     EXPECT_FALSE(
-        RequestStatus({good.begin(), good.begin() + static_cast<long>(n)})
-            .ok())
+        RequestStatus({good.begin(), good.begin() + static_cast<long>(n)}).ok())
         << n;
   }
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
   EXPECT_FALSE(RequestStatus(longer).ok());
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 2, {3})).ok());  // count > pages
+  EXPECT_FALSE(RequestStatus(RawRequest(1, 2, {3})).ok());     // count > pages
   EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {3, 4})).ok());  // count < pages
   // Strictly ascending, each page once.
   absl::Status s = RequestStatus(RawRequest(1, 2, {4, 4}));
@@ -410,9 +409,10 @@ absl::Status DataStatus(const std::vector<uint8_t>& payload) {
 
 TEST(PageDataTest, LayoutAndRoundTripOfBytes) {
   std::vector<uint8_t> pages(3 * 4096);
-  for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<uint8_t>(i * 7);
-  std::vector<uint8_t> b = PayloadOf(EncodePageData(1, 97, 3, pages.data()),
-                                     ControlType::kPageData);
+  for (size_t i = 0; i < pages.size(); ++i)
+    pages[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint8_t> b =
+      PayloadOf(EncodePageData(1, 97, 3, pages.data()), ControlType::kPageData);
   ASSERT_EQ(b.size(), kPageDataFixedBytes + pages.size());
   EXPECT_EQ(Load32(b.data()), 1u);
   EXPECT_EQ(Load32(b.data() + 4), 0u);
@@ -432,10 +432,10 @@ TEST(PageDataTest, LayoutAndRoundTripOfBytes) {
 }
 
 TEST(PageDataTest, ZeroRunsCarryNoBytes) {
-  std::vector<uint8_t> b = PayloadOf(
-      EncodePageData(2, (uint64_t{1} << 28) - kMaxPageDataPages,
-                     kMaxPageDataPages, nullptr),
-      ControlType::kPageData);
+  std::vector<uint8_t> b =
+      PayloadOf(EncodePageData(2, (uint64_t{1} << 28) - kMaxPageDataPages,
+                               kMaxPageDataPages, nullptr),
+                ControlType::kPageData);
   ASSERT_EQ(b.size(), kPageDataFixedBytes);
   EXPECT_EQ(Load32(b.data() + 4), kPageDataZero);
   absl::StatusOr<PageData> d = DecodePageData(b, PostcopyTable());
@@ -458,9 +458,9 @@ TEST(PageDataTest, BoundsOfTheRun) {
                            PostcopyTable())
                 ->bytes.size(),
             kMaxPageDataPayload - kPageDataFixedBytes);
-  EXPECT_FALSE(DataStatus(RawData(2, kPageDataZero, 0, kMaxPageDataPages + 1,
-                                  0, 0))
-                   .ok());
+  EXPECT_FALSE(
+      DataStatus(RawData(2, kPageDataZero, 0, kMaxPageDataPages + 1, 0, 0))
+          .ok());
   EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 0, 0, 0)).ok());
   EXPECT_TRUE(DataStatus(RawData(1, kPageDataZero, 99, 1, 0, 0)).ok());
   EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 99, 2, 0, 0)).ok());
@@ -505,8 +505,8 @@ TEST(PageDataTest, RandomBytesNeverPassABadRun) {
     const uint32_t reserved = rng() % 10 == 0 ? 1 : 0;
     size_t bytes = flags == 1 ? 0 : size_t{count} * 4096;
     if (rng() % 5 == 0) bytes = rng() % (70 * 4096);
-    std::vector<uint8_t> b = RawData(region, flags, first, count, reserved,
-                                     bytes);
+    std::vector<uint8_t> b =
+        RawData(region, flags, first, count, reserved, bytes);
     absl::StatusOr<PageData> d = DecodePageData(b, table);
     if (!d.ok()) continue;
     const uint64_t pages = region == 1 ? 100 : uint64_t{1} << 28;
