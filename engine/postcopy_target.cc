@@ -153,8 +153,9 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
       from = next;
       m.last = from >= pages;
       if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
-          !s.ok())
+          !s.ok()) {
         return s;
+      }
     } while (from < pages);
   }
   if (absl::Status s =

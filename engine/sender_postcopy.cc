@@ -121,8 +121,9 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
     }
   }
   pc_missing_.store(total);
-  if (urgent_ != nullptr)
+  if (urgent_ != nullptr) {
     urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  }
   if (absl::Status s = AwaitControl([&] { return postcopy_armed_; },
                                     options_.round_timeout, "post-copy switch");
       !s.ok()) {
@@ -310,8 +311,9 @@ absl::Status SenderImpl::AwaitResumed() {
     return s;
   }
   armed_ns_ = SteadyNs();
-  if (urgent_ != nullptr)
+  if (urgent_ != nullptr) {
     urgent_thread_ = std::thread([this] { UrgentLoop(); });
+  }
   return absl::OkStatus();
 }
 
