@@ -7,16 +7,26 @@
 namespace ramferry {
 
 const char* OnTimeoutName(OnTimeout o) {
-  return o == OnTimeout::kCancel ? "cancel" : "force";
+  switch (o) {
+    case OnTimeout::kCancel:
+      return "cancel";
+    case OnTimeout::kForce:
+      return "force";
+    case OnTimeout::kPostcopy:
+      return "postcopy";
+  }
+  return "?";
 }
 
 absl::StatusOr<OnTimeout> ParseOnTimeout(absl::string_view text) {
   if (text == "cancel") return OnTimeout::kCancel;
   if (text == "force") return OnTimeout::kForce;
+  if (text == "postcopy") return OnTimeout::kPostcopy;
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown timeout action '", text,
-      "': cancel (the source keeps running, the destination is discarded) "
-      "or force (stop and copy now, whatever the downtime)"));
+      "': cancel (the source keeps running, the destination is discarded), "
+      "force (stop and copy now, whatever the downtime) or postcopy (switch "
+      "to post-copy now)"));
 }
 
 ConvergenceDecision ConvergencePolicy::Stop(ConvergenceAction action,
@@ -46,14 +56,20 @@ ConvergenceDecision ConvergencePolicy::Next(const RoundObservation& o) {
     return Stop(ConvergenceAction::kStopAndCopy, "downtime-limit");
   }
   if (o.elapsed >= config_.timeout) {
-    return Stop(config_.on_timeout == OnTimeout::kCancel
-                    ? ConvergenceAction::kCancel
-                    : ConvergenceAction::kStopAndCopy,
-                "timeout");
+    switch (config_.on_timeout) {
+      case OnTimeout::kCancel:
+        return Stop(ConvergenceAction::kCancel, "timeout");
+      case OnTimeout::kForce:
+        return Stop(ConvergenceAction::kStopAndCopy, "timeout");
+      case OnTimeout::kPostcopy:
+        return Stop(ConvergenceAction::kPostcopy, "timeout");
+    }
   }
-  if (o.live_rounds >= config_.max_rounds) {
-    return Stop(ConvergenceAction::kStopAndCopy, "max-rounds");
-  }
+  // Past this point no final round fits the limit.
+  const ConvergenceAction unfit = config_.postcopy
+                                      ? ConvergenceAction::kPostcopy
+                                      : ConvergenceAction::kStopAndCopy;
+  if (o.live_rounds >= config_.max_rounds) return Stop(unfit, "max-rounds");
   const double progress_mark = static_cast<double>(lowest_) * (1.0 - kProgress);
   if (lowest_ == UINT64_MAX ||
       static_cast<double>(o.remaining_bytes) < progress_mark) {
@@ -75,7 +91,7 @@ ConvergenceDecision ConvergencePolicy::Next(const RoundObservation& o) {
     const bool at_lowest = static_cast<double>(o.remaining_bytes) <=
                            static_cast<double>(lowest_) * (1.0 + kProgress);
     if (at_lowest || ++rounds_stalled_ >= config_.stall_rounds) {
-      return Stop(ConvergenceAction::kStopAndCopy, "stall");
+      return Stop(unfit, "stall");
     }
   }
   return Stop(ConvergenceAction::kContinue, "");

@@ -31,9 +31,12 @@ enum class OnTimeout : uint8_t {
   kCancel,
   // Stop and copy now, whatever the downtime turns out to be.
   kForce,
+  // Switch to post-copy now (Sender::StartPostcopy): the downtime is the
+  // switch's, the rest faults in or is pushed.
+  kPostcopy,
 };
 const char* OnTimeoutName(OnTimeout o);
-// "cancel" or "force".
+// "cancel", "force" or "postcopy".
 absl::StatusOr<OnTimeout> ParseOnTimeout(absl::string_view text);
 
 struct ConvergenceConfig {
@@ -56,6 +59,12 @@ struct ConvergenceConfig {
   // From the first round's start; infinite: none.
   absl::Duration timeout = absl::InfiniteDuration();
   OnTimeout on_timeout = OnTimeout::kCancel;
+  // Post-copy is allowed: live rounds that stop without a final round
+  // estimated to fit the downtime limit (stalled at their lowest point,
+  // out of rounds) switch to post-copy (kPostcopy) instead of stopping and
+  // copying, so the downtime is the switch's rather than the final
+  // round's. A final round that fits is still sent (kStopAndCopy).
+  bool postcopy = false;
 };
 
 // What a round measured, after its dirty pages were collected.
@@ -73,6 +82,7 @@ struct RoundObservation {
 enum class ConvergenceAction : uint8_t {
   kContinue,     // send another live round
   kStopAndCopy,  // pause the workload and send the final round
+  kPostcopy,     // pause the workload and switch to post-copy
   kCancel,       // abandon the migration (OnTimeout::kCancel)
 };
 

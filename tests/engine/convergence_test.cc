@@ -3,6 +3,7 @@
 #include "ramferry/convergence.h"
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -60,8 +61,12 @@ TEST(ConvergencePolicy, MaxRoundsStops) {
   EXPECT_EQ(d.reason, "max-rounds");
 }
 
-TEST(ConvergencePolicy, TimeoutCancelsOrForcesAsConfigured) {
-  for (OnTimeout on : {OnTimeout::kCancel, OnTimeout::kForce}) {
+TEST(ConvergencePolicy, TimeoutCancelsForcesOrSwitchesAsConfigured) {
+  const std::pair<OnTimeout, ConvergenceAction> cases[] = {
+      {OnTimeout::kCancel, ConvergenceAction::kCancel},
+      {OnTimeout::kForce, ConvergenceAction::kStopAndCopy},
+      {OnTimeout::kPostcopy, ConvergenceAction::kPostcopy}};
+  for (const auto& [on, action] : cases) {
     ConvergenceConfig c = NoStall();
     c.timeout = absl::Seconds(3);
     c.on_timeout = on;
@@ -69,10 +74,41 @@ TEST(ConvergencePolicy, TimeoutCancelsOrForcesAsConfigured) {
     EXPECT_EQ(p.Next(Round(1, 100)).action, ConvergenceAction::kContinue);
     const ConvergenceDecision d = p.Next(Round(3, 100));
     EXPECT_EQ(d.reason, "timeout");
-    EXPECT_EQ(d.action, on == OnTimeout::kCancel
-                            ? ConvergenceAction::kCancel
-                            : ConvergenceAction::kStopAndCopy);
+    EXPECT_EQ(d.action, action) << OnTimeoutName(on);
   }
+}
+
+// With post-copy allowed, every stop without a fitting final round
+// switches; a final round that fits is still sent.
+TEST(ConvergencePolicy, PostcopyAllowedSwitchesWhereNoFinalRoundFits) {
+  ConvergenceConfig c;
+  c.postcopy = true;
+  c.max_rounds = 3;
+  c.stall_rounds = 0;
+  {
+    ConvergencePolicy p(c);
+    p.Next(Round(1, 100));
+    p.Next(Round(2, 100));
+    const ConvergenceDecision d = p.Next(Round(3, 100));
+    EXPECT_EQ(d.action, ConvergenceAction::kPostcopy);
+    EXPECT_EQ(d.reason, "max-rounds");
+  }
+  {
+    ConvergencePolicy p(c);
+    RoundObservation fits = Round(1, 10);
+    fits.estimated_downtime = absl::Milliseconds(100);
+    EXPECT_EQ(p.Next(fits).action, ConvergenceAction::kStopAndCopy);
+  }
+  c.max_rounds = 30;
+  c.stall_rounds = 2;
+  ConvergencePolicy p(c);
+  ConvergenceDecision d;
+  for (uint64_t n = 1; n < 10 && d.action == ConvergenceAction::kContinue;
+       ++n) {
+    d = p.Next(Round(n, 100));
+  }
+  EXPECT_EQ(d.action, ConvergenceAction::kPostcopy);
+  EXPECT_EQ(d.reason, "stall");
 }
 
 TEST(ConvergencePolicy, AFittingEstimateWinsOverTheTimeout) {
@@ -176,8 +212,10 @@ TEST(ConvergencePolicy, AutoConvergeLeavesAWorkloadTheLinkOutpaces) {
 TEST(ConvergencePolicy, ParsesTimeoutActions) {
   EXPECT_EQ(*ParseOnTimeout("cancel"), OnTimeout::kCancel);
   EXPECT_EQ(*ParseOnTimeout("force"), OnTimeout::kForce);
+  EXPECT_EQ(*ParseOnTimeout("postcopy"), OnTimeout::kPostcopy);
   EXPECT_FALSE(ParseOnTimeout("postpone").ok());
   EXPECT_STREQ(OnTimeoutName(OnTimeout::kForce), "force");
+  EXPECT_STREQ(OnTimeoutName(OnTimeout::kPostcopy), "postcopy");
 }
 
 }  // namespace

@@ -46,51 +46,57 @@ TEST(TimeoutAction, DefaultFollowsThePostcopyMode) {
   EXPECT_THAT(bad.status().message(), HasSubstr("cancel (the source keeps"));
 }
 
-TEST(ChooseSwitchover, OffAlwaysStopsAndCopies) {
-  for (const char* reason : {"downtime-limit", "stall", "max-rounds"}) {
-    EXPECT_EQ(
-        ChooseSwitchover(PostcopyMode::kOff, TimeoutAction::kCancel, reason),
-        Switchover::kStopAndCopy)
+TEST(ChooseSwitchover, OffStopsAndCopiesWhereThePolicySays) {
+  for (const char* reason :
+       {"downtime-limit", "stall", "max-rounds", "timeout"}) {
+    EXPECT_EQ(ChooseSwitchover(PostcopyMode::kOff,
+                               ConvergenceAction::kStopAndCopy, reason),
+              Switchover::kStopAndCopy)
         << reason;
   }
-  EXPECT_EQ(
-      ChooseSwitchover(PostcopyMode::kOff, TimeoutAction::kForce, "timeout"),
-      Switchover::kStopAndCopy);
 }
 
 TEST(ChooseSwitchover, OnAlwaysSwitchesToPostcopy) {
   for (const char* reason : {"downtime-limit", "stall", "max-rounds"}) {
-    EXPECT_EQ(
-        ChooseSwitchover(PostcopyMode::kOn, TimeoutAction::kPostcopy, reason),
-        Switchover::kPostcopy)
+    EXPECT_EQ(ChooseSwitchover(PostcopyMode::kOn,
+                               ConvergenceAction::kStopAndCopy, reason),
+              Switchover::kPostcopy)
         << reason;
   }
 }
 
-// auto: the final round that fits the limit is sent; a pre-copy that did
-// not converge (stalled at its lowest point, out of rounds) switches.
-TEST(ChooseSwitchover, AutoStopsAndCopiesOnlyWhenTheLimitFits) {
-  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy,
-                             "downtime-limit"),
-            Switchover::kStopAndCopy);
-  EXPECT_EQ(
-      ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy, "stall"),
-      Switchover::kPostcopy);
-  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy,
-                             "max-rounds"),
+// auto: the policy (ConvergenceConfig::postcopy) says where no final
+// round fits; the tool follows it.
+TEST(ChooseSwitchover, AutoFollowsThePolicy) {
+  ConvergenceConfig c;
+  c.postcopy = true;
+  c.max_rounds = 2;
+  c.stall_rounds = 0;
+  ConvergencePolicy policy(c);
+  RoundObservation o;
+  o.remaining_bytes = 100 << 20;
+  o.estimated_downtime = absl::Seconds(2);
+  o.live_rounds = 2;
+  const ConvergenceDecision d = policy.Next(o);
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, d.action, d.reason),
             Switchover::kPostcopy);
+  o.estimated_downtime = absl::Milliseconds(10);
+  ConvergencePolicy fits(c);
+  const ConvergenceDecision f = fits.Next(o);
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, f.action, f.reason),
+            Switchover::kStopAndCopy);
 }
 
 TEST(ChooseSwitchover, ATimeoutDoesWhatOnTimeoutSays) {
-  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kPostcopy,
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto, ConvergenceAction::kPostcopy,
                              "timeout"),
             Switchover::kPostcopy);
-  EXPECT_EQ(
-      ChooseSwitchover(PostcopyMode::kAuto, TimeoutAction::kForce, "timeout"),
-      Switchover::kStopAndCopy);
-  EXPECT_EQ(
-      ChooseSwitchover(PostcopyMode::kOn, TimeoutAction::kForce, "timeout"),
-      Switchover::kStopAndCopy);
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kAuto,
+                             ConvergenceAction::kStopAndCopy, "timeout"),
+            Switchover::kStopAndCopy);
+  EXPECT_EQ(ChooseSwitchover(PostcopyMode::kOn, ConvergenceAction::kStopAndCopy,
+                             "timeout"),
+            Switchover::kStopAndCopy);
 }
 
 PostcopyFlagCheck Allowed() {

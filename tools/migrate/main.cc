@@ -312,10 +312,20 @@ absl::StatusOr<ConvergenceConfig> Convergence() {
   }
   absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
   if (!on.ok()) return on.status();
-  // The policy stops the live rounds; post-copy switches where force
-  // would stop and copy.
-  c.on_timeout =
-      *on == TimeoutAction::kCancel ? OnTimeout::kCancel : OnTimeout::kForce;
+  switch (*on) {
+    case TimeoutAction::kCancel:
+      c.on_timeout = OnTimeout::kCancel;
+      break;
+    case TimeoutAction::kForce:
+      c.on_timeout = OnTimeout::kForce;
+      break;
+    case TimeoutAction::kPostcopy:
+      c.on_timeout = OnTimeout::kPostcopy;
+      break;
+  }
+  // auto: the policy switches where no final round fits (on switches
+  // wherever the rounds end: ChooseSwitchover).
+  c.postcopy = PostcopyFlag() == PostcopyMode::kAuto;
   return c;
 }
 

@@ -64,23 +64,12 @@ const char* SwitchoverName(Switchover s) {
   return s == Switchover::kPostcopy ? "postcopy" : "stop-and-copy";
 }
 
-Switchover ChooseSwitchover(PostcopyMode mode, TimeoutAction on_timeout,
+Switchover ChooseSwitchover(PostcopyMode mode, ConvergenceAction action,
                             absl::string_view reason) {
-  if (reason == "timeout") {
-    return on_timeout == TimeoutAction::kPostcopy ? Switchover::kPostcopy
-                                                  : Switchover::kStopAndCopy;
-  }
-  switch (mode) {
-    case PostcopyMode::kOff:
-      return Switchover::kStopAndCopy;
-    case PostcopyMode::kOn:
-    case PostcopyMode::kNow:
-      return Switchover::kPostcopy;
-    case PostcopyMode::kAuto:
-      return reason == "downtime-limit" ? Switchover::kStopAndCopy
-                                        : Switchover::kPostcopy;
-  }
-  return Switchover::kStopAndCopy;
+  if (action == ConvergenceAction::kPostcopy) return Switchover::kPostcopy;
+  const bool on = mode == PostcopyMode::kOn || mode == PostcopyMode::kNow;
+  return on && reason != "timeout" ? Switchover::kPostcopy
+                                   : Switchover::kStopAndCopy;
 }
 
 absl::StatusOr<bool> ParseOnOff(absl::string_view flag,

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ramferry/convergence.h"
 
 namespace ramferry::migrate {
 
@@ -44,14 +45,12 @@ enum class Switchover {
 };
 const char* SwitchoverName(Switchover s);
 
-// The switchover once the live rounds stopped for `reason`
-// (ConvergenceDecision::reason: "downtime-limit", "stall", "max-rounds",
-// "timeout"). A timeout does as `on_timeout` says (kCancel never gets
-// here); otherwise on means post-copy always, auto post-copy unless the
-// final round fits the downtime limit (stall detection stops at the lowest
-// point seen: if even that does not fit, post-copy bounds the downtime
-// where stop-and-copy would not), off stop-and-copy.
-Switchover ChooseSwitchover(PostcopyMode mode, TimeoutAction on_timeout,
+// The switchover once the live rounds stopped with `action` (the
+// convergence policy's, which already switches where post-copy is allowed
+// and no final round fits: ConvergenceConfig::postcopy for auto, and
+// OnTimeout::kPostcopy) for `reason`. On top of the policy: `on` switches
+// wherever the rounds end, unless a timeout says force.
+Switchover ChooseSwitchover(PostcopyMode mode, ConvergenceAction action,
                             absl::string_view reason);
 
 // What the tool can check of a post-copy run before it starts, on either

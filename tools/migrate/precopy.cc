@@ -185,7 +185,7 @@ class PrecopyRun {
       } else {
         s = LiveRoundsUntilTimeout();
         if (s.ok()) {
-          s = ChooseSwitchover(config_.postcopy, config_.on_timeout,
+          s = ChooseSwitchover(config_.postcopy, stopped_with_,
                                report_.converged_by) == Switchover::kPostcopy
                   ? Postcopy()
                   : StopAndCopy();
@@ -330,6 +330,7 @@ class PrecopyRun {
       live_.throttle.store(d.throttle_percent);
       if (d.action == ConvergenceAction::kContinue) continue;
       report_.converged_by = d.reason;
+      stopped_with_ = d.action;
       if (d.action == ConvergenceAction::kCancel) return Cancel();
       return absl::OkStatus();
     }
@@ -499,6 +500,8 @@ class PrecopyRun {
   absl::Time transfer_start_;
   absl::Time last_collect_;
   bool paused_ = false;
+  // How the convergence policy ended the live rounds.
+  ConvergenceAction stopped_with_ = ConvergenceAction::kContinue;
   bool switched_ = false;  // StartPostcopy was called
 };
 
