@@ -18,6 +18,7 @@
 #include "ramferry/sender.h"
 #include "tests/support/link_testbed_skip.h"
 #include "tests/support/test_support.h"
+#include "tests/support/uffd_skip.h"
 #include "tools/common/link_testbed.h"
 
 namespace ramferry {
@@ -217,8 +218,9 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
 // and the destination ends byte-identical, every thread having read the
 // source's bytes.
 TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
-  if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
-    GTEST_SKIP() << why;
+  for (const std::string& why :
+       {testing::LinkTestbedSkipReason(), testing::UserfaultfdSkipReason()}) {
+    if (!why.empty()) GTEST_SKIP() << why;
   }
   cli::SavedNetworkNamespace home;
   ASSERT_TRUE(home.ok());

@@ -51,6 +51,7 @@
 #include "tests/support/fake_source.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
+#include "tests/support/uffd_skip.h"
 
 namespace ramferry {
 namespace {
@@ -62,26 +63,6 @@ using testing::MakeRegion;
 using testing::ServingReceiver;
 
 // Why this machine cannot give the test a userfaultfd, or "" if it can.
-std::string UffdUnavailable() {
-  int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC));
-  if (fd >= 0) {
-    close(fd);
-    return "";
-  }
-  const int err = errno;
-  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-  if (dev >= 0) {
-    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
-    close(dev);
-    if (fd >= 0) {
-      close(fd);
-      return "";
-    }
-  }
-  return absl::StrCat("userfaultfd unavailable here (", std::strerror(err),
-                      "): needs root, CAP_SYS_PTRACE, "
-                      "vm.unprivileged_userfaultfd=1 or /dev/userfaultfd");
-}
 
 // Fails the test (ends the process, which ctest reports) if not disarmed
 // within `bound`: a hang must not pass as a slow success.
@@ -232,7 +213,8 @@ class PostcopyFaultTest
     : public ::testing::TestWithParam<std::tuple<Kill, bool>> {
  protected:
   void SetUp() override {
-    if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+      GTEST_SKIP() << why;
   }
 };
 
@@ -394,7 +376,8 @@ TEST_P(PostcopyFaultTest, KilledMidPushLosesNothing) {
 // With postcopy_resume_timeout the destination waits for a resume that
 // never comes, then fails the same way: nothing lost, nothing released.
 TEST(PostcopyFaultResumeTest, UnresumedDestinationGivesUpAfterItsTimeout) {
-  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
   KillMidPush(Kill::kAbortSource, true, 77, absl::Seconds(1));
   if (HasFatalFailure()) return;
   KillMidPush(Kill::kResetSource, false, 78, absl::Seconds(1));
@@ -429,7 +412,8 @@ bool ReadByte(int fd, char* c, absl::Duration timeout) {
 // session within the stall timeout; its threads stay blocked until
 // ReleasePostcopy.
 TEST(PostcopyStallTest, StoppedSourceEndsTheDestinationAfterTheStallTimeout) {
-  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -559,7 +543,8 @@ void DestinationGoes(int sig) {
 }
 
 TEST(PostcopyDestinationGoneTest, KilledDestinationFailsTheSource) {
-  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -567,7 +552,8 @@ TEST(PostcopyDestinationGoneTest, KilledDestinationFailsTheSource) {
 }
 
 TEST(PostcopyDestinationGoneTest, StoppedDestinationFailsTheSource) {
-  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -590,7 +576,8 @@ class PostcopyBadInputTest : public ::testing::Test {
   static constexpr uint64_t kPages = kBytes / 4096;
 
   void SetUp() override {
-    if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+      GTEST_SKIP() << why;
     // Filled, so a dropped page is seen (it would read as zero).
     dst_ = MakeRegion(1, kBytes, 5, /*fill=*/true);
     snapshot_.assign(dst_.region.page(0), dst_.region.page(0) + kBytes);
@@ -825,7 +812,8 @@ TEST_F(PostcopyBadInputTest, PageDataOnTheControlConnectionIsRefused) {
 }
 
 TEST(PostcopyBadInputNoPostcopyTest, MissingPagesWithoutPostcopyIsRefused) {
-  if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
   auto dst = MakeRegion(1, 1 << 20, 5, /*fill=*/true);
   const std::vector<uint8_t> before(dst.region.page(0),
                                     dst.region.page(0) + (1 << 20));

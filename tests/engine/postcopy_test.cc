@@ -32,9 +32,17 @@
 #include "ramferry/sender.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
+#include "tests/support/uffd_skip.h"
 
 namespace ramferry {
 namespace {
+
+#define SKIP_WITHOUT_USERFAULTFD()                                          \
+  do {                                                                      \
+    if (std::string why = testing::UserfaultfdSkipReason(); !why.empty()) { \
+      GTEST_SKIP() << why;                                                  \
+    }                                                                       \
+  } while (0)
 
 using testing::MakeRegion;
 using testing::SameBytes;
@@ -82,6 +90,7 @@ class PostcopyTest
     : public ::testing::TestWithParam<std::tuple<TransportKind, bool>> {};
 
 TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
+  SKIP_WITHOUT_USERFAULTFD();
   const auto [kind, urgent] = GetParam();
   const uint64_t bytes = testing::ScaledBytes(64ull << 20);
   auto src = MakeRegion(1, bytes, /*seed=*/11, /*fill=*/true);
@@ -144,6 +153,7 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
 // paused and waits; a resumed session learns what is still missing, the
 // faulting threads' requests go again, and the end is byte-identical.
 TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
+  SKIP_WITHOUT_USERFAULTFD();
   const auto [kind, urgent] = GetParam();
   const uint64_t bytes = testing::ScaledBytes(64ull << 20);
   auto src = MakeRegion(1, bytes, /*seed=*/13, /*fill=*/true);
@@ -212,33 +222,6 @@ INSTANTIATE_TEST_SUITE_P(
 using ::testing::HasSubstr;
 
 // Why this machine cannot give the test a userfaultfd, or "" if it can.
-std::string UffdUnavailable() {
-  int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC));
-  if (fd >= 0) {
-    close(fd);
-    return "";
-  }
-  const int err = errno;
-  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-  if (dev >= 0) {
-    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
-    close(dev);
-    if (fd >= 0) {
-      close(fd);
-      return "";
-    }
-  }
-  return absl::StrCat("userfaultfd unavailable here (", std::strerror(err),
-                      "): needs root, CAP_SYS_PTRACE, "
-                      "vm.unprivileged_userfaultfd=1 or /dev/userfaultfd");
-}
-
-#define SKIP_WITHOUT_USERFAULTFD()                           \
-  do {                                                       \
-    if (std::string why = UffdUnavailable(); !why.empty()) { \
-      GTEST_SKIP() << why;                                   \
-    }                                                        \
-  } while (0)
 
 const std::string kKey = "postcopy-test-key-0123456789abcdef";
 

@@ -36,6 +36,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/uffd_skip.h"
 
 namespace ramferry::engine {
 namespace {
@@ -48,26 +49,6 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
 // Why this machine cannot give the test a userfaultfd, or "" if it can.
-std::string UffdUnavailable() {
-  int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC));
-  if (fd >= 0) {
-    close(fd);
-    return "";
-  }
-  const int err = errno;
-  int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-  if (dev >= 0) {
-    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
-    close(dev);
-    if (fd >= 0) {
-      close(fd);
-      return "";
-    }
-  }
-  return absl::StrCat("userfaultfd unavailable here (", std::strerror(err),
-                      "): needs root, CAP_SYS_PTRACE, "
-                      "vm.unprivileged_userfaultfd=1 or /dev/userfaultfd");
-}
 
 // A page's worth of `byte` with the page index in its first 8 bytes, so a
 // page landing at the wrong place is seen too.
@@ -109,7 +90,9 @@ bool WaitBlockedInUserfault(const std::vector<pid_t>& tids,
 class UffdPlacerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = UffdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = ramferry::testing::UserfaultfdSkipReason();
+        !why.empty())
+      GTEST_SKIP() << why;
   }
 
   // `pages` pages of guarded anonymous memory, every page written with
