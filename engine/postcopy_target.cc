@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/counters.h"
 #include "engine/status_util.h"
 #include "engine/thread_priority.h"
 #include "proto/control.h"
@@ -20,12 +21,6 @@ namespace {
 constexpr size_t kFaultBatch = 256;
 // How long a reader waits before it looks at stopping_ again.
 constexpr absl::Duration kFaultPoll = absl::Milliseconds(100);
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -84,7 +79,7 @@ absl::Status PostcopyTarget::Arm() {
   remaining_.store(missing_pages_, std::memory_order_relaxed);
   switch_ns_ = static_cast<uint64_t>(
       absl::ToInt64Nanoseconds(absl::Now() - switch_start_));
-  armed_ns_ = SteadyNs();
+  armed_ns_ = channels::MonotonicNs();
   armed_.store(true, std::memory_order_release);
   // ARMED before the threads start: the completer of a set with nothing
   // missing sends POSTCOPY_COMPLETE at once, which must not overtake it.
@@ -282,7 +277,7 @@ void PostcopyTarget::CountPlaced(uint64_t placed) {
   if (remaining_.fetch_sub(placed, std::memory_order_acq_rel) != placed) {
     return;
   }
-  duration_ns_.store(static_cast<uint64_t>(SteadyNs() - armed_ns_),
+  duration_ns_.store(channels::MonotonicNs() - armed_ns_,
                      std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   cv_.notify_all();
@@ -428,7 +423,7 @@ PostcopyStats PostcopyTarget::stats() const {
   out.resumes = resumes_.load(std::memory_order_relaxed);
   out.duration_ns = duration_ns_.load(std::memory_order_relaxed);
   if (out.duration_ns == 0 && !complete()) {
-    out.duration_ns = static_cast<uint64_t>(SteadyNs() - armed_ns_);
+    out.duration_ns = channels::MonotonicNs() - armed_ns_;
   }
   FaultLatencySnapshot latency;
   for (const auto& p : placers_) {

@@ -157,7 +157,7 @@ class PostcopyTarget {
   std::vector<std::unique_ptr<UffdPlacer>> placers_;
   std::optional<proto::MissingPagesChecker> checker_;
   absl::Time switch_start_;
-  int64_t armed_ns_ = 0;  // steady clock
+  uint64_t armed_ns_ = 0;  // steady clock
   uint64_t switch_ns_ = 0;
   uint64_t missing_pages_ = 0;
 

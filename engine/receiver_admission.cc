@@ -54,12 +54,18 @@ void Admission::Wake() {
   cv_.notify_all();
 }
 
-void Admission::Reopen() {
+void Admission::Reopen() { ReopenAs(/*resume=*/false); }
+
+void Admission::ReopenForResume() { ReopenAs(/*resume=*/true); }
+
+void Admission::ReopenAs(bool resume) {
   std::unique_ptr<channels::ChannelListener> listener;
   std::vector<ChannelSlot> slots;
   {
     std::unique_lock<std::mutex> lock(mu_);
     session_open_ = false;
+    resuming_ = resume;
+    if (control_.state == SlotState::kReady) close(control_.fd);
     control_ = {};
     if (urgent_.state == SlotState::kReady) close(urgent_.fd);
     urgent_ = {};
@@ -70,33 +76,13 @@ void Admission::Reopen() {
       retired_auth_failures_ += channel_listener_->auth_failures();
     }
     listener = std::move(channel_listener_);
-    arrival_digests_.reset();
-    zero_pages_.reset();
-    seal_ = proto::SealMode::kNone;
-    resuming_ = false;
+    if (!resume) {
+      arrival_digests_.reset();
+      zero_pages_.reset();
+      seal_ = proto::SealMode::kNone;
+    }
   }
   // Outside mu_: a listener's callbacks take it while it stops.
-  listener.reset();
-}
-
-void Admission::ReopenForResume() {
-  std::unique_ptr<channels::ChannelListener> listener;
-  std::vector<ChannelSlot> slots;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    session_open_ = false;
-    resuming_ = true;
-    if (control_.state == SlotState::kReady) close(control_.fd);
-    control_ = {};
-    if (urgent_.state == SlotState::kReady) close(urgent_.fd);
-    urgent_ = {};
-    slots.swap(slots_);
-    if (channel_listener_ != nullptr) {
-      retired_refused_ += channel_listener_->refused();
-      retired_auth_failures_ += channel_listener_->auth_failures();
-    }
-    listener = std::move(channel_listener_);
-  }
   listener.reset();
 }
 

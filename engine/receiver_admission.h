@@ -121,6 +121,8 @@ class Admission {
 
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
+  // Reopen and ReopenForResume.
+  void ReopenAs(bool resume);
   // The control Hello opens the session; a data Hello joins it. Need mu_.
   proto::HelloReply AdmitControl(const proto::Hello& hello,
                                  const channels::TransportFamily& family);

@@ -281,7 +281,7 @@ class SenderImpl {
   uint64_t resumes_ = 0;
   std::optional<proto::MissingPagesChecker> resume_checker_;
   absl::Time postcopy_start_;
-  int64_t armed_ns_ = 0;  // steady clock, caller thread
+  uint64_t armed_ns_ = 0;  // steady clock, caller thread
   std::atomic<uint64_t> pc_missing_{0}, pc_requested_{0}, pc_urgent_{0},
       pc_pushed_{0}, pc_switch_ns_{0}, pc_duration_ns_{0};
 

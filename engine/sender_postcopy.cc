@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/counters.h"
 #include "channels/socket_dial.h"
 #include "engine/page_ranges.h"
 #include "engine/region_table.h"
@@ -33,12 +34,6 @@ namespace {
 // a small share (16 MiB of 4 KiB pages; two chunks are kept in flight).
 constexpr uint64_t kPushChunkPages = 4096;
 constexpr size_t kPushChunksInFlight = 2;
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 bool AllZero(const uint8_t* p, size_t n) {
   return p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0;
@@ -129,7 +124,7 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
       !s.ok()) {
     return s;
   }
-  armed_ns_ = SteadyNs();
+  armed_ns_ = channels::MonotonicNs();
   pc_switch_ns_.store(static_cast<uint64_t>(
       absl::ToInt64Nanoseconds(absl::Now() - postcopy_start_)));
   return absl::OkStatus();
@@ -310,7 +305,7 @@ absl::Status SenderImpl::AwaitResumed() {
       !s.ok()) {
     return s;
   }
-  armed_ns_ = SteadyNs();
+  armed_ns_ = channels::MonotonicNs();
   if (urgent_ != nullptr) {
     urgent_thread_ = std::thread([this] { UrgentLoop(); });
   }
@@ -351,7 +346,7 @@ absl::Status SenderImpl::CompletePostcopy() {
       !s.ok()) {
     return s;
   }
-  pc_duration_ns_.store(static_cast<uint64_t>(SteadyNs() - armed_ns_));
+  pc_duration_ns_.store(channels::MonotonicNs() - armed_ns_);
   // The destination holds every page: requests are over.
   if (urgent_ != nullptr) {
     urgent_->Shutdown();
