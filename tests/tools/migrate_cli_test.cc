@@ -329,8 +329,10 @@ TEST(MigrateCli, EachVerifyModeReportsWhatItChecked) {
 }
 
 // A writer the tool cannot see (another process writing the shared file)
-// changes pages without marking them dirty: full verification compares
-// the source's memory at the end with what landed, and must catch it.
+// changes pages without marking them dirty. The tool refuses such a file
+// up front; told to go on (--allow-foreign-writers), it says the writers
+// are untracked, and full verification, which compares the source's
+// memory at the end with what landed, must catch what they wrote.
 TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
   const std::string src =
       absl::StrCat("/dev/shm/ramferry-test-lost-", getpid());
@@ -359,12 +361,21 @@ TEST(MigrateCli, FullVerificationCatchesWritesTheTrackingMissed) {
   ASSERT_EQ(read(ready[0], &byte, 1), 1);
   close(ready[0]);
   close(ready[1]);
-  CommandResult r = RunCommand(
+  // Up front, the tool refuses a file another process maps, naming it.
+  CommandResult refused = RunCommand(
       {kMigrate, "--demo", "--json", "--region-file=" + src, "--verify=full"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr(absl::StrCat(writer, " (")));
+  EXPECT_THAT(refused.err, HasSubstr("--allow-foreign-writers"));
+  CommandResult r =
+      RunCommand({kMigrate, "--demo", "--json", "--region-file=" + src,
+                  "--verify=full", "--allow-foreign-writers"});
   kill(writer, SIGKILL);
   waitpid(writer, nullptr, 0);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   Json j = ParseJson(r);
+  EXPECT_THAT(j.value("untracked_writers", std::string()),
+              HasSubstr(absl::StrCat(writer, " (")));
   EXPECT_EQ(j["verified"], false);
   EXPECT_GT(j["pages_mismatched"].get<uint64_t>(), 0u);
   EXPECT_THAT(j.value("error", std::string()),

@@ -30,6 +30,7 @@
 #include "tools/common/link_testbed.h"
 #include "tools/migrate/destination.h"
 #include "tools/migrate/dirty_tracker.h"
+#include "tools/migrate/file_mappers.h"
 #include "tools/migrate/memload.h"
 #include "tools/migrate/memory_image.h"
 #include "tools/migrate/postcopy_mode.h"
@@ -202,6 +203,12 @@ ABSL_FLAG(std::string, make_image, "",
           "holes) with --seed, print what it holds, and exit: the data file "
           "for a --region-file run or bench/compare --qemu");
 ABSL_FLAG(bool, json, false, "print the report as JSON; no progress line");
+ABSL_FLAG(bool, allow_foreign_writers, false,
+          "source: migrate a --region-file that other processes map. Their "
+          "writes are invisible to the dirty tracking (userfaultfd "
+          "write-protection is per address space), so the result is right "
+          "only if they do not write; without this flag such a file is "
+          "refused");
 ABSL_FLAG(bool, allow_unauthenticated, false,
           "--demo: run both ends without a key instead of the fresh one the "
           "demo makes (anything that reaches the port can write into the "
@@ -399,6 +406,31 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   absl::Time prepare_start = absl::Now();
   std::unique_ptr<RegionMemory> mem;
   const std::string file = absl::GetFlag(FLAGS_region_file);
+  std::string untracked_writers;
+  if (!file.empty()) {
+    absl::StatusOr<std::vector<FileMapper>> others =
+        OtherProcessesMapping(file);
+    if (!others.ok()) return Usage(std::string(others.status().message()));
+    if (!others->empty()) {
+      untracked_writers = DescribeMappers(*others);
+      if (!absl::GetFlag(FLAGS_allow_foreign_writers)) {
+        std::fprintf(
+            stderr,
+            "ramferry-migrate: refusing to start: other processes map %s "
+            "(%s). Their writes would be invisible to the dirty tracking "
+            "(userfaultfd write-protection is per address space), so the "
+            "destination would not match. Stop them, or pass "
+            "--allow-foreign-writers if they do not write.\n",
+            file.c_str(), untracked_writers.c_str());
+        return 2;
+      }
+      std::fprintf(stderr,
+                   "ramferry-migrate: WARNING: other processes map %s (%s); "
+                   "their writes are not tracked, only verification checks "
+                   "them\n",
+                   file.c_str(), untracked_writers.c_str());
+    }
+  }
   absl::StatusOr<std::unique_ptr<RegionMemory>> m =
       file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes)
                    : RegionMemory::OpenFile(file);
@@ -464,6 +496,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   PrecopyReport r = RunPrecopy(config, region, *tracker, load);
   r.prepare_s = absl::ToDoubleSeconds(prepare);
   RunDescription run = Describe(opt, region.length, tracker->name());
+  run.untracked_writers = untracked_writers;
   run.transport_reason = *transport_reason;
   for (size_t i = 0; links != nullptr && i < links->links(); ++i) {
     run.link_rates.emplace_back(links->destination_address(i), links->rate(i));

@@ -166,6 +166,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["region"] = run.region;
   j["image"] = run.image;
   j["dirty_tracking"] = run.dirty_tracking;
+  j["untracked_writers"] = run.untracked_writers;
   j["workload"] = {{"dirty_set_bytes", run.dirty_set_bytes},
                    {"dirty_rate_bytes_per_s", run.dirty_rate_bytes_per_s},
                    {"writers", run.writers},
@@ -257,10 +258,22 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                           "  confirmed rounds %d (the destination applied "
                           "these in full)\n",
                           r.confirmed_rounds);
-    absl::StrAppendFormat(&t, "  workload         %s\n",
-                          r.workload_running_after ? "still running on the "
-                                                     "source"
-                                                   : "not writing");
+    absl::StrAppendFormat(
+        &t, "  workload         %s\n",
+        r.workload_running_after ? "still running on the source"
+        : run.untracked_writers.empty()
+            ? "not writing"
+            : absl::StrCat("memload paused; untracked: other processes map "
+                           "the file (",
+                           run.untracked_writers, ")"));
+  }
+  if (!run.untracked_writers.empty()) {
+    absl::StrAppendFormat(
+        &t,
+        "  UNTRACKED        other processes map the file (%s): their writes "
+        "are invisible to the dirty tracking; only verification checks "
+        "them\n",
+        run.untracked_writers);
   }
   absl::StrAppendFormat(&t, "  total            %.3f s\n", r.total_s);
   absl::StrAppendFormat(&t,

@@ -36,6 +36,9 @@ struct RunDescription {
   std::string protect = "none";  // what guarded the stream: none, mac, encrypt
   std::string verify_mode;       // --verify: full, sent or off
   std::string image;             // --image of anonymous memory, or the file's
+  // --region-file mapped by other processes (--allow-foreign-writers):
+  // their writes are invisible to the dirty tracking. Empty: none.
+  std::string untracked_writers;
   // --demo-link: each link's {destination address, rate}, so the per-link
   // summary can say what each link was limited to.
   std::vector<std::pair<std::string, std::string>> link_rates;

@@ -1,0 +1,81 @@
+#include "tools/migrate/file_mappers.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ramferry::migrate {
+
+bool MapsLineMapsFile(std::string_view line, uint32_t major, uint32_t minor,
+                      uint64_t inode, bool* writable) {
+  // "start-end perms offset major:minor inode [path]"
+  char perms[8] = {};
+  unsigned int maj = 0, min = 0;
+  uint64_t ino = 0;
+  const std::string text(line);
+  if (std::sscanf(text.c_str(),
+                  "%*" SCNx64 "-%*" SCNx64 " %7s %*" SCNx64 " %x:%x %" SCNu64,
+                  perms, &maj, &min, &ino) != 4) {
+    return false;
+  }
+  if (ino == 0 || ino != inode || maj != major || min != minor) return false;
+  *writable = perms[1] == 'w';
+  return true;
+}
+
+absl::StatusOr<std::vector<FileMapper>> OtherProcessesMapping(
+    const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: %s", path, std::strerror(errno)));
+  }
+  std::vector<FileMapper> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  const pid_t self = getpid();
+  while (const dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == self) continue;
+    std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+    if (!maps) continue;  // gone, or not ours to read
+    FileMapper m{static_cast<pid_t>(pid), "", false};
+    bool maps_it = false;
+    for (std::string line; std::getline(maps, line);) {
+      bool writable = false;
+      if (MapsLineMapsFile(line, major(st.st_dev), minor(st.st_dev), st.st_ino,
+                           &writable)) {
+        maps_it = true;
+        m.writable = m.writable || writable;
+      }
+    }
+    if (!maps_it) continue;
+    std::ifstream comm(absl::StrCat("/proc/", pid, "/comm"));
+    std::getline(comm, m.command);
+    found.push_back(std::move(m));
+  }
+  closedir(proc);
+  return found;
+}
+
+std::string DescribeMappers(const std::vector<FileMapper>& mappers) {
+  return absl::StrJoin(
+      mappers, ", ", [](std::string* out, const FileMapper& m) {
+        absl::StrAppend(out, m.pid, " (", m.command.empty() ? "?" : m.command,
+                        m.writable ? ", writable" : "", ")");
+      });
+}
+
+}  // namespace ramferry::migrate
