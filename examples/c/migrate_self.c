@@ -3,15 +3,18 @@
  *
  * Two regions (the "ram" with 4 KiB pages and a small one with 64 KiB
  * pages) move from the source's memory to the destination's over loopback.
- * A writer thread stores to random places meanwhile (some stores straddle
- * two pages) and marks each page it wrote in the program's own dirty bitmap
- * words, which every round reads and clears in place. Live rounds run
- * until few pages are left; then the writer stops, the last round goes,
+ * A writer thread stores to random places of a dirty set meanwhile (the
+ * first --dirty-mib of the ram and all of the small region; some stores
+ * straddle two pages) and marks each page it wrote in the program's own
+ * dirty bitmap words, which every round reads and clears in place. Live
+ * rounds run until one sends no fewer pages than the one before (what is
+ * left is the dirty set) or --max-rounds; then the writer stops, the last
+ * round goes,
  * ramferry verifies every page's digest on both ends, and (with both ends
  * in this process) the program compares the memory itself too.
  *
- *   migrate_self [--size-mib=64] [--channels=2] [--transport=tcp]
- *                [--max-rounds=10] [--fork]
+ *   migrate_self [--size-mib=64] [--dirty-mib=8] [--channels=2]
+ *                [--transport=tcp] [--max-rounds=10] [--fork]
  *
  * --fork: the destination is a child process (two processes over
  * loopback), which tells the source its port through a pipe. Exit status
@@ -45,6 +48,7 @@ struct region {
 
 struct writer {
   struct region* regions;
+  uint64_t dirty_pages; /* of the first region */
   atomic_int stop;
   uint64_t stores;
 };
@@ -88,7 +92,8 @@ static void* write_loop(void* arg) {
   while (!atomic_load(&w->stop)) {
     const uint64_t r = next_random(&seed);
     struct region* reg = &w->regions[(r & 7) == 0 ? 1 : 0];
-    const uint64_t pages = reg->length / reg->page_size;
+    const uint64_t pages =
+        reg == &w->regions[0] ? w->dirty_pages : reg->length / reg->page_size;
     const uint64_t page = (r >> 8) % pages;
     const uint64_t value = next_random(&seed);
     if ((r & 0xf0) == 0 && page + 1 < pages) {
@@ -192,7 +197,7 @@ static int listen_on(struct region* layout, const ramferry_options* opt,
 /* ---- source ---- */
 
 static int run_source(struct region* src, const ramferry_options* opt,
-                      uint32_t max_rounds) {
+                      uint64_t dirty_pages, uint32_t max_rounds) {
   ramferry_regions* regions = make_regions(src);
   if (regions == NULL) return 1;
   ramferry_sender* tx = NULL;
@@ -207,19 +212,21 @@ static int run_source(struct region* src, const ramferry_options* opt,
     ramferry_bitmap_mark_range(src[i].words, 0,
                                src[i].length / src[i].page_size);
   }
-  struct writer w = {.regions = src};
+  struct writer w = {.regions = src, .dirty_pages = dirty_pages};
   atomic_init(&w.stop, 0);
   pthread_t writer;
   pthread_create(&writer, NULL, write_loop, &w);
 
   int rc = 0;
   ramferry_round_result round = {.size = sizeof(round)};
+  uint64_t previous = UINT64_MAX;
   for (uint32_t i = 0; i < max_rounds; ++i) {
     s = ramferry_sender_send_round(tx, bitmaps, kRegions, &round);
     if (s != RAMFERRY_OK) break;
     printf("source: live round %" PRIu64 ": %" PRIu64 " pages in %.1f ms\n",
            round.round, round.pages, round.elapsed_ns / 1e6);
-    if (i > 0 && round.pages < 256) break;
+    if (round.pages >= previous) break; /* down to the dirty set */
+    previous = round.pages;
   }
   atomic_store(&w.stop, 1);
   pthread_join(writer, NULL);
@@ -252,13 +259,15 @@ static int run_source(struct region* src, const ramferry_options* opt,
 }
 
 int main(int argc, char** argv) {
-  uint64_t size_mib = 64;
+  uint64_t size_mib = 64, dirty_mib = 8;
   uint32_t channels = 2, max_rounds = 10;
   const char* transport = "tcp";
   int fork_destination = 0;
   for (int i = 1; i < argc; ++i) {
     if (strncmp(argv[i], "--size-mib=", 11) == 0) {
       size_mib = strtoull(argv[i] + 11, NULL, 10);
+    } else if (strncmp(argv[i], "--dirty-mib=", 12) == 0) {
+      dirty_mib = strtoull(argv[i] + 12, NULL, 10);
     } else if (strncmp(argv[i], "--channels=", 11) == 0) {
       channels = (uint32_t)strtoul(argv[i] + 11, NULL, 10);
     } else if (strncmp(argv[i], "--transport=", 12) == 0) {
@@ -269,14 +278,17 @@ int main(int argc, char** argv) {
       fork_destination = 1;
     } else {
       fprintf(stderr,
-              "usage: %s [--size-mib=N] [--channels=N] [--transport=NAME] "
-              "[--max-rounds=N] [--fork]\n",
+              "usage: %s [--size-mib=N] [--dirty-mib=N] [--channels=N] "
+              "[--transport=NAME] [--max-rounds=N] [--fork]\n",
               argv[0]);
       return 2;
     }
   }
-  printf("migrate_self: ramferry %s (header %s), %" PRIu64 " MiB\n",
-         ramferry_version(), RAMFERRY_VERSION, size_mib);
+  if (size_mib == 0) size_mib = 1;
+  if (dirty_mib == 0 || dirty_mib > size_mib) dirty_mib = size_mib;
+  printf("migrate_self: ramferry %s (header %s), %" PRIu64
+         " MiB, writes into %" PRIu64 " MiB of it\n",
+         ramferry_version(), RAMFERRY_VERSION, size_mib, dirty_mib);
 
   /* Both ends hold the same key: 32 random bytes. */
   uint8_t key[32];
@@ -341,7 +353,7 @@ int main(int argc, char** argv) {
     }
   }
   ramferry_options_set_port(opt, port);
-  int rc = run_source(src, opt, max_rounds);
+  int rc = run_source(src, opt, (dirty_mib << 20) / 4096, max_rounds);
   ramferry_options_free(opt);
 
   if (fork_destination) {
