@@ -172,9 +172,10 @@ typedef struct ramferry_regions ramferry_regions;
 ramferry_regions* ramferry_regions_new(void); /* NULL if out of memory */
 void ramferry_regions_free(ramferry_regions* regions);
 const char* ramferry_regions_last_error(const ramferry_regions* regions);
-/* Appends a region: `base` aligned to 4 KiB, `length` a nonzero multiple
- * of `page_size` (a power of two, 4 KiB or more). Bitmaps are passed in
- * the order regions were added. */
+/* Appends a region: `page_size` a power of two from 512 bytes to 1 GiB
+ * (the tracking unit: one bitmap bit per page), `length` a nonzero
+ * multiple of it, `base` aligned to 4 KiB (to page_size where smaller).
+ * Bitmaps are passed in the order regions were added. */
 ramferry_status ramferry_regions_add(ramferry_regions* regions, uint32_t id,
                                      void* base, uint64_t length,
                                      uint32_t page_size);
