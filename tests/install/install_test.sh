@@ -7,6 +7,8 @@
 #   2. pkg-config --static: the static libraries and what Libs.private and
 #      Requires.private list
 #   3. a CMake project with find_package(ramferry) (examples/c/CMakeLists.txt)
+# and a C++ program using the C++ API through the same package
+# (tests/install/cxx_consumer).
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR LIBDIR CC [SIZE_MIB]
 # SANITIZE_FLAGS (environment): what a sanitizer build's library needs its
 # programs compiled and linked with.
@@ -90,4 +92,14 @@ echo "== find_package(ramferry)"
 ldd cmake-build/migrate_self | grep -q "libramferry.so.0 => $prefix" ||
   fail "the find_package build does not load the installed libramferry.so.0"
 ./cmake-build/migrate_self --size-mib="$size" || fail "migrate_self (CMake)"
+echo "== find_package(ramferry), C++"
+cp -r "$src/tests/install/cxx_consumer" cxx
+"$cmake" -S cxx -B cxx-build -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" > cxx.log 2>&1 ||
+  { cat cxx.log; fail "configuring the C++ find_package project"; }
+"$cmake" --build cxx-build > cxx-build.log 2>&1 ||
+  { cat cxx-build.log; fail "building the C++ find_package project"; }
+ldd cxx-build/cxx_consumer | grep -q "libramferry.so.0 => $prefix" ||
+  fail "the C++ program does not load the installed libramferry.so.0"
+./cxx-build/cxx_consumer || fail "cxx_consumer"
 echo "install test: OK"
