@@ -517,6 +517,46 @@ TEST(CApiTest, AbortEndsServeWithTheReason) {
   ramferry_options_free(opt);
 }
 
+// "auto" resolves when the source connects and says what it chose, in a
+// warning the sender keeps; start_verify and a bandwidth change mid-session
+// go through.
+TEST(CApiTest, AutoTransportIsNamedInAWarning) {
+  std::deque<Pair> pairs;
+  pairs.emplace_back(1, 2ull << 20, 4096, 4);
+  ramferry_options* opt = KeyedOptions();
+  Serving rx(opt, pairs);
+  ASSERT_EQ(rx.status, RAMFERRY_OK) << ramferry_last_error();
+  rx.Start();
+  ramferry_options_set_port(opt, rx.port());
+  ASSERT_EQ(ramferry_options_set_transport(opt, "auto"), RAMFERRY_OK);
+  ramferry_regions* regions = Regions(pairs, true);
+  ramferry_sender* tx = nullptr;
+  ASSERT_EQ(ramferry_sender_connect(opt, regions, &tx), RAMFERRY_OK)
+      << ramferry_last_error();
+  ramferry_regions_free(regions);
+  size_t count = 0;
+  ASSERT_EQ(ramferry_sender_warning_count(tx, &count), RAMFERRY_OK);
+  ASSERT_GE(count, 1u);
+  EXPECT_THAT(ramferry_sender_warning(tx, 0),
+              HasSubstr("transport auto chose tcp"));
+  EXPECT_EQ(ramferry_sender_warning(tx, count), nullptr);
+  EXPECT_EQ(ramferry_sender_set_max_bandwidth(tx, 1ull << 30), RAMFERRY_OK);
+  uint64_t* bitmaps[] = {pairs[0].words.data()};
+  ramferry_bitmap_mark_range(bitmaps[0], 0, pairs[0].pages());
+  ASSERT_EQ(ramferry_sender_send_round(tx, bitmaps, 1, nullptr), RAMFERRY_OK)
+      << ramferry_sender_last_error(tx);
+  EXPECT_EQ(ramferry_sender_start_verify(tx), RAMFERRY_OK)
+      << ramferry_sender_last_error(tx);
+  ASSERT_EQ(ramferry_sender_verify(tx, nullptr), RAMFERRY_OK)
+      << ramferry_sender_last_error(tx);
+  ASSERT_EQ(ramferry_sender_finish(tx), RAMFERRY_OK);
+  rx.thread.join();
+  EXPECT_EQ(rx.served, RAMFERRY_OK);
+  EXPECT_TRUE(Same(pairs[0].src, pairs[0].dst));
+  ramferry_sender_free(tx);
+  ramferry_options_free(opt);
+}
+
 struct Armed {
   std::atomic<int> calls{0};
 };
