@@ -43,8 +43,14 @@ class Progress {
     user_ = user;
     interval_ms_ = interval_ms;
   }
+  void CopySettings(const Progress& other) {
+    Set(other.fn_, other.user_, other.interval_ms_);
+  }
+  // One call at a time: the interval thread and the round's own report
+  // never call the caller's function together.
   void Report(const ramferry::SessionStats& stats, bool round_done) const {
     if (fn_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(report_mu_);
     ramferry_progress p{};
     p.size = sizeof(p);
     p.round_done = round_done ? 1 : 0;
@@ -97,6 +103,7 @@ class Progress {
   };
 
  private:
+  mutable std::mutex report_mu_;
   ramferry_progress_fn fn_ = nullptr;
   void* user_ = nullptr;
   uint32_t interval_ms_ = 0;
@@ -812,7 +819,7 @@ ramferry_status ramferry_sender_resume_postcopy(const ramferry_options* options,
         ramferry::Sender::ResumePostcopy(*opt, handle->regions, *cut->sender);
     if (!sender.ok()) return Fail(nullptr, sender.status());
     handle->sender = *std::move(sender);
-    handle->progress = cut->progress;
+    handle->progress.CopySettings(cut->progress);
     *out = handle.release();
     return RAMFERRY_OK;
   });

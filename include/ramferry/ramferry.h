@@ -332,7 +332,8 @@ const char* ramferry_sender_warning(const ramferry_sender* sender, size_t i);
 /* Calls `fn(progress, user)` once on the calling thread each time a round
  * is confirmed, and, with `interval_ms` > 0, every interval_ms from a
  * thread of the library while a call on the sender blocks (rounds, verify,
- * finish, post-copy). NULL `fn` turns it off. Set it between calls. */
+ * finish, post-copy); never two calls at once. NULL `fn` turns it off. Set
+ * it between calls. */
 ramferry_status ramferry_sender_set_progress(ramferry_sender* sender,
                                              ramferry_progress_fn fn,
                                              void* user, uint32_t interval_ms);
