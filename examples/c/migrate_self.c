@@ -380,6 +380,11 @@ int main(int argc, char** argv) {
       }
     }
   }
+  for (int i = 0; i < kRegions; ++i) {
+    free(src[i].words);
+    munmap(src[i].base, src[i].length);
+    if (!fork_destination) munmap(dst[i].base, dst[i].length);
+  }
   printf("migrate_self: %s\n", rc == 0 ? "byte-identical" : "FAILED");
   return rc;
 }
