@@ -1,21 +1,43 @@
 #include "ramferry/dirty_bitmap.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace ramferry {
 
+static_assert(std::atomic_ref<uint64_t>::required_alignment ==
+                  alignof(uint64_t),
+              "caller words (DirtyBitmap::View) need no extra alignment");
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+
+namespace {
+uint64_t LastWordMask(uint64_t pages) {
+  return pages % 64 == 0 ? ~uint64_t{0} : (uint64_t{1} << (pages % 64)) - 1;
+}
+}  // namespace
+
 DirtyBitmap::DirtyBitmap(uint64_t pages)
     : pages_(pages),
       words_((pages + 63) / 64),
-      words_ptr_(new std::atomic<uint64_t>[words_]) {
+      last_word_mask_(LastWordMask(pages)),
+      owned_(new uint64_t[words_]),
+      words_ptr_(owned_.get()) {
   ClearAll();
 }
 
+DirtyBitmap::DirtyBitmap(uint64_t* words, uint64_t pages)
+    : pages_(pages),
+      words_((pages + 63) / 64),
+      last_word_mask_(LastWordMask(pages)),
+      words_ptr_(words) {}
+
+DirtyBitmap DirtyBitmap::View(uint64_t* words, uint64_t pages) {
+  return DirtyBitmap(words, pages);
+}
+
 void DirtyBitmap::OrWord(size_t w, uint64_t bits) {
-  if (w == words_ - 1 && pages_ % 64 != 0) {
-    bits &= (uint64_t{1} << (pages_ % 64)) - 1;
-  }
-  if (bits != 0) words_ptr_[w].fetch_or(bits, std::memory_order_release);
+  bits &= Valid(w);
+  if (bits != 0) Word(w).fetch_or(bits, std::memory_order_release);
 }
 
 void DirtyBitmap::SetRange(uint64_t first, uint64_t count) {
@@ -34,7 +56,7 @@ void DirtyBitmap::SetRange(uint64_t first, uint64_t count) {
 
 void DirtyBitmap::ClearAll() {
   for (size_t w = 0; w < words_; ++w) {
-    words_ptr_[w].store(0, std::memory_order_relaxed);
+    Word(w).store(0, std::memory_order_relaxed);
   }
 }
 

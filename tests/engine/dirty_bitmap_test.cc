@@ -258,5 +258,28 @@ TEST(DirtyBitmapTest, AStoreBeforeSetIsSeenByWhoeverTakesTheBit) {
   EXPECT_EQ(wrong, 0u);
 }
 
+// A view reads and clears the caller's words in place: marks made in the
+// words show up in the bitmap, takes clear them in the caller's memory,
+// and bits past the last page are never taken.
+TEST(DirtyBitmapTest, ViewWorksOnCallerWordsInPlace) {
+  std::vector<uint64_t> words(3, 0);
+  DirtyBitmap view = DirtyBitmap::View(words.data(), 130);
+  EXPECT_EQ(view.words(), 3u);
+  words[0] = 0x5;
+  words[2] = ~uint64_t{0};  // only bits 0 and 1 are pages (128, 129)
+  EXPECT_EQ(view.Count(), 4u);
+  EXPECT_TRUE(view.Test(2));
+  EXPECT_EQ(view.PeekWord(2), 3u);
+  EXPECT_EQ(view.TakeWord(0), 0x5u);
+  EXPECT_EQ(words[0], 0u);
+  EXPECT_EQ(view.TakeBits(2, ~uint64_t{0}), 3u);
+  view.Set(70);
+  EXPECT_EQ(words[1], uint64_t{1} << 6);
+  view.SetAll();
+  EXPECT_EQ(words[0], ~uint64_t{0});
+  view.ClearAll();
+  EXPECT_EQ(words[0] | words[1], 0u);
+}
+
 }  // namespace
 }  // namespace ramferry

@@ -1,6 +1,7 @@
 # Copies a documented code example out of a document, so the build compiles
 # the text a reader sees. -DIN=file -DOUT=file -DSTYLE=fence|comment
-#   fence:   the first ```c++ block after the line -DAFTER names;
+#   fence:   the first ```c++ block (-DFENCE=c: ```c) after the line
+#            -DAFTER names;
 #   comment: the file's leading comment lines indented "//   ", unindented.
 # A document without its example fails the build: an example that vanished
 # or moved is as stale as one that no longer compiles.
@@ -10,6 +11,9 @@ string(REPLACE ";" "<semi>" text "${text}")
 string(REPLACE "[" "<lb>" text "${text}")
 string(REPLACE "]" "<rb>" text "${text}")
 string(REPLACE "\n" ";" lines "${text}")
+if(NOT FENCE)
+  set(FENCE "c++")
+endif()
 set(out "")
 set(state "before")
 if(STYLE STREQUAL "comment")
@@ -19,7 +23,7 @@ foreach(line IN LISTS lines)
   if(STYLE STREQUAL "fence")
     if(state STREQUAL "before" AND line STREQUAL "${AFTER}")
       set(state "seek")
-    elseif(state STREQUAL "seek" AND line STREQUAL "```c++")
+    elseif(state STREQUAL "seek" AND line STREQUAL "```${FENCE}")
       set(state "in")
     elseif(state STREQUAL "in" AND line STREQUAL "```")
       set(state "done")

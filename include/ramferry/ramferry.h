@@ -1,0 +1,432 @@
+/* ramferry's C API: a C11 header over the C++ library (ramferry::Sender,
+ * Receiver, SessionOptions, Region, DirtyBitmap), for C programs and for
+ * bindings (Rust, Python ctypes/cffi, Go cgo).
+ *
+ * - Handles are opaque. Every ramferry_*_new / _connect / _listen has a
+ *   matching _free; a handle is never freed by the library behind the
+ *   caller's back. _free(NULL) does nothing.
+ * - Every call that can fail returns a ramferry_status (RAMFERRY_OK = 0;
+ *   the other values mirror absl::StatusCode). The message of a failed
+ *   call is kept by the handle it was made on (ramferry_*_last_error),
+ *   and by the calling thread (ramferry_last_error), which also covers
+ *   calls made on a NULL handle and a _connect / _listen that created no
+ *   handle. A returned string is owned by the library: it stays valid
+ *   until the next call on that handle (or, for ramferry_last_error, the
+ *   next failing call on that thread).
+ * - Structs the library fills (stats, round and verify results) start
+ *   with a `size` field the caller sets to sizeof(the struct): a newer
+ *   library fills only what an older caller has room for, and fields are
+ *   only ever appended.
+ * - Callbacks take a `void* user` that the library passes back untouched.
+ * - No macro is needed to call anything; the macros below only describe
+ *   the version the header came with.
+ *
+ * Threads: one thread drives a sender or a receiver; _abort, _stats,
+ * ramferry_sender_set_max_bandwidth and the receiver's post-copy queries
+ * may be called from any thread meanwhile.
+ *
+ * Source:
+ *
+ *   ramferry_options* opt = ramferry_options_new();
+ *   ramferry_options_set_host(opt, "10.0.0.2");
+ *   ramferry_options_set_port(opt, 7070);
+ *   ramferry_options_set_key_file(opt, "/etc/ramferry/key");
+ *   ramferry_regions* regions = ramferry_regions_new();
+ *   ramferry_regions_add(regions, 1, base, length, 4096);
+ *   ramferry_sender* tx;
+ *   if (ramferry_sender_connect(opt, regions, &tx) != RAMFERRY_OK)
+ *     fprintf(stderr, "%s\n", ramferry_last_error());
+ *   uint64_t* words = calloc(ramferry_bitmap_words(length / 4096), 8);
+ *   ramferry_bitmap_mark_range(words, 0, length / 4096);  // round 0: all
+ *   uint64_t* const bitmaps[] = {words};       // one per region
+ *   ramferry_sender_send_round(tx, bitmaps, 1, NULL);
+ *   // writers: store to page p, then ramferry_bitmap_mark(words, p);
+ *   // more rounds, then stop the writers and send the last one
+ *   ramferry_sender_verify(tx, NULL);
+ *   ramferry_sender_finish(tx);
+ *   ramferry_sender_free(tx);
+ *
+ * Destination: ramferry_receiver_listen, then ramferry_receiver_serve
+ * (blocks until the source finished or the session failed).
+ */
+#ifndef RAMFERRY_RAMFERRY_H_
+#define RAMFERRY_RAMFERRY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this header; ramferry_version() tells the library's. */
+#define RAMFERRY_VERSION_MAJOR 0
+#define RAMFERRY_VERSION_MINOR 1
+#define RAMFERRY_VERSION_PATCH 0
+#define RAMFERRY_VERSION "0.1.0"
+
+/* "MAJOR.MINOR.PATCH" of the library that is linked. */
+const char* ramferry_version(void);
+/* MAJOR * 10000 + MINOR * 100 + PATCH. */
+uint32_t ramferry_version_number(void);
+
+/* ---- errors ---- */
+
+/* The same values as absl::StatusCode. */
+typedef enum ramferry_status {
+  RAMFERRY_OK = 0,
+  RAMFERRY_CANCELLED = 1,
+  RAMFERRY_UNKNOWN = 2,
+  RAMFERRY_INVALID_ARGUMENT = 3,
+  RAMFERRY_DEADLINE_EXCEEDED = 4,
+  RAMFERRY_NOT_FOUND = 5,
+  RAMFERRY_ALREADY_EXISTS = 6,
+  RAMFERRY_PERMISSION_DENIED = 7,
+  RAMFERRY_RESOURCE_EXHAUSTED = 8,
+  RAMFERRY_FAILED_PRECONDITION = 9,
+  RAMFERRY_ABORTED = 10,
+  RAMFERRY_OUT_OF_RANGE = 11,
+  RAMFERRY_UNIMPLEMENTED = 12,
+  RAMFERRY_INTERNAL = 13,
+  RAMFERRY_UNAVAILABLE = 14,
+  RAMFERRY_DATA_LOSS = 15,
+  RAMFERRY_UNAUTHENTICATED = 16
+} ramferry_status;
+
+/* "OK", "INVALID_ARGUMENT", ... (static strings); "UNKNOWN" for a value
+ * outside the enum. */
+const char* ramferry_status_name(ramferry_status status);
+/* The message of the last call that failed on this thread ("" if none). */
+const char* ramferry_last_error(void);
+
+/* ---- options ---- */
+
+/* Settings for one end of a session (SessionOptions). Both ends take the
+ * same kind of handle; each reads what concerns it. The defaults are the
+ * C++ library's: host 127.0.0.1, port 0, transport tcp, 2 channels, no
+ * key (which both ends refuse unless insecure is set). */
+typedef struct ramferry_options ramferry_options;
+
+ramferry_options* ramferry_options_new(void); /* NULL if out of memory */
+void ramferry_options_free(ramferry_options* options);
+/* The message of the last call on `options` that failed ("" if none). */
+const char* ramferry_options_last_error(const ramferry_options* options);
+
+/* Source: where to connect. Destination: where to listen (port 0 picks a
+ * free one: ramferry_receiver_port). */
+ramferry_status ramferry_options_set_host(ramferry_options* options,
+                                          const char* host);
+ramferry_status ramferry_options_set_port(ramferry_options* options,
+                                          uint16_t port);
+/* "tcp", "tcp-zerocopy", "uring-zc", "rdma", or "auto" (the source picks
+ * copy for a peer on this host, zero-copy behind a NIC, when it connects;
+ * ramferry_sender_warning says which and why). */
+ramferry_status ramferry_options_set_transport(ramferry_options* options,
+                                               const char* name);
+/* Parallel data channels, 1 to 64. */
+ramferry_status ramferry_options_set_channels(ramferry_options* options,
+                                              uint32_t channels);
+/* The pre-shared key: read from a file now (16 to 1024 bytes, a regular
+ * file neither group nor others can access), or given as bytes (copied). */
+ramferry_status ramferry_options_set_key_file(ramferry_options* options,
+                                              const char* path);
+ramferry_status ramferry_options_set_key(ramferry_options* options,
+                                         const void* key, size_t length);
+/* Nonzero: run without a key (trusted networks and tests only). */
+ramferry_status ramferry_options_set_insecure(ramferry_options* options,
+                                              int insecure);
+/* "auto", "none", "mac" or "encrypt". */
+ramferry_status ramferry_options_set_protect(ramferry_options* options,
+                                             const char* protection);
+/* "off", "on" or "auto" (zstd; the source's choice). */
+ramferry_status ramferry_options_set_compression(ramferry_options* options,
+                                                 const char* compression);
+/* "full", "sent" or "reread" (how ramferry_sender_verify checks). */
+ramferry_status ramferry_options_set_verify(ramferry_options* options,
+                                            const char* mode);
+/* Source: bytes per second all channels together may send; 0: no cap. */
+ramferry_status ramferry_options_set_max_bandwidth(ramferry_options* options,
+                                                   uint64_t bytes_per_second);
+/* Nonzero: allow post-copy (both ends must). */
+ramferry_status ramferry_options_set_postcopy(ramferry_options* options,
+                                              int postcopy);
+/* Nonzero (the default): page requests get a connection of their own. */
+ramferry_status ramferry_options_set_postcopy_urgent_channel(
+    ramferry_options* options, int urgent);
+/* Destination: how long to wait for the source to resume a post-copy
+ * session that was cut (0: give up at once). */
+ramferry_status ramferry_options_set_postcopy_resume_timeout_ms(
+    ramferry_options* options, uint64_t milliseconds);
+/* Source: how long to keep retrying the first connection. */
+ramferry_status ramferry_options_set_connect_timeout_ms(
+    ramferry_options* options, uint64_t milliseconds);
+
+/* ---- regions ---- */
+
+/* The memory a session moves: a list of regions, each a page-aligned range
+ * of the caller's memory with an id both ends agree on and a page size of
+ * its own. The list is copied when a sender or receiver is made, so it may
+ * be freed then; the memory itself must outlive that sender or receiver. */
+typedef struct ramferry_regions ramferry_regions;
+
+ramferry_regions* ramferry_regions_new(void); /* NULL if out of memory */
+void ramferry_regions_free(ramferry_regions* regions);
+const char* ramferry_regions_last_error(const ramferry_regions* regions);
+/* Appends a region: `page_size` a power of two from 512 bytes to 1 GiB
+ * (the tracking unit: one bitmap bit per page), `length` a nonzero
+ * multiple of it, `base` aligned to 4 KiB (to page_size where smaller).
+ * Bitmaps are passed in the order regions were added. */
+ramferry_status ramferry_regions_add(ramferry_regions* regions, uint32_t id,
+                                     void* base, uint64_t length,
+                                     uint32_t page_size);
+/* The number of regions added. */
+size_t ramferry_regions_count(const ramferry_regions* regions);
+
+/* ---- dirty bitmaps ----
+ * The caller owns its bitmaps: one array of uint64_t words per region, page
+ * p of the region being bit (p % 64) of words[p / 64]. A send round reads
+ * and clears the caller's words IN PLACE (nothing is copied): it takes each
+ * word atomically, so a page marked while a round runs is sent by this
+ * round or the next, never lost. Writers that mark while a round may run
+ * must mark atomically, with release order, after their store to the page:
+ * ramferry_bitmap_mark, C11 atomic_fetch_or_explicit(...,
+ * memory_order_release), or __atomic_fetch_or(..., __ATOMIC_RELEASE). Bits
+ * past the region's last page are ignored. */
+
+/* Words of a bitmap for `pages` pages: (pages + 63) / 64. */
+size_t ramferry_bitmap_words(uint64_t pages);
+/* Marks page `page` dirty (atomic OR, release order). */
+void ramferry_bitmap_mark(uint64_t* words, uint64_t page);
+/* Marks `count` pages from `first`. */
+void ramferry_bitmap_mark_range(uint64_t* words, uint64_t first,
+                                uint64_t count);
+
+/* ---- stats ---- */
+
+/* Session totals over every channel, on either end. */
+typedef struct ramferry_stats {
+  uint32_t size; /* the caller sets sizeof(ramferry_stats) */
+  uint32_t channels;
+  uint64_t rounds;          /* source: rounds confirmed; destination: applied */
+  uint64_t packets;         /* data packets */
+  uint64_t pages;           /* pages in them, zero pages included */
+  uint64_t payload_bytes;   /* page bytes that travelled */
+  uint64_t header_bytes;    /* packet header bytes */
+  uint64_t zero_pages;      /* pages that went as an offset alone */
+  uint64_t untouched_pages; /* pages the source never touched */
+  uint64_t compressed_packets;
+  uint64_t compressed_input_bytes;
+  uint64_t compressed_output_bytes;
+  uint64_t connections_refused; /* destination */
+  uint64_t auth_failures;       /* destination */
+  uint64_t channels_lost;
+  uint64_t resent_pages; /* source: sent again after a channel was lost */
+  /* post-copy (zeros until the switch) */
+  uint32_t postcopy_started;
+  uint32_t postcopy_urgent_channel;
+  uint64_t postcopy_missing_pages;
+  uint64_t postcopy_requested_pages;
+  uint64_t postcopy_urgent_pages;
+  uint64_t postcopy_pushed_pages;
+  uint64_t postcopy_duplicate_pages;
+  uint64_t postcopy_faults; /* destination */
+  uint64_t postcopy_latency_p50_us;
+  uint64_t postcopy_latency_p99_us;
+  uint64_t postcopy_latency_max_us;
+  uint64_t postcopy_blocked_us;
+  uint64_t postcopy_switch_ns;
+  uint64_t postcopy_duration_ns;
+  uint64_t postcopy_resumes;
+} ramferry_stats;
+
+/* What a progress callback sees: the session's totals so far. */
+typedef struct ramferry_progress {
+  uint32_t size;       /* sizeof(ramferry_progress) of the library */
+  uint32_t round_done; /* 1: called because a round was just confirmed */
+  uint64_t rounds;     /* confirmed (source) or applied (destination) */
+  uint64_t pages;      /* pages that travelled so far */
+  uint64_t payload_bytes;
+  uint64_t header_bytes;
+} ramferry_progress;
+
+/* Called with the totals so far; `progress` is valid during the call. Keep
+ * it short, and make no call on the same sender or receiver from it. */
+typedef void (*ramferry_progress_fn)(const ramferry_progress* progress,
+                                     void* user);
+
+/* ---- source ---- */
+
+typedef struct ramferry_sender ramferry_sender;
+
+typedef struct ramferry_round_result {
+  uint32_t size; /* the caller sets sizeof(ramferry_round_result) */
+  uint64_t round;
+  uint64_t pages;
+  uint64_t bytes;
+  uint64_t elapsed_ns;
+} ramferry_round_result;
+
+typedef struct ramferry_verify_report {
+  uint32_t size; /* the caller sets sizeof(ramferry_verify_report) */
+  uint64_t pages_checked;
+  uint64_t pages_mismatched;
+  /* The first mismatched page, when there is one. */
+  uint32_t first_mismatch_region;
+  uint64_t first_mismatch_page;
+} ramferry_verify_report;
+
+/* Connects to the destination, agrees on the regions and opens every
+ * channel. On success *out is a new sender (free it with
+ * ramferry_sender_free); on failure *out is NULL and ramferry_last_error()
+ * says why. */
+ramferry_status ramferry_sender_connect(const ramferry_options* options,
+                                        const ramferry_regions* regions,
+                                        ramferry_sender** out);
+/* Ends a session that was not finished (as an abort) and frees. */
+void ramferry_sender_free(ramferry_sender* sender);
+const char* ramferry_sender_last_error(const ramferry_sender* sender);
+
+/* Sends every page marked in `bitmaps` (one word array per region, in the
+ * order the regions were added; `count` must be the region count), taking
+ * and clearing the caller's bits in place, and returns once the
+ * destination applied the whole round. `result` may be NULL. On error the
+ * session is over. */
+ramferry_status ramferry_sender_send_round(ramferry_sender* sender,
+                                           uint64_t* const* bitmaps,
+                                           size_t count,
+                                           ramferry_round_result* result);
+/* send_round in two halves, so rounds overlap: start_round takes the
+ * marked pages and queues them without waiting; await_round waits for the
+ * oldest started round. */
+ramferry_status ramferry_sender_start_round(ramferry_sender* sender,
+                                            uint64_t* const* bitmaps,
+                                            size_t count);
+ramferry_status ramferry_sender_await_round(ramferry_sender* sender,
+                                            ramferry_round_result* result);
+/* Compares a digest of every page on both ends; this side's memory must
+ * not change meanwhile. RAMFERRY_DATA_LOSS when pages differ (the report,
+ * which may be NULL, says how many). */
+ramferry_status ramferry_sender_verify(ramferry_sender* sender,
+                                       ramferry_verify_report* report);
+/* Optional, once this side's memory no longer changes: starts hashing it
+ * on idle CPU so verify has less left to do. */
+ramferry_status ramferry_sender_start_verify(ramferry_sender* sender);
+/* Ends the session: the destination confirms; its serve returns OK. */
+ramferry_status ramferry_sender_finish(ramferry_sender* sender);
+/* Ends the session now, from any thread; pending calls fail with
+ * RAMFERRY_CANCELLED and `reason` (may be NULL). */
+ramferry_status ramferry_sender_abort(ramferry_sender* sender,
+                                      const char* reason);
+/* Any thread: caps the bytes per second from now on (0: no cap). */
+ramferry_status ramferry_sender_set_max_bandwidth(ramferry_sender* sender,
+                                                  uint64_t bytes_per_second);
+/* Any thread. */
+ramferry_status ramferry_sender_stats(const ramferry_sender* sender,
+                                      ramferry_stats* stats);
+/* Things the caller should know that did not stop the session (such as
+ * the transport "auto" chose): *count of them; ramferry_sender_warning
+ * gives the i-th, owned by the sender, valid until it is freed. */
+ramferry_status ramferry_sender_warning_count(const ramferry_sender* sender,
+                                              size_t* count);
+const char* ramferry_sender_warning(const ramferry_sender* sender, size_t i);
+/* Calls `fn(progress, user)` once on the calling thread each time a round
+ * is confirmed, and, with `interval_ms` > 0, every interval_ms from a
+ * thread of the library while a call on the sender blocks (rounds, verify,
+ * finish, post-copy); never two calls at once. NULL `fn` turns it off. Set
+ * it between calls. */
+ramferry_status ramferry_sender_set_progress(ramferry_sender* sender,
+                                             ramferry_progress_fn fn,
+                                             void* user, uint32_t interval_ms);
+
+/* Post-copy (ramferry_options_set_postcopy on both ends). The switch: the
+ * caller's workload is stopped for good; `missing` (one word array per
+ * region) marks every page the destination does not hold (never sent, or
+ * written since its last send: the bits the last round did not take). Read,
+ * not changed. Returns once the destination armed (its workload may
+ * resume). */
+ramferry_status ramferry_sender_start_postcopy(ramferry_sender* sender,
+                                               uint64_t* const* missing,
+                                               size_t count);
+/* Answers the destination's page requests and pushes the rest; returns
+ * once the destination holds every page. Then verify and finish. */
+ramferry_status ramferry_sender_complete_postcopy(ramferry_sender* sender);
+/* After a post-copy session was cut (complete_postcopy failed): a new
+ * sender that picks it up, if the destination still waits. `cut` may be
+ * freed afterwards. */
+ramferry_status ramferry_sender_resume_postcopy(const ramferry_options* options,
+                                                const ramferry_regions* regions,
+                                                const ramferry_sender* cut,
+                                                ramferry_sender** out);
+
+/* ---- destination ---- */
+
+typedef struct ramferry_receiver ramferry_receiver;
+
+/* Called once, on a library thread, when the destination has armed
+ * post-copy: the workload may resume. Keep it short. */
+typedef void (*ramferry_armed_fn)(void* user);
+
+/* Binds and listens. On success *out is a new receiver; on failure NULL
+ * and ramferry_last_error() says why. The source's regions must match
+ * (ids, lengths, page sizes). */
+ramferry_status ramferry_receiver_listen(const ramferry_options* options,
+                                         const ramferry_regions* regions,
+                                         ramferry_receiver** out);
+/* Frees; with a serve still running on another thread, abort and join it
+ * first. */
+void ramferry_receiver_free(ramferry_receiver* receiver);
+const char* ramferry_receiver_last_error(const ramferry_receiver* receiver);
+ramferry_status ramferry_receiver_port(const ramferry_receiver* receiver,
+                                       uint16_t* port);
+/* Serves one session: OK once the source finished and every page is in
+ * place; otherwise the error that ended it. */
+ramferry_status ramferry_receiver_serve(ramferry_receiver* receiver);
+/* Ends serve from any thread. */
+ramferry_status ramferry_receiver_abort(ramferry_receiver* receiver,
+                                        const char* reason);
+ramferry_status ramferry_receiver_stats(const ramferry_receiver* receiver,
+                                        ramferry_stats* stats);
+/* Rounds applied so far, and pages the source verified. Any thread. */
+ramferry_status ramferry_receiver_applied_rounds(
+    const ramferry_receiver* receiver, uint64_t* rounds);
+ramferry_status ramferry_receiver_verified_pages(
+    const ramferry_receiver* receiver, uint64_t* pages);
+/* As ramferry_sender_set_progress, for serve (round_done is 0: the
+ * destination reports on the interval only). Set before serve. */
+ramferry_status ramferry_receiver_set_progress(ramferry_receiver* receiver,
+                                               ramferry_progress_fn fn,
+                                               void* user,
+                                               uint32_t interval_ms);
+/* Post-copy: set before serve. */
+ramferry_status ramferry_receiver_on_armed(ramferry_receiver* receiver,
+                                           ramferry_armed_fn fn, void* user);
+/* Once armed, until serve returns (any thread): *resident is 1 when no page
+ * of [first_page, first_page + pages) of region `region_id` is still
+ * awaited from the source (1 before the switch; 0 outside the region). */
+ramferry_status ramferry_receiver_is_resident(const ramferry_receiver* receiver,
+                                              uint32_t region_id,
+                                              uint64_t first_page,
+                                              uint64_t pages, int* resident);
+/* Blocks until the range is resident, `timeout_ms` passed
+ * (RAMFERRY_DEADLINE_EXCEEDED) or the session ended. */
+ramferry_status ramferry_receiver_wait_resident(ramferry_receiver* receiver,
+                                                uint32_t region_id,
+                                                uint64_t first_page,
+                                                uint64_t pages,
+                                                uint64_t timeout_ms);
+/* Asks the source for the range's awaited pages now, as a fault would. */
+ramferry_status ramferry_receiver_request_pages(ramferry_receiver* receiver,
+                                                uint32_t region_id,
+                                                uint64_t first_page,
+                                                uint64_t pages);
+/* After serve failed in post-copy: fills the pages still awaited with
+ * zeros so blocked threads run on (only for a workload about to be
+ * discarded); *filled (may be NULL) gets how many. */
+ramferry_status ramferry_receiver_release_postcopy(ramferry_receiver* receiver,
+                                                   uint64_t* filled);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RAMFERRY_RAMFERRY_H_ */
