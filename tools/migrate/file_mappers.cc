@@ -1,6 +1,5 @@
 #include "tools/migrate/file_mappers.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -9,7 +8,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,15 +40,15 @@ absl::StatusOr<std::vector<FileMapper>> OtherProcessesMapping(
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(
-        absl::StrFormat("%s: %s", path, std::strerror(errno)));
+        absl::StrFormat("%s: %s", path, strerrordesc_np(errno)));
   }
   std::vector<FileMapper> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
   const pid_t self = getpid();
-  while (const dirent* e = readdir(proc)) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
     char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
+    const long pid = std::strtol(name.c_str(), &end, 10);
     if (*end != '\0' || pid <= 0 || pid == self) continue;
     std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
     if (!maps) continue;  // gone, or not ours to read
@@ -66,7 +67,6 @@ absl::StatusOr<std::vector<FileMapper>> OtherProcessesMapping(
     std::getline(comm, m.command);
     found.push_back(std::move(m));
   }
-  closedir(proc);
   return found;
 }
 
