@@ -27,7 +27,8 @@ void FuzzHello(absl::Span<const uint8_t> in) {
       channels::FindTransportFamily(h->transport);
   FUZZ_CHECK(family != nullptr);
   FUZZ_CHECK(in.size() >= proto::kHelloBytes);
-  FUZZ_CHECK(h->role == proto::Role::kControl || h->role == proto::Role::kData);
+  FUZZ_CHECK(h->role == proto::Role::kControl ||
+             h->role == proto::Role::kData || h->role == proto::Role::kUrgent);
   FUZZ_CHECK(!h->session.is_zero());
   FUZZ_CHECK(h->channel_count >= 1 && h->channel_count <= proto::kMaxChannels);
   FUZZ_CHECK(h->channel_index < h->channel_count);
