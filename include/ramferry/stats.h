@@ -91,7 +91,10 @@ struct PostcopyStats {
   uint64_t resumes = 0;
   // Destination fault latency.
   std::vector<uint64_t> latency_buckets;  // empty until the switch
-  uint64_t faults = 0;                    // the sum of latency_buckets
+  // The sum of latency_buckets: faults timed from their read to their
+  // page's placement; at most requested_pages (a page placed by the push
+  // while its fault was being read is requested but not timed).
+  uint64_t faults = 0;
   uint64_t latency_p50_us = 0;
   uint64_t latency_p99_us = 0;
   uint64_t latency_max_us = 0;
