@@ -90,6 +90,31 @@ struct FaultingReaders {
   std::vector<std::thread> threads_;
 };
 
+// `n` threads spinning until Stop() (or the end of the scope): the cores
+// stay busy, so the session's threads wait for time slices.
+class BusyThreads {
+ public:
+  explicit BusyThreads(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        volatile uint64_t x = 0;
+        while (!stop_.load(std::memory_order_relaxed)) x = x + 1;
+      });
+    }
+  }
+  ~BusyThreads() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 class PostcopyTest
     : public ::testing::TestWithParam<std::tuple<TransportKind, bool>> {};
 
@@ -418,14 +443,7 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
 // the source before POSTCOPY_ARMED.
 TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
   SKIP_WITHOUT_USERFAULTFD();
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> hogs;
-  for (int i = 0; i < 3; ++i) {
-    hogs.emplace_back([&] {
-      volatile uint64_t x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
-    });
-  }
+  BusyThreads busy(3);
   int failures = 0;
   std::string first_failure;
   const int kSessions = testing::UnderSanitizer() ? 20 : 80;
@@ -441,8 +459,7 @@ TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
       if (first_failure.empty()) first_failure = st.ToString();
     }
   }
-  stop.store(true);
-  for (auto& t : hogs) t.join();
+  busy.Stop();
   EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
 }
 
@@ -454,14 +471,7 @@ TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
 // destination holds every page.
 TEST(PostcopyShapesTest, RequestsInFlightAtTheEndDoNotFailTheSession) {
   SKIP_WITHOUT_USERFAULTFD();
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> hogs;
-  for (int i = 0; i < 2; ++i) {
-    hogs.emplace_back([&] {
-      volatile uint64_t x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
-    });
-  }
+  BusyThreads busy(2);
   int failures = 0;
   std::string first_failure;
   const int kSessions = testing::UnderSanitizer() ? 15 : 60;
@@ -487,8 +497,7 @@ TEST(PostcopyShapesTest, RequestsInFlightAtTheEndDoNotFailTheSession) {
       if (first_failure.empty()) first_failure = st.ToString();
     }
   }
-  stop.store(true);
-  for (auto& t : hogs) t.join();
+  busy.Stop();
   EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
 }
 
