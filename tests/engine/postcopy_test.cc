@@ -2,6 +2,8 @@
 // destination's missing pages dropped and registered with userfaultfd,
 // threads on the destination faulting on them while the source pushes the
 // rest; every page byte-identical and verified at the end.
+#include "proto/postcopy.h"
+
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
@@ -499,6 +501,45 @@ TEST(PostcopyShapesTest, RequestsInFlightAtTheEndDoNotFailTheSession) {
   }
   busy.Stop();
   EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
+}
+
+// The most fragmented missing set: every other page, so the switch's
+// ranges (one per page) outnumber what one MISSING_PAGES message carries
+// (kMaxMissingRanges) and the set goes as several messages; a reader
+// faults all over it meanwhile, and a RequestPages over the whole region
+// asks for more pages than one PAGE_REQUEST holds.
+TEST(PostcopyShapesTest, AnAlternatingMissingSetGoesAsSeveralMessages) {
+  SKIP_WITHOUT_USERFAULTFD();
+  const uint64_t bytes = testing::ScaledBytes(512ull << 20);
+  Session s(PostcopyOptions(/*urgent=*/true), {bytes}, 71);
+  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  const Region& src = s.src[0].region;
+  for (uint64_t p = 0; p < src.page_count(); p += 2) {
+    std::memset(src.page(p), static_cast<int>(p % 251 + 1), src.page_size);
+    s.dirty[0]->Set(p);
+  }
+  const uint64_t missing = s.Missing();
+  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  FaultingReaders readers(s.dst[0].region, src, 2, 5);
+  ASSERT_TRUE(
+      s.rx->receiver().RequestPages(1, 0, s.dst[0].region.page_count()).ok());
+  ASSERT_TRUE(s.sender->CompletePostcopy().ok());
+  readers.Stop();
+  EXPECT_EQ(readers.mismatches_.load(), 0u);
+  absl::StatusOr<VerifyReport> v = s.sender->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched;
+  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  EXPECT_TRUE(SameBytes(src, s.dst[0].region));
+  const PostcopyStats d = s.rx->receiver().stats().postcopy;
+  EXPECT_EQ(d.missing_pages, missing);
+  if (!testing::UnderSanitizer()) {
+    // 65,536 ranges in the release build: two messages at least.
+    EXPECT_GT(missing, uint64_t{proto::kMaxMissingRanges});
+    EXPECT_GT(d.requested_pages, uint64_t{proto::kMaxPageRequestPages});
+  }
 }
 
 // The hypervisor's hooks: a range asked for with RequestPages becomes
