@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "engine/c_api_util.h"
 #include "ramferry/auth_key.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/options.h"
@@ -30,9 +31,9 @@
 #include "ramferry/stats.h"
 #include "ramferry/transport.h"
 
-namespace {
+using namespace ramferry::capi;  // NOLINT(google-build-using-namespace)
 
-thread_local std::string t_last_error;
+namespace {
 
 // Calls `fn(session_stats)` every `interval` on a thread of its own while
 // a Scope lives: the progress reports of a blocking call.
@@ -138,71 +139,6 @@ struct ramferry_receiver {
 };
 
 namespace {
-
-ramferry_status Code(absl::StatusCode code) {
-  return static_cast<ramferry_status>(static_cast<int>(code));
-}
-
-// Records a failure for the thread and, where given, the handle.
-ramferry_status Fail(std::string* handle_error, const absl::Status& status) {
-  t_last_error = std::string(status.message());
-  if (handle_error != nullptr) *handle_error = t_last_error;
-  return Code(status.code());
-}
-
-ramferry_status Check(std::string* handle_error, const absl::Status& status) {
-  return status.ok() ? RAMFERRY_OK : Fail(handle_error, status);
-}
-
-ramferry_status NullArgument(const char* what) {
-  return Fail(nullptr,
-              absl::InvalidArgumentError(absl::StrCat(what, " is NULL")));
-}
-
-// Runs `fn` (which returns a ramferry_status), turning an exception into
-// an error: none may cross into C.
-template <typename Fn>
-ramferry_status Guard(std::string* handle_error, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Fail(handle_error, absl::ResourceExhaustedError("out of memory"));
-  } catch (const std::exception& e) {
-    return Fail(handle_error, absl::InternalError(e.what()));
-  } catch (...) {
-    return Fail(handle_error, absl::InternalError("unknown exception"));
-  }
-}
-
-// Views over the caller's words, one per region: nothing is copied.
-absl::StatusOr<std::vector<ramferry::DirtyBitmap>> Views(
-    const std::vector<ramferry::Region>& regions, uint64_t* const* bitmaps,
-    size_t count) {
-  if (bitmaps == nullptr) return absl::InvalidArgumentError("bitmaps is NULL");
-  if (count != regions.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        count, " bitmaps for ", regions.size(), " regions (one per region)"));
-  }
-  std::vector<ramferry::DirtyBitmap> views;
-  views.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (bitmaps[i] == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bitmap ", i, " (region ", regions[i].id, ") is NULL"));
-    }
-    views.push_back(
-        ramferry::DirtyBitmap::View(bitmaps[i], regions[i].page_count()));
-  }
-  return views;
-}
-
-std::vector<ramferry::DirtyBitmap*> Pointers(
-    std::vector<ramferry::DirtyBitmap>& views) {
-  std::vector<ramferry::DirtyBitmap*> out;
-  out.reserve(views.size());
-  for (ramferry::DirtyBitmap& v : views) out.push_back(&v);
-  return out;
-}
 
 // Copies `full` into the caller's struct of `size` bytes (its first
 // field): an older caller gets the fields it has room for.
@@ -329,7 +265,9 @@ const char* ramferry_status_name(ramferry_status status) {
   return kNames[i];
 }
 
-const char* ramferry_last_error(void) { return t_last_error.c_str(); }
+const char* ramferry_last_error(void) {
+  return ramferry::capi::LastError().c_str();
+}
 
 // ---- options ----
 

@@ -425,6 +425,103 @@ ramferry_status ramferry_receiver_request_pages(ramferry_receiver* receiver,
 ramferry_status ramferry_receiver_release_postcopy(ramferry_receiver* receiver,
                                                    uint64_t* filled);
 
+/* ---- memory of another process (ramferry/memory_handoff.h) ---- */
+
+/* Shared mappings of files (memfds, tmpfs or /dev/shm files): `base`
+ * maps `length` bytes of `fd` from `fd_offset`, 4 KiB pages. The fds are
+ * borrowed: the peer receives duplicates. */
+typedef struct ramferry_shared_regions ramferry_shared_regions;
+ramferry_shared_regions* ramferry_shared_regions_new(
+    void); /* NULL: no memory */
+void ramferry_shared_regions_free(ramferry_shared_regions* regions);
+ramferry_status ramferry_shared_regions_add(ramferry_shared_regions* regions,
+                                            uint32_t id, void* base,
+                                            uint64_t length, int fd,
+                                            uint64_t fd_offset);
+
+/* The workload's side: offer its memory to a migration process
+ * (ramferry-migrate --role=source --attach=SOCKET). */
+typedef struct ramferry_export ramferry_export;
+typedef enum ramferry_export_event {
+  /* Stop every write to the exported memory before returning. */
+  RAMFERRY_EXPORT_PAUSE = 1,
+  /* The migration failed: writes may go on here. */
+  RAMFERRY_EXPORT_RESUME = 2,
+  /* The memory lives at the destination now: never write it here again. */
+  RAMFERRY_EXPORT_MIGRATED = 3,
+  /* The migration process went away while paused: whether a destination
+   * runs on is unknown. */
+  RAMFERRY_EXPORT_DETACHED_WHILE_PAUSED = 4
+} ramferry_export_event;
+/* Called on the export's thread. A NULL handler: the migration process
+ * pauses the whole process with SIGSTOP instead. */
+typedef void (*ramferry_export_fn)(void* user, ramferry_export_event event);
+
+/* Registers the regions for write tracking (userfaultfd async
+ * write-protect, Linux 6.7+), binds `socket_path` (mode 0600) and serves
+ * migration processes on a thread of its own. The regions must stay
+ * mapped until ramferry_export_free, which unregisters them. */
+ramferry_status ramferry_export_listen(const char* socket_path,
+                                       const ramferry_shared_regions* regions,
+                                       ramferry_export_fn fn, void* user,
+                                       ramferry_export** out);
+void ramferry_export_free(ramferry_export* exp);
+const char* ramferry_export_last_error(const ramferry_export* exp);
+/* Blocks until migrated (OK), timeout_ms passed (DEADLINE_EXCEEDED) or
+ * the export failed. */
+ramferry_status ramferry_export_wait_migrated(ramferry_export* exp,
+                                              uint64_t timeout_ms);
+/* CLOCK_MONOTONIC nanoseconds at which the last pause took effect; 0 if
+ * never paused. */
+ramferry_status ramferry_export_paused_at_ns(const ramferry_export* exp,
+                                             int64_t* ns);
+
+/* The migration process's side (what ramferry-migrate --attach does). */
+typedef struct ramferry_attach ramferry_attach;
+ramferry_status ramferry_attach_open(const char* socket_path,
+                                     uint64_t timeout_ms,
+                                     ramferry_attach** out);
+void ramferry_attach_free(ramferry_attach* att);
+const char* ramferry_attach_last_error(const ramferry_attach* att);
+ramferry_status ramferry_attach_region_count(const ramferry_attach* att,
+                                             size_t* count);
+/* Region i as mapped in THIS process (read-only): pass id, base and length
+ * to ramferry_regions_add to send it. */
+ramferry_status ramferry_attach_region(const ramferry_attach* att, size_t i,
+                                       uint32_t* id, void** base,
+                                       uint64_t* length);
+/* ORs the pages the workload wrote since the last call into `bitmaps`
+ * (one per region, ramferry_bitmap_words(length / 4096) words each, in
+ * region order) and re-arms their tracking; *reported (may be NULL) gets
+ * how many. */
+ramferry_status ramferry_attach_collect(ramferry_attach* att,
+                                        uint64_t* const* bitmaps, size_t count,
+                                        uint64_t* reported);
+ramferry_status ramferry_attach_pause(ramferry_attach* att,
+                                      uint64_t timeout_ms);
+ramferry_status ramferry_attach_resume(ramferry_attach* att);
+ramferry_status ramferry_attach_migrated(ramferry_attach* att);
+
+/* The destination's side: hand the memory a receiver filled (its fds) to
+ * a process waiting in ramferry_adopt_wait at `socket_path`. */
+ramferry_status ramferry_hand_over_memory(
+    const char* socket_path, const ramferry_shared_regions* regions,
+    uint64_t timeout_ms);
+
+/* The new workload's side. */
+typedef struct ramferry_adopt ramferry_adopt;
+ramferry_status ramferry_adopt_listen(const char* socket_path,
+                                      ramferry_adopt** out);
+void ramferry_adopt_free(ramferry_adopt* adopt); /* unmaps */
+const char* ramferry_adopt_last_error(const ramferry_adopt* adopt);
+ramferry_status ramferry_adopt_wait(ramferry_adopt* adopt, uint64_t timeout_ms);
+ramferry_status ramferry_adopt_region_count(const ramferry_adopt* adopt,
+                                            size_t* count);
+/* Region i, mapped read-write here; *fd stays owned by the handle. */
+ramferry_status ramferry_adopt_region(const ramferry_adopt* adopt, size_t i,
+                                      uint32_t* id, void** base,
+                                      uint64_t* length, int* fd);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,96 @@
+// What every part of the C API shares: errors recorded per handle and per
+// thread, exceptions stopped at the boundary, the caller's bitmap words
+// viewed in place.
+#ifndef RAMFERRY_ENGINE_C_API_UTIL_H_
+#define RAMFERRY_ENGINE_C_API_UTIL_H_
+
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "ramferry/dirty_bitmap.h"
+#include "ramferry/ramferry.h"
+#include "ramferry/region.h"
+
+namespace ramferry::capi {
+
+// The calling thread's last error message (ramferry_last_error).
+inline std::string& LastError() {
+  thread_local std::string message;
+  return message;
+}
+
+inline ramferry_status Code(absl::StatusCode code) {
+  return static_cast<ramferry_status>(static_cast<int>(code));
+}
+
+// Records a failure for the thread and, where given, the handle.
+inline ramferry_status Fail(std::string* handle_error,
+                            const absl::Status& status) {
+  LastError() = std::string(status.message());
+  if (handle_error != nullptr) *handle_error = LastError();
+  return Code(status.code());
+}
+
+inline ramferry_status Check(std::string* handle_error,
+                             const absl::Status& status) {
+  return status.ok() ? RAMFERRY_OK : Fail(handle_error, status);
+}
+
+inline ramferry_status NullArgument(const char* what) {
+  return Fail(nullptr,
+              absl::InvalidArgumentError(absl::StrCat(what, " is NULL")));
+}
+
+// Runs `fn` (which returns a ramferry_status), turning an exception into
+// an error: none may cross into C.
+template <typename Fn>
+ramferry_status Guard(std::string* handle_error, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Fail(handle_error, absl::ResourceExhaustedError("out of memory"));
+  } catch (const std::exception& e) {
+    return Fail(handle_error, absl::InternalError(e.what()));
+  } catch (...) {
+    return Fail(handle_error, absl::InternalError("unknown exception"));
+  }
+}
+
+// Views over the caller's words, one per region: nothing is copied.
+inline absl::StatusOr<std::vector<ramferry::DirtyBitmap>> Views(
+    const std::vector<ramferry::Region>& regions, uint64_t* const* bitmaps,
+    size_t count) {
+  if (bitmaps == nullptr) return absl::InvalidArgumentError("bitmaps is NULL");
+  if (count != regions.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        count, " bitmaps for ", regions.size(), " regions (one per region)"));
+  }
+  std::vector<ramferry::DirtyBitmap> views;
+  views.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (bitmaps[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bitmap ", i, " (region ", regions[i].id, ") is NULL"));
+    }
+    views.push_back(
+        ramferry::DirtyBitmap::View(bitmaps[i], regions[i].page_count()));
+  }
+  return views;
+}
+
+inline std::vector<ramferry::DirtyBitmap*> Pointers(
+    std::vector<ramferry::DirtyBitmap>& views) {
+  std::vector<ramferry::DirtyBitmap*> out;
+  out.reserve(views.size());
+  for (ramferry::DirtyBitmap& v : views) out.push_back(&v);
+  return out;
+}
+
+}  // namespace ramferry::capi
+
+#endif  // RAMFERRY_ENGINE_C_API_UTIL_H_

@@ -1,0 +1,147 @@
+// HandOverMemory and AdoptedMemory (ramferry/memory_handoff.h): the
+// destination passes the memory it received to the process that runs on.
+#include <unistd.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/owned_fd.h"
+#include "engine/shared_mapping.h"
+#include "engine/unix_seqpacket.h"
+#include "proto/memory_handoff.h"
+#include "ramferry/memory_handoff.h"
+
+namespace ramferry {
+namespace {
+
+using engine::OwnedFd;
+
+class AdoptedMemoryImpl final : public AdoptedMemory {
+ public:
+  AdoptedMemoryImpl(std::string path, OwnedFd listener)
+      : path_(std::move(path)), listener_(std::move(listener)) {}
+  ~AdoptedMemoryImpl() override {
+    if (listener_.valid()) unlink(path_.c_str());
+  }
+
+  absl::Status Wait(absl::Duration timeout) override {
+    if (!regions_.empty()) return absl::OkStatus();
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      absl::StatusOr<OwnedFd> conn = engine::AcceptSeqpacket(
+          listener_.get(), deadline - absl::Now(), nullptr);
+      if (!conn.ok()) {
+        return absl::Status(conn.status().code(),
+                            absl::StrCat("no memory handed over at ", path_,
+                                         ": ", conn.status().message()));
+      }
+      absl::Status s = Adopt(conn->get());
+      if (s.ok()) {
+        listener_.Reset();
+        unlink(path_.c_str());
+        return s;
+      }
+      // A bad offer is refused (the destination sees the socket close
+      // without ADOPTED) and the next one awaited: the memory to run on
+      // must be right, not merely the first that came.
+      if (absl::Now() >= deadline) return s;
+    }
+  }
+
+  absl::Span<const SharedRegion> regions() const override { return regions_; }
+
+ private:
+  absl::Status Adopt(int conn) {
+    absl::StatusOr<engine::Packet> p =
+        engine::ReceivePacket(conn, proto::kMaxOfferBytes,
+                              proto::kMaxHandoffRegions, absl::Seconds(10));
+    if (!p.ok()) return p.status();
+    absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p->bytes);
+    if (!offer.ok()) return offer.status();
+    if (offer->kind != proto::OfferKind::kHandOver ||
+        p->fds.size() != offer->fd_count()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a hand-over of %d regions with %d descriptors (want one each, "
+          "and a hand-over, not a workload's export)",
+          offer->regions.size(), p->fds.size()));
+    }
+    std::vector<engine::SharedMapping> maps;
+    std::vector<SharedRegion> regions;
+    for (size_t i = 0; i < offer->regions.size(); ++i) {
+      const proto::OfferedRegion& r = offer->regions[i];
+      absl::StatusOr<engine::SharedMapping> m = engine::SharedMapping::Map(
+          p->fds[i].get(), r.fd_offset, r.length, /*writable=*/true);
+      if (!m.ok()) return m.status();
+      regions.push_back(
+          {r.id, r.name, m->data(), r.length, p->fds[i].get(), r.fd_offset});
+      maps.push_back(*std::move(m));
+    }
+    if (absl::Status s = engine::SendPacket(
+            conn, proto::EncodeCommand({proto::HandoffCommand::kAdopted, 0}));
+        !s.ok()) {
+      return s;
+    }
+    fds_ = std::move(p->fds);
+    maps_ = std::move(maps);
+    regions_ = std::move(regions);
+    return absl::OkStatus();
+  }
+
+  const std::string path_;
+  OwnedFd listener_;
+  std::vector<OwnedFd> fds_;
+  std::vector<engine::SharedMapping> maps_;
+  std::vector<SharedRegion> regions_;
+};
+
+}  // namespace
+
+absl::Status HandOverMemory(const std::string& socket_path,
+                            absl::Span<const SharedRegion> regions,
+                            absl::Duration timeout) {
+  proto::Offer offer;
+  offer.kind = proto::OfferKind::kHandOver;
+  offer.pid = static_cast<uint32_t>(getpid());
+  std::vector<int> fds;
+  for (const SharedRegion& r : regions) {
+    offer.regions.push_back({r.id, reinterpret_cast<uint64_t>(r.base), r.length,
+                             r.fd_offset, r.name});
+    fds.push_back(r.fd);
+  }
+  absl::StatusOr<std::vector<uint8_t>> encoded = proto::EncodeOffer(offer);
+  if (!encoded.ok()) return encoded.status();
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<OwnedFd> conn = engine::ConnectSeqpacket(socket_path, timeout);
+  if (!conn.ok()) return conn.status();
+  if (absl::Status s = engine::SendPacket(conn->get(), *encoded, fds);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<engine::Packet> reply =
+      engine::ReceivePacket(conn->get(), proto::kCommandBytes, 0,
+                            std::max(deadline - absl::Now(), absl::Seconds(1)));
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<proto::CommandMessage> c =
+      reply->bytes.empty() ? absl::UnavailableError(absl::StrCat(
+                                 "the process at ", socket_path,
+                                 " refused the memory (see its error)"))
+                           : proto::DecodeCommand(reply->bytes);
+  if (!c.ok()) return c.status();
+  if (c->type != proto::HandoffCommand::kAdopted) {
+    return absl::InternalError(absl::StrCat("the adopting process answered ",
+                                            proto::HandoffCommandName(c->type),
+                                            ", not ADOPTED"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<AdoptedMemory>> AdoptedMemory::Listen(
+    const std::string& socket_path) {
+  absl::StatusOr<OwnedFd> listener = engine::ListenSeqpacket(socket_path);
+  if (!listener.ok()) return listener.status();
+  return std::make_unique<AdoptedMemoryImpl>(socket_path, *std::move(listener));
+}
+
+}  // namespace ramferry

@@ -1,0 +1,308 @@
+// AttachedMemory (ramferry/memory_handoff.h): the migration process's side.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/owned_fd.h"
+#include "engine/shared_mapping.h"
+#include "engine/unix_seqpacket.h"
+#include "engine/write_tracking.h"
+#include "proto/memory_handoff.h"
+#include "ramferry/memory_handoff.h"
+
+namespace ramferry {
+namespace {
+
+using engine::OwnedFd;
+using proto::CommandMessage;
+using proto::HandoffCommand;
+
+// What /proc/self/fd/N names: how a received descriptor is told apart
+// from what the offer says it is.
+std::string FdTarget(int fd) {
+  std::error_code ec;
+  const std::filesystem::path p =
+      std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", fd), ec);
+  return ec ? std::string() : p.string();
+}
+
+// Whether every thread of `pid` is stopped (state T in its stat).
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // the thread just exited
+    // "tid (comm) S ...": comm may hold spaces and parentheses.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    const char state = line[close + 2];
+    if (state != 'T' && state != 't') return false;
+    any = true;
+  }
+  return any;
+}
+
+class AttachedMemoryImpl final : public AttachedMemory {
+ public:
+  AttachedMemoryImpl(OwnedFd conn, pid_t pid, bool pauses_itself,
+                     OwnedFd pagemap, OwnedFd uffd,
+                     std::vector<engine::SharedMapping> maps,
+                     std::vector<Region> regions,
+                     std::vector<uint64_t> remote_bases)
+      : conn_(std::move(conn)),
+        pid_(pid),
+        pauses_itself_(pauses_itself),
+        pagemap_(std::move(pagemap)),
+        uffd_(std::move(uffd)),
+        maps_(std::move(maps)),
+        regions_(std::move(regions)) {
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      written_.emplace_back(pagemap_.get(), remote_bases[i],
+                            regions_[i].length);
+    }
+  }
+
+  absl::Span<const Region> regions() const override { return regions_; }
+  pid_t pid() const override { return pid_; }
+  bool pauses_itself() const override { return pauses_itself_; }
+  bool stopped_by_signal() const override { return stopped_; }
+  const std::string& pause_note() const override { return note_; }
+
+  absl::StatusOr<uint64_t> CollectWritten(
+      absl::Span<DirtyBitmap* const> dirty) override {
+    if (dirty.size() != regions_.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%d bitmaps for %d attached regions", dirty.size(), regions_.size()));
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      if (dirty[i]->pages() != regions_[i].page_count()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "bitmap %d has %d pages; region %d has %d", i, dirty[i]->pages(),
+            regions_[i].id, regions_[i].page_count()));
+      }
+      absl::StatusOr<uint64_t> n = written_[i].Collect(*dirty[i]);
+      if (!n.ok()) {
+        return absl::Status(
+            n.status().code(),
+            absl::StrFormat("the workload's writes (pid %d): %s; did it end, "
+                            "or free its export?",
+                            pid_, n.status().message()));
+      }
+      total += *n;
+    }
+    return total;
+  }
+
+  absl::Status Pause(absl::Duration timeout) override {
+    if (paused_) return absl::OkStatus();
+    note_.clear();
+    if (pauses_itself_) {
+      absl::Status s =
+          Command(HandoffCommand::kPause, HandoffCommand::kPaused, timeout);
+      if (s.ok()) {
+        paused_ = true;
+        return s;
+      }
+      note_ = absl::StrCat("the workload did not pause itself (", s.message(),
+                           "): stopped with SIGSTOP");
+    } else {
+      note_ = "the workload has no pause handler: stopped with SIGSTOP";
+    }
+    return StopBySignal(timeout);
+  }
+
+  absl::Status Resume() override {
+    if (!paused_) return absl::OkStatus();
+    paused_ = false;
+    if (stopped_) {
+      stopped_ = false;
+      if (kill(pid_, SIGCONT) != 0) {
+        return engine::ErrnoStatus(absl::StrCat("SIGCONT to pid ", pid_));
+      }
+      // A pause the handler answered late is still in force there.
+      if (pauses_itself_ && late_pause_) {
+        return Command(HandoffCommand::kResume, HandoffCommand::kResumed,
+                       absl::Seconds(10));
+      }
+      return absl::OkStatus();
+    }
+    return Command(HandoffCommand::kResume, HandoffCommand::kResumed,
+                   absl::Seconds(10));
+  }
+
+  absl::Status Migrated() override {
+    // Read by the workload when it next runs (a stopped one stays so).
+    return engine::SendPacket(
+        conn_.get(), proto::EncodeCommand({HandoffCommand::kMigrated, 0}));
+  }
+
+ private:
+  // Sends `cmd` and waits for `want`, skipping a PAUSED that a handler
+  // sent after its pause had timed out.
+  absl::Status Command(HandoffCommand cmd, HandoffCommand want,
+                       absl::Duration timeout) {
+    if (absl::Status s =
+            engine::SendPacket(conn_.get(), proto::EncodeCommand({cmd, 0}));
+        !s.ok()) {
+      return s;
+    }
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      absl::StatusOr<engine::Packet> p = engine::ReceivePacket(
+          conn_.get(), proto::kCommandBytes, 0, deadline - absl::Now());
+      if (!p.ok()) {
+        if (cmd == HandoffCommand::kPause) late_pause_ = true;
+        return p.status();
+      }
+      if (p->bytes.empty()) {
+        return absl::UnavailableError(
+            absl::StrCat("the workload (pid ", pid_, ") closed the socket"));
+      }
+      absl::StatusOr<CommandMessage> c = proto::DecodeCommand(p->bytes);
+      if (!c.ok()) return c.status();
+      if (c->type == want) return absl::OkStatus();
+      if (c->type == HandoffCommand::kPaused && late_pause_) {
+        late_pause_ = false;
+        continue;
+      }
+      return absl::InternalError(absl::StrFormat(
+          "the workload answered %s to %s", proto::HandoffCommandName(c->type),
+          proto::HandoffCommandName(cmd)));
+    }
+  }
+
+  absl::Status StopBySignal(absl::Duration timeout) {
+    if (kill(pid_, SIGSTOP) != 0) {
+      return engine::ErrnoStatus(absl::StrCat("SIGSTOP to pid ", pid_));
+    }
+    stopped_ = true;
+    paused_ = true;
+    // The signal is delivered to each thread as it next enters the kernel;
+    // until every one has stopped, one may still be storing.
+    const absl::Time deadline =
+        absl::Now() + std::max(timeout, absl::Seconds(1));
+    while (!AllThreadsStopped(pid_)) {
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "pid %d did not stop within %s of SIGSTOP", pid_,
+            absl::FormatDuration(std::max(timeout, absl::Seconds(1)))));
+      }
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return absl::OkStatus();
+  }
+
+  const OwnedFd conn_;
+  const pid_t pid_;
+  const bool pauses_itself_;
+  const OwnedFd pagemap_;
+  const OwnedFd uffd_;  // keeps the workload's registration alive
+  const std::vector<engine::SharedMapping> maps_;
+  const std::vector<Region> regions_;
+  std::vector<engine::WrittenPages> written_;
+  bool paused_ = false;
+  bool stopped_ = false;
+  bool late_pause_ = false;  // a PAUSE timed out; its PAUSED may follow
+  std::string note_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
+    const std::string& socket_path, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<OwnedFd> conn = engine::ConnectSeqpacket(socket_path, timeout);
+  if (!conn.ok()) return conn.status();
+  absl::StatusOr<pid_t> peer = engine::PeerPid(conn->get());
+  if (!peer.ok()) return peer.status();
+  absl::StatusOr<engine::Packet> p =
+      engine::ReceivePacket(conn->get(), proto::kMaxOfferBytes,
+                            proto::kExportFixedFds + proto::kMaxHandoffRegions,
+                            std::max(deadline - absl::Now(), absl::Seconds(1)));
+  if (!p.ok()) {
+    return absl::Status(
+        p.status().code(),
+        absl::StrCat("no memory offer from ", socket_path, ": ",
+                     p.status().message(),
+                     absl::IsDeadlineExceeded(p.status())
+                         ? " (is another migration process attached?)"
+                         : ""));
+  }
+  absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p->bytes);
+  if (!offer.ok()) return offer.status();
+  if (offer->kind != proto::OfferKind::kExport) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(socket_path,
+                     " hands over received memory; attach to a workload's "
+                     "export instead"));
+  }
+  if (p->fds.size() != offer->fd_count()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "memory offer for %d regions came with %d descriptors, not %d",
+        offer->regions.size(), p->fds.size(), offer->fd_count()));
+  }
+  // The descriptors must be what the offer says: the workload's own
+  // pagemap (its writes, not another process's) and a userfaultfd.
+  if (offer->pid != static_cast<uint32_t>(*peer) ||
+      FdTarget(p->fds[0].get()) != absl::StrCat("/proc/", *peer, "/pagemap")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the memory offer's pagemap is %s, not the offering process's "
+        "(/proc/%d/pagemap)",
+        FdTarget(p->fds[0].get()), *peer));
+  }
+  if (FdTarget(p->fds[1].get()) != "anon_inode:[userfaultfd]") {
+    return absl::InvalidArgumentError(
+        "the memory offer's second descriptor is not a userfaultfd");
+  }
+  std::vector<engine::SharedMapping> maps;
+  std::vector<Region> regions;
+  std::vector<uint64_t> remote_bases;
+  for (size_t i = 0; i < offer->regions.size(); ++i) {
+    const proto::OfferedRegion& r = offer->regions[i];
+    absl::StatusOr<engine::SharedMapping> m = engine::SharedMapping::Map(
+        p->fds[proto::kExportFixedFds + i].get(), r.fd_offset, r.length,
+        /*writable=*/false);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offered region ", r.id, ": ", m.status().message()));
+    }
+    Region region;
+    region.id = r.id;
+    region.name = r.name.empty() ? absl::StrCat("region", r.id) : r.name;
+    region.base = m->data();
+    region.length = r.length;
+    regions.push_back(std::move(region));
+    remote_bases.push_back(r.base);
+    maps.push_back(*std::move(m));
+  }
+  auto attached = std::make_unique<AttachedMemoryImpl>(
+      *std::move(conn), *peer, (offer->flags & proto::kOfferPausesItself) != 0,
+      std::move(p->fds[0]), std::move(p->fds[1]), std::move(maps),
+      std::move(regions), std::move(remote_bases));
+  // Probe the scan now: a pagemap without write tracking behind it fails
+  // here, not in the first round. What it reports is sent by round 0.
+  std::vector<DirtyBitmap> probe;
+  std::vector<DirtyBitmap*> ptrs;
+  for (const Region& r : attached->regions())
+    probe.emplace_back(r.page_count());
+  for (DirtyBitmap& b : probe) ptrs.push_back(&b);
+  if (absl::StatusOr<uint64_t> n = attached->CollectWritten(ptrs); !n.ok()) {
+    return n.status();
+  }
+  return attached;
+}
+
+}  // namespace ramferry

@@ -1,0 +1,248 @@
+// MemoryExport (ramferry/memory_handoff.h): the workload's side.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/owned_fd.h"
+#include "engine/shared_mapping.h"
+#include "engine/unix_seqpacket.h"
+#include "engine/write_tracking.h"
+#include "proto/memory_handoff.h"
+#include "ramferry/memory_handoff.h"
+
+namespace ramferry {
+namespace {
+
+using engine::OwnedFd;
+using proto::CommandMessage;
+using proto::HandoffCommand;
+
+int64_t MonotonicNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
+
+class MemoryExportImpl final : public MemoryExport {
+ public:
+  MemoryExportImpl(std::string path, std::vector<uint8_t> offer,
+                   std::vector<OwnedFd> fds, OwnedFd listener, OwnedFd wake,
+                   EventHandler on_event)
+      : path_(std::move(path)),
+        offer_(std::move(offer)),
+        fds_(std::move(fds)),
+        listener_(std::move(listener)),
+        wake_(std::move(wake)),
+        on_event_(std::move(on_event)) {
+    thread_ = std::thread([this] { Serve(); });
+  }
+
+  ~MemoryExportImpl() override {
+    const uint64_t one = 1;
+    (void)!write(wake_.get(), &one, sizeof one);
+    thread_.join();
+    unlink(path_.c_str());
+    // fds_ close here: the userfaultfd last, which unregisters the regions
+    // (an attacher may still hold a duplicate; its scans then fail).
+  }
+
+  absl::Status WaitMigrated(absl::Duration timeout) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto done = [this] { return migrated_; };
+    if (timeout == absl::InfiniteDuration()) {
+      cv_.wait(lock, done);
+    } else if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), done)) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "not migrated within %s", absl::FormatDuration(timeout)));
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t paused_at_ns() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return paused_at_ns_;
+  }
+  const std::string& socket_path() const override { return path_; }
+
+ private:
+  // Readable `fd`, or false once woken for destruction.
+  bool WaitReadable(int fd) {
+    pollfd p[2] = {{fd, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    while (poll(p, 2, -1) < 0) {
+    }
+    return (p[1].revents & POLLIN) == 0;
+  }
+
+  // One migration process after another, until migrated or destroyed.
+  void Serve() {
+    while (WaitReadable(listener_.get())) {
+      absl::StatusOr<OwnedFd> conn = engine::AcceptSeqpacket(
+          listener_.get(), absl::ZeroDuration(), nullptr);
+      if (!conn.ok()) continue;  // gone before accepted, or not this user's
+      std::vector<int> fds;
+      for (const OwnedFd& f : fds_) fds.push_back(f.get());
+      if (!engine::SendPacket(conn->get(), offer_, fds).ok()) continue;
+      if (ServeAttacher(conn->get())) return;
+    }
+  }
+
+  // Commands from one attacher; true once migrated (nothing more to do).
+  bool ServeAttacher(int conn) {
+    for (;;) {
+      if (!WaitReadable(conn)) return true;
+      absl::StatusOr<engine::Packet> p = engine::ReceivePacket(
+          conn, proto::kCommandBytes, 0, absl::ZeroDuration());
+      absl::StatusOr<CommandMessage> c =
+          p.ok() && !p->bytes.empty() ? proto::DecodeCommand(p->bytes)
+                                      : absl::StatusOr<CommandMessage>(
+                                            absl::UnavailableError("closed"));
+      if (!c.ok()) {
+        Detached();
+        return false;
+      }
+      switch (c->type) {
+        case HandoffCommand::kPause:
+          Reply(conn, HandoffCommand::kPaused, Pause());
+          break;
+        case HandoffCommand::kResume:
+          Resume();
+          Reply(conn, HandoffCommand::kResumed, 0);
+          break;
+        case HandoffCommand::kMigrated:
+          Event(ExportEvent::kMigrated);
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            migrated_ = true;
+          }
+          cv_.notify_all();
+          return true;
+        default:  // not an attacher's command
+          Detached();
+          return false;
+      }
+    }
+  }
+
+  void Reply(int conn, HandoffCommand type, uint64_t value) {
+    // A failed reply shows at the next read as a closed connection.
+    (void)engine::SendPacket(conn, proto::EncodeCommand({type, value}));
+  }
+
+  // Pauses once (a repeated PAUSE, e.g. from a second attacher after the
+  // first vanished, is answered with the first pause's time).
+  uint64_t Pause() {
+    if (!paused_) {
+      Event(ExportEvent::kPause);
+      paused_ = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      paused_at_ns_ = MonotonicNs();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<uint64_t>(paused_at_ns_);
+  }
+
+  void Resume() {
+    if (!paused_) return;
+    Event(ExportEvent::kResume);
+    paused_ = false;
+  }
+
+  void Detached() {
+    if (paused_) Event(ExportEvent::kDetachedWhilePaused);
+  }
+
+  void Event(ExportEvent e) {
+    if (on_event_) on_event_(e);
+  }
+
+  const std::string path_;
+  const std::vector<uint8_t> offer_;
+  const std::vector<OwnedFd> fds_;  // pagemap, userfaultfd, regions'
+  const OwnedFd listener_;
+  const OwnedFd wake_;
+  const EventHandler on_event_;
+  bool paused_ = false;  // the serving thread's
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t paused_at_ns_ = 0;  // guarded by mu_
+  bool migrated_ = false;     // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::string_view ExportEventName(ExportEvent event) {
+  switch (event) {
+    case ExportEvent::kPause:
+      return "pause";
+    case ExportEvent::kResume:
+      return "resume";
+    case ExportEvent::kMigrated:
+      return "migrated";
+    case ExportEvent::kDetachedWhilePaused:
+      return "detached-while-paused";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
+    const std::string& socket_path, absl::Span<const SharedRegion> regions,
+    EventHandler on_event) {
+  proto::Offer offer;
+  offer.kind = proto::OfferKind::kExport;
+  offer.flags = on_event ? proto::kOfferPausesItself : 0;
+  offer.pid = static_cast<uint32_t>(getpid());
+  for (const SharedRegion& r : regions) {
+    offer.regions.push_back({r.id, reinterpret_cast<uint64_t>(r.base), r.length,
+                             r.fd_offset, r.name});
+  }
+  absl::StatusOr<std::vector<uint8_t>> encoded = proto::EncodeOffer(offer);
+  if (!encoded.ok()) return encoded.status();
+  // The descriptors travel as duplicates: the caller keeps its own.
+  std::vector<OwnedFd> fds;
+  absl::StatusOr<OwnedFd> pagemap = engine::OpenOwnPagemap();
+  if (!pagemap.ok()) return pagemap.status();
+  absl::StatusOr<OwnedFd> uffd = engine::OpenWriteProtectFd();
+  if (!uffd.ok()) return uffd.status();
+  for (const SharedRegion& r : regions) {
+    OwnedFd dup(fcntl(r.fd, F_DUPFD_CLOEXEC, 0));
+    if (!dup.valid()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "region %d: fd %d is not an open descriptor", r.id, r.fd));
+    }
+    // The same checks the attacher makes, so a bad region fails here.
+    absl::StatusOr<engine::SharedMapping> probe = engine::SharedMapping::Map(
+        dup.get(), r.fd_offset, r.length, /*writable=*/false);
+    if (!probe.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("region ", r.id, ": ", probe.status().message()));
+    }
+    if (absl::Status s = engine::ArmWriteProtect(uffd->get(), r.base, r.length);
+        !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("region ", r.id, ": ", s.message()));
+    }
+    fds.push_back(std::move(dup));
+  }
+  fds.insert(fds.begin(), std::move(*uffd));
+  fds.insert(fds.begin(), std::move(*pagemap));
+  absl::StatusOr<OwnedFd> listener = engine::ListenSeqpacket(socket_path);
+  if (!listener.ok()) return listener.status();
+  OwnedFd wake(eventfd(0, EFD_CLOEXEC));
+  if (!wake.valid()) return engine::ErrnoStatus("eventfd");
+  return std::make_unique<MemoryExportImpl>(
+      socket_path, *std::move(encoded), std::move(fds), *std::move(listener),
+      std::move(wake), std::move(on_event));
+}
+
+}  // namespace ramferry

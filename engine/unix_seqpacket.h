@@ -1,0 +1,55 @@
+// Unix SOCK_SEQPACKET sockets that carry file descriptors: one message a
+// packet (no framing to get wrong), descriptors as SCM_RIGHTS, the peer's
+// credentials checked on every accepted connection. For the memory
+// hand-off (ramferry/memory_handoff.h), between processes of one machine.
+#ifndef RAMFERRY_ENGINE_UNIX_SEQPACKET_H_
+#define RAMFERRY_ENGINE_UNIX_SEQPACKET_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/owned_fd.h"
+
+namespace ramferry::engine {
+
+// Binds `path` (mode 0600) and listens. A socket file left behind by a
+// process that is gone is replaced; one that still answers is not.
+absl::StatusOr<OwnedFd> ListenSeqpacket(const std::string& path);
+
+// Waits up to `timeout` for a connection from a process of this user (or
+// root); others are refused and closed. *peer gets its pid. A timeout is
+// DEADLINE_EXCEEDED.
+absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
+                                        pid_t* peer);
+
+// Connects to `path`, retrying while it does not exist or refuses, until
+// `timeout`.
+absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
+                                         absl::Duration timeout);
+
+// The peer's pid, as the kernel recorded it at connect (or listen).
+absl::StatusOr<pid_t> PeerPid(int fd);
+
+absl::Status SendPacket(int fd, absl::Span<const uint8_t> bytes,
+                        absl::Span<const int> fds = {});
+
+struct Packet {
+  std::vector<uint8_t> bytes;  // empty: the peer closed the connection
+  std::vector<OwnedFd> fds;
+};
+// Receives one packet of at most `max_bytes` with at most `max_fds`
+// descriptors, waiting up to `timeout` (DEADLINE_EXCEEDED). A packet that
+// did not fit is an error, and what came with it is closed.
+absl::StatusOr<Packet> ReceivePacket(int fd, size_t max_bytes, size_t max_fds,
+                                     absl::Duration timeout);
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_UNIX_SEQPACKET_H_

@@ -1,0 +1,163 @@
+// Migrating the memory of another process, and handing received memory to
+// one: four parties over unix sockets, none of them copying a page.
+//
+//   workload (source)      MemoryExport: registers its shared mappings
+//                          (memfd, tmpfs, /dev/shm files) for userfaultfd
+//                          write-protect tracking and offers them on a
+//                          socket.
+//   migration process      AttachedMemory: takes the offer (the memory
+//                          fds, the workload's pagemap fd and its
+//                          userfaultfd, over SCM_RIGHTS), maps the same
+//                          pages read-only, collects the workload's writes
+//                          with PAGEMAP_SCAN on the workload's pagemap, and
+//                          pauses it for the final round.
+//   destination process    HandOverMemory: after the session, passes the
+//                          memory it received into (a memfd) to
+//   new workload           AdoptedMemory, which maps it and runs on.
+//
+// Why it works: userfaultfd write-protection lives in the workload's page
+// tables, so only the workload can register it; but PAGEMAP_SCAN on a
+// pagemap fd acts on the mm that opened it, so whoever holds the
+// workload's fd reads (and re-arms) the workload's write bits. The
+// migration process never reads through the workload's address space
+// (process_vm_readv): it maps the same physical pages.
+//
+// The socket protocol (proto/memory_handoff.h) is versioned; an offer the
+// peer does not understand is refused with a message, never half-used.
+#ifndef RAMFERRY_MEMORY_HANDOFF_H_
+#define RAMFERRY_MEMORY_HANDOFF_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ramferry/dirty_bitmap.h"
+#include "ramferry/region.h"
+
+namespace ramferry {
+
+// A shared mapping of (part of) a file: `base` maps `length` bytes of
+// `fd` from `fd_offset`. 4 KiB pages; the fd is only borrowed (the
+// receiver of an offer gets its own duplicate).
+struct SharedRegion {
+  uint32_t id = 0;
+  std::string name;
+  void* base = nullptr;
+  uint64_t length = 0;
+  int fd = -1;
+  uint64_t fd_offset = 0;
+};
+
+// What the workload is told, on the export's own thread.
+enum class ExportEvent {
+  // Stop every write to the exported memory before returning: the final
+  // round follows. Without a handler the migration process stops the
+  // whole process (SIGSTOP) instead.
+  kPause,
+  // The migration failed or was cancelled: writes may go on here.
+  kResume,
+  // The memory lives at the destination now: never write it here again.
+  kMigrated,
+  // The migration process went away while the memory was paused. Whether
+  // a destination runs on is unknown: resuming risks two live copies.
+  kDetachedWhilePaused,
+};
+absl::string_view ExportEventName(ExportEvent event);
+
+// The workload's side. Listen() registers every region for write
+// tracking (async userfaultfd write-protect: writes never wait for the
+// migration process; Linux 6.7+), opens /proc/self/pagemap, binds
+// `socket_path` (mode 0600: the offer grants write tracking and read
+// access to the memory) and serves one migration process at a time on a
+// thread of its own. The regions must stay mapped while the export
+// lives; destroying it unregisters them.
+class MemoryExport {
+ public:
+  using EventHandler = std::function<void(ExportEvent)>;
+
+  static absl::StatusOr<std::unique_ptr<MemoryExport>> Listen(
+      const std::string& socket_path, absl::Span<const SharedRegion> regions,
+      EventHandler on_event);
+  virtual ~MemoryExport() = default;
+
+  // Blocks until the memory was migrated (OK), `timeout` passed
+  // (DEADLINE_EXCEEDED) or the export failed.
+  virtual absl::Status WaitMigrated(absl::Duration timeout) = 0;
+  // CLOCK_MONOTONIC nanoseconds at which the last pause took effect (the
+  // handler returned); 0 if never paused.
+  virtual int64_t paused_at_ns() const = 0;
+  virtual const std::string& socket_path() const = 0;
+};
+
+// The migration process's side: the regions the workload offered, mapped
+// here (read-only, MAP_SHARED: the workload's own pages).
+class AttachedMemory {
+ public:
+  // Connects to a MemoryExport at `socket_path`, retrying until `timeout`.
+  static absl::StatusOr<std::unique_ptr<AttachedMemory>> Attach(
+      const std::string& socket_path, absl::Duration timeout);
+  virtual ~AttachedMemory() = default;
+
+  // The offered regions, their bases in THIS process.
+  virtual absl::Span<const Region> regions() const = 0;
+  virtual pid_t pid() const = 0;
+  // Whether the workload handles pauses itself (else SIGSTOP).
+  virtual bool pauses_itself() const = 0;
+
+  // ORs the pages the workload wrote since the last call (or since it
+  // registered) into `dirty` (one bitmap per region, in regions() order)
+  // and re-arms tracking for them, atomically per page. Returns how many
+  // pages it reported.
+  virtual absl::StatusOr<uint64_t> CollectWritten(
+      absl::Span<DirtyBitmap* const> dirty) = 0;
+
+  // Returns once the workload writes no more: its handler returned, or,
+  // for one without a handler or that did not answer within `timeout`,
+  // the process is stopped (SIGSTOP; every thread, as seen in
+  // /proc/PID/stat).
+  virtual absl::Status Pause(absl::Duration timeout) = 0;
+  // The migration failed: the workload may write again (SIGCONT if it was
+  // stopped).
+  virtual absl::Status Resume() = 0;
+  // The destination holds the memory: the workload must stop for good.
+  // A stopped process stays stopped.
+  virtual absl::Status Migrated() = 0;
+  // Whether the last Pause fell back to SIGSTOP, and why.
+  virtual bool stopped_by_signal() const = 0;
+  virtual const std::string& pause_note() const = 0;
+};
+
+// The destination's side: offers `regions` (memory this process received
+// into; fds of memfds or files) to an AdoptedMemory listening at
+// `socket_path`, and returns once it has mapped them.
+absl::Status HandOverMemory(const std::string& socket_path,
+                            absl::Span<const SharedRegion> regions,
+                            absl::Duration timeout);
+
+// The new workload's side: binds `socket_path` (0600) and waits for
+// HandOverMemory.
+class AdoptedMemory {
+ public:
+  static absl::StatusOr<std::unique_ptr<AdoptedMemory>> Listen(
+      const std::string& socket_path);
+  virtual ~AdoptedMemory() = default;
+
+  // Blocks until memory was handed over (then maps it read-write,
+  // MAP_SHARED) or `timeout` passed (DEADLINE_EXCEEDED).
+  virtual absl::Status Wait(absl::Duration timeout) = 0;
+  // After Wait: the regions, mapped here, and the fds they map (owned by
+  // this object; dup them to keep them).
+  virtual absl::Span<const SharedRegion> regions() const = 0;
+};
+
+}  // namespace ramferry
+
+#endif  // RAMFERRY_MEMORY_HANDOFF_H_
