@@ -21,13 +21,13 @@ TEST(Memload, WritesOnlyItsDirtySetAndStopsWritingWhenPaused) {
   o.writers = 2;
   Memload load((*mem)->data(), kPages, o, tracker.get());
   load.Start();
-  while (load.pages_written() < 2000) absl::SleepFor(absl::Milliseconds(1));
-  load.Pause();
+  while (load.written() < 2000) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(load.Pause().ok());
   EXPECT_FALSE(load.running());
-  const uint64_t written = load.pages_written();
+  const uint64_t written = load.written();
   const uint64_t digest = XXH3_64bits((*mem)->data(), kPages * 4096);
   absl::SleepFor(absl::Milliseconds(30));
-  EXPECT_EQ(load.pages_written(), written);
+  EXPECT_EQ(load.written(), written);
   EXPECT_EQ(XXH3_64bits((*mem)->data(), kPages * 4096), digest);
 
   DirtyBitmap dirty(kPages);
@@ -37,7 +37,7 @@ TEST(Memload, WritesOnlyItsDirtySetAndStopsWritingWhenPaused) {
 
   load.Resume();
   EXPECT_TRUE(load.running());
-  while (load.pages_written() == written) absl::SleepFor(absl::Milliseconds(1));
+  while (load.written() == written) absl::SleepFor(absl::Milliseconds(1));
   load.Stop();
   EXPECT_FALSE(load.running());
 }
@@ -50,12 +50,12 @@ TEST(Memload, StoppingPausedWritersWritesNothingMore) {
       .dirty_set_pages = kPages, .pages_per_second = 500000, .writers = 2};
   Memload load((*mem)->data(), kPages, o, nullptr);
   load.Start();
-  while (load.pages_written() < 1000) absl::SleepFor(absl::Milliseconds(1));
-  load.Pause();
-  const uint64_t written = load.pages_written();
+  while (load.written() < 1000) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(load.Pause().ok());
+  const uint64_t written = load.written();
   const uint64_t digest = XXH3_64bits((*mem)->data(), kPages * 4096);
   load.Stop();  // releases the parked writers, which must just exit
-  EXPECT_EQ(load.pages_written(), written);
+  EXPECT_EQ(load.written(), written);
   EXPECT_EQ(XXH3_64bits((*mem)->data(), kPages * 4096), digest);
 }
 
@@ -65,8 +65,8 @@ TEST(Memload, ZeroRateMeansNoWriters) {
   Memload load((*mem)->data(), 16, {.dirty_set_pages = 16}, nullptr);
   load.Start();
   EXPECT_FALSE(load.running());
-  load.Pause();  // returns at once: nothing to park
-  EXPECT_EQ(load.pages_written(), 0u);
+  ASSERT_TRUE(load.Pause().ok());  // returns at once: nothing to park
+  EXPECT_EQ(load.written(), 0u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
+#include "tools/migrate/memload.h"
 
 namespace ramferry::migrate {
 namespace {

@@ -163,7 +163,7 @@ DestinationReport RunDestination(
               "workload wrote %d pages",
               st.postcopy.urgent_pages + st.postcopy.pushed_pages,
               st.postcopy.missing_pages, st.postcopy.faults,
-              load.has_value() ? load->pages_written() : 0);
+              load.has_value() ? load->written() : 0);
         }
         line.Update(absl::StrFormat("destination: %d rounds applied, %s in%s",
                                     receiver.applied_rounds(),
@@ -216,7 +216,7 @@ DestinationReport RunDestination(
       }
     }
     load->Stop();
-    report.workload_pages_written = load->pages_written();
+    report.workload_pages_written = load->written();
     if (report.postcopy_armed) {
       report.workload_s = absl::ToDoubleSeconds(absl::Now() - armed_at);
     }

@@ -52,6 +52,11 @@ struct DestinationReport {
   // with zeros to let the workload's blocked writers run on and stop
   // (ReleasePostcopy); this memory is no longer the source's.
   uint64_t released_pages = 0;
+  // --export: the socket the received memory went to, whether the
+  // adopting process took it, and how long that took.
+  std::string exported_to;
+  bool handed_over = false;
+  double handover_s = 0;
   SessionStats stats;
 };
 

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "ramferry/memory_handoff.h"
 #include "ramferry/pinning.h"
 #include "ramferry/region.h"
 #include "tools/common/auth_flags.h"
@@ -28,6 +29,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/endpoints.h"
 #include "tools/common/link_testbed.h"
+#include "tools/migrate/attached_workload.h"
 #include "tools/migrate/destination.h"
 #include "tools/migrate/dirty_tracker.h"
 #include "tools/migrate/file_mappers.h"
@@ -209,6 +211,23 @@ ABSL_FLAG(bool, allow_foreign_writers, false,
           "write-protection is per address space), so the result is right "
           "only if they do not write; without this flag such a file is "
           "refused");
+ABSL_FLAG(std::string, attach, "",
+          "source: migrate the memory another process exported on this unix "
+          "socket (ramferry_export_listen / MemoryExport): its memfd or "
+          "shared-file region, mapped here, its writes read from its own "
+          "pagemap, paused by its handler (or SIGSTOP) for the final round "
+          "and told when it migrated. Instead of --size, --region-file and "
+          "memload");
+ABSL_FLAG(absl::Duration, attach_pause_timeout, absl::Seconds(1),
+          "--attach: how long the workload's handler may take to pause "
+          "before the process is stopped with SIGSTOP instead");
+ABSL_FLAG(std::string, export, "",
+          "dest: receive into a fresh memfd of --size (or the "
+          "--region-file) and, once migrated, hand it to the process "
+          "waiting on this unix socket (ramferry_adopt_listen / "
+          "AdoptedMemory), which maps it and runs on");
+ABSL_FLAG(absl::Duration, export_timeout, absl::Seconds(30),
+          "--export: how long to wait for the adopting process");
 ABSL_FLAG(bool, allow_unauthenticated, false,
           "--demo: run both ends without a key instead of the fresh one the "
           "demo makes (anything that reaches the port can write into the "
@@ -301,10 +320,39 @@ absl::Status CheckPostcopy(bool receives) {
   c.transport = absl::GetFlag(FLAGS_transport);
   c.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
   c.region_file = absl::GetFlag(FLAGS_region_file);
+  c.export_to = absl::GetFlag(FLAGS_export);
   c.destination = receives;
   c.prefault = absl::GetFlag(FLAGS_prefault);
   c.urgent = absl::GetFlag(FLAGS_postcopy_urgent);
   return CheckPostcopyFlags(c);
+}
+
+// --attach and --export: which role takes which, and what they replace.
+absl::Status CheckHandoffFlags(const std::string& role) {
+  const bool demo = absl::GetFlag(FLAGS_demo);
+  if (!absl::GetFlag(FLAGS_attach).empty()) {
+    if (!demo && role != "source") {
+      return absl::InvalidArgumentError("--attach is the source's");
+    }
+    if (!absl::GetFlag(FLAGS_region_file).empty()) {
+      return absl::InvalidArgumentError(
+          "--attach migrates the exported memory: drop --region-file");
+    }
+    if (absl::GetFlag(FLAGS_dirty_tracking) != "uffd") {
+      return absl::InvalidArgumentError(
+          "--attach tracks the workload's writes with its userfaultfd "
+          "registration: drop --dirty-tracking");
+    }
+    if (absl::GetFlag(FLAGS_auto_converge)) {
+      return absl::InvalidArgumentError(
+          "--auto-converge throttles memload's writers; an attached "
+          "workload's are its own: drop one of them");
+    }
+  }
+  if (!absl::GetFlag(FLAGS_export).empty() && !demo && role != "dest") {
+    return absl::InvalidArgumentError("--export is the destination's");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ConvergenceConfig> Convergence() {
@@ -391,6 +439,119 @@ absl::StatusOr<std::string> ChooseFor(SessionOptions* opt) {
   return cli::ChooseTransportFor(opt->host, "ramferry-migrate", opt);
 }
 
+// What the source migrates and what writes it: its own memory under
+// memload, or the memory another process exported (--attach).
+struct SourceMemory {
+  std::unique_ptr<RegionMemory> own;
+  std::unique_ptr<AttachedWorkload> attached;
+  Region region;
+  std::unique_ptr<DirtyTracker> tracker;
+  std::unique_ptr<Memload> memload;
+  Workload* workload = nullptr;
+  std::string untracked_writers;  // see RunDescription
+};
+
+// A --region-file that other processes map: refused (ABORTED, exit 2)
+// unless --allow-foreign-writers; then who maps it, for the report.
+absl::StatusOr<std::string> CheckForeignWriters(const std::string& file) {
+  absl::StatusOr<std::vector<FileMapper>> others = OtherProcessesMapping(file);
+  if (!others.ok()) return others.status();
+  if (others->empty()) return std::string();
+  const std::string who = DescribeMappers(*others);
+  if (!absl::GetFlag(FLAGS_allow_foreign_writers)) {
+    return absl::AbortedError(absl::StrFormat(
+        "refusing to start: other processes map %s (%s). Their writes would "
+        "be invisible to the dirty tracking (userfaultfd write-protection "
+        "is per address space), so the destination would not match. Stop "
+        "them, have the writer export its memory (--attach), or pass "
+        "--allow-foreign-writers if they do not write.",
+        file, who));
+  }
+  std::fprintf(stderr,
+               "ramferry-migrate: WARNING: other processes map %s (%s); "
+               "their writes are not tracked, only verification checks "
+               "them\n",
+               file.c_str(), who.c_str());
+  return who;
+}
+
+absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
+  absl::Time prepare_start = absl::Now();
+  SourceMemory src;
+  const std::string file = absl::GetFlag(FLAGS_region_file);
+  if (!file.empty()) {
+    absl::StatusOr<std::string> who = CheckForeignWriters(file);
+    if (!who.ok()) return who.status();
+    src.untracked_writers = *who;
+  }
+  absl::StatusOr<std::unique_ptr<RegionMemory>> m =
+      file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes)
+                   : RegionMemory::OpenFile(file);
+  if (!m.ok()) {
+    return absl::InvalidArgumentError(m.status().message());
+  }
+  src.own = std::move(*m);
+  // memload's one-time fill (a file keeps the content it has).
+  if (!src.own->file_backed()) {
+    *prepare += absl::Now() - prepare_start;
+    absl::StatusOr<MemoryImage> image =
+        MemoryImage::Parse(absl::GetFlag(FLAGS_image));
+    if (!image.ok()) {
+      return absl::InvalidArgumentError(image.status().message());
+    }
+    FillImage(src.own->data(),
+              PlanImage(src.own->size() / kPageSize, *image,
+                        absl::GetFlag(FLAGS_seed)),
+              absl::GetFlag(FLAGS_seed));
+    prepare_start = absl::Now();
+  }
+  src.region = Region{1, "ram", src.own->data(), src.own->size(), kPageSize};
+  const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
+  if (tracking == "uffd") {
+    absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
+        MakeUffdWpTracker(src.own->data(), src.own->size());
+    if (!t.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dirty tracking: ", t.status().message()));
+    }
+    src.tracker = std::move(*t);
+  } else if (tracking == "bitmap") {
+    src.tracker = MakeBitmapTracker(src.region.page_count());
+  } else {
+    return absl::InvalidArgumentError(
+        "--dirty-tracking must be uffd or bitmap");
+  }
+  Memload::Options lo;
+  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / kPageSize;
+  lo.pages_per_second = DirtyPagesPerSecond(src.own->file_backed());
+  lo.writers = absl::GetFlag(FLAGS_writers);
+  lo.seed = absl::GetFlag(FLAGS_seed);
+  src.memload = std::make_unique<Memload>(
+      src.own->data(), src.region.page_count(), lo, src.tracker.get());
+  src.memload->Start();
+  src.workload = src.memload.get();
+  *prepare += absl::Now() - prepare_start;
+  return src;
+}
+
+// --attach: the exported memory, its writes and its pauses are the other
+// process's; nothing here writes.
+absl::StatusOr<SourceMemory> AttachedSourceMemory(absl::Duration* prepare) {
+  const absl::Time prepare_start = absl::Now();
+  SourceMemory src;
+  absl::StatusOr<std::unique_ptr<AttachedWorkload>> a =
+      AttachedWorkload::Attach(absl::GetFlag(FLAGS_attach),
+                               absl::GetFlag(FLAGS_connect_timeout),
+                               absl::GetFlag(FLAGS_attach_pause_timeout));
+  if (!a.ok()) return a.status();
+  src.attached = std::move(*a);
+  src.region = src.attached->region(1, "ram");
+  src.tracker = src.attached->MakeTracker();
+  src.workload = src.attached.get();
+  *prepare += absl::Now() - prepare_start;
+  return src;
+}
+
 // The source role, given where to connect (over `links`' links, for
 // --demo-link).
 int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
@@ -403,82 +564,25 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   // migration's cost (a file's pages are mapped in here); the one-time
   // random fill of anonymous memory is the workload's, not the migration's.
   absl::Duration prepare;
-  absl::Time prepare_start = absl::Now();
-  std::unique_ptr<RegionMemory> mem;
-  const std::string file = absl::GetFlag(FLAGS_region_file);
-  std::string untracked_writers;
-  if (!file.empty()) {
-    absl::StatusOr<std::vector<FileMapper>> others =
-        OtherProcessesMapping(file);
-    if (!others.ok()) return Usage(std::string(others.status().message()));
-    if (!others->empty()) {
-      untracked_writers = DescribeMappers(*others);
-      if (!absl::GetFlag(FLAGS_allow_foreign_writers)) {
-        std::fprintf(
-            stderr,
-            "ramferry-migrate: refusing to start: other processes map %s "
-            "(%s). Their writes would be invisible to the dirty tracking "
-            "(userfaultfd write-protection is per address space), so the "
-            "destination would not match. Stop them, or pass "
-            "--allow-foreign-writers if they do not write.\n",
-            file.c_str(), untracked_writers.c_str());
-        return 2;
-      }
-      std::fprintf(stderr,
-                   "ramferry-migrate: WARNING: other processes map %s (%s); "
-                   "their writes are not tracked, only verification checks "
-                   "them\n",
-                   file.c_str(), untracked_writers.c_str());
+  absl::StatusOr<SourceMemory> src = absl::GetFlag(FLAGS_attach).empty()
+                                         ? OwnSourceMemory(&prepare)
+                                         : AttachedSourceMemory(&prepare);
+  if (!src.ok()) {
+    if (absl::IsInvalidArgument(src.status())) {
+      return Usage(std::string(src.status().message()));
     }
+    std::fprintf(stderr, "ramferry-migrate: %s\n",
+                 std::string(src.status().message()).c_str());
+    return absl::IsAborted(src.status()) ? 2 : 1;
   }
-  absl::StatusOr<std::unique_ptr<RegionMemory>> m =
-      file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes)
-                   : RegionMemory::OpenFile(file);
-  if (!m.ok()) return Usage(std::string(m.status().message()));
-  mem = std::move(*m);
-  if (absl::Status s = CheckPinningLimits(opt, kPageSize, mem->size());
+  const Region& region = src->region;
+  if (absl::Status s = CheckPinningLimits(opt, kPageSize, region.length);
       !s.ok()) {
     std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
                  std::string(s.message()).c_str());
     return 1;
   }
-  // memload's one-time fill (a file keeps the content it has).
-  if (!mem->file_backed()) {
-    prepare += absl::Now() - prepare_start;
-    absl::StatusOr<MemoryImage> image =
-        MemoryImage::Parse(absl::GetFlag(FLAGS_image));
-    if (!image.ok()) return Usage(std::string(image.status().message()));
-    FillImage(
-        mem->data(),
-        PlanImage(mem->size() / kPageSize, *image, absl::GetFlag(FLAGS_seed)),
-        absl::GetFlag(FLAGS_seed));
-    prepare_start = absl::Now();
-  }
-  Region region{1, "ram", mem->data(), mem->size(), kPageSize};
-
-  std::unique_ptr<DirtyTracker> tracker;
-  const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
-  if (tracking == "uffd") {
-    absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
-        MakeUffdWpTracker(mem->data(), mem->size());
-    if (!t.ok()) {
-      std::fprintf(stderr, "ramferry-migrate: dirty tracking: %s\n",
-                   std::string(t.status().message()).c_str());
-      return 1;
-    }
-    tracker = std::move(*t);
-  } else if (tracking == "bitmap") {
-    tracker = MakeBitmapTracker(region.page_count());
-  } else {
-    return Usage("--dirty-tracking must be uffd or bitmap");
-  }
-  Memload::Options lo;
-  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / kPageSize;
-  lo.pages_per_second = DirtyPagesPerSecond(mem->file_backed());
-  lo.writers = absl::GetFlag(FLAGS_writers);
-  lo.seed = absl::GetFlag(FLAGS_seed);
-  Memload load(mem->data(), region.page_count(), lo, tracker.get());
-  load.Start();
+  const absl::Time prepare_start = absl::Now();
 
   absl::StatusOr<ConvergenceConfig> convergence = Convergence();
   if (!convergence.ok()) {
@@ -493,10 +597,20 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   config.resume_timeout = opt.postcopy_resume_timeout;
   config.progress = !absl::GetFlag(FLAGS_json);
   prepare += absl::Now() - prepare_start;
-  PrecopyReport r = RunPrecopy(config, region, *tracker, load);
+  PrecopyReport r = RunPrecopy(config, region, *src->tracker, *src->workload);
   r.prepare_s = absl::ToDoubleSeconds(prepare);
-  RunDescription run = Describe(opt, region.length, tracker->name());
-  run.untracked_writers = untracked_writers;
+  RunDescription run = Describe(opt, region.length, src->tracker->name());
+  run.untracked_writers = src->untracked_writers;
+  if (src->attached != nullptr) {
+    run.region = src->attached->Describe();
+    run.attached = run.region;
+    run.pause_method = src->attached->pause_method();
+    run.pause_note = src->attached->pause_note();
+    run.image = "the workload's";
+    run.dirty_set_bytes = 0;
+    run.dirty_rate_bytes_per_s = 0;
+    run.writers = 0;
+  }
   run.transport_reason = *transport_reason;
   for (size_t i = 0; links != nullptr && i < links->links(); ++i) {
     run.link_rates.emplace_back(links->destination_address(i), links->rate(i));
@@ -510,11 +624,33 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   return r.status.ok() && (r.verified || !config.verify) ? 0 : 1;
 }
 
+// Anonymous memory (huge pages), a file, or for --export a memfd another
+// process can adopt.
 absl::StatusOr<std::unique_ptr<RegionMemory>> DestinationMemory(
     const std::string& file) {
   const uint64_t bytes = absl::GetFlag(FLAGS_size).bytes;
-  return file.empty() ? RegionMemory::Anonymous(bytes, /*huge_pages=*/true)
-                      : RegionMemory::CreateFile(file, bytes);
+  if (!file.empty()) return RegionMemory::CreateFile(file, bytes);
+  if (!absl::GetFlag(FLAGS_export).empty()) return RegionMemory::Memfd(bytes);
+  return RegionMemory::Anonymous(bytes, /*huge_pages=*/true);
+}
+
+// --export: a migrated destination hands its memory to the process
+// waiting on the socket. Nothing is handed over after a failed session.
+void HandOver(const RegionMemory& mem, DestinationReport* r) {
+  const std::string path = absl::GetFlag(FLAGS_export);
+  if (path.empty() || !r->status.ok()) return;
+  r->exported_to = path;
+  const absl::Time start = absl::Now();
+  const SharedRegion region{1, "ram", mem.data(), mem.size(), mem.fd(), 0};
+  r->status =
+      HandOverMemory(path, {&region, 1}, absl::GetFlag(FLAGS_export_timeout));
+  r->handover_s = absl::ToDoubleSeconds(absl::Now() - start);
+  r->handed_over = r->status.ok();
+  if (!r->status.ok()) {
+    r->status = absl::Status(r->status.code(),
+                             absl::StrCat("migrated, but not handed over to ",
+                                          path, ": ", r->status.message()));
+  }
 }
 
 // --prefault=auto, per memory kind, from the measurements in the README
@@ -572,6 +708,7 @@ int RunDestRole(SessionOptions opt) {
                      opt.host.c_str(), port);
       },
       DestinationWorkload());
+  HandOver(**mem, &r);
   std::printf("%s\n",
               json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());
   // Verification is the source's (--verify); the destination's part is to
@@ -606,6 +743,15 @@ std::string ReadRest(FILE* in) {
 // name + ".dest"; empty for anonymous memory. Sizes the region like the
 // source file.
 absl::StatusOr<std::string> DemoDestinationFile() {
+  if (const std::string path = absl::GetFlag(FLAGS_attach); !path.empty()) {
+    // The destination is sized like the exported region: a look at the
+    // offer, given up at once (the export then serves the source).
+    absl::StatusOr<std::unique_ptr<AttachedWorkload>> probe =
+        AttachedWorkload::Attach(path, absl::GetFlag(FLAGS_connect_timeout),
+                                 absl::ZeroDuration());
+    if (!probe.ok()) return probe.status();
+    absl::SetFlag(&FLAGS_size, cli::ByteSize{(*probe)->region(1, "").length});
+  }
   const std::string src = absl::GetFlag(FLAGS_region_file);
   if (src.empty()) return std::string();
   std::string dest_file = absl::GetFlag(FLAGS_dest_region_file);
@@ -656,6 +802,7 @@ absl::StatusOr<std::string> DemoDestinationFile() {
         std::fflush(out);
       },
       DestinationWorkload());
+  HandOver(**mem, &r);
   std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
                DestinationTable(r).c_str());
   std::fclose(out);
@@ -855,6 +1002,9 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_demo) && !absl::GetFlag(FLAGS_demo_link).empty()) {
     return Usage("--demo-link goes with --demo");
+  }
+  if (absl::Status s = ramferry::migrate::CheckHandoffFlags(role); !s.ok()) {
+    return Usage(std::string(s.message()));
   }
   // Before Session(): its checks name options, these name the flags.
   if (absl::Status s =

@@ -39,12 +39,13 @@ void Memload::Start() {
   }
 }
 
-void Memload::Pause() {
+absl::Status Memload::Pause() {
   std::unique_lock<std::mutex> lock(mu_);
   paused_.store(true);
   cv_.wait(lock, [&] {
     return parked_ == static_cast<int>(threads_.size()) || stop_.load();
   });
+  return absl::OkStatus();
 }
 
 void Memload::Resume() {

@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "tools/migrate/dirty_tracker.h"
+#include "tools/migrate/workload.h"
 
 namespace ramferry::migrate {
 
-class Memload {
+class Memload final : public Workload {
  public:
   struct Options {
     uint64_t dirty_set_pages = 0;  // the first N pages of the region
@@ -27,22 +28,28 @@ class Memload {
   // `tracker` (may be null) hears of every write, for bitmap tracking.
   Memload(uint8_t* base, uint64_t pages, const Options& options,
           DirtyTracker* tracker);
-  ~Memload();
+  ~Memload() override;
 
   // Starts the writers (no-op at rate 0).
   void Start();
   // Returns once no writer is writing, and none will until Resume().
-  void Pause();
-  void Resume();
-  void Stop();
+  absl::Status Pause() override;
+  void Resume() override;
+  void Stop() override;
 
   // Slows every writer to (100 - percent)% of its rate (auto-converge's
   // throttle; 0: full rate). Any thread.
-  void SetThrottle(int percent) { throttle_.store(percent); }
+  bool can_throttle() const override { return true; }
+  void SetThrottle(int percent) override { throttle_.store(percent); }
   int throttle() const { return throttle_.load(); }
 
-  uint64_t pages_written() const { return written_.load(); }
-  bool running() const { return started_ && !paused_.load() && !stop_.load(); }
+  std::optional<uint64_t> pages_written() const override {
+    return written_.load();
+  }
+  uint64_t written() const { return written_.load(); }
+  bool running() const override {
+    return started_ && !paused_.load() && !stop_.load();
+  }
 
  private:
   void Writer(int index);

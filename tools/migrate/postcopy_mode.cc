@@ -112,6 +112,13 @@ absl::Status CheckPostcopyFlags(const PostcopyFlagCheck& c) {
         "dropped page of a shared file keeps its bytes in the file and "
         "never faults); drop --region-file");
   }
+  if (c.destination && !c.export_to.empty()) {
+    return absl::InvalidArgumentError(
+        "--postcopy with --export: the destination would receive into "
+        "private memory that no other process can adopt; migrate with "
+        "pre-copy, or drop --export and let the destination's own "
+        "workload run on");
+  }
   if (c.destination && (c.prefault == "during" || c.prefault == "idle")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--prefault=", c.prefault,

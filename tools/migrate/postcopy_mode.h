@@ -61,6 +61,7 @@ struct PostcopyFlagCheck {
   std::string transport;  // --transport as given
   bool survive_channel_loss = false;
   std::string region_file;   // --region-file
+  std::string export_to;     // --export
   bool destination = false;  // checking for an end that receives (dest, demo)
   std::string prefault;      // --prefault as given (destination)
   std::string urgent;        // --postcopy-urgent as given

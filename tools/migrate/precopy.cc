@@ -118,8 +118,9 @@ class ProgressThread {
 };
 
 // Whether the workload still writes: its counter moves within a while.
-bool StillWriting(const Memload& load) {
-  const uint64_t before = load.pages_written();
+bool StillWriting(const Workload& load) {
+  const std::optional<uint64_t> before = load.pages_written();
+  if (!before.has_value()) return load.running();  // not ours to count
   for (int i = 0; i < 20; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
     if (load.pages_written() != before) return true;
@@ -168,7 +169,7 @@ class Deadline {
 class PrecopyRun {
  public:
   PrecopyRun(const PrecopyConfig& config, const Region& region,
-             DirtyTracker& tracker, Memload& load)
+             DirtyTracker& tracker, Workload& load)
       : config_(config),
         region_(region),
         tracker_(tracker),
@@ -211,7 +212,7 @@ class PrecopyRun {
     if (!report_.status.ok() && paused_ && !switched_) load_.Resume();
     report_.workload_kept_paused = !report_.status.ok() && switched_;
     report_.workload_running_after = load_.running() && StillWriting(load_);
-    report_.workload_pages_written = load_.pages_written();
+    report_.workload_pages_written = load_.pages_written().value_or(0);
     return std::move(report_);
   }
 
@@ -362,8 +363,10 @@ class PrecopyRun {
   absl::Status StopAndCopy() {
     report_.switchover = SwitchoverName(Switchover::kStopAndCopy);
     const absl::Time pause = absl::Now();
-    load_.Pause();
+    // A failed pause may have half-happened: Run() resumes it.
     paused_ = true;
+    if (absl::Status p = load_.Pause(); !p.ok()) return p;
+    report_.pause_s = Seconds(absl::Now() - pause);
     // Memory is frozen from here: the check's hashing may start now, on
     // idle CPU only, beside the final round.
     if (config_.verify) {
@@ -391,8 +394,9 @@ class PrecopyRun {
     report_.switchover = SwitchoverName(Switchover::kPostcopy);
     live_.postcopy.store(true);
     const absl::Time pause = absl::Now();
-    load_.Pause();
     paused_ = true;
+    if (absl::Status p = load_.Pause(); !p.ok()) return p;
+    report_.pause_s = Seconds(absl::Now() - pause);
     absl::Status s = tracker_.Collect(dirty_).status();
     report_.final_collect_s = Seconds(absl::Now() - pause);
     report_.postcopy_missing_pages = dirty_.Count();
@@ -489,7 +493,7 @@ class PrecopyRun {
   const PrecopyConfig& config_;
   const Region& region_;
   DirtyTracker& tracker_;
-  Memload& load_;
+  Workload& load_;
   const absl::Time start_ = absl::Now();
   PrecopyReport report_;
   std::unique_ptr<Sender> sender_;
@@ -508,7 +512,7 @@ class PrecopyRun {
 }  // namespace
 
 PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
-                         DirtyTracker& tracker, Memload& load) {
+                         DirtyTracker& tracker, Workload& load) {
   return PrecopyRun(config, region, tracker, load).Run();
 }
 

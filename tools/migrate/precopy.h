@@ -17,8 +17,8 @@
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
 #include "tools/migrate/dirty_tracker.h"
-#include "tools/migrate/memload.h"
 #include "tools/migrate/postcopy_mode.h"
+#include "tools/migrate/workload.h"
 
 namespace ramferry::migrate {
 
@@ -64,6 +64,7 @@ struct PrecopyReport {
   // The downtime: workload paused -> the final round confirmed, when the
   // destination holds a complete copy and may resume (post-copy: -> the
   // destination armed, when it resumes with pages still missing). Of it:
+  double pause_s = 0;          // the workload's pause taking effect
   double final_collect_s = 0;  // the last dirty collection
   double final_round_s = 0;    // the final round's pages + its round trip
   // Post-copy: StartPostcopy, the missing set sent as ranges until the
@@ -125,7 +126,7 @@ struct PrecopyReport {
 // `tracker` reporting what it wrote. Never throws; every failure lands in
 // report.status, with the workload left running.
 PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
-                         DirtyTracker& tracker, Memload& load);
+                         DirtyTracker& tracker, Workload& load);
 
 }  // namespace ramferry::migrate
 

@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
   if (!m.ok()) return m.status();
   // Advice only: a kernel without THP keeps 4 KiB pages and says EINVAL.
   if (huge_pages) madvise(*m, bytes, MADV_HUGEPAGE);
-  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, false));
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, -1));
 }
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
@@ -75,9 +75,11 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
         bytes));
   }
   absl::StatusOr<uint8_t*> m = Map(bytes, fd);
-  close(fd);  // the mapping keeps the file
-  if (!m.ok()) return m.status();
-  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, true));
+  if (!m.ok()) {
+    close(fd);
+    return m.status();
+  }
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, fd));
 }
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
@@ -105,13 +107,39 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
     return s;
   }
   absl::StatusOr<uint8_t*> m = Map(bytes, fd);
-  close(fd);
-  if (!m.ok()) return m.status();
-  std::unique_ptr<RegionMemory> r(new RegionMemory(*m, bytes, true));
+  if (!m.ok()) {
+    close(fd);
+    return m.status();
+  }
+  std::unique_ptr<RegionMemory> r(new RegionMemory(*m, bytes, fd));
   r->reused_file_ = reuse;
   return r;
 }
 
-RegionMemory::~RegionMemory() { munmap(data_, size_); }
+absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Memfd(
+    uint64_t bytes) {
+  if (bytes == 0 || bytes % kPageSize != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region size %d is not a positive multiple of 4 KiB", bytes));
+  }
+  const int fd = memfd_create("ramferry-received", MFD_CLOEXEC);
+  if (fd < 0) return Errno("cannot create", "a memfd");
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    absl::Status s = Errno("cannot size", "the memfd");
+    close(fd);
+    return s;
+  }
+  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
+  if (!m.ok()) {
+    close(fd);
+    return m.status();
+  }
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, fd));
+}
+
+RegionMemory::~RegionMemory() {
+  munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
+}
 
 }  // namespace ramferry::migrate

@@ -27,6 +27,9 @@ class RegionMemory {
   // or resized from zero otherwise. `existed` says whether it was reused.
   static absl::StatusOr<std::unique_ptr<RegionMemory>> CreateFile(
       const std::string& path, uint64_t bytes, bool* existed = nullptr);
+  // A fresh memfd of `bytes` mapped shared (reads as zero): memory another
+  // process can adopt once it is received (--export).
+  static absl::StatusOr<std::unique_ptr<RegionMemory>> Memfd(uint64_t bytes);
   ~RegionMemory();
 
   uint8_t* data() const { return data_; }
@@ -34,13 +37,16 @@ class RegionMemory {
   bool file_backed() const { return file_backed_; }
   // A file that CreateFile found at the right size and kept.
   bool reused_file() const { return reused_file_; }
+  // The file a shared mapping maps (-1 for anonymous memory); owned here.
+  int fd() const { return fd_; }
 
  private:
-  RegionMemory(uint8_t* data, uint64_t size, bool file_backed)
-      : data_(data), size_(size), file_backed_(file_backed) {}
+  RegionMemory(uint8_t* data, uint64_t size, int fd)
+      : data_(data), size_(size), file_backed_(fd >= 0), fd_(fd) {}
   uint8_t* data_;
   uint64_t size_;
   bool file_backed_;
+  int fd_;
   bool reused_file_ = false;
 };
 

@@ -167,6 +167,12 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["image"] = run.image;
   j["dirty_tracking"] = run.dirty_tracking;
   j["untracked_writers"] = run.untracked_writers;
+  if (!run.attached.empty()) {
+    j["attached"] = {{"process", run.attached},
+                     {"pause_method", run.pause_method},
+                     {"pause_note", run.pause_note},
+                     {"pause_s", r.pause_s}};
+  }
   j["workload"] = {{"dirty_set_bytes", run.dirty_set_bytes},
                    {"dirty_rate_bytes_per_s", run.dirty_rate_bytes_per_s},
                    {"writers", run.writers},
@@ -260,12 +266,21 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                           r.confirmed_rounds);
     absl::StrAppendFormat(
         &t, "  workload         %s\n",
-        r.workload_running_after ? "still running on the source"
+        r.workload_running_after
+            ? (run.attached.empty() ? "still running on the source"
+                                    : "resumed on the source")
         : run.untracked_writers.empty()
             ? "not writing"
             : absl::StrCat("memload paused; untracked: other processes map "
                            "the file (",
                            run.untracked_writers, ")"));
+  }
+  if (!run.attached.empty()) {
+    absl::StrAppendFormat(
+        &t, "  attached         %s; paused by %s in %.1f ms%s\n", run.attached,
+        run.pause_method == "handler" ? "its handler" : run.pause_method,
+        r.pause_s * 1e3,
+        run.pause_note.empty() ? "" : absl::StrCat(" (", run.pause_note, ")"));
   }
   if (!run.untracked_writers.empty()) {
     absl::StrAppendFormat(
@@ -434,6 +449,11 @@ std::string DestinationJson(const DestinationReport& r) {
   postcopy["workload_s"] = r.workload_s;
   postcopy["released_pages"] = r.released_pages;
   j["postcopy"] = std::move(postcopy);
+  if (!r.exported_to.empty()) {
+    j["export"] = {{"socket", r.exported_to},
+                   {"handed_over", r.handed_over},
+                   {"handover_s", r.handover_s}};
+  }
   j["channel_stats"] = cli::ChannelArrayJson(r.stats);
   return cli::DumpJson(j);
 }
@@ -465,7 +485,7 @@ std::string DestinationTable(const DestinationReport& r) {
       "source, pre-fault %s %.2f s (%s), %d page faults, served %.2f s, CPU "
       "%.2f s; %d connections refused (%d failed authentication), %d "
       "sessions given up before they started%s; zero "
-      "pages: %d written, the rest already read as zero%s%s%s\n",
+      "pages: %d written, the rest already read as zero%s%s%s%s\n",
       r.status.ok() ? "done" : "FAILED", r.rounds_applied, r.pages_verified,
       PrefaultName(r.prefault), r.prefault_s,
       cli::FormatBytes(r.prefault_bytes), r.page_faults, r.serve_s, r.cpu_s,
@@ -480,6 +500,9 @@ std::string DestinationTable(const DestinationReport& r) {
           : absl::StrCat("\n  channels lost: ",
                          DescribeChannelLosses(r.stats.channels_lost)),
       r.status.ok() ? "" : absl::StrCat("\n  error: ", r.status.ToString()),
+      r.handed_over ? absl::StrFormat("\n  handed over to %s in %.1f ms",
+                                      r.exported_to, r.handover_s * 1e3)
+                    : "",
       postcopy);
 }
 

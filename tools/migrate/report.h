@@ -39,6 +39,11 @@ struct RunDescription {
   // --region-file mapped by other processes (--allow-foreign-writers):
   // their writes are invisible to the dirty tracking. Empty: none.
   std::string untracked_writers;
+  // --attach: the exporting process ("pid N at SOCKET"), how its final
+  // pause was made ("handler" or "SIGSTOP") and why SIGSTOP, if it was.
+  std::string attached;
+  std::string pause_method;
+  std::string pause_note;
   // --demo-link: each link's {destination address, rate}, so the per-link
   // summary can say what each link was limited to.
   std::vector<std::pair<std::string, std::string>> link_rates;
