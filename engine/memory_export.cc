@@ -1,4 +1,5 @@
 // MemoryExport (ramferry/memory_handoff.h): the workload's side.
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -79,6 +80,7 @@ class MemoryExportImpl final : public MemoryExport {
   bool WaitReadable(int fd) {
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     while (poll(p, 2, -1) < 0) {
+      if (errno != EINTR) return false;  // cannot wait: serve no more
     }
     return (p[1].revents & POLLIN) == 0;
   }

@@ -129,7 +129,7 @@ def summarize(runs, verify):
         "handler_pause_ms": med(lambda r: r["migration"]["attached"]
                                 ["pause_s"] * 1e3),
         "total_s": med(lambda r: r["migration"]["total_s"]),
-        "rounds": med(lambda r: len(r["migration"]["rounds"])),
+        "rounds": med(lambda r: r["migration"]["rounds"]),
         "rate_achieved": med(lambda r: r["workload"]["rate_achieved"]),
     }
     for q in ("p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"):
