@@ -1,5 +1,7 @@
 // AttachedMemory (ramferry/memory_handoff.h): the migration process's side.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/owned_fd.h"
@@ -33,6 +36,31 @@ std::string FdTarget(int fd) {
   const std::filesystem::path p =
       std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", fd), ec);
   return ec ? std::string() : p.string();
+}
+
+// Whether `pid` lives in this process's pid namespace: only then does the
+// pid in its pagemap's name mean the same process here.
+bool SamePidNamespace(pid_t pid) {
+  struct stat mine, theirs;
+  return stat("/proc/self/ns/pid", &mine) == 0 &&
+         stat(absl::StrCat("/proc/", pid, "/ns/pid").c_str(), &theirs) == 0 &&
+         mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
+
+// The pagemap must be the workload's own (its writes, not another
+// process's). Its name says which process opened it as numbered in the
+// /proc it came from, which is this one's only in the same pid namespace
+// (a containerized workload's /proc numbers its own).
+absl::Status CheckPagemap(int fd, pid_t peer) {
+  const std::string target = FdTarget(fd);
+  const std::string own = absl::StrCat("/proc/", peer, "/pagemap");
+  if (target == own) return absl::OkStatus();
+  const bool is_pagemap =
+      absl::StartsWith(target, "/proc/") && absl::EndsWith(target, "/pagemap");
+  if (is_pagemap && !SamePidNamespace(peer)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "the memory offer's pagemap is %s, not the offering process's (%s)",
+      target.empty() ? "not a file" : target, own));
 }
 
 // Whether every thread of `pid` is stopped (state T in its stat).
@@ -256,12 +284,8 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   }
   // The descriptors must be what the offer says: the workload's own
   // pagemap (its writes, not another process's) and a userfaultfd.
-  if (offer->pid != static_cast<uint32_t>(*peer) ||
-      FdTarget(p->fds[0].get()) != absl::StrCat("/proc/", *peer, "/pagemap")) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the memory offer's pagemap is %s, not the offering process's "
-        "(/proc/%d/pagemap)",
-        FdTarget(p->fds[0].get()), *peer));
+  if (absl::Status s = CheckPagemap(p->fds[0].get(), *peer); !s.ok()) {
+    return s;
   }
   if (FdTarget(p->fds[1].get()) != "anon_inode:[userfaultfd]") {
     return absl::InvalidArgumentError(
@@ -272,6 +296,11 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   std::vector<uint64_t> remote_bases;
   for (size_t i = 0; i < offer->regions.size(); ++i) {
     const proto::OfferedRegion& r = offer->regions[i];
+    // A workload that shrank its memfd under the mapping would crash this
+    // process (SIGBUS) mid-round: seal it against shrinking where it allows
+    // seals (a memfd made with MFD_ALLOW_SEALING). A file that does not is
+    // trusted not to shrink, as the workload's own memory.
+    fcntl(p->fds[proto::kExportFixedFds + i].get(), F_ADD_SEALS, F_SEAL_SHRINK);
     absl::StatusOr<engine::SharedMapping> m = engine::SharedMapping::Map(
         p->fds[proto::kExportFixedFds + i].get(), r.fd_offset, r.length,
         /*writable=*/false);

@@ -14,7 +14,9 @@
 //    4 u16 version        kHandoffVersion; a peer refuses another
 //    6 u16 kind           kOfferExport | kOfferHandOver
 //    8 u32 flags          kOfferPausesItself; other bits zero
-//   12 u32 pid            the offering process
+//   12 u32 pid            the offering process, as its own pid namespace
+//                         numbers it (informative: the receiver trusts
+//                         SO_PEERCRED)
 //   16 u32 region_count   1 to kMaxHandoffRegions
 //   20 region_count x {
 //        u32 id, u32 page_size (4096), u64 base (the offerer's address,

@@ -672,10 +672,13 @@ static int write_ready_file(const char* path) {
 /* ---- export mode ---- */
 
 /* A memfd of `length` bytes, mapped shared: pseudo-random words, with about
- * zero_percent of the pages all zero (written, so that they exist). */
+ * zero_percent of the pages all zero (written, so that they exist). Sealing
+ * allowed: the migration process seals it against shrinking while it maps
+ * it (a shrink under its mapping would crash it). */
 static uint8_t* make_region(uint64_t length, uint64_t seed,
                             uint64_t zero_percent, int* fd_out) {
-  const int fd = memfd_create("ramferry-attached-workload", MFD_CLOEXEC);
+  const int fd = memfd_create("ramferry-attached-workload",
+                              MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0 || ftruncate(fd, (off_t)length) != 0) {
     fprintf(stderr, PROGRAM ": memfd of %" PRIu64 " bytes: %s\n", length,
             strerror(errno));
