@@ -262,3 +262,50 @@ TEST(MigrateReport, DestinationReportsItsWorkloadAndFaults) {
 
 }  // namespace
 }  // namespace ramferry::migrate
+
+namespace ramferry::migrate {
+namespace {
+
+TEST(MigrateReport, AnAttachedWorkloadSaysWhoItIsAndHowItWasPaused) {
+  RunDescription run;
+  run.attached = "pid 42 at /run/w.sock";
+  run.pause_method = "SIGSTOP";
+  run.pause_note = "the workload has no pause handler: stopped with SIGSTOP";
+  PrecopyReport r;
+  r.pause_s = 0.0012;
+  EXPECT_THAT(SourceTable(run, r),
+              HasSubstr("attached         pid 42 at /run/w.sock; paused by "
+                        "SIGSTOP in 1.2 ms (the workload has no pause "
+                        "handler: stopped with SIGSTOP)"));
+  const nlohmann::json j = nlohmann::json::parse(SourceJson(run, r, ""));
+  EXPECT_EQ(j["attached"]["pause_method"], "SIGSTOP");
+  EXPECT_DOUBLE_EQ(j["attached"]["pause_s"].get<double>(), 0.0012);
+  // Without --attach there is no such entry.
+  EXPECT_FALSE(nlohmann::json::parse(SourceJson(RunDescription{}, r, ""))
+                   .contains("attached"));
+}
+
+TEST(MigrateReport, AFailedAttachedMigrationSaysTheWorkloadResumed) {
+  RunDescription run;
+  run.attached = "pid 42 at /run/w.sock";
+  PrecopyReport r;
+  r.status = absl::UnavailableError("connection reset");
+  r.workload_running_after = true;
+  EXPECT_THAT(SourceTable(run, r), HasSubstr("resumed on the source"));
+}
+
+TEST(MigrateReport, TheDestinationSaysWhereItHandedTheMemory) {
+  DestinationReport d;
+  d.exported_to = "/run/in.sock";
+  d.handed_over = true;
+  d.handover_s = 0.0005;
+  EXPECT_THAT(DestinationTable(d),
+              HasSubstr("handed over to /run/in.sock in 0.5 ms"));
+  const nlohmann::json j = nlohmann::json::parse(DestinationJson(d));
+  EXPECT_EQ(j["export"]["handed_over"], true);
+  EXPECT_FALSE(nlohmann::json::parse(DestinationJson(DestinationReport{}))
+                   .contains("export"));
+}
+
+}  // namespace
+}  // namespace ramferry::migrate
