@@ -85,15 +85,13 @@ bool AllThreadsStopped(pid_t pid) {
 class AttachedMemoryImpl final : public AttachedMemory {
  public:
   AttachedMemoryImpl(OwnedFd conn, pid_t pid, bool pauses_itself,
-                     OwnedFd pagemap, OwnedFd uffd,
-                     std::vector<engine::SharedMapping> maps,
+                     OwnedFd pagemap, std::vector<engine::SharedMapping> maps,
                      std::vector<Region> regions,
                      std::vector<uint64_t> remote_bases)
       : conn_(std::move(conn)),
         pid_(pid),
         pauses_itself_(pauses_itself),
         pagemap_(std::move(pagemap)),
-        uffd_(std::move(uffd)),
         maps_(std::move(maps)),
         regions_(std::move(regions)) {
     for (size_t i = 0; i < regions_.size(); ++i) {
@@ -237,7 +235,6 @@ class AttachedMemoryImpl final : public AttachedMemory {
   const pid_t pid_;
   const bool pauses_itself_;
   const OwnedFd pagemap_;
-  const OwnedFd uffd_;  // keeps the workload's registration alive
   const std::vector<engine::SharedMapping> maps_;
   const std::vector<Region> regions_;
   std::vector<engine::WrittenPages> written_;
@@ -266,7 +263,8 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
         absl::StrCat("no memory offer from ", socket_path, ": ",
                      p.status().message(),
                      absl::IsDeadlineExceeded(p.status())
-                         ? " (is another migration process attached?)"
+                         ? " (is another migration process attached, or is "
+                           "it not a workload's export?)"
                          : ""));
   }
   absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p->bytes);
@@ -287,10 +285,14 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   if (absl::Status s = CheckPagemap(p->fds[0].get(), *peer); !s.ok()) {
     return s;
   }
+  // Checked, not kept: the tracking lives as long as the export, and a
+  // duplicate held here would keep the regions registered after the
+  // workload ended its export (its later scans must fail instead).
   if (FdTarget(p->fds[1].get()) != "anon_inode:[userfaultfd]") {
     return absl::InvalidArgumentError(
         "the memory offer's second descriptor is not a userfaultfd");
   }
+  p->fds[1].Reset();
   std::vector<engine::SharedMapping> maps;
   std::vector<Region> regions;
   std::vector<uint64_t> remote_bases;
@@ -319,8 +321,8 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   }
   auto attached = std::make_unique<AttachedMemoryImpl>(
       *std::move(conn), *peer, (offer->flags & proto::kOfferPausesItself) != 0,
-      std::move(p->fds[0]), std::move(p->fds[1]), std::move(maps),
-      std::move(regions), std::move(remote_bases));
+      std::move(p->fds[0]), std::move(maps), std::move(regions),
+      std::move(remote_bases));
   // Probe the scan now: a pagemap without write tracking behind it fails
   // here, not in the first round. What it reports is sent by round 0.
   std::vector<DirtyBitmap> probe;

@@ -53,8 +53,9 @@ class MemoryExportImpl final : public MemoryExport {
     (void)!write(wake_.get(), &one, sizeof one);
     thread_.join();
     unlink(path_.c_str());
-    // fds_ close here: the userfaultfd last, which unregisters the regions
-    // (an attacher may still hold a duplicate; its scans then fail).
+    // fds_ close here, the userfaultfd among them, which unregisters the
+    // regions (an attacher closed its duplicate on arrival): an attacher's
+    // scans fail from then on.
   }
 
   absl::Status WaitMigrated(absl::Duration timeout) override {

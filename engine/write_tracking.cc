@@ -177,14 +177,21 @@ class KernelWriteTracker final : public WriteTracker {
  public:
   KernelWriteTracker(void* base, uint64_t length, engine::OwnedFd uffd,
                      engine::OwnedFd pagemap)
-      : uffd_(std::move(uffd)),
+      : pages_(length / kPageSize),
+        uffd_(std::move(uffd)),
         pagemap_(std::move(pagemap)),
         written_(pagemap_.get(), reinterpret_cast<uint64_t>(base), length) {}
   absl::StatusOr<uint64_t> Collect(DirtyBitmap& dirty) override {
+    // A shorter bitmap would drop pages the scan re-protects: lost writes.
+    if (dirty.pages() != pages_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a bitmap of %d pages for %d tracked pages", dirty.pages(), pages_));
+    }
     return written_.Collect(dirty);
   }
 
  private:
+  const uint64_t pages_;
   engine::OwnedFd uffd_;  // closing it unregisters the range
   engine::OwnedFd pagemap_;
   engine::WrittenPages written_;

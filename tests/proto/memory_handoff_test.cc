@@ -1,0 +1,398 @@
+// The memory hand-off wire codec (proto/memory_handoff.h): offers and
+// commands round trip, and every input the header's rules forbid is
+// refused by the decoder (and, where it can be expressed, by the encoder).
+#include "proto/memory_handoff.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ramferry::proto {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kPage = 4096;
+
+// Big-endian writer for hand-made messages, independent of the encoder.
+struct Bytes {
+  std::vector<uint8_t> b;
+  Bytes& U16(uint16_t v) {
+    b.push_back(v >> 8);
+    b.push_back(v & 0xff);
+    return *this;
+  }
+  Bytes& U32(uint32_t v) {
+    U16(v >> 16);
+    return U16(v & 0xffff);
+  }
+  Bytes& U64(uint64_t v) {
+    U32(v >> 32);
+    return U32(v & 0xffffffffu);
+  }
+  Bytes& Str(const std::string& s) {
+    U16(static_cast<uint16_t>(s.size()));
+    b.insert(b.end(), s.begin(), s.end());
+    return *this;
+  }
+};
+
+struct RawRegion {
+  uint32_t id;
+  uint32_t page_size = kHandoffPageSize;
+  uint64_t base;
+  uint64_t length;
+  uint64_t fd_offset = 0;
+  std::string name;
+};
+
+std::vector<uint8_t> RawOffer(const std::vector<RawRegion>& regions,
+                              uint16_t kind = 1, uint32_t flags = 0,
+                              uint32_t magic = kHandoffMagic,
+                              uint16_t version = kHandoffVersion,
+                              int64_t count = -1) {
+  Bytes w;
+  w.U32(magic).U16(version).U16(kind).U32(flags).U32(1234);
+  w.U32(count < 0 ? static_cast<uint32_t>(regions.size())
+                  : static_cast<uint32_t>(count));
+  for (const RawRegion& r : regions) {
+    w.U32(r.id).U32(r.page_size).U64(r.base).U64(r.length).U64(r.fd_offset);
+    w.Str(r.name);
+  }
+  return w.b;
+}
+
+std::vector<uint8_t> OneRegion(RawRegion r) { return RawOffer({r}); }
+
+Offer ValidOffer(size_t regions, OfferKind kind = OfferKind::kExport,
+                 uint32_t flags = 0) {
+  Offer o;
+  o.kind = kind;
+  o.flags = flags;
+  o.pid = 4242;
+  for (size_t i = 0; i < regions; ++i) {
+    OfferedRegion r;
+    r.id = static_cast<uint32_t>(100 + i);
+    r.base = 0x7f0000000000ull + i * 16 * kPage;
+    r.length = (1 + i % 3) * kPage;
+    r.fd_offset = i * 2 * kPage;
+    r.name =
+        std::string(i % (kMaxHandoffName + 1), static_cast<char>('a' + i % 26));
+    o.regions.push_back(r);
+  }
+  return o;
+}
+
+void ExpectRoundTrip(const Offer& o) {
+  absl::StatusOr<std::vector<uint8_t>> bytes = EncodeOffer(o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_LE(bytes->size(), kMaxOfferBytes);
+  absl::StatusOr<Offer> back = DecodeOffer(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, o);
+  absl::StatusOr<std::vector<uint8_t>> again = EncodeOffer(*back);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *bytes);
+}
+
+TEST(MemoryOfferTest, OneRegionRoundTrips) {
+  ExpectRoundTrip(ValidOffer(1));
+  ExpectRoundTrip(ValidOffer(1, OfferKind::kHandOver));
+  ExpectRoundTrip(ValidOffer(1, OfferKind::kExport, kOfferPausesItself));
+}
+
+TEST(MemoryOfferTest, SixtyFourRegionsWithLongNamesRoundTrip) {
+  Offer o = ValidOffer(kMaxHandoffRegions, OfferKind::kHandOver);
+  for (OfferedRegion& r : o.regions) r.name = std::string(kMaxHandoffName, 'n');
+  ExpectRoundTrip(o);
+  EXPECT_EQ(EncodeOffer(o)->size(), kMaxOfferBytes);
+  Offer e =
+      ValidOffer(kMaxHandoffRegions, OfferKind::kExport, kOfferPausesItself);
+  ExpectRoundTrip(e);
+  EXPECT_EQ(e.fd_count(), kMaxHandoffRegions + kExportFixedFds);
+  EXPECT_EQ(o.fd_count(), kMaxHandoffRegions);
+}
+
+TEST(MemoryOfferTest, EncodesTheDocumentedLayout) {
+  Offer o = ValidOffer(1, OfferKind::kExport, kOfferPausesItself);
+  o.regions[0].name = "heap";
+  std::vector<uint8_t> want =
+      RawOffer({{o.regions[0].id, kHandoffPageSize, o.regions[0].base,
+                 o.regions[0].length, o.regions[0].fd_offset, "heap"}},
+               1, kOfferPausesItself);
+  // The hand-made pid is 1234.
+  o.pid = 1234;
+  EXPECT_EQ(*EncodeOffer(o), want);
+  absl::StatusOr<Offer> d = DecodeOffer(want);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->pid, 1234u);
+  EXPECT_EQ(d->flags, kOfferPausesItself);
+}
+
+TEST(MemoryOfferTest, RegionsInAnyAddressOrderAndAdjacentAreFine) {
+  absl::StatusOr<Offer> d =
+      DecodeOffer(RawOffer({{2, kHandoffPageSize, 4 * kPage, kPage},
+                            {1, kHandoffPageSize, 3 * kPage, kPage}}));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->regions[0].id, 2u);
+}
+
+void ExpectRefused(const std::vector<uint8_t>& bytes,
+                   absl::StatusCode code = absl::StatusCode::kInvalidArgument,
+                   const std::string& sub = "") {
+  absl::StatusOr<Offer> d = DecodeOffer(bytes);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), code) << d.status();
+  EXPECT_THAT(d.status().message(), HasSubstr(sub));
+}
+
+const RawRegion kGood{1, kHandoffPageSize, 16 * kPage, 2 * kPage, kPage, "r"};
+
+TEST(MemoryOfferTest, RefusesWrongMagic) {
+  ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic ^ 1),
+                absl::StatusCode::kInvalidArgument, "magic");
+}
+
+TEST(MemoryOfferTest, RefusesOtherVersionAsFailedPrecondition) {
+  ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic, 2),
+                absl::StatusCode::kFailedPrecondition, "version 2");
+  ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic, 0),
+                absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(MemoryOfferTest, RefusesUnknownKind) {
+  ExpectRefused(RawOffer({kGood}, 0));
+  ExpectRefused(RawOffer({kGood}, 3));
+  ExpectRefused(RawOffer({kGood}, 0xffff));
+}
+
+TEST(MemoryOfferTest, RefusesUnknownFlags) {
+  ExpectRefused(RawOffer({kGood}, 1, 2));
+  ExpectRefused(RawOffer({kGood}, 2, 0x80000001u));
+}
+
+TEST(MemoryOfferTest, RefusesZeroRegions) { ExpectRefused(RawOffer({})); }
+
+TEST(MemoryOfferTest, RefusesSixtyFiveRegions) {
+  std::vector<RawRegion> rs;
+  for (uint32_t i = 0; i < kMaxHandoffRegions + 1; ++i) {
+    rs.push_back({i, kHandoffPageSize, (i + 1) * 2 * kPage, kPage});
+  }
+  ExpectRefused(RawOffer(rs));
+  // A count of 65 with nothing after it: refused by count, not read on.
+  ExpectRefused(RawOffer({}, 1, 0, kHandoffMagic, kHandoffVersion, 65));
+  ExpectRefused(
+      RawOffer({}, 1, 0, kHandoffMagic, kHandoffVersion, 0xffffffffll));
+}
+
+TEST(MemoryOfferTest, RefusesOtherPageSizes) {
+  for (uint32_t ps : {0u, 512u, 8192u, 2u << 20}) {
+    RawRegion r = kGood;
+    r.page_size = ps;
+    ExpectRefused(OneRegion(r), absl::StatusCode::kInvalidArgument, "pages");
+  }
+}
+
+TEST(MemoryOfferTest, RefusesUnalignedBase) {
+  RawRegion r = kGood;
+  r.base += 1;
+  ExpectRefused(OneRegion(r));
+  r.base = kGood.base + 2048;
+  ExpectRefused(OneRegion(r));
+}
+
+TEST(MemoryOfferTest, RefusesUnalignedLength) {
+  RawRegion r = kGood;
+  r.length = kPage + 1;
+  ExpectRefused(OneRegion(r));
+  r.length = 100;
+  ExpectRefused(OneRegion(r));
+}
+
+TEST(MemoryOfferTest, RefusesUnalignedOffset) {
+  RawRegion r = kGood;
+  r.fd_offset = 512;
+  ExpectRefused(OneRegion(r));
+}
+
+TEST(MemoryOfferTest, RefusesZeroLength) {
+  RawRegion r = kGood;
+  r.length = 0;
+  ExpectRefused(OneRegion(r));
+}
+
+TEST(MemoryOfferTest, RefusesWrappingBasePlusLength) {
+  RawRegion r = kGood;
+  r.base = ~uint64_t{0} - kPage + 1;  // last page
+  r.length = 2 * kPage;
+  ExpectRefused(OneRegion(r));
+  r.base = 0x8000000000000000ull;
+  r.length = 0x8000000000000000ull + kPage;
+  ExpectRefused(OneRegion(r));
+}
+
+TEST(MemoryOfferTest, RefusesWrappingFileOffsetPlusLength) {
+  RawRegion r = kGood;
+  r.fd_offset = ~uint64_t{0} - kPage + 1;
+  r.length = 2 * kPage;
+  ExpectRefused(OneRegion(r));
+}
+
+TEST(MemoryOfferTest, RefusesOverlappingRegions) {
+  ExpectRefused(RawOffer({{1, kHandoffPageSize, 4 * kPage, 2 * kPage},
+                          {2, kHandoffPageSize, 5 * kPage, kPage}}),
+                absl::StatusCode::kInvalidArgument, "overlap");
+  // The same range twice, and one inside another listed first.
+  ExpectRefused(RawOffer({{1, kHandoffPageSize, 4 * kPage, kPage},
+                          {2, kHandoffPageSize, 4 * kPage, kPage}}),
+                absl::StatusCode::kInvalidArgument, "overlap");
+  ExpectRefused(RawOffer({{1, kHandoffPageSize, 10 * kPage, kPage},
+                          {2, kHandoffPageSize, 8 * kPage, 8 * kPage}}),
+                absl::StatusCode::kInvalidArgument, "overlap");
+}
+
+TEST(MemoryOfferTest, RefusesDuplicateIds) {
+  ExpectRefused(RawOffer({{7, kHandoffPageSize, 4 * kPage, kPage},
+                          {8, kHandoffPageSize, 6 * kPage, kPage},
+                          {7, kHandoffPageSize, 8 * kPage, kPage}}),
+                absl::StatusCode::kInvalidArgument, "twice");
+}
+
+TEST(MemoryOfferTest, RefusesNameTooLong) {
+  RawRegion r = kGood;
+  r.name = std::string(kMaxHandoffName, 'x');
+  EXPECT_TRUE(DecodeOffer(OneRegion(r)).ok());
+  r.name.push_back('x');
+  ExpectRefused(OneRegion(r), absl::StatusCode::kInvalidArgument, "name");
+}
+
+TEST(MemoryOfferTest, RefusesEveryTruncation) {
+  for (size_t regions : {size_t{1}, size_t{3}}) {
+    absl::StatusOr<std::vector<uint8_t>> full =
+        EncodeOffer(ValidOffer(regions));
+    ASSERT_TRUE(full.ok());
+    ASSERT_TRUE(DecodeOffer(*full).ok());
+    for (size_t n = 0; n < full->size(); ++n) {
+      std::vector<uint8_t> prefix(full->begin(), full->begin() + n);
+      absl::StatusOr<Offer> d = DecodeOffer(prefix);
+      EXPECT_FALSE(d.ok()) << n << " of " << full->size() << " bytes";
+      EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    }
+  }
+}
+
+TEST(MemoryOfferTest, RefusesTrailingBytes) {
+  std::vector<uint8_t> b = OneRegion(kGood);
+  b.push_back(0);
+  ExpectRefused(b, absl::StatusCode::kInvalidArgument, "after its last");
+}
+
+TEST(MemoryOfferTest, EncodeRefusesWhatDecodeRefuses) {
+  auto refused = [](const Offer& o) {
+    absl::StatusOr<std::vector<uint8_t>> e = EncodeOffer(o);
+    EXPECT_FALSE(e.ok());
+    if (!e.ok()) {
+      EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+  };
+  Offer o = ValidOffer(2);
+  refused(Offer{});  // no regions
+  refused(ValidOffer(kMaxHandoffRegions + 1));
+  Offer x = o;
+  x.kind = static_cast<OfferKind>(3);
+  refused(x);
+  x = o;
+  x.flags = 2;
+  refused(x);
+  x = o;
+  x.regions[0].base += 1;
+  refused(x);
+  x = o;
+  x.regions[0].length = 0;
+  refused(x);
+  x = o;
+  x.regions[0].length = kPage + 8;
+  refused(x);
+  x = o;
+  x.regions[0].fd_offset = 8;
+  refused(x);
+  x = o;
+  x.regions[0].base = ~uint64_t{0} - kPage + 1;
+  x.regions[0].length = 2 * kPage;
+  refused(x);
+  x = o;
+  x.regions[1].base = x.regions[0].base;
+  refused(x);
+  x = o;
+  x.regions[1].id = x.regions[0].id;
+  refused(x);
+  x = o;
+  x.regions[0].name = std::string(kMaxHandoffName + 1, 'n');
+  refused(x);
+}
+
+TEST(MemoryCommandTest, RoundTripsEveryType) {
+  for (HandoffCommand t :
+       {HandoffCommand::kPause, HandoffCommand::kPaused,
+        HandoffCommand::kResume, HandoffCommand::kResumed,
+        HandoffCommand::kMigrated, HandoffCommand::kAdopted}) {
+    for (uint64_t v : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}}) {
+      const CommandMessage c{t, v};
+      const std::vector<uint8_t> b = EncodeCommand(c);
+      ASSERT_EQ(b.size(), kCommandBytes);
+      EXPECT_EQ(b, Bytes()
+                       .U32(kHandoffMagic)
+                       .U16(static_cast<uint16_t>(t))
+                       .U16(0)
+                       .U64(v)
+                       .b);
+      absl::StatusOr<CommandMessage> d = DecodeCommand(b);
+      ASSERT_TRUE(d.ok()) << d.status();
+      EXPECT_EQ(*d, c);
+    }
+    EXPECT_STRNE(HandoffCommandName(t), "UNKNOWN");
+  }
+}
+
+std::vector<uint8_t> RawCommand(uint32_t magic, uint16_t type, uint16_t zero,
+                                uint64_t value) {
+  return Bytes().U32(magic).U16(type).U16(zero).U64(value).b;
+}
+
+TEST(MemoryCommandTest, RefusesBadMagic) {
+  EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic + 1, 1, 0, 0)).ok());
+}
+
+TEST(MemoryCommandTest, RefusesNonzeroReserved) {
+  EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic, 1, 1, 0)).ok());
+  EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic, 1, 0x8000, 0)).ok());
+}
+
+TEST(MemoryCommandTest, RefusesUnknownType) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{7}, uint16_t{0xffff}}) {
+    absl::StatusOr<CommandMessage> d =
+        DecodeCommand(RawCommand(kHandoffMagic, t, 0, 0));
+    EXPECT_FALSE(d.ok()) << t;
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(MemoryCommandTest, RefusesWrongLength) {
+  const std::vector<uint8_t> good = EncodeCommand({HandoffCommand::kPause, 0});
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(DecodeCommand(absl::MakeConstSpan(good.data(), n)).ok()) << n;
+  }
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  EXPECT_FALSE(DecodeCommand(longer).ok());
+  // An offer is not a command.
+  EXPECT_FALSE(DecodeCommand(*EncodeOffer(ValidOffer(1))).ok());
+}
+
+}  // namespace
+}  // namespace ramferry::proto
