@@ -6,17 +6,22 @@
 // got must be the exporting process's digest of its memory when it was
 // told it had migrated: byte-identical, checked by neither the engine nor
 // the tool.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -228,6 +233,54 @@ TEST_F(MigrateAttach, AFailedAttemptLeavesTheWorkloadToTheNextOne) {
       absl::Seconds(60));
   EXPECT_NE(failed.exit_code, 0);
   EXPECT_TRUE(exporter->Running());
+  auto adopter = StartAdopter();
+  ExpectMigrated(Migrate({}));
+  ExpectSameMemory(*exporter, *adopter);
+}
+
+// Writes that bypass the workload's page tables (through its memfd, from
+// another process) are invisible to the tracking: verification catches
+// them, the migration fails after the pause, and the workload is resumed
+// and migrates once they stop.
+TEST_F(MigrateAttach, AFailureAfterThePauseResumesTheWorkload) {
+  auto exporter = StartExport();
+  // The workload's memfd, as another process reaches it.
+  std::string memfd;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", exporter->pid(), "/fd"), ec)) {
+    const std::string target =
+        std::filesystem::read_symlink(e.path(), ec).string();
+    if (absl::StrContains(target, "memfd:ramferry-attached-workload")) {
+      memfd = e.path().string();
+    }
+  }
+  ASSERT_FALSE(memfd.empty());
+  const int rogue = open(memfd.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(rogue, 0);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    uint64_t x = 1;
+    for (uint64_t i = 1; !stop.load(); ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const off_t at = static_cast<off_t>((x >> 20) % (32ull << 20)) & ~7;
+      ASSERT_EQ(pwrite(rogue, &i, sizeof i, at), 8);
+      if (i % 64 == 0) absl::SleepFor(absl::Microseconds(100));
+    }
+  });
+  CommandResult failed = RunCommand(
+      {kMigrate, "--demo", "--json", "--attach=" + Path("export.sock")},
+      absl::Seconds(300));
+  stop = true;
+  writer.join();
+  close(rogue);
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  const Json j = LastJsonLine(failed.out);
+  EXPECT_EQ(j["outcome"], "failed");
+  EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("verification failed"));
+  EXPECT_EQ(j["workload"]["running_after"], true);
+  EXPECT_TRUE(exporter->Running());
+  // Resumed: it writes on, and the next attempt moves it whole.
   auto adopter = StartAdopter();
   ExpectMigrated(Migrate({}));
   ExpectSameMemory(*exporter, *adopter);
