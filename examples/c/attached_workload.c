@@ -98,6 +98,10 @@ static const char kUsage[] =
     "\n"
     "export only:\n"
     "--size-mib=N          region size in MiB (default 256)\n"
+    "--regions=N           offer the memfd as N regions of equal size\n"
+    "                      (1 to 64, default 1), as a VMM offers guest\n"
+    "                      memory split around holes; the digest then\n"
+    "                      folds the regions' digests in order\n"
     "--seed=N              seed of the region's contents and of the\n"
     "                      writers' choices (default 1)\n"
     "--zero-percent=N      share of the region's pages left all zero\n"
@@ -131,6 +135,7 @@ struct options {
   const char* adopt_socket;
   const char* ready_file;
   uint64_t size_mib;
+  uint64_t regions;
   uint64_t seed;
   uint64_t zero_percent;
   uint64_t threads;
@@ -197,6 +202,7 @@ static int parse_pattern(const char* text, enum pattern* out) {
 /* 0: run; 1: --help shown; 2: bad command line (message printed). */
 static int parse_options(int argc, char** argv, struct options* o) {
   *o = (struct options){.size_mib = 256,
+                        .regions = 1,
                         .seed = 1,
                         .zero_percent = 25,
                         .threads = 1,
@@ -221,6 +227,8 @@ static int parse_options(int argc, char** argv, struct options* o) {
       o->ready_file = v;
     } else if ((v = value_of(a, "--size-mib")) != NULL) {
       ok = parse_u64("--size-mib", v, UINT64_C(1) << 20, &o->size_mib);
+    } else if ((v = value_of(a, "--regions")) != NULL) {
+      ok = parse_u64("--regions", v, 64, &o->regions);
     } else if ((v = value_of(a, "--seed")) != NULL) {
       ok = parse_u64("--seed", v, UINT64_MAX, &o->seed);
     } else if ((v = value_of(a, "--zero-percent")) != NULL) {
@@ -253,7 +261,7 @@ static int parse_options(int argc, char** argv, struct options* o) {
             "--adopt=SOCKET (see --help)\n");
     return 2;
   }
-  if (o->size_mib == 0 || o->threads == 0) {
+  if (o->size_mib == 0 || o->threads == 0 || o->regions == 0) {
     fprintf(stderr, PROGRAM ": --size-mib and --threads must be > 0\n");
     return 2;
   }
@@ -312,6 +320,27 @@ static uint64_t digest(const uint8_t* p, uint64_t length) {
   }
   for (; i < length; ++i) h = (h ^ p[i]) * kPrime;
   return mix64(h ^ length);
+}
+
+/* Several regions: each one's digest, folded in order (one region: its
+ * digest alone). */
+static uint64_t regions_digest(uint8_t* const* bases, const uint64_t* lengths,
+                               size_t count) {
+  if (count == 1) return digest(bases[0], lengths[0]);
+  uint64_t h = count;
+  for (size_t i = 0; i < count; ++i) {
+    h = mix64(h ^ digest(bases[i], lengths[i]));
+  }
+  return h;
+}
+
+/* Region i of `count` equal parts of `length` (the last takes the rest),
+ * in whole pages. */
+static void region_part(uint64_t length, uint64_t count, uint64_t i,
+                        uint64_t* offset, uint64_t* part) {
+  const uint64_t pages = length / kPageSize;
+  *offset = pages / count * i * kPageSize;
+  *part = i + 1 == count ? length - *offset : pages / count * kPageSize;
 }
 
 /* ---- latency histograms ---- */
@@ -747,8 +776,13 @@ static int export_and_wait(const struct options* o, struct workload* wl, int fd,
     fprintf(stderr, PROGRAM ": out of memory\n");
     return 1;
   }
-  ramferry_status s = ramferry_shared_regions_add(*regions, kRegionId, wl->base,
-                                                  wl->length, fd, 0);
+  ramferry_status s = RAMFERRY_OK;
+  for (uint64_t i = 0; i < o->regions && s == RAMFERRY_OK; ++i) {
+    uint64_t offset, part;
+    region_part(wl->length, o->regions, i, &offset, &part);
+    s = ramferry_shared_regions_add(*regions, (uint32_t)(kRegionId + i),
+                                    wl->base + offset, part, fd, offset);
+  }
   if (s != RAMFERRY_OK) return fail("region", s, NULL);
   atomic_store(&wl->ctl.phase, kListening);
   s = ramferry_export_listen(o->export_socket, *regions,
@@ -791,7 +825,14 @@ static int run_export(const struct options* o) {
   if (ws != NULL) stop_writers(&wl, ws, count);
 
   if (rc == 0) {
-    const uint64_t sum = digest(wl.base, wl.length);
+    uint8_t* bases[64];
+    uint64_t lengths[64];
+    for (uint64_t i = 0; i < o->regions; ++i) {
+      uint64_t offset;
+      region_part(wl.length, o->regions, i, &offset, &lengths[i]);
+      bases[i] = wl.base + offset;
+    }
+    const uint64_t sum = regions_digest(bases, lengths, o->regions);
     int64_t paused_at = 0;
     const ramferry_status s = ramferry_export_paused_at_ns(exp, &paused_at);
     if (s != RAMFERRY_OK) {
@@ -831,7 +872,8 @@ static int run_export(const struct options* o) {
 /* ---- adopt mode ---- */
 
 static int adopt_memory(const struct options* o, ramferry_adopt** a,
-                        struct workload* wl, uint64_t* resumed_at) {
+                        struct workload* wl, uint64_t* resumed_at,
+                        uint8_t** bases, uint64_t* lengths, size_t* count) {
   ramferry_status s = ramferry_adopt_listen(o->adopt_socket, a);
   if (s != RAMFERRY_OK) return fail("adopt", s, NULL);
   fprintf(stderr, "waiting %s\n", o->adopt_socket);
@@ -847,18 +889,26 @@ static int adopt_memory(const struct options* o, ramferry_adopt** a,
   size_t n = 0;
   s = ramferry_adopt_region_count(*a, &n);
   if (s != RAMFERRY_OK) return fail("adopt", s, ramferry_adopt_last_error(*a));
-  if (n != 1) {
-    fprintf(stderr, PROGRAM ": adopted %zu regions, expected 1\n", n);
+  if (n == 0 || n > 64) {
+    fprintf(stderr, PROGRAM ": adopted %zu regions, expected 1 to 64\n", n);
     return 1;
   }
-  uint32_t id = 0;
-  void* base = NULL;
-  int fd = -1;
-  s = ramferry_adopt_region(*a, 0, &id, &base, &wl->length, &fd);
-  if (s != RAMFERRY_OK) return fail("adopt", s, ramferry_adopt_last_error(*a));
-  wl->base = base;
-  fprintf(stderr, "adopted region %u: %" PRIu64 " bytes (fd %d)\n", id,
-          wl->length, fd);
+  *count = n;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t id = 0;
+    void* base = NULL;
+    int fd = -1;
+    s = ramferry_adopt_region(*a, i, &id, &base, &lengths[i], &fd);
+    if (s != RAMFERRY_OK) {
+      return fail("adopt", s, ramferry_adopt_last_error(*a));
+    }
+    bases[i] = base;
+    fprintf(stderr, "adopted region %u: %" PRIu64 " bytes (fd %d)\n", id,
+            lengths[i], fd);
+  }
+  /* The writers store into the first region. */
+  wl->base = bases[0];
+  wl->length = lengths[0];
   return 0;
 }
 
@@ -867,10 +917,15 @@ static int run_adopt(const struct options* o) {
   control_init(&wl.ctl, kAfter);
   ramferry_adopt* a = NULL;
   uint64_t resumed_at = 0;
-  int rc = adopt_memory(o, &a, &wl, &resumed_at);
+  uint8_t* bases[64] = {NULL};
+  uint64_t lengths[64] = {0};
+  size_t regions = 0;
+  int rc = adopt_memory(o, &a, &wl, &resumed_at, bases, lengths, &regions);
   if (rc == 0) {
     /* Before any store: what arrived. */
-    const uint64_t sum = digest(wl.base, wl.length);
+    const uint64_t sum = regions_digest(bases, lengths, regions);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < regions; ++i) bytes += lengths[i];
     int count = 0;
     struct writer* ws = NULL;
     if (o->seconds > 0) ws = start_writers(&wl, o, &count);
@@ -888,7 +943,7 @@ static int run_adopt(const struct options* o) {
              ",\"digest\":\"%016" PRIx64 "\",\"resumed_at_ns\":%" PRIu64
              ",\"stores\":%" PRIu64
              ",\"rate_achieved\":%.1f,\"pattern\":\"%s\",\"threads\":%d,",
-             wl.length, sum, resumed_at, t.stores, t.rate,
+             bytes, sum, resumed_at, t.stores, t.rate,
              kPatternNames[o->pattern], count);
       print_hist_json("after", &t.hist[kAfter]);
       printf("}\n");

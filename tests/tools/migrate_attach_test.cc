@@ -168,6 +168,17 @@ TEST_F(MigrateAttach, StoresStraddlingPagesAndBurstsAreAllCarried) {
   }
 }
 
+// A VMM's guest memory in several regions (one memfd, offered in parts):
+// the destination makes a region per part and hands them all over.
+TEST_F(MigrateAttach, AWorkloadExportingSeveralRegionsMovesWhole) {
+  auto exporter = StartExport({"--regions=3"});
+  auto adopter = StartAdopter();
+  const Json j = Migrate({});
+  ExpectMigrated(j);
+  EXPECT_EQ(j["pages_verified"], (32u << 20) / 4096);
+  ExpectSameMemory(*exporter, *adopter);
+}
+
 TEST_F(MigrateAttach, SeparateSourceAndDestinationProcesses) {
   const std::string key = Path("key");
   {
@@ -175,10 +186,11 @@ TEST_F(MigrateAttach, SeparateSourceAndDestinationProcesses) {
     k << std::string(32, 'k');
   }
   chmod(key.c_str(), 0600);
-  auto exporter = StartExport();
+  // Two regions of 16 MiB: the destination declares them (--size list).
+  auto exporter = StartExport({"--regions=2"});
   auto adopter = StartAdopter();
   BackgroundCommand dest({kMigrate, "--role=dest", "--listen=127.0.0.1:0",
-                          "--size=32MiB", "--key-file=" + key,
+                          "--size=16MiB,16MiB", "--key-file=" + key,
                           "--export=" + Path("adopt.sock"), "--json"});
   const std::string port = dest.AwaitStderrLine(
       "ramferry-migrate: listening on 127.0.0.1:", absl::Seconds(30));
@@ -214,7 +226,7 @@ TEST_F(MigrateAttach, AWorkloadWithoutAPauseHandlerIsStoppedAndStaysStopped) {
 }
 
 TEST_F(MigrateAttach, PostcopyMovesAnAttachedWorkload) {
-  auto exporter = StartExport();
+  auto exporter = StartExport({"--regions=2"});
   // The destination runs memload: an adopter cannot take post-copied
   // memory (refused below).
   const Json j = Migrate({"--postcopy=now"}, /*adopt=*/false);
@@ -306,6 +318,8 @@ TEST_F(MigrateAttach, FlagsThatCannotWorkAreRefusedUpFront) {
             "--export is the destination's"},
            {{"--role=dest", "--postcopy", "--export=" + Path("a")},
             "--postcopy with --export"},
+           {{"--role=source", "--connect=127.0.0.1:7", "--size=1GiB,1GiB"},
+            "a list of sizes is for --role=dest"},
        }) {
     std::vector<std::string> argv = {kMigrate, "--insecure"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());

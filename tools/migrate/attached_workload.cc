@@ -18,6 +18,10 @@ class AttachedTracker final : public DirtyTracker {
     DirtyBitmap* one[] = {&dirty};
     return memory_.CollectWritten(one);
   }
+  absl::StatusOr<uint64_t> CollectAll(
+      absl::Span<DirtyBitmap* const> dirty) override {
+    return memory_.CollectWritten(dirty);
+  }
 
  private:
   AttachedMemory& memory_;
@@ -36,21 +40,19 @@ absl::StatusOr<std::unique_ptr<AttachedWorkload>> AttachedWorkload::Attach(
                         absl::StrCat("--attach=", socket_path, ": ",
                                      memory.status().message()));
   }
-  if ((*memory)->regions().size() != 1) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "--attach=%s: the workload exports %d regions; ramferry-migrate "
-        "moves one (the library's AttachedMemory moves any number)",
-        socket_path, (*memory)->regions().size()));
-  }
   return std::unique_ptr<AttachedWorkload>(
       new AttachedWorkload(*std::move(memory), socket_path, pause_timeout));
 }
 
-Region AttachedWorkload::region(uint32_t id, const std::string& name) const {
-  Region r = memory_->regions()[0];
-  r.id = id;
-  r.name = name;
-  return r;
+std::vector<Region> AttachedWorkload::regions(
+    const std::function<std::string(size_t)>& name) const {
+  std::vector<Region> out;
+  for (const Region& r : memory_->regions()) {
+    out.push_back(r);
+    out.back().id = static_cast<uint32_t>(out.size());
+    out.back().name = name(out.size() - 1);
+  }
+  return out;
 }
 
 std::unique_ptr<DirtyTracker> AttachedWorkload::MakeTracker() {

@@ -5,9 +5,11 @@
 #define RAMFERRY_TOOLS_MIGRATE_ATTACHED_WORKLOAD_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -20,15 +22,16 @@ namespace ramferry::migrate {
 
 class AttachedWorkload final : public Workload {
  public:
-  // Attaches to the export at `socket_path`. The tool moves one region:
-  // an export of several is refused (the library moves any number).
+  // Attaches to the export at `socket_path`.
   static absl::StatusOr<std::unique_ptr<AttachedWorkload>> Attach(
       const std::string& socket_path, absl::Duration connect_timeout,
       absl::Duration pause_timeout);
 
-  // The exported region as this process maps it, under the session's
-  // region id.
-  Region region(uint32_t id, const std::string& name) const;
+  // The exported regions as this process maps them, in the export's
+  // order, numbered for the session as the destination numbers its own
+  // (ids 1, 2, ...; `name(i)` names region i).
+  std::vector<Region> regions(
+      const std::function<std::string(size_t)>& name) const;
   // Reports the workload's writes.
   std::unique_ptr<DirtyTracker> MakeTracker();
   // "pid N at SOCKET".

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -97,9 +99,12 @@ const char* PrefaultName(Prefault p) {
 }
 
 DestinationReport RunDestination(
-    const SessionOptions& options, const Region& region, Prefault prefault,
-    bool progress, const std::function<void(uint16_t)>& on_listening,
+    const SessionOptions& options, absl::Span<const Region> regions,
+    Prefault prefault, bool progress,
+    const std::function<void(uint16_t)>& on_listening,
     std::optional<Memload::Options> workload) {
+  uint64_t total_pages = 0;
+  for (const Region& r : regions) total_pages += r.page_count();
   DestinationReport report;
   report.prefault = prefault;
   report.postcopy_allowed = options.postcopy;
@@ -107,25 +112,33 @@ DestinationReport RunDestination(
   const uint64_t faults0 = MinorFaults();
   if (prefault == Prefault::kBefore) {
     const absl::Time t = absl::Now();
-    report.status = PrefaultForWrite(region.base, region.length,
-                                     std::thread::hardware_concurrency());
+    for (const Region& r : regions) {
+      if (!report.status.ok()) break;
+      report.status = PrefaultForWrite(r.base, r.length,
+                                       std::thread::hardware_concurrency());
+      report.prefault_bytes += r.length;
+    }
     report.prefault_s = absl::ToDoubleSeconds(absl::Now() - t);
-    report.prefault_bytes = region.length;
     if (!report.status.ok()) return report;
   }
   absl::StatusOr<std::unique_ptr<Receiver>> rx =
-      Receiver::Listen(options, {&region, 1});
+      Receiver::Listen(options, regions);
   if (!rx.ok()) {
     report.status = rx.status();
     return report;
   }
   Receiver& receiver = **rx;
-  std::optional<BackgroundPrefault> background;
-  if (prefault == Prefault::kDuring) background.emplace(region, nullptr);
-  if (prefault == Prefault::kIdle) {
-    background.emplace(region, [&receiver] {
-      return receiver.stats().Total().payload_bytes > 0;
-    });
+  // One thread per region, each from its region's start.
+  std::vector<std::unique_ptr<BackgroundPrefault>> background;
+  for (const Region& r : regions) {
+    if (prefault == Prefault::kDuring) {
+      background.push_back(std::make_unique<BackgroundPrefault>(r, nullptr));
+    }
+    if (prefault == Prefault::kIdle) {
+      background.push_back(std::make_unique<BackgroundPrefault>(r, [&receiver] {
+        return receiver.stats().Total().payload_bytes > 0;
+      }));
+    }
   }
   on_listening(receiver.port());
 
@@ -135,8 +148,9 @@ DestinationReport RunDestination(
   std::atomic<bool> armed{false};
   absl::Time armed_at;  // written before `armed` is set
   if (report.workload) {
-    load.emplace(static_cast<uint8_t*>(region.base), region.page_count(),
-                 *workload, /*tracker=*/nullptr);
+    // The first region's, as the source's memload writes its own first.
+    load.emplace(static_cast<uint8_t*>(regions[0].base),
+                 regions[0].page_count(), *workload, /*tracker=*/nullptr);
   }
   if (options.postcopy) {
     receiver.OnPostcopyArmed([&] {
@@ -174,16 +188,16 @@ DestinationReport RunDestination(
     });
   }
   report.status = receiver.Serve();
-  if (background.has_value()) {
-    background->Stop();
-    report.prefault_s = background->seconds();
-    report.prefault_bytes = background->done_bytes();
+  for (const std::unique_ptr<BackgroundPrefault>& b : background) {
+    b->Stop();
+    report.prefault_s = std::max(report.prefault_s, b->seconds());
+    report.prefault_bytes += b->done_bytes();
     // A failed pre-fault costs speed, not correctness: the receive
     // threads fault the rest in.
-    if (!background->status().ok() && report.status.ok()) {
+    if (!b->status().ok() && report.status.ok()) {
       std::fprintf(stderr,
                    "ramferry-migrate: destination: pre-fault stopped: %s\n",
-                   std::string(background->status().message()).c_str());
+                   std::string(b->status().message()).c_str());
     }
   }
   report.page_faults = MinorFaults() - faults0;
@@ -193,8 +207,7 @@ DestinationReport RunDestination(
   report.cpu_s = cli::ProcessCpuSeconds() - cpu0;
   report.rounds_applied = receiver.applied_rounds();
   report.pages_verified = receiver.verified_pages();
-  report.verified =
-      report.status.ok() && report.pages_verified == region.page_count();
+  report.verified = report.status.ok() && report.pages_verified == total_pages;
   report.stats = receiver.stats();
   report.postcopy_armed = armed.load();
   if (load.has_value()) {

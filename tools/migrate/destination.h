@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
@@ -66,8 +67,9 @@ struct DestinationReport {
 // tracking, as the source's workload would have: its writes to pages not
 // yet here fault and wait for them. It stops when the session ends.
 DestinationReport RunDestination(
-    const SessionOptions& options, const Region& region, Prefault prefault,
-    bool progress, const std::function<void(uint16_t)>& on_listening,
+    const SessionOptions& options, absl::Span<const Region> regions,
+    Prefault prefault, bool progress,
+    const std::function<void(uint16_t)>& on_listening,
     std::optional<Memload::Options> workload = std::nullopt);
 
 }  // namespace ramferry::migrate

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "ramferry/dirty_bitmap.h"
 
 namespace ramferry::migrate {
@@ -29,6 +30,15 @@ class DirtyTracker {
   // tracker was made) into `dirty` and re-arms tracking for it. Returns
   // how many pages it reported.
   virtual absl::StatusOr<uint64_t> Collect(DirtyBitmap& dirty) = 0;
+  // The same over several regions, one bitmap each, in the order the
+  // tracker was made for; a tracker of one region takes exactly one.
+  virtual absl::StatusOr<uint64_t> CollectAll(
+      absl::Span<DirtyBitmap* const> dirty) {
+    if (dirty.size() != 1) {
+      return absl::InvalidArgumentError("this tracker covers one region");
+    }
+    return Collect(*dirty[0]);
+  }
   // Records a write by a workload that tracks its own writes; trackers
   // that see writes themselves ignore it.
   virtual void MarkWritten(uint64_t page) {}

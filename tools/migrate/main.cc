@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ramferry/memory_handoff.h"
 #include "ramferry/pinning.h"
@@ -77,6 +78,47 @@ std::string AbslUnparseFlag(DirtyRate r) {
   return cli::FormatBytes(static_cast<uint64_t>(r.pages_per_s * kPageSize));
 }
 
+// --size: one region's size, or a comma list of sizes, one region each
+// (a destination for an attached workload that exports several).
+struct RegionSizes {
+  std::vector<uint64_t> bytes;
+  uint64_t total() const {
+    uint64_t t = 0;
+    for (uint64_t b : bytes) t += b;
+    return t;
+  }
+};
+
+bool AbslParseFlag(absl::string_view text, RegionSizes* out, std::string* err) {
+  RegionSizes sizes;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    absl::StatusOr<uint64_t> b = cli::ParseBytes(part);
+    if (!b.ok()) {
+      *err = std::string(b.status().message());
+      return false;
+    }
+    sizes.bytes.push_back(*b);
+  }
+  *out = std::move(sizes);
+  return true;
+}
+std::string AbslUnparseFlag(const RegionSizes& sizes) {
+  std::vector<std::string> parts;
+  for (uint64_t b : sizes.bytes) {
+    // Exact, as the flag is read back: "1GiB", or the bytes where a short
+    // form rounds.
+    const std::string shortform = cli::FormatBytes(b);
+    const absl::StatusOr<uint64_t> back = cli::ParseBytes(shortform);
+    parts.push_back(back.ok() && *back == b ? shortform : absl::StrCat(b));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+// The session's region i: "ram", "ram2", ... on both ends.
+std::string RegionName(size_t i) {
+  return i == 0 ? "ram" : absl::StrCat("ram", i + 1);
+}
+
 }  // namespace ramferry::migrate
 
 ABSL_FLAG(std::string, role, "",
@@ -104,8 +146,11 @@ ABSL_FLAG(std::string, transport, "tcp",
           "tcp | tcp-zerocopy | uring-zc | rdma | auto (source: chosen for "
           "the destination's address, and why printed; the destination "
           "follows the source)");
-ABSL_FLAG(ramferry::cli::ByteSize, size, ramferry::cli::ByteSize{1ull << 30},
-          "region size (anonymous memory; for dest also the file size)");
+ABSL_FLAG(ramferry::migrate::RegionSizes, size,
+          ramferry::migrate::RegionSizes{{1ull << 30}},
+          "region size (anonymous memory; for dest also the file size); "
+          "dest: a comma list (1GiB,2GiB) makes one region per size, as an "
+          "attached workload exporting several regions needs");
 ABSL_FLAG(std::string, region_file, "",
           "migrate a shared file mapping instead (e.g. /dev/shm/vm-ram): "
           "the source maps the existing file, dest creates it. memload does "
@@ -444,9 +489,14 @@ absl::StatusOr<std::string> ChooseFor(SessionOptions* opt) {
 struct SourceMemory {
   std::unique_ptr<RegionMemory> own;
   std::unique_ptr<AttachedWorkload> attached;
-  Region region;
+  std::vector<Region> regions;  // memload's: one
   std::unique_ptr<DirtyTracker> tracker;
   std::unique_ptr<Memload> memload;
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const Region& r : regions) b += r.length;
+    return b;
+  }
   Workload* workload = nullptr;
   std::string untracked_writers;  // see RunDescription
 };
@@ -485,7 +535,7 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
     src.untracked_writers = *who;
   }
   absl::StatusOr<std::unique_ptr<RegionMemory>> m =
-      file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes)
+      file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes[0])
                    : RegionMemory::OpenFile(file);
   if (!m.ok()) {
     return absl::InvalidArgumentError(m.status().message());
@@ -505,7 +555,8 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
               absl::GetFlag(FLAGS_seed));
     prepare_start = absl::Now();
   }
-  src.region = Region{1, "ram", src.own->data(), src.own->size(), kPageSize};
+  src.regions = {
+      Region{1, RegionName(0), src.own->data(), src.own->size(), kPageSize}};
   const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
   if (tracking == "uffd") {
     absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
@@ -516,7 +567,7 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
     }
     src.tracker = std::move(*t);
   } else if (tracking == "bitmap") {
-    src.tracker = MakeBitmapTracker(src.region.page_count());
+    src.tracker = MakeBitmapTracker(src.regions[0].page_count());
   } else {
     return absl::InvalidArgumentError(
         "--dirty-tracking must be uffd or bitmap");
@@ -527,7 +578,7 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
   lo.writers = absl::GetFlag(FLAGS_writers);
   lo.seed = absl::GetFlag(FLAGS_seed);
   src.memload = std::make_unique<Memload>(
-      src.own->data(), src.region.page_count(), lo, src.tracker.get());
+      src.own->data(), src.regions[0].page_count(), lo, src.tracker.get());
   src.memload->Start();
   src.workload = src.memload.get();
   *prepare += absl::Now() - prepare_start;
@@ -545,7 +596,7 @@ absl::StatusOr<SourceMemory> AttachedSourceMemory(absl::Duration* prepare) {
                                absl::GetFlag(FLAGS_attach_pause_timeout));
   if (!a.ok()) return a.status();
   src.attached = std::move(*a);
-  src.region = src.attached->region(1, "ram");
+  src.regions = src.attached->regions(RegionName);
   src.tracker = src.attached->MakeTracker();
   src.workload = src.attached.get();
   *prepare += absl::Now() - prepare_start;
@@ -575,8 +626,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
                  std::string(src.status().message()).c_str());
     return absl::IsAborted(src.status()) ? 2 : 1;
   }
-  const Region& region = src->region;
-  if (absl::Status s = CheckPinningLimits(opt, kPageSize, region.length);
+  if (absl::Status s = CheckPinningLimits(opt, kPageSize, src->bytes());
       !s.ok()) {
     std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
                  std::string(s.message()).c_str());
@@ -597,9 +647,10 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   config.resume_timeout = opt.postcopy_resume_timeout;
   config.progress = !absl::GetFlag(FLAGS_json);
   prepare += absl::Now() - prepare_start;
-  PrecopyReport r = RunPrecopy(config, region, *src->tracker, *src->workload);
+  PrecopyReport r =
+      RunPrecopy(config, src->regions, *src->tracker, *src->workload);
   r.prepare_s = absl::ToDoubleSeconds(prepare);
-  RunDescription run = Describe(opt, region.length, src->tracker->name());
+  RunDescription run = Describe(opt, src->bytes(), src->tracker->name());
   run.untracked_writers = src->untracked_writers;
   if (src->attached != nullptr) {
     run.region = src->attached->Describe();
@@ -626,24 +677,41 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
 
 // Anonymous memory (huge pages), a file, or for --export a memfd another
 // process can adopt.
-absl::StatusOr<std::unique_ptr<RegionMemory>> DestinationMemory(
-    const std::string& file) {
-  const uint64_t bytes = absl::GetFlag(FLAGS_size).bytes;
-  if (!file.empty()) return RegionMemory::CreateFile(file, bytes);
-  if (!absl::GetFlag(FLAGS_export).empty()) return RegionMemory::Memfd(bytes);
-  return RegionMemory::Anonymous(bytes, /*huge_pages=*/true);
+// One per --size.
+using DestinationMemories = std::vector<std::unique_ptr<RegionMemory>>;
+absl::StatusOr<DestinationMemories> DestinationMemory(const std::string& file) {
+  const std::vector<uint64_t> sizes = absl::GetFlag(FLAGS_size).bytes;
+  if (!file.empty() && sizes.size() != 1) {
+    return absl::InvalidArgumentError(
+        "--region-file is one region: give --size one size");
+  }
+  DestinationMemories mems;
+  for (const uint64_t bytes : sizes) {
+    absl::StatusOr<std::unique_ptr<RegionMemory>> m =
+        !file.empty() ? RegionMemory::CreateFile(file, bytes)
+        : !absl::GetFlag(FLAGS_export).empty()
+            ? RegionMemory::Memfd(bytes)
+            : RegionMemory::Anonymous(bytes, /*huge_pages=*/true);
+    if (!m.ok()) return m.status();
+    mems.push_back(*std::move(m));
+  }
+  return mems;
 }
 
 // --export: a migrated destination hands its memory to the process
 // waiting on the socket. Nothing is handed over after a failed session.
-void HandOver(const RegionMemory& mem, DestinationReport* r) {
+void HandOver(const DestinationMemories& mems, DestinationReport* r) {
   const std::string path = absl::GetFlag(FLAGS_export);
   if (path.empty() || !r->status.ok()) return;
   r->exported_to = path;
   const absl::Time start = absl::Now();
-  const SharedRegion region{1, "ram", mem.data(), mem.size(), mem.fd(), 0};
+  std::vector<SharedRegion> regions;
+  for (size_t i = 0; i < mems.size(); ++i) {
+    regions.push_back({static_cast<uint32_t>(i + 1), RegionName(i),
+                       mems[i]->data(), mems[i]->size(), mems[i]->fd(), 0});
+  }
   r->status =
-      HandOverMemory(path, {&region, 1}, absl::GetFlag(FLAGS_export_timeout));
+      HandOverMemory(path, regions, absl::GetFlag(FLAGS_export_timeout));
   r->handover_s = absl::ToDoubleSeconds(absl::Now() - start);
   r->handed_over = r->status.ok();
   if (!r->status.ok()) {
@@ -660,13 +728,18 @@ void HandOver(const RegionMemory& mem, DestinationReport* r) {
 // (tmpfs: no huge pages here) must be allocated, and a second thread
 // allocating them while data arrives doubled the transfer, so it runs
 // only until the first page arrives.
-// The destination's region: memory it just mapped reads as zero (fresh
+// The destination's regions: memory it just mapped reads as zero (fresh
 // anonymous memory, a new or resized file), so zero pages for it need no
 // write; a reused file holds what the last run left.
-Region DestinationRegion(const RegionMemory& mem) {
-  Region region{1, "ram", mem.data(), mem.size(), kPageSize};
-  region.reads_as_zero = !mem.reused_file();
-  return region;
+std::vector<Region> DestinationRegions(const DestinationMemories& mems) {
+  std::vector<Region> regions;
+  for (size_t i = 0; i < mems.size(); ++i) {
+    Region region{static_cast<uint32_t>(i + 1), RegionName(i), mems[i]->data(),
+                  mems[i]->size(), kPageSize};
+    region.reads_as_zero = !mems[i]->reused_file();
+    regions.push_back(std::move(region));
+  }
+  return regions;
 }
 
 absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem) {
@@ -694,21 +767,22 @@ std::optional<Memload::Options> DestinationWorkload() {
 }
 
 int RunDestRole(SessionOptions opt) {
-  absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
+  absl::StatusOr<DestinationMemories> mem =
       DestinationMemory(absl::GetFlag(FLAGS_region_file));
   if (!mem.ok()) return Usage(std::string(mem.status().message()));
-  absl::StatusOr<Prefault> prefault = DestinationPrefault(**mem);
+  // Every region is of one kind: the first speaks for all.
+  absl::StatusOr<Prefault> prefault = DestinationPrefault(*mem->front());
   if (!prefault.ok()) return Usage(std::string(prefault.status().message()));
-  const Region region = DestinationRegion(**mem);
+  const std::vector<Region> regions = DestinationRegions(*mem);
   const bool json = absl::GetFlag(FLAGS_json);
   DestinationReport r = RunDestination(
-      opt, region, *prefault, !json,
+      opt, regions, *prefault, !json,
       [&](uint16_t port) {
         std::fprintf(stderr, "ramferry-migrate: listening on %s:%d\n",
                      opt.host.c_str(), port);
       },
       DestinationWorkload());
-  HandOver(**mem, &r);
+  HandOver(*mem, &r);
   std::printf("%s\n",
               json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());
   // Verification is the source's (--verify); the destination's part is to
@@ -750,7 +824,11 @@ absl::StatusOr<std::string> DemoDestinationFile() {
         AttachedWorkload::Attach(path, absl::GetFlag(FLAGS_connect_timeout),
                                  absl::ZeroDuration());
     if (!probe.ok()) return probe.status();
-    absl::SetFlag(&FLAGS_size, cli::ByteSize{(*probe)->region(1, "").length});
+    RegionSizes sizes;
+    for (const Region& r : (*probe)->regions(RegionName)) {
+      sizes.bytes.push_back(r.length);
+    }
+    absl::SetFlag(&FLAGS_size, sizes);
   }
   const std::string src = absl::GetFlag(FLAGS_region_file);
   if (src.empty()) return std::string();
@@ -764,7 +842,7 @@ absl::StatusOr<std::string> DemoDestinationFile() {
   absl::StatusOr<std::unique_ptr<RegionMemory>> probe =
       RegionMemory::OpenFile(src);
   if (!probe.ok()) return probe.status();
-  absl::SetFlag(&FLAGS_size, cli::ByteSize{(*probe)->size()});
+  absl::SetFlag(&FLAGS_size, RegionSizes{{(*probe)->size()}});
   return dest_file;
 }
 
@@ -784,25 +862,24 @@ absl::StatusOr<std::string> DemoDestinationFile() {
     }
     opt.host = "0.0.0.0";  // every link's address: its namespace has no other
   }
-  absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
-      DestinationMemory(dest_file);
+  absl::StatusOr<DestinationMemories> mem = DestinationMemory(dest_file);
   absl::StatusOr<Prefault> prefault =
-      mem.ok() ? DestinationPrefault(**mem) : mem.status();
+      mem.ok() ? DestinationPrefault(*mem->front()) : mem.status();
   if (!prefault.ok()) {
     std::fprintf(stderr, "ramferry-migrate: destination: %s\n",
                  std::string(prefault.status().message()).c_str());
     _exit(1);
   }
-  const Region region = DestinationRegion(**mem);
+  const std::vector<Region> regions = DestinationRegions(*mem);
   opt.port = 0;
   DestinationReport r = RunDestination(
-      opt, region, *prefault, false,
+      opt, regions, *prefault, false,
       [&](uint16_t port) {
         std::fprintf(out, "%d\n", port);
         std::fflush(out);
       },
       DestinationWorkload());
-  HandOver(**mem, &r);
+  HandOver(*mem, &r);
   std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
                DestinationTable(r).c_str());
   std::fclose(out);
@@ -949,6 +1026,9 @@ int RunDemo(SessionOptions opt) {
 
 // --make-image: a data file, made once, for runs that migrate a file.
 int RunMakeImage(const std::string& path) {
+  if (absl::GetFlag(FLAGS_size).bytes.size() != 1) {
+    return Usage("--make-image writes one file: give --size one size");
+  }
   absl::StatusOr<MemoryImage> image =
       MemoryImage::Parse(absl::GetFlag(FLAGS_image));
   if (!image.ok()) return Usage(std::string(image.status().message()));
@@ -958,7 +1038,7 @@ int RunMakeImage(const std::string& path) {
                               std::generic_category().message(errno)));
   }
   absl::StatusOr<std::unique_ptr<RegionMemory>> mem =
-      RegionMemory::CreateFile(path, absl::GetFlag(FLAGS_size).bytes);
+      RegionMemory::CreateFile(path, absl::GetFlag(FLAGS_size).bytes[0]);
   if (!mem.ok()) return Usage(std::string(mem.status().message()));
   const uint64_t pages = (*mem)->size() / kPageSize;
   std::fprintf(stderr, "ramferry-migrate: writing %s (%s, %s)\n", path.c_str(),
@@ -1005,6 +1085,12 @@ int main(int argc, char** argv) {
   }
   if (absl::Status s = ramferry::migrate::CheckHandoffFlags(role); !s.ok()) {
     return Usage(std::string(s.message()));
+  }
+  if (absl::GetFlag(FLAGS_size).bytes.size() > 1 && role != "dest") {
+    return Usage(
+        "a list of sizes is for --role=dest (one region each); a source "
+        "migrates its one region or the regions its attached workload "
+        "exports");
   }
   // Before Session(): its checks name options, these name the flags.
   if (absl::Status s =

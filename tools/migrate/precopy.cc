@@ -168,13 +168,16 @@ class Deadline {
 // ends the migration; Run() records the session and the report once.
 class PrecopyRun {
  public:
-  PrecopyRun(const PrecopyConfig& config, const Region& region,
+  PrecopyRun(const PrecopyConfig& config, absl::Span<const Region> regions,
              DirtyTracker& tracker, Workload& load)
-      : config_(config),
-        region_(region),
-        tracker_(tracker),
-        load_(load),
-        dirty_(region.page_count()) {}
+      : config_(config), regions_(regions), tracker_(tracker), load_(load) {
+    for (const Region& r : regions_) {
+      dirty_.emplace_back(r.page_count());
+      region_bytes_ += r.length;
+      region_pages_ += r.page_count();
+    }
+    for (DirtyBitmap& d : dirty_) dirty_ptrs_.push_back(&d);
+  }
 
   PrecopyReport Run() {
     report_.postcopy_mode = PostcopyModeName(config_.postcopy);
@@ -203,7 +206,7 @@ class PrecopyRun {
     }
     report_.bytes_resent =
         report_.bytes_sent -
-        std::min<uint64_t>(report_.bytes_sent, region_.length);
+        std::min<uint64_t>(report_.bytes_sent, region_bytes_);
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
     // On failure the source keeps its workload, unless the switch to
@@ -219,7 +222,7 @@ class PrecopyRun {
  private:
   absl::Status Connect() {
     absl::StatusOr<std::unique_ptr<Sender>> connected =
-        Sender::Connect(config_.session, {&region_, 1});
+        Sender::Connect(config_.session, regions_);
     report_.setup_s = Seconds(absl::Now() - start_);
     if (!connected.ok()) return connected.status();
     sender_ = std::move(*connected);
@@ -228,22 +231,30 @@ class PrecopyRun {
       std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
     }
     // Round 0 sends everything, so writes so far need not be tracked.
-    if (absl::StatusOr<uint64_t> c = tracker_.Collect(dirty_); !c.ok()) {
+    if (absl::StatusOr<uint64_t> c = Collect(); !c.ok()) {
       return c.status();
     }
-    dirty_.SetAll();
+    for (DirtyBitmap& d : dirty_) d.SetAll();
     transfer_start_ = absl::Now();
     last_collect_ = transfer_start_;
     return absl::OkStatus();
   }
 
+  absl::StatusOr<uint64_t> Collect() {
+    return tracker_.CollectAll(dirty_ptrs_);
+  }
+  uint64_t DirtyPages() const {
+    uint64_t n = 0;
+    for (const DirtyBitmap& d : dirty_) n += d.Count();
+    return n;
+  }
+
   absl::Status SendRound(bool final) {
     live_.round.store(report_.rounds.size());
-    live_.round_pages.store(dirty_.Count());
+    live_.round_pages.store(DirtyPages());
     live_.pages_before_round.store(sender_->stats().Total().pages);
     live_.final_round.store(final);
-    DirtyBitmap* bitmaps[] = {&dirty_};
-    absl::StatusOr<RoundResult> r = sender_->SendRound(bitmaps);
+    absl::StatusOr<RoundResult> r = sender_->SendRound(dirty_ptrs_);
     if (!r.ok()) return r.status();
     const double s = absl::ToDoubleSeconds(r->elapsed);
     report_.rounds.push_back({r->pages, r->bytes, s, final});
@@ -258,7 +269,7 @@ class PrecopyRun {
   // is unmeasured.
   std::optional<double> EstimateDowntime(double collect_s) const {
     const std::optional<double> pages =
-        link_.SecondsFor(dirty_.Count(), kPageSize);
+        link_.SecondsFor(DirtyPages(), kPageSize);
     if (!pages) return std::nullopt;
     return collect_s + *pages + link_.RoundTripSeconds();
   }
@@ -288,7 +299,7 @@ class PrecopyRun {
     while (true) {
       if (absl::Status s = SendRound(false); !s.ok()) return s;
       const absl::Time collect_start = absl::Now();
-      absl::StatusOr<uint64_t> collected = tracker_.Collect(dirty_);
+      absl::StatusOr<uint64_t> collected = Collect();
       if (!collected.ok()) return collected.status();
       const absl::Time now = absl::Now();
       // The wire idles while this runs, between one round's confirmation
@@ -304,7 +315,7 @@ class PrecopyRun {
 
       RoundObservation o;
       o.live_rounds = report_.rounds.size();
-      o.remaining_bytes = dirty_.Count() * kPageSize;
+      o.remaining_bytes = DirtyPages() * kPageSize;
       const std::optional<double> estimate = EstimateDowntime(collect_s);
       if (estimate) o.estimated_downtime = absl::Seconds(*estimate);
       // The workload as it writes now (auto-converge's throttle shows
@@ -372,7 +383,7 @@ class PrecopyRun {
     if (config_.verify) {
       if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
     }
-    absl::Status s = tracker_.Collect(dirty_).status();
+    absl::Status s = Collect().status();
     report_.final_collect_s = Seconds(absl::Now() - pause);
     if (s.ok()) s = SendRound(true);
     report_.transfer_s = Seconds(absl::Now() - transfer_start_);
@@ -397,16 +408,15 @@ class PrecopyRun {
     paused_ = true;
     if (absl::Status p = load_.Pause(); !p.ok()) return p;
     report_.pause_s = Seconds(absl::Now() - pause);
-    absl::Status s = tracker_.Collect(dirty_).status();
+    absl::Status s = Collect().status();
     report_.final_collect_s = Seconds(absl::Now() - pause);
-    report_.postcopy_missing_pages = dirty_.Count();
+    report_.postcopy_missing_pages = DirtyPages();
     if (s.ok()) {
       // From here this side's memory is the only copy of the missing
       // pages: the workload must never resume here.
       switched_ = true;
-      DirtyBitmap* missing[] = {&dirty_};
       const absl::Time switch_start = absl::Now();
-      s = sender_->StartPostcopy(missing);
+      s = sender_->StartPostcopy(dirty_ptrs_);
       report_.switch_s = Seconds(absl::Now() - switch_start);
     }
     report_.downtime_s = Seconds(absl::Now() - pause);
@@ -436,7 +446,7 @@ class PrecopyRun {
     absl::Status last = std::move(cut);
     while (absl::Now() < give_up) {
       absl::StatusOr<std::unique_ptr<Sender>> resumed =
-          Sender::ResumePostcopy(config_.session, {&region_, 1}, *sender_);
+          Sender::ResumePostcopy(config_.session, regions_, *sender_);
       if (!resumed.ok()) {
         last = resumed.status();
         // The link may still be down: try again shortly.
@@ -474,7 +484,7 @@ class PrecopyRun {
     if (!v.ok()) return v.status();
     report_.pages_verified = v->pages_checked;
     report_.pages_mismatched = v->pages_mismatched;
-    report_.verified = v->ok() && v->pages_checked == region_.page_count();
+    report_.verified = v->ok() && v->pages_checked == region_pages_;
     if (report_.verified) return absl::OkStatus();
     absl::Status bad = absl::DataLossError(absl::StrFormat(
         "verification failed: %d of %d pages differ (first: page %d)",
@@ -491,14 +501,17 @@ class PrecopyRun {
   }
 
   const PrecopyConfig& config_;
-  const Region& region_;
+  const absl::Span<const Region> regions_;
+  uint64_t region_bytes_ = 0;
+  uint64_t region_pages_ = 0;
   DirtyTracker& tracker_;
   Workload& load_;
   const absl::Time start_ = absl::Now();
   PrecopyReport report_;
   std::unique_ptr<Sender> sender_;
   std::vector<std::unique_ptr<Sender>> cut_senders_;  // resumed post-copy
-  DirtyBitmap dirty_;
+  std::vector<DirtyBitmap> dirty_;                    // one per region
+  std::vector<DirtyBitmap*> dirty_ptrs_;
   LiveState live_;
   LinkRate link_;
   absl::Time transfer_start_;
@@ -511,9 +524,10 @@ class PrecopyRun {
 
 }  // namespace
 
-PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
+PrecopyReport RunPrecopy(const PrecopyConfig& config,
+                         absl::Span<const Region> regions,
                          DirtyTracker& tracker, Workload& load) {
-  return PrecopyRun(config, region, tracker, load).Run();
+  return PrecopyRun(config, regions, tracker, load).Run();
 }
 
 }  // namespace ramferry::migrate

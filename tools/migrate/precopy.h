@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "ramferry/convergence.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
@@ -122,11 +123,18 @@ struct PrecopyReport {
   SessionStats stats;
 };
 
-// Migrates `region` (4 KiB pages) while `load` writes to it, with
-// `tracker` reporting what it wrote. Never throws; every failure lands in
-// report.status, with the workload left running.
-PrecopyReport RunPrecopy(const PrecopyConfig& config, const Region& region,
+// Migrates `regions` (4 KiB pages) while `load` writes to them, with
+// `tracker` reporting what it wrote (CollectAll, one bitmap per region).
+// Never throws; every failure lands in report.status, with the workload
+// left running.
+PrecopyReport RunPrecopy(const PrecopyConfig& config,
+                         absl::Span<const Region> regions,
                          DirtyTracker& tracker, Workload& load);
+inline PrecopyReport RunPrecopy(const PrecopyConfig& config,
+                                const Region& region, DirtyTracker& tracker,
+                                Workload& load) {
+  return RunPrecopy(config, {&region, 1}, tracker, load);
+}
 
 }  // namespace ramferry::migrate
 
