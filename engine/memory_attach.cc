@@ -327,8 +327,11 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   // here, not in the first round. What it reports is sent by round 0.
   std::vector<DirtyBitmap> probe;
   std::vector<DirtyBitmap*> ptrs;
-  for (const Region& r : attached->regions())
+  probe.reserve(attached->regions().size());
+  ptrs.reserve(attached->regions().size());
+  for (const Region& r : attached->regions()) {
     probe.emplace_back(r.page_count());
+  }
   for (DirtyBitmap& b : probe) ptrs.push_back(&b);
   if (absl::StatusOr<uint64_t> n = attached->CollectWritten(ptrs); !n.ok()) {
     return n.status();

@@ -40,6 +40,7 @@ absl::Status CheckRegions(const std::vector<OfferedRegion>& regions) {
     }
   }
   std::vector<const OfferedRegion*> sorted;
+  sorted.reserve(regions.size());
   for (const OfferedRegion& r : regions) sorted.push_back(&r);
   std::sort(sorted.begin(), sorted.end(),
             [](const OfferedRegion* a, const OfferedRegion* b) {
