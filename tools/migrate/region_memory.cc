@@ -31,14 +31,30 @@ absl::StatusOr<uint8_t*> Map(uint64_t bytes, int fd) {
   return static_cast<uint8_t*>(m);
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
-    uint64_t bytes, bool huge_pages) {
+absl::Status CheckSize(uint64_t bytes) {
   if (bytes == 0 || bytes % kPageSize != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region size %d is not a positive multiple of 4 KiB", bytes));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Maps `fd` (taking it: closed with the memory, or now on failure).
+absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::MapFile(
+    int fd, uint64_t bytes) {
+  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
+  if (!m.ok()) {
+    close(fd);
+    return m.status();
+  }
+  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, fd));
+}
+
+absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
+    uint64_t bytes, bool huge_pages) {
+  if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
   // Anonymous memory is filled (source) or received into (destination):
   // more than the machine has could only end in the OOM killer, late.
   const uint64_t machine = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
@@ -74,20 +90,12 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
         "region file %s is %d bytes; want a positive multiple of 4 KiB", path,
         bytes));
   }
-  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
-  if (!m.ok()) {
-    close(fd);
-    return m.status();
-  }
-  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, fd));
+  return MapFile(fd, bytes);
 }
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
     const std::string& path, uint64_t bytes, bool* existed) {
-  if (bytes == 0 || bytes % kPageSize != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region size %d is not a positive multiple of 4 KiB", bytes));
-  }
+  if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("cannot create region file", path);
   struct stat st;
@@ -106,22 +114,14 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
     close(fd);
     return s;
   }
-  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
-  if (!m.ok()) {
-    close(fd);
-    return m.status();
-  }
-  std::unique_ptr<RegionMemory> r(new RegionMemory(*m, bytes, fd));
-  r->reused_file_ = reuse;
+  absl::StatusOr<std::unique_ptr<RegionMemory>> r = MapFile(fd, bytes);
+  if (r.ok()) (*r)->reused_file_ = reuse;
   return r;
 }
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Memfd(
     uint64_t bytes) {
-  if (bytes == 0 || bytes % kPageSize != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region size %d is not a positive multiple of 4 KiB", bytes));
-  }
+  if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
   const int fd = memfd_create("ramferry-received", MFD_CLOEXEC);
   if (fd < 0) return Errno("cannot create", "a memfd");
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -129,12 +129,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Memfd(
     close(fd);
     return s;
   }
-  absl::StatusOr<uint8_t*> m = Map(bytes, fd);
-  if (!m.ok()) {
-    close(fd);
-    return m.status();
-  }
-  return std::unique_ptr<RegionMemory>(new RegionMemory(*m, bytes, fd));
+  return MapFile(fd, bytes);
 }
 
 RegionMemory::~RegionMemory() {

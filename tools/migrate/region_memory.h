@@ -41,6 +41,8 @@ class RegionMemory {
   int fd() const { return fd_; }
 
  private:
+  static absl::StatusOr<std::unique_ptr<RegionMemory>> MapFile(int fd,
+                                                               uint64_t bytes);
   RegionMemory(uint8_t* data, uint64_t size, int fd)
       : data_(data), size_(size), file_backed_(fd >= 0), fd_(fd) {}
   uint8_t* data_;
