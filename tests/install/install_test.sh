@@ -8,7 +8,9 @@
 #      Requires.private list
 #   3. a CMake project with find_package(ramferry) (examples/c/CMakeLists.txt)
 # and a C++ program using the C++ API through the same package
-# (tests/install/cxx_consumer).
+# (tests/install/cxx_consumer); examples/c/attached_workload.c is built with
+# pkg-config too and migrated by the installed ramferry-migrate --attach
+# into a second copy of itself.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR LIBDIR CC [SIZE_MIB]
 # SANITIZE_FLAGS (environment): what a sanitizer build's library needs its
 # programs compiled and linked with.
@@ -68,6 +70,38 @@ echo "== pkg-config (shared)"
 ldd ./migrate_self_pc | grep -q "libramferry.so.0 => $prefix" ||
   fail "migrate_self_pc does not load the installed libramferry.so.0"
 ./migrate_self_pc --size-mib="$size" || fail "migrate_self (pkg-config)"
+
+echo "== pkg-config: an attached workload, migrated by the installed tool"
+# examples/c/attached_workload.c exports its memfd; the installed
+# ramferry-migrate attaches to it and hands the memory to a second copy
+# that adopts it; both report a digest of the memory, which must match.
+cp "$src/examples/c/attached_workload.c" example/
+# shellcheck disable=SC2046
+"$cc" -std=c11 -Wall -Wextra -pedantic -Werror $san \
+  example/attached_workload.c $(pkg-config --cflags --libs ramferry) \
+  -pthread -Wl,-rpath,"$pc_libdir" -o attached_workload ||
+  fail "pkg-config build of attached_workload"
+./attached_workload --export="$tmp/w.sock" --size-mib=16 --regions=2 \
+  --baseline-seconds=0.1 --ready-file="$tmp/w.ready" > w.json 2> w.log &
+wpid=$!
+./attached_workload --adopt="$tmp/a.sock" --seconds=0 \
+  --ready-file="$tmp/a.ready" > a.json 2> a.log &
+apid=$!
+i=0
+while [ ! -e "$tmp/w.ready" ] || [ ! -e "$tmp/a.ready" ]; do
+  i=$((i + 1))
+  [ "$i" -lt 300 ] || { kill "$wpid" "$apid"; fail "the workloads did not start"; }
+  sleep 0.1
+done
+"$prefix/bin/ramferry-migrate" --demo --attach="$tmp/w.sock" \
+  --export="$tmp/a.sock" > migrate.log 2>&1 ||
+  { cat migrate.log w.log a.log; kill "$wpid" "$apid"; fail "ramferry-migrate --attach"; }
+wait "$wpid" || { cat w.log; fail "the exporting workload"; }
+wait "$apid" || { cat a.log; fail "the adopting workload"; }
+wd=$(sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p' w.json)
+ad=$(sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p' a.json)
+[ -n "$wd" ] && [ "$wd" = "$ad" ] ||
+  fail "the adopted memory ($ad) is not the workload's ($wd)"
 
 echo "== pkg-config --static"
 static_libs=$(pkg-config --static --libs ramferry |
