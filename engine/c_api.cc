@@ -112,12 +112,6 @@ class Progress {
 
 }  // namespace
 
-struct ramferry_options {
-  ramferry::SessionOptions options;
-  bool auto_transport = false;
-  std::string error;
-};
-
 struct ramferry_regions {
   std::vector<ramferry::Region> regions;
   std::string error;

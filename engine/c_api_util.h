@@ -13,8 +13,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "ramferry/dirty_bitmap.h"
+#include "ramferry/options.h"
 #include "ramferry/ramferry.h"
 #include "ramferry/region.h"
+
+// The options handle: c_api.cc's typed setters and c_api_options.cc's
+// ramferry_options_set both fill it.
+struct ramferry_options {
+  ramferry::SessionOptions options;
+  bool auto_transport = false;
+  std::string error;
+};
 
 namespace ramferry::capi {
 

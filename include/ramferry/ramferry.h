@@ -160,6 +160,20 @@ ramferry_status ramferry_options_set_postcopy_resume_timeout_ms(
 /* Source: how long to keep retrying the first connection. */
 ramferry_status ramferry_options_set_connect_timeout_ms(
     ramferry_options* options, uint64_t milliseconds);
+/* Any other option by name, the value as text (what the C++
+ * SessionOptions field means, include/ramferry/options.h): a binding
+ * reaches every option through this one call. Names: channel-endpoints
+ * ("HOST:PORT,HOST:PORT": channel i dials item i % count; "" clears),
+ * packet-pages, header-slots, completion, compression-level,
+ * rdma-chunk-bytes, rdma-max-inline (numbers), registered-buffers,
+ * fallback-to-tcp-zerocopy, rdma-pin-all, rdma-reg-batch,
+ * survive-channel-loss, zero-pages, skip-untouched, single-thread,
+ * announce-next-header (1/0, true/false, on/off), handshake-timeout-ms,
+ * stall-timeout-ms, round-timeout-ms. An unknown name is
+ * RAMFERRY_NOT_FOUND (the message lists the names); a bad value
+ * RAMFERRY_INVALID_ARGUMENT, and the options stay as they were. */
+ramferry_status ramferry_options_set(ramferry_options* options,
+                                     const char* name, const char* value);
 
 /* ---- regions ---- */
 

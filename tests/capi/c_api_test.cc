@@ -639,3 +639,97 @@ TEST(CApiTest, PostcopyHooks) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CApiTest, OptionsSetReachesEveryOtherOptionByName) {
+  ramferry_options* opt = ramferry_options_new();
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, const char*>>{
+           {"channel-endpoints", "127.0.0.1:7070,[::1]:7071"},
+           {"channel-endpoints", ""},
+           {"packet-pages", "16"},
+           {"header-slots", "256"},
+           {"completion", "wrap"},
+           {"compression-level", "-3"},
+           {"rdma-chunk-bytes", "2097152"},
+           {"rdma-max-inline", "256"},
+           {"registered-buffers", "on"},
+           {"fallback-to-tcp-zerocopy", "true"},
+           {"rdma-pin-all", "0"},
+           {"rdma-reg-batch", "1"},
+           {"survive-channel-loss", "1"},
+           {"zero-pages", "off"},
+           {"skip-untouched", "false"},
+           {"single-thread", "0"},
+           {"announce-next-header", "1"},
+           {"handshake-timeout-ms", "2500"},
+           {"stall-timeout-ms", "10000"},
+           {"round-timeout-ms", "60000"},
+       }) {
+    EXPECT_EQ(ramferry_options_set(opt, name, value), RAMFERRY_OK)
+        << name << "=" << value << ": " << ramferry_options_last_error(opt);
+  }
+  EXPECT_EQ(ramferry_options_set(opt, "packet-pages", "0"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(ramferry_options_last_error(opt), HasSubstr("1 to 65536"));
+  EXPECT_EQ(ramferry_options_set(opt, "survive-channel-loss", "maybe"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(ramferry_options_set(opt, "channel-endpoints", "nohost"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(ramferry_options_set(opt, "stall-timeout-ms", "-5"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(ramferry_options_set(opt, "completion", "whenever"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(ramferry_options_set(opt, "no-such-option", "1"),
+            RAMFERRY_NOT_FOUND);
+  EXPECT_THAT(ramferry_options_last_error(opt),
+              HasSubstr("survive-channel-loss (1|0)"));
+  EXPECT_EQ(ramferry_options_set(opt, nullptr, "1"), RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(ramferry_options_set(nullptr, "packet-pages", "1"),
+            RAMFERRY_INVALID_ARGUMENT);
+  ramferry_options_free(opt);
+}
+
+// The values land: a small packet-pages makes many packets, and channel
+// endpoints that point nowhere keep the channels from connecting.
+TEST(CApiTest, OptionsSetTakesEffectInTheSession) {
+  std::deque<Pair> pairs;
+  pairs.emplace_back(1, 4ull << 20, 4096, 9);
+  ramferry_options* opt = KeyedOptions();
+  Serving rx(opt, pairs);
+  ASSERT_EQ(rx.status, RAMFERRY_OK) << ramferry_last_error();
+  rx.Start();
+  ASSERT_EQ(ramferry_options_set_port(opt, rx.port()), RAMFERRY_OK);
+  ASSERT_EQ(ramferry_options_set(opt, "packet-pages", "8"), RAMFERRY_OK);
+  const std::string here = absl::StrCat("127.0.0.1:", rx.port());
+  ASSERT_EQ(ramferry_options_set(opt, "channel-endpoints", here.c_str()),
+            RAMFERRY_OK);
+  ramferry_regions* regions = Regions(pairs, /*source=*/true);
+  ramferry_sender* tx = nullptr;
+  ASSERT_EQ(ramferry_sender_connect(opt, regions, &tx), RAMFERRY_OK)
+      << ramferry_last_error();
+  uint64_t* bitmaps[] = {pairs[0].words.data()};
+  ramferry_bitmap_mark_range(bitmaps[0], 0, pairs[0].pages());
+  ASSERT_EQ(ramferry_sender_send_round(tx, bitmaps, 1, nullptr), RAMFERRY_OK);
+  ramferry_stats stats{};
+  stats.size = sizeof(stats);
+  ASSERT_EQ(ramferry_sender_stats(tx, &stats), RAMFERRY_OK);
+  EXPECT_GE(stats.packets, pairs[0].pages() / 8);
+  ASSERT_EQ(ramferry_sender_finish(tx), RAMFERRY_OK)
+      << ramferry_sender_last_error(tx);
+  ramferry_sender_free(tx);
+  rx.thread.join();
+  EXPECT_EQ(rx.served, RAMFERRY_OK);
+
+  // Channels sent to a port nobody listens on: connect fails.
+  ASSERT_EQ(ramferry_options_set(opt, "channel-endpoints", "127.0.0.1:1"),
+            RAMFERRY_OK);
+  ASSERT_EQ(ramferry_options_set_connect_timeout_ms(opt, 300), RAMFERRY_OK);
+  ASSERT_EQ(ramferry_options_set_port(opt, 1), RAMFERRY_OK);
+  EXPECT_NE(ramferry_sender_connect(opt, regions, &tx), RAMFERRY_OK);
+  ramferry_regions_free(regions);
+  ramferry_options_free(opt);
+}
+
+}  // namespace
