@@ -298,6 +298,26 @@ TEST_F(MigrateAttach, AFailureAfterThePauseResumesTheWorkload) {
   ExpectSameMemory(*exporter, *adopter);
 }
 
+// The workload dies mid-round: its writes can no longer be read, so the
+// migration fails, and the report does not claim it runs on.
+TEST_F(MigrateAttach, AWorkloadThatDiesFailsTheMigrationClearly) {
+  auto exporter = StartExport();
+  // 32 MiB at 100mbit: round 0 takes about 2.7 s, the kill comes at 1 s.
+  BackgroundCommand migrate({kMigrate, "--demo", "--json",
+                             "--max-bandwidth=100mbit",
+                             "--attach=" + Path("export.sock")});
+  absl::SleepFor(absl::Seconds(1));
+  kill(exporter->pid(), SIGKILL);
+  exporter->Wait(absl::Seconds(10));
+  CommandResult r = migrate.Wait(absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const Json j = LastJsonLine(r.out);
+  EXPECT_EQ(j["outcome"], "failed");
+  EXPECT_THAT(j["error"].get<std::string>(),
+              HasSubstr("did it end, or free its export?"));
+  EXPECT_EQ(j["workload"]["running_after"], false);
+}
+
 TEST_F(MigrateAttach, FlagsThatCannotWorkAreRefusedUpFront) {
   struct Case {
     std::vector<std::string> args;

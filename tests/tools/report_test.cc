@@ -285,6 +285,17 @@ TEST(MigrateReport, AnAttachedWorkloadSaysWhoItIsAndHowItWasPaused) {
                    .contains("attached"));
 }
 
+TEST(MigrateReport, AnAttachedWorkloadNeverPausedOrGoneIsNotClaimedRunning) {
+  RunDescription run;
+  run.attached = "pid 42 at /run/w.sock";
+  PrecopyReport r;
+  r.status = absl::FailedPreconditionError("the workload's writes: gone");
+  const std::string t = SourceTable(run, r);
+  EXPECT_THAT(t, HasSubstr("pid 42 at /run/w.sock; never paused"));
+  EXPECT_THAT(t, HasSubstr("not running on the source (paused, stopped or "
+                           "gone)"));
+}
+
 TEST(MigrateReport, AFailedAttachedMigrationSaysTheWorkloadResumed) {
   RunDescription run;
   run.attached = "pid 42 at /run/w.sock";

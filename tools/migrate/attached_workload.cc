@@ -1,5 +1,7 @@
 #include "tools/migrate/attached_workload.h"
 
+#include <signal.h>
+
 #include <cstdio>
 #include <utility>
 
@@ -65,12 +67,18 @@ std::string AttachedWorkload::Describe() const {
 }
 
 std::string AttachedWorkload::pause_method() const {
+  if (!ever_paused_) return "";
   if (memory_->stopped_by_signal()) return "SIGSTOP";
   return memory_->pauses_itself() ? "handler" : "SIGSTOP";
 }
 
+bool AttachedWorkload::running() const {
+  return !paused_ && !stopped_ && kill(memory_->pid(), 0) == 0;
+}
+
 absl::Status AttachedWorkload::Pause() {
   paused_ = true;
+  ever_paused_ = true;
   return memory_->Pause(pause_timeout_);
 }
 

@@ -36,7 +36,8 @@ class AttachedWorkload final : public Workload {
   std::unique_ptr<DirtyTracker> MakeTracker();
   // "pid N at SOCKET".
   std::string Describe() const;
-  // How the last pause was made: "handler" or "SIGSTOP", and why.
+  // How the last pause was made: "handler" or "SIGSTOP" (why: pause_note);
+  // empty if it never was.
   std::string pause_method() const;
   const std::string& pause_note() const { return memory_->pause_note(); }
 
@@ -48,7 +49,8 @@ class AttachedWorkload final : public Workload {
   std::optional<uint64_t> pages_written() const override {
     return std::nullopt;
   }
-  bool running() const override { return !paused_ && !stopped_; }
+  // Not paused here, and the process still exists.
+  bool running() const override;
 
  private:
   AttachedWorkload(std::unique_ptr<AttachedMemory> memory, std::string path,
@@ -61,6 +63,7 @@ class AttachedWorkload final : public Workload {
   const std::string path_;
   const absl::Duration pause_timeout_;
   bool paused_ = false;
+  bool ever_paused_ = false;
   bool stopped_ = false;
 };
 

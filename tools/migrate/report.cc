@@ -269,13 +269,18 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
         r.workload_running_after
             ? (run.attached.empty() ? "still running on the source"
                                     : "resumed on the source")
+        : !run.attached.empty()
+            ? "not running on the source (paused, stopped or gone)"
         : run.untracked_writers.empty()
             ? "not writing"
             : absl::StrCat("memload paused; untracked: other processes map "
                            "the file (",
                            run.untracked_writers, ")"));
   }
-  if (!run.attached.empty()) {
+  if (!run.attached.empty() && run.pause_method.empty()) {
+    absl::StrAppendFormat(&t, "  attached         %s; never paused\n",
+                          run.attached);
+  } else if (!run.attached.empty()) {
     absl::StrAppendFormat(
         &t, "  attached         %s; paused by %s in %.1f ms%s\n", run.attached,
         run.pause_method == "handler" ? "its handler" : run.pause_method,
