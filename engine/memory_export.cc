@@ -99,7 +99,8 @@ class MemoryExportImpl final : public MemoryExport {
     }
   }
 
-  // Commands from one attacher; true once migrated (nothing more to do).
+  // Commands from one attacher; true once nothing more is to be served
+  // (migrated, or the export is being destroyed).
   bool ServeAttacher(int conn) {
     for (;;) {
       if (!WaitReadable(conn)) return true;
