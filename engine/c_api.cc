@@ -227,6 +227,37 @@ absl::Status CheckRegions(const ramferry_regions* regions) {
 
 }  // namespace
 
+namespace {
+
+// One per-channel counter of `stats`, by its name in
+// RAMFERRY_CHANNEL_COUNTERS.
+ramferry_status ChannelCounter(const ramferry::SessionStats& stats,
+                               uint32_t channel, const char* name,
+                               uint64_t* value) {
+  if (name == nullptr) return NullArgument("name");
+  if (value == nullptr) return NullArgument("value");
+  const ramferry::ChannelStats* ch = nullptr;
+  for (const ramferry::ChannelStats& c : stats.channels) {
+    if (c.channel == channel) ch = &c;
+  }
+  if (ch == nullptr) {
+    return Fail(nullptr, absl::OutOfRangeError(absl::StrCat(
+                             "no channel ", channel, " (the session has ",
+                             stats.channels.size(), ")")));
+  }
+  for (const ramferry::ChannelCounter& counter : ramferry::kChannelCounters) {
+    if (absl::string_view(name) == counter.name) {
+      *value = ch->*counter.field;
+      return RAMFERRY_OK;
+    }
+  }
+  return Fail(nullptr, absl::NotFoundError(absl::StrCat(
+                           "no channel counter '", name,
+                           "' (ramferry_channel_counter_name lists them)")));
+}
+
+}  // namespace
+
 // The definitions below take their C linkage from ramferry.h.
 
 const char* ramferry_version(void) { return RAMFERRY_VERSION; }
@@ -910,5 +941,40 @@ ramferry_status ramferry_receiver_release_postcopy(ramferry_receiver* receiver,
     if (!n.ok()) return Fail(&receiver->error, n.status());
     if (filled != nullptr) *filled = *n;
     return RAMFERRY_OK;
+  });
+}
+
+size_t ramferry_channel_counter_count(void) {
+  return std::size(ramferry::kChannelCounters);
+}
+
+const char* ramferry_channel_counter_name(size_t i) {
+  return i < std::size(ramferry::kChannelCounters)
+             ? ramferry::kChannelCounters[i].name
+             : nullptr;
+}
+
+const char* ramferry_channel_counter_doc(size_t i) {
+  return i < std::size(ramferry::kChannelCounters)
+             ? ramferry::kChannelCounters[i].doc
+             : nullptr;
+}
+
+ramferry_status ramferry_sender_channel_counter(const ramferry_sender* sender,
+                                                uint32_t channel,
+                                                const char* name,
+                                                uint64_t* value) {
+  if (sender == nullptr) return NullArgument("sender");
+  return Guard(nullptr, [&] {
+    return ChannelCounter(sender->sender->stats(), channel, name, value);
+  });
+}
+
+ramferry_status ramferry_receiver_channel_counter(
+    const ramferry_receiver* receiver, uint32_t channel, const char* name,
+    uint64_t* value) {
+  if (receiver == nullptr) return NullArgument("receiver");
+  return Guard(nullptr, [&] {
+    return ChannelCounter(receiver->receiver->stats(), channel, name, value);
   });
 }

@@ -253,6 +253,17 @@ typedef struct ramferry_stats {
   uint64_t postcopy_resumes;
 } ramferry_stats;
 
+/* Per channel: every counter of ramferry/channel_counters.h by name
+ * (packets, pages, payload_bytes, zc_copied, rdma_sq_full_hits, ...; the
+ * names and what each counts are listed by ramferry_channel_counter_name
+ * and _doc, i from 0 to ramferry_channel_counter_count() - 1, static
+ * strings, NULL past the end). `channel` is 0 to ramferry_stats.channels - 1;
+ * an unknown channel is RAMFERRY_OUT_OF_RANGE, an unknown name
+ * RAMFERRY_NOT_FOUND. Any thread, like _stats. */
+size_t ramferry_channel_counter_count(void);
+const char* ramferry_channel_counter_name(size_t i);
+const char* ramferry_channel_counter_doc(size_t i);
+
 /* What a progress callback sees: the session's totals so far. */
 typedef struct ramferry_progress {
   uint32_t size;       /* sizeof(ramferry_progress) of the library */
@@ -340,6 +351,10 @@ ramferry_status ramferry_sender_stats(const ramferry_sender* sender,
 /* Things the caller should know that did not stop the session (such as
  * the transport "auto" chose): *count of them; ramferry_sender_warning
  * gives the i-th, owned by the sender, valid until it is freed. */
+ramferry_status ramferry_sender_channel_counter(const ramferry_sender* sender,
+                                                uint32_t channel,
+                                                const char* name,
+                                                uint64_t* value);
 ramferry_status ramferry_sender_warning_count(const ramferry_sender* sender,
                                               size_t* count);
 const char* ramferry_sender_warning(const ramferry_sender* sender, size_t i);
@@ -400,6 +415,9 @@ ramferry_status ramferry_receiver_abort(ramferry_receiver* receiver,
                                         const char* reason);
 ramferry_status ramferry_receiver_stats(const ramferry_receiver* receiver,
                                         ramferry_stats* stats);
+ramferry_status ramferry_receiver_channel_counter(
+    const ramferry_receiver* receiver, uint32_t channel, const char* name,
+    uint64_t* value);
 /* Rounds applied so far, and pages the source verified. Any thread. */
 ramferry_status ramferry_receiver_applied_rounds(
     const ramferry_receiver* receiver, uint64_t* rounds);

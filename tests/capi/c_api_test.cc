@@ -716,6 +716,27 @@ TEST(CApiTest, OptionsSetTakesEffectInTheSession) {
   stats.size = sizeof(stats);
   ASSERT_EQ(ramferry_sender_stats(tx, &stats), RAMFERRY_OK);
   EXPECT_GE(stats.packets, pairs[0].pages() / 8);
+  // The per-channel counters add up to the totals, on both ends.
+  uint64_t sent = 0, received = 0;
+  for (uint32_t c = 0; c < stats.channels; ++c) {
+    uint64_t n = 0;
+    ASSERT_EQ(ramferry_sender_channel_counter(tx, c, "packets", &n),
+              RAMFERRY_OK);
+    sent += n;
+    ASSERT_EQ(ramferry_receiver_channel_counter(rx.rx, c, "packets", &n),
+              RAMFERRY_OK)
+        << ramferry_last_error();
+    received += n;
+  }
+  EXPECT_EQ(sent, stats.packets);
+  EXPECT_EQ(received, stats.packets);
+  uint64_t n = 0;
+  EXPECT_EQ(ramferry_sender_channel_counter(tx, stats.channels, "packets", &n),
+            RAMFERRY_OUT_OF_RANGE);
+  EXPECT_EQ(ramferry_sender_channel_counter(tx, 0, "no_such_counter", &n),
+            RAMFERRY_NOT_FOUND);
+  EXPECT_EQ(ramferry_sender_channel_counter(tx, 0, nullptr, &n),
+            RAMFERRY_INVALID_ARGUMENT);
   ASSERT_EQ(ramferry_sender_finish(tx), RAMFERRY_OK)
       << ramferry_sender_last_error(tx);
   ramferry_sender_free(tx);
@@ -730,6 +751,20 @@ TEST(CApiTest, OptionsSetTakesEffectInTheSession) {
   EXPECT_NE(ramferry_sender_connect(opt, regions, &tx), RAMFERRY_OK);
   ramferry_regions_free(regions);
   ramferry_options_free(opt);
+}
+
+TEST(CApiTest, ChannelCountersAreListedWithWhatTheyCount) {
+  const size_t count = ramferry_channel_counter_count();
+  ASSERT_GT(count, 10u);
+  bool packets = false;
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_NE(ramferry_channel_counter_name(i), nullptr);
+    EXPECT_GT(std::strlen(ramferry_channel_counter_doc(i)), 0u);
+    packets |= std::string(ramferry_channel_counter_name(i)) == "packets";
+  }
+  EXPECT_TRUE(packets);
+  EXPECT_EQ(ramferry_channel_counter_name(count), nullptr);
+  EXPECT_EQ(ramferry_channel_counter_doc(count), nullptr);
 }
 
 }  // namespace
