@@ -7,8 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/handoff_io.h"
 #include "engine/owned_fd.h"
 #include "engine/shared_mapping.h"
+#include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
@@ -33,9 +35,8 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
       absl::StatusOr<OwnedFd> conn = engine::AcceptSeqpacket(
           listener_.get(), deadline - absl::Now(), nullptr);
       if (!conn.ok()) {
-        return absl::Status(conn.status().code(),
-                            absl::StrCat("no memory handed over at ", path_,
-                                         ": ", conn.status().message()));
+        return engine::Annotate(
+            conn.status(), absl::StrCat("no memory handed over at ", path_));
       }
       absl::Status s = Adopt(conn->get());
       if (s.ok()) {
@@ -54,19 +55,10 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
 
  private:
   absl::Status Adopt(int conn) {
-    absl::StatusOr<engine::Packet> p =
-        engine::ReceivePacket(conn, proto::kMaxOfferBytes,
-                              proto::kMaxHandoffRegions, absl::Seconds(10));
+    absl::StatusOr<engine::ReceivedOffer> p = engine::ReceiveOffer(
+        conn, proto::OfferKind::kHandOver, absl::Seconds(10));
     if (!p.ok()) return p.status();
-    absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p->bytes);
-    if (!offer.ok()) return offer.status();
-    if (offer->kind != proto::OfferKind::kHandOver ||
-        p->fds.size() != offer->fd_count()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "a hand-over of %d regions with %d descriptors (want one each, "
-          "and a hand-over, not a workload's export)",
-          offer->regions.size(), p->fds.size()));
-    }
+    const proto::Offer* offer = &p->offer;
     std::vector<engine::SharedMapping> maps;
     std::vector<SharedRegion> regions;
     for (size_t i = 0; i < offer->regions.size(); ++i) {
@@ -78,8 +70,8 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
           {r.id, r.name, m->data(), r.length, p->fds[i].get(), r.fd_offset});
       maps.push_back(*std::move(m));
     }
-    if (absl::Status s = engine::SendPacket(
-            conn, proto::EncodeCommand({proto::HandoffCommand::kAdopted, 0}));
+    if (absl::Status s =
+            engine::SendCommand(conn, proto::HandoffCommand::kAdopted);
         !s.ok()) {
       return s;
     }
@@ -101,17 +93,11 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
 absl::Status HandOverMemory(const std::string& socket_path,
                             absl::Span<const SharedRegion> regions,
                             absl::Duration timeout) {
-  proto::Offer offer;
-  offer.kind = proto::OfferKind::kHandOver;
-  offer.pid = static_cast<uint32_t>(getpid());
-  std::vector<int> fds;
-  for (const SharedRegion& r : regions) {
-    offer.regions.push_back({r.id, reinterpret_cast<uint64_t>(r.base), r.length,
-                             r.fd_offset, r.name});
-    fds.push_back(r.fd);
-  }
-  absl::StatusOr<std::vector<uint8_t>> encoded = proto::EncodeOffer(offer);
+  absl::StatusOr<std::vector<uint8_t>> encoded =
+      engine::EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions);
   if (!encoded.ok()) return encoded.status();
+  std::vector<int> fds;
+  for (const SharedRegion& r : regions) fds.push_back(r.fd);
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<OwnedFd> conn = engine::ConnectSeqpacket(socket_path, timeout);
   if (!conn.ok()) return conn.status();
@@ -119,15 +105,13 @@ absl::Status HandOverMemory(const std::string& socket_path,
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<engine::Packet> reply =
-      engine::ReceivePacket(conn->get(), proto::kCommandBytes, 0,
-                            std::max(deadline - absl::Now(), absl::Seconds(1)));
-  if (!reply.ok()) return reply.status();
-  absl::StatusOr<proto::CommandMessage> c =
-      reply->bytes.empty() ? absl::UnavailableError(absl::StrCat(
-                                 "the process at ", socket_path,
-                                 " refused the memory (see its error)"))
-                           : proto::DecodeCommand(reply->bytes);
+  absl::StatusOr<proto::CommandMessage> c = engine::ReceiveCommand(
+      conn->get(), std::max(deadline - absl::Now(), absl::Seconds(1)));
+  if (absl::IsUnavailable(c.status())) {
+    return absl::UnavailableError(absl::StrCat(
+        "the process at ", socket_path,
+        " refused the memory (see its error): ", c.status().message()));
+  }
   if (!c.ok()) return c.status();
   if (c->type != proto::HandoffCommand::kAdopted) {
     return absl::InternalError(absl::StrCat("the adopting process answered ",

@@ -15,8 +15,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/handoff_io.h"
 #include "engine/owned_fd.h"
 #include "engine/shared_mapping.h"
+#include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
 #include "engine/write_tracking.h"
 #include "proto/memory_handoff.h"
@@ -171,8 +173,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
 
   absl::Status Migrated() override {
     // Read by the workload when it next runs (a stopped one stays so).
-    return engine::SendPacket(
-        conn_.get(), proto::EncodeCommand({HandoffCommand::kMigrated, 0}));
+    return engine::SendCommand(conn_.get(), HandoffCommand::kMigrated);
   }
 
  private:
@@ -180,25 +181,21 @@ class AttachedMemoryImpl final : public AttachedMemory {
   // sent after its pause had timed out.
   absl::Status Command(HandoffCommand cmd, HandoffCommand want,
                        absl::Duration timeout) {
-    if (absl::Status s =
-            engine::SendPacket(conn_.get(), proto::EncodeCommand({cmd, 0}));
-        !s.ok()) {
+    if (absl::Status s = engine::SendCommand(conn_.get(), cmd); !s.ok()) {
       return s;
     }
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
-      absl::StatusOr<engine::Packet> p = engine::ReceivePacket(
-          conn_.get(), proto::kCommandBytes, 0, deadline - absl::Now());
-      if (!p.ok()) {
-        if (cmd == HandoffCommand::kPause) late_pause_ = true;
-        return p.status();
+      absl::StatusOr<CommandMessage> c =
+          engine::ReceiveCommand(conn_.get(), deadline - absl::Now());
+      if (!c.ok()) {
+        if (cmd == HandoffCommand::kPause &&
+            absl::IsDeadlineExceeded(c.status())) {
+          late_pause_ = true;
+        }
+        return engine::Annotate(c.status(),
+                                absl::StrCat("the workload (pid ", pid_, ")"));
       }
-      if (p->bytes.empty()) {
-        return absl::UnavailableError(
-            absl::StrCat("the workload (pid ", pid_, ") closed the socket"));
-      }
-      absl::StatusOr<CommandMessage> c = proto::DecodeCommand(p->bytes);
-      if (!c.ok()) return c.status();
       if (c->type == want) return absl::OkStatus();
       if (c->type == HandoffCommand::kPaused && late_pause_) {
         late_pause_ = false;
@@ -253,10 +250,9 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   if (!conn.ok()) return conn.status();
   absl::StatusOr<pid_t> peer = engine::PeerPid(conn->get());
   if (!peer.ok()) return peer.status();
-  absl::StatusOr<engine::Packet> p =
-      engine::ReceivePacket(conn->get(), proto::kMaxOfferBytes,
-                            proto::kExportFixedFds + proto::kMaxHandoffRegions,
-                            std::max(deadline - absl::Now(), absl::Seconds(1)));
+  absl::StatusOr<engine::ReceivedOffer> p =
+      engine::ReceiveOffer(conn->get(), proto::OfferKind::kExport,
+                           std::max(deadline - absl::Now(), absl::Seconds(1)));
   if (!p.ok()) {
     return absl::Status(
         p.status().code(),
@@ -267,19 +263,7 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
                            "it not a workload's export?)"
                          : ""));
   }
-  absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p->bytes);
-  if (!offer.ok()) return offer.status();
-  if (offer->kind != proto::OfferKind::kExport) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(socket_path,
-                     " hands over received memory; attach to a workload's "
-                     "export instead"));
-  }
-  if (p->fds.size() != offer->fd_count()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "memory offer for %d regions came with %d descriptors, not %d",
-        offer->regions.size(), p->fds.size(), offer->fd_count()));
-  }
+  const proto::Offer* offer = &p->offer;
   // The descriptors must be what the offer says: the workload's own
   // pagemap (its writes, not another process's) and a userfaultfd.
   if (absl::Status s = CheckPagemap(p->fds[0].get(), *peer); !s.ok()) {

@@ -14,8 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/handoff_io.h"
 #include "engine/owned_fd.h"
 #include "engine/shared_mapping.h"
+#include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
 #include "engine/write_tracking.h"
 #include "proto/memory_handoff.h"
@@ -104,12 +106,8 @@ class MemoryExportImpl final : public MemoryExport {
   bool ServeAttacher(int conn) {
     for (;;) {
       if (!WaitReadable(conn)) return true;
-      absl::StatusOr<engine::Packet> p = engine::ReceivePacket(
-          conn, proto::kCommandBytes, 0, absl::ZeroDuration());
       absl::StatusOr<CommandMessage> c =
-          p.ok() && !p->bytes.empty() ? proto::DecodeCommand(p->bytes)
-                                      : absl::StatusOr<CommandMessage>(
-                                            absl::UnavailableError("closed"));
+          engine::ReceiveCommand(conn, absl::ZeroDuration());
       if (!c.ok()) {
         Detached();
         return false;
@@ -139,7 +137,7 @@ class MemoryExportImpl final : public MemoryExport {
 
   void Reply(int conn, HandoffCommand type, uint64_t value) {
     // A failed reply shows at the next read as a closed connection.
-    (void)engine::SendPacket(conn, proto::EncodeCommand({type, value}));
+    (void)engine::SendCommand(conn, type, value);
   }
 
   // Pauses once (a repeated PAUSE, e.g. from a second attacher after the
@@ -202,15 +200,9 @@ absl::string_view ExportEventName(ExportEvent event) {
 absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     const std::string& socket_path, absl::Span<const SharedRegion> regions,
     EventHandler on_event) {
-  proto::Offer offer;
-  offer.kind = proto::OfferKind::kExport;
-  offer.flags = on_event ? proto::kOfferPausesItself : 0;
-  offer.pid = static_cast<uint32_t>(getpid());
-  for (const SharedRegion& r : regions) {
-    offer.regions.push_back({r.id, reinterpret_cast<uint64_t>(r.base), r.length,
-                             r.fd_offset, r.name});
-  }
-  absl::StatusOr<std::vector<uint8_t>> encoded = proto::EncodeOffer(offer);
+  absl::StatusOr<std::vector<uint8_t>> encoded =
+      engine::EncodeOfferOf(proto::OfferKind::kExport,
+                            on_event ? proto::kOfferPausesItself : 0, regions);
   if (!encoded.ok()) return encoded.status();
   // The descriptors travel as duplicates: the caller keeps its own.
   std::vector<OwnedFd> fds;
@@ -233,8 +225,7 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     }
     if (absl::Status s = engine::ArmWriteProtect(uffd->get(), r.base, r.length);
         !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("region ", r.id, ": ", s.message()));
+      return engine::Annotate(s, absl::StrCat("region ", r.id));
     }
     fds.push_back(std::move(dup));
   }

@@ -82,11 +82,6 @@ std::string AbslUnparseFlag(DirtyRate r) {
 // (a destination for an attached workload that exports several).
 struct RegionSizes {
   std::vector<uint64_t> bytes;
-  uint64_t total() const {
-    uint64_t t = 0;
-    for (uint64_t b : bytes) t += b;
-    return t;
-  }
 };
 
 bool AbslParseFlag(absl::string_view text, RegionSizes* out, std::string* err) {
