@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "engine/unix_seqpacket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/memory_handoff.h"
@@ -710,36 +711,17 @@ TEST_F(MemoryHandoffTest, HandOverToNobodyFails) {
 
 // ---- bad input on the socket ----
 
+// The library's own socket calls carry what the tests craft: they check
+// nothing of what they send.
 int RawConnect(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-  for (int i = 0; i < 1000; ++i) {
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-    usleep(10000);
-  }
-  close(fd);
-  return -1;
+  absl::StatusOr<engine::OwnedFd> fd =
+      engine::ConnectSeqpacket(path, absl::Seconds(10));
+  return fd.ok() ? fd->Release() : -1;
 }
 
 bool RawSend(int sock, const std::vector<uint8_t>& bytes,
              const std::vector<int>& fds) {
-  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  std::vector<uint8_t> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  if (!fds.empty()) {
-    m.msg_control = control.data();
-    m.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  return sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  return engine::SendPacket(sock, bytes, fds).ok();
 }
 
 // What the peer answers within 15 s: 0 bytes when it closes.
