@@ -8,6 +8,7 @@
 #   FUZZ_TARGETS="hello rdma_control" scripts/fuzz.sh 300   some targets
 #   FUZZ_JOBS=2 scripts/fuzz.sh          run two targets at a time
 #   FUZZ_FRESH=1 scripts/fuzz.sh         forget what earlier runs found
+#   FUZZ_BUILD_ONLY=1 scripts/fuzz.sh    build the targets, run none
 #
 # Each target fuzzes a scratch corpus in build-fuzz/fuzz/<target>/corpus,
 # seeded from tests/fuzz/corpus/<target>/ and tests/fuzz/regressions/
@@ -37,6 +38,7 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DRAMFERRY_FUZZ=ON >/dev/null
 cmake --build "$dir" --target ramferry_fuzzers -j "$(nproc)"
+if [[ ${FUZZ_BUILD_ONLY:-0} == 1 ]]; then exit 0; fi
 
 mapfile -t all < "$dir/tests/fuzz/targets.txt"
 if [[ -n ${FUZZ_TARGETS:-} ]]; then
