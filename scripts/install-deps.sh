@@ -15,6 +15,9 @@ PKGS=(
   # symbolizer for readable crash stacks.
   libclang-rt-14-dev llvm-14
   iproute2 procps gnuplot-nox
+  # The build compiles through ccache (CMakeLists.txt); scripts/lint.sh's
+  # clang-tidy cache is a Python script.
+  ccache python3
   qemu-system-x86 cpio xz-utils zstd
 )
 want=("${PKGS[@]}")
