@@ -1,10 +1,10 @@
-// The main() of a fuzz target outside the libFuzzer build: runs the
-// target's LLVMFuzzerTestOneInput once on every file under the directories
-// (or files) named on the command line, so the seed corpus and every crash
-// reproducer are replayed by the ordinary test suite, under gcc and under
-// the ASan and TSan builds alike.
+// The fuzz targets outside the libFuzzer build: runs the named target's
+// entry point once on every file under the directories (or files) named on
+// the command line, so the seed corpus and every crash reproducer are
+// replayed by the ordinary test suite, under gcc and under the ASan and
+// TSan builds alike. One binary holds every target (replay_targets.h).
 //
-//   replay_main DIR_OR_FILE...
+//   fuzz_replay TARGET DIR_OR_FILE...
 //
 // Fails when an argument does not exist or when no input was found at all:
 // a replay test that runs nothing would pass without testing anything.
@@ -20,7 +20,7 @@
 #include <system_error>
 #include <vector>
 
-#include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/replay_targets.h"
 
 namespace {
 
@@ -65,15 +65,34 @@ bool ReadFile(const fs::path& p, std::vector<char>* out) {
   return !in.bad();
 }
 
+const ramferry::fuzz::ReplayTarget* FindTarget(const std::string& name) {
+  for (const ramferry::fuzz::ReplayTarget& t :
+       ramferry::fuzz::ReplayTargets()) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DIR_OR_FILE...\n", argv[0]);
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s TARGET DIR_OR_FILE...\n", argv[0]);
+    return 2;
+  }
+  const ramferry::fuzz::ReplayTarget* target = FindTarget(argv[1]);
+  if (target == nullptr) {
+    std::string names;
+    for (const ramferry::fuzz::ReplayTarget& t :
+         ramferry::fuzz::ReplayTargets()) {
+      names += std::string(names.empty() ? "" : " ") + t.name;
+    }
+    std::fprintf(stderr, "replay: no target '%s'; targets: %s\n", argv[1],
+                 names.c_str());
     return 2;
   }
   std::vector<fs::path> inputs;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 2; i < argc; ++i) {
     if (!Collect(argv[i], &inputs)) return 1;
   }
   if (inputs.empty()) {
@@ -92,7 +111,7 @@ int main(int argc, char** argv) {
     std::copy(bytes.begin(), bytes.end(), copy.get());
     // Named before the call: if the target aborts, the log says which file.
     std::fprintf(stderr, "replay: %s (%zu bytes)\n", p.c_str(), bytes.size());
-    LLVMFuzzerTestOneInput(copy.get(), bytes.size());
+    target->run(copy.get(), bytes.size());
   }
   std::fprintf(stderr, "replay: %zu inputs passed\n", inputs.size());
   return 0;
