@@ -92,8 +92,9 @@ struct PostcopyStats {
   // Destination fault latency.
   std::vector<uint64_t> latency_buckets;  // empty until the switch
   // The sum of latency_buckets: faults timed from their read to their
-  // page's placement; at most requested_pages (a page placed by the push
-  // while its fault was being read is requested but not timed).
+  // page's placement; at most fault_messages. Not at most requested_pages:
+  // a fault whose page the push placed while the fault was being read is
+  // timed but never requested.
   uint64_t faults = 0;
   uint64_t latency_p50_us = 0;
   uint64_t latency_p99_us = 0;
