@@ -32,5 +32,5 @@ echo "test.sh ($dir): configure $((t1 - t0)) s, build $((t2 - t1)) s," \
   "tests $((t3 - t2)) s"
 echo "the ten slowest tests (s):"
 sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' \
-  "$dir/ctest.log" | sort -rn | head -n 10 | sed 's/^/  /'
+  "$dir/ctest.log" | sort -rn | awk 'NR <= 10 { print "  " $0 }'
 exit "$rc"
