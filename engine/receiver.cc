@@ -156,14 +156,18 @@ void ReceiverImpl::AbandonSession(const absl::Status& why) {
       control_->Shutdown();
       control_.reset();
     }
-    ++sessions_abandoned_;
-    last_abandoned_ = why.ToString();
   }
   if (resuming_) {
     admission_.ReopenForResume();
   } else {
     admission_.Reopen();
   }
+  // Counted only once the destination admits a source again: whoever sees
+  // the count may connect the next one at once (seen refused as "already
+  // in progress" when the count came first).
+  std::lock_guard<std::mutex> lock(objects_mu_);
+  ++sessions_abandoned_;
+  last_abandoned_ = why.ToString();
 }
 
 absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {

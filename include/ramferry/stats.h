@@ -111,8 +111,8 @@ struct SessionStats {
   uint64_t auth_failures = 0;
   // Destination: sessions given up before their channels started (a
   // control connection that died, a region table that did not match,
-  // channels that never all came), after which it waited for another
-  // source; and the last one's reason.
+  // channels that never all came), each counted once the destination
+  // admits another source; and the last one's reason.
   uint64_t sessions_abandoned = 0;
   std::string last_abandoned;
   // In the order they were lost.
