@@ -24,6 +24,7 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       zero_pages_(config.zero_pages),
       compressed_pages_(config.compressed_pages),
       postcopy_(config.postcopy),
+      unauthentic_(config.unauthentic),
       opener_(std::move(opener)),
       barrier_(barrier),
       failure_(failure),
@@ -216,26 +217,33 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   if (opener_ != nullptr) {
     BeginOpen(h, proto::PacketHeaderBytes(h.page_count));
   }
+  const size_t index = regions_->IndexOf(*region);
+  // Before a byte of the payload is read: what the landing may clear.
+  landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
   if (h.compressed_bytes != 0) {
     if (absl::Status s = ReadCompressed(h, page_bytes); !s.ok()) return s;
-  } else if (opener_ != nullptr && page_bytes <= kMaxOpenedInStaging) {
-    if (absl::Status s = ReadSealed(h, page_bytes); !s.ok()) return s;
   } else {
+    // In place, sealed or not. A payload cut or forged may have written
+    // any of its pages: see NoteUnfinished.
     if (absl::Status s = transport_->ReadPayloadAndHeader(
             iov_, absl::MakeSpan(header_.data(), HeaderAhead()));
         !s.ok()) {
+      if (!placing) NoteUnfinished(index, *region);
       return ConnectionError(s);
     }
     if (opener_ != nullptr) {
-      if (absl::Status s = FinishOpen(h, iov_); !s.ok()) return s;
+      if (absl::Status s = FinishOpen(h, iov_); !s.ok()) {
+        if (!placing) NoteUnfinished(index, *region);
+        return s;
+      }
     }
   }
   header_ahead_ = HeaderAhead();
-  const size_t index = regions_->IndexOf(*region);
   uint64_t zeros = 0;
   if (placing) {
     if (absl::Status s = PlaceStaged(index, *region); !s.ok()) return s;
   } else {
+    ClearUnauthentic(index, *region);
     if (arrival_digests_ != nullptr) arrival_digests_->Record(index, iov_);
     if (zero_pages_ != nullptr) zero_pages_->NoteData(index, iov_);
   }
@@ -248,23 +256,23 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   return absl::OkStatus();
 }
 
-absl::Status ChannelReceiver::ReadSealed(const proto::PacketHeader& h,
-                                         uint64_t page_bytes) {
-  if (sealed_.size() < page_bytes) sealed_.resize(page_bytes);
-  const iovec payload{sealed_.data(), page_bytes};
-  if (absl::Status s = transport_->ReadPayloadAndHeader(
-          {&payload, 1}, absl::MakeSpan(header_.data(), HeaderAhead()));
-      !s.ok()) {
-    return ConnectionError(s);
+void ChannelReceiver::NoteUnfinished(size_t index, const Region& region) {
+  // Whatever it wrote is data now: a later zero page for any of them must
+  // be written, not skipped as reading as zero already.
+  if (zero_pages_ != nullptr) zero_pages_->NoteData(index, iov_);
+  if (opener_ == nullptr || unauthentic_ == nullptr) return;
+  for (size_t i = 0; i < iov_.size(); ++i) {
+    unauthentic_->Mark(index, run_offsets_[i] / region.page_size,
+                       iov_[i].iov_len / region.page_size);
   }
-  if (absl::Status s = FinishOpen(h, {&payload, 1}); !s.ok()) return s;
-  // Authentic: the pages go where the header says.
-  const uint8_t* from = sealed_.data();
-  for (const iovec& v : iov_) {
-    std::memcpy(v.iov_base, from, v.iov_len);
-    from += v.iov_len;
+}
+
+void ChannelReceiver::ClearUnauthentic(size_t index, const Region& region) {
+  if (unauthentic_ == nullptr) return;
+  for (size_t i = 0; i < iov_.size(); ++i) {
+    unauthentic_->Clear(index, run_offsets_[i] / region.page_size,
+                        iov_[i].iov_len / region.page_size, landing_epoch_);
   }
-  return absl::OkStatus();
 }
 
 absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
@@ -366,6 +374,9 @@ void ChannelReceiver::CountZeroed(size_t index, uint64_t first,
   }
   const ZeroPages::Applied a = zero_pages_->Zero(index, first, count);
   zero_pages_written_.Add(a.written);
+  if (unauthentic_ != nullptr) {
+    unauthentic_->Clear(index, first, count, landing_epoch_);
+  }
   if (arrival_digests_ != nullptr) {
     arrival_digests_->RecordZero(index, first, count);
   }
@@ -387,6 +398,7 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
   if (opener_ != nullptr) {
     if (absl::Status s = OpenHeaderOnly(h); !s.ok()) return s;
   }
+  landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
   // Nothing follows the header: the next header is read at the boundary.
   const size_t index = regions_->IndexOf(*region);
   uint64_t pages = 0;

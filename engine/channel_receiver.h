@@ -23,6 +23,7 @@
 #include "engine/postcopy_target.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/unauthentic_pages.h"
 #include "engine/verify.h"
 #include "engine/zero_pages.h"
 #include "proto/packet.h"
@@ -59,16 +60,26 @@ class ChannelReceiver {
     // place through it (UFFDIO_COPY from a staging copy), never by a
     // write into the region, which would fault on itself.
     PostcopyTarget* postcopy = nullptr;
+    // Sealed stream: where the pages of a payload read in place are kept
+    // while no tag vouched for them (null: nowhere; a test driving one
+    // channel, where a failed read ends everything anyway).
+    UnauthenticPages* unauthentic = nullptr;
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
   // then it goes there, on the receive thread, which stops. `opener`
   // (null: the stream is not sealed) checks every packet's tag
   // (proto/seal.h) before anything of the packet counts: a SYNC, FINISH or
-  // ZERO_RANGES packet acts only once its tag checked out; a data packet's
-  // payload is opened in a staging copy and placed only when authentic
-  // (ReadSealed), so a forged packet ends the session before a byte of it
-  // is placed or the round that carried it can be confirmed.
+  // ZERO_RANGES packet acts only once its tag checked out. A data payload
+  // is read where it belongs and opened there, in cache: until its tag
+  // checks out its pages are marked in Config::unauthentic, and a payload
+  // that fails (a forged one, one cut mid-way) leaves them marked: never
+  // digested, never counted, the round that carried it never confirmed.
+  // The destination is not live before the switch, so a forged byte there
+  // is harmless until the session ends or goes live, which the mark
+  // forbids until an authentic copy lands. After post-copy's switch the
+  // memory is live: payloads are opened in a staging copy and placed only
+  // when authentic.
   ChannelReceiver(uint32_t index,
                   std::unique_ptr<channels::Transport> transport,
                   const RegionTable* regions, const Config& config,
@@ -118,14 +129,13 @@ class ChannelReceiver {
   // staging copy; PlaceStaged then places it.
   void StageRuns(uint64_t page_bytes);
   absl::Status PlaceStaged(size_t index, const Region& region);
-  // Sealed stream: reads a payload of `page_bytes` into sealed_, opens it
-  // there (decrypting), and only once its tag checked out copies it to
-  // the pages iov_ names: a forged payload never touches a region. The
-  // opening runs on bytes still in cache, and the region is written once.
-  absl::Status ReadSealed(const proto::PacketHeader& h, uint64_t page_bytes);
-  // Larger payloads (huge pages, many per packet) are opened where they
-  // land: still checked before anything of the packet counts.
-  static constexpr uint64_t kMaxOpenedInStaging = 8ull << 20;
+  // A payload read in place (not placing) that was cut or did not check
+  // out: its pages (iov_) count as written, and on a sealed stream are
+  // marked unauthentic. On this thread, before the error is reported, so
+  // before the source can know to re-send them.
+  void NoteUnfinished(size_t index, const Region& region);
+  // An authentic payload landed on the pages iov_ names.
+  void ClearUnauthentic(size_t index, const Region& region);
   // How much of the next header to read with a payload. On a sealed
   // stream only its fixed part: the size announced for the rest is trusted
   // only once the announcing packet's tag checked out, so a forged
@@ -154,12 +164,14 @@ class ChannelReceiver {
   ZeroPages* const zero_pages_;
   const bool compressed_pages_;
   PostcopyTarget* const postcopy_;
+  UnauthenticPages* const unauthentic_;
+  // unauthentic_->Epoch() before the packet being landed was read.
+  uint64_t landing_epoch_ = 0;
   std::vector<uint8_t> placing_;  // StageRuns's, on first need
   std::unique_ptr<PacketDecompressor> decompressor_;  // on first need
   std::vector<uint8_t> staging_;                      // on first need
   const std::unique_ptr<proto::Sealer> opener_;
-  std::vector<uint8_t> sealed_;  // ReadSealed's, on first need
-  proto::SealTag tag_{};         // of the packet being opened
+  proto::SealTag tag_{};  // of the packet being opened
   RoundBarrier* const barrier_;
   SessionFailure* const failure_;
   const ErrorHandler on_error_;

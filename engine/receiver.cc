@@ -328,6 +328,12 @@ std::optional<absl::Status> ReceiverImpl::Dispatch(
       return OnPeerError(m.payload);
     case proto::ControlType::kMissingPages:
       if (engine::PostcopyTarget* p = postcopy(); p != nullptr) {
+        // The switch makes this memory live.
+        if (absl::Status s =
+                CheckAuthentic("post-copy cannot make the memory live");
+            !s.ok()) {
+          return EndIfError(s);
+        }
         return EndIfError(p->OnMissingPages(m.payload));
       }
       return absl::InvalidArgumentError(
@@ -380,7 +386,15 @@ absl::Status ReceiverImpl::AwaitFinished() {
   // the regions (each queue pair goes to error) before the session is
   // reported done, not whenever the Receiver is destroyed.
   for (auto& c : channels_) c->transport().Shutdown();
+  if (absl::Status s = CheckAuthentic("the session cannot end"); !s.ok()) {
+    return s;
+  }
   return control_->Send(proto::EncodeFinishAck());
+}
+
+absl::Status ReceiverImpl::CheckAuthentic(absl::string_view when) const {
+  const engine::UnauthenticPages* u = admission_.unauthentic_pages();
+  return u == nullptr ? absl::OkStatus() : u->CheckEmpty(when);
 }
 
 void ReceiverImpl::OnFailure(const absl::Status& status,

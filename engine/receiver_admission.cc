@@ -79,6 +79,7 @@ void Admission::ReopenAs(bool resume) {
     if (!resume) {
       arrival_digests_.reset();
       zero_pages_.reset();
+      unauthentic_.reset();
       seal_ = proto::SealMode::kNone;
     }
   }
@@ -209,6 +210,9 @@ proto::HelloReply Admission::AdmitControl(
   if ((capabilities_ & proto::kFeatureZeroPages) != 0 &&
       zero_pages_ == nullptr) {
     zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
+  }
+  if (seal_ != proto::SealMode::kNone && unauthentic_ == nullptr) {
+    unauthentic_ = std::make_unique<UnauthenticPages>(table_.regions());
   }
   // Fail closed on a family whose channels could not prove the key (every
   // family this build has can: ValidateOptions refuses the rest).
@@ -530,6 +534,7 @@ AdmittedChannels Admission::TakeChannels() {
       (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
   out.config.arrival_digests = arrival_digests_.get();
   out.config.zero_pages = zero_pages_.get();
+  out.config.unauthentic = unauthentic_.get();
   out.config.compressed_pages =
       (capabilities_ & proto::kFeatureCompressedPages) != 0;
   out.survive = survive_;

@@ -27,6 +27,7 @@
 #include "engine/channel_receiver.h"
 #include "engine/failure.h"
 #include "engine/region_table.h"
+#include "engine/unauthentic_pages.h"
 #include "engine/verify.h"
 #include "engine/zero_pages.h"
 #include "proto/handshake.h"
@@ -118,6 +119,11 @@ class Admission {
   // the channel threads, read by AnswerVerify once they are done. Set at
   // admission, before the Serve thread takes the control connection.
   DigestTable* arrival_digests() const { return arrival_digests_.get(); }
+  // Sealed sessions: the pages no tag vouched for yet (see
+  // unauthentic_pages.h). Set at admission, like arrival_digests().
+  const UnauthenticPages* unauthentic_pages() const {
+    return unauthentic_.get();
+  }
 
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
@@ -181,6 +187,7 @@ class Admission {
   std::unique_ptr<DigestTable> arrival_digests_;
   // kFeatureZeroPages: how zero pages are applied to the regions.
   std::unique_ptr<ZeroPages> zero_pages_;
+  std::unique_ptr<UnauthenticPages> unauthentic_;
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;
   bool survive_ = false;

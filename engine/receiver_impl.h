@@ -103,6 +103,9 @@ class ReceiverImpl {
   absl::Status OnFinish(const engine::ControlChannel::Message& message);
   absl::Status OnPeerError(absl::Span<const uint8_t> payload);
   absl::Status AwaitFinished();
+  // A sealed session's pages that no tag vouched for (unauthentic_pages.h)
+  // hold it back from what `when` says.
+  absl::Status CheckAuthentic(absl::string_view when) const;
   absl::Status AnswerVerify(absl::Span<const uint8_t> payload);
   // Surviving channel loss: a receive thread stopped short of FINISH.
   void OnChannelError(const engine::ChannelReceiver::Error& error);

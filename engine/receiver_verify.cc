@@ -49,6 +49,18 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
     engine::PageDigests(*region, q->first_page,
                         absl::MakeSpan(result.page_digests));
   }
+  // A page no tag vouched for holds bytes that never came from the source,
+  // whatever digest its last authentic arrival left: it answers as a
+  // mismatch (the complement of what the source expects, unless the two
+  // already differed in every bit).
+  if (const engine::UnauthenticPages* u = admission_.unauthentic_pages();
+      u != nullptr && u->count() != 0) {
+    const size_t index = table_.IndexOf(*region);
+    for (uint64_t i = 0; i < q->page_count; ++i) {
+      if (u->Test(index, q->first_page + i))
+        result.page_digests[i] = ~result.page_digests[i];
+    }
+  }
   verified_pages_.fetch_add(q->page_count);
   return control_->Send(proto::EncodeVerifyResult(result));
 }

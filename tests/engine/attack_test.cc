@@ -13,6 +13,7 @@
 // authenticated only), the same attacks run for comparison: what happens
 // is recorded, a line per run ("[attack-table] kind | protect | transport
 // | outcome"), not asserted; only that the attack fired.
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -232,8 +233,8 @@ void Rewrite(const Region& r, int count, std::mt19937_64& rng,
 // One session of kRounds rounds, Verify and Finish, through `relay`
 // (pointed at a fresh destination); `attack` is armed once it connects.
 Outcome RunSession(AttackRelay& relay, SessionOptions o, uint64_t seed,
-                   const Attack* attack) {
-  const uint64_t bytes = ScaledBytes(16 << 20);
+                   const Attack* attack,
+                   uint64_t bytes = ScaledBytes(16 << 20)) {
   auto src = MakeRegion(1, bytes, seed, /*fill=*/true);
   auto dst = MakeRegion(1, bytes);
   ServingReceiver rx(o, {dst.region});
@@ -392,12 +393,72 @@ TEST_P(AttackTest, OnALiveStream) {
       EXPECT_LE(run.rounds_done, run.event.round);
       EXPECT_LE(run.destination_applied, run.event.round);
     }
-    // A sealed payload is opened before it is placed: a made-up page
-    // never reaches the destination's memory.
-    EXPECT_FALSE(run.forged_landed);
+    // A sealed payload is read in place and opened there: a made-up page
+    // may be in the memory of the refused session (which was never live),
+    // never in one that ended well.
+    EXPECT_FALSE(run.completed && run.forged_landed);
   }
   ASSERT_GT(ran, 0);
 }
+
+// A lost link that carried forged bytes (the audit's A1), with
+// survive_channel_loss: a packet whose header names pages its real self
+// does not carry, its payload made up, cut half-way, so that its tag is
+// never read and the destination takes the cut for a lost channel. The
+// source re-sends the real packet's pages; nobody re-sends the forged
+// ones, which were written in place. The session may end only with every
+// byte the source's: Verify reports those pages, and Finish refuses them.
+// Payloads of the default size, and of 16 MiB, past what was once opened
+// in a staging copy (8 MiB), where the bytes landed before any check.
+class ForgedCutTest
+    : public ::testing::TestWithParam<std::tuple<Protection, uint32_t>> {};
+
+TEST_P(ForgedCutTest, NothingForgedSurvivesALostLink) {
+  const auto [protect, packet_pages] = GetParam();
+  SessionOptions o = Options(TransportKind::kTcp, protect, kChannels);
+  o.survive_channel_loss = true;
+  o.packet_pages = packet_pages;
+  o.max_packet_pages = packet_pages;
+  const uint64_t bytes = std::max<uint64_t>(ScaledBytes(16 << 20),
+                                            uint64_t{packet_pages} * 4096 * 4);
+  Attack a = On(AttackKind::kForgeTruncate, 1);
+  // In round 1, so every page landed once and was confirmed: the forged
+  // ones (from the region's first page on) come again only where round 1
+  // or later rewrites them, a quarter at most.
+  a.forged_base = 0;
+  AttackRelay relay(0);
+  const Outcome run = RunSession(relay, o, /*seed=*/23, &a, bytes);
+  std::printf("[attack-table] ForgedCut%d | %s | tcp | %s\n", packet_pages,
+              ProtectionName(protect), run.Describe().c_str());
+  std::fflush(stdout);
+  ASSERT_TRUE(run.fired) << run.log;
+  SCOPED_TRACE(run.Describe() + "\n" + run.log);
+  EXPECT_EQ(run.claimed_unapplied, -1);
+  if (run.completed) {
+    EXPECT_TRUE(run.same_bytes);
+    EXPECT_EQ(run.verify_mismatches, 0u);
+  }
+  // Written in place, so it could only be undone by an authentic copy
+  // that never comes: the session is refused, and says why. Verify sees
+  // the pages; Finish refuses them. (Where the forged pages were being
+  // written by another channel too, that channel's payload fails its tag
+  // first.)
+  EXPECT_FALSE(run.completed);
+  if (run.rounds_done == kRounds) EXPECT_GT(run.verify_mismatches, 0u);
+  EXPECT_TRUE(
+      SaysOneOf(run.source, {"tag never checked out", "authentication tag"}))
+      << run.source;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, ForgedCutTest,
+    ::testing::Combine(::testing::Values(Protection::kMac,
+                                         Protection::kEncrypt),
+                       ::testing::Values(128u, 4096u)),
+    [](const auto& info) {
+      return absl::StrCat(ProtectionName(std::get<0>(info.param)), "_",
+                          std::get<1>(info.param), "pages");
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, AttackTest,

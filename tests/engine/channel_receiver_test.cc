@@ -4,9 +4,11 @@
 // fuzzer (tests/fuzz/channel_receiver_fuzzer.cc) relies on these behaviours.
 #include "engine/channel_receiver.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -15,11 +17,14 @@
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/unauthentic_pages.h"
 #include "engine/verify.h"
 #include "engine/zero_pages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
+#include "proto/seal.h"
+#include "proto/wire.h"
 #include "tests/support/memory_transport.h"
 #include "tests/support/test_support.h"
 
@@ -523,6 +528,158 @@ TEST(ChannelReceiverTest, BadCompressedPayloadsAreRefused) {
     EXPECT_EQ(f.byte_at(3 * 4096), 0x33) << c.want;
   }
 }
+
+// Sealed streams: a payload lands where it belongs and is opened there;
+// until its tag checks out nothing of it counts, and one that never checks
+// out leaves its pages marked unauthentic.
+proto::SealKey TestSealKey() {
+  proto::SealKey k;
+  k.key.fill(0x5c);
+  k.salt.fill(0x3a);
+  return k;
+}
+
+// `packet` (header, offsets, payload) sealed as a source seals packet
+// `num`.
+std::vector<uint8_t> Sealed(std::vector<uint8_t> packet, uint64_t num,
+                            proto::SealMode mode) {
+  const size_t header =
+      proto::PacketHeaderBytes(proto::Load32(packet.data() + 12));
+  auto sealer =
+      *proto::Sealer::Create(mode, TestSealKey(), proto::Sealer::Use::kSeal);
+  sealer->Begin(num);
+  sealer->Associate(absl::MakeConstSpan(packet.data(), header));
+  sealer->SealBody(packet.data() + header, packet.data() + header,
+                   packet.size() - header);
+  const proto::SealTag tag = *sealer->FinishSeal();
+  std::copy(tag.begin(), tag.end(), packet.begin() + proto::kPacketTagOffset);
+  return packet;
+}
+
+std::vector<uint8_t> SealedData(uint64_t num, uint64_t round,
+                                const std::vector<uint64_t>& offsets,
+                                uint8_t fill, proto::SealMode mode) {
+  std::vector<uint8_t> p;
+  AppendData(&p, num, round, offsets, fill);
+  return Sealed(std::move(p), num, mode);
+}
+
+std::vector<uint8_t> SealedMarker(uint16_t flags, uint64_t num, uint64_t round,
+                                  proto::SealMode mode) {
+  std::vector<uint8_t> p;
+  AppendMarker(&p, flags, num, round);
+  return Sealed(std::move(p), num, mode);
+}
+
+void Append(std::vector<uint8_t>* s, const std::vector<uint8_t>& more) {
+  s->insert(s->end(), more.begin(), more.end());
+}
+
+// A receiver on a sealed stream over one 4-page region, marking into
+// `unauthentic` (shared, as the channels of a session share it).
+struct SealedFixture {
+  SealedFixture(const std::vector<uint8_t>& bytes, proto::SealMode mode,
+                UnauthenticPages* unauthentic)
+      : stream(bytes),
+        region(testing::MakeRegion(1, 4 * 4096)),
+        table({&region.region, 1}),
+        barrier(std::vector<uint32_t>{kChannel},
+                [](uint64_t, uint64_t) { return absl::OkStatus(); }),
+        failure([](const absl::Status&, Origin) {}),
+        rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
+           {.max_pages = kMaxPages, .unauthentic = unauthentic}, &barrier,
+           &failure, nullptr,
+           *proto::Sealer::Create(mode, TestSealKey(),
+                                  proto::Sealer::Use::kOpen)) {}
+
+  absl::StatusOr<ChannelReceiver::Step> RunToEnd() {
+    while (true) {
+      absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
+      if (!step.ok() || *step == ChannelReceiver::Step::kFinished) return step;
+    }
+  }
+  uint8_t byte_at(uint64_t offset) const {
+    return static_cast<const uint8_t*>(region.region.base)[offset];
+  }
+
+  std::vector<uint8_t> stream;
+  testing::TestRegion region;
+  RegionTable table;
+  RoundBarrier barrier;
+  SessionFailure failure;
+  ChannelReceiver rx;
+};
+
+class SealedReceiveTest : public ::testing::TestWithParam<proto::SealMode> {};
+
+TEST_P(SealedReceiveTest, AnAuthenticPayloadLandsAndLeavesNothingMarked) {
+  const proto::SealMode mode = GetParam();
+  std::vector<uint8_t> s;
+  Append(&s, SealedData(0, 0, {4096 * 3, 0}, 0xaa, mode));
+  Append(&s, SealedMarker(proto::kPacketSync, 1, 0, mode));
+  Append(&s, SealedMarker(proto::kPacketFinish, 2, 1, mode));
+  testing::TestRegion shape = testing::MakeRegion(1, 4 * 4096);
+  UnauthenticPages unauthentic({&shape.region, 1});
+  SealedFixture f(s, mode, &unauthentic);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(f.byte_at(4096 * 3 + 17), 0xaa);  // decrypted in place
+  EXPECT_EQ(f.byte_at(0), 0xaa);
+  EXPECT_EQ(unauthentic.count(), 0u);
+}
+
+TEST_P(SealedReceiveTest, AForgedPayloadLeavesItsPagesMarked) {
+  const proto::SealMode mode = GetParam();
+  std::vector<uint8_t> forged = SealedData(0, 0, {4096, 4096 * 2}, 0xaa, mode);
+  forged[forged.size() - 5] ^= 0x40;
+  Append(&forged, SealedMarker(proto::kPacketFinish, 1, 0, mode));
+  testing::TestRegion shape = testing::MakeRegion(1, 4 * 4096);
+  UnauthenticPages unauthentic({&shape.region, 1});
+  SealedFixture f(forged, mode, &unauthentic);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  EXPECT_TRUE(absl::IsPermissionDenied(end.status())) << end.status();
+  EXPECT_EQ(unauthentic.count(), 2u);
+  EXPECT_TRUE(unauthentic.Test(0, 1));
+  EXPECT_TRUE(unauthentic.Test(0, 2));
+  EXPECT_FALSE(unauthentic.Test(0, 0));
+  ChannelStats stats;
+  f.rx.ExportStats(&stats);
+  EXPECT_EQ(stats.pages, 0u);  // nothing of it counts
+}
+
+TEST_P(SealedReceiveTest, APayloadCutMidWayStaysMarkedUntilAnAuthenticCopy) {
+  const proto::SealMode mode = GetParam();
+  std::vector<uint8_t> cut = SealedData(0, 0, {0, 4096}, 0xaa, mode);
+  cut.resize(cut.size() - 1000);
+  testing::TestRegion shape = testing::MakeRegion(1, 4 * 4096);
+  UnauthenticPages unauthentic({&shape.region, 1});
+  {
+    SealedFixture lost(cut, mode, &unauthentic);
+    absl::StatusOr<ChannelReceiver::Step> end = lost.RunToEnd();
+    EXPECT_TRUE(absl::IsUnavailable(end.status())) << end.status();
+    EXPECT_EQ(unauthentic.count(), 2u);
+    EXPECT_FALSE(unauthentic.CheckEmpty("the session cannot end").ok());
+  }
+  // The re-send, on another channel: page 1 comes again, page 0 does not.
+  std::vector<uint8_t> s;
+  Append(&s, SealedData(0, 0, {4096}, 0xbb, mode));
+  Append(&s, SealedMarker(proto::kPacketFinish, 1, 0, mode));
+  SealedFixture other(s, mode, &unauthentic);
+  absl::StatusOr<ChannelReceiver::Step> end = other.RunToEnd();
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(unauthentic.count(), 1u);
+  EXPECT_TRUE(unauthentic.Test(0, 0));
+  EXPECT_FALSE(unauthentic.Test(0, 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SealedReceiveTest,
+                         ::testing::Values(proto::SealMode::kMac,
+                                           proto::SealMode::kEncrypt),
+                         [](const auto& info) {
+                           return std::string(proto::SealModeName(info.param));
+                         });
 
 }  // namespace
 }  // namespace ramferry::engine

@@ -14,9 +14,8 @@
 //    the stream, independently of the decoders.
 //  - A compressed payload (kFeatureCompressedPages) is read into a buffer of
 //    exactly its stated size, which is smaller than the pages it names;
-//    what it expands to lands only in those pages (the canaries). So is a
-//    sealed payload, of exactly the named pages' bytes, opened there
-//    before it is placed.
+//    what it expands to lands only in those pages (the canaries). A sealed
+//    payload is read into the named pages themselves and opened there.
 //  - Each SYNC reports the pages applied in its round, rounds in order (with
 //    kFeatureZeroPages, at least those: ZERO_RANGES pages come on top). Zero
 //    pages and ranges are applied to memory that is not known to read as
@@ -39,6 +38,7 @@
 #include "engine/failure.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/unauthentic_pages.h"
 #include "engine/zero_pages.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
@@ -94,7 +94,7 @@ const Region* FindRegion(uint32_t id) {
 // starts at `packet_at` in `stream`; the payload starts at `payload_at`.
 void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
                         size_t payload_at, absl::Span<const iovec> dst,
-                        bool sealed, uint64_t* pages) {
+                        uint64_t* pages) {
   // Read here with raw loads, not the decoders under test.
   FUZZ_CHECK(payload_at >= packet_at + proto::kPacketFixedBytes);
   const uint8_t* fixed = stream.data() + packet_at;
@@ -119,8 +119,8 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
     FUZZ_CHECK(off < r->length && r->length - off >= r->page_size);
     if (!proto::IsZeroPageEntry(entry)) want.push_back(base + off);
   }
-  // A compressed frame, and a sealed payload (opened before it is placed),
-  // are read into one buffer of their own, outside every region.
+  // A compressed frame is read into one buffer of its own, outside every
+  // region. (A sealed payload goes to its pages, as a plain one does.)
   auto staged = [&](size_t bytes) {
     FUZZ_CHECK(dst.size() == 1 && count == bytes);
     auto* p = static_cast<uint8_t*>(dst[0].iov_base);
@@ -134,7 +134,6 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
     FUZZ_CHECK(compressed < want.size() * r->page_size);
     return staged(compressed);
   }
-  if (sealed) return staged(want.size() * r->page_size);
   FUZZ_CHECK(count == want.size() * r->page_size);
   // The pages the receiver is about to fill, in order.
   std::vector<uint8_t*> got;
@@ -195,11 +194,11 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
   auto owned = std::make_unique<testing::MemoryTransport>(
       stream, [&](absl::Span<const iovec> dst) {
         CheckPayloadTarget(stream, transport->packet_start(),
-                           transport->position(), dst, cfg.sealed,
-                           &round_pages);
+                           transport->position(), dst, &round_pages);
       });
   transport = owned.get();
   engine::ZeroPages zero_pages(regions);
+  engine::UnauthenticPages unauthentic(regions);
   std::unique_ptr<proto::Sealer> opener;
   if (cfg.sealed) {
     absl::StatusOr<std::unique_ptr<proto::Sealer>> o = proto::Sealer::Create(
@@ -212,7 +211,8 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
       {.max_pages = cfg.max_pages,
        .next_header_size = cfg.next_header_size,
        .zero_pages = cfg.zero_pages ? &zero_pages : nullptr,
-       .compressed_pages = cfg.compressed_pages},
+       .compressed_pages = cfg.compressed_pages,
+       .unauthentic = cfg.sealed ? &unauthentic : nullptr},
       &barrier, &failure, nullptr, std::move(opener));
 
   int idle_steps = 0;

@@ -90,6 +90,15 @@ bool OnControl(AttackKind kind) {
          Downward(kind);
 }
 
+// Whether any entry of a data packet is a zero page (carries no bytes).
+bool OffsetsFlagged(const std::vector<uint8_t>& packet, size_t header_bytes) {
+  const uint8_t* o = packet.data() + proto::kPacketFixedBytes;
+  for (size_t i = 0; i < (header_bytes - proto::kPacketFixedBytes) / 8; ++i) {
+    if (proto::IsZeroPageEntry(proto::Load64(o + 8 * i))) return true;
+  }
+  return false;
+}
+
 // A data packet's entries i < j whose offsets differ in exactly one bit:
 // flipping it in entry i sends page i onto page j, which the same packet
 // (so the same thread of the destination) writes too.
@@ -143,6 +152,8 @@ const char* AttackKindName(AttackKind kind) {
       return "splice-session";
     case AttackKind::kTruncate:
       return "truncate";
+    case AttackKind::kForgeTruncate:
+      return "forge-truncate";
     case AttackKind::kFloodHeartbeats:
       return "flood-heartbeats";
     case AttackKind::kFloodRandom:
@@ -734,6 +745,12 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
       case AttackKind::kReorder:
         suits = paged;
         break;
+      case AttackKind::kForgeTruncate:
+        // Every page of it carried (no zero-page entry) and uncompressed:
+        // each forged page has its bytes in the payload.
+        suits = paged && proto::Load32(p.bytes.data() + 44) == 0 &&
+                !OffsetsFlagged(p.bytes, p.header_bytes);
+        break;
       case AttackKind::kReplay:
         suits = paged && c->prev.has_value() &&
                 c->prev->flags == proto::kPacketData;
@@ -855,6 +872,33 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
             at.kind == AttackKind::kSpliceChannel ? "this" : "another");
         p = std::move(*donor);
         break;
+      case AttackKind::kForgeTruncate: {
+        p = made_up();
+        const size_t page = proto::Load32(p.bytes.data() + 36);
+        const size_t count = (p.header_bytes - proto::kPacketFixedBytes) / 8;
+        for (size_t i = 0; i < count; ++i) {
+          proto::Store64(p.bytes.data() + proto::kPacketFixedBytes + 8 * i,
+                         at.forged_base + i * page);
+        }
+        const size_t half = (p.header_bytes + p.bytes.size()) / 2;
+        Record(c, at.kind, index, round,
+               absl::StrFormat("offsets of %d pages moved to 0x%x, payload "
+                               "made up; forwarded %d of %d bytes, then "
+                               "closed",
+                               count, at.forged_base, half, p.bytes.size()));
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          events_.back().forged_page.assign(
+              p.bytes.begin() + p.header_bytes,
+              p.bytes.begin() + p.header_bytes + page);
+          events_.back().forged_offset = at.forged_base;
+        }
+        if (WriteAll(c->dst, p.bytes.data(), half)) {
+          absl::SleepFor(absl::Milliseconds(10));
+        }
+        c->Sever();
+        return false;
+      }
       case AttackKind::kTruncate: {
         const size_t half = (p.header_bytes + p.bytes.size()) / 2;
         Record(c, at.kind, index, round,

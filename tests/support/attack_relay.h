@@ -66,6 +66,12 @@ enum class AttackKind {
   kSpliceSession,
   // Forwards half of a packet, then closes both sides of the connection.
   kTruncate,
+  // A packet whose offsets are rewritten to name pages from
+  // Attack::forged_base on (pages the real packet does not carry), its
+  // payload made up (as kForge); half of it is forwarded, then both sides
+  // are closed: the tag is never read. What a lost link looks like, with
+  // the forged bytes already in place.
+  kForgeTruncate,
   // Control connection, after a frame: `count` well-formed HEARTBEAT
   // frames (each with a garbage tag in a sealed session).
   kFloodHeartbeats,
@@ -99,6 +105,9 @@ struct Attack {
   int bit = 0;
   // kFlipOffset: which bit of the first entry; -1: see kFlipOffset.
   int offset_bit = -1;
+  // kForgeTruncate: the byte offset of the first page the forged header
+  // names (the rest follow it).
+  uint64_t forged_base = 0;
   // kFloodHeartbeats / kFloodRandom.
   int count = 2000;
   // kReplay, kDrop, kReorder: rewrite packet numbers so that the stream
