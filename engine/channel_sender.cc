@@ -24,6 +24,8 @@ ChannelSender::ChannelSender(uint32_t index,
       on_loss_(std::move(on_loss)),
       announce_next_header_(config.announce_next_header),
       sent_digests_(config.sent_digests),
+      memory_frozen_(config.memory_frozen),
+      frozen_digests_(config.frozen_digests),
       zero_pages_(config.zero_pages),
       limiter_(config.limiter),
       sealer_(std::move(sealer)),
@@ -187,7 +189,21 @@ absl::Status ChannelSender::SendData(const Command& c,
   iovec staged{nullptr, *compressed};
   channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
   if (*compressed != 0) staged.iov_base = staging_[next_staging_].data();
-  if (sealer_ != nullptr) {
+  // Frozen memory (Sender::NoteMemoryFrozen) cannot change between the tag
+  // and the send: a mac needs no copy to be over the bytes that go.
+  const bool frozen = memory_frozen_ != nullptr &&
+                      memory_frozen_->load(std::memory_order_acquire);
+  bool recorded = false;  // frozen_digests_ has this packet's pages
+  if (sealer_ != nullptr && frozen && *compressed == 0 &&
+      sealer_->mode() == proto::SealMode::kMac) {
+    if (absl::Status s = Seal(header->subspan(0, header_bytes), h.packet_num,
+                              iov_, nullptr, frozen_digests_, c.region);
+        !s.ok()) {
+      return s;
+    }
+    recorded = frozen_digests_ != nullptr;
+    sealed_in_place_bytes_.Add(page_bytes);
+  } else if (sealer_ != nullptr) {
     // A compressed frame is sealed where it lies; pages are sealed into a
     // buffer of their own, which is what goes on the wire.
     if (*compressed == 0) {
@@ -236,6 +252,17 @@ absl::Status ChannelSender::SendData(const Command& c,
       for (uint64_t entry : offsets) {
         if (!proto::IsZeroPageEntry(entry)) continue;
         sent_digests_->RecordZero(
+            c.region, proto::PageOffsetOf(entry) / region.page_size, 1);
+      }
+    }
+  }
+  // The same for Verify once memory is frozen, unless the seal's pass did.
+  if (frozen && frozen_digests_ != nullptr) {
+    if (!recorded) frozen_digests_->Record(c.region, iov_);
+    if (zeros != 0) {
+      for (uint64_t entry : offsets) {
+        if (!proto::IsZeroPageEntry(entry)) continue;
+        frozen_digests_->RecordZero(
             c.region, proto::PageOffsetOf(entry) / region.page_size, 1);
       }
     }
@@ -315,17 +342,34 @@ void ChannelSender::UseStagingBuffer() {
 
 // Reads pages the workload may be writing, by design, as the send does: not
 // instrumented for TSan, like the workload's own writers. The tag is over
-// the copy, never over the pages, so a write meanwhile cannot break it.
+// the copy, never over the pages, so a write meanwhile cannot break it;
+// without a copy (`out` null) the memory is frozen.
 __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
     absl::Span<uint8_t> header, uint64_t packet_num,
-    absl::Span<const iovec> payload, uint8_t* out) {
+    absl::Span<const iovec> payload, uint8_t* out, FrozenDigests* digests,
+    size_t region) {
   const uint64_t start = channels::MonotonicNs();
   sealer_->Begin(packet_num);
   sealer_->Associate(header);  // its tag bytes are zero, as encoded
+  // In place, a piece at a time, so the digest reads what the tag just
+  // read, from cache: one pass over memory for both. Whole pages each.
+  const size_t piece =
+      std::max<size_t>(kSealPieceBytes, regions_[region].page_size);
   size_t done = 0;
   for (const iovec& v : payload) {
-    sealer_->SealBody(static_cast<const uint8_t*>(v.iov_base), out + done,
-                      v.iov_len);
+    auto* in = static_cast<uint8_t*>(v.iov_base);
+    if (out != nullptr) {
+      sealer_->SealBody(in, out + done, v.iov_len);
+    } else {
+      for (size_t at = 0; at < v.iov_len; at += piece) {
+        const size_t n = std::min(piece, v.iov_len - at);
+        sealer_->SealBody(in + at, in + at, n);
+        if (digests != nullptr) {
+          const iovec one{in + at, n};
+          digests->Record(region, {&one, 1});
+        }
+      }
+    }
     done += v.iov_len;
   }
   absl::StatusOr<proto::SealTag> tag = sealer_->FinishSeal();
@@ -386,6 +430,10 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
     if (sent_digests_ != nullptr) {
       sent_digests_->RecordZero(c.region, first, count);
     }
+    if (frozen_digests_ != nullptr &&
+        memory_frozen_->load(std::memory_order_acquire)) {
+      frozen_digests_->RecordZero(c.region, first, count);
+    }
     pages += count;
   }
   zero_range_packets_.Add();
@@ -438,6 +486,7 @@ void ChannelSender::ExportStats(ChannelStats* out) const {
   out->compressed_output_bytes = compressed_output_bytes_.get();
   out->compress_ns = compress_ns_.get();
   out->sealed_bytes = sealed_bytes_.get();
+  out->sealed_in_place_bytes = sealed_in_place_bytes_.get();
   out->seal_ns = seal_ns_.get();
 }
 

@@ -5,6 +5,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,6 +45,11 @@ class ChannelSender {
     bool announce_next_header = false;
     // Where to record a digest of every page sent (null: nowhere).
     DigestTable* sent_digests = nullptr;
+    // Set once the source's memory no longer changes (null: never): from
+    // then on mac-sealed payloads are sealed where the pages are, and each
+    // page sent is recorded in frozen_digests (null: nowhere).
+    const std::atomic<bool>* memory_frozen = nullptr;
+    FrozenDigests* frozen_digests = nullptr;
     // All-zero pages go as flagged offsets, without their bytes
     // (kFeatureZeroPages).
     bool zero_pages = false;
@@ -103,9 +109,12 @@ class ChannelSender {
   void UseStagingBuffer();
   // Seals a packet whose encoded header is `header`: its tag goes into the
   // header, and its payload (`payload`, none for a header-only packet)
-  // into `out`, from which it is sent.
+  // into `out`, from which it is sent; with `out` null (mac, frozen
+  // memory) the payload is sealed where it is, and each piece is recorded
+  // in `digests` (null: not) for region `region` while it is in cache.
   absl::Status Seal(absl::Span<uint8_t> header, uint64_t packet_num,
-                    absl::Span<const iovec> payload, uint8_t* out);
+                    absl::Span<const iovec> payload, uint8_t* out,
+                    FrozenDigests* digests = nullptr, size_t region = 0);
   // A packet that is all header: sealed where the stream is.
   absl::Status SealHeader(absl::Span<uint8_t> header, uint64_t packet_num);
   // Whether kAuto should compress the next packet, from what it measured.
@@ -127,6 +136,8 @@ class ChannelSender {
   const LossHandler on_loss_;
   const bool announce_next_header_;
   DigestTable* const sent_digests_;
+  const std::atomic<bool>* const memory_frozen_;
+  FrozenDigests* const frozen_digests_;
   const bool zero_pages_;
   RateLimiter* const limiter_;
   std::thread thread_;
@@ -138,13 +149,16 @@ class ChannelSender {
 
   // Sealing (channel thread only): the payload goes from a staging copy.
   std::unique_ptr<proto::Sealer> sealer_;
-  channels::Counter sealed_bytes_, seal_ns_;
+  channels::Counter sealed_bytes_, sealed_in_place_bytes_, seal_ns_;
 
   // Staging buffers, for compressed and sealed payloads (channel thread
   // only). A zero-copy transport may still read a staging buffer after
   // SendPacket returns: the buffers rotate, and the transport is flushed
   // before one is reused.
   static constexpr size_t kStagingBuffers = 4;
+  // Sealing in place goes this many bytes at a time (at least a page), so
+  // a piece's digest reads it from cache.
+  static constexpr size_t kSealPieceBytes = 64 << 10;
   static constexpr uint64_t kProbeEvery = 32;  // kAuto: the other way, once
   const Compression compression_;
   std::unique_ptr<PacketCompressor> compressor_;

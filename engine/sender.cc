@@ -361,6 +361,7 @@ absl::Status Sender::StartRound(absl::Span<DirtyBitmap* const> dirty) {
 }
 absl::StatusOr<RoundResult> Sender::AwaitRound() { return impl_->AwaitRound(); }
 absl::Status Sender::StartVerify() { return impl_->StartVerify(); }
+void Sender::NoteMemoryFrozen() { impl_->NoteMemoryFrozen(); }
 absl::StatusOr<VerifyReport> Sender::Verify() { return impl_->Verify(); }
 absl::Status Sender::Finish() { return impl_->Finish(); }
 absl::Status Sender::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {

@@ -74,6 +74,9 @@ class SenderImpl {
   absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
   absl::StatusOr<RoundResult> AwaitRound();
   absl::Status StartVerify();
+  void NoteMemoryFrozen() {
+    memory_frozen_.store(true, std::memory_order_release);
+  }
   absl::StatusOr<VerifyReport> Verify();
   absl::Status Finish();
   absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
@@ -242,6 +245,10 @@ class SenderImpl {
   std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
   // VerifyMode::kSent: what each page's last send carried.
   std::unique_ptr<engine::DigestTable> sent_digests_;
+  // NoteMemoryFrozen was called; read by the channel threads per packet.
+  std::atomic<bool> memory_frozen_{false};
+  // VerifyMode::kFull: pages sent once memory_frozen_ (set during Setup).
+  std::unique_ptr<engine::FrozenDigests> frozen_digests_;
   // Every channel's packets pass it (SessionOptions::max_bandwidth);
   // thread-safe, so handed out from const set-up code.
   mutable engine::RateLimiter limiter_{options_.max_bandwidth};

@@ -51,6 +51,12 @@ absl::Status SenderImpl::Setup() {
     if (!t.ok()) return t.status();
     sent_digests_ = std::move(*t);
   }
+  if (options_.verify == VerifyMode::kFull) {
+    absl::StatusOr<std::unique_ptr<engine::FrozenDigests>> f =
+        engine::FrozenDigests::Create(regions_);
+    if (!f.ok()) return f.status();
+    frozen_digests_ = std::move(*f);
+  }
   if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
   if ((capabilities_ & proto::kFeaturePostcopyUrgent) != 0) {
     if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
@@ -223,6 +229,8 @@ ChannelSender::Config SenderImpl::ChannelConfig() const {
   config.announce_next_header =
       (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
   config.sent_digests = sent_digests_.get();
+  config.memory_frozen = &memory_frozen_;
+  config.frozen_digests = frozen_digests_.get();
   config.limiter = &limiter_;
   config.zero_pages = (capabilities_ & proto::kFeatureZeroPages) != 0;
   if ((capabilities_ & proto::kFeatureCompressedPages) != 0) {

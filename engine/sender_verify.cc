@@ -21,8 +21,11 @@ absl::Status SenderImpl::StartVerify() {
   if (sent_digests_ != nullptr || local_digests_ != nullptr) {
     return absl::OkStatus();  // nothing to read, or already started
   }
+  // Pages sent since the memory froze have their digests already (taken
+  // as they went); a page sent from here on is hashed twice, to the same
+  // digest.
   absl::StatusOr<std::unique_ptr<engine::BackgroundDigests>> d =
-      engine::BackgroundDigests::Start(regions_);
+      engine::BackgroundDigests::Start(regions_, 0, frozen_digests_.get());
   if (!d.ok()) return d.status();
   local_digests_ = std::move(*d);
   return absl::OkStatus();
@@ -81,7 +84,12 @@ absl::Status SenderImpl::VerifyRegion(const Region& region,
             .region(index)
             .subspan(compared, count);
     for (uint64_t i = 0; i < count; ++i) {
-      if (mine[i] == result->page_digests[i]) continue;
+      const uint64_t digest =
+          frozen_digests_ != nullptr &&
+                  frozen_digests_->Has(index, compared + i)
+              ? frozen_digests_->digests().region(index)[compared + i]
+              : mine[i];
+      if (digest == result->page_digests[i]) continue;
       ++report->pages_mismatched;
       if (report->first_mismatches.size() < 16) {
         report->first_mismatches.emplace_back(region.id, compared + i);

@@ -96,8 +96,38 @@ void DigestTable::HashPages(size_t index, uint64_t first, uint64_t count) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<FrozenDigests>> FrozenDigests::Create(
+    absl::Span<const Region> regions) {
+  absl::StatusOr<std::unique_ptr<DigestTable>> table =
+      DigestTable::Create(regions);
+  if (!table.ok()) return table.status();
+  std::unique_ptr<FrozenDigests> d(new FrozenDigests());
+  d->table_ = std::move(*table);
+  for (const Region& r : regions) {
+    d->recorded_.push_back(std::make_unique<AtomicPageSet>(r.page_count()));
+    d->bases_.push_back(static_cast<const uint8_t*>(r.base));
+    d->page_sizes_.push_back(r.page_size);
+  }
+  return d;
+}
+
+void FrozenDigests::Record(size_t index, absl::Span<const iovec> runs) {
+  table_->Record(index, runs);
+  for (const iovec& run : runs) {
+    const auto* p = static_cast<const uint8_t*>(run.iov_base);
+    recorded_[index]->SetRange(
+        static_cast<uint64_t>(p - bases_[index]) / page_sizes_[index],
+        run.iov_len / page_sizes_[index]);
+  }
+}
+
+void FrozenDigests::RecordZero(size_t index, uint64_t first, uint64_t count) {
+  table_->RecordZero(index, first, count);
+  recorded_[index]->SetRange(first, count);
+}
+
 absl::StatusOr<std::unique_ptr<BackgroundDigests>> BackgroundDigests::Start(
-    absl::Span<const Region> regions, int threads) {
+    absl::Span<const Region> regions, int threads, const FrozenDigests* known) {
   absl::StatusOr<std::unique_ptr<DigestTable>> table =
       DigestTable::Create(regions);
   if (!table.ok()) return table.status();
@@ -109,9 +139,18 @@ absl::StatusOr<std::unique_ptr<BackgroundDigests>> BackgroundDigests::Start(
   for (size_t i = 0; i < regions.size(); ++i) {
     const Region& r = regions[i];
     const uint64_t per = std::max<uint64_t>(1, kSliceBytes / r.page_size);
-    auto hash = [&](uint64_t from, uint64_t to) {
+    auto slice = [&](uint64_t from, uint64_t to) {
       for (uint64_t first = from; first < to; first += per) {
         d->slices_.push_back({i, first, std::min(per, to - first)});
+      }
+    };
+    auto hash = [&](uint64_t from, uint64_t to) {
+      if (known == nullptr) return slice(from, to);
+      const AtomicPageSet& have = known->recorded(i);
+      for (uint64_t p = have.NextClear(from, to); p < to;) {
+        const uint64_t end = have.NextSet(p, to);
+        slice(p, end);
+        p = have.NextClear(end, to);
       }
     };
     // Pages that hold nothing are zero without being read: reading a

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/atomic_page_set.h"
 #include "ramferry/region.h"
 
 namespace ramferry::engine {
@@ -71,6 +72,38 @@ class DigestTable {
   std::vector<Table> tables_;
 };
 
+// Source, VerifyMode::kFull: the digests of pages sent after the caller
+// said its memory no longer changes (Sender::NoteMemoryFrozen). Such a
+// page holds until the end what it held when it was sent, so its digest
+// taken then, in the pass that sealed or sent it and from cache, is what
+// Verify would get by reading it again; Verify reads only the pages not
+// recorded here. Channel threads record (one batch per page at a time);
+// Verify reads once the rounds are confirmed.
+class FrozenDigests {
+ public:
+  static absl::StatusOr<std::unique_ptr<FrozenDigests>> Create(
+      absl::Span<const Region> regions);
+
+  // As DigestTable's, and marks the pages recorded.
+  void Record(size_t index, absl::Span<const iovec> runs);
+  void RecordZero(size_t index, uint64_t first, uint64_t count);
+
+  bool Has(size_t index, uint64_t page) const {
+    return recorded_[index]->Test(page);
+  }
+  const AtomicPageSet& recorded(size_t index) const {
+    return *recorded_[index];
+  }
+  const DigestTable& digests() const { return *table_; }
+
+ private:
+  FrozenDigests() = default;
+  std::unique_ptr<DigestTable> table_;
+  std::vector<std::unique_ptr<AtomicPageSet>> recorded_;
+  std::vector<const uint8_t*> bases_;
+  std::vector<uint32_t> page_sizes_;
+};
+
 // Every page of a set of regions hashed by background threads while the
 // caller does other work (the final round is sent), then finished with the
 // caller's help. Pages that hold nothing (engine/untouched.h) are recorded
@@ -79,8 +112,11 @@ class DigestTable {
 // must not change from construction on.
 class BackgroundDigests {
  public:
+  // Pages `known` holds (null: none) are left out: their digests are
+  // there, and digests() leaves them unset.
   static absl::StatusOr<std::unique_ptr<BackgroundDigests>> Start(
-      absl::Span<const Region> regions, int threads = 0);
+      absl::Span<const Region> regions, int threads = 0,
+      const FrozenDigests* known = nullptr);
   ~BackgroundDigests();
   BackgroundDigests(const BackgroundDigests&) = delete;
   BackgroundDigests& operator=(const BackgroundDigests&) = delete;

@@ -39,6 +39,9 @@
   X(sealed_bytes, kSum, kCount,                                                \
     "header and payload bytes sealed (source) or opened (destination) on a "   \
     "protected stream")                                                        \
+  X(sealed_in_place_bytes, kSum, kCount,                                       \
+    "source: payload bytes sealed where the pages are (frozen memory, "        \
+    "Sender::NoteMemoryFrozen), without a staging copy")                       \
   X(seal_ns, kSum, kSeconds,                                                   \
     "time spent sealing (source: copy or encrypt, and tag) or opening "        \
     "(destination: decrypt, and check the tag)")                               \

@@ -87,6 +87,18 @@ class Sender {
   // paused): starts hashing it on background threads that take only idle
   // CPU, so the hashing overlaps the final round and Verify has less left.
   absl::Status StartVerify();
+  // Optional: this side's memory does not change from now on (the
+  // workload is paused for good, or there is none), until Finish. Every
+  // packet sent after it is then sealed (SessionOptions::protect mac)
+  // where its pages are, without a staging copy, since nothing can change
+  // them between the tag and the send; and with VerifyMode::kFull each
+  // page's digest is taken as it is sent, in the same pass, so Verify
+  // reads again only the pages last sent before this call. A page changed
+  // all the same fails its tag at the destination, which ends the session,
+  // unless it changed after it went: Verify then compares what was sent,
+  // not what memory holds. A write the dirty tracking missed before this
+  // call is still found: the page is not sent again, so it is read again.
+  void NoteMemoryFrozen();
 
   // Ends the session: every channel sends FINISH and the destination
   // confirms. Calling Finish after an error returns that error.

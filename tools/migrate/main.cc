@@ -641,6 +641,12 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer = {},
   config.on_timeout = TimeoutActionFlag().value_or(TimeoutAction::kCancel);
   config.resume_timeout = opt.postcopy_resume_timeout;
   config.progress = !absl::GetFlag(FLAGS_json);
+  // Nobody else maps the memory (an attached workload's memfd can be
+  // written past its pause), so the pause stops every writer; and with no
+  // writer running, it does not change at all.
+  config.pause_freezes =
+      src->attached == nullptr && src->untracked_writers.empty();
+  config.memory_frozen = config.pause_freezes && !src->workload->running();
   prepare += absl::Now() - prepare_start;
   PrecopyReport r =
       RunPrecopy(config, src->regions, *src->tracker, *src->workload);

@@ -227,6 +227,7 @@ class PrecopyRun {
     if (!connected.ok()) return connected.status();
     sender_ = std::move(*connected);
     live_.sender.store(sender_.get());
+    if (config_.memory_frozen) sender_->NoteMemoryFrozen();
     for (const std::string& w : sender_->warnings()) {
       std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
     }
@@ -378,8 +379,10 @@ class PrecopyRun {
     paused_ = true;
     if (absl::Status p = load_.Pause(); !p.ok()) return p;
     report_.pause_s = Seconds(absl::Now() - pause);
-    // Memory is frozen from here: the check's hashing may start now, on
-    // idle CPU only, beside the final round.
+    // Memory is frozen from here (unless a writer the pause cannot stop
+    // maps it): the final round needs no staging copy, and the check's
+    // hashing may start now, on idle CPU only, beside it.
+    if (config_.pause_freezes) sender_->NoteMemoryFrozen();
     if (config_.verify) {
       if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
     }

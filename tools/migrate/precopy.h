@@ -42,6 +42,12 @@ struct PrecopyConfig {
   // session.verify says (off: trust the transfer; the report says so).
   bool verify = true;
   bool progress = true;
+  // Pausing the workload stops every writer of the regions (nobody else
+  // maps them): the final round is sent from frozen memory
+  // (Sender::NoteMemoryFrozen). And nothing writes them at all (no
+  // workload runs): every round is.
+  bool pause_freezes = false;
+  bool memory_frozen = false;
 };
 
 struct RoundRecord {
