@@ -492,6 +492,16 @@ TEST(MigrateCli, ZeroAndUntouchedPagesOfAnImageDoNotTravel) {
     }
     EXPECT_EQ(j["bytes_saved"],
               pages * 4096 - j["payload_bytes"].get<uint64_t>());
+    // What travelled apart from what it covered: the wire carries the
+    // payloads and the headers, never a page that went as an offset.
+    EXPECT_EQ(j["covered_bytes"], j["bytes_sent"]);
+    EXPECT_GE(j["covered_bytes"].get<uint64_t>(), pages * 4096);
+    EXPECT_GT(j["wire_bytes"].get<uint64_t>(),
+              j["payload_bytes"].get<uint64_t>());
+    EXPECT_LT(j["wire_bytes"].get<uint64_t>(),
+              j["payload_bytes"].get<uint64_t>() + pages * 4096 / 16);
+    EXPECT_LT(j["wire_gb_per_s"].get<double>(),
+              j["covered_gb_per_s"].get<double>());
     // Fresh destination memory: nothing had to be zero-filled.
     EXPECT_EQ(j["destination"]["zero_pages_written"], 0);
     EXPECT_EQ(j["destination"]["untouched_pages"], j["untouched_pages"]);
