@@ -191,8 +191,7 @@ absl::Status ChannelSender::SendData(const Command& c,
   if (*compressed != 0) staged.iov_base = staging_[next_staging_].data();
   // Frozen memory (Sender::NoteMemoryFrozen) cannot change between the tag
   // and the send: a mac needs no copy to be over the bytes that go.
-  const bool frozen = memory_frozen_ != nullptr &&
-                      memory_frozen_->load(std::memory_order_acquire);
+  const bool frozen = Frozen();
   bool recorded = false;  // frozen_digests_ has this packet's pages
   if (sealer_ != nullptr && frozen && *compressed == 0 &&
       sealer_->mode() == proto::SealMode::kMac) {
@@ -246,27 +245,18 @@ absl::Status ChannelSender::SendData(const Command& c,
   // destination will hold for these pages unless a later round re-sends
   // them (a page written meanwhile is dirty, so it is sent again). A zero
   // page is what the destination gets, whatever the memory holds now.
-  if (sent_digests_ != nullptr) {
-    sent_digests_->Record(c.region, iov_);
-    if (zeros != 0) {
-      for (uint64_t entry : offsets) {
-        if (!proto::IsZeroPageEntry(entry)) continue;
-        sent_digests_->RecordZero(
-            c.region, proto::PageOffsetOf(entry) / region.page_size, 1);
-      }
+  auto record = [&](auto* digests, bool pages) {
+    if (pages) digests->Record(c.region, iov_);
+    if (zeros == 0) return;
+    for (uint64_t entry : offsets) {
+      if (!proto::IsZeroPageEntry(entry)) continue;
+      digests->RecordZero(c.region,
+                          proto::PageOffsetOf(entry) / region.page_size, 1);
     }
-  }
+  };
+  if (sent_digests_ != nullptr) record(sent_digests_, true);
   // The same for Verify once memory is frozen, unless the seal's pass did.
-  if (frozen && frozen_digests_ != nullptr) {
-    if (!recorded) frozen_digests_->Record(c.region, iov_);
-    if (zeros != 0) {
-      for (uint64_t entry : offsets) {
-        if (!proto::IsZeroPageEntry(entry)) continue;
-        frozen_digests_->RecordZero(
-            c.region, proto::PageOffsetOf(entry) / region.page_size, 1);
-      }
-    }
-  }
+  if (frozen && frozen_digests_ != nullptr) record(frozen_digests_, !recorded);
   send_latency_.Record(channels::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
@@ -430,8 +420,7 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
     if (sent_digests_ != nullptr) {
       sent_digests_->RecordZero(c.region, first, count);
     }
-    if (frozen_digests_ != nullptr &&
-        memory_frozen_->load(std::memory_order_acquire)) {
+    if (frozen_digests_ != nullptr && Frozen()) {
       frozen_digests_->RecordZero(c.region, first, count);
     }
     pages += count;

@@ -105,6 +105,11 @@ class ChannelSender {
   // The staging buffer next in turn, with room for `bytes`; waits for the
   // transport to release it where a zero-copy send may still read it.
   absl::StatusOr<uint8_t*> StagingBuffer(size_t bytes);
+  // Sender::NoteMemoryFrozen was called (Config::memory_frozen).
+  bool Frozen() const {
+    return memory_frozen_ != nullptr &&
+           memory_frozen_->load(std::memory_order_acquire);
+  }
   // The buffer StagingBuffer gave now carries a packet.
   void UseStagingBuffer();
   // Seals a packet whose encoded header is `header`: its tag goes into the

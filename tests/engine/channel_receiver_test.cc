@@ -138,6 +138,18 @@ std::vector<uint8_t> TextFrame(size_t pages, std::vector<uint8_t>* text) {
   return frame;
 }
 
+// ReceiveOne until it fails or reads FINISH; the last result.
+absl::StatusOr<ChannelReceiver::Step> RunAll(ChannelReceiver& rx) {
+  while (true) {
+    absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
+    if (!step.ok() || *step == ChannelReceiver::Step::kFinished) return step;
+  }
+}
+
+uint8_t ByteAt(const testing::TestRegion& r, uint64_t offset) {
+  return static_cast<const uint8_t*>(r.region.base)[offset];
+}
+
 // One 4-page region (filled with `prefill`, and known to read as zero when
 // `reads_as_zero`) and a receiver on channel kChannel reading `stream`,
 // with kFeatureZeroPages when `zero_pages` and kFeatureCompressedPages when
@@ -172,16 +184,8 @@ struct Fixture {
     return r;
   }
 
-  // ReceiveOne until it fails or reads FINISH; the last result.
-  absl::StatusOr<ChannelReceiver::Step> RunToEnd() {
-    while (true) {
-      absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
-      if (!step.ok() || *step == ChannelReceiver::Step::kFinished) return step;
-    }
-  }
-  uint8_t byte_at(uint64_t offset) const {
-    return static_cast<const uint8_t*>(region.region.base)[offset];
-  }
+  absl::StatusOr<ChannelReceiver::Step> RunToEnd() { return RunAll(rx); }
+  uint8_t byte_at(uint64_t offset) const { return ByteAt(region, offset); }
 
   std::vector<uint8_t> stream;
   testing::TestRegion region;
@@ -592,15 +596,8 @@ struct SealedFixture {
            *proto::Sealer::Create(mode, TestSealKey(),
                                   proto::Sealer::Use::kOpen)) {}
 
-  absl::StatusOr<ChannelReceiver::Step> RunToEnd() {
-    while (true) {
-      absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
-      if (!step.ok() || *step == ChannelReceiver::Step::kFinished) return step;
-    }
-  }
-  uint8_t byte_at(uint64_t offset) const {
-    return static_cast<const uint8_t*>(region.region.base)[offset];
-  }
+  absl::StatusOr<ChannelReceiver::Step> RunToEnd() { return RunAll(rx); }
+  uint8_t byte_at(uint64_t offset) const { return ByteAt(region, offset); }
 
   std::vector<uint8_t> stream;
   testing::TestRegion region;
