@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#include <openssl/crypto.h>
 
 #include <algorithm>
 #include <cstring>
@@ -146,6 +147,12 @@ bool Ghash::Available() {
 }
 
 Ghash::Ghash(const std::array<uint8_t, 16>& h) { PowersOf(h, &powers_); }
+
+Ghash::~Ghash() {
+  OPENSSL_cleanse(powers_.data(), sizeof powers_);
+  OPENSSL_cleanse(y_.data(), y_.size());
+  OPENSSL_cleanse(partial_.data(), partial_.size());
+}
 
 void Ghash::Reset() {
   y_.fill(0);

@@ -34,6 +34,10 @@ class Ghash {
 
   // `h`: the hash key, AES_K(0^128), as the cipher returns it.
   explicit Ghash(const std::array<uint8_t, 16>& h);
+  // The key's powers and the state are wiped.
+  ~Ghash();
+  Ghash(const Ghash&) = delete;
+  Ghash& operator=(const Ghash&) = delete;
 
   // Starts a message.
   void Reset();
