@@ -57,8 +57,9 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
       u != nullptr && u->count() != 0) {
     const size_t index = table_.IndexOf(*region);
     for (uint64_t i = 0; i < q->page_count; ++i) {
-      if (u->Test(index, q->first_page + i))
+      if (u->Test(index, q->first_page + i)) {
         result.page_digests[i] = ~result.page_digests[i];
+      }
     }
   }
   verified_pages_.fetch_add(q->page_count);

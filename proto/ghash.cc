@@ -98,13 +98,13 @@ RAMFERRY_GHASH_TARGET void HashBlocks(const Powers& powers, uint8_t* state,
       _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   const auto* p = reinterpret_cast<const uint8_t*>(powers.data());
   __m512i h[8];  // h[j]: H^(32 - 4j) .. H^(29 - 4j)
-  for (int j = 0; j < 8; ++j) h[j] = _mm512_loadu_si512(p + 64 * j);
+  for (size_t j = 0; j < 8; ++j) h[j] = _mm512_loadu_si512(p + 64 * j);
   const __m128i h32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   for (; blocks >= 32; blocks -= 32, data += 512) {
     __m512i lo = _mm512_setzero_si512();
     __m512i hi = _mm512_setzero_si512();
     __m512i mid = _mm512_setzero_si512();
-    for (int j = 0; j < 8; ++j) {
+    for (size_t j = 0; j < 8; ++j) {
       _mm_prefetch(reinterpret_cast<const char*>(data + 4096 + 64 * j),
                    _MM_HINT_T0);
       const __m512i x =
