@@ -119,8 +119,9 @@ TEST(GhashTest, ASealerOnItInteroperatesWithOpenSsl) {
   std::vector<uint8_t> header(1088, 0x17), body(512 << 10);
   std::mt19937_64 rng(9);
   for (auto& b : body) b = static_cast<uint8_t>(rng());
+  constexpr uint64_t kSequence = 77;
   auto fast = *Sealer::Create(SealMode::kMac, key, Sealer::Use::kSeal);
-  fast->Begin(77);
+  fast->Begin(kSequence);
   fast->Associate(header);
   fast->SealBody(body.data(), body.data(), body.size());
   const SealTag tag = *fast->FinishSeal();
@@ -128,18 +129,18 @@ TEST(GhashTest, ASealerOnItInteroperatesWithOpenSsl) {
   std::array<uint8_t, 12> nonce{};
   std::copy(key.salt.begin(), key.salt.end(), nonce.begin());
   for (int i = 0; i < 8; ++i)
-    nonce[11 - i] = static_cast<uint8_t>(77 >> (8 * i));
+    nonce[11 - i] = static_cast<uint8_t>(kSequence >> (8 * i));
   std::vector<uint8_t> all = header;
   all.insert(all.end(), body.begin(), body.end());
   EXPECT_EQ(tag, OpenSslTag(key.key, nonce, all));
 
   auto open = *Sealer::Create(SealMode::kMac, key, Sealer::Use::kOpen);
-  open->Begin(77);
+  open->Begin(kSequence);
   open->Associate(header);
   open->OpenBody(body.data(), body.size());
   EXPECT_TRUE(open->FinishOpen(tag));
   body[1000] ^= 1;
-  open->Begin(77);
+  open->Begin(kSequence);
   open->Associate(header);
   open->OpenBody(body.data(), body.size());
   EXPECT_FALSE(open->FinishOpen(tag));
