@@ -3,8 +3,10 @@
 // GCC 12's AVX-512 headers leave an operand of their masked builtins
 // undefined on purpose, which -Wuninitialized reports at every use
 // (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #include <openssl/crypto.h>
 
