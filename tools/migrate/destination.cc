@@ -34,8 +34,11 @@ uint64_t MinorFaults() {
 class BackgroundPrefault {
  public:
   // `until` (optional) is asked between slices: true ends the pre-fault.
-  BackgroundPrefault(const Region& region, std::function<bool()> until)
-      : region_(region), until_(std::move(until)) {
+  // `after` (optional) is polled first: the pre-fault begins once it is
+  // true.
+  BackgroundPrefault(const Region& region, std::function<bool()> until,
+                     std::function<bool()> after = nullptr)
+      : region_(region), until_(std::move(until)), after_(std::move(after)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~BackgroundPrefault() { Stop(); }
@@ -50,6 +53,9 @@ class BackgroundPrefault {
  private:
   void Run() {
     constexpr uint64_t kSlice = 32u << 20;
+    while (after_ && !stop_.load() && !after_()) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
     const absl::Time start = absl::Now();
     auto* p = static_cast<uint8_t*>(region_.base);
     for (uint64_t off = 0; off < region_.length && !stop_.load();
@@ -66,6 +72,7 @@ class BackgroundPrefault {
   }
   const Region& region_;
   const std::function<bool()> until_;
+  const std::function<bool()> after_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> done_{0};
   std::atomic<double> seconds_{0};
@@ -129,15 +136,23 @@ DestinationReport RunDestination(
   }
   Receiver& receiver = **rx;
   // One thread per region, each from its region's start.
+  const auto data_arrived = [&receiver] {
+    return receiver.stats().Total().payload_bytes > 0;
+  };
   std::vector<std::unique_ptr<BackgroundPrefault>> background;
   for (const Region& r : regions) {
     if (prefault == Prefault::kDuring) {
-      background.push_back(std::make_unique<BackgroundPrefault>(r, nullptr));
+      // Not from the start: while the session is set up, a populate holds
+      // the mmap lock (and a core) against every mapping the setup makes
+      // (thread stacks, buffers, arenas), and the source's connect waited
+      // 0.14-0.23 s for it against 0.008 s (4 GiB file, 2 channels); the
+      // whole migration took 8% less.
+      background.push_back(
+          std::make_unique<BackgroundPrefault>(r, nullptr, data_arrived));
     }
     if (prefault == Prefault::kIdle) {
-      background.push_back(std::make_unique<BackgroundPrefault>(r, [&receiver] {
-        return receiver.stats().Total().payload_bytes > 0;
-      }));
+      background.push_back(
+          std::make_unique<BackgroundPrefault>(r, data_arrived));
     }
   }
   on_listening(receiver.port());

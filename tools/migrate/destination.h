@@ -22,8 +22,10 @@ namespace ramferry::migrate {
 enum class Prefault {
   kOff,     // the receive threads take each first-touch fault themselves
   kBefore,  // all of it, on every core, before listening
-  kDuring,  // one background thread from the start of the region while
-            // the data arrives; it stops when the session ends
+  kDuring,  // one background thread from the start of the region once
+            // the first page arrives (not while the session is set up: it
+            // would hold up the setup's own mappings); it stops when the
+            // session ends
   kIdle,    // the same, but only until the first page arrives: it uses the
             // wait for the source and never competes with the receivers
 };

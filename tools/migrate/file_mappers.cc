@@ -26,7 +26,7 @@ bool MapsLineMapsFile(std::string_view line, uint32_t major, uint32_t minor,
   uint64_t ino = 0;
   const std::string text(line);
   if (std::sscanf(text.c_str(),
-                  "%*" SCNx64 "-%*" SCNx64 " %7s %*" SCNx64 " %x:%x %" SCNu64,
+                  "%*x-%*x %7s %*x %x:%x %" SCNu64,
                   perms, &maj, &min, &ino) != 4) {
     return false;
   }

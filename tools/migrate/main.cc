@@ -215,7 +215,7 @@ ABSL_FLAG(ramferry::cli::ByteRate, max_bandwidth, ramferry::cli::ByteRate{},
 ABSL_FLAG(std::string, prefault, "auto",
           "dest: fault the region in ahead of the data: before (all of it, on "
           "every core, before listening), during (one background thread "
-          "while the data arrives), idle (that thread only until the first "
+          "from the first page on, while the data arrives), idle (that thread only until the first "
           "page arrives), off, or auto: during for anonymous memory (which "
           "also gets huge pages) and an existing file, idle for a new file "
           "(chosen by measurement, see the README); true/false mean "
