@@ -77,7 +77,10 @@ struct OutgoingPacket {
   // Payload in local memory; contiguous pages already coalesced.
   absl::Span<const iovec> payload;
   // Byte offset in the region of each payload span (transports that place
-  // data remotely, like RDMA, need it; socket transports ignore it).
+  // data remotely, like RDMA, or send from registered buffers need it;
+  // socket transports ignore it). Empty when the payload is not region
+  // memory (a sealed or compressed copy in a buffer of the sender's): a
+  // transport sends such a payload from where it lies.
   absl::Span<const uint64_t> payload_offsets;
 };
 

@@ -90,7 +90,9 @@ class UringZeroCopyTransport final : public SocketTransport,
     if (packet.payload.empty()) {
       // SYNC/FINISH: a few dozen bytes, cheaper copied than pinned.
       chain_.Queue(Copy(slot, header, packet.header_bytes));
-    } else if (options_.registered_buffers) {
+    } else if (options_.registered_buffers && !packet.payload_offsets.empty()) {
+      // A payload without offsets is not region memory (a sealed or
+      // compressed copy): no registered buffer holds it, so it goes below.
       if (absl::Status s = QueueFixed(slot, header, packet); !s.ok()) {
         return s;
       }
@@ -214,6 +216,27 @@ class UringZeroCopyTransport final : public SocketTransport,
     if (reg == nullptr) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "region %d was not registered with io_uring", packet.region_id));
+    }
+    if (packet.payload_offsets.size() != packet.payload.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a packet of %d payload runs came with %d region offsets",
+          packet.payload.size(), packet.payload_offsets.size()));
+    }
+    for (size_t i = 0; i < packet.payload.size(); ++i) {
+      if (packet.payload_offsets[i] > reg->length ||
+          packet.payload[i].iov_len > reg->length - packet.payload_offsets[i]) {
+        return absl::OutOfRangeError(absl::StrFormat(
+            "payload run %d (%d bytes at offset %d) is outside region %d "
+            "(%d bytes)",
+            i, packet.payload[i].iov_len, packet.payload_offsets[i],
+            packet.region_id, reg->length));
+      }
+      // What goes is read through the registration: it must be the run.
+      if (packet.payload[i].iov_base != reg->base + packet.payload_offsets[i]) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "payload run %d is not at its offset %d in region %d", i,
+            packet.payload_offsets[i], packet.region_id));
+      }
     }
     chain_.Queue(Copy(slot, header, packet.header_bytes));
     for (size_t i = 0; i < packet.payload.size(); ++i) {

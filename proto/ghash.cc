@@ -160,6 +160,8 @@ void Ghash::Reset() {
   y_.fill(0);
   partial_bytes_ = 0;
   total_bytes_ = 0;
+  associated_bytes_ = 0;
+  ciphertext_ = false;
 }
 
 void Ghash::Blocks(const uint8_t* data, size_t blocks) {
@@ -189,18 +191,30 @@ void Ghash::Update(const uint8_t* data, size_t n) {
   }
 }
 
+void Ghash::FlushPartial() {
+  if (partial_bytes_ == 0) return;
+  std::memset(partial_.data() + partial_bytes_, 0, 16 - partial_bytes_);
+  Blocks(partial_.data(), 1);
+  partial_bytes_ = 0;
+}
+
+void Ghash::BeginCiphertext() {
+  FlushPartial();
+  associated_bytes_ = total_bytes_;
+  total_bytes_ = 0;
+  ciphertext_ = true;
+}
+
 std::array<uint8_t, 16> Ghash::Finish(const std::array<uint8_t, 16>& mask) {
-  if (partial_bytes_ != 0) {
-    std::memset(partial_.data() + partial_bytes_, 0, 16 - partial_bytes_);
-    Blocks(partial_.data(), 1);
-    partial_bytes_ = 0;
-  }
+  FlushPartial();
   // GCM's last block: the associated data's length in bits, then the
-  // ciphertext's (none), each 64-bit big-endian.
+  // ciphertext's, each 64-bit big-endian.
+  const uint64_t associated = ciphertext_ ? associated_bytes_ : total_bytes_;
+  const uint64_t ciphertext = ciphertext_ ? total_bytes_ : 0;
   std::array<uint8_t, 16> lengths{};
-  const uint64_t bits = total_bytes_ * 8;
   for (int i = 0; i < 8; ++i) {
-    lengths[7 - i] = static_cast<uint8_t>(bits >> (8 * i));
+    lengths[7 - i] = static_cast<uint8_t>(associated * 8 >> (8 * i));
+    lengths[15 - i] = static_cast<uint8_t>(ciphertext * 8 >> (8 * i));
   }
   Blocks(lengths.data(), 1);
   std::array<uint8_t, 16> tag;

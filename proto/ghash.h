@@ -1,7 +1,8 @@
 // GHASH, the universal hash under AES-GCM's tag, with VPCLMULQDQ on 512-bit
 // registers: 32 blocks per reduction, several times OpenSSL 3.0's
 // 128-bit PCLMULQDQ loop on the long authenticated-only messages of
-// SealMode::kMac (each page of a packet is associated data). The tag it
+// SealMode::kMac (each page of a packet is associated data), and over the
+// ciphertext of kEncrypt beside AesCtr (proto/aes_ctr.h). The tag it
 // leads to is AES-GCM's to the bit: a peer that uses OpenSSL for it (an
 // older build, a machine without the instructions) interoperates, and the
 // tests check it against OpenSSL on every length and split.
@@ -41,14 +42,20 @@ class Ghash {
 
   // Starts a message.
   void Reset();
-  // Associated data, in pieces of any size: one stream.
+  // Associated data, in pieces of any size: one stream; after
+  // BeginCiphertext, the ciphertext, the same way.
   void Update(const uint8_t* data, size_t n);
-  // The hash over the data so far and GCM's length block (no ciphertext),
-  // XORed with `mask` (AES_K(J0)): the tag.
+  // Ends the associated data (GCM pads it to a block) and starts the
+  // ciphertext. At most once per message.
+  void BeginCiphertext();
+  // The hash over the data so far and GCM's length block, XORed with
+  // `mask` (AES_K(J0)): the tag.
   std::array<uint8_t, 16> Finish(const std::array<uint8_t, 16>& mask);
 
  private:
   void Blocks(const uint8_t* data, size_t blocks);
+  // Hashes the partial block, zero-padded, if there is one.
+  void FlushPartial();
 
   static constexpr int kStride = 32;  // blocks per reduction
   // H^1 .. H^32, byte-reversed, at [32 - k] for H^k: the order one load
@@ -57,7 +64,9 @@ class Ghash {
   alignas(16) std::array<uint8_t, 16> y_{};  // the state, byte-reversed
   std::array<uint8_t, 16> partial_{};
   size_t partial_bytes_ = 0;
-  uint64_t total_bytes_ = 0;
+  uint64_t total_bytes_ = 0;  // of the stream Update takes now
+  uint64_t associated_bytes_ = 0;  // once the ciphertext began
+  bool ciphertext_ = false;
 };
 
 }  // namespace ramferry::proto

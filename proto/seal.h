@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "proto/aes_ctr.h"
 #include "proto/auth.h"
 #include "proto/ghash.h"
 
@@ -109,21 +110,23 @@ class Sealer {
   bool FinishOpen(const SealTag& tag);
 
  private:
-  Sealer(SealMode mode, const SealKey& key, void* ctx);
-  // Runs body bytes through the cipher (kEncrypt).
+  // Either `ctx` (OpenSSL's GCM) or, where the CPU has them, `aes` and
+  // `ghash`: GCM from its parts (Create picks).
+  Sealer(SealMode mode, const SealKey& key, void* ctx,
+         std::unique_ptr<AesCtr> aes, std::unique_ptr<Ghash> ghash);
+  // Runs body bytes through OpenSSL's cipher (kEncrypt).
   void Cipher(const uint8_t* in, uint8_t* out, size_t n);
-  // kMac where Ghash::Available(): the tag is GCM's, computed with
-  // ghash_ and one AES block a message (the mask) instead of through
-  // ctx_, whose GHASH is several times slower on long associated data.
-  absl::Status UseFastGhash();
+  // kEncrypt on the parts: GHASH over ciphertext, after the header's.
+  void HashCiphertext(const uint8_t* data, size_t n);
 
   const SealMode mode_;
   const SealKey key_;
-  void* const ctx_;      // EVP_CIPHER_CTX, kept out of this header
-  void* ecb_ = nullptr;  // AES-256-ECB EVP_CIPHER_CTX, for ghash_
-  std::unique_ptr<Ghash> ghash_;
-  std::array<uint8_t, 16> mask_{};  // AES_K(J0) of the message
-  bool failed_ = false;             // a library call failed within this message
+  void* const ctx_;  // EVP_CIPHER_CTX, kept out of this header; or null
+  const std::unique_ptr<AesCtr> aes_;
+  const std::unique_ptr<Ghash> ghash_;
+  AesCtr::Block mask_{};     // AES_K(J0) of the message, with aes_
+  bool ciphertext_ = false;  // the message's body began, with aes_
+  bool failed_ = false;  // an OpenSSL call failed within this message
 };
 
 }  // namespace ramferry::proto

@@ -760,6 +760,44 @@ TEST_P(TransportConformance, RegisteredBuffersEndByteExact) {
   }
 }
 
+// A payload sealed or compressed into a buffer of the sender's is not
+// region memory: with registered_buffers it goes from where it lies, never
+// through a registration (review A2: uring-zc died on the first sealed
+// packet, so on every keyed session). A key with the default protection
+// seals where the transport carries pages (not rdma); round 1 rewrites a
+// sixteenth of the pages as text, which compresses.
+TEST_P(TransportConformance, RegisteredBuffersCarryStagedPayloads) {
+  for (const bool sealed : {true, false}) {
+    SCOPED_TRACE(sealed ? "keyed (protect auto)" : "compressed");
+    SessionOptions opt = OptionsFor(GetParam(), 2);
+    opt.registered_buffers = true;
+    if (sealed) {
+      opt.insecure = false;
+      opt.auth_key = "conformance-key-0123456789abcdef";
+    } else {
+      opt.compression = Compression::kOn;
+    }
+    const Rewrite text = [](const Region& r, int, std::mt19937_64& rng,
+                            DirtyBitmap& dirty) {
+      const char* line = "round 1: channel 0 sent 64 pages of memory, ok\n";
+      for (uint64_t n = 0; n < r.page_count() / 16; ++n) {
+        const uint64_t p = rng() % r.page_count();
+        for (size_t i = 0; i < r.page_size; ++i) r.page(p)[i] = line[i % 48];
+        dirty.Set(p);
+      }
+    };
+    SessionRun run;
+    ASSERT_NO_FATAL_FAILURE(RunSession(
+        opt, 2, BytesFor(GetParam(), 8ull << 20), 607, &run, text));
+    const ChannelStats t = run.sender.Total();
+    absl::StatusOr<uint32_t> caps = CapabilitiesOf(GetParam());
+    ASSERT_TRUE(caps.ok()) << caps.status();
+    if (!sealed && (*caps & channels::kCapRemotePlacement) == 0) {
+      EXPECT_GT(t.compressed_packets, 0u);
+    }
+  }
+}
+
 // Verify, Finish, the destination's result, and the bytes: how a session
 // of the tests below ends.
 void VerifyFinishAndCompare(Sender& sender, ServingReceiver& rx,

@@ -1,0 +1,221 @@
+#include "proto/aes_ctr.h"
+
+// GCC 12's AVX-512 headers leave an operand of their masked builtins
+// undefined on purpose, which -Wuninitialized reports at every use
+// (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ramferry::proto {
+namespace {
+
+#define RAMFERRY_AES_TARGET \
+  __attribute__((target("aes,avx512f,avx512bw,vaes,ssse3,sse4.1")))
+
+using Block = AesCtr::Block;
+
+RAMFERRY_AES_TARGET inline __m128i Load(const Block& b) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.data()));
+}
+
+// One step of the AES-256 key schedule (FIPS-197 5.2) for the even round
+// key: `a` is the one two back, `assist` AESKEYGENASSIST of the last.
+RAMFERRY_AES_TARGET inline __m128i NextEven(__m128i a, __m128i assist) {
+  assist = _mm_shuffle_epi32(assist, 0xff);  // RotWord, SubWord, Rcon
+  a = _mm_xor_si128(a, _mm_slli_si128(a, 4));
+  a = _mm_xor_si128(a, _mm_slli_si128(a, 8));
+  return _mm_xor_si128(a, assist);
+}
+
+// The odd round key: SubWord without rotation or Rcon.
+RAMFERRY_AES_TARGET inline __m128i NextOdd(__m128i even, __m128i b) {
+  const __m128i sub =
+      _mm_shuffle_epi32(_mm_aeskeygenassist_si128(even, 0), 0xaa);
+  b = _mm_xor_si128(b, _mm_slli_si128(b, 4));
+  b = _mm_xor_si128(b, _mm_slli_si128(b, 8));
+  return _mm_xor_si128(b, sub);
+}
+
+RAMFERRY_AES_TARGET void ExpandKey(const std::array<uint8_t, 32>& key,
+                                   std::array<Block, 15>* rk) {
+  __m128i k[15];
+  k[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.data()));
+  k[1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.data() + 16));
+  // The round constant is an immediate operand, so the steps are spelled
+  // out.
+#define RAMFERRY_AES_STEP(i, rcon)                                      \
+  k[i] = NextEven(k[(i)-2], _mm_aeskeygenassist_si128(k[(i)-1], rcon)); \
+  k[(i) + 1] = NextOdd(k[i], k[(i)-1]);
+  RAMFERRY_AES_STEP(2, 0x01)
+  RAMFERRY_AES_STEP(4, 0x02)
+  RAMFERRY_AES_STEP(6, 0x04)
+  RAMFERRY_AES_STEP(8, 0x08)
+  RAMFERRY_AES_STEP(10, 0x10)
+  RAMFERRY_AES_STEP(12, 0x20)
+  k[14] = NextEven(k[12], _mm_aeskeygenassist_si128(k[13], 0x40));
+#undef RAMFERRY_AES_STEP
+  for (size_t i = 0; i < 15; ++i) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>((*rk)[i].data()), k[i]);
+  }
+  OPENSSL_cleanse(k, sizeof k);
+}
+
+RAMFERRY_AES_TARGET Block EncryptOne(const std::array<Block, 15>& rk,
+                                     const Block& in) {
+  __m128i x = _mm_xor_si128(Load(in), Load(rk[0]));
+  for (size_t r = 1; r < 14; ++r) x = _mm_aesenc_si128(x, Load(rk[r]));
+  x = _mm_aesenclast_si128(x, Load(rk[14]));
+  Block out;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data()), x);
+  return out;
+}
+
+// XORs `batches` batches of 16 blocks of keystream, from counter block
+// `counter` on, into in -> out; with in == nullptr it writes the
+// keystream itself. Returns the counter block after the last. Spelled out
+// round by round, so that the round keys and the four blocks in flight
+// stay in registers (as loops over arrays, GCC kept them on the stack).
+RAMFERRY_AES_TARGET Block Batches(const std::array<Block, 15>& rk,
+                                  const Block& counter, const uint8_t* in,
+                                  uint8_t* out, size_t batches) {
+  const __m512i reverse = _mm512_broadcast_i32x4(
+      _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+#define RAMFERRY_AES_KEY(r) \
+  const __m512i k##r = _mm512_broadcast_i32x4(Load(rk[r]));
+  RAMFERRY_AES_KEY(0)
+  RAMFERRY_AES_KEY(1)
+  RAMFERRY_AES_KEY(2)
+  RAMFERRY_AES_KEY(3)
+  RAMFERRY_AES_KEY(4)
+  RAMFERRY_AES_KEY(5)
+  RAMFERRY_AES_KEY(6)
+  RAMFERRY_AES_KEY(7)
+  RAMFERRY_AES_KEY(8)
+  RAMFERRY_AES_KEY(9)
+  RAMFERRY_AES_KEY(10)
+  RAMFERRY_AES_KEY(11)
+  RAMFERRY_AES_KEY(12)
+  RAMFERRY_AES_KEY(13)
+  RAMFERRY_AES_KEY(14)
+#undef RAMFERRY_AES_KEY
+  // Byte-reversed counters: lane j of c is block j of the batch.
+  __m512i c = _mm512_add_epi32(
+      _mm512_shuffle_epi8(_mm512_broadcast_i32x4(Load(counter)), reverse),
+      _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0));
+  const __m512i four =
+      _mm512_set_epi32(0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4);
+  for (; batches > 0; --batches) {
+    __m512i x0 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
+    c = _mm512_add_epi32(c, four);
+    __m512i x1 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
+    c = _mm512_add_epi32(c, four);
+    __m512i x2 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
+    c = _mm512_add_epi32(c, four);
+    __m512i x3 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
+    c = _mm512_add_epi32(c, four);
+#define RAMFERRY_AES_ROUND(k)         \
+  x0 = _mm512_aesenc_epi128(x0, k); \
+  x1 = _mm512_aesenc_epi128(x1, k); \
+  x2 = _mm512_aesenc_epi128(x2, k); \
+  x3 = _mm512_aesenc_epi128(x3, k);
+    RAMFERRY_AES_ROUND(k1)
+    RAMFERRY_AES_ROUND(k2)
+    RAMFERRY_AES_ROUND(k3)
+    RAMFERRY_AES_ROUND(k4)
+    RAMFERRY_AES_ROUND(k5)
+    RAMFERRY_AES_ROUND(k6)
+    RAMFERRY_AES_ROUND(k7)
+    RAMFERRY_AES_ROUND(k8)
+    RAMFERRY_AES_ROUND(k9)
+    RAMFERRY_AES_ROUND(k10)
+    RAMFERRY_AES_ROUND(k11)
+    RAMFERRY_AES_ROUND(k12)
+    RAMFERRY_AES_ROUND(k13)
+#undef RAMFERRY_AES_ROUND
+    x0 = _mm512_aesenclast_epi128(x0, k14);
+    x1 = _mm512_aesenclast_epi128(x1, k14);
+    x2 = _mm512_aesenclast_epi128(x2, k14);
+    x3 = _mm512_aesenclast_epi128(x3, k14);
+    if (in != nullptr) {
+      x0 = _mm512_xor_si512(x0, _mm512_loadu_si512(in));
+      x1 = _mm512_xor_si512(x1, _mm512_loadu_si512(in + 64));
+      x2 = _mm512_xor_si512(x2, _mm512_loadu_si512(in + 128));
+      x3 = _mm512_xor_si512(x3, _mm512_loadu_si512(in + 192));
+      in += AesCtr::kBatch;
+    }
+    _mm512_storeu_si512(out, x0);
+    _mm512_storeu_si512(out + 64, x1);
+    _mm512_storeu_si512(out + 128, x2);
+    _mm512_storeu_si512(out + 192, x3);
+    out += AesCtr::kBatch;
+  }
+  Block next;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(next.data()),
+                   _mm_shuffle_epi8(_mm512_castsi512_si128(c),
+                                    _mm512_castsi512_si128(reverse)));
+  return next;
+}
+
+}  // namespace
+
+bool AesCtr::Available() {
+  static const bool available = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("aes") &&
+           __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("vaes") &&
+           __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1");
+  }();
+  return available;
+}
+
+AesCtr::AesCtr(const std::array<uint8_t, 32>& key) {
+  ExpandKey(key, &round_keys_);
+}
+
+AesCtr::~AesCtr() {
+  OPENSSL_cleanse(round_keys_.data(), sizeof round_keys_);
+  OPENSSL_cleanse(unused_.data(), unused_.size());
+}
+
+AesCtr::Block AesCtr::EncryptBlock(const Block& in) const {
+  return EncryptOne(round_keys_, in);
+}
+
+void AesCtr::Start(const Block& counter) {
+  counter_ = counter;
+  unused_bytes_ = 0;
+}
+
+void AesCtr::Apply(const uint8_t* in, uint8_t* out, size_t n) {
+  if (unused_bytes_ != 0) {
+    const size_t take = std::min(n, unused_bytes_);
+    const uint8_t* ks = unused_.data() + kBatch - unused_bytes_;
+    for (size_t i = 0; i < take; ++i) out[i] = in[i] ^ ks[i];
+    unused_bytes_ -= take;
+    in += take;
+    out += take;
+    n -= take;
+  }
+  if (n >= kBatch) {
+    counter_ = Batches(round_keys_, counter_, in, out, n / kBatch);
+    in += n / kBatch * kBatch;
+    out += n / kBatch * kBatch;
+    n %= kBatch;
+  }
+  if (n != 0) {
+    counter_ = Batches(round_keys_, counter_, nullptr, unused_.data(), 1);
+    for (size_t i = 0; i < n; ++i) out[i] = in[i] ^ unused_[i];
+    unused_bytes_ = kBatch - n;
+  }
+}
+
+}  // namespace ramferry::proto
