@@ -24,7 +24,8 @@ namespace ramferry::proto {
 class AesCtr {
  public:
   using Block = std::array<uint8_t, 16>;
-  static constexpr size_t kBatch = 16 * 16;  // keystream bytes per batch
+  static constexpr size_t kBatch =
+      size_t{16} * 16;  // keystream bytes per batch
 
   // Whether this CPU has what it needs (AES-NI, VAES, AVX-512F/BW).
   static bool Available();
