@@ -533,6 +533,28 @@ ramferry_status ramferry_regions_add(ramferry_regions* regions, uint32_t id,
   });
 }
 
+ramferry_status ramferry_regions_set_file(ramferry_regions* regions,
+                                          uint32_t id, int fd,
+                                          uint64_t fd_offset) {
+  if (regions == nullptr) return NullArgument("regions");
+  return Guard(&regions->error, [&]() -> ramferry_status {
+    for (ramferry::Region& r : regions->regions) {
+      if (r.id != id) continue;
+      ramferry::Region with = r;
+      with.fd = fd;
+      with.fd_offset = fd < 0 ? 0 : fd_offset;
+      if (absl::Status s = ramferry::ValidateRegion(with); !s.ok()) {
+        return Fail(&regions->error, s);
+      }
+      r = std::move(with);
+      return RAMFERRY_OK;
+    }
+    return Fail(&regions->error,
+                absl::NotFoundError(absl::StrCat(
+                    "no region ", id, " (ramferry_regions_add it first)")));
+  });
+}
+
 size_t ramferry_regions_count(const ramferry_regions* regions) {
   return regions == nullptr ? 0 : regions->regions.size();
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/page_runs.h"
+#include "engine/region_file.h"
 #include "engine/status_util.h"
 
 namespace ramferry::engine {
@@ -213,7 +214,13 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   // Rounds are ordered and the switch comes between them, so a packet is
   // wholly before it or wholly after.
   const bool placing = postcopy_ != nullptr && postcopy_->armed();
-  if (placing) StageRuns(page_bytes);
+  // Long runs of a region with a file are staged and written through it:
+  // nothing lands until the whole payload is here and authentic.
+  const bool through_file =
+      !placing && ThroughFile(*region, iov_.size(),
+                              page_bytes / region->page_size, page_bytes);
+  const bool in_place = !placing && !through_file;
+  if (!in_place) StageRuns(page_bytes);
   if (opener_ != nullptr) {
     BeginOpen(h, proto::PacketHeaderBytes(h.page_count));
   }
@@ -223,17 +230,17 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   if (h.compressed_bytes != 0) {
     if (absl::Status s = ReadCompressed(h, page_bytes); !s.ok()) return s;
   } else {
-    // In place, sealed or not. A payload cut or forged may have written
-    // any of its pages: see NoteUnfinished.
+    // Read in place, sealed or not, a payload cut or forged may have
+    // written any of its pages: see NoteUnfinished.
     if (absl::Status s = transport_->ReadPayloadAndHeader(
             iov_, absl::MakeSpan(header_.data(), HeaderAhead()));
         !s.ok()) {
-      if (!placing) NoteUnfinished(index, *region);
+      if (in_place) NoteUnfinished(index, *region);
       return ConnectionError(s);
     }
     if (opener_ != nullptr) {
       if (absl::Status s = FinishOpen(h, iov_); !s.ok()) {
-        if (!placing) NoteUnfinished(index, *region);
+        if (in_place) NoteUnfinished(index, *region);
         return s;
       }
     }
@@ -243,15 +250,30 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   if (placing) {
     if (absl::Status s = PlaceStaged(index, *region); !s.ok()) return s;
   } else {
+    if (through_file) {
+      if (absl::Status s =
+              WriteRuns(*region, run_offsets_, iov_, placing_.data());
+          !s.ok()) {
+        return s;
+      }
+    }
     ClearUnauthentic(index, *region);
-    if (arrival_digests_ != nullptr) arrival_digests_->Record(index, iov_);
-    if (zero_pages_ != nullptr) zero_pages_->NoteData(index, iov_);
+    if (arrival_digests_ != nullptr) {
+      arrival_digests_->Record(index, run_offsets_, iov_);
+    }
+    if (zero_pages_ != nullptr)
+      zero_pages_->NoteData(index, run_offsets_, iov_);
   }
-  if (zero_pages_ != nullptr) zeros = ApplyZeroPages(index, *region, offsets);
+  if (zero_pages_ != nullptr) {
+    absl::StatusOr<uint64_t> applied = ApplyZeroPages(index, *region, offsets);
+    if (!applied.ok()) return applied.status();
+    zeros = *applied;
+  }
   packets_.Add();
   pages_.Add(h.page_count);
   zero_pages_received_.Add(zeros);
   payload_bytes_.Add(h.compressed_bytes != 0 ? h.compressed_bytes : page_bytes);
+  if (through_file) file_bytes_.Add(page_bytes);
   round_pages_ += h.page_count;
   return absl::OkStatus();
 }
@@ -259,7 +281,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
 void ChannelReceiver::NoteUnfinished(size_t index, const Region& region) {
   // Whatever it wrote is data now: a later zero page for any of them must
   // be written, not skipped as reading as zero already.
-  if (zero_pages_ != nullptr) zero_pages_->NoteData(index, iov_);
+  if (zero_pages_ != nullptr) zero_pages_->NoteData(index, run_offsets_, iov_);
   if (opener_ == nullptr || unauthentic_ == nullptr) return;
   for (size_t i = 0; i < iov_.size(); ++i) {
     unauthentic_->Mark(index, run_offsets_[i] / region.page_size,
@@ -314,8 +336,8 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
   return absl::OkStatus();
 }
 
-uint64_t ChannelReceiver::ApplyZeroPages(size_t index, const Region& region,
-                                         absl::Span<const uint64_t> offsets) {
+absl::StatusOr<uint64_t> ChannelReceiver::ApplyZeroPages(
+    size_t index, const Region& region, absl::Span<const uint64_t> offsets) {
   // Offsets come in the order the scheduler took them (ascending within
   // a packet), so adjacent zero pages are applied as one run.
   uint64_t zeros = 0, run_first = 0, run_count = 0;
@@ -327,11 +349,19 @@ uint64_t ChannelReceiver::ApplyZeroPages(size_t index, const Region& region,
       ++run_count;
       continue;
     }
-    if (run_count != 0) CountZeroed(index, run_first, run_count);
+    if (run_count != 0) {
+      if (absl::Status s = CountZeroed(index, run_first, run_count); !s.ok()) {
+        return s;
+      }
+    }
     run_first = page;
     run_count = 1;
   }
-  if (run_count != 0) CountZeroed(index, run_first, run_count);
+  if (run_count != 0) {
+    if (absl::Status s = CountZeroed(index, run_first, run_count); !s.ok()) {
+      return s;
+    }
+  }
   return zeros;
 }
 
@@ -358,28 +388,27 @@ absl::Status ChannelReceiver::PlaceStaged(size_t index, const Region& region) {
   return absl::OkStatus();
 }
 
-void ChannelReceiver::CountZeroed(size_t index, uint64_t first,
-                                  uint64_t count) {
+absl::Status ChannelReceiver::CountZeroed(size_t index, uint64_t first,
+                                          uint64_t count) {
   if (postcopy_ != nullptr && postcopy_->armed()) {
     // Counted as written: after the switch a zero page is placed, not
     // skipped, whatever the region read as before.
     if (absl::Status s = postcopy_->PlaceZero(index, first, count); !s.ok()) {
-      failure_->Fail(Annotate(s, absl::StrFormat("channel %d: post-copy "
-                                                 "zero placement",
-                                                 index_)));
-      return;
+      return Annotate(s, "post-copy zero placement");
     }
     zero_pages_written_.Add(count);
-    return;
+    return absl::OkStatus();
   }
-  const ZeroPages::Applied a = zero_pages_->Zero(index, first, count);
-  zero_pages_written_.Add(a.written);
+  absl::StatusOr<ZeroPages::Applied> a = zero_pages_->Zero(index, first, count);
+  if (!a.ok()) return Annotate(a.status(), "zero pages");
+  zero_pages_written_.Add(a->written);
   if (unauthentic_ != nullptr) {
     unauthentic_->Clear(index, first, count, landing_epoch_);
   }
   if (arrival_digests_ != nullptr) {
     arrival_digests_->RecordZero(index, first, count);
   }
+  return absl::OkStatus();
 }
 
 absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
@@ -405,7 +434,7 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
   for (const proto::ZeroRange& r : ranges) {
     const uint64_t first = r.offset / region->page_size;
     const uint64_t count = r.length / region->page_size;
-    CountZeroed(index, first, count);
+    if (absl::Status s = CountZeroed(index, first, count); !s.ok()) return s;
     pages += count;
   }
   zero_range_packets_.Add();
@@ -470,6 +499,7 @@ void ChannelReceiver::ExportStats(ChannelStats* out) const {
   out->compress_ns = compress_ns_.get();
   out->sealed_bytes = sealed_bytes_.get();
   out->seal_ns = seal_ns_.get();
+  out->file_bytes = file_bytes_.get();
 }
 
 }  // namespace ramferry::engine

@@ -1,6 +1,8 @@
 // One destination channel: a thread that reads packets from its transport,
 // validates every header field against the session before touching memory,
-// and reads pages straight into place.
+// and reads pages straight into place, or, for long runs of a region with a
+// file (engine/region_file.h), into a buffer of its own that it then writes
+// to the file.
 #ifndef RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_
 #define RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_
 
@@ -79,7 +81,9 @@ class ChannelReceiver {
   // is harmless until the session ends or goes live, which the mark
   // forbids until an authentic copy lands. After post-copy's switch the
   // memory is live: payloads are opened in a staging copy and placed only
-  // when authentic.
+  // when authentic. A payload that goes through the region's file is read
+  // into the same staging copy and written to the file only when
+  // authentic, so it never lands forged or cut.
   ChannelReceiver(uint32_t index,
                   std::unique_ptr<channels::Transport> transport,
                   const RegionTable* regions, const Config& config,
@@ -116,17 +120,20 @@ class ChannelReceiver {
   absl::Status ReceiveData(const proto::PacketHeader& h);
   absl::Status ReceiveZeroRanges(const proto::PacketHeader& h);
   // Makes the flagged entries of `offsets` zero; returns how many.
-  uint64_t ApplyZeroPages(size_t index, const Region& region,
-                          absl::Span<const uint64_t> offsets);
-  void CountZeroed(size_t index, uint64_t first, uint64_t count);
+  absl::StatusOr<uint64_t> ApplyZeroPages(size_t index, const Region& region,
+                                          absl::Span<const uint64_t> offsets);
+  // Makes a run of pages zero (or places them, after post-copy's switch)
+  // and counts them.
+  absl::Status CountZeroed(size_t index, uint64_t first, uint64_t count);
   // Reads a compressed payload (and the next header) and expands it into
   // iov_, which holds `page_bytes`.
   absl::Status ReadCompressed(const proto::PacketHeader& h,
                               uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
-  // Post-copy: points iov_ at a staging copy instead of the region (the
-  // run starts stay in run_offsets_), so every read path below fills the
-  // staging copy; PlaceStaged then places it.
+  // Points iov_ at a staging copy instead of the region (the run starts
+  // stay in run_offsets_), so every read path below fills the staging
+  // copy; PlaceStaged (post-copy) or WriteRuns (the region's file) then
+  // lands it.
   void StageRuns(uint64_t page_bytes);
   absl::Status PlaceStaged(size_t index, const Region& region);
   // A payload read in place (not placing) that was cut or did not check
@@ -201,7 +208,7 @@ class ChannelReceiver {
       finishes_, thread_cpu_ns_, zero_pages_received_, untouched_pages_,
       zero_range_packets_, zero_pages_written_, compressed_packets_,
       compressed_input_bytes_, compressed_output_bytes_, compress_ns_,
-      sealed_bytes_, seal_ns_;
+      sealed_bytes_, seal_ns_, file_bytes_;
 };
 
 }  // namespace ramferry::engine

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "channels/zero_page.h"
 #include "engine/page_runs.h"
+#include "engine/region_file.h"
 #include "engine/status_util.h"
 #include "proto/packet.h"
 
@@ -173,12 +174,43 @@ absl::Status ChannelSender::SendData(const Command& c,
   proto::PacketHeader h =
       RegionHeader(proto::kPacketData, c, region, next_header_bytes);
   auto offsets = absl::MakeConstSpan(c.offsets, c.page_count);
+  // Frozen memory (Sender::NoteMemoryFrozen) cannot change between the tag
+  // and the send: a mac needs no copy to be over the bytes that go.
+  const bool frozen = Frozen();
+  // Where the pages are read from: a copy the region's file gave, which
+  // is this channel's own (nothing writes it, so it is sealed where it
+  // is), or the region's memory.
+  absl::StatusOr<uint8_t*> copy = ReadThroughFile(region, offsets, frozen);
+  if (!copy.ok()) return copy.status();
   uint32_t zeros = 0;
   if (zero_pages_) {
-    zeros = FlagZeroPages(region, offsets);
+    zeros = FlagZeroPages(region, offsets, *copy);
     offsets = absl::MakeConstSpan(wire_offsets_.data(), c.page_count);
   }
-  BuildPageRuns(region, offsets, &iov_, &run_offsets_);
+  if (*copy != nullptr) {
+    BuildCopyRuns(region.page_size, offsets, *copy, &iov_, &run_offsets_);
+  } else {
+    BuildPageRuns(region, offsets, &iov_, &run_offsets_);
+  }
+  // What the destination will hold for these pages unless a later round
+  // re-sends them (a page written meanwhile is dirty, so it is sent
+  // again). A zero page is what the destination gets, whatever the memory
+  // holds now.
+  auto record = [&](auto* digests, bool pages) {
+    if (pages) digests->Record(c.region, run_offsets_, iov_);
+    if (zeros == 0) return;
+    for (uint64_t entry : offsets) {
+      if (!proto::IsZeroPageEntry(entry)) continue;
+      digests->RecordZero(c.region,
+                          proto::PageOffsetOf(entry) / region.page_size, 1);
+    }
+  };
+  auto record_all = [&] {
+    if (sent_digests_ != nullptr) record(sent_digests_, true);
+    if (frozen && frozen_digests_ != nullptr) record(frozen_digests_, true);
+  };
+  // A copy is recorded now, from cache, before a seal may encrypt it.
+  if (*copy != nullptr) record_all();
   const uint64_t page_bytes = uint64_t{c.page_count - zeros} * region.page_size;
   const uint64_t mode_start = channels::MonotonicNs();
   bool tried = false;
@@ -188,19 +220,27 @@ absl::Status ChannelSender::SendData(const Command& c,
   size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
   iovec staged{nullptr, *compressed};
   channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
+  // A copy is not region memory: no registered buffer holds it.
+  if (*copy != nullptr) packet.payload_offsets = {};
   if (*compressed != 0) staged.iov_base = staging_[next_staging_].data();
-  // Frozen memory (Sender::NoteMemoryFrozen) cannot change between the tag
-  // and the send: a mac needs no copy to be over the bytes that go.
-  const bool frozen = Frozen();
-  bool recorded = false;  // frozen_digests_ has this packet's pages
-  if (sealer_ != nullptr && frozen && *compressed == 0 &&
-      sealer_->mode() == proto::SealMode::kMac) {
-    if (absl::Status s = Seal(header->subspan(0, header_bytes), h.packet_num,
-                              iov_, nullptr, frozen_digests_, c.region);
+  bool recorded = *copy != nullptr;  // the digests are taken
+  if (sealer_ != nullptr && *copy != nullptr && *compressed == 0) {
+    if (absl::Status s =
+            Seal(header->subspan(0, header_bytes), h.packet_num, iov_, nullptr);
         !s.ok()) {
       return s;
     }
-    recorded = frozen_digests_ != nullptr;
+  } else if (sealer_ != nullptr && frozen && *compressed == 0 &&
+             sealer_->mode() == proto::SealMode::kMac) {
+    if (absl::Status s =
+            Seal(header->subspan(0, header_bytes), h.packet_num, iov_, nullptr,
+                 frozen_digests_, c.region, run_offsets_);
+        !s.ok()) {
+      return s;
+    }
+    if (sent_digests_ != nullptr) record(sent_digests_, true);
+    if (frozen_digests_ != nullptr) record(frozen_digests_, false);
+    recorded = true;
     sealed_in_place_bytes_.Add(page_bytes);
   } else if (sealer_ != nullptr) {
     // A compressed frame is sealed where it lies; pages are sealed into a
@@ -241,22 +281,8 @@ absl::Status ChannelSender::SendData(const Command& c,
     t.ns =
         0.9 * t.ns + static_cast<double>(channels::MonotonicNs() - mode_start);
   }
-  // After the send, from memory the send path just read: what the
-  // destination will hold for these pages unless a later round re-sends
-  // them (a page written meanwhile is dirty, so it is sent again). A zero
-  // page is what the destination gets, whatever the memory holds now.
-  auto record = [&](auto* digests, bool pages) {
-    if (pages) digests->Record(c.region, iov_);
-    if (zeros == 0) return;
-    for (uint64_t entry : offsets) {
-      if (!proto::IsZeroPageEntry(entry)) continue;
-      digests->RecordZero(c.region,
-                          proto::PageOffsetOf(entry) / region.page_size, 1);
-    }
-  };
-  if (sent_digests_ != nullptr) record(sent_digests_, true);
-  // The same for Verify once memory is frozen, unless the seal's pass did.
-  if (frozen && frozen_digests_ != nullptr) record(frozen_digests_, !recorded);
+  // From memory the send path just read.
+  if (!recorded) record_all();
   send_latency_.Record(channels::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
@@ -264,6 +290,33 @@ absl::Status ChannelSender::SendData(const Command& c,
   payload_bytes_.Add(*compressed != 0 ? *compressed : page_bytes);
   header_bytes_.Add(header_bytes);
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint8_t*> ChannelSender::ReadThroughFile(
+    const Region& region, absl::Span<const uint64_t> offsets, bool frozen) {
+  if (region.fd < 0 ||
+      (transport_->capabilities() & channels::kCapRemotePlacement) != 0) {
+    return nullptr;
+  }
+  // A zero-copy transport sends pages from the mapping as they are; the
+  // file is worth a read there only where the payload is copied anyway:
+  // sealed while the memory changes, or encrypted.
+  const bool copied_anyway =
+      (transport_->capabilities() & channels::kCapZeroCopy) == 0 ||
+      (sealer_ != nullptr &&
+       (!frozen || sealer_->mode() == proto::SealMode::kEncrypt));
+  if (!copied_anyway) return nullptr;
+  BuildPageRuns(region, offsets, &iov_, &run_offsets_);
+  const uint64_t bytes = uint64_t{offsets.size()} * region.page_size;
+  if (!ThroughFile(region, iov_.size(), offsets.size(), bytes)) return nullptr;
+  absl::StatusOr<uint8_t*> buffer = StagingBuffer(bytes);
+  if (!buffer.ok()) return buffer.status();
+  if (absl::Status s = ReadRuns(region, run_offsets_, iov_, *buffer); !s.ok()) {
+    return s;
+  }
+  UseStagingBuffer();
+  file_bytes_.Add(bytes);
+  return *buffer;
 }
 
 bool ChannelSender::CompressionPays() {
@@ -337,7 +390,7 @@ void ChannelSender::UseStagingBuffer() {
 __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
     absl::Span<uint8_t> header, uint64_t packet_num,
     absl::Span<const iovec> payload, uint8_t* out, FrozenDigests* digests,
-    size_t region) {
+    size_t region, absl::Span<const uint64_t> run_offsets) {
   const uint64_t start = channels::MonotonicNs();
   sealer_->Begin(packet_num);
   sealer_->Associate(header);  // its tag bytes are zero, as encoded
@@ -346,7 +399,8 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
   const size_t piece =
       std::max<size_t>(kSealPieceBytes, regions_[region].page_size);
   size_t done = 0;
-  for (const iovec& v : payload) {
+  for (size_t i = 0; i < payload.size(); ++i) {
+    const iovec& v = payload[i];
     auto* in = static_cast<uint8_t*>(v.iov_base);
     if (out != nullptr) {
       sealer_->SealBody(in, out + done, v.iov_len);
@@ -356,7 +410,8 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
         sealer_->SealBody(in + at, in + at, n);
         if (digests != nullptr) {
           const iovec one{in + at, n};
-          digests->Record(region, {&one, 1});
+          const uint64_t offset = run_offsets[i] + at;
+          digests->Record(region, {&offset, 1}, {&one, 1});
         }
       }
     }
@@ -380,14 +435,17 @@ absl::Status ChannelSender::SealHeader(absl::Span<uint8_t> header,
 // Reads pages the workload may be writing, by design, as the send does: not
 // instrumented for TSan, like the workload's own writers.
 __attribute__((no_sanitize("thread"))) uint32_t ChannelSender::FlagZeroPages(
-    const Region& region, absl::Span<const uint64_t> offsets) {
+    const Region& region, absl::Span<const uint64_t> offsets,
+    const uint8_t* copy) {
   // On the channel thread, so the scheduler never reads a page. A page
   // written after its test is dirty again and goes next round, as a page
   // written after a data send does.
   uint32_t zeros = 0;
   const auto* base = static_cast<const uint8_t*>(region.base);
   for (size_t i = 0; i < offsets.size(); ++i) {
-    const bool zero = channels::IsAllZero(base + offsets[i], region.page_size);
+    const uint8_t* page =
+        copy != nullptr ? copy + i * region.page_size : base + offsets[i];
+    const bool zero = channels::IsAllZero(page, region.page_size);
     wire_offsets_[i] = offsets[i] | (zero ? proto::kZeroPageFlag : 0);
     zeros += zero ? 1 : 0;
   }
@@ -476,6 +534,7 @@ void ChannelSender::ExportStats(ChannelStats* out) const {
   out->compress_ns = compress_ns_.get();
   out->sealed_bytes = sealed_bytes_.get();
   out->sealed_in_place_bytes = sealed_in_place_bytes_.get();
+  out->file_bytes = file_bytes_.get();
   out->seal_ns = seal_ns_.get();
 }
 

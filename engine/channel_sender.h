@@ -1,5 +1,8 @@
 // One source channel: a thread that consumes its command ring and turns
-// each command into exactly one packet on its transport.
+// each command into exactly one packet on its transport. Pages leave from
+// the region's memory, or, for long runs of a region with a file on a
+// transport that copies them anyway, from a copy read through the file
+// (engine/region_file.h).
 #ifndef RAMFERRY_ENGINE_CHANNEL_SENDER_H_
 #define RAMFERRY_ENGINE_CHANNEL_SENDER_H_
 
@@ -114,20 +117,31 @@ class ChannelSender {
   void UseStagingBuffer();
   // Seals a packet whose encoded header is `header`: its tag goes into the
   // header, and its payload (`payload`, none for a header-only packet)
-  // into `out`, from which it is sent; with `out` null (mac, frozen
-  // memory) the payload is sealed where it is, and each piece is recorded
-  // in `digests` (null: not) for region `region` while it is in cache.
+  // into `out`, from which it is sent; with `out` null (mac over frozen
+  // memory, or this channel's copy of the pages) the payload is sealed
+  // where it is, and each piece is recorded in `digests` (null: not) for
+  // region `region` while it is in cache, span i of `payload` holding the
+  // pages from region offset run_offsets[i].
   absl::Status Seal(absl::Span<uint8_t> header, uint64_t packet_num,
                     absl::Span<const iovec> payload, uint8_t* out,
-                    FrozenDigests* digests = nullptr, size_t region = 0);
+                    FrozenDigests* digests = nullptr, size_t region = 0,
+                    absl::Span<const uint64_t> run_offsets = {});
   // A packet that is all header: sealed where the stream is.
   absl::Status SealHeader(absl::Span<uint8_t> header, uint64_t packet_num);
   // Whether kAuto should compress the next packet, from what it measured.
   bool CompressionPays();
   // Flags the zero pages among `offsets` into wire_offsets_; returns how
-  // many there were.
+  // many there were. The pages are read from `copy` (entry i at
+  // copy + i * page_size) or, where it is null, from the region.
   uint32_t FlagZeroPages(const Region& region,
-                         absl::Span<const uint64_t> offsets);
+                         absl::Span<const uint64_t> offsets,
+                         const uint8_t* copy);
+  // Where `offsets` (a data command's, none flagged yet) go through the
+  // region's file (engine/region_file.h): reads their pages into a staging
+  // buffer, back to back, and returns it; null where they go from memory.
+  absl::StatusOr<uint8_t*> ReadThroughFile(const Region& region,
+                                           absl::Span<const uint64_t> offsets,
+                                           bool frozen);
   absl::Status SendMarker(uint16_t flags, uint64_t round,
                           uint32_t next_header_bytes);
   // What the header of `next` will take on the wire, when announced.
@@ -154,7 +168,8 @@ class ChannelSender {
 
   // Sealing (channel thread only): the payload goes from a staging copy.
   std::unique_ptr<proto::Sealer> sealer_;
-  channels::Counter sealed_bytes_, sealed_in_place_bytes_, seal_ns_;
+  channels::Counter sealed_bytes_, sealed_in_place_bytes_, seal_ns_,
+      file_bytes_;
 
   // Staging buffers, for compressed and sealed payloads (channel thread
   // only). A zero-copy transport may still read a staging buffer after

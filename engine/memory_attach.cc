@@ -88,13 +88,14 @@ class AttachedMemoryImpl final : public AttachedMemory {
  public:
   AttachedMemoryImpl(OwnedFd conn, pid_t pid, bool pauses_itself,
                      OwnedFd pagemap, std::vector<engine::SharedMapping> maps,
-                     std::vector<Region> regions,
+                     std::vector<OwnedFd> files, std::vector<Region> regions,
                      std::vector<uint64_t> remote_bases)
       : conn_(std::move(conn)),
         pid_(pid),
         pauses_itself_(pauses_itself),
         pagemap_(std::move(pagemap)),
         maps_(std::move(maps)),
+        files_(std::move(files)),
         regions_(std::move(regions)) {
     for (size_t i = 0; i < regions_.size(); ++i) {
       written_.emplace_back(pagemap_.get(), remote_bases[i],
@@ -233,6 +234,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
   const bool pauses_itself_;
   const OwnedFd pagemap_;
   const std::vector<engine::SharedMapping> maps_;
+  // Each region's memfd (Region::fd): its pages are read through it.
+  const std::vector<OwnedFd> files_;
   const std::vector<Region> regions_;
   std::vector<engine::WrittenPages> written_;
   bool paused_ = false;
@@ -278,6 +281,7 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   }
   p->fds[1].Reset();
   std::vector<engine::SharedMapping> maps;
+  std::vector<OwnedFd> files;
   std::vector<Region> regions;
   std::vector<uint64_t> remote_bases;
   for (size_t i = 0; i < offer->regions.size(); ++i) {
@@ -299,14 +303,17 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
     region.name = r.name.empty() ? absl::StrCat("region", r.id) : r.name;
     region.base = m->data();
     region.length = r.length;
+    region.fd = p->fds[proto::kExportFixedFds + i].get();
+    region.fd_offset = r.fd_offset;
     regions.push_back(std::move(region));
     remote_bases.push_back(r.base);
     maps.push_back(*std::move(m));
+    files.push_back(std::move(p->fds[proto::kExportFixedFds + i]));
   }
   auto attached = std::make_unique<AttachedMemoryImpl>(
       *std::move(conn), *peer, (offer->flags & proto::kOfferPausesItself) != 0,
-      std::move(p->fds[0]), std::move(maps), std::move(regions),
-      std::move(remote_bases));
+      std::move(p->fds[0]), std::move(maps), std::move(files),
+      std::move(regions), std::move(remote_bases));
   // Probe the scan now: a pagemap without write tracking behind it fails
   // here, not in the first round. What it reports is sent by round 0.
   std::vector<DirtyBitmap> probe;

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "engine/control.h"
 #include "engine/receiver_impl.h"
+#include "engine/region_file.h"
 #include "engine/status_util.h"
 #include "engine/stream_seal.h"
 #include "proto/packet.h"
@@ -23,6 +24,12 @@ absl::Status ReceiverImpl::Listen() {
   if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
   if (absl::Status s = engine::ValidateRegions(table_.regions()); !s.ok()) {
     return s;
+  }
+  for (const Region& r : table_.regions()) {
+    if (absl::Status s = engine::CheckRegionFile(r, /*writable=*/true);
+        !s.ok()) {
+      return s;
+    }
   }
   return admission_.Listen();
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "channels/socket_io.h"
+#include "engine/region_file.h"
 #include "proto/control.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -29,7 +30,9 @@ absl::Status ValidateRegion(const Region& r) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "region %d base %p is not %d-byte aligned", r.id, r.base, align));
   }
-  return absl::OkStatus();
+  // Reading is all either end needs of it to start; a destination asks
+  // for writing too (Receiver::Listen).
+  return engine::CheckRegionFile(r, /*writable=*/false);
 }
 
 absl::StatusOr<std::unique_ptr<MappedMemory>> MappedMemory::Allocate(

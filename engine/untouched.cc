@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "base/pagemap_scan.h"
 #include "channels/socket_io.h"
+#include "engine/owned_fd.h"
 #include "engine/status_util.h"
 
 namespace ramferry::engine {
@@ -27,21 +28,6 @@ using base::PageRegion;
 using base::PmScanArg;
 
 namespace {
-
-// Closes on scope exit, so no early return leaks a descriptor.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The next field up to `sep` (or the end), removed from `s` with the
 // separator; nothing if the field is empty.
@@ -61,7 +47,7 @@ bool ParseNumber(std::string_view s, int base, T& out) {
 }
 
 absl::StatusOr<std::string> ReadProcFile(const char* path) {
-  Fd fd(open(path, O_RDONLY | O_CLOEXEC));
+  OwnedFd fd(open(path, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return channels::ErrnoStatus(errno, absl::StrCat("open ", path));
   }
@@ -136,28 +122,46 @@ absl::StatusOr<bool> ScanAnonymous(int pagemap, uint64_t lo, uint64_t hi,
   return true;
 }
 
-// Appends the holes of the file mapped by `e` over [lo, hi) (addresses
-// inside it), as offsets from `base`. Appends nothing wherever the kernel
-// will not say: a file we may not open, not the inode maps named (the VMA
-// changed under us), no SEEK_HOLE, a size that moved during the scan.
-void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
-                     uint64_t base, std::vector<ByteRange>& out) {
+bool SameFile(const struct stat& st, const MapsEntry& e) {
+  return S_ISREG(st.st_mode) && st.st_ino == e.inode &&
+         major(st.st_dev) == e.dev_major && minor(st.st_dev) == e.dev_minor;
+}
+
+// A descriptor of the file `e` maps: `known` (the region's own,
+// Region::fd, not taken) where it is that file, else one opened through
+// /proc/self/map_files, which needs CAP_CHECKPOINT_RESTORE or
+// CAP_SYS_ADMIN; -1 where neither works.
+OwnedFd OpenMappedFile(const MapsEntry& e, int known, int* fd) {
+  struct stat st;
+  if (known >= 0 && fstat(known, &st) == 0 && SameFile(st, e)) {
+    *fd = known;
+    return OwnedFd();
+  }
   // map_files names have no leading zeros (the kernel rejects them).
   const std::string path =
       absl::StrFormat("/proc/self/map_files/%x-%x", e.start, e.end);
   // stat before open: opening a device could have side effects.
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_ino != e.inode || major(st.st_dev) != e.dev_major ||
-      minor(st.st_dev) != e.dev_minor) {
-    return;
+  if (stat(path.c_str(), &st) != 0 || !SameFile(st, e)) {
+    *fd = -1;
+    return OwnedFd();
   }
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  OwnedFd opened(
+      open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  *fd = opened.get();
+  return opened;
+}
+
+// Appends the holes of the file mapped by `e` over [lo, hi) (addresses
+// inside it), as offsets from `base`. Appends nothing wherever the kernel
+// will not say: a file we may not open, not the inode maps named (the VMA
+// changed under us), no SEEK_HOLE, a size that moved during the scan.
+// `known`: the region's own descriptor of its file (-1: none).
+void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
+                     uint64_t base, int known, std::vector<ByteRange>& out) {
+  int file = -1;
+  const OwnedFd owned = OpenMappedFile(e, known, &file);
   struct stat before;
-  if (fd.get() < 0 || fstat(fd.get(), &before) != 0 ||
-      before.st_ino != st.st_ino || before.st_dev != st.st_dev) {
-    return;
-  }
+  if (file < 0 || fstat(file, &before) != 0 || !SameFile(before, e)) return;
   const uint64_t file_lo = e.offset + (lo - e.start);
   // Past EOF a mapped page raises SIGBUS: it does not read as zero.
   const uint64_t size = static_cast<uint64_t>(before.st_size);
@@ -165,7 +169,7 @@ void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
   std::vector<ByteRange> holes;  // file offsets
   uint64_t pos = file_lo;
   while (pos < file_hi) {
-    off_t data = lseek(fd.get(), static_cast<off_t>(pos), SEEK_DATA);
+    off_t data = lseek(file, static_cast<off_t>(pos), SEEK_DATA);
     if (data < 0) {
       if (errno != ENXIO) return;             // no SEEK_DATA here: say nothing
       holes.push_back({pos, file_hi - pos});  // no data before EOF
@@ -175,13 +179,13 @@ void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
     if (d < pos) return;
     if (d > pos) holes.push_back({pos, std::min(d, file_hi) - pos});
     if (d >= file_hi) break;
-    off_t hole = lseek(fd.get(), data, SEEK_HOLE);
+    off_t hole = lseek(file, data, SEEK_HOLE);
     if (hole <= data) return;  // error, or truncated under us
     pos = static_cast<uint64_t>(hole);
   }
   // A truncate during the loop could have turned a hole into EOF.
   struct stat after;
-  if (fstat(fd.get(), &after) != 0 || after.st_size != before.st_size) return;
+  if (fstat(file, &after) != 0 || after.st_size != before.st_size) return;
   for (const ByteRange& h : holes) {
     out.push_back({lo - base + (h.offset - file_lo), h.length});
   }
@@ -300,7 +304,7 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
   }
   std::vector<ByteRange> pieces;
   std::vector<PageRegion> vec;  // PAGEMAP_SCAN output, allocated on need
-  std::optional<Fd> pagemap;
+  std::optional<OwnedFd> pagemap;
   bool scan_available = true;
   for (absl::string_view text :
        absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
@@ -339,7 +343,7 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
         break;
       }
       case VmaKind::kSharedFile:
-        SharedFileHoles(*e, lo, hi, base, pieces);
+        SharedFileHoles(*e, lo, hi, base, region.fd, pieces);
         break;
       case VmaKind::kOther:
         break;

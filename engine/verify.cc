@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/region_file.h"
 #include "engine/untouched.h"
 
 namespace ramferry::engine {
@@ -31,6 +32,7 @@ absl::StatusOr<std::unique_ptr<DigestTable>> DigestTable::Create(
   d->tables_.reserve(regions.size());
   for (const Region& r : regions) {
     Table t;
+    t.region = r;
     t.base = static_cast<const uint8_t*>(r.base);
     t.page_size = r.page_size;
     t.pages = r.page_count();
@@ -54,12 +56,13 @@ DigestTable::~DigestTable() {
   for (const Table& t : tables_) munmap(t.digests, t.mapped);
 }
 
-void DigestTable::Record(size_t index, absl::Span<const iovec> runs) {
+void DigestTable::Record(size_t index, absl::Span<const uint64_t> run_offsets,
+                         absl::Span<const iovec> runs) {
   const Table& t = tables_[index];
-  for (const iovec& run : runs) {
-    const auto* p = static_cast<const uint8_t*>(run.iov_base);
-    uint64_t page = static_cast<uint64_t>(p - t.base) / t.page_size;
-    for (size_t done = 0; done < run.iov_len; done += t.page_size) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto* p = static_cast<const uint8_t*>(runs[i].iov_base);
+    uint64_t page = run_offsets[i] / t.page_size;
+    for (size_t done = 0; done < runs[i].iov_len; done += t.page_size) {
       t.digests[page++] = XXH3_64bits(p + done, t.page_size);
     }
   }
@@ -91,6 +94,27 @@ void DigestTable::RecordZeroPlaced(size_t index, uint64_t first,
 
 void DigestTable::HashPages(size_t index, uint64_t first, uint64_t count) {
   const Table& t = tables_[index];
+  if (t.region.fd >= 0) {
+    // A piece at a time into a buffer of the thread's, hashed from cache.
+    constexpr uint64_t kPieceBytes = 256u << 10;
+    thread_local std::vector<uint8_t> piece;
+    const uint64_t per = std::max<uint64_t>(1, kPieceBytes / t.page_size);
+    piece.resize(per * t.page_size);
+    for (uint64_t at = first; at < first + count; at += per) {
+      const uint64_t n = std::min(per, first + count - at);
+      const uint64_t offset = at * t.page_size;
+      const iovec run{nullptr, n * t.page_size};
+      // Best effort: a piece the file does not give is read from memory.
+      const bool read =
+          ReadRuns(t.region, {&offset, 1}, {&run, 1}, piece.data()).ok();
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint8_t* page = read ? piece.data() + i * t.page_size
+                                   : t.base + (at + i) * t.page_size;
+        t.digests[at + i] = XXH3_64bits(page, t.page_size);
+      }
+    }
+    return;
+  }
   for (uint64_t p = first; p < first + count; ++p) {
     t.digests[p] = XXH3_64bits(t.base + p * t.page_size, t.page_size);
   }
@@ -105,19 +129,17 @@ absl::StatusOr<std::unique_ptr<FrozenDigests>> FrozenDigests::Create(
   d->table_ = std::move(*table);
   for (const Region& r : regions) {
     d->recorded_.push_back(std::make_unique<AtomicPageSet>(r.page_count()));
-    d->bases_.push_back(static_cast<const uint8_t*>(r.base));
     d->page_sizes_.push_back(r.page_size);
   }
   return d;
 }
 
-void FrozenDigests::Record(size_t index, absl::Span<const iovec> runs) {
-  table_->Record(index, runs);
-  for (const iovec& run : runs) {
-    const auto* p = static_cast<const uint8_t*>(run.iov_base);
-    recorded_[index]->SetRange(
-        static_cast<uint64_t>(p - bases_[index]) / page_sizes_[index],
-        run.iov_len / page_sizes_[index]);
+void FrozenDigests::Record(size_t index, absl::Span<const uint64_t> run_offsets,
+                           absl::Span<const iovec> runs) {
+  table_->Record(index, run_offsets, runs);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    recorded_[index]->SetRange(run_offsets[i] / page_sizes_[index],
+                               runs[i].iov_len / page_sizes_[index]);
   }
 }
 

@@ -38,9 +38,11 @@ class DigestTable {
   DigestTable(const DigestTable&) = delete;
   DigestTable& operator=(const DigestTable&) = delete;
 
-  // Hashes the pages that `runs` (contiguous spans of region `index`'s
-  // memory, as BuildPageRuns makes them) cover and records their digests.
-  void Record(size_t index, absl::Span<const iovec> runs);
+  // Hashes the pages of `runs` and records their digests: run i holds
+  // the pages of region `index` from region offset run_offsets[i], in
+  // the region's memory (as BuildPageRuns makes them) or in a copy of it.
+  void Record(size_t index, absl::Span<const uint64_t> run_offsets,
+              absl::Span<const iovec> runs);
   // Records pages [first, first + count) of region `index` as all zero,
   // without reading them (they travelled as zero pages, and the
   // destination may not have touched them at all).
@@ -53,7 +55,9 @@ class DigestTable {
   void RecordPlaced(size_t index, uint64_t first, uint64_t count,
                     const uint8_t* src);
   void RecordZeroPlaced(size_t index, uint64_t first, uint64_t count);
-  // Hashes pages [first, first + count) of region `index` from memory.
+  // Hashes pages [first, first + count) of region `index` from memory:
+  // through the region's file where it has one (Region::fd), so pages
+  // this process never touched are not faulted into its page tables.
   void HashPages(size_t index, uint64_t first, uint64_t count);
   absl::Span<const uint64_t> region(size_t index) const {
     return {tables_[index].digests, tables_[index].pages};
@@ -61,6 +65,7 @@ class DigestTable {
 
  private:
   struct Table {
+    Region region;  // for its file
     const uint8_t* base = nullptr;
     uint32_t page_size = 0;
     uint64_t pages = 0;
@@ -85,7 +90,8 @@ class FrozenDigests {
       absl::Span<const Region> regions);
 
   // As DigestTable's, and marks the pages recorded.
-  void Record(size_t index, absl::Span<const iovec> runs);
+  void Record(size_t index, absl::Span<const uint64_t> run_offsets,
+              absl::Span<const iovec> runs);
   void RecordZero(size_t index, uint64_t first, uint64_t count);
 
   bool Has(size_t index, uint64_t page) const {
@@ -100,7 +106,6 @@ class FrozenDigests {
   FrozenDigests() = default;
   std::unique_ptr<DigestTable> table_;
   std::vector<std::unique_ptr<AtomicPageSet>> recorded_;
-  std::vector<const uint8_t*> bases_;
   std::vector<uint32_t> page_sizes_;
 };
 

@@ -42,6 +42,9 @@
   X(sealed_in_place_bytes, kSum, kCount,                                       \
     "source: payload bytes sealed where the pages are (frozen memory, "        \
     "Sender::NoteMemoryFrozen), without a staging copy")                       \
+  X(file_bytes, kSum, kCount,                                                  \
+    "payload bytes read from (source) or written to (destination) a "          \
+    "region's file (Region::fd) instead of through its mapping")               \
   X(seal_ns, kSum, kSeconds,                                                   \
     "time spent sealing (source: copy or encrypt, and tag) or opening "        \
     "(destination: decrypt, and check the tag)")                               \

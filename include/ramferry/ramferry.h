@@ -193,6 +193,19 @@ const char* ramferry_regions_last_error(const ramferry_regions* regions);
 ramferry_status ramferry_regions_add(ramferry_regions* regions, uint32_t id,
                                      void* base, uint64_t length,
                                      uint32_t page_size);
+/* Names the file that region `id`'s memory maps MAP_SHARED (a memfd, a
+ * tmpfs file) and the file offset the mapping starts at; fd -1 takes it
+ * back. The session then moves long runs of that region's pages through
+ * the file (pread/pwrite) instead of through this process's page tables,
+ * which saves the faults or the populate a mapping costs on first touch
+ * (see Region::fd in ramferry/region.h). Checked now against
+ * /proc/self/maps: the descriptor must be a regular file, not on
+ * hugetlbfs, long enough, and map the region at that offset, shared; a
+ * receiver also needs it opened O_RDWR. The descriptor stays the
+ * caller's and must stay open while a sender or receiver uses it. */
+ramferry_status ramferry_regions_set_file(ramferry_regions* regions,
+                                          uint32_t id, int fd,
+                                          uint64_t fd_offset);
 /* The number of regions added. */
 size_t ramferry_regions_count(const ramferry_regions* regions);
 

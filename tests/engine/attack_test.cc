@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/transport.h"
+#include "engine/region_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
@@ -234,12 +235,17 @@ void Rewrite(const Region& r, int count, std::mt19937_64& rng,
 // One session of kRounds rounds, Verify and Finish, through `relay`
 // (pointed at a fresh destination); `attack` is armed once it connects.
 // Rounds after the first rewrite pages from `rewrite_from` on only.
+// `dest_file`: the destination's region maps a file (Region::fd), so its
+// long runs land through it.
 Outcome RunSession(AttackRelay& relay, SessionOptions o, uint64_t seed,
                    const Attack* attack, uint64_t bytes = ScaledBytes(16 << 20),
-                   uint64_t rewrite_from = 0) {
+                   uint64_t rewrite_from = 0, bool dest_file = false) {
   auto src = MakeRegion(1, bytes, seed, /*fill=*/true);
-  auto dst = MakeRegion(1, bytes);
-  ServingReceiver rx(o, {dst.region});
+  auto dst_memory = MakeRegion(1, bytes);
+  testing::FileRegion dst_file =
+      dest_file ? testing::MakeFileRegion(1, bytes) : testing::FileRegion{};
+  const Region dst = dest_file ? dst_file.region : dst_memory.region;
+  ServingReceiver rx(o, {dst});
   relay.Retarget(rx.port());
   if (attack != nullptr) relay.Arm(*attack);
   o.port = relay.port();
@@ -307,14 +313,13 @@ Outcome RunSession(AttackRelay& relay, SessionOptions o, uint64_t seed,
   run.destination_applied = rx.receiver().applied_rounds();
   run.completed =
       run.source.ok() && run.destination_done && run.destination.ok();
-  run.same_bytes = run.completed && testing::SameBytes(src.region, dst.region);
+  run.same_bytes = run.completed && testing::SameBytes(src.region, dst);
   const std::vector<uint8_t>& forged = run.event.forged_page;
   if (run.destination_done && !forged.empty() &&
-      run.event.forged_offset + forged.size() <= dst.region.length) {
-    run.forged_landed =
-        std::memcmp(static_cast<const uint8_t*>(dst.region.base) +
-                        run.event.forged_offset,
-                    forged.data(), forged.size()) == 0;
+      run.event.forged_offset + forged.size() <= dst.length) {
+    run.forged_landed = std::memcmp(static_cast<const uint8_t*>(dst.base) +
+                                        run.event.forged_offset,
+                                    forged.data(), forged.size()) == 0;
   }
   run.log = relay.Log();
   return run;
@@ -413,10 +418,11 @@ TEST_P(AttackTest, OnALiveStream) {
 // Payloads of the default size, and of 16 MiB, past what was once opened
 // in a staging copy (8 MiB), where the bytes landed before any check.
 class ForgedCutTest
-    : public ::testing::TestWithParam<std::tuple<Protection, uint32_t>> {};
+    : public ::testing::TestWithParam<std::tuple<Protection, uint32_t, bool>> {
+};
 
 TEST_P(ForgedCutTest, NothingForgedSurvivesALostLink) {
-  const auto [protect, packet_pages] = GetParam();
+  const auto [protect, packet_pages, dest_file] = GetParam();
   SessionOptions o = Options(TransportKind::kTcp, protect, kChannels);
   o.survive_channel_loss = true;
   o.packet_pages = packet_pages;
@@ -432,16 +438,27 @@ TEST_P(ForgedCutTest, NothingForgedSurvivesALostLink) {
   a.forged_base = 0;
   AttackRelay relay(0);
   const Outcome run =
-      RunSession(relay, o, /*seed=*/23, &a, bytes, bytes / 4096 / 2);
-  std::printf("[attack-table] ForgedCut%d | %s | tcp | %s\n", packet_pages,
-              ProtectionName(protect), run.Describe().c_str());
+      RunSession(relay, o, /*seed=*/23, &a, bytes, bytes / 4096 / 2, dest_file);
+  std::printf("[attack-table] ForgedCut%d%s | %s | tcp | %s\n", packet_pages,
+              dest_file ? "File" : "", ProtectionName(protect),
+              run.Describe().c_str());
   std::fflush(stdout);
   ASSERT_TRUE(run.fired) << run.log;
   SCOPED_TRACE(run.Describe() + "\n" + run.log);
   EXPECT_EQ(run.claimed_unapplied, -1);
+  EXPECT_FALSE(run.completed && run.forged_landed);
   if (run.completed) {
     EXPECT_TRUE(run.same_bytes);
     EXPECT_EQ(run.verify_mismatches, 0u);
+  }
+  if (dest_file &&
+      uint64_t{packet_pages} * 4096 <= engine::kMaxFilePayloadBytes) {
+    // Staged and written through the file only once authentic: the cut
+    // payload never landed, so the lost channel is survived like any
+    // other, and the session ends byte-identical.
+    EXPECT_FALSE(run.forged_landed);
+    EXPECT_TRUE(run.completed) << run.source << " / " << run.destination;
+    return;
   }
   // Written in place, so it could only be undone by an authentic copy
   // that never comes: the session is refused, and says why. Verify sees
@@ -459,10 +476,12 @@ INSTANTIATE_TEST_SUITE_P(
     Sizes, ForgedCutTest,
     ::testing::Combine(::testing::Values(Protection::kMac,
                                          Protection::kEncrypt),
-                       ::testing::Values(128u, 4096u)),
+                       ::testing::Values(128u, 4096u),
+                       ::testing::Values(false, true)),
     [](const auto& info) {
       return absl::StrCat(ProtectionName(std::get<0>(info.param)), "_",
-                          std::get<1>(info.param), "pages");
+                          std::get<1>(info.param), "pages",
+                          std::get<2>(info.param) ? "_file" : "");
     });
 
 INSTANTIATE_TEST_SUITE_P(

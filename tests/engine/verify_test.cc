@@ -30,7 +30,8 @@ TEST(DigestTableTest, RecordHashesExactlyThePagesOfEachRun) {
   // Runs as BuildPageRuns makes them: pages 2-4 and 9.
   std::vector<iovec> runs = {{a.region.page(2), 3 * 4096},
                              {a.region.page(9), 4096}};
-  (*t)->Record(0, runs);
+  const uint64_t run_offsets[] = {2 * 4096, 9 * 4096};
+  (*t)->Record(0, run_offsets, runs);
   const std::vector<uint64_t> want = Expected(a.region);
   absl::Span<const uint64_t> got = (*t)->region(0);
   ASSERT_EQ(got.size(), want.size());

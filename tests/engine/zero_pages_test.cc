@@ -27,9 +27,10 @@ TEST(ZeroPagesTest, MemoryNotKnownZeroIsWrittenOnlyWhereNotZero) {
   std::memset(r.region.page(1), 0x11, 4096);
   r.region.page(5)[4095] = 1;  // only the last byte
   ZeroPages z({&r.region, 1});
-  const ZeroPages::Applied a = z.Zero(0, 0, 8);
-  EXPECT_EQ(a.written, 2u);
-  EXPECT_EQ(a.skipped, 6u);
+  const absl::StatusOr<ZeroPages::Applied> a = z.Zero(0, 0, 8);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->written, 2u);
+  EXPECT_EQ(a->skipped, 6u);
   for (uint64_t off = 0; off < r.region.length; ++off) {
     ASSERT_EQ(static_cast<uint8_t*>(r.region.base)[off], 0) << off;
   }
@@ -41,9 +42,10 @@ TEST(ZeroPagesTest, MemoryKnownZeroStaysUntouchedUntilDataLands) {
   r.region.reads_as_zero = true;
   ZeroPages z({&r.region, 1});
   const uint64_t before = Resident(r.region.base, r.region.length);
-  ZeroPages::Applied a = z.Zero(0, 0, 200);
-  EXPECT_EQ(a.written, 0u);
-  EXPECT_EQ(a.skipped, 200u);
+  absl::StatusOr<ZeroPages::Applied> a = z.Zero(0, 0, 200);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->written, 0u);
+  EXPECT_EQ(a->skipped, 200u);
   // Nothing was read or written: no page was faulted in.
   EXPECT_EQ(Resident(r.region.base, r.region.length), before);
 
@@ -52,10 +54,12 @@ TEST(ZeroPagesTest, MemoryKnownZeroStaysUntouchedUntilDataLands) {
   std::memset(r.region.page(150), 0x33, 4096);
   const iovec runs[] = {{r.region.page(70), 2 * 4096},
                         {r.region.page(150), 4096}};
-  z.NoteData(0, runs);
+  const uint64_t run_offsets[] = {70 * 4096, 150 * 4096};
+  z.NoteData(0, run_offsets, runs);
   a = z.Zero(0, 0, 200);
-  EXPECT_EQ(a.written, 3u);
-  EXPECT_EQ(a.skipped, 197u);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->written, 3u);
+  EXPECT_EQ(a->skipped, 197u);
   for (uint64_t p : {70u, 71u, 150u}) {
     for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(r.region.page(p)[i], 0);
   }

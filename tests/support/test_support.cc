@@ -77,6 +77,26 @@ TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed, bool fill) {
   return r;
 }
 
+FileRegion MakeFileRegion(uint32_t id, uint64_t bytes, uint64_t seed, bool fill,
+                          uint64_t lead) {
+  FileRegion r;
+  const int fd = memfd_create("ramferry-test-region", MFD_CLOEXEC);
+  EXPECT_GE(fd, 0) << "memfd_create: " << strerror(errno);
+  EXPECT_EQ(ftruncate(fd, static_cast<off_t>(lead + bytes)), 0);
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                 static_cast<off_t>(lead));
+  EXPECT_NE(m, MAP_FAILED) << "mmap: " << strerror(errno);
+  r.owner = std::shared_ptr<void>(m, [fd, bytes](void* p) {
+    munmap(p, bytes);
+    close(fd);
+  });
+  r.region = Region{id, "file-region-" + std::to_string(id), m, bytes, 4096};
+  r.region.fd = fd;
+  r.region.fd_offset = lead;
+  if (fill) FillRandom(static_cast<uint8_t*>(m), bytes, seed);
+  return r;
+}
+
 ServingReceiver::ServingReceiver(const SessionOptions& options,
                                  std::vector<Region> regions)
     : regions_(std::move(regions)) {

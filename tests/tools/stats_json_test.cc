@@ -85,6 +85,7 @@ TEST(ChannelCounters, JsonKeysAreTheOnesTheToolsRead) {
       "rdma_credit_returns",
       "sealed_bytes",
       "sealed_in_place_bytes",
+      "file_bytes",
       "seal_s",
       "send_latency_p50_us",
       "send_latency_p99_us",

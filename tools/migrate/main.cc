@@ -215,11 +215,12 @@ ABSL_FLAG(ramferry::cli::ByteRate, max_bandwidth, ramferry::cli::ByteRate{},
 ABSL_FLAG(std::string, prefault, "auto",
           "dest: fault the region in ahead of the data: before (all of it, on "
           "every core, before listening), during (one background thread "
-          "from the first page on, while the data arrives), idle (that thread only until the first "
+          "from the first page on, while the data arrives), idle (that thread "
+          "only until the first "
           "page arrives), off, or auto: during for anonymous memory (which "
-          "also gets huge pages) and an existing file, idle for a new file "
-          "(chosen by measurement, see the README); true/false mean "
-          "before/off");
+          "also gets huge pages), off for a file, whose pages are written "
+          "through it and never through this process's page tables (chosen "
+          "by measurement, see the README); true/false mean before/off");
 ABSL_FLAG(std::string, verify, "full",
           "source: after the final round, check the destination page by "
           "page: full (the source's memory now against a digest the "
@@ -552,6 +553,9 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
   }
   src.regions = {
       Region{1, RegionName(0), src.own->data(), src.own->size(), kPageSize}};
+  // A file's pages go through it, not through this mapping
+  // (engine/region_file.h).
+  src.regions[0].fd = src.own->fd();
   const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
   if (tracking == "uffd") {
     absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
@@ -722,13 +726,6 @@ void HandOver(const DestinationMemories& mems, DestinationReport* r) {
   }
 }
 
-// --prefault=auto, per memory kind, from the measurements in the README
-// (4 GiB, 2 channels, loopback): anonymous memory (huge pages) and an
-// existing file (its pages are allocated: only page tables to fill) gain
-// from a background pre-fault beside the receivers; a fresh file's pages
-// (tmpfs: no huge pages here) must be allocated, and a second thread
-// allocating them while data arrives doubled the transfer, so it runs
-// only until the first page arrives.
 // The destination's regions: memory it just mapped reads as zero (fresh
 // anonymous memory, a new or resized file), so zero pages for it need no
 // write; a reused file holds what the last run left.
@@ -738,11 +735,16 @@ std::vector<Region> DestinationRegions(const DestinationMemories& mems) {
     Region region{static_cast<uint32_t>(i + 1), RegionName(i), mems[i]->data(),
                   mems[i]->size(), kPageSize};
     region.reads_as_zero = !mems[i]->reused_file();
+    region.fd = mems[i]->fd();
     regions.push_back(std::move(region));
   }
   return regions;
 }
 
+// --prefault=auto, per memory kind, from the measurements in the README
+// (4 GiB, 2 channels, loopback): anonymous memory (huge pages) gains from
+// a background pre-fault beside the receivers; a file's pages are written
+// through the file (Region::fd), so its page tables here are never needed.
 absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem) {
   const std::string flag = absl::GetFlag(FLAGS_prefault);
   if (flag != "auto") return ParsePrefault(flag);
@@ -751,8 +753,9 @@ absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem) {
   // --postcopy=now every page is dropped, so none is faulted in at all.
   if (PostcopyFlag() == PostcopyMode::kNow) return Prefault::kOff;
   if (PostcopyFlag() != PostcopyMode::kOff) return Prefault::kBefore;
-  return mem.file_backed() && !mem.reused_file() ? Prefault::kIdle
-                                                 : Prefault::kDuring;
+  // A file's pages land through it (Region::fd), never through this
+  // process's page tables: filling those would be all cost.
+  return mem.file_backed() ? Prefault::kOff : Prefault::kDuring;
 }
 
 // Post-copy's destination workload: memload as the source runs it (the
