@@ -4,6 +4,7 @@
 // post-copy callbacks. Only ramferry.h and absl's StatusCode (to check the
 // codes mirror it) are used.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -281,6 +282,88 @@ TEST(CApiTest, BadRegionsAndBitmapsAreRefused) {
   EXPECT_THAT(ramferry_last_error(), HasSubstr("no regions"));
   ramferry_regions_free(none);
   ramferry_regions_free(r);
+  ramferry_options_free(opt);
+}
+
+// A memfd mapped shared, unmapped and closed at the end.
+struct MemfdMemory {
+  explicit MemfdMemory(uint64_t length) : length(length) {
+    fd = memfd_create("c-api-test", MFD_CLOEXEC);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(length)), 0);
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  ~MemfdMemory() {
+    if (base != nullptr) munmap(base, length);
+    close(fd);
+  }
+  MemfdMemory(const MemfdMemory&) = delete;
+  MemfdMemory& operator=(const MemfdMemory&) = delete;
+  int fd;
+  uint8_t* base;
+  uint64_t length;
+};
+
+// ramferry_regions_set_file checks the descriptor against the mapping, and
+// a session whose regions name their files moves pages through them on
+// both ends.
+TEST(CApiTest, RegionsSetFileMovesPagesThroughTheFile) {
+  constexpr uint64_t kLength = 8ull << 20;
+  MemfdMemory src(kLength), dst(kLength);
+  std::mt19937_64 rng(3);
+  for (uint64_t i = 0; i < kLength / 8; ++i) {
+    reinterpret_cast<uint64_t*>(src.base)[i] = rng();
+  }
+  ramferry_regions* rs = ramferry_regions_new();
+  ramferry_regions* rd = ramferry_regions_new();
+  ASSERT_EQ(ramferry_regions_add(rs, 1, src.base, kLength, 4096), RAMFERRY_OK);
+  ASSERT_EQ(ramferry_regions_add(rd, 1, dst.base, kLength, 4096), RAMFERRY_OK);
+  EXPECT_EQ(ramferry_regions_set_file(nullptr, 1, src.fd, 0),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(ramferry_regions_set_file(rs, 9, src.fd, 0), RAMFERRY_NOT_FOUND);
+  EXPECT_THAT(ramferry_regions_last_error(rs), HasSubstr("no region 9"));
+  EXPECT_EQ(ramferry_regions_set_file(rs, 1, dst.fd, 0),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(ramferry_regions_last_error(rs), HasSubstr("does not back"));
+  EXPECT_EQ(ramferry_regions_set_file(rs, 1, src.fd, 4096),
+            RAMFERRY_INVALID_ARGUMENT);
+  ASSERT_EQ(ramferry_regions_set_file(rs, 1, src.fd, 0), RAMFERRY_OK);
+  ASSERT_EQ(ramferry_regions_set_file(rd, 1, dst.fd, 0), RAMFERRY_OK);
+
+  ramferry_options* opt = KeyedOptions();
+  ramferry_receiver* rx = nullptr;
+  ASSERT_EQ(ramferry_receiver_listen(opt, rd, &rx), RAMFERRY_OK)
+      << ramferry_last_error();
+  ramferry_regions_free(rd);
+  ramferry_status served = RAMFERRY_UNKNOWN;
+  std::thread serving([&] { served = ramferry_receiver_serve(rx); });
+  uint16_t port = 0;
+  ASSERT_EQ(ramferry_receiver_port(rx, &port), RAMFERRY_OK);
+  ASSERT_EQ(ramferry_options_set_port(opt, port), RAMFERRY_OK);
+  ramferry_sender* tx = nullptr;
+  ASSERT_EQ(ramferry_sender_connect(opt, rs, &tx), RAMFERRY_OK)
+      << ramferry_last_error();
+  ramferry_regions_free(rs);
+  std::vector<uint64_t> words(ramferry_bitmap_words(kLength / 4096), 0);
+  ramferry_bitmap_mark_range(words.data(), 0, kLength / 4096);
+  uint64_t* bitmaps[] = {words.data()};
+  ASSERT_EQ(ramferry_sender_send_round(tx, bitmaps, 1, nullptr), RAMFERRY_OK)
+      << ramferry_sender_last_error(tx);
+  EXPECT_EQ(ramferry_sender_verify(tx, nullptr), RAMFERRY_OK)
+      << ramferry_sender_last_error(tx);
+  ASSERT_EQ(ramferry_sender_finish(tx), RAMFERRY_OK);
+  serving.join();
+  EXPECT_EQ(served, RAMFERRY_OK) << ramferry_receiver_last_error(rx);
+  EXPECT_EQ(std::memcmp(src.base, dst.base, kLength), 0);
+  uint64_t sent = 0, landed = 0;
+  ASSERT_EQ(ramferry_sender_channel_counter(tx, 0, "file_bytes", &sent),
+            RAMFERRY_OK);
+  ASSERT_EQ(ramferry_receiver_channel_counter(rx, 0, "file_bytes", &landed),
+            RAMFERRY_OK);
+  EXPECT_GT(sent, 0u);
+  EXPECT_GT(landed, 0u);
+  ramferry_sender_free(tx);
+  ramferry_receiver_free(rx);
   ramferry_options_free(opt);
 }
 
