@@ -64,7 +64,7 @@ class Ghash {
   alignas(16) std::array<uint8_t, 16> y_{};  // the state, byte-reversed
   std::array<uint8_t, 16> partial_{};
   size_t partial_bytes_ = 0;
-  uint64_t total_bytes_ = 0;  // of the stream Update takes now
+  uint64_t total_bytes_ = 0;       // of the stream Update takes now
   uint64_t associated_bytes_ = 0;  // once the ciphertext began
   bool ciphertext_ = false;
 };

@@ -130,8 +130,7 @@ absl::StatusOr<std::unique_ptr<Sealer>> Sealer::Create(SealMode mode,
     return absl::InternalError("OpenSSL cannot run AES-256-GCM");
   }
   EVP_CIPHER_free(cipher);  // the context holds its own reference
-  return std::unique_ptr<Sealer>(
-      new Sealer(mode, key, ctx, nullptr, nullptr));
+  return std::unique_ptr<Sealer>(new Sealer(mode, key, ctx, nullptr, nullptr));
 }
 
 Sealer::Sealer(SealMode mode, const SealKey& key, void* ctx,

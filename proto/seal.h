@@ -126,7 +126,7 @@ class Sealer {
   const std::unique_ptr<Ghash> ghash_;
   AesCtr::Block mask_{};     // AES_K(J0) of the message, with aes_
   bool ciphertext_ = false;  // the message's body began, with aes_
-  bool failed_ = false;  // an OpenSSL call failed within this message
+  bool failed_ = false;      // an OpenSSL call failed within this message
 };
 
 }  // namespace ramferry::proto

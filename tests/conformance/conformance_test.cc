@@ -787,8 +787,8 @@ TEST_P(TransportConformance, RegisteredBuffersCarryStagedPayloads) {
       }
     };
     SessionRun run;
-    ASSERT_NO_FATAL_FAILURE(RunSession(
-        opt, 2, BytesFor(GetParam(), 8ull << 20), 607, &run, text));
+    ASSERT_NO_FATAL_FAILURE(
+        RunSession(opt, 2, BytesFor(GetParam(), 8ull << 20), 607, &run, text));
     const ChannelStats t = run.sender.Total();
     absl::StatusOr<uint32_t> caps = CapabilitiesOf(GetParam());
     ASSERT_TRUE(caps.ok()) << caps.status();

@@ -150,12 +150,12 @@ TEST(GhashTest, ASealerOnItInteroperatesWithOpenSsl) {
   EXPECT_FALSE(open->FinishOpen(tag));
 }
 
-#define SKIP_WITHOUT_FAST_GCM()                                            \
-  do {                                                                     \
-    if (!Ghash::Available() || !AesCtr::Available()) {                     \
-      GTEST_SKIP() << "this CPU lacks AVX-512, VAES or VPCLMULQDQ: the "   \
-                      "Sealer keeps OpenSSL's GCM";                        \
-    }                                                                      \
+#define SKIP_WITHOUT_FAST_GCM()                                          \
+  do {                                                                   \
+    if (!Ghash::Available() || !AesCtr::Available()) {                   \
+      GTEST_SKIP() << "this CPU lacks AVX-512, VAES or VPCLMULQDQ: the " \
+                      "Sealer keeps OpenSSL's GCM";                      \
+    }                                                                    \
   } while (0)
 
 template <size_t N>
@@ -250,8 +250,8 @@ TEST(AesCtrTest, AnEncryptingSealerIsOpenSslsGcm) {
   std::mt19937_64 rng(12);
   std::vector<size_t> lengths;
   for (size_t n = 0; n <= 300; ++n) lengths.push_back(n);
-  for (size_t n : {size_t{4096}, size_t{(64 << 10) + 13},
-                   size_t{(1 << 20) + 1088}})
+  for (size_t n :
+       {size_t{4096}, size_t{(64 << 10) + 13}, size_t{(1 << 20) + 1088}})
     lengths.push_back(n);
   for (size_t n : lengths) {
     SealKey key;

@@ -25,9 +25,8 @@ bool MapsLineMapsFile(std::string_view line, uint32_t major, uint32_t minor,
   unsigned int maj = 0, min = 0;
   uint64_t ino = 0;
   const std::string text(line);
-  if (std::sscanf(text.c_str(),
-                  "%*x-%*x %7s %*x %x:%x %" SCNu64,
-                  perms, &maj, &min, &ino) != 4) {
+  if (std::sscanf(text.c_str(), "%*x-%*x %7s %*x %x:%x %" SCNu64, perms, &maj,
+                  &min, &ino) != 4) {
     return false;
   }
   if (ino == 0 || ino != inode || maj != major || min != minor) return false;
