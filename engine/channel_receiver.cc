@@ -261,8 +261,9 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
     if (arrival_digests_ != nullptr) {
       arrival_digests_->Record(index, run_offsets_, iov_);
     }
-    if (zero_pages_ != nullptr)
+    if (zero_pages_ != nullptr) {
       zero_pages_->NoteData(index, run_offsets_, iov_);
+    }
   }
   if (zero_pages_ != nullptr) {
     absl::StatusOr<uint64_t> applied = ApplyZeroPages(index, *region, offsets);
