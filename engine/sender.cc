@@ -287,14 +287,18 @@ absl::Status SenderImpl::Finish() {
   if (absl::Status s = Barrier(CommandType::kFinish, next_round_); !s.ok()) {
     return s;
   }
+  // From here the destination may commit at any moment, and a lost
+  // confirmation looks like any other failure: it is set before the send,
+  // since a send that fails may still have delivered the message.
+  finish_sent_.store(true, std::memory_order_release);
   if (absl::Status s = control_->Send(proto::EncodeFinish()); !s.ok()) {
     failure_.Fail(s);
-    return FinalStatus();
+    return OutcomeUnknown(FinalStatus());
   }
   if (absl::Status s = AwaitControl([&] { return finish_acked_; },
                                     options_.round_timeout, "finish");
       !s.ok()) {
-    return s;
+    return OutcomeUnknown(s);
   }
   finished_ = true;
   for (auto& c : channels_) c->Join();
@@ -311,6 +315,14 @@ absl::Status SenderImpl::Finish() {
   }
   pending_losses_.clear();
   return absl::OkStatus();
+}
+
+absl::Status SenderImpl::OutcomeUnknown(const absl::Status& cause) {
+  return engine::Annotate(
+      cause,
+      "the outcome is unknown: FINISH was sent, so the destination may have "
+      "committed and be running the memory; do not resume the source's "
+      "workload");
 }
 
 SessionStats SenderImpl::stats() const {
@@ -400,6 +412,7 @@ void Sender::SetMaxBandwidth(uint64_t bytes_per_second) {
 }
 SessionStats Sender::stats() const { return impl_->stats(); }
 uint64_t Sender::confirmed_rounds() const { return impl_->confirmed_rounds(); }
+bool Sender::finish_sent() const { return impl_->finish_sent(); }
 std::vector<std::string> Sender::warnings() const { return impl_->warnings(); }
 
 }  // namespace ramferry

@@ -95,8 +95,14 @@ class SenderImpl {
   uint64_t confirmed_rounds() const {
     return confirmed_mirror_.load(std::memory_order_acquire);
   }
+  bool finish_sent() const {
+    return finish_sent_.load(std::memory_order_acquire);
+  }
 
  private:
+  // `cause`, said to have come after the commit point.
+  static absl::Status OutcomeUnknown(const absl::Status& cause);
+
   // ---- session set-up (sender_setup.cc) ----
   // Sends the control Hello; the reply fixes the session's features.
   absl::Status ExchangeControlHello(int fd, absl::Time deadline);
@@ -270,6 +276,8 @@ class SenderImpl {
   };
   std::deque<StartedRound> started_;
   bool finished_ = false;  // caller thread only
+  // The control FINISH may have left: the commit point (Sender::Finish).
+  std::atomic<bool> finish_sent_{false};
   // Post-copy: the pages still to push, one bitmap per region (caller
   // thread takes; the urgent thread takes requested ones too), and where
   // the next push chunk starts (caller thread).

@@ -102,7 +102,16 @@ class Sender {
 
   // Ends the session: every channel sends FINISH and the destination
   // confirms. Calling Finish after an error returns that error.
+  //
+  // The commit point is the control FINISH: once it has left
+  // (finish_sent()), the destination may have taken the memory over and
+  // run it before its confirmation was lost, so a failure from then on
+  // leaves the outcome unknown, and the caller must not let its own copy
+  // of the workload run on (two live copies); its status says so. Before
+  // it, a failure means the destination did not commit.
   absl::Status Finish();
+  // Whether Finish sent the control FINISH (the commit point). Any thread.
+  bool finish_sent() const;
 
   // ---- post-copy (SessionOptions::postcopy) ----
   // The switch. `missing` (one bitmap per region) marks every page the

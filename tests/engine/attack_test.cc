@@ -28,6 +28,7 @@
 #include "engine/region_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/control.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/attack_relay.h"
@@ -483,6 +484,88 @@ INSTANTIATE_TEST_SUITE_P(
                           std::get<1>(info.param), "pages",
                           std::get<2>(info.param) ? "_file" : "");
     });
+
+// The commit point (review D4): the control connection cut at each step
+// of the finish. Whatever the step, the source and the destination never
+// both run the memory: before FINISH leaves, the source fails as before
+// (its caller resumes) and the destination has not committed; once it has
+// left, the source says the outcome is unknown (its caller keeps the
+// workload paused), whether the destination committed or not.
+struct FinishCut {
+  const char* name;
+  proto::ControlType frame;
+  bool downstream, forward;
+  // What the step allows: whether the destination commits (Serve OK:
+  // kEither where it races the cut, as when its FINISH_ACK meets a closed
+  // connection or not), and whether the source finishes (Finish OK).
+  enum Commits { kNo, kYes, kEither } destination_commits;
+  bool source_finishes;
+};
+
+class FinishCutTest : public ::testing::TestWithParam<FinishCut> {};
+
+TEST_P(FinishCutTest, NeverTwoLiveCopies) {
+  const FinishCut& step = GetParam();
+  SessionOptions o = Options(TransportKind::kTcp, Protection::kMac, 2);
+  o.round_timeout = absl::Seconds(10);
+  const uint64_t bytes = ScaledBytes(8 << 20);
+  auto src = MakeRegion(1, bytes, 31, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  ServingReceiver rx(o, {dst.region});
+  AttackRelay relay(rx.port());
+  Attack cut;
+  cut.kind = AttackKind::kCutAtFrame;
+  cut.control = true;
+  cut.frame_type = static_cast<uint32_t>(step.frame);
+  cut.downstream = step.downstream;
+  cut.forward = step.forward;
+  relay.Arm(cut);
+  o.port = relay.port();
+  absl::StatusOr<std::unique_ptr<Sender>> sender =
+      Sender::Connect(o, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  absl::Status source = (*sender)->SendRound(bitmaps).status();
+  if (source.ok()) source = (*sender)->Finish();
+  const bool finish_sent = (*sender)->finish_sent();
+  sender->reset();  // its connections close: the destination ends too
+  const absl::Status destination = rx.result();
+  ASSERT_FALSE(relay.events().empty()) << relay.Log();
+  SCOPED_TRACE(absl::StrCat("source: ", source.ToString(), "\ndestination: ",
+                            destination.ToString(), "\n", relay.Log()));
+  // A caller resumes its workload on a failure before the commit point.
+  const bool source_resumes = !source.ok() && !finish_sent;
+  EXPECT_FALSE(source_resumes && destination.ok())
+      << "two live copies: the destination committed and the source would "
+         "resume";
+  if (step.destination_commits != FinishCut::kEither) {
+    EXPECT_EQ(destination.ok(), step.destination_commits == FinishCut::kYes);
+  }
+  EXPECT_EQ(source.ok(), step.source_finishes);
+  if (!source.ok() && finish_sent) {
+    EXPECT_THAT(std::string(source.message()),
+                ::testing::HasSubstr("the outcome is unknown"));
+  }
+  if (source.ok()) EXPECT_TRUE(testing::SameBytes(src.region, dst.region));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Steps, FinishCutTest,
+    ::testing::Values(
+        // Before the commit point: the round is never confirmed.
+        FinishCut{"RoundDoneLost", proto::ControlType::kRoundDone, true, false,
+                  FinishCut::kNo, false},
+        FinishCut{"FinishLost", proto::ControlType::kFinish, false, false,
+                  FinishCut::kNo, false},
+        FinishCut{"FinishDelivered", proto::ControlType::kFinish, false, true,
+                  FinishCut::kEither, false},
+        FinishCut{"FinishAckLost", proto::ControlType::kFinishAck, true, false,
+                  FinishCut::kYes, false},
+        FinishCut{"FinishAckDelivered", proto::ControlType::kFinishAck, true,
+                  true, FinishCut::kYes, true}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, AttackTest,

@@ -85,7 +85,8 @@ bool Downward(AttackKind kind) { return kind == AttackKind::kForgeRoundDone; }
 
 // Whether `kind` is aimed at a control connection (or a data channel).
 bool OnControl(AttackKind kind) {
-  return kind == AttackKind::kFloodHeartbeats ||
+  return kind == AttackKind::kCutAtFrame ||
+         kind == AttackKind::kFloodHeartbeats ||
          kind == AttackKind::kFloodRandom || kind == AttackKind::kReplayFrame ||
          Downward(kind);
 }
@@ -162,6 +163,8 @@ const char* AttackKindName(AttackKind kind) {
       return "replay-frame";
     case AttackKind::kForgeRoundDone:
       return "forge-round-done";
+    case AttackKind::kCutAtFrame:
+      return "cut-at-frame";
     case AttackKind::kFlipNextHeader:
       return "flip-next-header";
   }
@@ -437,6 +440,7 @@ void AttackRelay::DownstreamFrames(const std::shared_ptr<Conn>& c,
                   length + tag) != ReadResult::kOk) {
       return c->Sever();
     }
+    if (MaybeCut(c, frame, /*downstream=*/true)) return;
     {
       std::lock_guard<std::mutex> w(c->down_write_mu);
       if (!WriteAll(c->src, frame)) return c->Sever();
@@ -516,6 +520,10 @@ void AttackRelay::Upstream(std::shared_ptr<Conn> c) {
         sessions_[c->info.session].control = c;
         sessions_[c->info.session].forge = a;
       } else {
+        // A cut downstream needs the destination's frames parsed.
+        if (kind == AttackKind::kCutAtFrame && a->attack.downstream) {
+          c->forged_downstream = true;
+        }
         c->attacks.push_back(a);
       }
     }
@@ -934,6 +942,34 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
   return true;
 }
 
+bool AttackRelay::MaybeCut(const std::shared_ptr<Conn>& c,
+                           const std::vector<uint8_t>& frame, bool downstream) {
+  const uint32_t type = proto::Load32(frame.data());
+  for (const auto& a : c->attacks) {
+    if (a->attack.kind != AttackKind::kCutAtFrame ||
+        a->attack.downstream != downstream || a->attack.frame_type != type) {
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (a->fired) continue;
+      a->fired = true;
+    }
+    Record(
+        c, AttackKind::kCutAtFrame, 0, 0,
+        absl::StrFormat(
+            "cut %s frame type %d (%s)", a->attack.forward ? "after" : "before",
+            type, downstream ? "from the destination" : "from the source"));
+    if (a->attack.forward) {
+      std::lock_guard<std::mutex> w(c->down_write_mu);
+      (void)WriteAll(downstream ? c->src : c->dst, frame);
+    }
+    c->Sever();
+    return true;
+  }
+  return false;
+}
+
 void AttackRelay::ControlLoop(const std::shared_ptr<Conn>& c) {
   bool sealed;
   {
@@ -969,9 +1005,13 @@ void AttackRelay::ControlLoop(const std::shared_ptr<Conn>& c) {
       ++c->info.frames;
       c->info.bytes_up += frame.size();
     }
+    if (MaybeCut(c, frame, /*downstream=*/false)) return;
     if (!WriteAll(c->dst, frame)) return c->Sever();
     for (const auto& a : c->attacks) {
-      if (index < a->attack.at_index) continue;
+      if (index < a->attack.at_index ||
+          a->attack.kind == AttackKind::kCutAtFrame) {
+        continue;
+      }
       {
         std::lock_guard<std::mutex> l(mu_);
         if (a->fired) continue;

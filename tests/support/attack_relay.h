@@ -85,6 +85,11 @@ enum class AttackKind {
   // which the relay holds back a while: the destination cannot have
   // applied the round yet. A garbage tag when sealed.
   kForgeRoundDone,
+  // Control connection: when a frame of type `frame_type` comes (from the
+  // source, or with `downstream` from the destination), cuts the
+  // connection, both ways, before that frame goes on or, with `forward`,
+  // right after it: a link lost at that step of the protocol.
+  kCutAtFrame,
 };
 const char* AttackKindName(AttackKind kind);
 
@@ -110,6 +115,10 @@ struct Attack {
   uint64_t forged_base = 0;
   // kFloodHeartbeats / kFloodRandom.
   int count = 2000;
+  // kCutAtFrame.
+  uint32_t frame_type = 0;
+  bool downstream = false;
+  bool forward = false;
   // kReplay, kDrop, kReorder: rewrite packet numbers so that the stream
   // still counts 0, 1, 2... (the replayed packet takes the next number and
   // the later ones follow; after a drop the later ones close the gap; two
@@ -211,6 +220,10 @@ class AttackRelay {
   void MaybeForgeRoundDone(const std::shared_ptr<Conn>& c, const Packet& sync);
   void DataLoop(const std::shared_ptr<Conn>& c);
   void ControlLoop(const std::shared_ptr<Conn>& c);
+  // kCutAtFrame: cuts the connection if an armed cut wants `frame` (a
+  // control frame going the way `downstream` says); true once cut.
+  bool MaybeCut(const std::shared_ptr<Conn>& c,
+                const std::vector<uint8_t>& frame, bool downstream);
   // Applies this connection's armed attacks to `p`; false when the
   // connection is over (truncated, or a write failed).
   bool ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p);

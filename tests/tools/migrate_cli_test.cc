@@ -20,6 +20,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/control.h"
+#include "tests/support/attack_relay.h"
 #include "tests/support/link_testbed_skip.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_support.h"
@@ -246,6 +248,57 @@ TEST(MigrateCli, RolesWithTheSameKeyFileMigrateAuthenticated) {
   EXPECT_EQ(j["authenticated"], true);
   EXPECT_EQ(j["verified"], true);
   EXPECT_EQ(dest.Wait(absl::Seconds(30)).exit_code, 0);
+}
+
+// The commit point end to end (review D4): the control connection between
+// two ramferry-migrate processes cut around the finish, after the pause.
+// Cut before FINISH (the verification's result lost), the destination
+// never committed and the source resumes its workload: "failed". Cut once
+// FINISH went out (its acknowledgement lost), the destination committed
+// and says done, and the source keeps its workload paused and says the
+// outcome is unknown. Never two live copies.
+TEST(MigrateCli, AFinishCutAfterTheCommitPointKeepsTheWorkloadPaused) {
+  struct Step {
+    const char* name;
+    proto::ControlType frame;
+    const char* outcome;
+    bool resumed;
+    int destination_exit;
+  };
+  for (const Step& step :
+       {Step{"verify result lost", proto::ControlType::kVerifyResult, "failed",
+             true, 1},
+        Step{"finish ack lost", proto::ControlType::kFinishAck, "unknown",
+             false, 0}}) {
+    SCOPED_TRACE(step.name);
+    KeyFile key("a key both ends were given, 32 bytes");
+    BackgroundCommand dest({kMigrate, "--role=dest", "--listen=127.0.0.1:0",
+                            "--size=32MiB", "--json",
+                            "--key-file=" + key.path()});
+    const std::string port =
+        dest.AwaitStderrLine("listening on 127.0.0.1:", absl::Seconds(30));
+    ASSERT_FALSE(port.empty()) << dest.Stderr();
+    testing::AttackRelay relay(static_cast<uint16_t>(std::stoi(port)));
+    testing::Attack cut;
+    cut.kind = testing::AttackKind::kCutAtFrame;
+    cut.control = true;
+    cut.frame_type = static_cast<uint32_t>(step.frame);
+    cut.downstream = true;
+    relay.Arm(cut);
+    CommandResult r = RunCommand(
+        {kMigrate, "--role=source",
+         absl::StrCat("--connect=127.0.0.1:", relay.port()), "--size=32MiB",
+         "--json", "--key-file=" + key.path(), "--dirty-rate=20MB",
+         "--max-rounds=2", "--stall-timeout=5s"});
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    Json j = ParseJson(r);
+    EXPECT_EQ(j["outcome"], step.outcome) << r.out;
+    EXPECT_EQ(j["workload"]["running_after"], step.resumed) << r.out;
+    EXPECT_EQ(j["workload"]["kept_paused"], !step.resumed) << r.out;
+    EXPECT_EQ(dest.Wait(absl::Seconds(30)).exit_code, step.destination_exit)
+        << dest.Stderr();
+    EXPECT_FALSE(relay.events().empty()) << relay.Log();
+  }
 }
 
 TEST(MigrateCli, WithoutAKeyNeitherRoleStartsUnlessAskedToRunInsecure) {

@@ -210,10 +210,13 @@ class PrecopyRun {
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
     // On failure the source keeps its workload, unless the switch to
-    // post-copy began: the destination may have resumed it already, and
-    // this side's memory must stay the state at the switch.
-    if (!report_.status.ok() && paused_ && !switched_) load_.Resume();
-    report_.workload_kept_paused = !report_.status.ok() && switched_;
+    // post-copy began or FINISH went out: the destination may have
+    // resumed it already, and one copy may run, never two.
+    const bool committed =
+        switched_ || (sender_ != nullptr && sender_->finish_sent());
+    report_.outcome_unknown = !report_.status.ok() && !switched_ && committed;
+    if (!report_.status.ok() && paused_ && !committed) load_.Resume();
+    report_.workload_kept_paused = !report_.status.ok() && committed;
     report_.workload_running_after = load_.running() && StillWriting(load_);
     report_.workload_pages_written = load_.pages_written().value_or(0);
     return std::move(report_);

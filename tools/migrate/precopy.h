@@ -121,10 +121,14 @@ struct PrecopyReport {
   bool verified = false;
   uint64_t confirmed_rounds = 0;        // rounds the destination confirmed
   bool workload_running_after = false;  // the workload still writes
-  // Post-copy failed after the switch began: the workload stays paused
-  // here (this side's memory is the state at the switch; the destination
-  // may have run on), not resumed as after a pre-copy failure.
+  // Post-copy failed after the switch began, or the session after FINISH
+  // went out (the commit point, Sender::Finish): the workload stays paused
+  // here (the destination may have run on), not resumed as after a
+  // pre-copy failure.
   bool workload_kept_paused = false;
+  // The session failed after FINISH went out: the destination may hold and
+  // run the memory, or may not.
+  bool outcome_unknown = false;
   uint64_t workload_pages_written = 0;
   SessionStats stats;
 };

@@ -24,6 +24,7 @@ void AddStatusFields(cli::Json& j, const absl::Status& s) {
 // "migrated", "cancelled" (--on-timeout=cancel) or "failed".
 const char* Outcome(const PrecopyReport& r) {
   if (r.status.ok()) return "migrated";
+  if (r.outcome_unknown) return "unknown";
   return r.cancelled ? "cancelled" : "failed";
 }
 
@@ -191,7 +192,8 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
                    {"dirty_rate_bytes_per_s", run.dirty_rate_bytes_per_s},
                    {"writers", run.writers},
                    {"pages_written", r.workload_pages_written},
-                   {"running_after", r.workload_running_after}};
+                   {"running_after", r.workload_running_after},
+                   {"kept_paused", r.workload_kept_paused}};
   j["downtime_limit_s"] = run.downtime_limit_s;
   j["max_rounds"] = run.max_rounds;
   j["stall_rounds"] = run.stall_rounds;
@@ -280,6 +282,12 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   }
   if (!r.status.ok()) {
     absl::StrAppendFormat(&t, "  error            %s\n", r.status.ToString());
+    if (r.outcome_unknown) {
+      t += "  outcome          UNKNOWN: the failure came after FINISH went "
+           "out, so the destination may be running the memory; the "
+           "workload is kept paused here (resume it only once the "
+           "destination is known not to run)\n";
+    }
     absl::StrAppendFormat(&t,
                           "  confirmed rounds %d (the destination applied "
                           "these in full)\n",
