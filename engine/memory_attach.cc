@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "engine/shared_mapping.h"
 #include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
+#include "engine/untouched.h"
 #include "engine/write_tracking.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
@@ -65,12 +67,14 @@ absl::Status CheckPagemap(int fd, pid_t peer) {
       target.empty() ? "not a file" : target, own));
 }
 
-// Whether every thread of `pid` is stopped (state T in its stat).
-bool AllThreadsStopped(pid_t pid) {
+// Whether every thread of `peer` is stopped (state T in its stat). /proc
+// goes by the number: it is still the peer's if the peer lives after the
+// read, since a pid is reused only once its process is gone.
+bool AllThreadsStopped(const engine::PeerProcess& peer) {
   std::error_code ec;
   bool any = false;
   for (const auto& task : std::filesystem::directory_iterator(
-           absl::StrCat("/proc/", pid, "/task"), ec)) {
+           absl::StrCat("/proc/", peer.pid, "/task"), ec)) {
     std::ifstream stat(task.path() / "stat");
     std::string line;
     if (!std::getline(stat, line)) continue;  // the thread just exited
@@ -81,17 +85,83 @@ bool AllThreadsStopped(pid_t pid) {
     if (state != 'T' && state != 't') return false;
     any = true;
   }
-  return any;
+  return any && engine::SignalPeer(peer, 0).ok();
+}
+
+// The workload's own ranges, [base, base + length) in its address space.
+struct RemoteRange {
+  uint32_t id;
+  uint64_t base, length;
+};
+
+// Checks that each of `ranges` lies in mappings of the workload, by its
+// /proc/PID/maps; with `registered`, by its smaps, that each of those
+// mappings is also registered for userfaultfd write protection ("uw" in
+// VmFlags). PAGEMAP_SCAN reports nothing, and no error, for an address
+// that is not mapped: without this, an offer of ranges the workload does
+// not track, or a region it later unmapped or moved, would report no
+// writes at all.
+absl::Status CheckRanges(const engine::PeerProcess& peer,
+                         absl::Span<const RemoteRange> ranges,
+                         bool registered) {
+  const std::string path =
+      absl::StrCat("/proc/", peer.pid, registered ? "/smaps" : "/maps");
+  std::ifstream in(path);
+  struct Vma {
+    uint64_t start, end;
+    bool tracked;
+  };
+  std::vector<Vma> vmas;
+  for (std::string line; std::getline(in, line);) {
+    if (std::optional<engine::MapsEntry> e = engine::ParseMapsLine(line)) {
+      vmas.push_back({e->start, e->end, !registered});
+    } else if (registered && !vmas.empty() &&
+               absl::StartsWith(line, "VmFlags:")) {
+      vmas.back().tracked = absl::StrContains(line + " ", " uw ");
+    }
+  }
+  // Read while the pidfd's process lives: then its pid was not reused.
+  if (absl::Status s = engine::SignalPeer(peer, 0); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrFormat("the workload's writes (pid %d): it has "
+                                  "gone (%s); did it end, or free its export?",
+                                  peer.pid, s.message()));
+  }
+  if (vmas.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot read ", path));
+  }
+  for (const RemoteRange& r : ranges) {
+    uint64_t at = r.base;
+    for (const Vma& v : vmas) {
+      if (v.end <= at || v.start > at) continue;
+      if (!v.tracked) break;
+      at = v.end;
+      if (at >= r.base + r.length) break;
+    }
+    if (at < r.base + r.length) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the workload's region %d: [%#x, %#x) is %s at %#x in pid %d, so "
+          "its writes cannot be tracked (%s)",
+          r.id, r.base, r.base + r.length,
+          registered ? "not mapped, or not registered for write tracking,"
+                     : "no longer mapped",
+          at, peer.pid,
+          registered ? "an export registers what it offers; this offer is "
+                       "not what it seems"
+                     : "did it unmap or move its memory?"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 class AttachedMemoryImpl final : public AttachedMemory {
  public:
-  AttachedMemoryImpl(OwnedFd conn, pid_t pid, bool pauses_itself,
+  AttachedMemoryImpl(OwnedFd conn, engine::PeerProcess peer, bool pauses_itself,
                      OwnedFd pagemap, std::vector<engine::SharedMapping> maps,
                      std::vector<OwnedFd> files, std::vector<Region> regions,
                      std::vector<uint64_t> remote_bases)
       : conn_(std::move(conn)),
-        pid_(pid),
+        peer_(std::move(peer)),
         pauses_itself_(pauses_itself),
         pagemap_(std::move(pagemap)),
         maps_(std::move(maps)),
@@ -100,11 +170,16 @@ class AttachedMemoryImpl final : public AttachedMemory {
     for (size_t i = 0; i < regions_.size(); ++i) {
       written_.emplace_back(pagemap_.get(), remote_bases[i],
                             regions_[i].length);
+      ranges_.push_back({regions_[i].id, remote_bases[i], regions_[i].length});
     }
   }
 
+  absl::Span<const RemoteRange> ranges() const { return ranges_; }
+  const engine::PeerProcess& peer() const { return peer_; }
+
   absl::Span<const Region> regions() const override { return regions_; }
-  pid_t pid() const override { return pid_; }
+  pid_t pid() const override { return peer_.pid; }
+  bool alive() const override { return engine::SignalPeer(peer_, 0).ok(); }
   bool pauses_itself() const override { return pauses_itself_; }
   bool stopped_by_signal() const override { return stopped_; }
   const std::string& pause_note() const override { return note_; }
@@ -114,6 +189,11 @@ class AttachedMemoryImpl final : public AttachedMemory {
     if (dirty.size() != regions_.size()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%d bitmaps for %d attached regions", dirty.size(), regions_.size()));
+    }
+    // Still where they were offered: see CheckRanges.
+    if (absl::Status s = CheckRanges(peer_, ranges_, /*registered=*/false);
+        !s.ok()) {
+      return s;
     }
     uint64_t total = 0;
     for (size_t i = 0; i < regions_.size(); ++i) {
@@ -128,7 +208,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
             n.status().code(),
             absl::StrFormat("the workload's writes (pid %d): %s; did it end, "
                             "or free its export?",
-                            pid_, n.status().message()));
+                            peer_.pid, n.status().message()));
       }
       total += *n;
     }
@@ -158,8 +238,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
     paused_ = false;
     if (stopped_) {
       stopped_ = false;
-      if (kill(pid_, SIGCONT) != 0) {
-        return engine::ErrnoStatus(absl::StrCat("SIGCONT to pid ", pid_));
+      if (absl::Status s = engine::SignalPeer(peer_, SIGCONT); !s.ok()) {
+        return s;
       }
       // A pause the handler answered late is still in force there.
       if (pauses_itself_ && late_pause_) {
@@ -194,8 +274,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
             absl::IsDeadlineExceeded(c.status())) {
           late_pause_ = true;
         }
-        return engine::Annotate(c.status(),
-                                absl::StrCat("the workload (pid ", pid_, ")"));
+        return engine::Annotate(
+            c.status(), absl::StrCat("the workload (pid ", peer_.pid, ")"));
       }
       if (c->type == want) return absl::OkStatus();
       if (c->type == HandoffCommand::kPaused && late_pause_) {
@@ -209,8 +289,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
   }
 
   absl::Status StopBySignal(absl::Duration timeout) {
-    if (kill(pid_, SIGSTOP) != 0) {
-      return engine::ErrnoStatus(absl::StrCat("SIGSTOP to pid ", pid_));
+    if (absl::Status s = engine::SignalPeer(peer_, SIGSTOP); !s.ok()) {
+      return s;
     }
     stopped_ = true;
     paused_ = true;
@@ -218,10 +298,10 @@ class AttachedMemoryImpl final : public AttachedMemory {
     // until every one has stopped, one may still be storing.
     const absl::Time deadline =
         absl::Now() + std::max(timeout, absl::Seconds(1));
-    while (!AllThreadsStopped(pid_)) {
+    while (!AllThreadsStopped(peer_)) {
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(absl::StrFormat(
-            "pid %d did not stop within %s of SIGSTOP", pid_,
+            "pid %d did not stop within %s of SIGSTOP", peer_.pid,
             absl::FormatDuration(std::max(timeout, absl::Seconds(1)))));
       }
       absl::SleepFor(absl::Microseconds(200));
@@ -230,7 +310,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
   }
 
   const OwnedFd conn_;
-  const pid_t pid_;
+  const engine::PeerProcess peer_;
   const bool pauses_itself_;
   const OwnedFd pagemap_;
   const std::vector<engine::SharedMapping> maps_;
@@ -238,6 +318,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
   const std::vector<OwnedFd> files_;
   const std::vector<Region> regions_;
   std::vector<engine::WrittenPages> written_;
+  std::vector<RemoteRange> ranges_;
   bool paused_ = false;
   bool stopped_ = false;
   bool late_pause_ = false;  // a PAUSE timed out; its PAUSED may follow
@@ -251,8 +332,11 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<OwnedFd> conn = engine::ConnectSeqpacket(socket_path, timeout);
   if (!conn.ok()) return conn.status();
-  absl::StatusOr<pid_t> peer = engine::PeerPid(conn->get());
-  if (!peer.ok()) return peer.status();
+  absl::StatusOr<engine::PeerProcess> peer = engine::Peer(conn->get());
+  if (!peer.ok()) {
+    return engine::Annotate(peer.status(),
+                            absl::StrCat("the workload at ", socket_path));
+  }
   absl::StatusOr<engine::ReceivedOffer> p =
       engine::ReceiveOffer(conn->get(), proto::OfferKind::kExport,
                            std::max(deadline - absl::Now(), absl::Seconds(1)));
@@ -267,19 +351,12 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
                          : ""));
   }
   const proto::Offer* offer = &p->offer;
-  // The descriptors must be what the offer says: the workload's own
-  // pagemap (its writes, not another process's) and a userfaultfd.
-  if (absl::Status s = CheckPagemap(p->fds[0].get(), *peer); !s.ok()) {
+  // The pagemap must be the workload's own (its writes, not another
+  // process's); that its memory is registered for write tracking, the
+  // probe below shows (PAGEMAP_SCAN with PM_SCAN_CHECK_WPASYNC).
+  if (absl::Status s = CheckPagemap(p->fds[0].get(), peer->pid); !s.ok()) {
     return s;
   }
-  // Checked, not kept: the tracking lives as long as the export, and a
-  // duplicate held here would keep the regions registered after the
-  // workload ended its export (its later scans must fail instead).
-  if (FdTarget(p->fds[1].get()) != "anon_inode:[userfaultfd]") {
-    return absl::InvalidArgumentError(
-        "the memory offer's second descriptor is not a userfaultfd");
-  }
-  p->fds[1].Reset();
   std::vector<engine::SharedMapping> maps;
   std::vector<OwnedFd> files;
   std::vector<Region> regions;
@@ -311,11 +388,18 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
     files.push_back(std::move(p->fds[proto::kExportFixedFds + i]));
   }
   auto attached = std::make_unique<AttachedMemoryImpl>(
-      *std::move(conn), *peer, (offer->flags & proto::kOfferPausesItself) != 0,
-      std::move(p->fds[0]), std::move(maps), std::move(files),
-      std::move(regions), std::move(remote_bases));
-  // Probe the scan now: a pagemap without write tracking behind it fails
-  // here, not in the first round. What it reports is sent by round 0.
+      *std::move(conn), *std::move(peer),
+      (offer->flags & proto::kOfferPausesItself) != 0, std::move(p->fds[0]),
+      std::move(maps), std::move(files), std::move(regions),
+      std::move(remote_bases));
+  // Every offered range registered for write tracking in the workload,
+  // and the scan probed: an offer that is not what it says fails here,
+  // not in the first round. What the probe reports is sent by round 0.
+  if (absl::Status s = CheckRanges(attached->peer(), attached->ranges(),
+                                   /*registered=*/true);
+      !s.ok()) {
+    return s;
+  }
   std::vector<DirtyBitmap> probe;
   std::vector<DirtyBitmap*> ptrs;
   probe.reserve(attached->regions().size());

@@ -39,11 +39,12 @@ int64_t MonotonicNs() {
 class MemoryExportImpl final : public MemoryExport {
  public:
   MemoryExportImpl(std::string path, std::vector<uint8_t> offer,
-                   std::vector<OwnedFd> fds, OwnedFd listener, OwnedFd wake,
-                   EventHandler on_event)
+                   std::vector<OwnedFd> fds, OwnedFd uffd, OwnedFd listener,
+                   OwnedFd wake, EventHandler on_event)
       : path_(std::move(path)),
         offer_(std::move(offer)),
         fds_(std::move(fds)),
+        uffd_(std::move(uffd)),
         listener_(std::move(listener)),
         wake_(std::move(wake)),
         on_event_(std::move(on_event)) {
@@ -55,8 +56,7 @@ class MemoryExportImpl final : public MemoryExport {
     (void)!write(wake_.get(), &one, sizeof one);
     thread_.join();
     unlink(path_.c_str());
-    // fds_ close here, the userfaultfd among them, which unregisters the
-    // regions (an attacher closed its duplicate on arrival): an attacher's
+    // uffd_ closes here, which unregisters the regions: an attacher's
     // scans fail from then on.
   }
 
@@ -169,7 +169,8 @@ class MemoryExportImpl final : public MemoryExport {
 
   const std::string path_;
   const std::vector<uint8_t> offer_;
-  const std::vector<OwnedFd> fds_;  // pagemap, userfaultfd, regions'
+  const std::vector<OwnedFd> fds_;  // what an offer carries: pagemap, regions'
+  const OwnedFd uffd_;              // the write tracking; never sent
   const OwnedFd listener_;
   const OwnedFd wake_;
   const EventHandler on_event_;
@@ -204,17 +205,25 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
       engine::EncodeOfferOf(proto::OfferKind::kExport,
                             on_event ? proto::kOfferPausesItself : 0, regions);
   if (!encoded.ok()) return encoded.status();
-  // The descriptors travel as duplicates: the caller keeps its own.
+  // The descriptors travel as read-only reopenings of the caller's: the
+  // attacher only reads, and the caller keeps its own.
   std::vector<OwnedFd> fds;
   absl::StatusOr<OwnedFd> pagemap = engine::OpenOwnPagemap();
   if (!pagemap.ok()) return pagemap.status();
   absl::StatusOr<OwnedFd> uffd = engine::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
   for (const SharedRegion& r : regions) {
-    OwnedFd dup(fcntl(r.fd, F_DUPFD_CLOEXEC, 0));
-    if (!dup.valid()) {
+    if (fcntl(r.fd, F_GETFD) < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "region %d: fd %d is not an open descriptor", r.id, r.fd));
+    }
+    OwnedFd dup(open(absl::StrCat("/proc/self/fd/", r.fd).c_str(),
+                     O_RDONLY | O_CLOEXEC));
+    if (!dup.valid()) {
+      return engine::Annotate(
+          engine::ErrnoStatus(
+              absl::StrCat("reopening fd ", r.fd, " read-only through /proc")),
+          absl::StrCat("region ", r.id));
     }
     // The same checks the attacher makes, so a bad region fails here.
     absl::StatusOr<engine::SharedMapping> probe = engine::SharedMapping::Map(
@@ -229,15 +238,14 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     }
     fds.push_back(std::move(dup));
   }
-  fds.insert(fds.begin(), std::move(*uffd));
   fds.insert(fds.begin(), std::move(*pagemap));
   absl::StatusOr<OwnedFd> listener = engine::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();
   OwnedFd wake(eventfd(0, EFD_CLOEXEC));
   if (!wake.valid()) return engine::ErrnoStatus("eventfd");
   return std::make_unique<MemoryExportImpl>(
-      socket_path, *std::move(encoded), std::move(fds), *std::move(listener),
-      std::move(wake), std::move(on_event));
+      socket_path, *std::move(encoded), std::move(fds), *std::move(uffd),
+      *std::move(listener), std::move(wake), std::move(on_event));
 }
 
 }  // namespace ramferry

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -60,6 +61,23 @@ absl::StatusOr<bool> WaitFor(int fd, short events, absl::Duration timeout) {
       return false;
     }
   }
+}
+
+// SO_PEERPIDFD (Linux 6.5): Debian 12's headers lack it.
+constexpr int kSoPeerPidfd = 77;
+
+absl::StatusOr<ucred> PeerCredentials(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return SysError("SO_PEERCRED", errno);
+  }
+  return cred;
+}
+
+// A peer either end deals with: this user, or root.
+bool Trusted(const ucred& cred) {
+  return cred.uid == 0 || cred.uid == geteuid();
 }
 
 }  // namespace
@@ -121,13 +139,10 @@ absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
       return SysError("accept", errno);
     }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      return SysError("SO_PEERCRED", errno);
-    }
-    if (cred.uid != 0 && cred.uid != getuid()) continue;  // not ours to serve
-    if (peer != nullptr) *peer = cred.pid;
+    absl::StatusOr<ucred> cred = PeerCredentials(fd.get());
+    if (!cred.ok()) return cred.status();
+    if (!Trusted(*cred)) continue;  // not ours to serve
+    if (peer != nullptr) *peer = cred->pid;
     return fd;
   }
 }
@@ -142,6 +157,16 @@ absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
     if (!fd.ok()) return fd.status();
     if (connect(fd->get(), reinterpret_cast<const sockaddr*>(&*a), sizeof *a) ==
         0) {
+      absl::StatusOr<ucred> cred = PeerCredentials(fd->get());
+      if (!cred.ok()) return cred.status();
+      if (!Trusted(*cred)) {
+        return absl::PermissionDeniedError(absl::StrFormat(
+            "the process listening at %s (pid %d) runs as uid %d, not as "
+            "this process's uid %d or root: another user may have taken the "
+            "path, so nothing was sent; put the socket in a directory only "
+            "this user can write",
+            path, cred->pid, cred->uid, geteuid()));
+      }
       return fd;
     }
     const int err = errno;
@@ -158,13 +183,39 @@ absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
   }
 }
 
-absl::StatusOr<pid_t> PeerPid(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return SysError("SO_PEERCRED", errno);
+absl::StatusOr<PeerProcess> Peer(int fd) {
+  absl::StatusOr<ucred> cred = PeerCredentials(fd);
+  if (!cred.ok()) return cred.status();
+  if (cred->pid <= 0) {
+    return absl::FailedPreconditionError(
+        "the peer process lives in a pid namespace this process cannot see "
+        "(the kernel reports its pid as 0), so it could not be paused or "
+        "watched: run both in one pid namespace, or this one in an "
+        "ancestor of the peer's");
   }
-  return cred.pid;
+  PeerProcess peer{cred->pid, OwnedFd()};
+  int pidfd = -1;
+  socklen_t len = sizeof pidfd;
+  if (getsockopt(fd, SOL_SOCKET, kSoPeerPidfd, &pidfd, &len) == 0) {
+    peer.pidfd.Reset(pidfd);
+  } else if (errno == ENOPROTOOPT) {
+    peer.pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, peer.pid, 0)));
+    if (!peer.pidfd.valid()) {
+      return SysError(absl::StrCat("pidfd_open of pid ", peer.pid), errno);
+    }
+  } else {
+    return SysError("SO_PEERPIDFD", errno);
+  }
+  return peer;
+}
+
+absl::Status SignalPeer(const PeerProcess& peer, int signal) {
+  if (syscall(SYS_pidfd_send_signal, peer.pidfd.get(), signal, nullptr, 0) !=
+      0) {
+    return SysError(absl::StrFormat("signal %d to pid %d", signal, peer.pid),
+                    errno);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SendPacket(int fd, absl::Span<const uint8_t> bytes,

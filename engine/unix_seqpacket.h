@@ -30,12 +30,29 @@ absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
                                         pid_t* peer);
 
 // Connects to `path`, retrying while it does not exist or refuses, until
-// `timeout`.
+// `timeout`, and checks who listens there, as AcceptSeqpacket checks who
+// connects: a process of this user, or root. Another user who bound the
+// path first (a shared /tmp) is refused before a byte is exchanged.
 absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
                                          absl::Duration timeout);
 
-// The peer's pid, as the kernel recorded it at connect (or listen).
-absl::StatusOr<pid_t> PeerPid(int fd);
+// The process at the other end of a connection: its pid, as this process
+// numbers it, and a pidfd of it, which names that process for good where
+// the number may be reused once it exits. Taken from the connection
+// (SO_PEERPIDFD, Linux 6.5); on an older kernel, pidfd_open of the pid
+// SO_PEERCRED recorded, which could name a newer process only if the peer
+// exited and its pid was reused in between. Refuses a peer whose pid is 0:
+// it lives in a pid namespace this process cannot see, where no signal or
+// /proc path of ours could reach it.
+struct PeerProcess {
+  pid_t pid = 0;
+  OwnedFd pidfd;
+};
+absl::StatusOr<PeerProcess> Peer(int fd);
+
+// Sends `signal` (0: none, only whether it lives) to the process `pidfd`
+// names; ESRCH once it has exited.
+absl::Status SignalPeer(const PeerProcess& peer, int signal);
 
 absl::Status SendPacket(int fd, absl::Span<const uint8_t> bytes,
                         absl::Span<const int> fds = {});

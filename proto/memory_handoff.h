@@ -6,8 +6,11 @@
 // One unix SOCK_SEQPACKET connection, one message per packet, big-endian
 // like every format in proto/. The first message is an OFFER, from the
 // side that gives memory; its file descriptors travel with it
-// (SCM_RIGHTS), in this order: for an export, the exporter's pagemap and
-// its userfaultfd, then one per region; for a hand-over, one per region.
+// (SCM_RIGHTS), in this order: for an export, the exporter's pagemap, then
+// one per region, opened read-only (the attacher reads; its write
+// tracking stays with the exporter, whose userfaultfd never travels: a
+// holder of it could register and fill any range of the exporter's
+// memory); for a hand-over, one per region, read-write.
 //
 // OFFER:
 //    0 u32 magic          kHandoffMagic
@@ -47,12 +50,13 @@
 namespace ramferry::proto {
 
 inline constexpr uint32_t kHandoffMagic = 0x52464d48;  // "RFMH"
-inline constexpr uint16_t kHandoffVersion = 1;
+// 2: an export's offer no longer carries its userfaultfd.
+inline constexpr uint16_t kHandoffVersion = 2;
 inline constexpr uint32_t kMaxHandoffRegions = 64;
 inline constexpr size_t kMaxHandoffName = 64;
 inline constexpr uint32_t kHandoffPageSize = 4096;
 // The descriptors an export's offer carries before its regions'.
-inline constexpr size_t kExportFixedFds = 2;
+inline constexpr size_t kExportFixedFds = 1;
 // The largest OFFER: a receive buffer of this size never truncates one.
 inline constexpr size_t kMaxOfferBytes =
     20 + kMaxHandoffRegions * (34 + kMaxHandoffName);

@@ -102,13 +102,20 @@ class MemoryExport {
 class AttachedMemory {
  public:
   // Connects to a MemoryExport at `socket_path`, retrying until `timeout`.
+  // The exporting process must run as this process's user or as root.
   static absl::StatusOr<std::unique_ptr<AttachedMemory>> Attach(
       const std::string& socket_path, absl::Duration timeout);
   virtual ~AttachedMemory() = default;
 
   // The offered regions, their bases in THIS process.
   virtual absl::Span<const Region> regions() const = 0;
+  // The workload's pid as this process numbers it (never 0: a workload in
+  // a pid namespace this process cannot see is refused at Attach). Signals
+  // and liveness go through a pidfd, not this number, which may be reused
+  // once the workload exits.
   virtual pid_t pid() const = 0;
+  // Whether the workload process still exists.
+  virtual bool alive() const = 0;
   // Whether the workload handles pauses itself (else SIGSTOP).
   virtual bool pauses_itself() const = 0;
 

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -90,6 +92,13 @@ int ReadByte(int fd, int ms) {
 
 bool WriteBytes(int fd, const void* data, size_t n) {
   return write(fd, data, n) == static_cast<ssize_t>(n);
+}
+
+// What /proc/self/fd/N names.
+std::string FdTarget(int fd) {
+  std::error_code ec;
+  return std::filesystem::read_symlink(absl::StrCat("/proc/self/fd/", fd), ec)
+      .string();
 }
 
 char ProcState(pid_t pid) {
@@ -339,6 +348,10 @@ class Workload {
   bool FreeExport() {
     return WriteBytes(cmd_, "f", 1) && ReadByte(ack_, 10000) == 'a';
   }
+  // The child unmaps its exported memory (its export stays).
+  bool Unmap() {
+    return WriteBytes(cmd_, "u", 1) && ReadByte(ack_, 10000) == 'a';
+  }
   // The child's paused_at_ns().
   int64_t PausedAtNs() {
     if (!WriteBytes(cmd_, "t", 1)) return -1;
@@ -419,6 +432,9 @@ class Workload {
         (void)!write(ack, ok ? "O" : "F", 1);
       } else if (c == 'f') {
         exp->reset();
+        (void)!write(ack, "a", 1);
+      } else if (c == 'u') {
+        munmap(base, kChildPages * kPage);
         (void)!write(ack, "a", 1);
       } else if (c == 'q') {
         break;
@@ -606,6 +622,27 @@ TEST_F(MemoryHandoffTest, WorkloadFreedItsExportCollectFails) {
 }
 
 // ---- hand-over and adoption ----
+
+// A workload that unmaps (or moves) its exported memory can no longer be
+// tracked: PAGEMAP_SCAN would report nothing and no error from then on, so
+// every later write would be missed; the next collect fails instead
+// (review D5).
+TEST_F(MemoryHandoffTest, WorkloadUnmappedItsMemoryCollectFails) {
+  Workload w(Path("w.sock"), Handler::kRecord);
+  ASSERT_GT(w.pid(), 0);
+  ASSERT_EQ(w.Started(), 'L');
+  auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
+  ASSERT_TRUE(att.ok()) << att.status();
+  DirtyBitmap d(kChildPages);
+  DirtyBitmap* dp = &d;
+  ASSERT_TRUE((*att)->CollectWritten({&dp, 1}).ok());
+  ASSERT_TRUE(w.Unmap());
+  absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
+  ASSERT_FALSE(n.ok());
+  EXPECT_THAT(n.status().message(), HasSubstr("no longer mapped"));
+  att->reset();
+  EXPECT_TRUE(w.Quit());
+}
 
 TEST_F(MemoryHandoffTest, HandOverAndAdoptShareTheBytes) {
   const int fd = NewMemfd(6);
@@ -864,11 +901,10 @@ TEST_F(MemoryHandoffTest, AttachRefusesAnotherProcesssPagemap) {
   const int foreign = open(absl::StrCat("/proc/", other, "/pagemap").c_str(),
                            O_RDONLY | O_CLOEXEC);
   const int memfd = NewMemfd(1);
-  const int uffd_like = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(foreign, 0);
   {
     FakeExport fake(Path("fake.sock"), ExportOffer(0x100000, kPage),
-                    {foreign, uffd_like, memfd});
+                    {foreign, memfd});
     auto att = AttachedMemory::Attach(Path("fake.sock"), absl::Seconds(10));
     ASSERT_FALSE(att.ok());
     EXPECT_EQ(att.status().code(), absl::StatusCode::kInvalidArgument);
@@ -880,26 +916,146 @@ TEST_F(MemoryHandoffTest, AttachRefusesAnotherProcesssPagemap) {
   waitpid(other, nullptr, 0);
   close(foreign);
   close(memfd);
-  close(uffd_like);
 }
 
-TEST_F(MemoryHandoffTest, AttachRefusesAPipeForAUserfaultfd) {
-  const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  const int memfd = NewMemfd(1);
-  int pfd[2];
-  ASSERT_EQ(pipe2(pfd, O_CLOEXEC), 0);
+// An export gives an attacher what it needs and no more (review D3): its
+// pagemap and each region's file opened read-only, never its userfaultfd,
+// with which any process of the user could register and fill any range of
+// the workload's memory.
+TEST_F(MemoryHandoffTest, AnExportSendsItsPagemapAndReadOnlyFilesOnly) {
+  const int memfd = NewMemfd(4);
+  ASSERT_GE(memfd, 0);
+  uint8_t* base = MapShared(memfd, 0, 4 * kPage);
+  ASSERT_NE(base, nullptr);
+  const SharedRegion r{3, "r", base, 4 * kPage, memfd, 0};
+  auto exp = MemoryExport::Listen(Path("w.sock"), {&r, 1}, nullptr);
+  ASSERT_TRUE(exp.ok()) << exp.status();
   {
-    FakeExport fake(Path("fake.sock"), ExportOffer(0x100000, kPage),
-                    {pagemap, pfd[0], memfd});
-    auto att = AttachedMemory::Attach(Path("fake.sock"), absl::Seconds(10));
-    ASSERT_FALSE(att.ok());
-    EXPECT_EQ(att.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(att.status().message(), HasSubstr("userfaultfd"));
+    absl::StatusOr<engine::OwnedFd> conn =
+        engine::ConnectSeqpacket(Path("w.sock"), absl::Seconds(10));
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    absl::StatusOr<engine::Packet> offer = engine::ReceivePacket(
+        conn->get(), proto::kMaxOfferBytes, 16, absl::Seconds(10));
+    ASSERT_TRUE(offer.ok()) << offer.status();
+    ASSERT_EQ(offer->fds.size(), 2u);  // pagemap, the region's file
+    EXPECT_EQ(FdTarget(offer->fds[0].get()),
+              absl::StrCat("/proc/", getpid(), "/pagemap"));
+    EXPECT_EQ(fcntl(offer->fds[1].get(), F_GETFL) & O_ACCMODE, O_RDONLY);
+    EXPECT_THAT(FdTarget(offer->fds[1].get()), HasSubstr("memfd:"));
+    for (const engine::OwnedFd& fd : offer->fds) {
+      EXPECT_NE(FdTarget(fd.get()), "anon_inode:[userfaultfd]");
+    }
   }
-  close(pagemap);
+  exp->reset();
+  munmap(base, 4 * kPage);
   close(memfd);
-  close(pfd[0]);
-  close(pfd[1]);
+}
+
+// The attacher in a pid namespace that cannot see the workload (a
+// container beside it): the kernel reports the workload's pid as 0, and a
+// signal to pid 0 would stop the attacher's own process group (review D1,
+// which stopped the tool and the `timeout` around it). It is refused, and
+// nothing is stopped.
+TEST_F(MemoryHandoffTest, AnAttacherThatCannotSeeTheWorkloadsPidIsRefused) {
+  Workload w(Path("w.sock"), Handler::kNone);
+  ASSERT_GT(w.pid(), 0);
+  ASSERT_EQ(w.Started(), 'L');
+  int result[2];
+  ASSERT_EQ(pipe2(result, O_CLOEXEC), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(result[0]);
+    if (unshare(CLONE_NEWPID) != 0) {
+      (void)!write(result[1], "S", 1);  // no CAP_SYS_ADMIN
+      _exit(0);
+    }
+    const pid_t inner = fork();  // pid 1 of the new namespace
+    if (inner == 0) {
+      auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
+      const char verdict =
+          att.ok()                                                     ? 'A'
+          : absl::StrContains(att.status().message(), "pid namespace") ? 'R'
+                                                                       : 'E';
+      (void)!write(result[1], &verdict, 1);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(inner, &status, 0);
+    _exit(0);
+  }
+  close(result[1]);
+  const int verdict = ReadByte(result[0], 20000);
+  close(result[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (verdict == 'S') GTEST_SKIP() << "unshare(CLONE_NEWPID) needs root";
+  EXPECT_EQ(verdict, 'R') << "A: attached; E: refused for another reason";
+  EXPECT_EQ(WIFSTOPPED(status), false);
+  // Nothing was stopped: the workload answers.
+  EXPECT_NE(ProcState(w.pid()), 'T');
+  EXPECT_TRUE(w.Write(1));
+  EXPECT_TRUE(w.Quit());
+}
+
+// A connector checks who listens (review D2): a process of another user
+// that bound the path first gets neither an attacher nor the memory of a
+// hand-over.
+TEST_F(MemoryHandoffTest, ASquatterOfAnotherUserGetsNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to listen as another user";
+  const std::string path = Path("squat.sock");
+  int ready[2];
+  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  const pid_t squatter = fork();
+  ASSERT_GE(squatter, 0);
+  if (squatter == 0) {
+    close(ready[0]);
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    // Bound as root (the test's directory is root's), listening as nobody:
+    // SO_PEERCRED records who called listen.
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0 || listen(fd, 4) != 0) {
+      (void)!write(ready[1], "E", 1);
+      _exit(1);
+    }
+    (void)!write(ready[1], "L", 1);
+    for (;;) {
+      const int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) _exit(0);
+      std::vector<uint8_t> got;
+      RawReceive(c, &got);
+      (void)!write(ready[1], got.empty() ? "n" : "G", 1);  // G: got bytes
+      close(c);
+    }
+  }
+  close(ready[1]);
+  ASSERT_EQ(ReadByte(ready[0], 10000), 'L');
+  auto att = AttachedMemory::Attach(path, absl::Seconds(2));
+  ASSERT_FALSE(att.ok());
+  EXPECT_EQ(att.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(att.status().message(), HasSubstr("uid 65534"));
+
+  const int memfd = NewMemfd(2);
+  uint8_t* base = MapShared(memfd, 0, 2 * kPage);
+  const SharedRegion r{1, "r", base, 2 * kPage, memfd, 0};
+  absl::Status handed = HandOverMemory(path, {&r, 1}, absl::Seconds(2));
+  EXPECT_EQ(handed.code(), absl::StatusCode::kPermissionDenied) << handed;
+  // The squatter saw connections, never a byte.
+  kill(squatter, SIGKILL);
+  waitpid(squatter, nullptr, 0);
+  std::string seen;
+  for (int c = ReadByte(ready[0], 100); c >= 0; c = ReadByte(ready[0], 100)) {
+    seen.push_back(static_cast<char>(c));
+  }
+  EXPECT_EQ(seen.find('G'), std::string::npos) << seen;
+  close(ready[0]);
+  munmap(base, 2 * kPage);
+  close(memfd);
+  unlink(path.c_str());
 }
 
 TEST_F(MemoryHandoffTest, AttachRefusesBadOffers) {
@@ -917,8 +1073,15 @@ TEST_F(MemoryHandoffTest, AttachRefusesBadOffers) {
   const std::vector<Case> cases = {
       {"wrong fd count",
        ExportOffer(0x100000, kPage),
-       {pagemap, memfd},
+       {pagemap},
        "descriptors"},
+      // This process's own pagemap, but the offered address is not mapped
+      // here, let alone tracked: PAGEMAP_SCAN alone would report nothing
+      // and no error, and every write would be missed.
+      {"a range the offerer does not track",
+       ExportOffer(0x100000, kPage),
+       {pagemap, memfd},
+       "not registered for write tracking"},
       {"a hand-over", *proto::EncodeOffer(handover), {memfd}, "hands over"},
       {"garbage", {1, 2, 3}, {}, "magic"},
   };

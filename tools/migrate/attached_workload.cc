@@ -73,7 +73,7 @@ std::string AttachedWorkload::pause_method() const {
 }
 
 bool AttachedWorkload::running() const {
-  return !paused_ && !stopped_ && kill(memory_->pid(), 0) == 0;
+  return !paused_ && !stopped_ && memory_->alive();
 }
 
 absl::Status AttachedWorkload::Pause() {
