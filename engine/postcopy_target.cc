@@ -84,8 +84,8 @@ absl::Status PostcopyTarget::Arm() {
   // ARMED before the threads start: the completer of a set with nothing
   // missing sends POSTCOPY_COMPLETE at once, which must not overtake it.
   // (A fault meanwhile waits in the userfaultfd for its reader.)
-  if (absl::Status s =
-          control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
+  if (absl::Status s = SendFrame(
+          false, proto::StartFrame(proto::ControlType::kPostcopyArmed));
       !s.ok()) {
     return s;
   }
@@ -130,12 +130,22 @@ void PostcopyTarget::StopThreads() {
 void PostcopyTarget::Detach() {
   if (ended_.load(std::memory_order_acquire)) return;
   StopThreads();
+  // The connections are about to be destroyed (the receiver's control, the
+  // urgent one here): no send may reach them from now on.
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  control_ = nullptr;
+  urgent_.reset();
 }
 
 absl::Status PostcopyTarget::Reattach(ControlChannel* control,
                                       std::unique_ptr<ControlChannel> urgent) {
-  control_ = control;
-  urgent_ = std::move(urgent);
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deferred;
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    control_ = control;
+    urgent_ = std::move(urgent);
+    deferred.swap(deferred_);
+  }
   resumes_.fetch_add(1, std::memory_order_relaxed);
   for (const auto& p : placers_) {
     uint64_t from = 0;
@@ -147,24 +157,28 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
       m.ranges = p->AwaitedRanges(from, proto::kMaxMissingRanges, &next);
       from = next;
       m.last = from >= pages;
-      if (absl::Status s = control_->Send(proto::EncodeMissingPagesFrame(m));
+      if (absl::Status s = SendFrame(false, proto::EncodeMissingPagesFrame(m));
           !s.ok()) {
         return s;
       }
     } while (from < pages);
   }
-  if (absl::Status s =
-          control_->Send(proto::StartFrame(proto::ControlType::kPostcopyArmed));
+  if (absl::Status s = SendFrame(
+          false, proto::StartFrame(proto::ControlType::kPostcopyArmed));
       !s.ok()) {
     return s;
   }
   StartThreads();
-  // What was asked for and never answered went with the old connection.
+  // What was asked for and never answered went with the old connection,
+  // and what RequestPages was asked for while detached never left.
   for (const auto& p : placers_) {
     if (absl::Status s = SendRequests(p->region().id, p->PendingFaults());
         !s.ok()) {
       return s;
     }
+  }
+  for (const auto& [region_id, pages] : deferred) {
+    if (absl::Status s = SendRequests(region_id, pages); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -208,8 +222,19 @@ void PostcopyTarget::FaultLoop(size_t index) {
 }
 
 absl::Status PostcopyTarget::SendRequest(const proto::PageRequest& request) {
-  ControlChannel* via = urgent_ != nullptr ? urgent_.get() : control_;
-  return via->Send(proto::EncodePageRequest(request));
+  return SendFrame(true, proto::EncodePageRequest(request));
+}
+
+absl::Status PostcopyTarget::SendFrame(bool urgent,
+                                       absl::Span<const uint8_t> frame) {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  ControlChannel* via = urgent && urgent_ != nullptr ? urgent_.get() : control_;
+  if (via == nullptr) {
+    return absl::UnavailableError(
+        "post-copy is detached: its connection was lost and no session has "
+        "resumed it yet");
+  }
+  return via->Send(frame);
 }
 
 void PostcopyTarget::UrgentLoop() {
@@ -306,8 +331,8 @@ void PostcopyTarget::CompleterLoop() {
     }
   }
   complete_.store(true, std::memory_order_release);
-  if (absl::Status s = control_->Send(
-          proto::StartFrame(proto::ControlType::kPostcopyComplete));
+  if (absl::Status s = SendFrame(
+          false, proto::StartFrame(proto::ControlType::kPostcopyComplete));
       !s.ok()) {
     Fail(Annotate(s, "post-copy end"));
   }
@@ -371,6 +396,13 @@ absl::Status PostcopyTarget::RequestPages(uint32_t region_id,
     if (q.pages.empty()) return absl::OkStatus();
     requested_pages_.fetch_add(q.pages.size(), std::memory_order_relaxed);
     absl::Status s = SendRequest(q);
+    if (IsEcho(s)) {
+      // Detached, or its connection shut or cut under the send: asked
+      // again when a session resumes.
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      deferred_.emplace_back(region_id, std::move(q.pages));
+      s = absl::OkStatus();
+    }
     q.pages.clear();
     return s;
   };

@@ -135,6 +135,11 @@ class PostcopyTarget {
   // Per region: faults -> PAGE_REQUESTs, until Stop or completion.
   void FaultLoop(size_t index);
   absl::Status SendRequest(const proto::PageRequest& request);
+  // Sends `frame` on the urgent connection (`urgent` and there is one) or
+  // the control connection, under conn_mu_, so that Detach and Reattach
+  // never swap a connection out from under a send. UNAVAILABLE while
+  // detached.
+  absl::Status SendFrame(bool urgent, absl::Span<const uint8_t> frame);
   // PAGE_DATA from the urgent connection, until it closes or Stop.
   void UrgentLoop();
   absl::Status OnPageData(absl::Span<const uint8_t> payload);
@@ -146,10 +151,17 @@ class PostcopyTarget {
 
   const RegionTable& table_;
   DigestTable* const arrival_digests_;
-  // The session's connections: replaced by Reattach, with no thread of
-  // this object running.
+  // The session's connections: dropped by Detach and replaced by Reattach
+  // under conn_mu_, with none of this object's threads running, but
+  // RequestPages may be called from any thread at any time: every send
+  // holds conn_mu_ (SendFrame). The urgent thread reads urgent_ without
+  // it: it runs only between StartThreads and StopThreads.
+  std::mutex conn_mu_;
   ControlChannel* control_;
   std::unique_ptr<ControlChannel> urgent_;
+  // Pages RequestPages was asked for while detached: asked for again by
+  // Reattach. Guarded by conn_mu_.
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deferred_;
   SessionFailure* const failure_;
   std::function<void()> on_armed_;
 

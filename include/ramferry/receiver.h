@@ -58,7 +58,10 @@ class Receiver {
                             uint64_t pages, absl::Time deadline);
   // Asks the source for the awaited pages of the range at once, as a
   // fault would: for a caller that handles its own faults or knows what
-  // it will touch next. FailedPrecondition before the switch.
+  // it will touch next. FailedPrecondition before the switch. Any thread,
+  // at any time: while a cut session waits to be resumed
+  // (postcopy_resume_timeout), the request is kept and sent once a
+  // session resumes, as the faults it stands for are.
   absl::Status RequestPages(uint32_t region_id, uint64_t first_page,
                             uint64_t pages);
   // After Serve() failed in post-copy: the awaited pages are lost with the
