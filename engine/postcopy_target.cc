@@ -33,6 +33,7 @@ PostcopyTarget::PostcopyTarget(const RegionTable& table,
       arrival_digests_(arrival_digests),
       control_(control),
       urgent_(std::move(urgent)),
+      had_urgent_(urgent_ != nullptr),
       failure_(failure) {}
 
 PostcopyTarget::~PostcopyTarget() { Stop(); }
@@ -48,9 +49,13 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
     // Every region gets its placer before any page is dropped: a region
     // that cannot take post-copy (its memory, its page size) refuses the
     // switch while the destination is still whole.
+    // Each is registered before any page is dropped (UffdPlacer).
     for (const Region& r : table_.regions()) {
       absl::StatusOr<std::unique_ptr<UffdPlacer>> p = UffdPlacer::Create(r);
       if (!p.ok()) return Annotate(p.status(), "post-copy switch");
+      if (absl::Status s = (*p)->Register(); !s.ok()) {
+        return Annotate(s, "post-copy switch");
+      }
       placers_.push_back(std::move(*p));
     }
     checker_.emplace(regions);
@@ -70,11 +75,6 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
 }
 
 absl::Status PostcopyTarget::Arm() {
-  for (auto& p : placers_) {
-    if (absl::Status s = p->Register(); !s.ok()) {
-      return Annotate(s, "post-copy switch");
-    }
-  }
   missing_pages_ = checker_->missing_pages();
   remaining_.store(missing_pages_, std::memory_order_relaxed);
   switch_ns_ = static_cast<uint64_t>(
@@ -144,6 +144,7 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
     std::lock_guard<std::mutex> lock(conn_mu_);
     control_ = control;
     urgent_ = std::move(urgent);
+    had_urgent_.store(urgent_ != nullptr, std::memory_order_relaxed);
     deferred.swap(deferred_);
   }
   resumes_.fetch_add(1, std::memory_order_relaxed);
@@ -447,7 +448,7 @@ PostcopyStats PostcopyTarget::stats() const {
   PostcopyStats out;
   if (!armed()) return out;
   out.started = true;
-  out.urgent_channel = urgent_ != nullptr;
+  out.urgent_channel = had_urgent_.load(std::memory_order_relaxed);
   out.missing_pages = missing_pages_;
   out.requested_pages = requested_pages_.load(std::memory_order_relaxed);
   out.urgent_pages = urgent_pages_.load(std::memory_order_relaxed);

@@ -159,6 +159,9 @@ class PostcopyTarget {
   std::mutex conn_mu_;
   ControlChannel* control_;
   std::unique_ptr<ControlChannel> urgent_;
+  // The session had an urgent connection (for the stats: urgent_ goes at
+  // Detach, which every session's end calls).
+  std::atomic<bool> had_urgent_;
   // Pages RequestPages was asked for while detached: asked for again by
   // Reattach. Guarded by conn_mu_.
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deferred_;

@@ -144,16 +144,20 @@ absl::Status UffdPlacer::CheckRange(uint64_t first_page, uint64_t pages,
 }
 
 absl::Status UffdPlacer::DropPages(absl::Span<const PageRange> ranges) {
-  if (registered_.load()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: pages of region %d dropped after Register(); drop the "
-        "whole missing set first, with the workload paused",
-        region_.id));
-  }
   for (const PageRange& r : ranges) {
     if (absl::Status s = CheckRange(r.first, r.count, "drop"); !s.ok()) {
       return s;
     }
+  }
+  if (!registered_.load()) {
+    // Dropped unregistered, a page could be filled again before the
+    // registration (a read maps the zero page, khugepaged collapses over
+    // it), and its placement would then find it present: zeros where the
+    // source's bytes belong.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "post-copy: pages of region %d dropped before Register(); register "
+        "first, so that nothing but a placement fills a dropped page",
+        region_.id));
   }
   for (const PageRange& r : ranges) {
     // Awaited before discarded: whoever sees the page absent also sees
@@ -334,8 +338,8 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
       continue;
     }
     if (n == -EEXIST) {
-      // Present already: another placement won the race for this page (or
-      // it was touched between DropPages and Register). Its bytes stay;
+      // Present already: another placement won the race for this page
+      // (dropped registered, nothing else can fill it). Its bytes stay;
       // the threads that waited for it were woken by whoever made it
       // present. It cannot fault again, so it is no longer awaited.
       Landed(first, first + 1);

@@ -5,10 +5,14 @@
 // Life of a placer (one per region):
 //   Create     checks the region (4 KiB pages, private anonymous memory)
 //              and opens the userfaultfd (UFFDIO_API).
+//   Register   UFFDIO_REGISTER in MISSING mode, before any page is
+//              dropped: from then on nothing can make a dropped page
+//              present but a placement (a touch faults and waits;
+//              khugepaged leaves registered memory alone).
 //   DropPages  for each range of the missing set (proto/postcopy.h), as it
 //              arrives: marks the pages awaited, then MADV_DONTNEED, so
 //              they fault once the workload runs. The stale bytes are gone.
-//   Register   UFFDIO_REGISTER in MISSING mode; then the workload resumes.
+//              Then the workload resumes.
 //   ReadFaults (one reader thread) the pages threads block on, batched and
 //              de-duplicated: the caller sends them as urgent requests.
 //   Place      (any threads: urgent and bulk channels) the source's bytes,
@@ -22,7 +26,8 @@
 // Invariants:
 //  - A page is "awaited" from DropPages until it is present: a placement
 //    of it succeeded, or found it present already (EEXIST: another copy
-//    won the race); awaited pages are exactly the ones the source must
+//    won the race, the only way it can be present, since it was dropped
+//    registered); awaited pages are exactly the ones the source must
 //    still supply. Place and PlaceZero write only awaited pages (a page
 //    not awaited is counted as dropped without a system call), and the
 //    kernel refuses to overwrite a present one, so a copy arriving after
@@ -59,10 +64,10 @@
 // kept blocked in ReadFaults takes messages as they come).
 //
 // Integration (not wired yet):
-//  - Receiver, at the switch: a placer per region; DropPages for each
-//    decoded MISSING_PAGES message (proto/postcopy.h, checked by one
-//    MissingPagesChecker); Register once the checker is complete(); then
-//    report "resumed" to the source.
+//  - Receiver, at the switch: a placer per region, registered; DropPages
+//    for each decoded MISSING_PAGES message (proto/postcopy.h, checked by
+//    one MissingPagesChecker); once the checker is complete(), report
+//    "resumed" to the source.
 //  - An urgent-channel thread loops ReadFaults(max, short timeout) and
 //    sends each batch as page requests; after a reconnection it sends
 //    PendingFaults() again. Shutdown() ends the loop.
@@ -144,13 +149,14 @@ class UffdPlacer {
 
   const Region& region() const { return region_; }
 
-  // Marks `ranges` awaited and discards their bytes (MADV_DONTNEED). Only
-  // before Register(), with the workload paused. Ranges may come in any
-  // order and over several calls; each must lie inside the region.
-  absl::Status DropPages(absl::Span<const PageRange> ranges);
-
-  // Registers the region in MISSING mode. Once.
+  // Registers the region in MISSING mode. Once, before DropPages.
   absl::Status Register();
+
+  // Marks `ranges` awaited and discards their bytes (MADV_DONTNEED). Only
+  // after Register() (so nothing but a placement can fill them again),
+  // with the workload paused. Ranges may come in any order and over
+  // several calls; each must lie inside the region.
+  absl::Status DropPages(absl::Span<const PageRange> ranges);
 
   // Places `pages` pages from `src` (pages * 4 KiB readable bytes, outside
   // the region) at `first_page`, the awaited ones only. Any thread. A run
