@@ -125,10 +125,16 @@ UffdPlacer::UffdPlacer(const Region& region, int uffd, int wake_fd)
 
 UffdPlacer::~UffdPlacer() {
   Shutdown();
-  // Closing unregisters the region: a thread still blocked retries its
-  // fault and gets a fresh zero page (see the header).
-  close(uffd_);
   close(wake_fd_);
+  // Closing would unregister the region, and a thread still blocked on an
+  // awaited page would retry its fault and run on with a fresh zero page:
+  // a workload corrupted without anyone having asked (a VMM's error path
+  // frees the migration before it stops its vCPUs). So while any page is
+  // awaited the descriptor is kept open, deliberately, for the process's
+  // life: those threads stay blocked until ReleaseAll() (before this) lets
+  // them go on zeros, or the process ends. See the header.
+  if (awaited_pages() != 0 && registered_.load()) return;
+  close(uffd_);
 }
 
 absl::Status UffdPlacer::CheckRange(uint64_t first_page, uint64_t pages,

@@ -45,11 +45,12 @@
 //    Shutdown() wakes the reader and the waiters, never the faulting
 //    threads. To give the destination up (its workload to be discarded),
 //    ReleaseAll() fills every awaited page with zeros: every thread runs
-//    on, on memory that is no longer the source's. Destroying the placer
-//    (closing the userfaultfd) has the same effect through the kernel:
-//    blocked threads retry and get fresh zero pages. So destroy a placer
-//    only after Finish(), ReleaseAll(), or with the workload stopped; and
-//    after the reader thread has returned (Shutdown() makes it return).
+//    on, on memory that is no longer the source's. Destroying a placer
+//    with pages still awaited does not: it keeps its userfaultfd open
+//    (closing it would let the kernel hand the blocked threads fresh zero
+//    pages, unasked), so they stay blocked for the process's life. Destroy
+//    a placer after the reader thread has returned (Shutdown() makes it
+//    return).
 //  - The region must not be unmapped, remapped or madvise()d by the
 //    workload while registered: without UFFD_FEATURE_EVENT_REMOVE/UNMAP
 //    (not asked for) the placer is not told, a page the workload discarded

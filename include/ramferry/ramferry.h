@@ -415,7 +415,13 @@ ramferry_status ramferry_receiver_listen(const ramferry_options* options,
                                          const ramferry_regions* regions,
                                          ramferry_receiver** out);
 /* Frees; with a serve still running on another thread, abort and join it
- * first. */
+ * first. After a failed post-copy, threads of the workload blocked on pages
+ * that never came stay blocked, also after the free, until the process
+ * ends (the receiver keeps its userfaultfds open on purpose: closed, they
+ * would let the kernel hand those threads fresh zero pages). To let them
+ * run on, on memory that is no longer the source's, call
+ * ramferry_receiver_release_postcopy before freeing; a VMM's error path
+ * should stop its vCPUs first either way. */
 void ramferry_receiver_free(ramferry_receiver* receiver);
 const char* ramferry_receiver_last_error(const ramferry_receiver* receiver);
 ramferry_status ramferry_receiver_port(const ramferry_receiver* receiver,

@@ -68,8 +68,10 @@ class Receiver {
   // source, so fills each with zeros and lets the faulting threads run on
   // memory that is no longer the source's. Only for a workload about to
   // be discarded; returns the pages filled. Without it the threads stay
-  // blocked until the Receiver is destroyed (which has the same effect:
-  // destroy it only with the workload stopped).
+  // blocked, also after the Receiver is destroyed: it then keeps the
+  // regions' userfaultfds open on purpose (closing them would let the
+  // kernel hand the threads fresh zero pages, unasked), until the process
+  // ends. Nothing runs on zeros unless this is called.
   absl::StatusOr<uint64_t> ReleasePostcopy();
 
   SessionStats stats() const;

@@ -498,6 +498,99 @@ TEST(PostcopyStallTest, StoppedSourceEndsTheDestinationAfterTheStallTimeout) {
                absl::FormatDuration(took));
 }
 
+// ---- freeing a destination whose post-copy failed ----
+
+// Review C3: a VMM's error path frees the migration, then stops its vCPUs.
+// The destination (a child process: its faulting thread ends only with it)
+// loses its source in post-copy with a thread blocked on a missing page,
+// then frees its Receiver: the thread must stay blocked, not run on with a
+// fresh zero page the kernel hands it once the userfaultfd closes.
+TEST(PostcopyFreedDestinationTest, FreeingTheReceiverLeavesFaultsBlocked) {
+  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
+    GTEST_SKIP() << why;
+  if (!testing::SingleThreaded()) {
+    GTEST_SKIP() << "other threads run here: fork() is not safe";
+  }
+  const uint64_t bytes = 8ull << 20;
+  SessionOptions opt = testing::InsecureOptions();
+  opt.channels = 2;
+  opt.postcopy = true;
+  opt.stall_timeout = absl::Seconds(2);
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(to_parent[0]);
+    auto dst = MakeRegion(1, bytes);
+    absl::StatusOr<std::unique_ptr<Receiver>> rx =
+        Receiver::Listen(opt, {&dst.region, 1});
+    if (!rx.ok()) _exit(2);
+    std::atomic<bool> armed{false};
+    (*rx)->OnPostcopyArmed([&] { armed.store(true); });
+    const uint16_t port = (*rx)->port();
+    if (write(to_parent[1], &port, sizeof port) != sizeof port) _exit(3);
+    std::atomic<bool> served{false};
+    std::thread serve([&] {
+      (void)(*rx)->Serve();
+      served.store(true);
+    });
+    // A page of the missing set, touched once the source is gone (so that
+    // nobody asked for it while it could still come).
+    std::atomic<int> read{0};  // 1: faulting, 2: read, its byte in value
+    std::atomic<int> value{-1};
+    std::thread faulting([&] {
+      while (!served.load()) absl::SleepFor(absl::Milliseconds(1));
+      read.store(1);
+      value.store(static_cast<volatile uint8_t*>(dst.region.page(7))[9]);
+      read.store(2);
+    });
+    faulting.detach();  // it may never return
+    serve.join();       // the source is gone: Serve fails
+    absl::SleepFor(absl::Milliseconds(200));
+    if (!armed.load()) _exit(4);
+    char verdict = read.load() == 2 ? 'E' : 'B';  // E: released early
+    if (verdict == 'B') {
+      rx->reset();
+      absl::SleepFor(absl::Milliseconds(300));
+      if (read.load() == 2) verdict = value.load() == 0 ? 'Z' : 'D';
+    }
+    (void)!write(to_parent[1], &verdict, 1);
+    _exit(0);
+  }
+  close(to_parent[1]);
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reaper{pid};
+  Watchdog watchdog(absl::Seconds(60), "freed-destination test");
+  uint16_t port = 0;
+  ASSERT_EQ(read(to_parent[0], &port, sizeof port), sizeof port);
+  auto src = MakeRegion(1, bytes, 9, /*fill=*/true);
+  opt.port = port;
+  {
+    absl::StatusOr<std::unique_ptr<Sender>> sender =
+        Sender::Connect(opt, {&src.region, 1});
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    DirtyBitmap missing(src.region.page_count());
+    missing.SetAll();
+    DirtyBitmap* b[] = {&missing};
+    ASSERT_TRUE((*sender)->StartPostcopy(b).ok());
+    // Switched, nothing pushed or answered (that is CompletePostcopy's):
+    // the destination's thread faults and waits; then the source is gone.
+    absl::SleepFor(absl::Milliseconds(300));
+    (*sender)->Abort(absl::UnavailableError("source gone (test)"));
+  }
+  char verdict = 0;
+  ASSERT_TRUE(ReadByte(to_parent[0], &verdict, absl::Seconds(30)));
+  EXPECT_EQ(verdict, 'B')
+      << "E: the thread ran on before the free; Z: it ran on with a zero "
+         "page after the free; D: it got data";
+}
+
 // ---- the destination killed or stopped, in a child process ----
 
 // The source mid-push, its destination (a child process) killed (SIGKILL:

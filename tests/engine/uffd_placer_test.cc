@@ -20,11 +20,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -509,24 +511,65 @@ TEST_F(UffdPlacerTest, ReleaseAllUnblocksEveryThreadWithZeros) {
   EXPECT_TRUE(PageIs(region_.page(5), 5, 0xA0));
 }
 
-// What the header promises of a placer destroyed too early: the kernel
-// unregisters the region, and a blocked thread runs on, on a zero page.
-TEST_F(UffdPlacerTest, DestroyingThePlacerReleasesBlockedThreadsWithZeros) {
+// The userfaultfds this process holds (their descriptor numbers).
+std::set<int> UserfaultfdsHeld() {
+  std::set<int> held;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(e.path(), link_ec).string() ==
+        "anon_inode:[userfaultfd]") {
+      held.insert(std::stoi(e.path().filename().string()));
+    }
+  }
+  return held;
+}
+
+// What the header promises of a placer destroyed with pages awaited
+// (review C3): its userfaultfd stays open, so a blocked thread stays
+// blocked rather than run on with a zero page the kernel would hand it.
+// Closing that descriptor (which the test finds and does itself, to end
+// the thread) is what would release it.
+TEST_F(UffdPlacerTest, DestroyingThePlacerLeavesBlockedThreadsBlocked) {
   MakeRegion(8);
+  const std::set<int> before = UserfaultfdsHeld();
   auto placer = Start({{1, 2}});
   ASSERT_NE(placer, nullptr);
   std::atomic<pid_t> tid{0};
+  std::atomic<bool> done{false};
   bool zero = false;
   std::thread t([&] {
     tid = static_cast<pid_t>(syscall(SYS_gettid));
     zero = PageIsZero(region_.page(2));
+    done.store(true);
   });
   while (tid.load() == 0) std::this_thread::yield();
   WaitBlockedInUserfault({tid.load()}, absl::Seconds(2));
   placer.reset();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(done.load()) << "the thread ran on after the placer went";
+  WaitBlockedInUserfault({tid.load()}, absl::Seconds(2));
+  std::set<int> kept;
+  for (int fd : UserfaultfdsHeld()) {
+    if (before.count(fd) == 0) kept.insert(fd);
+  }
+  ASSERT_EQ(kept.size(), 1u) << "the placer's userfaultfd was not kept";
+  close(*kept.begin());
   t.join();
   EXPECT_TRUE(zero);
   EXPECT_TRUE(PageIs(region_.page(0), 0, 0xA0));
+}
+
+// A placer destroyed with nothing awaited closes its userfaultfd.
+TEST_F(UffdPlacerTest, DestroyingAFinishedPlacerClosesItsUserfaultfd) {
+  MakeRegion(8);
+  const std::set<int> before = UserfaultfdsHeld();
+  auto placer = Start({{1, 2}});
+  ASSERT_NE(placer, nullptr);
+  ASSERT_TRUE(placer->Place(1, Src(1), 2).ok());
+  placer.reset();
+  EXPECT_EQ(UserfaultfdsHeld(), before);
 }
 
 // Transparent huge pages (what a receiver's prefault asks for on

@@ -234,13 +234,15 @@ DestinationReport RunDestination(
       if (released.ok()) {
         report.released_pages = *released;
       } else {
-        // Destroying the receiver closes its userfaultfd, which releases
-        // the writers the same way.
+        // Its writers stay blocked on pages that will never come (a
+        // receiver keeps them blocked rather than let them run on zeros
+        // unasked); they end with this process.
         std::fprintf(stderr,
                      "ramferry-migrate: destination: releasing the awaited "
-                     "pages failed (%s); closing the session instead\n",
+                     "pages failed (%s); the workload stays blocked and ends "
+                     "with this process\n",
                      std::string(released.status().message()).c_str());
-        rx->reset();
+        load->Abandon();
       }
     }
     load->Stop();

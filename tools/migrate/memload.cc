@@ -64,6 +64,16 @@ void Memload::Stop() {
   threads_.clear();
 }
 
+void Memload::Abandon() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true);
+    cv_.notify_all();
+  }
+  for (std::thread& t : threads_) t.detach();
+  threads_.clear();
+}
+
 bool Memload::ParkIfPaused() {
   if (paused_.load()) {
     std::unique_lock<std::mutex> lock(mu_);

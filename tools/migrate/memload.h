@@ -36,6 +36,10 @@ class Memload final : public Workload {
   absl::Status Pause() override;
   void Resume() override;
   void Stop() override;
+  // Stops the writers without waiting for them: for writers blocked for
+  // good on memory that will never come (a failed post-copy whose pages
+  // could not be released), which end with the process.
+  void Abandon();
 
   // Slows every writer to (100 - percent)% of its rate (auto-converge's
   // throttle; 0: full rate). Any thread.
