@@ -31,6 +31,12 @@
 
 namespace ramferry::engine {
 
+// The most page bytes a packet carries where a channel may copy its payload
+// to seal it (a sealed session): the scheduler cuts batches at this bound
+// (Scheduler's max_batch_bytes), so the staging buffers stay bounded,
+// whatever the page size. A page larger than this cannot be sealed.
+inline constexpr uint64_t kMaxStagedPayloadBytes = 8u << 20;
+
 class ChannelSender {
  public:
   // The consumer drains at most this many commands per pass and publishes

@@ -10,10 +10,11 @@ namespace ramferry::engine {
 Scheduler::Scheduler(absl::Span<CommandRing* const> rings,
                      absl::Span<const Region> regions, uint32_t packet_pages,
                      std::function<absl::Status(size_t)> after_commit,
-                     SentLedger* ledger)
+                     SentLedger* ledger, uint64_t max_batch_bytes)
     : rings_(rings.begin(), rings.end()),
       regions_(regions),
       packet_pages_(packet_pages),
+      max_batch_bytes_(max_batch_bytes),
       after_commit_(std::move(after_commit)),
       ledger_(ledger) {}
 
@@ -173,6 +174,11 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
       total.zero_range_pages += *zeroed;
     }
     const uint64_t page_size = regions_[r].page_size;
+    uint32_t batch_pages = packet_pages_;
+    if (max_batch_bytes_ != 0) {
+      batch_pages = static_cast<uint32_t>(
+          std::clamp<uint64_t>(max_batch_bytes_ / page_size, 1, packet_pages_));
+    }
     size_t ring = 0;
     Command* batch = nullptr;
     for (size_t w = 0; w < bits.words(); ++w) {
@@ -191,7 +197,7 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         batch->offsets[batch->page_count++] = page * page_size;
         ++total.pages;
         total.bytes += page_size;
-        if (batch->page_count == packet_pages_) {
+        if (batch->page_count == batch_pages) {
           if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
           batch = nullptr;
         }

@@ -21,14 +21,17 @@ namespace ramferry::engine {
 
 class Scheduler {
  public:
-  // Batches hold at most `packet_pages` pages (<= each ring's max_pages).
-  // `after_commit(i)`, if set, runs after each command pushed to ring i
-  // (single-thread mode drains the ring there). `ledger`, if set, records
-  // which ring got which pages.
+  // Batches hold at most `packet_pages` pages (<= each ring's max_pages)
+  // and, with `max_batch_bytes` (0: no bound), at most that many bytes of
+  // pages, but at least one page: what a channel copies a payload into
+  // when it seals it stays bounded whatever the page size. `after_commit(i)`,
+  // if set, runs after each command pushed to ring i (single-thread mode
+  // drains the ring there). `ledger`, if set, records which ring got which
+  // pages.
   Scheduler(absl::Span<CommandRing* const> rings,
             absl::Span<const Region> regions, uint32_t packet_pages,
             std::function<absl::Status(size_t)> after_commit = {},
-            SentLedger* ledger = nullptr);
+            SentLedger* ledger = nullptr, uint64_t max_batch_bytes = 0);
 
   struct Scheduled {
     uint64_t pages = 0;  // every page the round covers, zero ranges too
@@ -66,6 +69,7 @@ class Scheduler {
   std::vector<CommandRing*> rings_;
   absl::Span<const Region> regions_;
   uint32_t packet_pages_;
+  uint64_t max_batch_bytes_;
   size_t next_ = 0;  // where the least-loaded search starts: spreads ties
   std::function<absl::Status(size_t)> after_commit_;
   SentLedger* const ledger_;

@@ -36,6 +36,19 @@ absl::Status SenderImpl::Setup() {
   if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
   transport_caps_ = channels::StaticCapabilities(channel_kind_);
   seal_ = engine::SealModeFor(options_, transport_caps_);
+  if (seal_ != proto::SealMode::kNone) {
+    for (const Region& r : regions_) {
+      if (r.page_size > engine::kMaxStagedPayloadBytes) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "region %d has %d-byte pages: a protected stream seals a copy "
+            "of each packet, of at most %d bytes, and one page is more; "
+            "track the region in smaller pages (2 MiB memory may be tracked "
+            "in 2 MiB or smaller pages), or set protect = none on a trusted "
+            "network",
+            r.id, r.page_size, engine::kMaxStagedPayloadBytes));
+      }
+    }
+  }
   session_ = resume_ ? resume_session_ : engine::NewSessionId();
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
@@ -160,8 +173,10 @@ void SenderImpl::StartThreads() {
   if (survive_) {
     ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
   }
+  // A sealed payload may be copied to be sealed: bounded (review A3).
   scheduler_ = std::make_unique<engine::Scheduler>(
-      rings, regions_, options_.packet_pages, std::move(drain), ledger_.get());
+      rings, regions_, options_.packet_pages, std::move(drain), ledger_.get(),
+      seal_ != proto::SealMode::kNone ? engine::kMaxStagedPayloadBytes : 0);
   if (!options_.single_thread) {
     for (auto& c : channels_) c->Start();
   }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "channels/transport.h"
+#include "engine/channel_sender.h"
 #include "engine/region_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -452,8 +453,10 @@ TEST_P(ForgedCutTest, NothingForgedSurvivesALostLink) {
     EXPECT_TRUE(run.same_bytes);
     EXPECT_EQ(run.verify_mismatches, 0u);
   }
-  if (dest_file &&
-      uint64_t{packet_pages} * 4096 <= engine::kMaxFilePayloadBytes) {
+  // A sealing source cuts its packets at kMaxStagedPayloadBytes.
+  const uint64_t payload = std::min<uint64_t>(uint64_t{packet_pages} * 4096,
+                                              engine::kMaxStagedPayloadBytes);
+  if (dest_file && payload <= engine::kMaxFilePayloadBytes) {
     // Staged and written through the file only once authentic: the cut
     // payload never landed, so the lost channel is survived like any
     // other, and the session ends byte-identical.

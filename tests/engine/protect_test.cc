@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "channels/transport.h"
+#include "engine/channel_sender.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
@@ -144,10 +145,10 @@ INSTANTIATE_TEST_SUITE_P(
           std::get<2>(info.param) == Compression::kOn ? "_compressed" : "");
     });
 
-// The largest packets a destination accepts (4096 pages of 4 KiB: 16 MiB
-// payloads, over what it opens in a staging copy) are opened where they
-// land, and sparse rewrites after them still go sealed; every mode, byte
-// exact.
+// The most pages a destination accepts per packet (4096): a sealing source
+// cuts them at kMaxStagedPayloadBytes (8 MiB: 2048 pages), which the
+// destination opens where they land, and sparse rewrites after them still
+// go sealed; every mode, byte exact.
 TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
   for (Protection protect : {Protection::kMac, Protection::kEncrypt}) {
     SCOPED_TRACE(ProtectionName(protect));
@@ -179,6 +180,66 @@ TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
     const ChannelStats sent = (*sender)->stats().Total();
     EXPECT_EQ(rx.receiver().stats().Total().sealed_bytes, sent.sealed_bytes);
     EXPECT_EQ(sent.sealed_bytes, sent.payload_bytes + sent.header_bytes);
+  }
+}
+
+// Huge pages under protection (review A3): a sealing source copies a
+// payload to seal it, so it cuts its packets at kMaxStagedPayloadBytes
+// (four 2 MiB pages here; 128 pages would have been 256 MiB a copy, four
+// copies a channel), and refuses up front a page larger than that, which
+// an unprotected stream still moves.
+TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
+  const uint64_t huge = 2ull << 20;
+  const uint64_t bytes =
+      std::max<uint64_t>(ScaledBytes(64ull << 20), 16 * huge);
+  auto src = MakeRegion(1, bytes, /*seed=*/4, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  src.region.page_size = static_cast<uint32_t>(huge);
+  dst.region.page_size = static_cast<uint32_t>(huge);
+  SessionOptions opt = Keyed(Protection::kMac);
+  opt.channels = 2;
+  {
+    ServingReceiver rx(opt, {dst.region});
+    SessionOptions o = opt;
+    o.port = rx.port();
+    auto sender = Sender::Connect(o, {&src.region, 1});
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    EXPECT_TRUE(SameBytes(src.region, dst.region));
+    const ChannelStats sent = (*sender)->stats().Total();
+    EXPECT_EQ(sent.pages, src.region.page_count());
+    EXPECT_LE(sent.pages,
+              sent.packets * (engine::kMaxStagedPayloadBytes / huge));
+  }
+  // A page over the bound: refused when sealed, with what to do.
+  src.region.page_size = static_cast<uint32_t>(8 * huge);
+  dst.region.page_size = static_cast<uint32_t>(8 * huge);
+  for (Protection protect : {Protection::kMac, Protection::kNone}) {
+    SCOPED_TRACE(ProtectionName(protect));
+    SessionOptions o = protect == Protection::kNone ? testing::InsecureOptions()
+                                                    : Keyed(protect);
+    ServingReceiver rx(o, {dst.region});
+    o.port = rx.port();
+    auto sender = Sender::Connect(o, {&src.region, 1});
+    if (protect == Protection::kMac) {
+      ASSERT_FALSE(sender.ok());
+      EXPECT_THAT(std::string(sender.status().message()),
+                  HasSubstr("16777216-byte pages"));
+      continue;
+    }
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    EXPECT_TRUE(SameBytes(src.region, dst.region));
   }
 }
 
