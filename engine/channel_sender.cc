@@ -212,10 +212,9 @@ absl::Status ChannelSender::SendData(const Command& c,
   // A copy is recorded now, from cache, before a seal may encrypt it.
   if (*copy != nullptr) record_all();
   const uint64_t page_bytes = uint64_t{c.page_count - zeros} * region.page_size;
-  const uint64_t mode_start = channels::MonotonicNs();
-  bool tried = false;
-  absl::StatusOr<size_t> compressed = MaybeCompress(page_bytes, &tried);
+  absl::StatusOr<size_t> compressed = MaybeCompress(page_bytes);
   if (!compressed.ok()) return compressed.status();
+  const uint64_t wire_start = channels::MonotonicNs();
   h.compressed_bytes = static_cast<uint32_t>(*compressed);
   size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
   iovec staged{nullptr, *compressed};
@@ -270,16 +269,11 @@ absl::Status ChannelSender::SendData(const Command& c,
     if (absl::Status s = limiter_->Acquire(wire_bytes); !s.ok()) return s;
   }
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
-  // What this packet's way of going (compressed or not) achieved: its
-  // pages' bytes over the time compressing and sending took. Bytes and
-  // time decay separately, so the few sends that block while a socket
-  // buffer drains weigh by their time, not as one sample among many that
-  // found room at once.
+  // How long the link took this packet's bytes (kAuto judges the link by
+  // it): sealing them, waiting for the rate limit, sending.
   if (compression_ == Compression::kAuto && page_bytes != 0) {
-    Throughput& t = mode_[tried ? 1 : 0];
-    t.bytes = 0.9 * t.bytes + static_cast<double>(page_bytes);
-    t.ns =
-        0.9 * t.ns + static_cast<double>(channels::MonotonicNs() - mode_start);
+    choice_.Sent(*compressed != 0 ? *compressed : page_bytes,
+                 channels::MonotonicNs() - wire_start);
   }
   // From memory the send path just read.
   if (!recorded) record_all();
@@ -319,45 +313,20 @@ absl::StatusOr<uint8_t*> ChannelSender::ReadThroughFile(
   return *buffer;
 }
 
-bool ChannelSender::CompressionPays() {
-  // Whichever way moved pages faster lately, measured on this channel's
-  // own link and data. The other way is tried every kProbeEvery packets,
-  // so a change (a link that slows, data that stops shrinking) is seen.
-  // A way must beat the current one by a quarter to take over: one
-  // sample that found a socket buffer empty does not flip the choice.
-  const double on = mode_[1].bytes * mode_[0].ns;
-  const double off = mode_[0].bytes * mode_[1].ns;
-  const bool faster_compressed =
-      compressing_ ? on * 1.25 > off : on > off * 1.25;
-  // Each way once first: as they are, then compressed.
-  if (mode_[0].ns == 0) return false;
-  if (mode_[1].ns == 0) return true;
-  // While compressing, the uncompressed way is tried four times less
-  // often: its sample finds the socket buffer drained by the slower
-  // compressed stream, looks faster than it is, and costs the packets it
-  // takes to be proven wrong.
-  if (++packets_since_probe_ >= (compressing_ ? 4 : 1) * kProbeEvery) {
-    packets_since_probe_ = 0;
-    return !faster_compressed;
-  }
-  compressing_ = faster_compressed;
-  return compressing_;
-}
-
-absl::StatusOr<size_t> ChannelSender::MaybeCompress(uint64_t payload_bytes,
-                                                    bool* tried) {
+absl::StatusOr<size_t> ChannelSender::MaybeCompress(uint64_t payload_bytes) {
   if (compressor_ == nullptr || payload_bytes == 0 ||
       payload_bytes > kMaxCompressedPayload) {
     return 0;
   }
-  if (compression_ == Compression::kAuto && !CompressionPays()) return 0;
-  *tried = true;
+  if (compression_ == Compression::kAuto && !choice_.Next()) return 0;
   absl::StatusOr<uint8_t*> out = StagingBuffer(kMaxCompressedPayload);
   if (!out.ok()) return out.status();
   const uint64_t start = channels::MonotonicNs();
   const size_t n =
       compressor_->Compress(iov_, absl::MakeSpan(*out, kMaxCompressedPayload));
-  compress_ns_.Add(channels::MonotonicNs() - start);
+  const uint64_t ns = channels::MonotonicNs() - start;
+  compress_ns_.Add(ns);
+  choice_.Compressed(payload_bytes, n != 0 ? n : payload_bytes, ns);
   if (n != 0) {
     compressed_packets_.Add();
     compressed_input_bytes_.Add(payload_bytes);

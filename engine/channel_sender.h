@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "channels/transport.h"
 #include "engine/command_ring.h"
+#include "engine/compression_choice.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
 #include "engine/rate_limiter.h"
@@ -109,8 +110,7 @@ class ChannelSender {
                               uint32_t next_header_bytes);
   // The payload to send for `payload_bytes` bytes in iov_: a compressed
   // copy in a staging buffer (and its size), or nothing (0) to send iov_.
-  // `tried`: the compressor ran (its output may not have been smaller).
-  absl::StatusOr<size_t> MaybeCompress(uint64_t payload_bytes, bool* tried);
+  absl::StatusOr<size_t> MaybeCompress(uint64_t payload_bytes);
   // The staging buffer next in turn, with room for `bytes`; waits for the
   // transport to release it where a zero-copy send may still read it.
   absl::StatusOr<uint8_t*> StagingBuffer(size_t bytes);
@@ -134,8 +134,6 @@ class ChannelSender {
                     absl::Span<const uint64_t> run_offsets = {});
   // A packet that is all header: sealed where the stream is.
   absl::Status SealHeader(absl::Span<uint8_t> header, uint64_t packet_num);
-  // Whether kAuto should compress the next packet, from what it measured.
-  bool CompressionPays();
   // Flags the zero pages among `offsets` into wire_offsets_; returns how
   // many there were. The pages are read from `copy` (entry i at
   // copy + i * page_size) or, where it is null, from the region.
@@ -185,20 +183,12 @@ class ChannelSender {
   // Sealing in place goes this many bytes at a time (at least a page), so
   // a piece's digest reads it from cache.
   static constexpr size_t kSealPieceBytes = 64 << 10;
-  static constexpr uint64_t kProbeEvery = 32;  // kAuto: the other way, once
   const Compression compression_;
   std::unique_ptr<PacketCompressor> compressor_;
   std::vector<std::vector<uint8_t>> staging_;
   size_t next_staging_ = 0;
   bool staging_wrapped_ = false;
-  uint64_t packets_since_probe_ = 0;
-  // kAuto: page bytes moved and the time it took, decaying, for packets
-  // sent as they are ([0]) and through the compressor ([1]).
-  struct Throughput {
-    double bytes = 0, ns = 0;
-  };
-  Throughput mode_[2];
-  bool compressing_ = false;  // the way kAuto chose, between probes
+  CompressionChoice choice_;  // kAuto: whether compressing pays, measured
   channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
       finishes_, thread_cpu_ns_, zero_pages_sent_, untouched_pages_,
       zero_range_packets_, compressed_packets_, compressed_input_bytes_,

@@ -44,11 +44,12 @@ enum class Compression : uint8_t {
   kOff,
   // Every packet whose pages shrink.
   kOn,
-  // Each channel measures its link (the bytes per second its sends take)
-  // and the compressor on the data it sends (a sample packet every so
-  // often), and compresses while the link is slower than the compressor
-  // and the data shrinks (by 10% at least): off on fast links and on
-  // incompressible data.
+  // Each channel measures its link (the bytes per second its sends take,
+  // over its last few dozen packets), the compressor and how much the data
+  // it sends shrinks (a sample packet every so often), and compresses
+  // where that moves pages a quarter faster (the link times the ratio,
+  // capped by the compressor), until it is no longer 5% faster: off on
+  // fast links and on incompressible data (engine/compression_choice.h).
   kAuto,
 };
 

@@ -685,44 +685,41 @@ uint64_t ChannelSum(const Json& report, const char* key) {
   return n;
 }
 
-// --compress=auto compresses text on a link slower than the compressor
-// and leaves it off on loopback, where the link is faster: each channel
-// then compresses only its sample packets (one in 32).
+// --compress=auto compresses text on a link slower than the compressor,
+// and leaves it off where the link is faster: each channel then
+// compresses only its sample packets (one in 32, and its first).
 TEST_F(SlowLinkTest, AutoCompressionFollowsTheLink) {
   std::vector<std::string> run = {kMigrate, "--demo", "--json", "--size=32MiB",
                                   "--image=text=80,random=20", "--dirty-rate=0",
                                   "--compress=auto",
                                   // Many packets, so each channel judges
-                                  // its link on many sends, not a few.
+                                  // its link over many sends, not a few.
                                   "--packet-pages=32"};
+  // 100 Mbit over two channels: ~6 MB/s each, against a compressor at
+  // hundreds (level 1), even slowed by other jobs on the machine. The
+  // first packets fill the socket buffers without waiting for the link;
+  // the link is judged over the drains after them.
   std::vector<std::string> over_link = run;
-  // Slow enough that a compressor slowed by other jobs on the machine
-  // still outruns it.
   over_link.push_back("--demo-link=100mbit");
   CommandResult slow = RunCommand(over_link);
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
   Json s = ParseJson(slow);
   EXPECT_EQ(s["verified"], true);
-  // The first packets fill the socket buffers without waiting for the
-  // link, and go as they are until a compressed one proves faster; how
-  // soon that is depends on the machine (a sanitizer's build takes
-  // longer). Compressing more packets than the samples (one in 32, and a
-  // first one per channel) shows it chose to.
-  // Under a sanitizer the channel thread's own work runs instrumented and
-  // slower, so how soon auto turns on (if at all) is the machine's.
   const uint64_t packets = ChannelSum(s, "packets");
-  if (!testing::UnderSanitizer()) {
-    EXPECT_GT(ChannelSum(s, "compressed_packets"), packets / 32 + 2 + 8);
-    EXPECT_LT(s["payload_bytes"].get<uint64_t>(), 32u << 20);
-  }
+  EXPECT_GT(ChannelSum(s, "compressed_packets"), packets / 2);
+  EXPECT_LT(s["payload_bytes"].get<uint64_t>(), 16u << 20);
   EXPECT_EQ(s["destination"]["payload_bytes"], s["payload_bytes"]);
 
-  CommandResult fast = RunCommand(run);
+  // Loopback against a compressor at level 9 (tens of MB/s here): the
+  // link is several times faster on any machine this runs on.
+  std::vector<std::string> slow_compressor = run;
+  slow_compressor.push_back("--compress-level=9");
+  CommandResult fast = RunCommand(slow_compressor);
   ASSERT_EQ(fast.exit_code, 0) << fast.err;
   Json f = ParseJson(fast);
   EXPECT_EQ(f["verified"], true);
   EXPECT_LE(ChannelSum(f, "compressed_packets"), ChannelSum(f, "packets") / 8)
-      << "loopback outruns the compressor: auto should stay off";
+      << "the link outruns the compressor: auto should stay off";
 }
 
 TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {

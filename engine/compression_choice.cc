@@ -1,0 +1,62 @@
+#include "engine/compression_choice.h"
+
+#include <algorithm>
+
+namespace ramferry::engine {
+namespace {
+
+// How much of the past each new sample keeps: the link is judged over
+// about its last 32 packets, enough to span several socket-buffer drains;
+// the compressor and the ratio, over its last 8 compressed packets.
+constexpr double kLinkKeep = 31.0 / 32;
+constexpr double kCompressorKeep = 7.0 / 8;
+constexpr double kTakeOver = 1.25;
+// ... and keeps it while it is this much faster: a ratio that fades to
+// one (random data) never quite reaches it.
+constexpr double kKeep = 1.05;
+// Sends measured before the link is judged at all: a socket's first
+// sends (its buffer empty, or its first waits) say little of the link.
+constexpr uint64_t kLinkSamples = 8;
+
+}  // namespace
+
+void CompressionChoice::Rate::Add(uint64_t b, uint64_t t, double keep) {
+  bytes = keep * bytes + static_cast<double>(b);
+  ns = keep * ns + static_cast<double>(t);
+}
+
+double CompressionChoice::ratio() const {
+  return ratio_out_ > 0 ? ratio_in_ / ratio_out_ : 0;
+}
+
+void CompressionChoice::Compressed(uint64_t page_bytes, uint64_t wire_bytes,
+                                   uint64_t ns) {
+  compressor_.Add(page_bytes, std::max<uint64_t>(ns, 1), kCompressorKeep);
+  ratio_in_ = kCompressorKeep * ratio_in_ + static_cast<double>(page_bytes);
+  ratio_out_ = kCompressorKeep * ratio_out_ + static_cast<double>(wire_bytes);
+}
+
+void CompressionChoice::Sent(uint64_t wire_bytes, uint64_t ns) {
+  link_.Add(wire_bytes, std::max<uint64_t>(ns, 1), kLinkKeep);
+  ++sends_;
+}
+
+bool CompressionChoice::Next() {
+  if (compressor_.ns == 0) return true;
+  const double link = link_.PerSecond();
+  if (sends_ >= kLinkSamples) {
+    const double on = std::min(compressor_.PerSecond(), link * ratio());
+    compressing_ = on > link * (compressing_ ? kKeep : kTakeOver);
+  }
+  if (compressing_) {
+    since_probe_ = 0;
+    return true;
+  }
+  if (++since_probe_ >= kProbeEvery) {
+    since_probe_ = 0;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ramferry::engine
