@@ -727,8 +727,10 @@ ramferry_status ramferry_sender_abort(ramferry_sender* sender,
 ramferry_status ramferry_sender_set_max_bandwidth(ramferry_sender* sender,
                                                   uint64_t bytes_per_second) {
   if (sender == nullptr) return NullArgument("sender");
-  sender->sender->SetMaxBandwidth(bytes_per_second);
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    sender->sender->SetMaxBandwidth(bytes_per_second);
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_sender_stats(const ramferry_sender* sender,
@@ -758,8 +760,10 @@ ramferry_status ramferry_sender_set_progress(ramferry_sender* sender,
                                              ramferry_progress_fn fn,
                                              void* user, uint32_t interval_ms) {
   if (sender == nullptr) return NullArgument("sender");
-  sender->progress.Set(fn, user, interval_ms);
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    sender->progress.Set(fn, user, interval_ms);
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_sender_start_postcopy(ramferry_sender* sender,
@@ -847,8 +851,10 @@ ramferry_status ramferry_receiver_port(const ramferry_receiver* receiver,
                                        uint16_t* port) {
   if (receiver == nullptr) return NullArgument("receiver");
   if (port == nullptr) return NullArgument("port");
-  *port = receiver->receiver->port();
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    *port = receiver->receiver->port();
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_receiver_serve(ramferry_receiver* receiver) {
@@ -884,16 +890,20 @@ ramferry_status ramferry_receiver_applied_rounds(
     const ramferry_receiver* receiver, uint64_t* rounds) {
   if (receiver == nullptr) return NullArgument("receiver");
   if (rounds == nullptr) return NullArgument("rounds");
-  *rounds = receiver->receiver->applied_rounds();
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    *rounds = receiver->receiver->applied_rounds();
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_receiver_verified_pages(
     const ramferry_receiver* receiver, uint64_t* pages) {
   if (receiver == nullptr) return NullArgument("receiver");
   if (pages == nullptr) return NullArgument("pages");
-  *pages = receiver->receiver->verified_pages();
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    *pages = receiver->receiver->verified_pages();
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_receiver_set_progress(ramferry_receiver* receiver,
@@ -901,8 +911,10 @@ ramferry_status ramferry_receiver_set_progress(ramferry_receiver* receiver,
                                                void* user,
                                                uint32_t interval_ms) {
   if (receiver == nullptr) return NullArgument("receiver");
-  receiver->progress.Set(fn, user, interval_ms);
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    receiver->progress.Set(fn, user, interval_ms);
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_receiver_on_armed(ramferry_receiver* receiver,
@@ -924,9 +936,11 @@ ramferry_status ramferry_receiver_is_resident(const ramferry_receiver* receiver,
                                               uint64_t pages, int* resident) {
   if (receiver == nullptr) return NullArgument("receiver");
   if (resident == nullptr) return NullArgument("resident");
-  *resident =
-      receiver->receiver->IsResident(region_id, first_page, pages) ? 1 : 0;
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    *resident =
+        receiver->receiver->IsResident(region_id, first_page, pages) ? 1 : 0;
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_receiver_wait_resident(ramferry_receiver* receiver,

@@ -2,6 +2,8 @@
 // process"): thin wrappers over ramferry/memory_handoff.h.
 #include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,9 +20,16 @@ struct ramferry_shared_regions {
   std::string error;
 };
 
+namespace {
+// The export whose event handler runs on this thread, by its token.
+thread_local const int* t_in_handler_of = nullptr;
+}  // namespace
+
 struct ramferry_export {
   std::unique_ptr<ramferry::MemoryExport> exp;
   std::string error;
+  // Names this export to its handler's thread (t_in_handler_of).
+  std::shared_ptr<const int> token;
 };
 
 struct ramferry_attach {
@@ -85,19 +94,39 @@ ramferry_status ramferry_export_listen(const char* socket_path,
   if (socket_path == nullptr) return NullArgument("socket_path");
   if (regions == nullptr) return NullArgument("regions");
   return Guard(nullptr, [&] {
+    auto token = std::make_shared<const int>(0);
     ramferry::MemoryExport::EventHandler handler;
     if (fn != nullptr) {
-      handler = [fn, user](ramferry::ExportEvent e) { fn(user, ToC(e)); };
+      handler = [fn, user, t = token.get()](ramferry::ExportEvent e) {
+        t_in_handler_of = t;
+        fn(user, ToC(e));
+        t_in_handler_of = nullptr;
+      };
     }
     auto exp = ramferry::MemoryExport::Listen(socket_path, regions->regions,
                                               std::move(handler));
     if (!exp.ok()) return Fail(nullptr, exp.status());
-    *out = new ramferry_export{*std::move(exp), {}};
+    *out = new ramferry_export{*std::move(exp), {}, std::move(token)};
     return RAMFERRY_OK;
   });
 }
 
-void ramferry_export_free(ramferry_export* exp) { delete exp; }
+void ramferry_export_free(ramferry_export* exp) {
+  if (exp == nullptr) return;
+  // From its own handler (done at MIGRATED, say), the export's thread
+  // cannot wait for itself to end: another thread frees it once the
+  // handler has returned.
+  if (t_in_handler_of != nullptr && t_in_handler_of == exp->token.get()) {
+    try {
+      std::thread([exp] { delete exp; }).detach();
+      return;
+    } catch (const std::system_error&) {
+      // No thread to spare: the export stays, as if never freed.
+      return;
+    }
+  }
+  delete exp;
+}
 
 const char* ramferry_export_last_error(const ramferry_export* exp) {
   return exp == nullptr ? "" : exp->error.c_str();
@@ -152,15 +181,17 @@ ramferry_status ramferry_attach_region(const ramferry_attach* att, size_t i,
                                        uint32_t* id, void** base,
                                        uint64_t* length) {
   if (att == nullptr) return NullArgument("att");
-  const auto regions = att->att->regions();
-  if (i >= regions.size()) {
-    return Fail(nullptr, absl::OutOfRangeError(absl::StrCat(
-                             "region ", i, " of ", regions.size())));
-  }
-  if (id != nullptr) *id = regions[i].id;
-  if (base != nullptr) *base = regions[i].base;
-  if (length != nullptr) *length = regions[i].length;
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    const auto regions = att->att->regions();
+    if (i >= regions.size()) {
+      return Fail(nullptr, absl::OutOfRangeError(absl::StrCat(
+                               "region ", i, " of ", regions.size())));
+    }
+    if (id != nullptr) *id = regions[i].id;
+    if (base != nullptr) *base = regions[i].base;
+    if (length != nullptr) *length = regions[i].length;
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_attach_collect(ramferry_attach* att,
@@ -250,15 +281,17 @@ ramferry_status ramferry_adopt_region(const ramferry_adopt* adopt, size_t i,
                                       uint32_t* id, void** base,
                                       uint64_t* length, int* fd) {
   if (adopt == nullptr) return NullArgument("adopt");
-  const auto regions = adopt->adopt->regions();
-  if (i >= regions.size()) {
-    return Fail(nullptr, absl::OutOfRangeError(
-                             absl::StrCat("region ", i, " of ", regions.size(),
-                                          " (ramferry_adopt_wait first)")));
-  }
-  if (id != nullptr) *id = regions[i].id;
-  if (base != nullptr) *base = regions[i].base;
-  if (length != nullptr) *length = regions[i].length;
-  if (fd != nullptr) *fd = regions[i].fd;
-  return RAMFERRY_OK;
+  return Guard(nullptr, [&] {
+    const auto regions = adopt->adopt->regions();
+    if (i >= regions.size()) {
+      return Fail(nullptr, absl::OutOfRangeError(absl::StrCat(
+                               "region ", i, " of ", regions.size(),
+                               " (ramferry_adopt_wait first)")));
+    }
+    if (id != nullptr) *id = regions[i].id;
+    if (base != nullptr) *base = regions[i].base;
+    if (length != nullptr) *length = regions[i].length;
+    if (fd != nullptr) *fd = regions[i].fd;
+    return RAMFERRY_OK;
+  });
 }

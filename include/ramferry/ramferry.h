@@ -505,7 +505,10 @@ typedef enum ramferry_export_event {
   RAMFERRY_EXPORT_DETACHED_WHILE_PAUSED = 4
 } ramferry_export_event;
 /* Called on the export's thread. A NULL handler: the migration process
- * pauses the whole process with SIGSTOP instead. */
+ * pauses the whole process with SIGSTOP instead. The handler may call
+ * ramferry_export_free on its own export (at RAMFERRY_EXPORT_MIGRATED,
+ * say): the export is then freed on another thread once the handler has
+ * returned. */
 typedef void (*ramferry_export_fn)(void* user, ramferry_export_event event);
 
 /* Registers the regions for write tracking (userfaultfd async

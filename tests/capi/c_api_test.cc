@@ -4,10 +4,14 @@
 // post-copy callbacks. Only ramferry.h and absl's StatusCode (to check the
 // codes mirror it) are used.
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -19,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/ramferry.h"
+#include "tests/support/test_support.h"
 #include "tests/support/uffd_skip.h"
 
 namespace {
@@ -203,6 +208,54 @@ TEST(CApiTest, NullHandlesAreRefusedWithAMessage) {
   EXPECT_EQ(ramferry_sender_connect(nullptr, nullptr, nullptr),
             RAMFERRY_INVALID_ARGUMENT);
   EXPECT_THAT(ramferry_last_error(), HasSubstr("out is NULL"));
+}
+
+// Review E1: out of memory, every entry still answers with a status. No
+// exception may cross into C: a NULL argument's message, and an error met
+// while out of memory, are stored without allocating (before: a second
+// bad_alloc from the handler escaped, and the child aborted).
+TEST(CApiTest, OutOfMemoryIsAStatusNeverAnException) {
+  if (ramferry::testing::UnderSanitizer()) {
+    GTEST_SKIP() << "a sanitizer's allocator reserves its own address "
+                    "space: RLIMIT_AS cannot starve malloc alone there";
+  }
+  ramferry_options* opt = ramferry_options_new();
+  ASSERT_NE(opt, nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Everything mapped now, and a little more, then nothing.
+    long pages = 0;
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr || std::fscanf(f, "%ld", &pages) != 1) _exit(10);
+    std::fclose(f);
+    const rlim_t limit = pages * sysconf(_SC_PAGESIZE) + (16 << 20);
+    const rlimit r{limit, limit};
+    if (setrlimit(RLIMIT_AS, &r) != 0) _exit(11);
+    for (size_t size : {size_t{1} << 20, size_t{4096}, size_t{64}, size_t{8}}) {
+      while (std::malloc(size) != nullptr) {
+      }
+    }
+    uint16_t port = 0;
+    if (ramferry_receiver_port(nullptr, &port) != RAMFERRY_INVALID_ARGUMENT) {
+      _exit(12);
+    }
+    const ramferry_status set = ramferry_options_set(
+        opt, "an-option-no-version-of-ramferry-has", "with a long value");
+    if (set != RAMFERRY_RESOURCE_EXHAUSTED && set != RAMFERRY_NOT_FOUND &&
+        set != RAMFERRY_INVALID_ARGUMENT) {
+      _exit(13);
+    }
+    if (ramferry_last_error() == nullptr) _exit(14);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ramferry_options_free(opt);
+  ASSERT_TRUE(WIFEXITED(status))
+      << "the child died of signal " << WTERMSIG(status)
+      << ": an exception crossed the C API";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(CApiTest, BadOptionsNameTheProblem) {
