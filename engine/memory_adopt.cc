@@ -22,11 +22,8 @@ using engine::OwnedFd;
 
 class AdoptedMemoryImpl final : public AdoptedMemory {
  public:
-  AdoptedMemoryImpl(std::string path, OwnedFd listener)
+  AdoptedMemoryImpl(std::string path, engine::SeqpacketListener listener)
       : path_(std::move(path)), listener_(std::move(listener)) {}
-  ~AdoptedMemoryImpl() override {
-    if (listener_.valid()) unlink(path_.c_str());
-  }
 
   absl::Status Wait(absl::Duration timeout) override {
     if (!regions_.empty()) return absl::OkStatus();
@@ -40,8 +37,7 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
       }
       absl::Status s = Adopt(conn->get());
       if (s.ok()) {
-        listener_.Reset();
-        unlink(path_.c_str());
+        listener_.Close();
         return s;
       }
       // A bad offer is refused (the destination sees the socket close
@@ -82,7 +78,7 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
   }
 
   const std::string path_;
-  OwnedFd listener_;
+  engine::SeqpacketListener listener_;
   std::vector<OwnedFd> fds_;
   std::vector<engine::SharedMapping> maps_;
   std::vector<SharedRegion> regions_;
@@ -123,7 +119,8 @@ absl::Status HandOverMemory(const std::string& socket_path,
 
 absl::StatusOr<std::unique_ptr<AdoptedMemory>> AdoptedMemory::Listen(
     const std::string& socket_path) {
-  absl::StatusOr<OwnedFd> listener = engine::ListenSeqpacket(socket_path);
+  absl::StatusOr<engine::SeqpacketListener> listener =
+      engine::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();
   return std::make_unique<AdoptedMemoryImpl>(socket_path, *std::move(listener));
 }

@@ -174,6 +174,29 @@ class AttachedMemoryImpl final : public AttachedMemory {
     }
   }
 
+  // Each region's file still holds the whole region: a workload that
+  // shrank one under the mapping has lost those pages itself, and reading
+  // them here would fault (SIGBUS), so the migration ends with the cause
+  // first. Between two collects it is a round's race, which the file path
+  // (pread: a short read, not a fault) narrows further.
+  absl::Status CheckFileSizes() const {
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      struct stat st;
+      if (fstat(files_[i].get(), &st) != 0) {
+        return engine::ErrnoStatus(
+            absl::StrCat("fstat of region ", regions_[i].id, "'s file"));
+      }
+      const uint64_t end = regions_[i].fd_offset + regions_[i].length;
+      if (static_cast<uint64_t>(st.st_size) < end) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "the workload (pid %d) shrank region %d's file to %d bytes, "
+            "below the %d its offer maps: those pages are gone",
+            peer_.pid, regions_[i].id, st.st_size, end));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Span<const RemoteRange> ranges() const { return ranges_; }
   const engine::PeerProcess& peer() const { return peer_; }
 
@@ -195,6 +218,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
         !s.ok()) {
       return s;
     }
+    if (absl::Status s = CheckFileSizes(); !s.ok()) return s;
     uint64_t total = 0;
     for (size_t i = 0; i < regions_.size(); ++i) {
       if (dirty[i]->pages() != regions_[i].page_count()) {
@@ -363,11 +387,10 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   std::vector<uint64_t> remote_bases;
   for (size_t i = 0; i < offer->regions.size(); ++i) {
     const proto::OfferedRegion& r = offer->regions[i];
-    // A workload that shrank its memfd under the mapping would crash this
-    // process (SIGBUS) mid-round: seal it against shrinking where it allows
-    // seals (a memfd made with MFD_ALLOW_SEALING). A file that does not is
-    // trusted not to shrink, as the workload's own memory.
-    fcntl(p->fds[proto::kExportFixedFds + i].get(), F_ADD_SEALS, F_SEAL_SHRINK);
+    // No seal against shrinking: a seal outlives the migration (the
+    // workload could never shrink its file again), and the read-only
+    // descriptor an export sends cannot add one. A shrunk file is caught
+    // at each collect instead (CheckFileSizes).
     absl::StatusOr<engine::SharedMapping> m = engine::SharedMapping::Map(
         p->fds[proto::kExportFixedFds + i].get(), r.fd_offset, r.length,
         /*writable=*/false);

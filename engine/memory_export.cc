@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -39,8 +41,9 @@ int64_t MonotonicNs() {
 class MemoryExportImpl final : public MemoryExport {
  public:
   MemoryExportImpl(std::string path, std::vector<uint8_t> offer,
-                   std::vector<OwnedFd> fds, OwnedFd uffd, OwnedFd listener,
-                   OwnedFd wake, EventHandler on_event)
+                   std::vector<OwnedFd> fds, OwnedFd uffd,
+                   engine::SeqpacketListener listener, OwnedFd wake,
+                   EventHandler on_event)
       : path_(std::move(path)),
         offer_(std::move(offer)),
         fds_(std::move(fds)),
@@ -52,10 +55,18 @@ class MemoryExportImpl final : public MemoryExport {
   }
 
   ~MemoryExportImpl() override {
+    if (std::this_thread::get_id() == thread_.get_id()) {
+      // join() would throw out of a destructor: say why, then stop.
+      std::fputs(
+          "ramferry: a MemoryExport was destroyed from its own event "
+          "handler; destroy it from another thread (ramferry_export_free "
+          "does)\n",
+          stderr);
+      std::abort();
+    }
     const uint64_t one = 1;
     (void)!write(wake_.get(), &one, sizeof one);
     thread_.join();
-    unlink(path_.c_str());
     // uffd_ closes here, which unregisters the regions: an attacher's
     // scans fail from then on.
   }
@@ -171,7 +182,7 @@ class MemoryExportImpl final : public MemoryExport {
   const std::vector<uint8_t> offer_;
   const std::vector<OwnedFd> fds_;  // what an offer carries: pagemap, regions'
   const OwnedFd uffd_;              // the write tracking; never sent
-  const OwnedFd listener_;
+  const engine::SeqpacketListener listener_;
   const OwnedFd wake_;
   const EventHandler on_event_;
   bool paused_ = false;  // the serving thread's
@@ -239,7 +250,8 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     fds.push_back(std::move(dup));
   }
   fds.insert(fds.begin(), std::move(*pagemap));
-  absl::StatusOr<OwnedFd> listener = engine::ListenSeqpacket(socket_path);
+  absl::StatusOr<engine::SeqpacketListener> listener =
+      engine::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();
   OwnedFd wake(eventfd(0, EFD_CLOEXEC));
   if (!wake.valid()) return engine::ErrnoStatus("eventfd");

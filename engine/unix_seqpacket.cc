@@ -82,7 +82,17 @@ bool Trusted(const ucred& cred) {
 
 }  // namespace
 
-absl::StatusOr<OwnedFd> ListenSeqpacket(const std::string& path) {
+void SeqpacketListener::Close() {
+  if (!fd_.valid()) return;
+  fd_.Reset();
+  struct stat st;
+  if (lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ &&
+      st.st_ino == ino_) {
+    unlink(path_.c_str());
+  }
+}
+
+absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path) {
   absl::StatusOr<sockaddr_un> a = Address(path);
   if (!a.ok()) return a.status();
   absl::StatusOr<OwnedFd> fd = NewSocket();
@@ -120,7 +130,11 @@ absl::StatusOr<OwnedFd> ListenSeqpacket(const std::string& path) {
   if (listen(fd->get(), 4) != 0) {
     return SysError(absl::StrCat("listen ", path), errno);
   }
-  return fd;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    return SysError(absl::StrCat("stat ", path), errno);
+  }
+  return SeqpacketListener(*std::move(fd), path, st.st_dev, st.st_ino);
 }
 
 absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,

@@ -19,9 +19,42 @@
 
 namespace ramferry::engine {
 
+// A listening socket and the path it is bound at, which it removes when
+// it closes, but only while the file there is still the one its bind made:
+// a process that took the path over since (removed it and bound its own)
+// keeps it.
+class SeqpacketListener {
+ public:
+  SeqpacketListener() = default;
+  SeqpacketListener(OwnedFd fd, std::string path, dev_t dev, ino_t ino)
+      : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
+  SeqpacketListener(SeqpacketListener&& o) noexcept = default;
+  SeqpacketListener& operator=(SeqpacketListener&& o) noexcept {
+    if (this != &o) {
+      Close();
+      fd_ = std::move(o.fd_);
+      path_ = std::move(o.path_);
+      dev_ = o.dev_;
+      ino_ = o.ino_;
+    }
+    return *this;
+  }
+  ~SeqpacketListener() { Close(); }
+
+  int get() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
+  void Close();
+
+ private:
+  OwnedFd fd_;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
 // Binds `path` (mode 0600) and listens. A socket file left behind by a
 // process that is gone is replaced; one that still answers is not.
-absl::StatusOr<OwnedFd> ListenSeqpacket(const std::string& path);
+absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path);
 
 // Waits up to `timeout` for a connection from a process of this user (or
 // root); others are refused and closed. *peer gets its pid. A timeout is

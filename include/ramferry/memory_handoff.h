@@ -78,7 +78,9 @@ absl::string_view ExportEventName(ExportEvent event);
 // `socket_path` (mode 0600: the offer grants write tracking and read
 // access to the memory) and serves one migration process at a time on a
 // thread of its own. The regions must stay mapped while the export
-// lives; destroying it unregisters them.
+// lives; destroying it unregisters them. Its handler must not destroy it
+// (the thread would wait for itself): that aborts the process with a
+// message. The C API's ramferry_export_free defers it instead.
 class MemoryExport {
  public:
   using EventHandler = std::function<void(ExportEvent)>;

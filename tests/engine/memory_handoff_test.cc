@@ -644,6 +644,35 @@ TEST_F(MemoryHandoffTest, WorkloadUnmappedItsMemoryCollectFails) {
   EXPECT_TRUE(w.Quit());
 }
 
+// Review D5: no seal outlives the migration, and a workload that shrinks
+// its file under the offered range ends the migration with that cause at
+// the next collect, before a read of the lost pages could fault.
+TEST_F(MemoryHandoffTest, WorkloadShrankItsFileCollectFailsAndNoSealStays) {
+  const int fd = memfd_create("shrinks", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4 * kPage), 0);
+  uint8_t* base = MapShared(fd, 0, 4 * kPage);
+  ASSERT_NE(base, nullptr);
+  const SharedRegion r{1, "r", base, 4 * kPage, fd, 0};
+  auto exp = MemoryExport::Listen(Path("s.sock"), {&r, 1}, nullptr);
+  ASSERT_TRUE(exp.ok()) << exp.status();
+  auto att = AttachedMemory::Attach(Path("s.sock"), absl::Seconds(10));
+  ASSERT_TRUE(att.ok()) << att.status();
+  EXPECT_EQ(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK, 0);
+  DirtyBitmap d(4);
+  DirtyBitmap* dp = &d;
+  ASSERT_TRUE((*att)->CollectWritten({&dp, 1}).ok());
+  ASSERT_EQ(ftruncate(fd, kPage), 0);
+  absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(n.status().message(), HasSubstr("shrank region 1's file"));
+  att->reset();
+  exp->reset();
+  munmap(base, 4 * kPage);
+  close(fd);
+}
+
 TEST_F(MemoryHandoffTest, HandOverAndAdoptShareTheBytes) {
   const int fd = NewMemfd(6);
   uint8_t* base = MapShared(fd, 0, 6 * kPage);
@@ -1333,6 +1362,96 @@ TEST_F(MemoryHandoffTest, CApiExportAttachHandOverAdopt) {
   ramferry_adopt_free(adopt);
   ramferry_shared_regions_free(regions);
   munmap(base, 8 * kPage);
+  close(fd);
+}
+
+// Review E1: "done" is a natural place to free the export, and the
+// handler runs on the export's own thread, which cannot join itself
+// (before: std::terminate from the destructor's join).
+struct SelfFreeing {
+  ramferry_export* exp = nullptr;
+  std::atomic<bool> freed{false};
+};
+void FreeOnMigrated(void* user, ramferry_export_event e) {
+  auto* s = static_cast<SelfFreeing*>(user);
+  if (e != RAMFERRY_EXPORT_MIGRATED) return;
+  ramferry_export_free(s->exp);
+  s->freed = true;
+}
+
+TEST_F(MemoryHandoffTest, CApiAHandlerMayFreeItsOwnExport) {
+  const int fd = NewMemfd(2);
+  uint8_t* base = MapShared(fd, 0, 2 * kPage);
+  ASSERT_NE(base, nullptr);
+  ramferry_shared_regions* regions = ramferry_shared_regions_new();
+  ASSERT_EQ(ramferry_shared_regions_add(regions, 1, base, 2 * kPage, fd, 0),
+            RAMFERRY_OK);
+  SelfFreeing s;
+  const std::string path = Path("self.sock");
+  ASSERT_EQ(
+      ramferry_export_listen(path.c_str(), regions, FreeOnMigrated, &s, &s.exp),
+      RAMFERRY_OK)
+      << ramferry_last_error();
+  ramferry_attach* att = nullptr;
+  ASSERT_EQ(ramferry_attach_open(path.c_str(), 10000, &att), RAMFERRY_OK)
+      << ramferry_last_error();
+  ASSERT_EQ(ramferry_attach_migrated(att), RAMFERRY_OK)
+      << ramferry_attach_last_error(att);
+  ramferry_attach_free(att);
+  // Freed for real, once the handler returned: its socket file goes.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (std::filesystem::exists(path) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(s.freed.load());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  ramferry_shared_regions_free(regions);
+  munmap(base, 2 * kPage);
+  close(fd);
+}
+
+// Review D5: an export or an adopter removes its socket file when it goes,
+// but not one another process bound at the path since (before: unlinked
+// whatever was there, cutting the newcomer off from its clients).
+TEST_F(MemoryHandoffTest, APathTakenOverSinceIsLeftToItsNewOwner) {
+  const int fd = NewMemfd(1);
+  uint8_t* base = MapShared(fd, 0, kPage);
+  ASSERT_NE(base, nullptr);
+  const SharedRegion r{1, "a", base, kPage, fd, 0};
+  auto take_over = [](const std::string& path) {
+    std::filesystem::remove(path);
+    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    EXPECT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(s, 1), 0);
+    return s;
+  };
+  {
+    auto exp = MemoryExport::Listen(Path("x.sock"), {&r, 1}, nullptr);
+    ASSERT_TRUE(exp.ok()) << exp.status();
+    const int newcomer = take_over(Path("x.sock"));
+    exp->reset();
+    EXPECT_TRUE(std::filesystem::exists(Path("x.sock")));
+    close(newcomer);
+    std::filesystem::remove(Path("x.sock"));  // the newcomer's to remove
+  }
+  {
+    auto adopter = AdoptedMemory::Listen(Path("y.sock"));
+    ASSERT_TRUE(adopter.ok()) << adopter.status();
+    const int newcomer = take_over(Path("y.sock"));
+    adopter->reset();
+    EXPECT_TRUE(std::filesystem::exists(Path("y.sock")));
+    close(newcomer);
+    std::filesystem::remove(Path("y.sock"));  // the newcomer's to remove
+  }
+  // Its own file, still there, goes with it.
+  auto exp = MemoryExport::Listen(Path("z.sock"), {&r, 1}, nullptr);
+  ASSERT_TRUE(exp.ok()) << exp.status();
+  exp->reset();
+  EXPECT_FALSE(std::filesystem::exists(Path("z.sock")));
+  munmap(base, kPage);
   close(fd);
 }
 
