@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "channels/transport_family.h"
+#include "engine/channel_sender.h"
 #include "engine/stream_seal.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
@@ -200,6 +201,32 @@ Protection ResolvedProtection(const SessionOptions& o) {
 bool TransportAuthenticates(TransportKind kind) {
   return (channels::StaticCapabilities(kind) &
           channels::kCapAuthenticatedHello) != 0;
+}
+
+absl::Status ValidateSession(const SessionOptions& o,
+                             absl::Span<const Region> regions) {
+  if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
+  const bool sealed =
+      engine::SealModeFor(o, channels::StaticCapabilities(o.transport)) !=
+      proto::SealMode::kNone;
+  for (const Region& r : regions) {
+    if (o.postcopy && r.page_size != kPageSize) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "region %d has %d-byte pages; post-copy places 4 KiB pages only "
+          "(huge pages are not supported yet): track the region in 4 KiB "
+          "pages, or turn post-copy off",
+          r.id, r.page_size));
+    }
+    if (sealed && r.page_size > engine::kMaxStagedPayloadBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "region %d has %d-byte pages: a protected stream seals a copy of "
+          "each packet, of at most %d bytes, and one page is more; track "
+          "the region in smaller pages (2 MiB memory may be tracked in 2 MiB "
+          "or smaller pages), or set protect = none on a trusted network",
+          r.id, r.page_size, engine::kMaxStagedPayloadBytes));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ramferry

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "engine/control.h"
+#include "engine/postcopy_memory.h"
 #include "engine/receiver_impl.h"
 #include "engine/region_file.h"
 #include "engine/status_util.h"
@@ -21,7 +22,9 @@ using engine::ChannelReceiver;
 using engine::ControlChannel;
 
 absl::Status ReceiverImpl::Listen() {
-  if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
+  if (absl::Status s = ValidateSession(options_, table_.regions()); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = engine::ValidateRegions(table_.regions()); !s.ok()) {
     return s;
   }
@@ -29,6 +32,13 @@ absl::Status ReceiverImpl::Listen() {
     if (absl::Status s = engine::CheckRegionFile(r, /*writable=*/true);
         !s.ok()) {
       return s;
+    }
+    // Memory post-copy cannot place into is refused now, not when a
+    // source asks for it (admission checks again then: mappings change).
+    if (options_.postcopy) {
+      if (absl::Status s = engine::CheckPostcopyRegion(r); !s.ok()) {
+        return Annotate(s, "postcopy is on");
+      }
     }
   }
   return admission_.Listen();

@@ -26,7 +26,7 @@ using engine::CommandRing;
 using engine::ControlChannel;
 
 absl::Status SenderImpl::Setup() {
-  if (absl::Status s = ValidateOptions(options_); !s.ok()) return s;
+  if (absl::Status s = ValidateSession(options_, regions_); !s.ok()) return s;
   if (absl::Status s = engine::ValidateRegions(regions_); !s.ok()) return s;
   absl::StatusOr<channels::ResolvedTransport> resolved =
       channels::ResolveTransport(options_.transport,
@@ -36,19 +36,6 @@ absl::Status SenderImpl::Setup() {
   if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
   transport_caps_ = channels::StaticCapabilities(channel_kind_);
   seal_ = engine::SealModeFor(options_, transport_caps_);
-  if (seal_ != proto::SealMode::kNone) {
-    for (const Region& r : regions_) {
-      if (r.page_size > engine::kMaxStagedPayloadBytes) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "region %d has %d-byte pages: a protected stream seals a copy "
-            "of each packet, of at most %d bytes, and one page is more; "
-            "track the region in smaller pages (2 MiB memory may be tracked "
-            "in 2 MiB or smaller pages), or set protect = none on a trusted "
-            "network",
-            r.id, r.page_size, engine::kMaxStagedPayloadBytes));
-      }
-    }
-  }
   session_ = resume_ ? resume_session_ : engine::NewSessionId();
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(

@@ -11,6 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ramferry/region.h"
 #include "ramferry/transport.h"
 
 namespace ramferry {
@@ -227,6 +229,14 @@ struct SessionOptions {
 
 // Checks ranges and combinations; the error names the field.
 absl::Status ValidateOptions(const SessionOptions& options);
+
+// ValidateOptions, and what the options ask of the regions: post-copy
+// places 4 KiB pages only; a protected stream seals pages no larger than
+// its staging bound. Sender::Connect and Receiver::Listen run it before
+// anything else, so a session that cannot run is refused before a
+// connection is made.
+absl::Status ValidateSession(const SessionOptions& options,
+                             absl::Span<const Region> regions);
 
 // What guards the stream of a session with `options`: options.protect
 // with kAuto resolved (kNone, kMac or kEncrypt).

@@ -749,23 +749,30 @@ TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
 }
 
 // A destination region that is not private anonymous memory (a shared
-// memfd mapping) cannot take post-copy: refused at connect, saying so.
-TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedAtConnect) {
+// memfd mapping) cannot take post-copy: refused at Listen, before any
+// source comes, saying so; and memory remapped shared after Listen is
+// refused when the source connects.
+TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedUpFrontAndAtConnect) {
   const uint64_t bytes = 4ull << 20;
   int fd = static_cast<int>(syscall(SYS_memfd_create, "pc-shared", 0));
   ASSERT_GE(fd, 0) << std::strerror(errno);
   ASSERT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(base, MAP_FAILED);
-  close(fd);
-  Region shared;
-  shared.id = 1;
-  shared.base = base;
-  shared.length = bytes;
+  Region region;
+  region.id = 1;
+  region.base = base;
+  region.length = bytes;
   auto src = MakeRegion(1, bytes, 81, /*fill=*/true);
+  auto remap_shared = [&] {
+    return mmap(base, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                0) == base;
+  };
   {
     SessionOptions opt = PostcopyOptions();
-    ServingReceiver rx(opt, {shared});
+    ServingReceiver rx(opt, {region});  // anonymous at Listen
+    ASSERT_TRUE(remap_shared());
     opt.port = rx.port();
     absl::StatusOr<std::unique_ptr<Sender>> sender =
         Sender::Connect(opt, {&src.region, 1});
@@ -775,7 +782,12 @@ TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedAtConnect) {
     rx.receiver().Abort(absl::CancelledError("test over"));
     (void)rx.result();
   }
+  absl::StatusOr<std::unique_ptr<Receiver>> listening =
+      Receiver::Listen(PostcopyOptions(), {&region, 1});
+  ASSERT_FALSE(listening.ok());
+  EXPECT_THAT(std::string(listening.status().message()), HasSubstr("shared"));
   munmap(base, bytes);
+  close(fd);
 }
 
 TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {

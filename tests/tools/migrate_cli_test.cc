@@ -781,7 +781,7 @@ TEST_F(SlowLinkTest, ALinkTakenDownMidMigrationEndsVerifiedOnTheOther) {
                                    "set", "dev", link1.dev, "down"});
   ASSERT_EQ(down.exit_code, 0) << down.err;
   CommandResult r = run.Wait(absl::Seconds(120));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   Json j = ParseJson(r);
   EXPECT_EQ(j["verified"], true);
   std::set<int> lost;
