@@ -160,6 +160,7 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
                                          : "awaiting authentication challenge");
   }
   const bool challenged = proto::Load32(in) == proto::kAuthChallengeMagic;
+  proto::AuthNonce nonce{};
   if (challenged) {
     if (key.empty()) {
       return absl::UnauthenticatedError(
@@ -176,12 +177,7 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
           "destination failed to prove it holds the key (a different key, "
           "or not the destination meant); nothing was sent");
     }
-    if (keys != nullptr) {
-      absl::StatusOr<proto::SealKeys> derived =
-          proto::DeriveSealKeys(key, out, challenge->nonce);
-      if (!derived.ok()) return derived.status();
-      *keys = *derived;
-    }
+    nonce = challenge->nonce;
     proto::AuthProof proof;
     proof.proof = proto::ComputeAuthMac(key, proto::AuthSide::kSource, out,
                                         challenge->nonce);
@@ -206,6 +202,12 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
     return absl::UnauthenticatedError(
         "destination accepted without proving it holds the key; refusing to "
         "send it memory");
+  }
+  if (keys != nullptr && challenged) {
+    absl::StatusOr<proto::SealKeys> derived =
+        proto::DeriveSealKeys(key, out, in, nonce);
+    if (!derived.ok()) return derived.status();
+    *keys = *derived;
   }
   return reply;
 }

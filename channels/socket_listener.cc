@@ -87,7 +87,8 @@ class SocketListener::Impl {
     uint8_t reply[proto::kHelloReplyBytes];
     proto::AuthNonce nonce{};
     proto::Hello decoded;
-    std::optional<proto::SealKeys> keys;  // once the proof checked out
+    bool proven = false;                  // the source proved it holds the key
+    std::optional<proto::SealKeys> keys;  // derived with the reply
     bool admitted = false;
     bool evicted = false;
     std::list<std::shared_ptr<Pending>>::iterator in_list;
@@ -193,10 +194,7 @@ class SocketListener::Impl {
                           "authentication failed: the source holds a "
                           "different key")));
     }
-    absl::StatusOr<proto::SealKeys> keys =
-        proto::DeriveSealKeys(options_.key, p->hello, p->nonce);
-    if (!keys.ok()) return Reply(p, Refusal(keys.status()));
-    p->keys = *keys;
+    p->proven = true;
     Reply(p, admit_(p->decoded));
   }
 
@@ -211,6 +209,19 @@ class SocketListener::Impl {
              const proto::HelloReply& reply) {
     p->admitted = reply.accepted();
     proto::EncodeHelloReply(reply, absl::MakeSpan(p->reply));
+    if (p->admitted && p->proven) {
+      // Over the reply as it goes: see proto::DeriveSealKeys.
+      absl::StatusOr<proto::SealKeys> keys =
+          proto::DeriveSealKeys(options_.key, p->hello, p->reply, p->nonce);
+      if (!keys.ok()) {
+        p->admitted = false;
+        deliver_(p->decoded, -1, nullptr);
+        proto::EncodeHelloReply(Refusal(keys.status()),
+                                absl::MakeSpan(p->reply));
+      } else {
+        p->keys = *keys;
+      }
+    }
     asio::async_write(p->socket, asio::buffer(p->reply),
                       [this, p](boost::system::error_code ec, size_t) {
                         if (ec && p->admitted) {

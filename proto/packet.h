@@ -47,7 +47,8 @@ namespace ramferry::proto {
 
 inline constexpr uint32_t kPacketMagic = 0x5246504B;  // "RFPK"
 // 2: Hello carries the authentication method (proto/auth.h).
-inline constexpr uint16_t kProtocolVersion = 2;
+// 3: the stream keys bind the HelloReply (proto/seal.h DeriveSealKeys).
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kPacketFixedBytes = 64;
 inline constexpr size_t kPacketTagOffset = 48;
 inline constexpr size_t kPacketTagBytes = 16;

@@ -63,10 +63,12 @@ absl::StatusOr<SealMode> SealModeOf(uint64_t capabilities) {
 
 absl::StatusOr<SealKeys> DeriveSealKeys(absl::string_view psk,
                                         absl::Span<const uint8_t> hello,
+                                        absl::Span<const uint8_t> reply,
                                         const AuthNonce& nonce) {
   if (absl::Status s = ValidateAuthKey(psk); !s.ok()) return s;
   std::string info(kSealLabel);
   info.append(reinterpret_cast<const char*>(hello.data()), hello.size());
+  info.append(reinterpret_cast<const char*>(reply.data()), reply.size());
   EVP_KDF* kdf = EVP_KDF_fetch(nullptr, OSSL_KDF_NAME_HKDF, nullptr);
   EVP_KDF_CTX* ctx = kdf == nullptr ? nullptr : EVP_KDF_CTX_new(kdf);
   EVP_KDF_free(kdf);

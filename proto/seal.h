@@ -65,11 +65,16 @@ struct SealKeys {
   SealKey to_source;
 };
 
-// HKDF-SHA256(ikm = psk, salt = nonce, info = label || hello), where
-// `hello` is the Hello as it went on the wire and `nonce` the
-// destination's challenge nonce.
+// HKDF-SHA256(ikm = psk, salt = nonce, info = label || hello || reply),
+// where `hello` is the Hello and `reply` the HelloReply as they went on
+// the wire and `nonce` the destination's challenge nonce. The reply is in
+// the key schedule because nothing else authenticates it (the proofs come
+// before it): a reply altered on the way (a granted feature stripped or
+// added) gives the two ends different keys, and the first sealed frame
+// fails.
 absl::StatusOr<SealKeys> DeriveSealKeys(absl::string_view psk,
                                         absl::Span<const uint8_t> hello,
+                                        absl::Span<const uint8_t> reply,
                                         const AuthNonce& nonce);
 
 using SealTag = std::array<uint8_t, kSealTagBytes>;

@@ -30,6 +30,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/control.h"
+#include "proto/handshake.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/attack_relay.h"
@@ -487,6 +488,49 @@ INSTANTIATE_TEST_SUITE_P(
                           std::get<1>(info.param), "pages",
                           std::get<2>(info.param) ? "_file" : "");
     });
+
+// Review A4: the granted capabilities are in the stream keys. A relay
+// strips a granted feature (zero pages) from the control connection's
+// reply, which the proofs before it do not cover: the source derives its
+// keys over the reply it got, the destination over the one it sent, and
+// the first sealed control frame fails. Before, the source quietly ran
+// without the feature and the session ended "verified".
+TEST(StripGrantedTest, AGrantTakenAwayOnTheWayFailsTheSession) {
+  SessionOptions o = Options(TransportKind::kTcp, Protection::kMac, 2);
+  o.round_timeout = absl::Seconds(10);
+  const uint64_t bytes = ScaledBytes(4 << 20);
+  auto src = MakeRegion(1, bytes, 41, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  ServingReceiver rx(o, {dst.region});
+  AttackRelay relay(rx.port());
+  Attack strip;
+  strip.kind = AttackKind::kStripGranted;
+  strip.control = true;
+  strip.strip = proto::kFeatureZeroPages;
+  relay.Arm(strip);
+  o.port = relay.port();
+  absl::Status source;
+  {
+    absl::StatusOr<std::unique_ptr<Sender>> sender =
+        Sender::Connect(o, {&src.region, 1});
+    source = sender.status();
+    if (sender.ok()) {
+      DirtyBitmap dirty(src.region.page_count());
+      dirty.SetAll();
+      DirtyBitmap* bitmaps[] = {&dirty};
+      source = (*sender)->SendRound(bitmaps).status();
+      if (source.ok()) source = (*sender)->Finish();
+    }
+  }
+  EXPECT_EQ(relay.fired(), 1u) << relay.Log();
+  EXPECT_FALSE(source.ok()) << "the source ran on a reply the relay altered";
+  std::printf("[strip-granted] source: %s\n", source.ToString().c_str());
+  // The destination admitted no session it could authenticate: it still
+  // waits for one, and nothing landed.
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  (void)rx.result();
+  EXPECT_TRUE(testing::AllZero(dst.region));
+}
 
 // The commit point (review D4): the control connection cut at each step
 // of the finish. Whatever the step, the source and the destination never

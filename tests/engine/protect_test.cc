@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
+#include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
@@ -223,15 +224,21 @@ TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
     SCOPED_TRACE(ProtectionName(protect));
     SessionOptions o = protect == Protection::kNone ? testing::InsecureOptions()
                                                     : Keyed(protect);
-    ServingReceiver rx(o, {dst.region});
-    o.port = rx.port();
-    auto sender = Sender::Connect(o, {&src.region, 1});
     if (protect == Protection::kMac) {
+      // Both ends, before a connection is made.
+      auto listening = Receiver::Listen(o, {&dst.region, 1});
+      ASSERT_FALSE(listening.ok());
+      EXPECT_THAT(std::string(listening.status().message()),
+                  HasSubstr("16777216-byte pages"));
+      auto sender = Sender::Connect(o, {&src.region, 1});
       ASSERT_FALSE(sender.ok());
       EXPECT_THAT(std::string(sender.status().message()),
                   HasSubstr("16777216-byte pages"));
       continue;
     }
+    ServingReceiver rx(o, {dst.region});
+    o.port = rx.port();
+    auto sender = Sender::Connect(o, {&src.region, 1});
     ASSERT_TRUE(sender.ok()) << sender.status();
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();

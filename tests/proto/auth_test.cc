@@ -32,12 +32,13 @@ TEST(AuthKeyTest, LengthBounds) {
 
 TEST(AuthMacTest, KnownAnswer) {
   // Computed independently (Python hmac) over the documented input:
-  // "ramferry auth v1 source" NUL || the 56-byte Hello || 16 zero bytes.
+  // "ramferry auth v1 source" NUL || the 56-byte Hello (protocol version
+  // 3) || 16 zero bytes.
   const AuthMac mac =
       ComputeAuthMac(kKey, AuthSide::kSource, HelloBytes(1, 7), AuthNonce{});
   EXPECT_EQ(absl::BytesToHexString(absl::string_view(
                 reinterpret_cast<const char*>(mac.data()), mac.size())),
-            "741c5aafdfde0753e96dad2c4b1a20964a6d926efe57fb5a5c6d5502eece7be7");
+            "70041ca82f04fcda9a23ec279156841c4bc60f8ceee0bf68a08427c1825f1288");
 }
 
 TEST(AuthMacTest, BoundToKeySideHelloAndNonce) {

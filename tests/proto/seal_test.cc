@@ -21,10 +21,19 @@ AuthNonce Nonce(uint8_t b) {
   return n;
 }
 
+// A HelloReply as it goes on the wire, granting `capabilities`.
+std::vector<uint8_t> ReplyBytes(uint64_t capabilities) {
+  HelloReply r;
+  r.capabilities = capabilities;
+  std::vector<uint8_t> out(kHelloReplyBytes);
+  EncodeHelloReply(r, absl::MakeSpan(out));
+  return out;
+}
+
 SealKeys Derive(const std::string& key, uint32_t channel, uint8_t session,
-                uint8_t nonce) {
-  absl::StatusOr<SealKeys> k =
-      DeriveSealKeys(key, HelloBytes(channel, session), Nonce(nonce));
+                uint8_t nonce, uint64_t granted = kFeatureZeroPages) {
+  absl::StatusOr<SealKeys> k = DeriveSealKeys(
+      key, HelloBytes(channel, session), ReplyBytes(granted), Nonce(nonce));
   EXPECT_TRUE(k.ok()) << k.status();
   return k.ok() ? *k : SealKeys{};
 }
@@ -46,10 +55,17 @@ TEST(SealKeysTest, DistinctPerDirectionChannelSessionNonceAndKey) {
       SameKey(base.to_destination, Derive(kKey, 1, 7, 4).to_destination));
   EXPECT_FALSE(
       SameKey(base.to_destination, Derive(kKey + "x", 1, 7, 3).to_destination));
+  // Review A4: the reply is bound too; one granted bit more or less, and
+  // the keys differ.
+  EXPECT_FALSE(SameKey(base.to_destination,
+                       Derive(kKey, 1, 7, 3, /*granted=*/0).to_destination));
+  EXPECT_FALSE(
+      SameKey(base.to_source, Derive(kKey, 1, 7, 3, /*granted=*/0).to_source));
 }
 
 TEST(SealKeysTest, RefusesAShortKey) {
-  EXPECT_FALSE(DeriveSealKeys("short", HelloBytes(0, 1), Nonce(1)).ok());
+  EXPECT_FALSE(
+      DeriveSealKeys("short", HelloBytes(0, 1), ReplyBytes(0), Nonce(1)).ok());
 }
 
 // NIST GCM test vector (AES-256, 96-bit IV, 60-byte plaintext, 20 bytes of

@@ -85,7 +85,7 @@ bool Downward(AttackKind kind) { return kind == AttackKind::kForgeRoundDone; }
 
 // Whether `kind` is aimed at a control connection (or a data channel).
 bool OnControl(AttackKind kind) {
-  return kind == AttackKind::kCutAtFrame ||
+  return kind == AttackKind::kCutAtFrame || kind == AttackKind::kStripGranted ||
          kind == AttackKind::kFloodHeartbeats ||
          kind == AttackKind::kFloodRandom || kind == AttackKind::kReplayFrame ||
          Downward(kind);
@@ -165,6 +165,8 @@ const char* AttackKindName(AttackKind kind) {
       return "forge-round-done";
     case AttackKind::kCutAtFrame:
       return "cut-at-frame";
+    case AttackKind::kStripGranted:
+      return "strip-granted";
     case AttackKind::kFlipNextHeader:
       return "flip-next-header";
   }
@@ -377,6 +379,7 @@ void AttackRelay::Downstream(std::shared_ptr<Conn> c) {
          ReadResult::kOk;
   }
   if (ok && proto::Load32(first) == proto::kHelloReplyMagic) {
+    MaybeStripGranted(c, first);
     const bool accepted = proto::Load16(first + 6) == 0;
     const uint64_t granted = proto::Load64(first + 8);
     {
@@ -940,6 +943,28 @@ bool AttackRelay::ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p) {
   }
   c->prev = std::move(p);
   return true;
+}
+
+void AttackRelay::MaybeStripGranted(const std::shared_ptr<Conn>& c,
+                                    uint8_t* reply) {
+  std::vector<std::shared_ptr<Armed>> attacks;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    attacks = c->attacks;
+  }
+  for (const auto& a : attacks) {
+    if (a->attack.kind != AttackKind::kStripGranted) continue;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (a->fired) continue;
+      a->fired = true;
+    }
+    const uint64_t granted = proto::Load64(reply + 8);
+    proto::Store64(reply + 8, granted & ~a->attack.strip);
+    Record(c, AttackKind::kStripGranted, 0, 0,
+           absl::StrFormat("granted 0x%x went on as 0x%x", granted,
+                           granted & ~a->attack.strip));
+  }
 }
 
 bool AttackRelay::MaybeCut(const std::shared_ptr<Conn>& c,

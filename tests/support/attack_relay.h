@@ -90,6 +90,10 @@ enum class AttackKind {
   // connection, both ways, before that frame goes on or, with `forward`,
   // right after it: a link lost at that step of the protocol.
   kCutAtFrame,
+  // Clears `strip` (capability bits) from the HelloReply of the control
+  // connection on its way to the source: a granted feature taken away
+  // (review A4), which nothing but the key schedule authenticates.
+  kStripGranted,
 };
 const char* AttackKindName(AttackKind kind);
 
@@ -115,6 +119,8 @@ struct Attack {
   uint64_t forged_base = 0;
   // kFloodHeartbeats / kFloodRandom.
   int count = 2000;
+  // kStripGranted.
+  uint64_t strip = 0;
   // kCutAtFrame.
   uint32_t frame_type = 0;
   bool downstream = false;
@@ -216,6 +222,8 @@ class AttackRelay {
   void AcceptLoop();
   void Upstream(std::shared_ptr<Conn> c);
   void Downstream(std::shared_ptr<Conn> c);
+  // kStripGranted, on `reply` (a HelloReply) before it goes on.
+  void MaybeStripGranted(const std::shared_ptr<Conn>& c, uint8_t* reply);
   void DownstreamFrames(const std::shared_ptr<Conn>& c, bool sealed);
   void MaybeForgeRoundDone(const std::shared_ptr<Conn>& c, const Packet& sync);
   void DataLoop(const std::shared_ptr<Conn>& c);
