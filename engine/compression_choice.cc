@@ -10,6 +10,7 @@ namespace {
 // the compressor and the ratio, over its last 8 compressed packets.
 constexpr double kLinkKeep = 31.0 / 32;
 constexpr double kCompressorKeep = 7.0 / 8;
+// Compressing starts where it moves pages this much faster...
 constexpr double kTakeOver = 1.25;
 // ... and keeps it while it is this much faster: a ratio that fades to
 // one (random data) never quite reaches it.
@@ -25,14 +26,14 @@ void CompressionChoice::Rate::Add(uint64_t b, uint64_t t, double keep) {
   ns = keep * ns + static_cast<double>(t);
 }
 
+// The compressor's decayed input is the ratio's numerator too.
 double CompressionChoice::ratio() const {
-  return ratio_out_ > 0 ? ratio_in_ / ratio_out_ : 0;
+  return ratio_out_ > 0 ? compressor_.bytes / ratio_out_ : 0;
 }
 
 void CompressionChoice::Compressed(uint64_t page_bytes, uint64_t wire_bytes,
                                    uint64_t ns) {
   compressor_.Add(page_bytes, std::max<uint64_t>(ns, 1), kCompressorKeep);
-  ratio_in_ = kCompressorKeep * ratio_in_ + static_cast<double>(page_bytes);
   ratio_out_ = kCompressorKeep * ratio_out_ + static_cast<double>(wire_bytes);
 }
 

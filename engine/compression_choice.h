@@ -56,7 +56,7 @@ class CompressionChoice {
     double PerSecond() const { return ns > 0 ? bytes * 1e9 / ns : 0; }
   };
   Rate link_, compressor_;
-  double ratio_in_ = 0, ratio_out_ = 0;
+  double ratio_out_ = 0;  // wire bytes of compressed packets, decaying
   bool compressing_ = false;
   uint64_t since_probe_ = 0;
   uint64_t sends_ = 0;
