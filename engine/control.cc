@@ -160,6 +160,11 @@ bool ControlChannel::WaitReadable(absl::Duration timeout) {
   return PollUntil(fd_, POLLIN, absl::Now() + timeout, "control channel").ok();
 }
 
+bool ControlChannel::Readable() const {
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
 void ControlChannel::Shutdown() {
   shut_down_.store(true, std::memory_order_release);
   ::shutdown(fd_, SHUT_RDWR);

@@ -53,6 +53,9 @@ class ControlChannel {
   // Waits up to `timeout` for the next message to start arriving (or the
   // connection to close); false if nothing came.
   bool WaitReadable(absl::Duration timeout);
+  // Whether a message (or the close) has started arriving: a Receive now
+  // would not wait for the peer.
+  bool Readable() const;
   // Wakes a blocked Receive/Send; the channel is unusable afterwards.
   void Shutdown();
   // From here on every frame goes out sealed by `send` and must open

@@ -198,7 +198,7 @@ absl::Status PostcopyTarget::SendRequests(uint32_t region_id,
 }
 
 void PostcopyTarget::FaultLoop(size_t index) {
-  RaiseRequestPathPriority();
+  RequestPathPriority priority;
   UffdPlacer& placer = *placers_[index];
   const uint32_t region_id = placer.region().id;
   while (!stopping_.load(std::memory_order_acquire) && !complete()) {
@@ -212,12 +212,21 @@ void PostcopyTarget::FaultLoop(size_t index) {
       }
       return;
     }
-    if (faults->empty()) continue;
+    if (faults->empty()) {
+      priority.Idle();
+      continue;
+    }
     requested_pages_.fetch_add(faults->size(), std::memory_order_relaxed);
     if (absl::Status s = SendRequests(region_id, *faults); !s.ok()) {
       // The faults stay pending: a resumed session asks again.
       Fail(Annotate(s, "post-copy page request"));
       return;
+    }
+    // A batch short of full drained what was queued: the next read waits.
+    if (faults->size() < kFaultBatch) {
+      priority.Idle();
+    } else {
+      priority.Worked();
     }
   }
 }
@@ -239,8 +248,13 @@ absl::Status PostcopyTarget::SendFrame(bool urgent,
 }
 
 void PostcopyTarget::UrgentLoop() {
-  RaiseRequestPathPriority();
+  RequestPathPriority priority;
   while (!stopping_.load(std::memory_order_acquire)) {
+    if (urgent_->Readable()) {
+      priority.Worked();
+    } else {
+      priority.Idle();
+    }
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {
       // The source closes it once post-copy completed; before that, a

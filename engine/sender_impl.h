@@ -35,6 +35,7 @@
 #include "engine/rate_limiter.h"
 #include "engine/scheduler.h"
 #include "engine/sent_ledger.h"
+#include "engine/thread_priority.h"
 #include "engine/verify.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
@@ -180,7 +181,8 @@ class SenderImpl {
   // The urgent thread: answers each PAGE_REQUEST with PAGE_DATA from this
   // side's memory, until the urgent connection closes.
   void UrgentLoop();
-  absl::Status AnswerRequest(const proto::PageRequest& request);
+  absl::Status AnswerRequest(const proto::PageRequest& request,
+                             engine::RequestPathPriority& priority);
   // The push goes on near `request` (locality); any thread.
   void NoteRequest(const proto::PageRequest& request);
   // The index in regions_ of a region id the decoders checked.
@@ -194,10 +196,9 @@ class SenderImpl {
   // ones first, then from the push cursor on; returns how many.
   uint64_t FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
                          uint64_t max_pages);
-  // Marks request `request`'s pages as pushed now (taking them from the
-  // push set into `chunk`); returns how many were still to push.
-  uint64_t TakeRequested(const proto::PageRequest& request,
-                         absl::Span<DirtyBitmap* const> chunk);
+  // The requested sets (requested_), empty, one a region; before the
+  // control thread may take a PAGE_REQUEST.
+  void MakeRequestedSets();
 
   // ---- verification (sender_verify.cc) ----
   // Compares every page of `region` with the destination's digests.
@@ -319,12 +320,15 @@ class SenderImpl {
   uint64_t resent_pages_ = 0;
   std::atomic<uint64_t> confirmed_mirror_{0};
   // Post-copy, guarded by mu_: the destination armed / holds every page;
-  // requests that came on the control connection, not yet pushed; the
-  // latest request (push locality), counted so a new one is told from
-  // the one before.
+  // pages requested on the control connection and not pushed yet, a
+  // bitmap a region, and the words of them that hold any, (region, word)
+  // each once, oldest first (bounded by the regions' size, not by how
+  // many requests came); the latest request (push locality), counted so a
+  // new one is told from the one before.
   bool postcopy_armed_ = false;
   bool postcopy_complete_ = false;
-  std::deque<proto::PageRequest> queued_requests_;
+  std::vector<std::unique_ptr<DirtyBitmap>> requested_;
+  std::deque<std::pair<size_t, size_t>> requested_words_;
   uint64_t hint_seq_ = 0;
   size_t hint_region_ = 0;
   uint64_t hint_page_ = 0;

@@ -85,6 +85,7 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
   postcopy_start_ = absl::Now();
   region_infos_ = engine::RegionTable(regions_).Describe();
+  MakeRequestedSets();
   postcopy_started_.store(true);
   uint64_t total = 0;
   for (size_t r = 0; r < regions_.size(); ++r) {
@@ -131,7 +132,7 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
 }
 
 void SenderImpl::UrgentLoop() {
-  engine::RaiseRequestPathPriority();
+  engine::RequestPathPriority priority;
   // Once the destination holds every page, CompletePostcopy shuts the
   // connection down under this thread, mid-read or mid-answer: that ends
   // the loop, not the session.
@@ -143,6 +144,7 @@ void SenderImpl::UrgentLoop() {
     failure_.Fail(Annotate(s, "urgent connection"));
   };
   while (true) {
+    if (!urgent_->Readable()) priority.Idle();
     absl::StatusOr<ControlChannel::Message> m = urgent_->Receive();
     if (!m.ok()) {
       fail(m.status());
@@ -156,7 +158,7 @@ void SenderImpl::UrgentLoop() {
       absl::StatusOr<proto::PageRequest> q =
           proto::DecodePageRequest(m->payload, region_infos_);
       if (!q.ok()) return q.status();
-      return AnswerRequest(*q);
+      return AnswerRequest(*q, priority);
     }();
     if (!s.ok()) {
       fail(s);
@@ -178,7 +180,8 @@ void SenderImpl::NoteRequest(const proto::PageRequest& q) {
   hint_page_ = q.pages.back();
 }
 
-absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
+absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q,
+                                       engine::RequestPathPriority& priority) {
   const size_t index = RegionIndex(q.region_id);
   const Region& region = regions_[index];
   pc_requested_.fetch_add(q.pages.size(), std::memory_order_relaxed);
@@ -199,6 +202,7 @@ absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q) {
       return s;
     }
     pc_urgent_.fetch_add(n, std::memory_order_relaxed);
+    priority.Worked();
     at += n;
   }
   // Answered: the push need not send them again.
@@ -219,33 +223,46 @@ absl::Status SenderImpl::OnPageRequest(absl::Span<const uint8_t> payload) {
   if (!q.ok()) return q.status();
   pc_requested_.fetch_add(q->pages.size(), std::memory_order_relaxed);
   NoteRequest(*q);
+  // Kept as a set, not as the requests: however many come, and however
+  // often they repeat a page, what waits is a bit a page and a queue
+  // entry a word of them.
+  const size_t index = RegionIndex(q->region_id);
   std::unique_lock<std::mutex> lock(mu_);
-  queued_requests_.push_back(*std::move(q));
+  DirtyBitmap& asked = *requested_[index];
+  for (uint64_t page : q->pages) {
+    if (asked.PeekWord(page / 64) == 0) {
+      requested_words_.emplace_back(index, page / 64);
+    }
+    asked.Set(page);
+  }
   cv_.notify_all();
   return absl::OkStatus();
 }
 
-uint64_t SenderImpl::TakeRequested(const proto::PageRequest& q,
-                                   absl::Span<DirtyBitmap* const> chunk) {
-  const size_t index = RegionIndex(q.region_id);
-  uint64_t taken = 0;
-  for (uint64_t page : q.pages) {
-    const uint64_t bit = uint64_t{1} << (page % 64);
-    if (push_[index]->TakeBits(page / 64, bit) != 0) {
-      chunk[index]->OrWord(page / 64, bit);
-      ++taken;
-    }
+void SenderImpl::MakeRequestedSets() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const Region& r : regions_) {
+    requested_.push_back(std::make_unique<DirtyBitmap>(r.page_count()));
   }
-  return taken;
 }
 
 uint64_t SenderImpl::FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
                                    uint64_t max_pages) {
   uint64_t taken = 0;
-  std::deque<proto::PageRequest> requests;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    requests.swap(queued_requests_);
+    // Requested pages first, a word at a time, in the order asked; a
+    // word's pages already pushed or answered since are not sent again.
+    while (!requested_words_.empty() && taken < max_pages) {
+      const auto [index, w] = requested_words_.front();
+      requested_words_.pop_front();
+      const uint64_t bits =
+          push_[index]->TakeBits(w, requested_[index]->TakeWord(w));
+      if (bits != 0) {
+        chunk[index]->OrWord(w, bits);
+        taken += static_cast<uint64_t>(std::popcount(bits));
+      }
+    }
     // Locality: the push goes on from the latest request, where the
     // destination's threads are likely to fault next.
     if (hint_seq_ != seen_hint_seq_) {
@@ -254,7 +271,6 @@ uint64_t SenderImpl::FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
       push_word_ = hint_page_ / 64;
     }
   }
-  for (const proto::PageRequest& q : requests) taken += TakeRequested(q, chunk);
   size_t words_total = 0;
   for (const auto& p : push_) words_total += p->words();
   for (size_t scanned = 0; scanned < words_total && taken < max_pages;

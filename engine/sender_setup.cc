@@ -68,6 +68,7 @@ absl::Status SenderImpl::Setup() {
     for (const Region& r : regions_) {
       push_.push_back(std::make_unique<DirtyBitmap>(r.page_count()));
     }
+    MakeRequestedSets();
     resume_checker_.emplace(region_infos_);
     postcopy_started_.store(true);
     postcopy_start_ = absl::Now();

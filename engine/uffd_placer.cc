@@ -16,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -31,9 +32,25 @@ using channels::ErrnoStatus;
 constexpr uint64_t kUffdPage = 4096;
 // UFFDIO_COPY/ZEROPAGE answer EAGAIN without doing anything only while
 // the address space is being changed under a non-cooperative monitor's
-// events, which this placer does not ask for; a bound keeps a kernel that
-// says it forever from spinning a thread forever.
-constexpr int kMaxIdleRetries = 10000;
+// events, which this placer does not ask for; a bound (about 2 s of
+// PauseBeforeRetry) keeps a kernel that says it forever from holding a
+// thread forever.
+constexpr int kMaxIdleRetries = 2000;
+
+// Between two retries without progress: a few yields, then sleeps that
+// double up to 1 ms. The request path may run at real-time priority
+// (thread_priority.h), where a yield gives the CPU only to other
+// real-time threads: a sleep lets the normal ones, possibly the very
+// thread whose change of the address space is in the way, run.
+void PauseBeforeRetry(int idle) {
+  constexpr int kYields = 16;
+  if (idle <= kYields) {
+    sched_yield();
+    return;
+  }
+  const int64_t us = int64_t{1} << std::min(idle - kYields, 10);
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
 
 int64_t SteadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -363,7 +380,7 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
             fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE", region_.id,
             first, kMaxIdleRetries));
       }
-      sched_yield();
+      PauseBeforeRetry(idle);
       continue;
     }
     const int err = static_cast<int>(-n);
@@ -426,7 +443,7 @@ absl::StatusOr<bool> UffdPlacer::ResolveLocally(uint64_t page) {
     if (n == -EEXIST) return false;
     if ((n == -EAGAIN || n == -EINTR) && ++idle <= kMaxIdleRetries) {
       eagain_retries_.fetch_add(1, std::memory_order_relaxed);
-      sched_yield();
+      PauseBeforeRetry(idle);
       continue;
     }
     return ErrnoStatus(
