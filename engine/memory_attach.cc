@@ -67,25 +67,58 @@ absl::Status CheckPagemap(int fd, pid_t peer) {
       target.empty() ? "not a file" : target, own));
 }
 
-// Whether every thread of `peer` is stopped (state T in its stat). /proc
-// goes by the number: it is still the peer's if the peer lives after the
-// read, since a pid is reused only once its process is gone.
-bool AllThreadsStopped(const engine::PeerProcess& peer) {
+// A task's state letter, from its /proc/.../stat ("tid (comm) S ...",
+// where comm may hold spaces and parentheses); 0 if it is gone.
+char TaskState(const std::filesystem::path& task) {
+  std::ifstream stat(task / "stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return 0;
+  return line[close + 2];
+}
+
+// An exited thread: a group leader that called pthread_exit stays a
+// zombie (Z) while the group's other threads run, with no address space
+// of its own to read through.
+bool Exited(char state) { return state == 'Z' || state == 'X'; }
+
+// Which live thread of `peer` still runs ("thread TID in state S"), or
+// nullopt once every one is stopped (state T or t) and one is. A thread
+// that exited cannot run and is not waited for. /proc goes by the
+// number: it is still the peer's if the peer lives after the read, since
+// a pid is reused only once its process is gone.
+std::optional<std::string> RunningThread(const engine::PeerProcess& peer) {
   std::error_code ec;
   bool any = false;
   for (const auto& task : std::filesystem::directory_iterator(
            absl::StrCat("/proc/", peer.pid, "/task"), ec)) {
-    std::ifstream stat(task.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;  // the thread just exited
-    // "tid (comm) S ...": comm may hold spaces and parentheses.
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos || close + 2 >= line.size()) return false;
-    const char state = line[close + 2];
-    if (state != 'T' && state != 't') return false;
+    const char state = TaskState(task.path());
+    if (state == 0 || Exited(state)) continue;
+    if (state != 'T' && state != 't') {
+      return absl::StrCat("thread ", task.path().filename().string(),
+                          " in state ", std::string(1, state));
+    }
     any = true;
   }
-  return any && engine::SignalPeer(peer, 0).ok();
+  if (!any) return "no thread found";
+  if (!engine::SignalPeer(peer, 0).ok()) return "the process has gone";
+  return std::nullopt;
+}
+
+// Where the workload's address space can be read: /proc/PID of its group
+// leader, unless the leader has exited (pthread_exit), whose maps are
+// then empty; then one of the threads still running.
+std::string AddressSpaceDir(pid_t pid) {
+  const std::string leader = absl::StrCat("/proc/", pid);
+  if (!Exited(TaskState(leader))) return leader;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator(leader + "/task", ec)) {
+    const char state = TaskState(task.path());
+    if (state != 0 && !Exited(state)) return task.path().string();
+  }
+  return leader;
 }
 
 // The workload's own ranges, [base, base + length) in its address space.
@@ -105,7 +138,7 @@ absl::Status CheckRanges(const engine::PeerProcess& peer,
                          absl::Span<const RemoteRange> ranges,
                          bool registered) {
   const std::string path =
-      absl::StrCat("/proc/", peer.pid, registered ? "/smaps" : "/maps");
+      AddressSpaceDir(peer.pid) + (registered ? "/smaps" : "/maps");
   std::ifstream in(path);
   struct Vma {
     uint64_t start, end;
@@ -322,11 +355,12 @@ class AttachedMemoryImpl final : public AttachedMemory {
     // until every one has stopped, one may still be storing.
     const absl::Time deadline =
         absl::Now() + std::max(timeout, absl::Seconds(1));
-    while (!AllThreadsStopped(peer_)) {
+    while (std::optional<std::string> running = RunningThread(peer_)) {
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(absl::StrFormat(
-            "pid %d did not stop within %s of SIGSTOP", peer_.pid,
-            absl::FormatDuration(std::max(timeout, absl::Seconds(1)))));
+            "pid %d did not stop within %s of SIGSTOP (%s)", peer_.pid,
+            absl::FormatDuration(std::max(timeout, absl::Seconds(1))),
+            *running));
       }
       absl::SleepFor(absl::Microseconds(200));
     }
