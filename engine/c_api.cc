@@ -420,7 +420,10 @@ ramferry_status ramferry_options_set_protect(ramferry_options* options,
 ramferry_status ramferry_options_set_compression(ramferry_options* options,
                                                  const char* compression) {
   return SetOption(options, [&](ramferry_options& o) -> absl::Status {
-    const absl::string_view c = compression == nullptr ? "" : compression;
+    if (compression == nullptr) {
+      return absl::InvalidArgumentError("compression is NULL");
+    }
+    const absl::string_view c = compression;
     if (c == "off") {
       o.options.compression = ramferry::Compression::kOff;
     } else if (c == "on") {
@@ -438,7 +441,8 @@ ramferry_status ramferry_options_set_compression(ramferry_options* options,
 ramferry_status ramferry_options_set_verify(ramferry_options* options,
                                             const char* mode) {
   return SetOption(options, [&](ramferry_options& o) -> absl::Status {
-    const absl::string_view m = mode == nullptr ? "" : mode;
+    if (mode == nullptr) return absl::InvalidArgumentError("mode is NULL");
+    const absl::string_view m = mode;
     if (m == "full") {
       o.options.verify = ramferry::VerifyMode::kFull;
     } else if (m == "sent") {
@@ -511,6 +515,7 @@ ramferry_status ramferry_regions_add(ramferry_regions* regions, uint32_t id,
                                      void* base, uint64_t length,
                                      uint32_t page_size) {
   if (regions == nullptr) return NullArgument("regions");
+  if (base == nullptr) return NullArgument("base");
   return Guard(&regions->error, [&]() -> ramferry_status {
     ramferry::Region r;
     r.id = id;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -208,6 +209,230 @@ TEST(CApiTest, NullHandlesAreRefusedWithAMessage) {
   EXPECT_EQ(ramferry_sender_connect(nullptr, nullptr, nullptr),
             RAMFERRY_INVALID_ARGUMENT);
   EXPECT_THAT(ramferry_last_error(), HasSubstr("out is NULL"));
+}
+
+// Every entry point of the session API, called with NULL in each pointer
+// it takes (the handle, then an out-argument or a string of a live
+// handle): an INVALID_ARGUMENT whose message names what was NULL, never a
+// crash. The functions that return no status answer with a NULL, a zero
+// or nothing.
+TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
+  struct Call {
+    const char* what;
+    std::function<ramferry_status()> call;
+  };
+  ramferry_options* opt = ramferry_options_new();
+  ramferry_regions* regions = ramferry_regions_new();
+  ASSERT_NE(opt, nullptr);
+  ASSERT_NE(regions, nullptr);
+  ramferry_options_set_insecure(opt, 1);
+  void* base = mmap(nullptr, 4 * 4096, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_EQ(ramferry_regions_add(regions, 1, base, 4 * 4096, 4096), RAMFERRY_OK)
+      << ramferry_regions_last_error(regions);
+  ramferry_receiver* rx = nullptr;
+  ASSERT_EQ(ramferry_receiver_listen(opt, regions, &rx), RAMFERRY_OK)
+      << ramferry_last_error();
+  ramferry_sender* tx = nullptr;
+  ramferry_receiver* other = nullptr;  // a failed listen NULLs its out
+  ramferry_stats stats{};
+  stats.size = sizeof(stats);
+  ramferry_round_result round{};
+  round.size = sizeof(round);
+  ramferry_verify_report report{};
+  report.size = sizeof(report);
+  uint64_t u64 = 0;
+  size_t count = 0;
+  int flag = 0;
+  uint16_t port = 0;
+  uint64_t word = 0;
+  uint64_t* bitmaps[1] = {&word};
+  const std::vector<Call> calls = {
+      // A NULL handle.
+      {"options", [&] { return ramferry_options_set_host(nullptr, "h"); }},
+      {"options", [&] { return ramferry_options_set_port(nullptr, 1); }},
+      {"options",
+       [&] { return ramferry_options_set_transport(nullptr, "tcp"); }},
+      {"options", [&] { return ramferry_options_set_key_file(nullptr, "k"); }},
+      {"options", [&] { return ramferry_options_set_key(nullptr, "k", 1); }},
+      {"options", [&] { return ramferry_options_set_insecure(nullptr, 1); }},
+      {"options", [&] { return ramferry_options_set_protect(nullptr, "mac"); }},
+      {"options",
+       [&] { return ramferry_options_set_compression(nullptr, "on"); }},
+      {"options", [&] { return ramferry_options_set_verify(nullptr, "full"); }},
+      {"options",
+       [&] { return ramferry_options_set_max_bandwidth(nullptr, 1); }},
+      {"options", [&] { return ramferry_options_set_postcopy(nullptr, 1); }},
+      {"options",
+       [&] {
+         return ramferry_options_set_postcopy_urgent_channel(nullptr, 1);
+       }},
+      {"options",
+       [&] {
+         return ramferry_options_set_postcopy_resume_timeout_ms(nullptr, 1);
+       }},
+      {"options",
+       [&] { return ramferry_options_set_connect_timeout_ms(nullptr, 1); }},
+      {"options", [&] { return ramferry_options_set(nullptr, "port", "1"); }},
+      {"regions", [&] { return ramferry_regions_set_file(nullptr, 1, 0, 0); }},
+      {"sender",
+       [&] { return ramferry_sender_start_round(nullptr, bitmaps, 1); }},
+      {"sender", [&] { return ramferry_sender_await_round(nullptr, &round); }},
+      {"sender", [&] { return ramferry_sender_verify(nullptr, &report); }},
+      {"sender", [&] { return ramferry_sender_start_verify(nullptr); }},
+      {"sender", [&] { return ramferry_sender_set_max_bandwidth(nullptr, 1); }},
+      {"sender", [&] { return ramferry_sender_stats(nullptr, &stats); }},
+      {"sender",
+       [&] {
+         return ramferry_sender_channel_counter(nullptr, 0, "pages", &u64);
+       }},
+      {"sender",
+       [&] { return ramferry_sender_warning_count(nullptr, &count); }},
+      {"sender",
+       [&] {
+         return ramferry_sender_set_progress(nullptr, nullptr, nullptr, 1);
+       }},
+      {"sender",
+       [&] { return ramferry_sender_start_postcopy(nullptr, bitmaps, 1); }},
+      {"sender", [&] { return ramferry_sender_complete_postcopy(nullptr); }},
+      {"receiver", [&] { return ramferry_receiver_abort(nullptr, "x"); }},
+      {"receiver", [&] { return ramferry_receiver_stats(nullptr, &stats); }},
+      {"receiver",
+       [&] {
+         return ramferry_receiver_channel_counter(nullptr, 0, "pages", &u64);
+       }},
+      {"receiver",
+       [&] { return ramferry_receiver_applied_rounds(nullptr, &u64); }},
+      {"receiver",
+       [&] { return ramferry_receiver_verified_pages(nullptr, &u64); }},
+      {"receiver",
+       [&] {
+         return ramferry_receiver_set_progress(nullptr, nullptr, nullptr, 1);
+       }},
+      {"receiver",
+       [&] { return ramferry_receiver_on_armed(nullptr, nullptr, nullptr); }},
+      {"receiver",
+       [&] { return ramferry_receiver_is_resident(nullptr, 1, 0, 1, &flag); }},
+      {"receiver",
+       [&] { return ramferry_receiver_wait_resident(nullptr, 1, 0, 1, 0); }},
+      {"receiver",
+       [&] { return ramferry_receiver_request_pages(nullptr, 1, 0, 1); }},
+      {"receiver",
+       [&] { return ramferry_receiver_release_postcopy(nullptr, &u64); }},
+      // Live handles, a NULL argument.
+      {"NULL", [&] { return ramferry_options_set_host(opt, nullptr); }},
+      {"NULL", [&] { return ramferry_options_set_transport(opt, nullptr); }},
+      {"NULL", [&] { return ramferry_options_set_key_file(opt, nullptr); }},
+      {"NULL", [&] { return ramferry_options_set_key(opt, nullptr, 16); }},
+      {"NULL", [&] { return ramferry_options_set_protect(opt, nullptr); }},
+      {"NULL", [&] { return ramferry_options_set_compression(opt, nullptr); }},
+      {"NULL", [&] { return ramferry_options_set_verify(opt, nullptr); }},
+      {"NULL", [&] { return ramferry_options_set(opt, nullptr, "1"); }},
+      {"NULL", [&] { return ramferry_options_set(opt, "port", nullptr); }},
+      {"NULL",
+       [&] { return ramferry_regions_add(regions, 2, nullptr, 4096, 4096); }},
+      {"NULL", [&] { return ramferry_sender_connect(opt, nullptr, &tx); }},
+      {"NULL", [&] { return ramferry_sender_connect(nullptr, regions, &tx); }},
+      {"NULL",
+       [&] {
+         return ramferry_sender_resume_postcopy(opt, regions, nullptr, &tx);
+       }},
+      {"NULL", [&] { return ramferry_receiver_listen(opt, nullptr, &other); }},
+      {"NULL",
+       [&] { return ramferry_receiver_listen(nullptr, regions, &other); }},
+      {"NULL", [&] { return ramferry_receiver_listen(opt, regions, nullptr); }},
+      {"NULL", [&] { return ramferry_receiver_port(rx, nullptr); }},
+      {"NULL", [&] { return ramferry_receiver_stats(rx, nullptr); }},
+      {"NULL",
+       [&] { return ramferry_receiver_channel_counter(rx, 0, nullptr, &u64); }},
+      {"NULL",
+       [&] {
+         return ramferry_receiver_channel_counter(rx, 0, "pages", nullptr);
+       }},
+      {"NULL", [&] { return ramferry_receiver_applied_rounds(rx, nullptr); }},
+      {"NULL", [&] { return ramferry_receiver_verified_pages(rx, nullptr); }},
+      {"NULL",
+       [&] { return ramferry_receiver_is_resident(rx, 1, 0, 1, nullptr); }},
+  };
+  for (const Call& c : calls) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(c.call(), RAMFERRY_INVALID_ARGUMENT) << ramferry_last_error();
+    EXPECT_THAT(ramferry_last_error(), HasSubstr("NULL"));
+    EXPECT_THAT(ramferry_last_error(), HasSubstr(c.what));
+  }
+  EXPECT_EQ(tx, nullptr);
+  EXPECT_EQ(other, nullptr);
+  // No status to give: a NULL handle answers with nothing.
+  EXPECT_EQ(ramferry_regions_count(nullptr), 0u);
+  EXPECT_STREQ(ramferry_regions_last_error(nullptr), "");
+  EXPECT_STREQ(ramferry_receiver_last_error(nullptr), "");
+  EXPECT_EQ(ramferry_sender_warning(nullptr, 0), nullptr);
+  EXPECT_EQ(ramferry_channel_counter_name(ramferry_channel_counter_count()),
+            nullptr);
+  EXPECT_EQ(ramferry_receiver_port(rx, &port), RAMFERRY_OK);
+  EXPECT_NE(port, 0);
+  ramferry_receiver_free(rx);
+  ramferry_regions_free(regions);
+  ramferry_options_free(opt);
+  munmap(base, 4 * 4096);
+}
+
+// The structs a caller sizes: a larger one (a newer header's) gets the
+// fields this library has and keeps its size and the rest; a smaller one
+// (an older header's) gets only what fits; an unset size is refused.
+TEST(CApiTest, StructSizesAreHonouredBothWays) {
+  ramferry_options* opt = ramferry_options_new();
+  ramferry_regions* regions = ramferry_regions_new();
+  ramferry_options_set_insecure(opt, 1);
+  void* base = mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_EQ(ramferry_regions_add(regions, 1, base, 4096, 4096), RAMFERRY_OK)
+      << ramferry_regions_last_error(regions);
+  ramferry_receiver* rx = nullptr;
+  ASSERT_EQ(ramferry_receiver_listen(opt, regions, &rx), RAMFERRY_OK)
+      << ramferry_last_error();
+  struct Bigger {
+    ramferry_stats stats;
+    uint8_t newer[64];
+  } big;
+  std::memset(&big, 0xab, sizeof big);
+  big.stats.size = sizeof big;
+  ASSERT_EQ(ramferry_receiver_stats(rx, &big.stats), RAMFERRY_OK);
+  EXPECT_EQ(big.stats.size, sizeof big);
+  EXPECT_EQ(big.stats.channels, 0u) << "no session yet";
+  EXPECT_EQ(big.stats.rounds, 0u);
+  for (uint8_t b : big.newer) ASSERT_EQ(b, 0xab) << "written past the struct";
+
+  struct Older {
+    uint32_t size;
+    uint32_t channels;
+    uint64_t rounds;
+  };
+  static_assert(sizeof(Older) < sizeof(ramferry_stats));
+  union {
+    ramferry_stats whole;
+    Older old;
+  } small;
+  std::memset(&small, 0xcd, sizeof small);
+  small.old.size = sizeof(Older);
+  ASSERT_EQ(ramferry_receiver_stats(rx, &small.whole), RAMFERRY_OK);
+  EXPECT_EQ(small.old.size, sizeof(Older));
+  EXPECT_EQ(small.old.channels, 0u);
+  EXPECT_EQ(small.old.rounds, 0u);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&small);
+  for (size_t i = sizeof(Older); i < sizeof small; ++i) {
+    ASSERT_EQ(bytes[i], 0xcd) << "byte " << i << " past an older struct";
+  }
+
+  ramferry_stats unset{};
+  EXPECT_EQ(ramferry_receiver_stats(rx, &unset), RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(ramferry_last_error(), HasSubstr("size field is not set"));
+  ramferry_receiver_free(rx);
+  ramferry_regions_free(regions);
+  ramferry_options_free(opt);
+  munmap(base, 4096);
 }
 
 // Review E1: out of memory, every entry still answers with a status. No
