@@ -161,8 +161,16 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
     round_pages_ = 0;
     return Step::kContinue;
   }
+  // Before the switch arms, pages land by plain writes: only while no
+  // switch has begun (PostcopyTarget::BeginLanding). Armed, they are
+  // placed, and no such write is made.
+  const bool plain = postcopy_ != nullptr && !postcopy_->armed();
+  if (plain) {
+    if (absl::Status s = postcopy_->BeginLanding(); !s.ok()) return s;
+  }
   absl::Status s =
       h->is_zero_ranges() ? ReceiveZeroRanges(*h) : ReceiveData(*h);
+  if (plain) postcopy_->EndLanding();
   if (!s.ok()) return s;
   return Step::kContinue;
 }

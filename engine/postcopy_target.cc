@@ -45,6 +45,12 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
   }
   const std::vector<proto::RegionInfo> regions = table_.Describe();
   if (!checker_.has_value()) {
+    switching_.store(true);
+    if (landings_.load() != 0) {
+      return absl::FailedPreconditionError(
+          "MISSING_PAGES while a channel was landing a pre-copy packet; the "
+          "source switches only between rounds, once every packet landed");
+    }
     switch_start_ = absl::Now();
     // Every region gets its placer before any page is dropped: a region
     // that cannot take post-copy (its memory, its page size) refuses the
@@ -73,6 +79,19 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
   if (!checker_->complete()) return absl::OkStatus();
   return Arm();
 }
+
+absl::Status PostcopyTarget::BeginLanding() {
+  landings_.fetch_add(1);
+  if (switching_.load()) {
+    landings_.fetch_sub(1);
+    return absl::InvalidArgumentError(
+        "a pre-copy packet after the post-copy switch began (MISSING_PAGES); "
+        "the source switches only between rounds");
+  }
+  return absl::OkStatus();
+}
+
+void PostcopyTarget::EndLanding() { landings_.fetch_sub(1); }
 
 absl::Status PostcopyTarget::Arm() {
   missing_pages_ = checker_->missing_pages();

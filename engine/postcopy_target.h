@@ -76,6 +76,16 @@ class PostcopyTarget {
   // and applied; the last one arms.
   absl::Status OnMissingPages(absl::Span<const uint8_t> payload);
 
+  // Receive threads, before and after they land a pre-copy packet with
+  // plain writes (the switch not armed yet). Once the switch has begun
+  // the regions are registered and pages dropped, and a plain write to a
+  // dropped page would wait in the kernel for a fault reader, holding the
+  // thread and its connection: BeginLanding then refuses the packet, and
+  // the switch refuses to begin while a landing is under way. A source
+  // switches only between rounds, after every packet of them landed.
+  absl::Status BeginLanding();
+  void EndLanding();
+
   // Whether the switch happened: from here on the regions' missing pages
   // are written only through Place / PlaceZero. Acquire: a thread that
   // sees true sees the placers.
@@ -176,6 +186,11 @@ class PostcopyTarget {
   uint64_t switch_ns_ = 0;
   uint64_t missing_pages_ = 0;
 
+  // BeginLanding/EndLanding against the switch: each side publishes its
+  // own, then reads the other's (sequentially consistent), so one of the
+  // two sees the other.
+  std::atomic<bool> switching_{false};
+  std::atomic<uint64_t> landings_{0};
   std::atomic<bool> armed_{false};
   std::atomic<bool> complete_{false};
   std::atomic<bool> stopping_{false};  // the threads are to stop
