@@ -6,7 +6,7 @@
 //
 // Input: a config byte (bit 0: the destination allows post-copy; bit 1:
 // two channels), then steps, each an op byte and its operands:
-//   0 a round: one page (the next byte picks it) and a SYNC per channel
+//   0 a round: a page (the next byte picks it) and a SYNC per channel
 //   1 a control frame: type byte, length byte, that many payload bytes
 //   2 MISSING_PAGES for the region: first page byte, count byte, `last`
 //   3 FINISH on every channel, then on control
@@ -128,7 +128,12 @@ void Run(const uint8_t* data, size_t size) {
               h.region_id = 1;
               h.page_size = kPage;
               h.page_count = 1;
-              const uint64_t offset = page * kPage;
+              // Each channel its own half of the region: two channels
+              // writing one page in one round is a race the source makes
+              // (the destination's memory is the source's to fill), which
+              // would only report itself under TSan.
+              const uint64_t offset =
+                  (page + ch * (kPages / channels)) % kPages * kPage;
               send(ch, testing::FakeSource::DataPacket(h, {&offset, 1}, 0x5a));
               send(ch, testing::FakeSource::Marker(proto::kPacketSync, ch,
                                                    packet[ch]++, round));
