@@ -21,7 +21,11 @@ absl::Status RdmaErrno(absl::string_view what) {
 
 Connection::~Connection() {
   if (id != nullptr && connected) rdma_disconnect(id);
-  if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
+  if (owns_qp && qp != nullptr) {
+    ibv_destroy_qp(qp);
+  } else if (id != nullptr && id->qp != nullptr) {
+    rdma_destroy_qp(id);
+  }
   if (cq != nullptr) ibv_destroy_cq(cq);
   if (cc != nullptr) ibv_destroy_comp_channel(cc);
   domain.reset();  // the last channel's deallocates the PD
@@ -31,7 +35,7 @@ Connection::~Connection() {
 
 absl::Status Connection::CreateQp(const RdmaConfig& config,
                                   const proto::SessionId& session,
-                                  RdmaDomain::End end) {
+                                  RdmaDomain::End end, bool own) {
   absl::StatusOr<std::shared_ptr<RdmaDomain>> d =
       RdmaDomain::ForSession(id->verbs, session, end);
   if (!d.ok()) return d.status();
@@ -54,9 +58,19 @@ absl::Status Connection::CreateQp(const RdmaConfig& config,
   // A provider refuses (EINVAL) more inline room than it has rather than
   // granting less: ask again for half as much, down to none.
   attr.cap.max_inline_data = config.max_inline;
-  while (rdma_create_qp(id, pd, &attr) != 0) {
+  owns_qp = own;
+  auto create = [&] {
+    if (own) {
+      qp = ibv_create_qp(pd, &attr);
+    } else if (rdma_create_qp(id, pd, &attr) == 0) {
+      qp = id->qp;
+    }
+    return qp != nullptr;
+  };
+  while (!create()) {
     if (errno != EINVAL || attr.cap.max_inline_data == 0) {
-      return RdmaErrno(absl::StrFormat("rdma_create_qp (inline room %d)",
+      return RdmaErrno(absl::StrFormat("%s (inline room %d)",
+                                       own ? "ibv_create_qp" : "rdma_create_qp",
                                        attr.cap.max_inline_data));
     }
     attr.cap.max_inline_data /= 2;
@@ -65,9 +79,37 @@ absl::Status Connection::CreateQp(const RdmaConfig& config,
   // granted is the only size inline sends may use.
   ibv_qp_attr qa{};
   ibv_qp_init_attr qia{};
-  max_inline = ibv_query_qp(id->qp, &qa, IBV_QP_CAP, &qia) == 0
+  max_inline = ibv_query_qp(qp, &qa, IBV_QP_CAP, &qia) == 0
                    ? qia.cap.max_inline_data
                    : attr.cap.max_inline_data;
+  return absl::OkStatus();
+}
+
+absl::Status Connection::ReadyPassive(bool remote_write) {
+  for (const ibv_qp_state state : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+    ibv_qp_attr attr{};
+    int mask = 0;
+    attr.qp_state = state;
+    if (rdma_init_qp_attr(id, &attr, &mask) != 0) {
+      return RdmaErrno("rdma_init_qp_attr");
+    }
+    // What rdma_accept would set, but for the access: no READs (this end
+    // answers none: responder resources 0 in its accept) and WRITEs only
+    // when asked.
+    if (state == IBV_QPS_INIT) {
+      attr.qp_access_flags = remote_write ? IBV_ACCESS_REMOTE_WRITE : 0;
+    } else if (state == IBV_QPS_RTR) {
+      attr.max_dest_rd_atomic = 0;
+    } else {
+      attr.max_rd_atomic = 0;
+    }
+    if (int r = ibv_modify_qp(qp, &attr, mask); r != 0) {
+      return ErrnoStatus(r, absl::StrFormat("ibv_modify_qp to %s",
+                                            state == IBV_QPS_INIT  ? "INIT"
+                                            : state == IBV_QPS_RTR ? "RTR"
+                                                                   : "RTS"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -76,7 +118,7 @@ absl::Status Connection::AllowRemoteWrite(bool allow) {
   // on an RC QP.
   ibv_qp_attr attr{};
   attr.qp_access_flags = allow ? IBV_ACCESS_REMOTE_WRITE : 0;
-  if (int r = ibv_modify_qp(id->qp, &attr, IBV_QP_ACCESS_FLAGS); r != 0) {
+  if (int r = ibv_modify_qp(qp, &attr, IBV_QP_ACCESS_FLAGS); r != 0) {
     return ErrnoStatus(r, allow ? "ibv_modify_qp allowing remote writes"
                                 : "ibv_modify_qp refusing remote writes");
   }
@@ -84,11 +126,11 @@ absl::Status Connection::AllowRemoteWrite(bool allow) {
 }
 
 void Connection::RevokeRemoteAccess() {
-  if (id == nullptr || id->qp == nullptr) return;
+  if (qp == nullptr) return;
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
   // Cannot fail from any state but RESET, where the peer has no access.
-  ibv_modify_qp(id->qp, &attr, IBV_QP_STATE);
+  ibv_modify_qp(qp, &attr, IBV_QP_STATE);
 }
 
 absl::StatusOr<CmEvent> NextCmEvent(rdma_event_channel* ec,
@@ -441,10 +483,16 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   conn->ec = rdma_create_event_channel();
   RdmaConfig config = config_;
   config.capabilities = accept.reply.capabilities;
-  absl::Status s = conn->ec == nullptr
-                       ? RdmaErrno("rdma_create_event_channel")
-                       : conn->CreateQp(config, hello.session,
-                                        RdmaDomain::End::kDestination);
+  absl::Status s =
+      conn->ec == nullptr
+          ? RdmaErrno("rdma_create_event_channel")
+          : conn->CreateQp(config, hello.session, RdmaDomain::End::kDestination,
+                           /*own=*/true);
+  // Keyed, the peer's WRITEs land nowhere until its proof checks out
+  // (nor does it hold a key to aim one with): the QP is readied without
+  // them, by this code, not by rdma_accept (review B1); before the
+  // transport posts its receives, which a QP in RESET refuses.
+  if (s.ok()) s = conn->ReadyPassive(/*remote_write=*/key_.empty());
   // Admitted, so whatever fails from here is delivered as a lost channel:
   // its slot must not stay reserved for a connection that never comes.
   if (!s.ok()) {
@@ -463,19 +511,10 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   const std::vector<uint8_t> accept_bytes = EncodeRdmaAccept(accept);
   rdma_conn_param param =
       ConnParam(accept_bytes.data(), static_cast<uint8_t>(accept_bytes.size()));
+  param.qp_num = c->qp->qp_num;
   if (rdma_accept(id, &param) != 0) {
     deliver_(hello, RdmaErrno("rdma_accept"));
     return;
-  }
-  // rdmacm's accept left the QP open to the peer's WRITEs; until its proof
-  // checks out it gets none (nor any key to aim one with).
-  if (!key_.empty()) {
-    s = c->AllowRemoteWrite(false);
-    if (!s.ok()) {
-      c->RevokeRemoteAccess();
-      deliver_(hello, s);
-      return;
-    }
   }
   pending_[id] = {std::move(accepted), c, hello, expected};
 }

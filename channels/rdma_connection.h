@@ -42,6 +42,11 @@ struct Connection {
   ibv_pd* pd = nullptr;
   ibv_comp_channel* cc = nullptr;
   ibv_cq* cq = nullptr;
+  // The RC QP: rdmacm's (id->qp), or with `owns_qp` this connection's
+  // own, which rdmacm never sees, so that only this code sets its access
+  // flags (rdma_accept re-runs the INIT transition with REMOTE_WRITE).
+  ibv_qp* qp = nullptr;
+  bool owns_qp = false;
   uint32_t max_inline = 0;  // what the QP granted
   // Cleared by the channel thread on the peer's disconnect, read by
   // Shutdown from any thread.
@@ -52,15 +57,22 @@ struct Connection {
   Connection& operator=(const Connection&) = delete;
   ~Connection();
 
-  // The CQ on its completion channel, and the RC QP on `id` in the
-  // session's domain (of `session` and `end`, on id's device).
+  // The CQ on its completion channel, and the RC QP in the session's
+  // domain (of `session` and `end`, on id's device): on `id` (rdmacm's),
+  // or with `own` this connection's (ReadyPassive takes it to RTS).
   absl::Status CreateQp(const RdmaConfig& config,
-                        const proto::SessionId& session, RdmaDomain::End end);
+                        const proto::SessionId& session, RdmaDomain::End end,
+                        bool own = false);
 
-  // Whether the established QP takes the peer's RDMA WRITEs (it never
-  // takes READs or atomics: nothing here asks for them). rdmacm's accept
-  // leaves a QP open to both; a keyed destination closes it right after
-  // accepting and opens it to WRITEs once the source's proof checked out.
+  // The passive end's own QP, from RESET to RTS with the attributes
+  // rdmacm derives from the connect request, taking the peer's RDMA
+  // WRITEs only with `remote_write` (never READs or atomics: nothing here
+  // asks for them); before rdma_accept, which then names it by number.
+  absl::Status ReadyPassive(bool remote_write);
+
+  // Whether the established QP takes the peer's RDMA WRITEs. A keyed
+  // destination readies its QP without them and opens it to WRITEs once
+  // the source's proof checked out.
   absl::Status AllowRemoteWrite(bool allow);
   // Ends the peer's access for good: the QP goes to error, so nothing the
   // peer sends lands any more and posted work flushes. From any thread,

@@ -86,7 +86,7 @@ absl::Status RdmaQueue::PostRecv(uint32_t index) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad;
-  if (int r = ibv_post_recv(conn_->id->qp, &wr, &bad); r != 0) {
+  if (int r = ibv_post_recv(conn_->qp, &wr, &bad); r != 0) {
     return ErrnoStatus(r, "ibv_post_recv");
   }
   return absl::OkStatus();
@@ -237,7 +237,7 @@ absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id,
     }
   }
   ibv_send_wr* bad;
-  if (int r = ibv_post_send(conn_->id->qp, first, &bad); r != 0) {
+  if (int r = ibv_post_send(conn_->qp, first, &bad); r != 0) {
     return ErrnoStatus(r, "ibv_post_send");
   }
   credits_.Take(sends);
