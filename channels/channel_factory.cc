@@ -48,7 +48,7 @@ struct Connector {
                                         const proto::Hello& hello);
   absl::StatusOr<std::unique_ptr<ChannelListener>> (*listen)(
       const ConnectSpec& spec, ChannelListener::Admit admit,
-      ChannelListener::Deliver deliver);
+      ChannelListener::Deliver deliver, ChannelListener::Admit preview);
 };
 
 absl::StatusOr<DialedChannel> DialRdma(const ConnectSpec& spec,
@@ -64,10 +64,10 @@ absl::StatusOr<DialedChannel> DialRdma(const ConnectSpec& spec,
 
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenRdma(
     const ConnectSpec& spec, ChannelListener::Admit admit,
-    ChannelListener::Deliver deliver) {
+    ChannelListener::Deliver deliver, ChannelListener::Admit preview) {
   absl::StatusOr<std::unique_ptr<RdmaListener>> l = RdmaListener::Listen(
       spec.host, spec.port, spec.options, RdmaConfigFor(spec), spec.auth_key,
-      std::move(admit), std::move(deliver));
+      std::move(admit), std::move(deliver), std::move(preview));
   if (!l.ok()) return l.status();
   return std::make_unique<RdmaChannelListener>(std::move(*l));
 }
@@ -167,7 +167,7 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
 
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
     TransportKind kind, const ConnectSpec& spec, ChannelListener::Admit admit,
-    ChannelListener::Deliver deliver) {
+    ChannelListener::Deliver deliver, ChannelListener::Admit preview) {
   const Connector* c = FindConnector(kind);
   if (c == nullptr || c->listen == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
@@ -175,7 +175,8 @@ absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
         " channels arrive through the destination's TCP acceptor; it has no "
         "listener of its own"));
   }
-  return c->listen(spec, std::move(admit), std::move(deliver));
+  return c->listen(spec, std::move(admit), std::move(deliver),
+                   std::move(preview));
 }
 
 }  // namespace ramferry::channels

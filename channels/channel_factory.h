@@ -81,8 +81,12 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
 // established and proven, and every admitted Hello is delivered once: with
 // its transport, or with why it has none (kUnauthenticated: its peer did
 // not prove the key, so the channel is still the real source's to open;
-// another error: it was lost on the way). Destroying the listener stops
-// it.
+// another error: it was lost on the way). With spec.auth_key set and a
+// `preview` (which answers a Hello as `admit` would, taking nothing), a
+// family that must answer a request before its proof (rdma: the accept
+// carries the reply and the challenge) asks `preview` then, and `admit`
+// only once the proof checked out; a request that never proves was never
+// admitted, and is not delivered. Destroying the listener stops it.
 class ChannelListener {
  public:
   using Admit = std::function<proto::HelloReply(const proto::Hello&)>;
@@ -96,7 +100,7 @@ class ChannelListener {
 };
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenForChannels(
     TransportKind kind, const ConnectSpec& spec, ChannelListener::Admit admit,
-    ChannelListener::Deliver deliver);
+    ChannelListener::Deliver deliver, ChannelListener::Admit preview = nullptr);
 
 }  // namespace ramferry::channels
 

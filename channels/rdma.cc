@@ -692,12 +692,13 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
 absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
     const std::string& host, uint16_t port, const TransportOptions& options,
     const RdmaConfig& config, absl::string_view key, Admit admit,
-    Deliver deliver) {
+    Deliver deliver, Admit preview) {
   if (!key.empty()) {
     if (absl::Status s = proto::ValidateAuthKey(key); !s.ok()) return s;
   }
   auto impl = std::make_unique<Impl>(
       options, config, std::string(key), std::move(admit), std::move(deliver),
+      std::move(preview),
       [](std::unique_ptr<Connection> conn, const TransportOptions& options,
          const RdmaConfig& config, AcceptedTransport* made) {
         auto transport = std::make_unique<RdmaDestinationTransport>(

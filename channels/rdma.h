@@ -89,10 +89,12 @@ class RdmaListener {
   using Deliver = std::function<void(
       const proto::Hello&, absl::StatusOr<std::unique_ptr<Transport>>)>;
 
+  // With `key` and a `preview` (see ListenForChannels), a request is
+  // answered by `preview` and admitted only once its proof checked out.
   static absl::StatusOr<std::unique_ptr<RdmaListener>> Listen(
       const std::string& host, uint16_t port, const TransportOptions& options,
       const RdmaConfig& config, absl::string_view key, Admit admit,
-      Deliver deliver);
+      Deliver deliver, Admit preview = nullptr);
   ~RdmaListener();
   uint16_t port() const;
   // Connection requests refused (a bad Hello, admission's refusal, a

@@ -268,12 +268,13 @@ absl::StatusOr<RdmaAccept> ConnectWithHello(Connection& conn,
 
 RdmaListener::Impl::Impl(const TransportOptions& options,
                          const RdmaConfig& config, std::string key, Admit admit,
-                         Deliver deliver, MakeTransport make)
+                         Deliver deliver, Admit preview, MakeTransport make)
     : options_(options),
       config_(config),
       key_(std::move(key)),
       admit_(std::move(admit)),
       deliver_(std::move(deliver)),
+      preview_(std::move(preview)),
       make_(std::move(make)) {}
 
 RdmaListener::Impl::~Impl() {
@@ -369,11 +370,12 @@ void RdmaListener::Impl::OnCmEvent(rdma_cm_event* ev) {
         return;
       }
       const proto::Hello hello = it->second.hello;
+      const bool admitted = it->second.admitted;
       pending_.erase(it);
-      deliver_(hello, absl::UnavailableError(absl::StrFormat(
-                          "channel %d was lost before it was established "
-                          "(%s)",
-                          hello.channel_index, rdma_event_str(type))));
+      Drop(hello, admitted,
+           absl::UnavailableError(absl::StrFormat(
+               "channel %d was lost before it was established (%s)",
+               hello.channel_index, rdma_event_str(type))));
       return;
     }
   }
@@ -410,6 +412,19 @@ void RdmaListener::Impl::CheckProofs() {
                               "before the source's proof arrived: ",
                               proven.status().message())));
     } else if (*proven) {
+      // Only a proven peer takes the channel's slot (review B1): one who
+      // merely knows the session id cannot hold it against the source.
+      if (!p.admitted) {
+        const proto::HelloReply claim = admit_(p.hello);
+        if (!claim.accepted()) {
+          p.conn->RevokeRemoteAccess();
+          refused_.fetch_add(1);
+          pending_.erase(it);
+          it = next;
+          continue;
+        }
+        p.admitted = true;
+      }
       // Only now may the peer write: its channel is the session's.
       if (absl::Status s = p.conn->AllowRemoteWrite(true); !s.ok()) {
         p.conn->RevokeRemoteAccess();
@@ -437,10 +452,23 @@ void RdmaListener::Impl::FailProof(std::map<rdma_cm_id*, Pending>::iterator it,
   // with the entry.
   it->second.conn->RevokeRemoteAccess();
   const proto::Hello hello = it->second.hello;
+  const bool admitted = it->second.admitted;
   pending_.erase(it);
-  deliver_(hello, absl::Status(why.code(), absl::StrFormat("channel %d: %s",
-                                                           hello.channel_index,
-                                                           why.message())));
+  if (admitted) {
+    deliver_(hello,
+             absl::Status(why.code(),
+                          absl::StrFormat("channel %d: %s", hello.channel_index,
+                                          why.message())));
+  }
+}
+
+void RdmaListener::Impl::Drop(const proto::Hello& hello, bool admitted,
+                              absl::Status why) {
+  if (admitted) {
+    deliver_(hello, std::move(why));
+  } else {
+    refused_.fetch_add(1);
+  }
 }
 
 void RdmaListener::Impl::Reject(rdma_cm_id* id,
@@ -470,7 +498,9 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
     if (!key_.empty()) auth_failures_.fetch_add(1);
     return Reject(id, Refusal(s));
   }
-  RdmaAccept accept{admit_(hello), std::nullopt};
+  // Keyed with a preview, the slot is claimed after the proof (CheckProofs).
+  const bool admitted = key_.empty() || preview_ == nullptr;
+  RdmaAccept accept{admitted ? admit_(hello) : preview_(hello), std::nullopt};
   if (!accept.reply.accepted()) return Reject(id, accept.reply);
   proto::AuthMac expected{};
   if (!key_.empty()) {
@@ -493,11 +523,11 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   // them, by this code, not by rdma_accept (review B1); before the
   // transport posts its receives, which a QP in RESET refuses.
   if (s.ok()) s = conn->ReadyPassive(/*remote_write=*/key_.empty());
-  // Admitted, so whatever fails from here is delivered as a lost channel:
+  // Admitted, whatever fails from here is delivered as a lost channel:
   // its slot must not stay reserved for a connection that never comes.
   if (!s.ok()) {
     rdma_reject(id, nullptr, 0);
-    deliver_(hello, s);
+    Drop(hello, admitted, s);
     return;  // conn's destructor destroys the id
   }
   Connection* c = conn.get();
@@ -505,7 +535,7 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   s = make_(std::move(conn), options_, config, &accepted);
   if (!s.ok()) {
     rdma_reject(id, nullptr, 0);
-    deliver_(hello, s);
+    Drop(hello, admitted, s);
     return;
   }
   const std::vector<uint8_t> accept_bytes = EncodeRdmaAccept(accept);
@@ -513,10 +543,11 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
       ConnParam(accept_bytes.data(), static_cast<uint8_t>(accept_bytes.size()));
   param.qp_num = c->qp->qp_num;
   if (rdma_accept(id, &param) != 0) {
-    deliver_(hello, RdmaErrno("rdma_accept"));
+    Drop(hello, admitted, RdmaErrno("rdma_accept"));
     return;
   }
-  pending_[id] = {std::move(accepted), c, hello, expected};
+  Pending& p = pending_[id] = {std::move(accepted), c, hello, expected};
+  p.admitted = admitted;
 }
 
 }  // namespace ramferry::channels

@@ -141,7 +141,8 @@ class RdmaListener::Impl {
 
   // `key`: the pre-shared key every source must prove (empty: none).
   Impl(const TransportOptions& options, const RdmaConfig& config,
-       std::string key, Admit admit, Deliver deliver, MakeTransport make);
+       std::string key, Admit admit, Deliver deliver, Admit preview,
+       MakeTransport make);
   ~Impl();
 
   absl::Status Listen(const std::string& host, uint16_t port);
@@ -159,6 +160,9 @@ class RdmaListener::Impl {
     proto::AuthMac expected{};
     bool proving = false;
     absl::Time proof_deadline = absl::InfiniteFuture();
+    // Admitted (its slot taken, so it is delivered once, whatever comes);
+    // otherwise only previewed, admitted once its proof checks out.
+    bool admitted = true;
   };
 
   void Run();
@@ -176,12 +180,17 @@ class RdmaListener::Impl {
   // its Hello delivered with `why` so its slot is free again.
   void FailProof(std::map<rdma_cm_id*, Pending>::iterator it,
                  const absl::Status& why);
+  // A request that will not become a channel: an admitted one is
+  // delivered with `why`; one only previewed was never the session's, and
+  // is counted as refused.
+  void Drop(const proto::Hello& hello, bool admitted, absl::Status why);
 
   const TransportOptions options_;
   const RdmaConfig config_;
   const std::string key_;
   const Admit admit_;
   const Deliver deliver_;
+  const Admit preview_;  // may be null: admit at the request
   const MakeTransport make_;
   rdma_event_channel* ec_ = nullptr;
   rdma_cm_id* listen_id_ = nullptr;

@@ -109,6 +109,19 @@ proto::HelloReply Admission::Admit(const proto::Hello& h) {
   return StartChannelListener(lock, family->kind, std::move(reply));
 }
 
+proto::HelloReply Admission::Preview(const proto::Hello& h) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (failure_.failed()) {
+    return Refuse(absl::StatusCode::kUnavailable,
+                  "destination is shutting down");
+  }
+  if (h.role != proto::Role::kData) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "only data channels come to the channel listener");
+  }
+  return AdmitData(h, /*reserve=*/false);
+}
+
 uint64_t Admission::OfferedCapabilities() const {
   uint64_t offered = proto::kKnownFeatures;
   if (!options_.rdma_reg_batch) offered &= ~proto::kFeatureRdmaRegBatch;
@@ -249,7 +262,7 @@ proto::HelloReply Admission::AdmitControl(
   return ok;
 }
 
-proto::HelloReply Admission::AdmitData(const proto::Hello& h) {
+proto::HelloReply Admission::AdmitData(const proto::Hello& h, bool reserve) {
   if (!session_open_) {
     return Refuse(absl::StatusCode::kFailedPrecondition,
                   "no session: the control connection comes first");
@@ -275,7 +288,7 @@ proto::HelloReply Admission::AdmitData(const proto::Hello& h) {
         absl::StatusCode::kAlreadyExists,
         absl::StrFormat("channel %d is already connected", h.channel_index));
   }
-  slots_[h.channel_index].state = SlotState::kReserved;
+  if (reserve) slots_[h.channel_index].state = SlotState::kReserved;
   proto::HelloReply ok;
   ok.capabilities = capabilities_;
   return ok;
@@ -342,7 +355,8 @@ proto::HelloReply Admission::StartChannelListener(
           [this](const proto::Hello& h,
                  absl::StatusOr<std::unique_ptr<channels::Transport>> t) {
             DeliverTransport(h, std::move(t));
-          });
+          },
+          [this](const proto::Hello& h) { return Preview(h); });
   lock.lock();
   if (!l.ok()) {
     session_open_ = false;

@@ -127,12 +127,17 @@ class Admission {
 
  private:
   proto::HelloReply Admit(const proto::Hello& hello);
+  // What Admit would answer a data channel's Hello, taking nothing: a
+  // keyed rdma channel's accept carries it before the peer proves the key,
+  // and Admit claims the slot only once it has.
+  proto::HelloReply Preview(const proto::Hello& hello);
   // Reopen and ReopenForResume.
   void ReopenAs(bool resume);
   // The control Hello opens the session; a data Hello joins it. Need mu_.
   proto::HelloReply AdmitControl(const proto::Hello& hello,
                                  const channels::TransportFamily& family);
-  proto::HelloReply AdmitData(const proto::Hello& hello);
+  // With `reserve`, the channel's slot is taken.
+  proto::HelloReply AdmitData(const proto::Hello& hello, bool reserve = true);
   proto::HelloReply AdmitUrgent(const proto::Hello& hello);
   // Why this destination cannot run post-copy on `family` with its
   // regions, or OK.

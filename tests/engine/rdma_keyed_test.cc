@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -368,6 +369,58 @@ INSTANTIATE_TEST_SUITE_P(Rogues, RogueChannelTest,
                            }
                            return "unknown";
                          });
+
+// Review B1: a peer that names the session (its id travels in clear) but
+// does not prove the key takes no channel slot. The real source's channel,
+// dialed while that peer still has its proof window, is admitted and
+// served. Before: refused ("channel 0 is already connected") until the
+// peer's window ran out, by which time the session was given up.
+TEST_F(RdmaAuthTest, AnUnprovenPeerHoldsNoChannelSlot) {
+  SessionOptions o = Options(kKey);
+  testing::TestRegion dst = MakeRegion(1, kBytes);
+  ServingReceiver rx(o, {dst.region});
+  FakeSource fake(rx.port(), 1, kMaxPages);
+  fake.set_host(host_);
+  fake.set_transport(TransportKind::kRdma, kChunkBytes);
+  fake.set_key(kKey);
+  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+
+  absl::StatusOr<RoguePeer::Outcome> rogue =
+      absl::UnknownError("the rogue did not run");
+  std::thread squatter([&] {
+    rogue = RoguePeer::Run(host_, rx.port(), fake, Rogue::kSilent,
+                           o.handshake_timeout + absl::Seconds(2));
+  });
+  // The silent peer connects first and waits (its accept names channel 0).
+  absl::SleepFor(absl::Seconds(1));
+  channels::TransportOptions topts;
+  topts.max_header_bytes = proto::PacketHeaderBytes(kMaxPages);
+  topts.stall_timeout = o.stall_timeout;
+  channels::RdmaConfig config;
+  config.capabilities = fake.MakeHello(proto::Role::kData, 0).capabilities;
+  config.chunk_bytes = kChunkBytes;
+  proto::HelloReply reply;
+  const absl::Time dialed = absl::Now();
+  absl::StatusOr<std::unique_ptr<channels::Transport>> real =
+      channels::ConnectRdma(host_, rx.port(),
+                            fake.MakeHello(proto::Role::kData, 0), topts,
+                            config, kKey, &reply);
+  EXPECT_TRUE(real.ok()) << real.status();
+  EXPECT_TRUE(Eventually([&] {
+    return rx.receiver().stats().channels.size() == 1;
+  })) << "the real source's channel was not served";
+  EXPECT_LT(absl::Now() - dialed, o.handshake_timeout)
+      << "served only after the silent peer's window";
+  squatter.join();
+  ASSERT_TRUE(rogue.ok()) << rogue.status();
+  EXPECT_TRUE(rogue->challenged);
+  EXPECT_EQ(rogue->messages_received, 0);
+  EXPECT_TRUE(rogue->cut_off);
+  EXPECT_EQ(rx.receiver().stats().sessions_abandoned, 0u);
+  rx.receiver().Abort(absl::CancelledError("test over"));
+  EXPECT_FALSE(rx.result().ok());
+  EXPECT_TRUE(AllZero(dst.region));
+}
 
 // An rdma channel dialed with another key, or none: refused by the
 // destination's challenge (the source checks it first and sends nothing)
