@@ -110,7 +110,7 @@ std::optional<std::string> RunningThread(const engine::PeerProcess& peer) {
 // leader, unless the leader has exited (pthread_exit), whose maps are
 // then empty; then one of the threads still running.
 std::string AddressSpaceDir(pid_t pid) {
-  const std::string leader = absl::StrCat("/proc/", pid);
+  std::string leader = absl::StrCat("/proc/", pid);
   if (!Exited(TaskState(leader))) return leader;
   std::error_code ec;
   for (const auto& task :
