@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/c_api_util.h"
+#include "engine/option_rules.h"
 #include "ramferry/auth_key.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/options.h"
@@ -359,10 +360,10 @@ ramferry_status ramferry_options_set_transport(ramferry_options* options,
 ramferry_status ramferry_options_set_channels(ramferry_options* options,
                                               uint32_t channels) {
   return SetOption(options, [&](ramferry_options& o) -> absl::Status {
-    if (channels == 0 || channels > o.options.max_channels) {
-      return absl::InvalidArgumentError(absl::StrCat("channels must be 1 to ",
-                                                     o.options.max_channels,
-                                                     ", not ", channels));
+    if (absl::Status s = ramferry::engine::CheckNumericOption(
+            *ramferry::engine::FindNumericOptionRule("channels"), channels);
+        !s.ok()) {
+      return s;
     }
     o.options.channels = channels;
     return absl::OkStatus();

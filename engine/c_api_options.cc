@@ -1,7 +1,9 @@
 // ramferry_options_set (ramferry.h): every SessionOptions field the typed
 // setters leave out, by name, from a string, so that a binding reaches
-// all of them through one call. One table row per option: its name, what
-// the value must look like, and how it lands in SessionOptions.
+// all of them through one call. The numbers are the validator's own rules
+// (engine/option_rules.h), so a value taken here is one a session
+// accepts; the rest have a table row each: the name, what the value must
+// look like, and how it lands in SessionOptions.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -11,9 +13,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "engine/c_api_util.h"
+#include "engine/option_rules.h"
 #include "ramferry/options.h"
 #include "ramferry/ramferry.h"
 #include "ramferry/transport.h"
@@ -110,15 +114,6 @@ const std::vector<Option>& Options() {
        [](absl::string_view v, SessionOptions& o) {
          return Endpoints(v, &o.channel_endpoints);
        }},
-      {"packet-pages", "1..65536",
-       [](absl::string_view v, SessionOptions& o) {
-         return Number<uint32_t>("packet-pages", v, 1, 65536, &o.packet_pages);
-       }},
-      {"header-slots", "1..1048576",
-       [](absl::string_view v, SessionOptions& o) {
-         return Number<uint32_t>("header-slots", v, 1, 1 << 20,
-                                 &o.header_slots);
-       }},
       {"completion", "a completion policy name",
        [](absl::string_view v, SessionOptions& o) {
          absl::StatusOr<ramferry::CompletionPolicy> p =
@@ -126,21 +121,6 @@ const std::vector<Option>& Options() {
          if (!p.ok()) return p.status();
          o.completion = *p;
          return absl::OkStatus();
-       }},
-      {"compression-level", "-7..19",
-       [](absl::string_view v, SessionOptions& o) {
-         return Number<int>("compression-level", v, -7, 19,
-                            &o.compression_level);
-       }},
-      {"rdma-chunk-bytes", "4096..1073741824",
-       [](absl::string_view v, SessionOptions& o) {
-         return Number<uint64_t>("rdma-chunk-bytes", v, 4096, 1 << 30,
-                                 &o.rdma_chunk_bytes);
-       }},
-      {"rdma-max-inline", "0..4096",
-       [](absl::string_view v, SessionOptions& o) {
-         return Number<uint32_t>("rdma-max-inline", v, 0, 4096,
-                                 &o.rdma_max_inline);
        }},
       BoolOption("registered-buffers", &SessionOptions::registered_buffers),
       BoolOption("fallback-to-tcp-zerocopy",
@@ -167,6 +147,22 @@ ramferry_status ramferry_options_set(ramferry_options* options,
   if (name == nullptr) return NullArgument("name");
   if (value == nullptr) return NullArgument("value");
   return Guard(&options->error, [&] {
+    if (const ramferry::engine::NumericOptionRule* rule =
+            ramferry::engine::FindNumericOptionRule(name);
+        rule != nullptr) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(value, &n)) {
+        return Fail(&options->error,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        name, ": want a whole number, not '", value, "'")));
+      }
+      if (absl::Status s = ramferry::engine::CheckNumericOption(*rule, n);
+          !s.ok()) {
+        return Fail(&options->error, s);
+      }
+      rule->set(options->options, n);
+      return RAMFERRY_OK;
+    }
     for (const Option& opt : Options()) {
       if (name != absl::string_view(opt.name)) continue;
       // Set on a copy: a value refused leaves the options as they were.
@@ -178,6 +174,12 @@ ramferry_status ramferry_options_set(ramferry_options* options,
       return RAMFERRY_OK;
     }
     std::vector<std::string> names;
+    for (const ramferry::engine::NumericOptionRule& rule :
+         ramferry::engine::NumericOptionRules()) {
+      names.push_back(absl::StrCat(
+          absl::StrReplaceAll(rule.name, {{"_", "-"}}), " (", rule.min, "..",
+          rule.max, rule.power_of_two ? ", a power of two" : "", ")"));
+    }
     for (const Option& opt : Options()) {
       names.push_back(absl::StrCat(opt.name, " (", opt.value, ")"));
     }

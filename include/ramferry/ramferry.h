@@ -164,8 +164,10 @@ ramferry_status ramferry_options_set_connect_timeout_ms(
  * SessionOptions field means, include/ramferry/options.h): a binding
  * reaches every option through this one call. Names: channel-endpoints
  * ("HOST:PORT,HOST:PORT": channel i dials item i % count; "" clears),
- * packet-pages, header-slots, completion, compression-level,
- * rdma-chunk-bytes, rdma-max-inline (numbers), registered-buffers,
+ * completion; the numbers channels, max-channels, packet-pages,
+ * max-packet-pages, header-slots, ring-entries, rdma-chunk-bytes,
+ * rdma-max-inline, compression-level, each in the range the session
+ * itself checks (the NOT_FOUND message lists them); registered-buffers,
  * fallback-to-tcp-zerocopy, rdma-pin-all, rdma-reg-batch,
  * survive-channel-loss, zero-pages, skip-untouched, single-thread,
  * announce-next-header (1/0, true/false, on/off), handshake-timeout-ms,

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -86,6 +87,26 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
   }
   EXPECT_GE(std::count(help.begin(), help.end(), ';'), 25) << help;
   EXPECT_THAT(help, HasSubstr("default: 300ms"));
+}
+
+// The flags that set a numeric option meet the range the library defines
+// for it (engine/option_rules.h), before any connection, and the error
+// names the option and its range.
+TEST(MigrateCli, NumericFlagsMeetTheLibrarysRanges) {
+  for (const auto& [flag, value, says] :
+       std::vector<std::tuple<const char*, const char*, const char*>>{
+           {"--channels", "0", "channels = 0; want [1, 256]"},
+           {"--packet-pages", "4097", "packet_pages = 4097; want [1, 4096]"},
+           {"--header-slots", "0", "header_slots = 0; want [1, 1048576]"},
+           {"--compress-level", "-101",
+            "compression_level = -101; want [-100, 19]"}}) {
+    CommandResult r = RunCommand(
+        {kMigrate, "--role=source", "--connect=127.0.0.1:1", "--size=16MiB",
+         "--insecure", absl::StrCat(flag, "=", value)});
+    EXPECT_NE(r.exit_code, 0) << flag;
+    EXPECT_THAT(r.err, HasSubstr(says)) << flag;
+    EXPECT_THAT(r.err, Not(HasSubstr("connecting"))) << flag;
+  }
 }
 
 TEST(MigrateCli, NoRoleIsAUsageError) {

@@ -1,0 +1,95 @@
+// The numeric options' ranges, defined once (engine/option_rules.h), and
+// the two ways in that use them: ValidateOptions (every session, and the
+// tools' flags through it) and the C API's setters.
+#include "engine/option_rules.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ramferry/options.h"
+#include "ramferry/ramferry.h"
+#include "tests/support/test_support.h"
+
+namespace ramferry::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(NumericOptionRules, FoundByEitherSpellingOfTheName) {
+  ASSERT_NE(FindNumericOptionRule("packet_pages"), nullptr);
+  EXPECT_EQ(FindNumericOptionRule("packet-pages"),
+            FindNumericOptionRule("packet_pages"));
+  EXPECT_EQ(FindNumericOptionRule("packet"), nullptr);
+  EXPECT_EQ(FindNumericOptionRule(""), nullptr);
+  for (const NumericOptionRule& rule : NumericOptionRules()) {
+    EXPECT_EQ(FindNumericOptionRule(rule.name), &rule);
+    EXPECT_LE(rule.min, rule.max) << rule.name;
+    // The default is valid: a session left at its defaults runs.
+    EXPECT_TRUE(CheckNumericOption(rule, rule.get(SessionOptions{})).ok())
+        << rule.name;
+  }
+}
+
+TEST(NumericOptionRules, ARefusalNamesTheFieldTheValueAndTheRange) {
+  const NumericOptionRule& ring = *FindNumericOptionRule("ring_entries");
+  EXPECT_EQ(CheckNumericOption(ring, 3).message(),
+            "ring_entries = 3; want a power of two in [2, 1048576]");
+  EXPECT_TRUE(CheckNumericOption(ring, 4).ok());
+  const NumericOptionRule& level = *FindNumericOptionRule("compression_level");
+  EXPECT_EQ(CheckNumericOption(level, 20).message(),
+            "compression_level = 20; want [-100, 19] (zstd's levels)");
+  EXPECT_EQ(CheckNumericOption(level, 20).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// One definition per option (engine/option_rules.h): at and past each end
+// of every numeric option's range, and at a value that is not a power of
+// two where the range asks for one, ramferry_options_set takes exactly
+// what the session's own validator takes, and names a refused value the
+// same way. Before, the two kept ranges of their own: packet-pages went
+// to 65536 here and to 4096 there, compression-level began at -7 here and
+// at -100 there, and rdma-chunk-bytes had no power-of-two rule here.
+TEST(NumericOptionRules, TheCSetterAndTheValidatorAgreeOnEveryRange) {
+  for (const NumericOptionRule& rule : NumericOptionRules()) {
+    std::vector<int64_t> values = {rule.min - 1, rule.min, rule.max,
+                                   rule.max + 1};
+    if (rule.power_of_two) values.push_back(rule.max - 1);
+    const std::string name = absl::StrReplaceAll(rule.name, {{"_", "-"}});
+    for (int64_t v : values) {
+      SCOPED_TRACE(absl::StrCat(name, " = ", v));
+      const bool in_range = v >= rule.min && v <= rule.max &&
+                            (!rule.power_of_two || (v & (v - 1)) == 0);
+      SessionOptions o = testing::InsecureOptions();
+      rule.set(o, v);
+      // (-1 in an unsigned field is its largest value: refused too.)
+      const absl::Status validator = ValidateOptions(o);
+      EXPECT_EQ(validator.ok(), in_range) << validator;
+      ramferry_options* opt = ramferry_options_new();
+      const ramferry_status set =
+          ramferry_options_set(opt, name.c_str(), absl::StrCat(v).c_str());
+      EXPECT_EQ(set == RAMFERRY_OK, in_range)
+          << ramferry_options_last_error(opt);
+      if (!in_range) {
+        EXPECT_EQ(set, RAMFERRY_INVALID_ARGUMENT);
+        EXPECT_THAT(ramferry_options_last_error(opt),
+                    HasSubstr(absl::StrCat(rule.name, " = ", v, "; want")));
+        EXPECT_THAT(std::string(validator.message()),
+                    HasSubstr(absl::StrCat(rule.name, " = ")));
+      }
+      if (name == "channels" && v >= 0) {
+        EXPECT_EQ(ramferry_options_set_channels(
+                      opt, static_cast<uint32_t>(v)) == RAMFERRY_OK,
+                  in_range);
+      }
+      ramferry_options_free(opt);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ramferry::engine
