@@ -1,8 +1,11 @@
 #include "channels/socket_transport.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "absl/time/clock.h"
 #include "channels/socket_io.h"
 
 namespace ramferry::channels {
@@ -48,6 +51,18 @@ absl::Status SocketTransport::ReadPayloadAndHeader(
                            options_.stall_timeout, stop_, &calls);
   stats_.recv_calls.Add(calls);
   return s;
+}
+
+absl::Status SocketTransport::CheckDelivery() {
+  // Bytes in the send queue: for TCP, not yet acknowledged (sent or not);
+  // for a unix socket, not yet read. A socket that cannot say is not
+  // watched.
+  int queued = 0;
+  if (ioctl(fd_, SIOCOUTQ, &queued) != 0 || queued < 0) {
+    return absl::OkStatus();
+  }
+  return delivery_.Look(static_cast<uint64_t>(queued), stats_.send_calls.get(),
+                        absl::Now());
 }
 
 void SocketTransport::BuildIov(const void* header,

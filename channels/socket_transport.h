@@ -4,9 +4,11 @@
 #ifndef RAMFERRY_CHANNELS_SOCKET_TRANSPORT_H_
 #define RAMFERRY_CHANNELS_SOCKET_TRANSPORT_H_
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
+#include "channels/delivery_watch.h"
 #include "channels/transport.h"
 
 namespace ramferry::channels {
@@ -23,8 +25,17 @@ class SocketTransport : public Transport {
   absl::Status ReadPayloadAndHeader(absl::Span<const iovec> dst,
                                     absl::Span<uint8_t> next_header) override;
   void Shutdown() override;
+  // Checks delivery (the kernel's count of bytes not yet taken by the
+  // peer); transports that reap completions do that first.
+  absl::Status Poll() override { return CheckDelivery(); }
+  // Four looks a stall timeout: a stall is seen within 1.25 of it. The
+  // floor keeps an absurdly short timeout from spinning an idle channel.
+  absl::Duration idle_poll_interval() const override {
+    return std::max(options_.stall_timeout / 4, absl::Milliseconds(1));
+  }
 
  protected:
+  absl::Status CheckDelivery();
   // Sends `iov` (header first) with sendmsg `flags`, counting calls.
   absl::Status SendIov(int flags,
                        absl::FunctionRef<absl::Status()> on_no_buffers,
@@ -37,6 +48,7 @@ class SocketTransport : public Transport {
   const TransportOptions options_;
   std::vector<iovec> iov_;
   std::atomic<bool> stop_{false};
+  DeliveryWatch delivery_{options_.stall_timeout};
 };
 
 }  // namespace ramferry::channels

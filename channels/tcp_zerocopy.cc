@@ -62,8 +62,10 @@ class TcpZeroCopyTransport final : public SocketTransport,
   absl::Status Flush() override { return slots_.Flush(); }
 
   absl::Status Poll() override {
-    if (slots_.outstanding_tokens() == 0) return absl::OkStatus();
-    return Reap(slots_, /*block=*/false);
+    if (slots_.outstanding_tokens() != 0) {
+      if (absl::Status s = Reap(slots_, /*block=*/false); !s.ok()) return s;
+    }
+    return CheckDelivery();
   }
 
  private:

@@ -118,9 +118,17 @@ class Transport {
   // packets per submission syscall send nothing until this (or Flush);
   // the caller calls it at the end of each batch of work.
   virtual absl::Status Submit() { return absl::OkStatus(); }
-  // Reaps whatever completions are ready without blocking; called when the
-  // sender has nothing else to do.
+  // Reaps whatever completions are ready without blocking, and checks that
+  // what was sent is being taken by the peer: fails (DEADLINE_EXCEEDED)
+  // where the transport can tell that bytes it sent have waited
+  // stall_timeout with nothing sent since (channels/delivery_watch.h).
+  // Called when the sender has nothing else to do, and again at least
+  // every idle_poll_interval() while it stays so: with no send blocked,
+  // nothing else notices a link that died under a round's last packets.
   virtual absl::Status Poll() { return absl::OkStatus(); }
+  virtual absl::Duration idle_poll_interval() const {
+    return absl::InfiniteDuration();
+  }
   // Registers caller memory that payload will come from, before any send
   // (transports with kCapRegisteredBuffers; others accept and ignore it).
   virtual absl::Status RegisterRegion(uint32_t /*region_id*/, void* /*base*/,

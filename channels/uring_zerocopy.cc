@@ -121,7 +121,10 @@ class UringZeroCopyTransport final : public SocketTransport,
     return slots_.Flush();
   }
 
-  absl::Status Poll() override { return Reap(slots_, /*block=*/false); }
+  absl::Status Poll() override {
+    if (absl::Status s = Reap(slots_, /*block=*/false); !s.ok()) return s;
+    return CheckDelivery();
+  }
 
   absl::Status RegisterRegion(uint32_t region_id, void* base,
                               uint64_t length) override {

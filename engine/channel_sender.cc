@@ -57,12 +57,13 @@ void ChannelSender::Run() {
   while (true) {
     const uint32_t n = ring_.Peek(kMaxDrain);
     if (n == 0) {
-      // Idle: let completions drain while waiting for work.
+      // Idle: let completions drain, and the transport check that what it
+      // sent is being taken, while waiting for work.
       if (absl::Status s = transport_->Poll(); !s.ok()) {
         Fail(s).IgnoreError();
         return;
       }
-      if (!ring_.WaitForWork()) return;  // aborted
+      if (!ring_.WaitForWork(transport_->idle_poll_interval())) return;
       continue;
     }
     absl::StatusOr<bool> finished = ProcessBatch(n);

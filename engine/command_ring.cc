@@ -110,13 +110,18 @@ void CommandRing::CompleteBarrier(uint32_t seq) {
   WakeProducer();
 }
 
-bool CommandRing::WaitForWork() {
+bool CommandRing::WaitForWork(absl::Duration at_most) {
   if (!Empty() || aborted()) return !aborted();
   const uint64_t start = channels::MonotonicNs();
   {
     std::unique_lock<std::mutex> lock(mu_);
     consumer_waiting_.store(true, std::memory_order_seq_cst);
-    while (Empty() && !aborted()) consumer_cv_.wait(lock);
+    auto ready = [this] { return !Empty() || aborted(); };
+    if (at_most == absl::InfiniteDuration()) {
+      consumer_cv_.wait(lock, ready);
+    } else {
+      consumer_cv_.wait_for(lock, absl::ToChronoNanoseconds(at_most), ready);
+    }
     consumer_waiting_.store(false, std::memory_order_relaxed);
   }
   consumer_idle_max_ns_.RaiseTo(channels::MonotonicNs() - start);

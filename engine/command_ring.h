@@ -25,6 +25,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "channels/counters.h"
 
 namespace ramferry::engine {
@@ -82,9 +83,9 @@ class CommandRing {
   // One publication per batch, however many commands it covers.
   void Release(uint32_t n);
   void CompleteBarrier(uint32_t seq);
-  // Sleeps until there is a command or the ring is aborted; false if
-  // aborted.
-  bool WaitForWork();
+  // Sleeps until there is a command, the ring is aborted or `at_most`
+  // passed; false if aborted.
+  bool WaitForWork(absl::Duration at_most = absl::InfiniteDuration());
 
   // ---- either side, any thread ----
   void Abort();

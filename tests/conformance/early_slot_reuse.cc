@@ -56,6 +56,9 @@ class EarlyReuseTransport final : public channels::Transport {
     Sync();
     return s;
   }
+  absl::Duration idle_poll_interval() const override {
+    return inner_->idle_poll_interval();
+  }
 
   absl::Status RegisterRegion(uint32_t region_id, void* base,
                               uint64_t length) override {

@@ -212,6 +212,78 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
   EXPECT_GT(sent.resent_pages, 0u);
 }
 
+// Link 1 taken down between rounds: each of its channels hands all of the
+// next round, down to its SYNC, to the kernel and has nothing more to
+// send. No send blocks and the destination waits at a packet boundary,
+// where a peer may idle: only the source's idle channels can see that
+// their bytes stand still. With survive_channel_loss the round goes on
+// over link 0 and ends verified; without it both ends fail with the cause.
+// Before the idle channels watched their bytes this hung for good.
+class IdleLinkLossTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
+  if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  const bool survive = GetParam();
+  cli::SavedNetworkNamespace home;
+  ASSERT_TRUE(home.ok());
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
+      cli::LinkTestbed::Create({"1gbit", "1gbit"});
+  ASSERT_TRUE(bed.ok()) << bed.status();
+  const uint64_t bytes = testing::ScaledBytes(4ull << 20);
+  auto src = MakeRegion(1, bytes, /*seed=*/11, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions opt = testing::InsecureOptions();
+  opt.channels = 4;
+  opt.survive_channel_loss = survive;
+  opt.stall_timeout = absl::Seconds(1);
+  opt.host = "0.0.0.0";
+  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ServingReceiver rx(opt, {dst.region});
+  ASSERT_TRUE((*bed)->EnterSource().ok());
+  opt.host = (*bed)->destination_address(0);
+  opt.port = rx.port();
+  opt.channel_endpoints = {{(*bed)->destination_address(0)},
+                           {(*bed)->destination_address(1)}};
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  DirtyBitmap dirty(src.region.page_count());
+  dirty.SetAll();
+  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_TRUE((*bed)->SetLinkUp(1, false).ok());
+  RewritePages(src.region, 5, 42, dirty);
+  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  if (!survive) {
+    EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("the link or the peer is down"));
+    EXPECT_FALSE(rx.result().ok()) << "the destination reported success";
+    return;
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
+  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  const SessionStats sent = (*sender)->stats();
+  ASSERT_EQ(sent.channels_lost.size(), 2u)
+      << DescribeChannelLosses(sent.channels_lost);
+  for (const ChannelLoss& l : sent.channels_lost) {
+    EXPECT_EQ(l.channel % 2, 1u) << DescribeChannelLosses(sent.channels_lost);
+    EXPECT_THAT(l.reason, HasSubstr("the link or the peer is down"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Survive, IdleLinkLossTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "SurvivesOnTheOtherLink"
+                                          : "EndsBothEndsWithTheCause";
+                         });
+
 // Post-copy over a real link that goes down mid-way: both ends see their
 // connections stall and fail; the destination keeps its faulting threads
 // blocked and waits; once the link is back the source resumes the session

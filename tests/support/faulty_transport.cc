@@ -100,6 +100,9 @@ class FaultyTransport final : public channels::Transport {
     }
     return inner_->Poll();
   }
+  absl::Duration idle_poll_interval() const override {
+    return inner_->idle_poll_interval();
+  }
 
   absl::Status RegisterRegion(uint32_t region_id, void* base,
                               uint64_t length) override {
