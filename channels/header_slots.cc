@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 
 namespace ramferry::channels {
 
@@ -20,10 +21,10 @@ HeaderSlots::HeaderSlots(uint32_t slots, size_t slot_bytes,
 template <typename Pred>
 absl::Status HeaderSlots::WaitUntil(Pred done) {
   if (done()) return absl::OkStatus();
-  uint64_t start = MonotonicNs();
+  uint64_t start = base::MonotonicNs();
   absl::Status s;
   while (s.ok() && !done()) s = source_->Reap(*this, /*block=*/true);
-  stats_->completion_wait_ns.Add(MonotonicNs() - start);
+  stats_->completion_wait_ns.Add(base::MonotonicNs() - start);
   return s;
 }
 

@@ -10,13 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/socket_io.h"
+#include "base/errno_status.h"
 #include "channels/transport_family.h"
 
 namespace ramferry::channels {
 
 absl::Status RdmaErrno(absl::string_view what) {
-  return ErrnoStatus(errno, what);
+  return base::ErrnoStatus(errno, what);
 }
 
 Connection::~Connection() {
@@ -104,10 +104,11 @@ absl::Status Connection::ReadyPassive(bool remote_write) {
       attr.max_rd_atomic = 0;
     }
     if (int r = ibv_modify_qp(qp, &attr, mask); r != 0) {
-      return ErrnoStatus(r, absl::StrFormat("ibv_modify_qp to %s",
-                                            state == IBV_QPS_INIT  ? "INIT"
-                                            : state == IBV_QPS_RTR ? "RTR"
-                                                                   : "RTS"));
+      return base::ErrnoStatus(r,
+                               absl::StrFormat("ibv_modify_qp to %s",
+                                               state == IBV_QPS_INIT  ? "INIT"
+                                               : state == IBV_QPS_RTR ? "RTR"
+                                                                      : "RTS"));
     }
   }
   return absl::OkStatus();
@@ -119,8 +120,8 @@ absl::Status Connection::AllowRemoteWrite(bool allow) {
   ibv_qp_attr attr{};
   attr.qp_access_flags = allow ? IBV_ACCESS_REMOTE_WRITE : 0;
   if (int r = ibv_modify_qp(qp, &attr, IBV_QP_ACCESS_FLAGS); r != 0) {
-    return ErrnoStatus(r, allow ? "ibv_modify_qp allowing remote writes"
-                                : "ibv_modify_qp refusing remote writes");
+    return base::ErrnoStatus(r, allow ? "ibv_modify_qp allowing remote writes"
+                                      : "ibv_modify_qp refusing remote writes");
   }
   return absl::OkStatus();
 }

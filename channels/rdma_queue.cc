@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/socket_io.h"
+#include "base/errno_status.h"
 
 namespace ramferry::channels {
 namespace {
@@ -87,7 +87,7 @@ absl::Status RdmaQueue::PostRecv(uint32_t index) {
   wr.num_sge = 1;
   ibv_recv_wr* bad;
   if (int r = ibv_post_recv(conn_->qp, &wr, &bad); r != 0) {
-    return ErrnoStatus(r, "ibv_post_recv");
+    return base::ErrnoStatus(r, "ibv_post_recv");
   }
   return absl::OkStatus();
 }
@@ -238,7 +238,7 @@ absl::Status RdmaQueue::Post(ibv_send_wr* first, uint32_t wrs, uint64_t wr_id,
   }
   ibv_send_wr* bad;
   if (int r = ibv_post_send(conn_->qp, first, &bad); r != 0) {
-    return ErrnoStatus(r, "ibv_post_send");
+    return base::ErrnoStatus(r, "ibv_post_send");
   }
   credits_.Take(sends);
   posted_.push_back({wr_id, wrs});

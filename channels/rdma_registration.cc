@@ -4,7 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
-#include "channels/zero_page.h"
+#include "base/zero_page.h"
 
 namespace ramferry::channels {
 namespace {
@@ -47,7 +47,7 @@ absl::StatusOr<absl::Span<uint8_t>> ChunkRegistry::ChunkSpan(
 bool ChunkRegistry::ChunkIsZero(const RdmaRegion& r, uint64_t chunk) const {
   const uint64_t off = chunk * chunk_bytes_;
   const uint64_t len = std::min(chunk_bytes_, r.length - off);
-  return IsAllZero(r.base + off, len);
+  return base::IsAllZero(r.base + off, len);
 }
 
 RegistrationPlan ChunkRegistry::Plan(absl::Span<const PageRuns> packets,

@@ -3,7 +3,7 @@
 #include <errno.h>
 
 #include "absl/strings/str_format.h"
-#include "channels/socket_io.h"
+#include "base/errno_status.h"
 
 namespace ramferry::channels {
 
@@ -56,7 +56,7 @@ absl::Status SendChain::OnCompletion(uint64_t user_data, int32_t result,
     stats_->enobufs_retries.Add();  // again once notifications free room
     starved_ = true;
   } else if (result != -ECANCELED && result != -EAGAIN && result != -EINTR) {
-    return ErrnoStatus(-result, "send");
+    return base::ErrnoStatus(-result, "send");
   }
   if (!notification_follows) {
     // Nothing pinned, or nothing more will be said: the slot is free of it.

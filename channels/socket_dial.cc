@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/errno_status.h"
 #include "channels/socket_io.h"
 #include "proto/auth.h"
 #include "proto/wire.h"
@@ -95,7 +96,7 @@ absl::Status PollUntil(int fd, short events, absl::Time deadline,
     pollfd p{fd, events, 0};
     int r = poll(&p, 1, ms);
     if (r > 0) return absl::OkStatus();
-    if (r < 0 && errno != EINTR) return ErrnoStatus(errno, what);
+    if (r < 0 && errno != EINTR) return base::ErrnoStatus(errno, what);
   }
 }
 
@@ -114,7 +115,7 @@ absl::Status WriteWithDeadline(int fd, absl::Span<const uint8_t> data,
       }
       continue;
     }
-    return ErrnoStatus(n < 0 ? errno : EPIPE, "send");
+    return base::ErrnoStatus(n < 0 ? errno : EPIPE, "send");
   }
   return absl::OkStatus();
 }
@@ -136,7 +137,7 @@ absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
       }
       continue;
     }
-    return ErrnoStatus(errno, "recv");
+    return base::ErrnoStatus(errno, "recv");
   }
   return absl::OkStatus();
 }

@@ -11,42 +11,14 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/errno_status.h"
 
 namespace ramferry::channels {
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  std::string msg =
-      absl::StrFormat("%s: %s (errno %d)", what, strerrordesc_np(err), err);
-  switch (err) {
-    case ECONNRESET:
-    case EPIPE:
-    case ECONNREFUSED:
-    case ECONNABORTED:
-    case ENOTCONN:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-      return absl::UnavailableError(msg);
-    case ETIMEDOUT:
-    case EAGAIN:
-      return absl::DeadlineExceededError(msg);
-    case ENOBUFS:
-    case ENOMEM:
-      return absl::ResourceExhaustedError(msg);
-    case EINVAL:
-    case EFAULT:
-      return absl::InvalidArgumentError(msg);
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 absl::Status MakeBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus(errno, "fcntl(O_NONBLOCK)");
+    return base::ErrnoStatus(errno, "fcntl(O_NONBLOCK)");
   }
   return absl::OkStatus();
 }
@@ -55,7 +27,7 @@ absl::Status SetStallTimeouts(int fd, absl::Duration stall) {
   timeval tv = absl::ToTimeval(stall);
   if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
-    return ErrnoStatus(errno, "setting socket stall timeouts");
+    return base::ErrnoStatus(errno, "setting socket stall timeouts");
   }
   return absl::OkStatus();
 }
@@ -63,7 +35,7 @@ absl::Status SetStallTimeouts(int fd, absl::Duration stall) {
 absl::Status SetNoDelay(int fd) {
   const int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-    return ErrnoStatus(errno, "setsockopt(TCP_NODELAY)");
+    return base::ErrnoStatus(errno, "setsockopt(TCP_NODELAY)");
   }
   return absl::OkStatus();
 }
@@ -122,7 +94,7 @@ absl::Status SendAll(int fd, absl::Span<iovec> iov, int flags,
           absl::StrFormat("send made no progress for %s: peer stalled",
                           absl::FormatDuration(stall)));
     }
-    return ErrnoStatus(err, "sendmsg");
+    return base::ErrnoStatus(err, "sendmsg");
   }
   return absl::OkStatus();
 }
@@ -166,7 +138,7 @@ absl::Status ReadAll(int fd, absl::Span<iovec> iov, size_t idle_at,
           "no data for %s mid-packet (%d of %d bytes): peer stalled",
           absl::FormatDuration(stall), done, total));
     }
-    return ErrnoStatus(err, "recvmsg");
+    return base::ErrnoStatus(err, "recvmsg");
   }
   return absl::OkStatus();
 }

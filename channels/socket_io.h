@@ -16,9 +16,6 @@
 
 namespace ramferry::channels {
 
-// "what: strerror (errno)" with a status code that fits the errno.
-absl::Status ErrnoStatus(int err, absl::string_view what);
-
 // Clears O_NONBLOCK (an fd released from Asio keeps the flag Asio set for
 // its asynchronous operations; our channel loops block instead).
 absl::Status MakeBlocking(int fd);

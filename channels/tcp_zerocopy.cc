@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/errno_status.h"
 #include "channels/header_slots.h"
-#include "channels/socket_io.h"
 #include "channels/socket_transport.h"
 #include "channels/transport_family.h"
 
@@ -102,7 +102,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
       int err = errno;
       if (err == EINTR) continue;
       if (err != EAGAIN && err != EWOULDBLOCK) {
-        return ErrnoStatus(err, "reading MSG_ZEROCOPY completions");
+        return base::ErrnoStatus(err, "reading MSG_ZEROCOPY completions");
       }
       if (got_any || !block) return absl::OkStatus();
       if (absl::Status s = WaitForErrqueue(); !s.ok()) return s;
@@ -119,11 +119,11 @@ class TcpZeroCopyTransport final : public SocketTransport,
       sock_extended_err err;
       std::memcpy(&err, CMSG_DATA(c), sizeof err);
       if (err.ee_origin != SO_EE_ORIGIN_ZEROCOPY) {
-        return ErrnoStatus(err.ee_errno != 0 ? err.ee_errno : EIO,
-                           "socket error queue");
+        return base::ErrnoStatus(err.ee_errno != 0 ? err.ee_errno : EIO,
+                                 "socket error queue");
       }
       if (err.ee_errno != 0) {
-        return ErrnoStatus(err.ee_errno, "zero-copy completion");
+        return base::ErrnoStatus(err.ee_errno, "zero-copy completion");
       }
       stats_.zc_notifications.Add();
       const bool copied = (err.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
@@ -159,7 +159,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
       int r = poll(&p, 1, ms);
       if (r < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus(errno, "poll for zero-copy completions");
+        return base::ErrnoStatus(errno, "poll for zero-copy completions");
       }
       if (r == 0) continue;
       // POLLERR can mean a pending socket error rather than a notification:
@@ -169,7 +169,8 @@ class TcpZeroCopyTransport final : public SocketTransport,
       if ((p.revents & (POLLERR | POLLHUP)) &&
           getsockopt(fd_, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 &&
           so_error != 0) {
-        return ErrnoStatus(so_error, "connection failed awaiting completions");
+        return base::ErrnoStatus(so_error,
+                                 "connection failed awaiting completions");
       }
       if ((p.revents & POLLHUP) && !(p.revents & POLLERR)) {
         return absl::UnavailableError(
@@ -189,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Transport>> OpenTcpZeroCopy(
     int fd, const TransportOptions& options) {
   int one = 1;
   if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) != 0) {
-    absl::Status s = ErrnoStatus(
+    absl::Status s = base::ErrnoStatus(
         errno, "setsockopt(SO_ZEROCOPY): kernel has no MSG_ZEROCOPY for TCP");
     close(fd);
     return s;

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "channels/counters.h"
+#include "base/counters.h"
 #include "ramferry/channel_counters.h"
 #include "ramferry/stats.h"
 #include "ramferry/transport.h"
@@ -87,7 +87,7 @@ struct OutgoingPacket {
 // Counters a transport keeps (ramferry/channel_counters.h says what each
 // counts); exported into the public ChannelStats.
 struct TransportStats {
-#define RAMFERRY_TRANSPORT_FIELD(field, merge, json, doc) Counter field;
+#define RAMFERRY_TRANSPORT_FIELD(field, merge, json, doc) base::Counter field;
   RAMFERRY_TRANSPORT_COUNTERS(RAMFERRY_TRANSPORT_FIELD)
   // Only the rdma transport counts these.
   RAMFERRY_RDMA_COUNTERS(RAMFERRY_TRANSPORT_FIELD)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/errno_status.h"
 #include "channels/header_slots.h"
 #include "channels/send_chain.h"
 #include "channels/socket_io.h"
@@ -72,7 +73,7 @@ class UringZeroCopyTransport final : public SocketTransport,
     p.flags = IORING_SETUP_CQSIZE;
     p.cq_entries = kCqEntries;
     int r = io_uring_queue_init_params(kSqEntries, &ring_, &p);
-    if (r < 0) return ErrnoStatus(-r, "io_uring_queue_init");
+    if (r < 0) return base::ErrnoStatus(-r, "io_uring_queue_init");
     ring_ready_ = true;
     return CheckOpcodes(ring_);
   }
@@ -131,7 +132,9 @@ class UringZeroCopyTransport final : public SocketTransport,
     if (!options_.registered_buffers) return absl::OkStatus();
     if (pieces_used_ == 0) {
       int r = io_uring_register_buffers_sparse(&ring_, kMaxPieces);
-      if (r < 0) return ErrnoStatus(-r, "io_uring_register_buffers_sparse");
+      if (r < 0) {
+        return base::ErrnoStatus(-r, "io_uring_register_buffers_sparse");
+      }
     }
     Registration reg{region_id, static_cast<uint8_t*>(base), length,
                      pieces_used_};
@@ -145,7 +148,7 @@ class UringZeroCopyTransport final : public SocketTransport,
       int r = io_uring_register_buffers_update_tag(&ring_, pieces_used_, &v,
                                                    &tag, 1);
       if (r < 0) {
-        return ErrnoStatus(
+        return base::ErrnoStatus(
             -r, absl::StrFormat("registering %d bytes of region %d with "
                                 "io_uring (pinned memory counts against "
                                 "RLIMIT_MEMLOCK)",
@@ -323,7 +326,7 @@ class UringZeroCopyTransport final : public SocketTransport,
       }
       if (r == -EINTR) continue;
       if (r == 0 || r == -EAGAIN || r == -EBUSY) return absl::OkStatus();
-      return ErrnoStatus(-r, "io_uring_submit");
+      return base::ErrnoStatus(-r, "io_uring_submit");
     }
     return absl::OkStatus();
   }
@@ -385,7 +388,7 @@ class UringZeroCopyTransport final : public SocketTransport,
                                   unsubmitted_)));
       }
       if (r < 0 && r != -EINTR) {
-        return ErrnoStatus(-r, "io_uring_wait_cqe");
+        return base::ErrnoStatus(-r, "io_uring_wait_cqe");
       }
     }
   }
@@ -417,7 +420,7 @@ absl::Status CheckReportUsage(io_uring& ring) {
   sqe->ioprio |= kReportUsage;
   sqe->user_data = 1;
   if (int r = io_uring_submit_and_wait(&ring, 1); r < 0) {
-    return ErrnoStatus(-r, "io_uring_submit_and_wait (probe)");
+    return base::ErrnoStatus(-r, "io_uring_submit_and_wait (probe)");
   }
   int res = 0;
   io_uring_cqe* cqe;

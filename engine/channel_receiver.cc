@@ -4,9 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
+#include "base/status_util.h"
 #include "engine/page_runs.h"
 #include "engine/region_file.h"
-#include "engine/status_util.h"
 
 namespace ramferry::engine {
 
@@ -51,7 +52,7 @@ void ChannelReceiver::Run() {
   // The thread's CPU clock is a syscall, not a vDSO call: sampled once a
   // round (and at the end), not once a packet.
   auto sample_cpu = [this] {
-    thread_cpu_ns_.Add(channels::ThreadCpuNs() - thread_cpu_ns_.get());
+    thread_cpu_ns_.Add(base::ThreadCpuNs() - thread_cpu_ns_.get());
   };
   uint64_t sampled_round = round_;
   while (true) {
@@ -61,7 +62,7 @@ void ChannelReceiver::Run() {
       // Once the session failed elsewhere, this channel's error is only
       // the echo of the teardown: the first error is the one to report.
       absl::Status annotated =
-          Annotate(step.status(), absl::StrCat("channel ", index_));
+          base::Annotate(step.status(), absl::StrCat("channel ", index_));
       if (on_error_ != nullptr) {
         on_error_({index_, round_, annotated, connection_failed_});
       } else {
@@ -111,7 +112,7 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
                             .zero_pages = zero_pages_ != nullptr,
                             .compressed_pages = compressed_pages_,
                             .sealed = opener_ != nullptr});
-  if (!h.ok()) return Annotate(h.status(), "bad packet header");
+  if (!h.ok()) return base::Annotate(h.status(), "bad packet header");
   // An announcement that does not match the header it announced is a
   // lying or broken peer; nothing of the packet is used.
   if (have > proto::kPacketFixedBytes &&
@@ -211,7 +212,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
                               sizeof(uint64_t) * h.page_count),
           region->length, zero_pages_ != nullptr, offsets);
       !s.ok()) {
-    return Annotate(s, "bad packet");
+    return base::Annotate(s, "bad packet");
   }
   // Only validated offsets reach this point: every span lies inside the
   // region. The header buffer is free again (the offsets are decoded), so
@@ -332,13 +333,13 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
   if (opener_ != nullptr) {
     if (absl::Status s = FinishOpen(h, {&frame, 1}); !s.ok()) return s;
   }
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   if (absl::Status s = decompressor_->Decompress(
           absl::MakeConstSpan(staging_.data(), h.compressed_bytes), iov_);
       !s.ok()) {
-    return Annotate(s, absl::StrFormat("bad packet %d", h.packet_num));
+    return base::Annotate(s, absl::StrFormat("bad packet %d", h.packet_num));
   }
-  compress_ns_.Add(channels::MonotonicNs() - start);
+  compress_ns_.Add(base::MonotonicNs() - start);
   compressed_packets_.Add();
   compressed_input_bytes_.Add(page_bytes);
   compressed_output_bytes_.Add(h.compressed_bytes);
@@ -390,7 +391,7 @@ absl::Status ChannelReceiver::PlaceStaged(size_t index, const Region& region) {
                              static_cast<const uint8_t*>(iov_[i].iov_base),
                              iov_[i].iov_len / region.page_size);
         !s.ok()) {
-      return Annotate(
+      return base::Annotate(
           s, absl::StrFormat("post-copy placement, region %d", region.id));
     }
   }
@@ -403,13 +404,13 @@ absl::Status ChannelReceiver::CountZeroed(size_t index, uint64_t first,
     // Counted as written: after the switch a zero page is placed, not
     // skipped, whatever the region read as before.
     if (absl::Status s = postcopy_->PlaceZero(index, first, count); !s.ok()) {
-      return Annotate(s, "post-copy zero placement");
+      return base::Annotate(s, "post-copy zero placement");
     }
     zero_pages_written_.Add(count);
     return absl::OkStatus();
   }
   absl::StatusOr<ZeroPages::Applied> a = zero_pages_->Zero(index, first, count);
-  if (!a.ok()) return Annotate(a.status(), "zero pages");
+  if (!a.ok()) return base::Annotate(a.status(), "zero pages");
   zero_pages_written_.Add(a->written);
   if (unauthentic_ != nullptr) {
     unauthentic_->Clear(index, first, count, landing_epoch_);
@@ -431,7 +432,7 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
                               sizeof(uint64_t) * h.page_count),
           region->length, ranges);
       !s.ok()) {
-    return Annotate(s, "bad packet");
+    return base::Annotate(s, "bad packet");
   }
   if (opener_ != nullptr) {
     if (absl::Status s = OpenHeaderOnly(h); !s.ok()) return s;
@@ -466,13 +467,13 @@ void ChannelReceiver::BeginOpen(const proto::PacketHeader& h,
 
 absl::Status ChannelReceiver::FinishOpen(const proto::PacketHeader& h,
                                          absl::Span<const iovec> body) {
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   for (const iovec& v : body) {
     opener_->OpenBody(static_cast<uint8_t*>(v.iov_base), v.iov_len);
     sealed_bytes_.Add(v.iov_len);
   }
   const bool authentic = opener_->FinishOpen(tag_);
-  seal_ns_.Add(channels::MonotonicNs() - start);
+  seal_ns_.Add(base::MonotonicNs() - start);
   if (!authentic) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "packet %d (round %d) failed its authentication tag: the stream was "

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/counters.h"
 #include "channels/transport.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
@@ -204,7 +205,7 @@ class ChannelReceiver {
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
 
-  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
+  base::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
       finishes_, thread_cpu_ns_, zero_pages_received_, untouched_pages_,
       zero_range_packets_, zero_pages_written_, compressed_packets_,
       compressed_input_bytes_, compressed_output_bytes_, compress_ns_,

@@ -3,10 +3,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "channels/zero_page.h"
+#include "base/clock.h"
+#include "base/status_util.h"
+#include "base/zero_page.h"
 #include "engine/page_runs.h"
 #include "engine/region_file.h"
-#include "engine/status_util.h"
 #include "proto/packet.h"
 
 namespace ramferry::engine {
@@ -68,7 +69,7 @@ void ChannelSender::Run() {
     }
     absl::StatusOr<bool> finished = ProcessBatch(n);
     // This thread's CPU so far (a vDSO call per batch).
-    thread_cpu_ns_.Add(channels::ThreadCpuNs() - thread_cpu_ns_.get());
+    thread_cpu_ns_.Add(base::ThreadCpuNs() - thread_cpu_ns_.get());
     if (!finished.ok() || *finished) return;
   }
 }
@@ -105,7 +106,8 @@ absl::StatusOr<bool> ChannelSender::ProcessBatch(uint32_t n) {
 }
 
 absl::Status ChannelSender::Fail(const absl::Status& status) {
-  absl::Status annotated = Annotate(status, absl::StrCat("channel ", index_));
+  absl::Status annotated =
+      base::Annotate(status, absl::StrCat("channel ", index_));
   // The loss is queued before the abort wakes the producer, so a producer
   // woken by the abort finds it.
   if (on_loss_ != nullptr && !failure_->failed()) {
@@ -168,7 +170,7 @@ proto::PacketHeader ChannelSender::RegionHeader(uint16_t flags,
 
 absl::Status ChannelSender::SendData(const Command& c,
                                      uint32_t next_header_bytes) {
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   const Region& region = regions_[c.region];
   absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
   if (!header.ok()) return header.status();
@@ -215,7 +217,7 @@ absl::Status ChannelSender::SendData(const Command& c,
   const uint64_t page_bytes = uint64_t{c.page_count - zeros} * region.page_size;
   absl::StatusOr<size_t> compressed = MaybeCompress(page_bytes);
   if (!compressed.ok()) return compressed.status();
-  const uint64_t wire_start = channels::MonotonicNs();
+  const uint64_t wire_start = base::MonotonicNs();
   h.compressed_bytes = static_cast<uint32_t>(*compressed);
   size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
   iovec staged{nullptr, *compressed};
@@ -274,11 +276,11 @@ absl::Status ChannelSender::SendData(const Command& c,
   // it): sealing them, waiting for the rate limit, sending.
   if (compression_ == Compression::kAuto && page_bytes != 0) {
     choice_.Sent(*compressed != 0 ? *compressed : page_bytes,
-                 channels::MonotonicNs() - wire_start);
+                 base::MonotonicNs() - wire_start);
   }
   // From memory the send path just read.
   if (!recorded) record_all();
-  send_latency_.Record(channels::MonotonicNs() - start);
+  send_latency_.Record(base::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
   zero_pages_sent_.Add(zeros);
@@ -322,10 +324,10 @@ absl::StatusOr<size_t> ChannelSender::MaybeCompress(uint64_t payload_bytes) {
   if (compression_ == Compression::kAuto && !choice_.Next()) return 0;
   absl::StatusOr<uint8_t*> out = StagingBuffer(kMaxCompressedPayload);
   if (!out.ok()) return out.status();
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   const size_t n =
       compressor_->Compress(iov_, absl::MakeSpan(*out, kMaxCompressedPayload));
-  const uint64_t ns = channels::MonotonicNs() - start;
+  const uint64_t ns = base::MonotonicNs() - start;
   compress_ns_.Add(ns);
   choice_.Compressed(payload_bytes, n != 0 ? n : payload_bytes, ns);
   if (n != 0) {
@@ -361,7 +363,7 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
     absl::Span<uint8_t> header, uint64_t packet_num,
     absl::Span<const iovec> payload, uint8_t* out, FrozenDigests* digests,
     size_t region, absl::Span<const uint64_t> run_offsets) {
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   sealer_->Begin(packet_num);
   sealer_->Associate(header);  // its tag bytes are zero, as encoded
   // In place, a piece at a time, so the digest reads what the tag just
@@ -392,7 +394,7 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
   std::memcpy(header.data() + proto::kPacketTagOffset, tag->data(),
               tag->size());
   sealed_bytes_.Add(header.size() + done);
-  seal_ns_.Add(channels::MonotonicNs() - start);
+  seal_ns_.Add(base::MonotonicNs() - start);
   return absl::OkStatus();
 }
 
@@ -415,7 +417,7 @@ __attribute__((no_sanitize("thread"))) uint32_t ChannelSender::FlagZeroPages(
   for (size_t i = 0; i < offsets.size(); ++i) {
     const uint8_t* page =
         copy != nullptr ? copy + i * region.page_size : base + offsets[i];
-    const bool zero = channels::IsAllZero(page, region.page_size);
+    const bool zero = base::IsAllZero(page, region.page_size);
     wire_offsets_[i] = offsets[i] | (zero ? proto::kZeroPageFlag : 0);
     zeros += zero ? 1 : 0;
   }

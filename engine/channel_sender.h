@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/counters.h"
 #include "channels/transport.h"
 #include "engine/command_ring.h"
 #include "engine/compression_choice.h"
@@ -172,8 +173,7 @@ class ChannelSender {
 
   // Sealing (channel thread only): the payload goes from a staging copy.
   std::unique_ptr<proto::Sealer> sealer_;
-  channels::Counter sealed_bytes_, sealed_in_place_bytes_, seal_ns_,
-      file_bytes_;
+  base::Counter sealed_bytes_, sealed_in_place_bytes_, seal_ns_, file_bytes_;
 
   // Staging buffers, for compressed and sealed payloads (channel thread
   // only). A zero-copy transport may still read a staging buffer after
@@ -189,11 +189,11 @@ class ChannelSender {
   size_t next_staging_ = 0;
   bool staging_wrapped_ = false;
   CompressionChoice choice_;  // kAuto: whether compressing pays, measured
-  channels::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
+  base::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
       finishes_, thread_cpu_ns_, zero_pages_sent_, untouched_pages_,
       zero_range_packets_, compressed_packets_, compressed_input_bytes_,
       compressed_output_bytes_, compress_ns_;
-  channels::LatencyHistogram send_latency_;
+  base::LatencyHistogram send_latency_;
 };
 
 }  // namespace ramferry::engine

@@ -1,6 +1,7 @@
 #include "engine/command_ring.h"
 
-#include "channels/counters.h"
+#include "base/clock.h"
+#include "base/counters.h"
 
 namespace ramferry::engine {
 namespace {
@@ -30,14 +31,14 @@ CommandRing::CommandRing(uint32_t entries, uint32_t max_pages,
 template <typename Pred>
 void CommandRing::ProducerWait(Pred ready) {
   if (ready() || aborted()) return;
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   {
     std::unique_lock<std::mutex> lock(mu_);
     producer_waiting_.store(true, std::memory_order_seq_cst);
     while (!ready() && !aborted()) producer_cv_.wait(lock);
     producer_waiting_.store(false, std::memory_order_relaxed);
   }
-  const uint64_t waited = channels::MonotonicNs() - start;
+  const uint64_t waited = base::MonotonicNs() - start;
   producer_wait_ns_.Add(waited);
   producer_wait_max_ns_.RaiseTo(waited);
 }
@@ -112,7 +113,7 @@ void CommandRing::CompleteBarrier(uint32_t seq) {
 
 bool CommandRing::WaitForWork(absl::Duration at_most) {
   if (!Empty() || aborted()) return !aborted();
-  const uint64_t start = channels::MonotonicNs();
+  const uint64_t start = base::MonotonicNs();
   {
     std::unique_lock<std::mutex> lock(mu_);
     consumer_waiting_.store(true, std::memory_order_seq_cst);
@@ -124,7 +125,7 @@ bool CommandRing::WaitForWork(absl::Duration at_most) {
     }
     consumer_waiting_.store(false, std::memory_order_relaxed);
   }
-  consumer_idle_max_ns_.RaiseTo(channels::MonotonicNs() - start);
+  consumer_idle_max_ns_.RaiseTo(base::MonotonicNs() - start);
   return !aborted();
 }
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "channels/counters.h"
+#include "base/counters.h"
 
 namespace ramferry::engine {
 
@@ -131,7 +131,7 @@ class CommandRing {
   std::condition_variable producer_cv_;
   std::condition_variable consumer_cv_;
 
-  channels::Counter max_occupancy_, producer_wait_ns_, producer_wait_max_ns_,
+  base::Counter max_occupancy_, producer_wait_ns_, producer_wait_max_ns_,
       consumer_idle_max_ns_;
 };
 

@@ -14,8 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/socket_io.h"
-#include "engine/status_util.h"
+#include "base/status_util.h"
 #include "proto/auth.h"
 #include "proto/wire.h"
 
@@ -69,9 +68,9 @@ absl::Status ControlChannel::Send(absl::Span<const uint8_t> frame) {
   absl::Status s =
       shut_down_.load(std::memory_order_acquire)
           ? absl::AbortedError("control channel is shut down")
-          : Annotate(WriteWithDeadline(fd_, WireFrame(frame),
-                                       absl::Now() + send_timeout_),
-                     "control channel");
+          : base::Annotate(WriteWithDeadline(fd_, WireFrame(frame),
+                                             absl::Now() + send_timeout_),
+                           "control channel");
   ReleaseSend();
   return s;
 }
@@ -92,16 +91,16 @@ absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(
   uint8_t head[proto::kFrameHeaderBytes];
   if (absl::Status s = ReadWithDeadline(fd_, absl::MakeSpan(head), deadline);
       !s.ok()) {
-    return Annotate(s, "control channel");
+    return base::Annotate(s, "control channel");
   }
   absl::StatusOr<proto::FrameHeader> h = proto::DecodeFrameHeader(head);
-  if (!h.ok()) return Annotate(h.status(), "control channel");
+  if (!h.ok()) return base::Annotate(h.status(), "control channel");
   Message m{h->type, std::vector<uint8_t>(h->length)};
   if (absl::Status s =
           ReadWithDeadline(fd_, absl::MakeSpan(m.payload), deadline);
       !s.ok()) {
-    return Annotate(s, absl::StrFormat("control channel, reading %s",
-                                       proto::ControlTypeName(h->type)));
+    return base::Annotate(s, absl::StrFormat("control channel, reading %s",
+                                             proto::ControlTypeName(h->type)));
   }
   if (receive_sealer_ != nullptr) {
     if (absl::Status s = OpenFrame(&m, head, deadline); !s.ok()) return s;
@@ -140,8 +139,9 @@ absl::Status ControlChannel::OpenFrame(Message* m,
   proto::SealTag tag;
   if (absl::Status s = ReadWithDeadline(fd_, absl::MakeSpan(tag), deadline);
       !s.ok()) {
-    return Annotate(s, absl::StrFormat("control channel, reading the tag of %s",
-                                       proto::ControlTypeName(m->type)));
+    return base::Annotate(
+        s, absl::StrFormat("control channel, reading the tag of %s",
+                           proto::ControlTypeName(m->type)));
   }
   const uint64_t number = received_frames_++;
   receive_sealer_->Begin(number);

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/owned_fd.h"
+#include "base/owned_fd.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
 
@@ -24,7 +24,7 @@ absl::StatusOr<std::vector<uint8_t>> EncodeOfferOf(
 
 struct ReceivedOffer {
   proto::Offer offer;
-  std::vector<OwnedFd> fds;  // exactly offer.fd_count(), in offer order
+  std::vector<base::OwnedFd> fds;  // exactly offer.fd_count(), in offer order
 };
 // The next packet as an offer of kind `want` that came with exactly its
 // descriptors; anything else is refused, with what came closed.

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/owned_fd.h"
+#include "base/status_util.h"
 #include "engine/handoff_io.h"
-#include "engine/owned_fd.h"
 #include "engine/shared_mapping.h"
-#include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
@@ -18,7 +18,7 @@
 namespace ramferry {
 namespace {
 
-using engine::OwnedFd;
+using base::OwnedFd;
 
 class AdoptedMemoryImpl final : public AdoptedMemory {
  public:
@@ -32,8 +32,8 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
       absl::StatusOr<OwnedFd> conn = engine::AcceptSeqpacket(
           listener_.get(), deadline - absl::Now(), nullptr);
       if (!conn.ok()) {
-        return engine::Annotate(
-            conn.status(), absl::StrCat("no memory handed over at ", path_));
+        return base::Annotate(conn.status(),
+                              absl::StrCat("no memory handed over at ", path_));
       }
       absl::Status s = Adopt(conn->get());
       if (s.ok()) {

@@ -16,10 +16,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/errno_status.h"
+#include "base/owned_fd.h"
+#include "base/status_util.h"
 #include "engine/handoff_io.h"
-#include "engine/owned_fd.h"
 #include "engine/shared_mapping.h"
-#include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
 #include "engine/untouched.h"
 #include "engine/write_tracking.h"
@@ -29,7 +30,7 @@
 namespace ramferry {
 namespace {
 
-using engine::OwnedFd;
+using base::OwnedFd;
 using proto::CommandMessage;
 using proto::HandoffCommand;
 
@@ -216,8 +217,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
     for (size_t i = 0; i < regions_.size(); ++i) {
       struct stat st;
       if (fstat(files_[i].get(), &st) != 0) {
-        return engine::ErrnoStatus(
-            absl::StrCat("fstat of region ", regions_[i].id, "'s file"));
+        return base::ErrnoStatus(
+            errno, absl::StrCat("fstat of region ", regions_[i].id, "'s file"));
       }
       const uint64_t end = regions_[i].fd_offset + regions_[i].length;
       if (static_cast<uint64_t>(st.st_size) < end) {
@@ -331,7 +332,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
             absl::IsDeadlineExceeded(c.status())) {
           late_pause_ = true;
         }
-        return engine::Annotate(
+        return base::Annotate(
             c.status(), absl::StrCat("the workload (pid ", peer_.pid, ")"));
       }
       if (c->type == want) return absl::OkStatus();
@@ -392,8 +393,8 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   if (!conn.ok()) return conn.status();
   absl::StatusOr<engine::PeerProcess> peer = engine::Peer(conn->get());
   if (!peer.ok()) {
-    return engine::Annotate(peer.status(),
-                            absl::StrCat("the workload at ", socket_path));
+    return base::Annotate(peer.status(),
+                          absl::StrCat("the workload at ", socket_path));
   }
   absl::StatusOr<engine::ReceivedOffer> p =
       engine::ReceiveOffer(conn->get(), proto::OfferKind::kExport,

@@ -16,10 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
+#include "base/errno_status.h"
+#include "base/owned_fd.h"
+#include "base/status_util.h"
 #include "engine/handoff_io.h"
-#include "engine/owned_fd.h"
 #include "engine/shared_mapping.h"
-#include "engine/status_util.h"
 #include "engine/unix_seqpacket.h"
 #include "engine/write_tracking.h"
 #include "proto/memory_handoff.h"
@@ -28,15 +30,9 @@
 namespace ramferry {
 namespace {
 
-using engine::OwnedFd;
+using base::OwnedFd;
 using proto::CommandMessage;
 using proto::HandoffCommand;
-
-int64_t MonotonicNs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
-}
 
 class MemoryExportImpl final : public MemoryExport {
  public:
@@ -158,7 +154,7 @@ class MemoryExportImpl final : public MemoryExport {
       Event(ExportEvent::kPause);
       paused_ = true;
       std::lock_guard<std::mutex> lock(mu_);
-      paused_at_ns_ = MonotonicNs();
+      paused_at_ns_ = static_cast<int64_t>(base::MonotonicNs());
     }
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<uint64_t>(paused_at_ns_);
@@ -231,9 +227,9 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     OwnedFd dup(open(absl::StrCat("/proc/self/fd/", r.fd).c_str(),
                      O_RDONLY | O_CLOEXEC));
     if (!dup.valid()) {
-      return engine::Annotate(
-          engine::ErrnoStatus(
-              absl::StrCat("reopening fd ", r.fd, " read-only through /proc")),
+      return base::Annotate(
+          base::ErrnoStatus(errno, absl::StrCat("reopening fd ", r.fd,
+                                                " read-only through /proc")),
           absl::StrCat("region ", r.id));
     }
     // The same checks the attacher makes, so a bad region fails here.
@@ -245,7 +241,7 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     }
     if (absl::Status s = engine::ArmWriteProtect(uffd->get(), r.base, r.length);
         !s.ok()) {
-      return engine::Annotate(s, absl::StrCat("region ", r.id));
+      return base::Annotate(s, absl::StrCat("region ", r.id));
     }
     fds.push_back(std::move(dup));
   }
@@ -254,7 +250,7 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
       engine::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();
   OwnedFd wake(eventfd(0, EFD_CLOEXEC));
-  if (!wake.valid()) return engine::ErrnoStatus("eventfd");
+  if (!wake.valid()) return base::ErrnoStatus(errno, "eventfd");
   return std::make_unique<MemoryExportImpl>(
       socket_path, *std::move(encoded), std::move(fds), *std::move(uffd),
       *std::move(listener), std::move(wake), std::move(on_event));

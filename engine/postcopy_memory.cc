@@ -10,12 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "channels/socket_io.h"
+#include "base/errno_status.h"
 #include "engine/untouched.h"
 
 namespace ramferry::engine {
 
-using channels::ErrnoStatus;
+using base::ErrnoStatus;
 
 absl::Status CheckPostcopyMappings(std::string_view maps, uint64_t begin,
                                    uint64_t end, uint32_t region_id) {

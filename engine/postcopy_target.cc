@@ -8,8 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/counters.h"
-#include "engine/status_util.h"
+#include "base/clock.h"
+#include "base/counters.h"
+#include "base/status_util.h"
 #include "engine/thread_priority.h"
 #include "proto/control.h"
 
@@ -58,9 +59,9 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
     // Each is registered before any page is dropped (UffdPlacer).
     for (const Region& r : table_.regions()) {
       absl::StatusOr<std::unique_ptr<UffdPlacer>> p = UffdPlacer::Create(r);
-      if (!p.ok()) return Annotate(p.status(), "post-copy switch");
+      if (!p.ok()) return base::Annotate(p.status(), "post-copy switch");
       if (absl::Status s = (*p)->Register(); !s.ok()) {
-        return Annotate(s, "post-copy switch");
+        return base::Annotate(s, "post-copy switch");
       }
       placers_.push_back(std::move(*p));
     }
@@ -73,7 +74,7 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
   const Region* region = table_.Find(msg->region_id);
   UffdPlacer& placer = *placers_[table_.IndexOf(*region)];
   if (absl::Status s = placer.DropPages(msg->ranges); !s.ok()) {
-    return Annotate(
+    return base::Annotate(
         s, absl::StrFormat("post-copy switch, region %d", msg->region_id));
   }
   if (!checker_->complete()) return absl::OkStatus();
@@ -98,7 +99,7 @@ absl::Status PostcopyTarget::Arm() {
   remaining_.store(missing_pages_, std::memory_order_relaxed);
   switch_ns_ = static_cast<uint64_t>(
       absl::ToInt64Nanoseconds(absl::Now() - switch_start_));
-  armed_ns_ = channels::MonotonicNs();
+  armed_ns_ = base::MonotonicNs();
   armed_.store(true, std::memory_order_release);
   // ARMED before the threads start: the completer of a set with nothing
   // missing sends POSTCOPY_COMPLETE at once, which must not overtake it.
@@ -225,7 +226,7 @@ void PostcopyTarget::FaultLoop(size_t index) {
         placer.ReadFaults(kFaultBatch, kFaultPoll);
     if (!faults.ok()) {
       if (!absl::IsCancelled(faults.status())) {
-        Fail(Annotate(
+        Fail(base::Annotate(
             faults.status(),
             absl::StrFormat("post-copy faults, region %d", region_id)));
       }
@@ -238,7 +239,7 @@ void PostcopyTarget::FaultLoop(size_t index) {
     requested_pages_.fetch_add(faults->size(), std::memory_order_relaxed);
     if (absl::Status s = SendRequests(region_id, *faults); !s.ok()) {
       // The faults stay pending: a resumed session asks again.
-      Fail(Annotate(s, "post-copy page request"));
+      Fail(base::Annotate(s, "post-copy page request"));
       return;
     }
     // A batch short of full drained what was queued: the next read waits.
@@ -279,7 +280,7 @@ void PostcopyTarget::UrgentLoop() {
       // The source closes it once post-copy completed; before that, a
       // closed urgent connection ends the session.
       if (!complete() && !stopping_.load(std::memory_order_acquire)) {
-        Fail(Annotate(m.status(), "urgent connection"));
+        Fail(base::Annotate(m.status(), "urgent connection"));
       }
       return;
     }
@@ -290,7 +291,7 @@ void PostcopyTarget::UrgentLoop() {
                   "urgent connection: unexpected ",
                   proto::ControlTypeName(m->type), " (only PAGE_DATA)"));
     if (!s.ok()) {
-      Fail(Annotate(s, "urgent connection"));
+      Fail(base::Annotate(s, "urgent connection"));
       return;
     }
   }
@@ -336,7 +337,7 @@ void PostcopyTarget::CountPlaced(uint64_t placed) {
   if (remaining_.fetch_sub(placed, std::memory_order_acq_rel) != placed) {
     return;
   }
-  duration_ns_.store(channels::MonotonicNs() - armed_ns_,
+  duration_ns_.store(base::MonotonicNs() - armed_ns_,
                      std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   cv_.notify_all();
@@ -360,7 +361,7 @@ void PostcopyTarget::CompleterLoop() {
   }
   for (auto& p : placers_) {
     if (absl::Status s = p->Finish(); !s.ok()) {
-      Fail(Annotate(s, "post-copy end"));
+      Fail(base::Annotate(s, "post-copy end"));
       return;
     }
   }
@@ -368,7 +369,7 @@ void PostcopyTarget::CompleterLoop() {
   if (absl::Status s = SendFrame(
           false, proto::StartFrame(proto::ControlType::kPostcopyComplete));
       !s.ok()) {
-    Fail(Annotate(s, "post-copy end"));
+    Fail(base::Annotate(s, "post-copy end"));
   }
 }
 
@@ -430,7 +431,7 @@ absl::Status PostcopyTarget::RequestPages(uint32_t region_id,
     if (q.pages.empty()) return absl::OkStatus();
     requested_pages_.fetch_add(q.pages.size(), std::memory_order_relaxed);
     absl::Status s = SendRequest(q);
-    if (IsEcho(s)) {
+    if (base::IsEcho(s)) {
       // Detached, or its connection shut or cut under the send: asked
       // again when a session resumes.
       std::lock_guard<std::mutex> lock(conn_mu_);
@@ -489,7 +490,7 @@ PostcopyStats PostcopyTarget::stats() const {
   out.resumes = resumes_.load(std::memory_order_relaxed);
   out.duration_ns = duration_ns_.load(std::memory_order_relaxed);
   if (out.duration_ns == 0 && !complete()) {
-    out.duration_ns = channels::MonotonicNs() - armed_ns_;
+    out.duration_ns = base::MonotonicNs() - armed_ns_;
   }
   FaultLatencySnapshot latency;
   for (const auto& p : placers_) {

@@ -7,17 +7,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_util.h"
 #include "engine/control.h"
 #include "engine/postcopy_memory.h"
 #include "engine/receiver_impl.h"
 #include "engine/region_file.h"
-#include "engine/status_util.h"
 #include "engine/stream_seal.h"
 #include "proto/packet.h"
 
 namespace ramferry {
 
-using engine::Annotate;
+using base::Annotate;
 using engine::ChannelReceiver;
 using engine::ControlChannel;
 
@@ -288,12 +288,11 @@ absl::Status ReceiverImpl::ControlLoop() {
       // A local echo (a channel saw EOF) may be the source's doing: give
       // its ERROR a moment to arrive and say why.
       absl::Status local = failure_.status();
-      if (!engine::IsEcho(local) ||
-          failure_.origin() == engine::Origin::kPeer) {
+      if (!base::IsEcho(local) || failure_.origin() == engine::Origin::kPeer) {
         return local;
       }
       if (grace_end == absl::InfiniteFuture()) {
-        grace_end = absl::Now() + engine::kRootCauseGrace;
+        grace_end = absl::Now() + base::kRootCauseGrace;
       }
       if (absl::Now() >= grace_end) return local;
     }
@@ -378,7 +377,7 @@ absl::Status ReceiverImpl::OnPeerError(absl::Span<const uint8_t> payload) {
   absl::Status peer(static_cast<absl::StatusCode>(e->code),
                     absl::StrCat("source reported: ", e->text));
   if (failure_.Fail(peer, engine::Origin::kPeer)) return peer;
-  return engine::PreferRootCause(failure_.status(), peer);
+  return base::PreferRootCause(failure_.status(), peer);
 }
 
 absl::Status ReceiverImpl::AwaitFinished() {

@@ -7,13 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_util.h"
 #include "engine/receiver_impl.h"
-#include "engine/status_util.h"
 #include "proto/control.h"
 
 namespace ramferry {
 
-using engine::Annotate;
+using base::Annotate;
 using engine::ChannelReceiver;
 
 ChannelLoss* ReceiverImpl::FindLossLocked(uint32_t channel) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "channels/socket_io.h"
+#include "base/errno_status.h"
 #include "engine/region_file.h"
 #include "proto/control.h"
 
@@ -47,15 +47,14 @@ absl::StatusOr<std::unique_ptr<MappedMemory>> MappedMemory::Allocate(
   void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
-    return channels::ErrnoStatus(errno,
-                                 absl::StrFormat("mmap of %d bytes", total));
+    return base::ErrnoStatus(errno, absl::StrFormat("mmap of %d bytes", total));
   }
   auto* base = static_cast<uint8_t*>(m);
   if (guard != 0 && (mprotect(base, guard, PROT_NONE) != 0 ||
                      mprotect(base + guard + length, guard, PROT_NONE) != 0)) {
     int err = errno;
     munmap(m, total);
-    return channels::ErrnoStatus(err, "mprotect of guard pages");
+    return base::ErrnoStatus(err, "mprotect of guard pages");
   }
   if (options.huge_pages) {
     // Advisory: a kernel without THP simply ignores it for our purposes.
@@ -105,7 +104,7 @@ absl::Status PrefaultForWrite(void* base, uint64_t length, int threads) {
     }
   });
   if (int err = first_error.load(); err != 0) {
-    return channels::ErrnoStatus(err, "madvise(MADV_POPULATE_WRITE)");
+    return base::ErrnoStatus(err, "madvise(MADV_POPULATE_WRITE)");
   }
   return absl::OkStatus();
 }

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
-#include "channels/socket_io.h"
+#include "base/errno_status.h"
 #include "engine/untouched.h"
 
 namespace ramferry::engine {
@@ -35,7 +35,7 @@ absl::Status CheckMappings(const Region& r, const struct stat& st) {
   std::unique_ptr<FILE, int (*)(FILE*)> maps(fopen("/proc/self/maps", "re"),
                                              fclose);
   if (maps == nullptr) {
-    return channels::ErrnoStatus(errno, "cannot read /proc/self/maps");
+    return base::ErrnoStatus(errno, "cannot read /proc/self/maps");
   }
   const auto begin = reinterpret_cast<uint64_t>(r.base);
   const uint64_t end = begin + r.length;
@@ -84,7 +84,7 @@ absl::Status CheckRegionFile(const Region& r, bool writable) {
   if (fstat(r.fd, &st) != 0) {
     return RegionError(
         r, absl::StrFormat("cannot be examined: %s",
-                           channels::ErrnoStatus(errno, "fstat").message()));
+                           base::ErrnoStatus(errno, "fstat").message()));
   }
   if (!S_ISREG(st.st_mode)) return RegionError(r, "is not a regular file");
   struct statfs fs;
@@ -132,7 +132,7 @@ absl::Status MoveRuns(const Region& region,
         // 0: the file shrank under the session. A write error is often
         // ENOSPC, where a store through the mapping would have been
         // SIGBUS: a full tmpfs ends the session with its cause.
-        return channels::ErrnoStatus(
+        return base::ErrnoStatus(
             n == 0 ? EIO : errno,
             absl::StrFormat("%s region %d's file at offset %d", what, region.id,
                             run_offsets[i] + done));

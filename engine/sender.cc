@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_util.h"
 #include "engine/sender_impl.h"
-#include "engine/status_util.h"
 #include "engine/untouched.h"
 #include "proto/packet.h"
 
@@ -51,7 +51,7 @@ absl::Status SenderImpl::FinalStatus() {
     // already on the wire, and confirmed_rounds() would then miss a round
     // the destination confirmed. Short unless the destination is stalled.
     const auto until = std::chrono::steady_clock::now() +
-                       absl::ToChronoNanoseconds(engine::kRootCauseGrace);
+                       absl::ToChronoNanoseconds(base::kRootCauseGrace);
     cv_.wait_until(lock, until, [&] {
       return local_is_peers || peer_error_ || control_closed_;
     });
@@ -60,7 +60,7 @@ absl::Status SenderImpl::FinalStatus() {
   }
   if (control_ != nullptr) control_->Shutdown();
   absl::Status s = local_is_peers ? local
-                                  : engine::PreferRootCause(
+                                  : base::PreferRootCause(
                                         local, peer.value_or(absl::OkStatus()));
   return absl::Status(
       s.code(),
@@ -318,7 +318,7 @@ absl::Status SenderImpl::Finish() {
 }
 
 absl::Status SenderImpl::OutcomeUnknown(const absl::Status& cause) {
-  return engine::Annotate(
+  return base::Annotate(
       cause,
       "the outcome is unknown: FINISH was sent, so the destination may have "
       "committed and be running the memory; do not resume the source's "
@@ -401,7 +401,7 @@ absl::StatusOr<std::unique_ptr<Sender>> Sender::ResumePostcopy(
     if (s.ok()) return std::unique_ptr<Sender>(new Sender(std::move(impl)));
     if ((!absl::IsUnavailable(s) && !absl::IsResourceExhausted(s)) ||
         absl::Now() >= deadline) {
-      return engine::Annotate(s, "post-copy resume");
+      return base::Annotate(s, "post-copy resume");
     }
     absl::SleepFor(absl::Milliseconds(50));
   }

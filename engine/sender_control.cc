@@ -6,12 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_util.h"
 #include "engine/sender_impl.h"
-#include "engine/status_util.h"
 
 namespace ramferry {
 
-using engine::Annotate;
+using base::Annotate;
 using engine::ControlChannel;
 
 void SenderImpl::ControlLoop() {

@@ -13,18 +13,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/counters.h"
+#include "base/clock.h"
+#include "base/counters.h"
+#include "base/status_util.h"
+#include "base/zero_page.h"
 #include "channels/socket_dial.h"
 #include "engine/page_ranges.h"
 #include "engine/region_table.h"
 #include "engine/sender_impl.h"
-#include "engine/status_util.h"
 #include "engine/stream_seal.h"
 #include "engine/thread_priority.h"
 
 namespace ramferry {
 
-using engine::Annotate;
+using base::Annotate;
 using engine::ControlChannel;
 
 namespace {
@@ -34,10 +36,6 @@ namespace {
 // a small share (16 MiB of 4 KiB pages; two chunks are kept in flight).
 constexpr uint64_t kPushChunkPages = 4096;
 constexpr size_t kPushChunksInFlight = 2;
-
-bool AllZero(const uint8_t* p, size_t n) {
-  return p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0;
-}
 
 }  // namespace
 
@@ -125,7 +123,7 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
       !s.ok()) {
     return s;
   }
-  armed_ns_ = channels::MonotonicNs();
+  armed_ns_ = base::MonotonicNs();
   pc_switch_ns_.store(static_cast<uint64_t>(
       absl::ToInt64Nanoseconds(absl::Now() - postcopy_start_)));
   return absl::OkStatus();
@@ -194,7 +192,7 @@ absl::Status SenderImpl::AnswerRequest(const proto::PageRequest& q,
       ++n;
     }
     const auto* bytes = static_cast<const uint8_t*>(region.page(q.pages[at]));
-    const bool zero = AllZero(bytes, n * region.page_size);
+    const bool zero = base::IsAllZero(bytes, n * region.page_size);
     if (absl::Status s = urgent_->Send(proto::EncodePageData(
             region.id, q.pages[at], static_cast<uint32_t>(n),
             zero ? nullptr : bytes));
@@ -321,7 +319,7 @@ absl::Status SenderImpl::AwaitResumed() {
       !s.ok()) {
     return s;
   }
-  armed_ns_ = channels::MonotonicNs();
+  armed_ns_ = base::MonotonicNs();
   if (urgent_ != nullptr) {
     urgent_thread_ = std::thread([this] { UrgentLoop(); });
   }
@@ -362,7 +360,7 @@ absl::Status SenderImpl::CompletePostcopy() {
       !s.ok()) {
     return s;
   }
-  pc_duration_ns_.store(channels::MonotonicNs() - armed_ns_);
+  pc_duration_ns_.store(base::MonotonicNs() - armed_ns_);
   // The destination holds every page: requests are over.
   if (urgent_ != nullptr) {
     urgent_->Shutdown();

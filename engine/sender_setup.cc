@@ -8,19 +8,19 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_util.h"
 #include "channels/channel_factory.h"
 #include "channels/transport_family.h"
 #include "engine/endpoint.h"
 #include "engine/region_table.h"
 #include "engine/sender_impl.h"
-#include "engine/status_util.h"
 #include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
 
 namespace ramferry {
 
-using engine::Annotate;
+using base::Annotate;
 using engine::ChannelSender;
 using engine::CommandRing;
 using engine::ControlChannel;

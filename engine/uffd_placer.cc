@@ -20,14 +20,15 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "channels/socket_io.h"
+#include "base/clock.h"
+#include "base/errno_status.h"
+#include "base/status_util.h"
 #include "engine/postcopy_memory.h"
-#include "engine/status_util.h"
 
 namespace ramferry::engine {
 namespace {
 
-using channels::ErrnoStatus;
+using base::ErrnoStatus;
 
 constexpr uint64_t kUffdPage = 4096;
 // UFFDIO_COPY/ZEROPAGE answer EAGAIN without doing anything only while
@@ -52,11 +53,8 @@ void PauseBeforeRetry(int idle) {
   std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// base::MonotonicNs, signed: fault times are subtracted in either order.
+int64_t SteadyNowNs() { return static_cast<int64_t>(base::MonotonicNs()); }
 
 // A userfaultfd for this process: the system call, then /dev/userfaultfd
 // (Linux 6.1+), which a file mode can open to users without
@@ -95,7 +93,7 @@ absl::StatusOr<int> OpenUserfaultfd() {
 absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
     const Region& region) {
   if (absl::Status s = ValidateRegion(region); !s.ok()) {
-    return Annotate(s, "post-copy");
+    return base::Annotate(s, "post-copy");
   }
   if (region.page_size != kUffdPage ||
       static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) != kUffdPage) {

@@ -35,8 +35,8 @@ absl::StatusOr<sockaddr_un> Address(const std::string& path) {
   return a;
 }
 
-absl::StatusOr<OwnedFd> NewSocket() {
-  OwnedFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+absl::StatusOr<base::OwnedFd> NewSocket() {
+  base::OwnedFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return SysError("socket(AF_UNIX, SOCK_SEQPACKET)", errno);
   return fd;
 }
@@ -95,7 +95,7 @@ void SeqpacketListener::Close() {
 absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path) {
   absl::StatusOr<sockaddr_un> a = Address(path);
   if (!a.ok()) return a.status();
-  absl::StatusOr<OwnedFd> fd = NewSocket();
+  absl::StatusOr<base::OwnedFd> fd = NewSocket();
   if (!fd.ok()) return fd.status();
   auto bind_it = [&] {
     return bind(fd->get(), reinterpret_cast<const sockaddr*>(&*a), sizeof *a) ==
@@ -106,7 +106,7 @@ absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path) {
       return SysError(absl::StrCat("bind ", path), errno);
     }
     // A socket file is there: replace it only if nobody listens on it.
-    absl::StatusOr<OwnedFd> probe = NewSocket();
+    absl::StatusOr<base::OwnedFd> probe = NewSocket();
     if (!probe.ok()) return probe.status();
     if (connect(probe->get(), reinterpret_cast<const sockaddr*>(&*a),
                 sizeof *a) == 0 ||
@@ -137,8 +137,9 @@ absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path) {
   return SeqpacketListener(*std::move(fd), path, st.st_dev, st.st_ino);
 }
 
-absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
-                                        pid_t* peer) {
+absl::StatusOr<base::OwnedFd> AcceptSeqpacket(int listener,
+                                              absl::Duration timeout,
+                                              pid_t* peer) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
     absl::StatusOr<bool> ready =
@@ -148,7 +149,7 @@ absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
       return absl::DeadlineExceededError(absl::StrFormat(
           "nobody connected within %s", absl::FormatDuration(timeout)));
     }
-    OwnedFd fd(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    base::OwnedFd fd(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
       return SysError("accept", errno);
@@ -161,13 +162,13 @@ absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
   }
 }
 
-absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
-                                         absl::Duration timeout) {
+absl::StatusOr<base::OwnedFd> ConnectSeqpacket(const std::string& path,
+                                               absl::Duration timeout) {
   absl::StatusOr<sockaddr_un> a = Address(path);
   if (!a.ok()) return a.status();
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
-    absl::StatusOr<OwnedFd> fd = NewSocket();
+    absl::StatusOr<base::OwnedFd> fd = NewSocket();
     if (!fd.ok()) return fd.status();
     if (connect(fd->get(), reinterpret_cast<const sockaddr*>(&*a), sizeof *a) ==
         0) {
@@ -207,7 +208,7 @@ absl::StatusOr<PeerProcess> Peer(int fd) {
         "watched: run both in one pid namespace, or this one in an "
         "ancestor of the peer's");
   }
-  PeerProcess peer{cred->pid, OwnedFd()};
+  PeerProcess peer{cred->pid, base::OwnedFd()};
   int pidfd = -1;
   socklen_t len = sizeof pidfd;
   if (getsockopt(fd, SOL_SOCKET, kSoPeerPidfd, &pidfd, &len) == 0) {

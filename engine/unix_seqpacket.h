@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/owned_fd.h"
+#include "base/owned_fd.h"
 
 namespace ramferry::engine {
 
@@ -26,7 +26,7 @@ namespace ramferry::engine {
 class SeqpacketListener {
  public:
   SeqpacketListener() = default;
-  SeqpacketListener(OwnedFd fd, std::string path, dev_t dev, ino_t ino)
+  SeqpacketListener(base::OwnedFd fd, std::string path, dev_t dev, ino_t ino)
       : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
   SeqpacketListener(SeqpacketListener&& o) noexcept = default;
   SeqpacketListener& operator=(SeqpacketListener&& o) noexcept {
@@ -46,7 +46,7 @@ class SeqpacketListener {
   void Close();
 
  private:
-  OwnedFd fd_;
+  base::OwnedFd fd_;
   std::string path_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
@@ -59,15 +59,16 @@ absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path);
 // Waits up to `timeout` for a connection from a process of this user (or
 // root); others are refused and closed. *peer gets its pid. A timeout is
 // DEADLINE_EXCEEDED.
-absl::StatusOr<OwnedFd> AcceptSeqpacket(int listener, absl::Duration timeout,
-                                        pid_t* peer);
+absl::StatusOr<base::OwnedFd> AcceptSeqpacket(int listener,
+                                              absl::Duration timeout,
+                                              pid_t* peer);
 
 // Connects to `path`, retrying while it does not exist or refuses, until
 // `timeout`, and checks who listens there, as AcceptSeqpacket checks who
 // connects: a process of this user, or root. Another user who bound the
 // path first (a shared /tmp) is refused before a byte is exchanged.
-absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
-                                         absl::Duration timeout);
+absl::StatusOr<base::OwnedFd> ConnectSeqpacket(const std::string& path,
+                                               absl::Duration timeout);
 
 // The process at the other end of a connection: its pid, as this process
 // numbers it, and a pidfd of it, which names that process for good where
@@ -79,7 +80,7 @@ absl::StatusOr<OwnedFd> ConnectSeqpacket(const std::string& path,
 // /proc path of ours could reach it.
 struct PeerProcess {
   pid_t pid = 0;
-  OwnedFd pidfd;
+  base::OwnedFd pidfd;
 };
 absl::StatusOr<PeerProcess> Peer(int fd);
 
@@ -92,7 +93,7 @@ absl::Status SendPacket(int fd, absl::Span<const uint8_t> bytes,
 
 struct Packet {
   std::vector<uint8_t> bytes;  // empty: the peer closed the connection
-  std::vector<OwnedFd> fds;
+  std::vector<base::OwnedFd> fds;
 };
 // Receives one packet of at most `max_bytes` with at most `max_fds`
 // descriptors, waiting up to `timeout` (DEADLINE_EXCEEDED). A packet that

@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/errno_status.h"
+#include "base/owned_fd.h"
 #include "base/pagemap_scan.h"
-#include "channels/socket_io.h"
-#include "engine/owned_fd.h"
-#include "engine/status_util.h"
+#include "base/status_util.h"
 
 namespace ramferry::engine {
 using base::kPageIsPfnZero;
@@ -47,9 +47,9 @@ bool ParseNumber(std::string_view s, int base, T& out) {
 }
 
 absl::StatusOr<std::string> ReadProcFile(const char* path) {
-  OwnedFd fd(open(path, O_RDONLY | O_CLOEXEC));
+  base::OwnedFd fd(open(path, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
-    return channels::ErrnoStatus(errno, absl::StrCat("open ", path));
+    return base::ErrnoStatus(errno, absl::StrCat("open ", path));
   }
   std::string text;
   char buf[64 << 10];
@@ -57,7 +57,7 @@ absl::StatusOr<std::string> ReadProcFile(const char* path) {
     ssize_t n = read(fd.get(), buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return channels::ErrnoStatus(errno, absl::StrCat("read ", path));
+      return base::ErrnoStatus(errno, absl::StrCat("read ", path));
     }
     if (n == 0) return text;
     text.append(buf, static_cast<size_t>(n));
@@ -96,7 +96,7 @@ absl::StatusOr<bool> ScanAnonymous(int pagemap, uint64_t lo, uint64_t hi,
           err == EACCES) {
         return false;
       }
-      return channels::ErrnoStatus(
+      return base::ErrnoStatus(
           err, absl::StrFormat("PAGEMAP_SCAN of [%#x, %#x)", start, scan_end));
     }
     for (int i = 0; i < n; ++i) {
@@ -131,11 +131,11 @@ bool SameFile(const struct stat& st, const MapsEntry& e) {
 // Region::fd, not taken) where it is that file, else one opened through
 // /proc/self/map_files, which needs CAP_CHECKPOINT_RESTORE or
 // CAP_SYS_ADMIN; -1 where neither works.
-OwnedFd OpenMappedFile(const MapsEntry& e, int known, int* fd) {
+base::OwnedFd OpenMappedFile(const MapsEntry& e, int known, int* fd) {
   struct stat st;
   if (known >= 0 && fstat(known, &st) == 0 && SameFile(st, e)) {
     *fd = known;
-    return OwnedFd();
+    return base::OwnedFd();
   }
   // map_files names have no leading zeros (the kernel rejects them).
   const std::string path =
@@ -143,9 +143,9 @@ OwnedFd OpenMappedFile(const MapsEntry& e, int known, int* fd) {
   // stat before open: opening a device could have side effects.
   if (stat(path.c_str(), &st) != 0 || !SameFile(st, e)) {
     *fd = -1;
-    return OwnedFd();
+    return base::OwnedFd();
   }
-  OwnedFd opened(
+  base::OwnedFd opened(
       open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   *fd = opened.get();
   return opened;
@@ -159,7 +159,7 @@ OwnedFd OpenMappedFile(const MapsEntry& e, int known, int* fd) {
 void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
                      uint64_t base, int known, std::vector<ByteRange>& out) {
   int file = -1;
-  const OwnedFd owned = OpenMappedFile(e, known, &file);
+  const base::OwnedFd owned = OpenMappedFile(e, known, &file);
   struct stat before;
   if (file < 0 || fstat(file, &before) != 0 || !SameFile(before, e)) return;
   const uint64_t file_lo = e.offset + (lo - e.start);
@@ -292,19 +292,19 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
     const Region& region, UntouchedScope scope) {
   using namespace engine;  // NOLINT(google-build-using-namespace)
   if (absl::Status s = ValidateRegion(region); !s.ok()) {
-    return Annotate(s, "finding untouched pages");
+    return base::Annotate(s, "finding untouched pages");
   }
   const uint64_t base = reinterpret_cast<uint64_t>(region.base);
   const uint64_t end = base + region.length;
   absl::StatusOr<std::string> maps = ReadProcFile("/proc/self/maps");
   if (!maps.ok()) {
-    return Annotate(
+    return base::Annotate(
         maps.status(),
         absl::StrFormat("finding untouched pages of region %d", region.id));
   }
   std::vector<ByteRange> pieces;
   std::vector<PageRegion> vec;  // PAGEMAP_SCAN output, allocated on need
-  std::optional<OwnedFd> pagemap;
+  std::optional<base::OwnedFd> pagemap;
   bool scan_available = true;
   for (absl::string_view text :
        absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
@@ -334,10 +334,10 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
         absl::StatusOr<bool> ok =
             ScanAnonymous(pagemap->get(), lo, hi, base, vec, pieces);
         if (!ok.ok()) {
-          return Annotate(ok.status(),
-                          absl::StrFormat("finding untouched pages of region "
-                                          "%d",
-                                          region.id));
+          return base::Annotate(
+              ok.status(), absl::StrFormat("finding untouched pages of region "
+                                           "%d",
+                                           region.id));
         }
         scan_available = *ok;
         break;

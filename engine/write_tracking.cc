@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/errno_status.h"
 #include "ramferry/region.h"
 #include "ramferry/untouched.h"
 #include "ramferry/write_tracker.h"
@@ -68,29 +69,26 @@ void PrefaultDataPages(uint8_t* base, uint64_t length) {
 
 }  // namespace
 
-absl::Status ErrnoStatus(absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, ": ", std::generic_category().message(errno)));
-}
-
-absl::StatusOr<OwnedFd> OpenOwnPagemap() {
-  OwnedFd fd(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus("open /proc/self/pagemap");
+absl::StatusOr<base::OwnedFd> OpenOwnPagemap() {
+  base::OwnedFd fd(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return base::ErrnoStatus(errno, "open /proc/self/pagemap");
   return fd;
 }
 
-absl::StatusOr<OwnedFd> OpenWriteProtectFd() {
+absl::StatusOr<base::OwnedFd> OpenWriteProtectFd() {
   // User-mode-only faults are all we need (the workload's own writes), and
   // they work without vm.unprivileged_userfaultfd.
-  OwnedFd uffd(static_cast<int>(
+  base::OwnedFd uffd(static_cast<int>(
       syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | kUserModeOnly)));
-  if (!uffd.valid()) return ErrnoStatus("userfaultfd");
+  if (!uffd.valid()) return base::ErrnoStatus(errno, "userfaultfd");
   uffdio_api api{};
   api.api = UFFD_API;
   api.features = kFeatureWpAsync | kFeatureWpUnpopulated;
   if (ioctl(uffd.get(), UFFDIO_API, &api) != 0) {
-    return ErrnoStatus(
-        "userfaultfd UFFDIO_API with WP_ASYNC|WP_UNPOPULATED (Linux 6.7+)");
+    // A kernel without the features: what to fix is the kernel.
+    return absl::FailedPreconditionError(base::ErrnoMessage(
+        errno,
+        "userfaultfd UFFDIO_API with WP_ASYNC|WP_UNPOPULATED (Linux 6.7+)"));
   }
   return uffd;
 }
@@ -120,10 +118,13 @@ absl::Status ArmWriteProtect(int uffd, void* base, uint64_t length) {
   wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
   if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0 ||
       ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) != 0) {
-    return ErrnoStatus(absl::StrFormat(
-        "userfaultfd write-protect of [0x%x, +%d) (private anonymous memory "
-        "or a shared memfd, tmpfs or hugetlbfs mapping)",
-        reg.range.start, length));
+    // Memory of a kind write tracking cannot follow: the caller must bring
+    // other memory, not retry.
+    return absl::FailedPreconditionError(base::ErrnoMessage(
+        errno, absl::StrFormat("userfaultfd write-protect of [0x%x, +%d) "
+                               "(private anonymous memory or a shared "
+                               "memfd, tmpfs or hugetlbfs mapping)",
+                               reg.range.start, length)));
   }
   return absl::OkStatus();
 }
@@ -151,7 +152,8 @@ absl::StatusOr<uint64_t> WrittenPages::Collect(DirtyBitmap& dirty) {
       if (errno == EINTR) continue;
       // EPERM: the range is not (or no longer) registered for async
       // write-protect, e.g. its owner closed the userfaultfd.
-      return ErrnoStatus("PAGEMAP_SCAN of the written pages (Linux 6.7+)");
+      return absl::FailedPreconditionError(base::ErrnoMessage(
+          errno, "PAGEMAP_SCAN of the written pages (Linux 6.7+)"));
     }
     for (int i = 0; i < n; ++i) {
       const uint64_t first = (vec_[i].start - base_) / kPage;
@@ -175,8 +177,8 @@ namespace {
 
 class KernelWriteTracker final : public WriteTracker {
  public:
-  KernelWriteTracker(void* base, uint64_t length, engine::OwnedFd uffd,
-                     engine::OwnedFd pagemap)
+  KernelWriteTracker(void* base, uint64_t length, base::OwnedFd uffd,
+                     base::OwnedFd pagemap)
       : pages_(length / kPageSize),
         uffd_(std::move(uffd)),
         pagemap_(std::move(pagemap)),
@@ -192,8 +194,8 @@ class KernelWriteTracker final : public WriteTracker {
 
  private:
   const uint64_t pages_;
-  engine::OwnedFd uffd_;  // closing it unregisters the range
-  engine::OwnedFd pagemap_;
+  base::OwnedFd uffd_;  // closing it unregisters the range
+  base::OwnedFd pagemap_;
   engine::WrittenPages written_;
 };
 
@@ -201,13 +203,13 @@ class KernelWriteTracker final : public WriteTracker {
 
 absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Track(
     void* base, uint64_t length) {
-  absl::StatusOr<engine::OwnedFd> uffd = engine::OpenWriteProtectFd();
+  absl::StatusOr<base::OwnedFd> uffd = engine::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
   if (absl::Status s = engine::ArmWriteProtect(uffd->get(), base, length);
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<engine::OwnedFd> pagemap = engine::OpenOwnPagemap();
+  absl::StatusOr<base::OwnedFd> pagemap = engine::OpenOwnPagemap();
   if (!pagemap.ok()) return pagemap.status();
   auto tracker = std::make_unique<KernelWriteTracker>(
       base, length, *std::move(uffd), *std::move(pagemap));

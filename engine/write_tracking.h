@@ -17,18 +17,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/owned_fd.h"
 #include "base/pagemap_scan.h"
-#include "engine/owned_fd.h"
 #include "ramferry/dirty_bitmap.h"
 
 namespace ramferry::engine {
 
-// FAILED_PRECONDITION "what: strerror(errno)".
-absl::Status ErrnoStatus(absl::string_view what);
-
 // A userfaultfd for async write-protect tracking of this process. Every
 // range armed with it stays registered while a duplicate of it is open.
-absl::StatusOr<OwnedFd> OpenWriteProtectFd();
+absl::StatusOr<base::OwnedFd> OpenWriteProtectFd();
 
 // Write-protects [base, base + length) of this process (4 KiB pages)
 // through `uffd`. Pages holding data are mapped first, on every core, so
@@ -36,7 +33,7 @@ absl::StatusOr<OwnedFd> OpenWriteProtectFd();
 // missing kernel feature.
 absl::Status ArmWriteProtect(int uffd, void* base, uint64_t length);
 
-absl::StatusOr<OwnedFd> OpenOwnPagemap();
+absl::StatusOr<base::OwnedFd> OpenOwnPagemap();
 
 // Scans [base, base + length) of the mm behind `pagemap_fd` (borrowed).
 class WrittenPages {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "channels/zero_page.h"
+#include "base/zero_page.h"
 #include "engine/region_file.h"
 
 namespace ramferry::engine {
@@ -36,7 +36,7 @@ absl::StatusOr<ZeroPages::Applied> ZeroPages::ZeroUnknown(const Region& r,
   Applied a;
   for (uint64_t p = first; p < first + count; ++p) {
     uint8_t* page = r.page(p);
-    if (channels::IsAllZero(page, r.page_size)) {
+    if (base::IsAllZero(page, r.page_size)) {
       ++a.skipped;
     } else {
       std::memset(page, 0, r.page_size);
@@ -68,7 +68,7 @@ absl::StatusOr<ZeroPages::Applied> ZeroPages::ZeroUnknownInFile(
     for (uint64_t i = 0; i <= n; ++i) {
       const bool dirty =
           i < n &&
-          !channels::IsAllZero(slice.data() + i * r.page_size, r.page_size);
+          !base::IsAllZero(slice.data() + i * r.page_size, r.page_size);
       if (dirty) {
         std::memset(slice.data() + i * r.page_size, 0, r.page_size);
         ++run;

@@ -34,7 +34,7 @@ rules=(
   "channels/:base/ proto/ channels/ ramferry/stats.h ramferry/transport.h ramferry/channel_counters.h"
   "engine/:base/ proto/ channels/ engine/ ramferry/"
   "include/ramferry/:ramferry/"
-  "tools/common/:ramferry/ tools/common/"
+  "tools/common/:base/ ramferry/ tools/common/"
   "tools/migrate/:base/ ramferry/ tools/"
   "bench/micro/:base/ proto/ channels/ engine/ ramferry/ bench/"
   "bench/:base/ channels/socket_dial.h ramferry/ tools/common/ bench/"

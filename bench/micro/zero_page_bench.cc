@@ -1,6 +1,6 @@
 // The all-zero check every sender runs on each page (and the RDMA
 // transport on each chunk) before deciding whether to send its bytes,
-// channels::IsAllZero, against the two alternatives it was chosen over.
+// base::IsAllZero, against the two alternatives it was chosen over.
 //
 // Args: bytes (a 4 KiB page or a 1 MiB chunk) and nonzero_at_start (0: the
 // buffer is all zero, the worst case, a full scan; 1: its first byte is
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <memory>
 
-#include "channels/zero_page.h"
+#include "base/zero_page.h"
 
 namespace ramferry {
 namespace {
@@ -84,7 +84,7 @@ void BM_ZeroCheck_WordLoop(benchmark::State& state) {
   BM_ZeroCheck<IsZeroWords>(state);
 }
 void BM_ZeroCheck_Block64Or(benchmark::State& state) {
-  BM_ZeroCheck<channels::IsAllZero>(state);
+  BM_ZeroCheck<base::IsAllZero>(state);
 }
 BENCHMARK(BM_ZeroCheck_MemcmpShifted)->Apply(ZeroArgs);
 BENCHMARK(BM_ZeroCheck_WordLoop)->Apply(ZeroArgs);

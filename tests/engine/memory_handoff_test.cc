@@ -35,6 +35,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
+#include "base/owned_fd.h"
 #include "engine/unix_seqpacket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,11 +54,7 @@ using ::testing::UnorderedElementsAre;
 
 constexpr uint64_t kPage = 4096;
 
-int64_t MonotonicNs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
-}
+int64_t MonotonicNs() { return static_cast<int64_t>(base::MonotonicNs()); }
 
 // A memfd of `pages` pages.
 int NewMemfd(uint64_t pages) {
@@ -843,7 +841,7 @@ TEST_F(MemoryHandoffTest, HandOverToNobodyFails) {
 // The library's own socket calls carry what the tests craft: they check
 // nothing of what they send.
 int RawConnect(const std::string& path) {
-  absl::StatusOr<engine::OwnedFd> fd =
+  absl::StatusOr<base::OwnedFd> fd =
       engine::ConnectSeqpacket(path, absl::Seconds(10));
   return fd.ok() ? fd->Release() : -1;
 }
@@ -1023,7 +1021,7 @@ TEST_F(MemoryHandoffTest, AnExportSendsItsPagemapAndReadOnlyFilesOnly) {
   auto exp = MemoryExport::Listen(Path("w.sock"), {&r, 1}, nullptr);
   ASSERT_TRUE(exp.ok()) << exp.status();
   {
-    absl::StatusOr<engine::OwnedFd> conn =
+    absl::StatusOr<base::OwnedFd> conn =
         engine::ConnectSeqpacket(Path("w.sock"), absl::Seconds(10));
     ASSERT_TRUE(conn.ok()) << conn.status();
     absl::StatusOr<engine::Packet> offer = engine::ReceivePacket(
@@ -1034,7 +1032,7 @@ TEST_F(MemoryHandoffTest, AnExportSendsItsPagemapAndReadOnlyFilesOnly) {
               absl::StrCat("/proc/", getpid(), "/pagemap"));
     EXPECT_EQ(fcntl(offer->fds[1].get(), F_GETFL) & O_ACCMODE, O_RDONLY);
     EXPECT_THAT(FdTarget(offer->fds[1].get()), HasSubstr("memfd:"));
-    for (const engine::OwnedFd& fd : offer->fds) {
+    for (const base::OwnedFd& fd : offer->fds) {
       EXPECT_NE(FdTarget(fd.get()), "anon_inode:[userfaultfd]");
     }
   }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "base/clock.h"
 
 namespace ramferry::cli {
 
@@ -201,16 +202,12 @@ double ProcessCpuSeconds() {
 }
 
 double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
+  return static_cast<double>(base::ThreadCpuNs()) * 1e-9;
 }
 
 namespace {
 double MonotonicSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
+  return static_cast<double>(base::MonotonicNs()) * 1e-9;
 }
 }  // namespace
 
