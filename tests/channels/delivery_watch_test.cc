@@ -22,6 +22,7 @@
 #include "channels/uring_zerocopy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -40,8 +41,8 @@ TEST(DeliveryWatchTest, NothingUndeliveredNeverStalls) {
 
 TEST(DeliveryWatchTest, ACountThatStandsForTheStallTimeoutFails) {
   DeliveryWatch w(kStall);
-  EXPECT_TRUE(w.Look(100, 5, At(0)).ok());
-  EXPECT_TRUE(w.Look(100, 5, At(1.999)).ok());
+  EXPECT_OK(w.Look(100, 5, At(0)));
+  EXPECT_OK(w.Look(100, 5, At(1.999)));
   absl::Status s = w.Look(100, 5, At(2));
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("100 bytes sent have waited 2s"));
@@ -50,9 +51,9 @@ TEST(DeliveryWatchTest, ACountThatStandsForTheStallTimeoutFails) {
 
 TEST(DeliveryWatchTest, AMovingCountIsProgress) {
   DeliveryWatch w(kStall);
-  EXPECT_TRUE(w.Look(100, 5, At(0)).ok());
-  EXPECT_TRUE(w.Look(90, 5, At(1.5)).ok());
-  EXPECT_TRUE(w.Look(90, 5, At(3.0)).ok());  // 1.5 s since it moved
+  EXPECT_OK(w.Look(100, 5, At(0)));
+  EXPECT_OK(w.Look(90, 5, At(1.5)));
+  EXPECT_OK(w.Look(90, 5, At(3.0)));  // 1.5 s since it moved
   EXPECT_FALSE(w.Look(90, 5, At(3.5)).ok());
 }
 
@@ -61,18 +62,18 @@ TEST(DeliveryWatchTest, AMovingCountIsProgress) {
 // round): the bytes standing now are not those seen before.
 TEST(DeliveryWatchTest, ASendRestartsTheWatch) {
   DeliveryWatch w(kStall);
-  EXPECT_TRUE(w.Look(80, 5, At(0)).ok());
-  EXPECT_TRUE(w.Look(80, 6, At(1.9)).ok());
-  EXPECT_TRUE(w.Look(80, 6, At(3.8)).ok());
+  EXPECT_OK(w.Look(80, 5, At(0)));
+  EXPECT_OK(w.Look(80, 6, At(1.9)));
+  EXPECT_OK(w.Look(80, 6, At(3.8)));
   EXPECT_FALSE(w.Look(80, 6, At(3.9)).ok());
 }
 
 TEST(DeliveryWatchTest, DrainingToNothingRestartsTheWatch) {
   DeliveryWatch w(kStall);
-  EXPECT_TRUE(w.Look(100, 5, At(0)).ok());
-  EXPECT_TRUE(w.Look(0, 5, At(1)).ok());
-  EXPECT_TRUE(w.Look(100, 5, At(2.5)).ok());
-  EXPECT_TRUE(w.Look(100, 5, At(4.4)).ok());
+  EXPECT_OK(w.Look(100, 5, At(0)));
+  EXPECT_OK(w.Look(0, 5, At(1)));
+  EXPECT_OK(w.Look(100, 5, At(2.5)));
+  EXPECT_OK(w.Look(100, 5, At(4.4)));
   EXPECT_FALSE(w.Look(100, 5, At(4.5)).ok());
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -284,7 +285,7 @@ TEST_P(NeverBusyTest, AcquireNeverReturnsSlotWithOutstandingToken) {
     ASSERT_EQ(d.slots().outstanding_tokens(), source.outstanding());
     ASSERT_LE(d.slots().busy_slots(), kSlots);
   }
-  ASSERT_TRUE(d.slots().Flush().ok());
+  ASSERT_OK(d.slots().Flush());
   EXPECT_EQ(d.slots().outstanding_tokens(), 0u);
   EXPECT_EQ(d.slots().busy_slots(), 0u);
   EXPECT_EQ(source.outstanding(), 0u);
@@ -348,12 +349,12 @@ TEST(HeaderSlotsWrapTest, FlushesExactlyWhenTheArrayWraps) {
 
   // An explicit Flush waits for the 4 packets since the last wrap.
   ASSERT_GT(d.slots().outstanding_tokens(), 0u);
-  ASSERT_TRUE(d.slots().Flush().ok());
+  ASSERT_OK(d.slots().Flush());
   EXPECT_EQ(d.stats().flushes.get(), 100u / kSlots + 1);
   EXPECT_EQ(d.slots().outstanding_tokens(), 0u);
   // A Flush with nothing outstanding counts but does not reap.
   const int reaps = source.blocking_reaps();
-  ASSERT_TRUE(d.slots().Flush().ok());
+  ASSERT_OK(d.slots().Flush());
   EXPECT_EQ(d.stats().flushes.get(), 100u / kSlots + 2);
   EXPECT_EQ(source.blocking_reaps(), reaps);
 }
@@ -366,7 +367,7 @@ TEST(HeaderSlotsEachTest, FlushesAfterEveryPacket) {
     source.set_per_nonblocking_reap(0);
     Driver d(4, CompletionPolicy::kEach, &source);
     for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE(d.SendPacket(sends).ok());
+      ASSERT_OK(d.SendPacket(sends));
       EXPECT_EQ(d.slots().outstanding_tokens(), 0u) << i;
       EXPECT_EQ(d.slots().busy_slots(), 0u) << i;
       EXPECT_EQ(d.stats().flushes.get(), static_cast<uint64_t>(i + 1));
@@ -402,7 +403,7 @@ TEST(HeaderSlotsSlotTest, BlocksOnlyForTheSlotAboutToBeReused) {
   EXPECT_GT(source.min_busy_at_nonblocking(), kSlots / 2);
 
   // Only a forced flush drains it.
-  ASSERT_TRUE(d.slots().Flush().ok());
+  ASSERT_OK(d.slots().Flush());
   EXPECT_EQ(d.stats().flushes.get(), 1u);
   EXPECT_EQ(d.slots().outstanding_tokens(), 0u);
 }
@@ -425,13 +426,13 @@ TEST(HeaderSlotsSlotTest, ReusesFreedSlotWithoutWaitingForOthers) {
   FakeSource source(Order::kInOrder);
   source.set_per_nonblocking_reap(0);
   Driver d(4, CompletionPolicy::kSlot, &source);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(d.SendPacket(1).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_OK(d.SendPacket(1));
   ASSERT_EQ(d.slots().current(), 0u);
   ASSERT_EQ(d.slots().busy_slots(), 4u);
-  ASSERT_TRUE(source.CompleteOne(d.slots(), 0).ok());
+  ASSERT_OK(source.CompleteOne(d.slots(), 0));
   EXPECT_FALSE(d.slots().busy(0));
   EXPECT_EQ(d.slots().busy_slots(), 3u);
-  ASSERT_TRUE(d.SendPacket(1).ok());
+  ASSERT_OK(d.SendPacket(1));
   EXPECT_EQ(source.blocking_reaps(), 0);
   EXPECT_EQ(d.slots().outstanding_tokens(), 4u);
 }
@@ -443,8 +444,8 @@ TEST(HeaderSlotsTest, ReapErrorsPropagate) {
     FakeSource source;
     source.set_per_nonblocking_reap(0);
     Driver d(2, CompletionPolicy::kSlot, &source);
-    ASSERT_TRUE(d.SendPacket(1).ok());
-    ASSERT_TRUE(d.SendPacket(1).ok());
+    ASSERT_OK(d.SendPacket(1));
+    ASSERT_OK(d.SendPacket(1));
     source.FailBlockingReaps(absl::DeadlineExceededError("stalled"));
     auto buf = d.slots().Acquire();
     EXPECT_EQ(buf.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -473,12 +474,12 @@ TEST(HeaderSlotsTest, CompleteUnknownOrDuplicateTokenFails) {
   EXPECT_THAT(s.message(), HasSubstr("token 0"));
 
   // Tokens 100..103 on slots 0, 0, 1, 2.
-  ASSERT_TRUE(slots.Acquire().ok());
+  ASSERT_OK(slots.Acquire());
   slots.Attach(100);
   slots.Attach(101);
-  ASSERT_TRUE(slots.PacketSent().ok());
+  ASSERT_OK(slots.PacketSent());
   slots.Attach(102);
-  ASSERT_TRUE(slots.PacketSent().ok());
+  ASSERT_OK(slots.PacketSent());
   slots.Attach(103);
   EXPECT_EQ(slots.outstanding_tokens(), 4u);
 
@@ -491,7 +492,7 @@ TEST(HeaderSlotsTest, CompleteUnknownOrDuplicateTokenFails) {
   EXPECT_EQ(stats.zc_completions.get(), 0u);
 
   // Out of order: 102 completes ahead of 100 and 101; twice is an error.
-  ASSERT_TRUE(slots.Complete(102, false).ok());
+  ASSERT_OK(slots.Complete(102, false));
   EXPECT_FALSE(slots.busy(1));
   s = slots.Complete(102, false);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
@@ -499,15 +500,15 @@ TEST(HeaderSlotsTest, CompleteUnknownOrDuplicateTokenFails) {
   EXPECT_EQ(slots.outstanding_tokens(), 3u);
 
   // The front completes; its duplicate (already retired) is refused too.
-  ASSERT_TRUE(slots.Complete(100, true).ok());
+  ASSERT_OK(slots.Complete(100, true));
   EXPECT_TRUE(slots.busy(0));  // 101 still holds slot 0
   s = slots.Complete(100, false);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  ASSERT_TRUE(slots.Complete(101, false).ok());
+  ASSERT_OK(slots.Complete(101, false));
   EXPECT_FALSE(slots.busy(0));
   // 102 was retired with the front; still refused.
   EXPECT_EQ(slots.Complete(102, false).code(), absl::StatusCode::kInternal);
-  ASSERT_TRUE(slots.Complete(103, false).ok());
+  ASSERT_OK(slots.Complete(103, false));
   EXPECT_EQ(slots.outstanding_tokens(), 0u);
   EXPECT_EQ(slots.busy_slots(), 0u);
   EXPECT_EQ(slots.Complete(103, false).code(), absl::StatusCode::kInternal);
@@ -522,14 +523,14 @@ TEST(HeaderSlotsTest, TokensAcrossTheWrap) {
   TransportStats stats;
   FakeSource source;
   HeaderSlots slots(4, kSlotBytes, CompletionPolicy::kSlot, &source, &stats);
-  ASSERT_TRUE(slots.Acquire().ok());
+  ASSERT_OK(slots.Acquire());
   slots.Attach(0xFFFFFFFEu);
   slots.Attach(0xFFFFFFFFu);
-  ASSERT_TRUE(slots.PacketSent().ok());
-  ASSERT_TRUE(slots.Acquire().ok());
+  ASSERT_OK(slots.PacketSent());
+  ASSERT_OK(slots.Acquire());
   slots.Attach(0);
   slots.Attach(1);
-  ASSERT_TRUE(slots.PacketSent().ok());
+  ASSERT_OK(slots.PacketSent());
   EXPECT_EQ(slots.outstanding_tokens(), 4u);
   EXPECT_EQ(slots.busy_slots(), 2u);
 
@@ -537,20 +538,20 @@ TEST(HeaderSlotsTest, TokensAcrossTheWrap) {
   EXPECT_EQ(slots.Complete(0xFFFFFFFDu, false).code(),
             absl::StatusCode::kInternal);
   // Reverse order across the wrap.
-  ASSERT_TRUE(slots.Complete(1, false).ok());
-  ASSERT_TRUE(slots.Complete(0, false).ok());
+  ASSERT_OK(slots.Complete(1, false));
+  ASSERT_OK(slots.Complete(0, false));
   EXPECT_FALSE(slots.busy(1));
   EXPECT_TRUE(slots.busy(0));
   EXPECT_EQ(slots.Complete(0, false).code(), absl::StatusCode::kInternal);
-  ASSERT_TRUE(slots.Complete(0xFFFFFFFFu, false).ok());
-  ASSERT_TRUE(slots.Complete(0xFFFFFFFEu, false).ok());
+  ASSERT_OK(slots.Complete(0xFFFFFFFFu, false));
+  ASSERT_OK(slots.Complete(0xFFFFFFFEu, false));
   EXPECT_EQ(slots.outstanding_tokens(), 0u);
   EXPECT_EQ(slots.busy_slots(), 0u);
 
   // And on from there.
-  ASSERT_TRUE(slots.Acquire().ok());
+  ASSERT_OK(slots.Acquire());
   slots.Attach(2);
-  ASSERT_TRUE(slots.Complete(2, false).ok());
+  ASSERT_OK(slots.Complete(2, false));
   EXPECT_EQ(slots.outstanding_tokens(), 0u);
 }
 
@@ -561,8 +562,8 @@ TEST(HeaderSlotsTest, LongRunAcrossTheWrapEveryPolicy) {
     FakeSource source(Order::kRandom, 99);
     source.set_per_nonblocking_reap(1);
     Driver d(4, pol, &source, 0xFFFFFFF0u);
-    for (int i = 0; i < 40; ++i) ASSERT_TRUE(d.SendPacket(1 + i % 2).ok());
-    ASSERT_TRUE(d.slots().Flush().ok());
+    for (int i = 0; i < 40; ++i) ASSERT_OK(d.SendPacket(1 + i % 2));
+    ASSERT_OK(d.slots().Flush());
     EXPECT_EQ(d.slots().outstanding_tokens(), 0u);
     EXPECT_EQ(d.next_token(), 0xFFFFFFF0u + 60);  // wrapped to 44
     EXPECT_EQ(d.stats().zc_completions.get(), 60u);
@@ -580,19 +581,19 @@ TEST(HeaderSlotsTest, CountersAndMaxSlotsInFlight) {
   Driver d(6, CompletionPolicy::kSlot, &source);
   stats = &d.stats();
   // Short sends: 3 tokens on each of 4 slots: 4 busy slots, 12 tokens.
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(d.SendPacket(3).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_OK(d.SendPacket(3));
   EXPECT_EQ(stats->max_slots_in_flight.get(), 4u);
   EXPECT_EQ(d.slots().busy_slots(), 4u);
   EXPECT_EQ(d.slots().outstanding_tokens(), 12u);
   EXPECT_EQ(stats->zc_completions.get(), 0u);
-  ASSERT_TRUE(d.slots().Flush().ok());
+  ASSERT_OK(d.slots().Flush());
   EXPECT_EQ(stats->zc_completions.get(), 12u);
   EXPECT_EQ(stats->zc_copied.get(), 6u);  // tokens 0, 2, 4, ... flagged
   EXPECT_EQ(source.copied(), 6u);
   // A high-water mark: stays after the slots drain.
   EXPECT_EQ(stats->max_slots_in_flight.get(), 4u);
   EXPECT_EQ(d.slots().busy_slots(), 0u);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(d.SendPacket(1).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_OK(d.SendPacket(1));
   EXPECT_EQ(stats->max_slots_in_flight.get(), 4u);
 
   // Exported into the public channel stats.

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -89,9 +90,9 @@ TEST(RdmaAuthTest, HonestEndsProveTheKeyToEachOther) {
   const std::vector<uint8_t> hello = HelloBytes(2);
   RdmaSourceChallenge c = ChallengeSource(kKey, hello);
   const RdmaAccept accept{Accepted(), c.challenge};
-  ASSERT_TRUE(CheckDestination(kKey, hello, accept).ok());
+  ASSERT_OK(CheckDestination(kKey, hello, accept));
   const auto proof = SourceProof(kKey, hello, *accept.challenge);
-  EXPECT_TRUE(CheckSourceProof(proof, c.expected).ok());
+  EXPECT_OK(CheckSourceProof(proof, c.expected));
   // A fresh nonce per connection: the same Hello is challenged anew.
   EXPECT_NE(ChallengeSource(kKey, hello).challenge.nonce, c.challenge.nonce);
 }
@@ -118,7 +119,7 @@ TEST(RdmaAuthTest, TheSourceRefusesADestinationThatCannotProveTheKey) {
                        {Accepted(), ChallengeSource(kKey, hello).challenge});
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(s.message()), HasSubstr("destination's key"));
-  EXPECT_TRUE(CheckDestination("", hello, {Accepted(), {}}).ok());
+  EXPECT_OK(CheckDestination("", hello, {Accepted(), {}}));
 }
 
 TEST(RdmaAuthTest, TheDestinationRefusesAnyFirstMessageButTheProof) {
@@ -150,8 +151,8 @@ TEST(RdmaAuthTest, TheDestinationRefusesAnyFirstMessageButTheProof) {
 }
 
 TEST(RdmaAuthTest, AHelloMustAskForWhatTheDestinationRequires) {
-  EXPECT_TRUE(CheckHelloAuth(true, proto::kAuthHmacSha256).ok());
-  EXPECT_TRUE(CheckHelloAuth(false, proto::kAuthNone).ok());
+  EXPECT_OK(CheckHelloAuth(true, proto::kAuthHmacSha256));
+  EXPECT_OK(CheckHelloAuth(false, proto::kAuthNone));
   absl::Status s = CheckHelloAuth(true, proto::kAuthNone);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(s.message()), HasSubstr("requires authentication"));

@@ -3,6 +3,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -22,7 +23,7 @@ TEST(SendCreditsTest, NothingGoesBeforeTheFirstGrant) {
   SendCredits c(true);
   EXPECT_FALSE(c.CanSend(1));
   EXPECT_TRUE(c.CanSend(0)) << "a post of WRITEs alone needs no receive";
-  ASSERT_TRUE(c.Grant(4).ok());
+  ASSERT_OK(c.Grant(4));
   EXPECT_EQ(c.window(), 4u);
   EXPECT_TRUE(c.CanSend(4));
   EXPECT_FALSE(c.CanSend(5));
@@ -30,21 +31,21 @@ TEST(SendCreditsTest, NothingGoesBeforeTheFirstGrant) {
 
 TEST(SendCreditsTest, SpendsAndGetsBackUpToTheWindow) {
   SendCredits c(true);
-  ASSERT_TRUE(c.Grant(4).ok());
+  ASSERT_OK(c.Grant(4));
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(c.CanSend(1));
     c.Take(1);
   }
   EXPECT_FALSE(c.CanSend(1));
   EXPECT_EQ(c.in_use(), 4u);
-  ASSERT_TRUE(c.Grant(3).ok());
+  ASSERT_OK(c.Grant(3));
   EXPECT_EQ(c.available(), 3u);
   EXPECT_EQ(c.available() + c.in_use(), c.window());
 }
 
 TEST(SendCreditsTest, ReturningMoreThanInUseIsThePeersError) {
   SendCredits c(true);
-  ASSERT_TRUE(c.Grant(4).ok());
+  ASSERT_OK(c.Grant(4));
   c.Take(2);
   absl::Status s = c.Grant(3);
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
@@ -74,7 +75,7 @@ TEST(CreditReturnTest, ASenderOutOfCreditsIsAlwaysPaidBack) {
   for (uint32_t window : {1u, 2u, 7u, 16u, 256u}) {
     SendCredits send(true);
     CreditReturn back(window);
-    ASSERT_TRUE(send.Grant(window).ok());
+    ASSERT_OK(send.Grant(window));
     uint32_t in_flight = 0;  // sent, not yet read and posted again
     for (int step = 0; step < 1000; ++step) {
       while (send.CanSend(1)) {
@@ -85,7 +86,7 @@ TEST(CreditReturnTest, ASenderOutOfCreditsIsAlwaysPaidBack) {
       for (; in_flight > 0; --in_flight) back.Reposted();
       const uint32_t due = back.TakeDue();
       ASSERT_GT(due, 0u) << "window " << window << ": the sender starves";
-      ASSERT_TRUE(send.Grant(due).ok());
+      ASSERT_OK(send.Grant(due));
     }
   }
 }

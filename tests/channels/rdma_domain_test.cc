@@ -14,6 +14,7 @@
 #include "engine/control.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -58,11 +59,10 @@ TEST_F(RdmaDomainTest, OnePerSessionAndEnd) {
   EXPECT_NE(src1->get(), dst->get()) << "the two ends of one session";
   EXPECT_NE(src1->get(), other->get()) << "another session";
   // Gone with its last reference: the next ask makes a new one.
-  ASSERT_TRUE(
-      (*other)->AddRegion(1, memory_.data(), kBytes, kChunk, 0, true).ok());
+  ASSERT_OK((*other)->AddRegion(1, memory_.data(), kBytes, kChunk, 0, true));
   other->reset();
   auto again = RdmaDomain::ForSession(verbs_, b, RdmaDomain::End::kSource);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ((*again)->registered_bytes(), 0u);
 }
 
@@ -75,7 +75,7 @@ TEST_F(RdmaDomainTest, EachChunkIsRegisteredOnceHoweverManyChannelsAsk) {
   ASSERT_TRUE(r.ok()) << r.status();
   // A second channel names the same region: the same registrations.
   auto same = (*d)->AddRegion(1, memory_.data(), kBytes, kChunk, access, false);
-  ASSERT_TRUE(same.ok());
+  ASSERT_OK(same);
   EXPECT_EQ(*same, *r);
   auto moved =
       (*d)->AddRegion(1, memory_.data() + 4096, kBytes, kChunk, access, false);

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -65,11 +66,11 @@ class RdmaRegistrationTest : public ::testing::Test {
 TEST_F(RdmaRegistrationTest, ChunkSpansEndAtTheRegionAndRejectOthers) {
   uint8_t* base = Add(1, 2 * kChunk + 100);
   absl::StatusOr<absl::Span<uint8_t>> first = registry_.ChunkSpan({1, 0});
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   EXPECT_EQ(first->data(), base);
   EXPECT_EQ(first->size(), kChunk);
   absl::StatusOr<absl::Span<uint8_t>> last = registry_.ChunkSpan({1, 2});
-  ASSERT_TRUE(last.ok());
+  ASSERT_OK(last);
   EXPECT_EQ(last->data(), base + 2 * kChunk);
   EXPECT_EQ(last->size(), 100u);  // the last chunk is partial
   EXPECT_THAT(registry_.ChunkSpan({1, 3}).status().message(),
@@ -187,8 +188,7 @@ TEST_F(RdmaRegistrationTest, KnownChunksAreSkippedAndZeroOnesDecidedAgain) {
   base[0] = 1;
   RegistrationPlan plan = Plan({Run(0, 0, 3 * kChunk)});
   ASSERT_EQ(plan.register_batches.size(), 1u);
-  ASSERT_TRUE(
-      registry_.ApplyKeys(plan.register_batches[0], {{77, 0x1000}}).ok());
+  ASSERT_OK(registry_.ApplyKeys(plan.register_batches[0], {{77, 0x1000}}));
   EXPECT_EQ(State(0, 0), RemoteChunk::kKnown);
   EXPECT_EQ(registry_.region(0).remote[0].rkey, 77u);
   EXPECT_EQ(registry_.region(0).remote[0].addr, 0x1000u);
@@ -210,7 +210,7 @@ TEST_F(RdmaRegistrationTest, KeysMustAnswerTheWholeRequest) {
   EXPECT_THAT(s.message(),
               HasSubstr("carries 1 keys for a request of 2 chunks"));
   EXPECT_EQ(State(0, 0), RemoteChunk::kUnknown);
-  EXPECT_TRUE(registry_.ApplyKeys(batch, {{1, 2}, {3, 4}}).ok());
+  EXPECT_OK(registry_.ApplyKeys(batch, {{1, 2}, {3, 4}}));
   EXPECT_EQ(State(0, 1), RemoteChunk::kKnown);
   EXPECT_EQ(registry_.region(0).remote[1].rkey, 3u);
 }
@@ -220,7 +220,7 @@ TEST_F(RdmaRegistrationTest, RegionKeysMustNameARegionOfItsLength) {
   EXPECT_THAT(registry_.ApplyRegionKeys({{{5, 1, 2, 3 * kChunk}}}).message(),
               HasSubstr("region 5"));
   EXPECT_FALSE(registry_.ApplyRegionKeys({{{4, 1, 2, kChunk}}}).ok());
-  ASSERT_TRUE(registry_.ApplyRegionKeys({{{4, 9, 0x5000, 3 * kChunk}}}).ok());
+  ASSERT_OK(registry_.ApplyRegionKeys({{{4, 9, 0x5000, 3 * kChunk}}}));
   EXPECT_EQ(registry_.region(4).remote_rkey, 9u);
   EXPECT_EQ(registry_.region(4).remote_addr, 0x5000u);
 }
@@ -228,9 +228,9 @@ TEST_F(RdmaRegistrationTest, RegionKeysMustNameARegionOfItsLength) {
 TEST_F(RdmaRegistrationTest, DestinationCountsCompressedChunks) {
   Add(0, 3 * kChunk);
   Add(1, kChunk);
-  ASSERT_TRUE(registry_.MarkCompressed({{0, 0}, {0, 2}, {1, 0}}).ok());
+  ASSERT_OK(registry_.MarkCompressed({{0, 0}, {0, 2}, {1, 0}}));
   EXPECT_EQ(registry_.zero_chunks(), 3);
-  ASSERT_TRUE(registry_.MarkCompressed({{0, 0}}).ok());  // again: no change
+  ASSERT_OK(registry_.MarkCompressed({{0, 0}}));  // again: no change
   EXPECT_EQ(registry_.zero_chunks(), 3);
   EXPECT_FALSE(registry_.MarkCompressed({{0, 3}}).ok());
   EXPECT_FALSE(registry_.MarkCompressed({{2, 0}}).ok());
@@ -239,7 +239,7 @@ TEST_F(RdmaRegistrationTest, DestinationCountsCompressedChunks) {
 
 TEST_F(RdmaRegistrationTest, RegisterRequestClearsZeroAndAnswersKeys) {
   uint8_t* base = Add(0, 2 * kChunk + 8);
-  ASSERT_TRUE(registry_.MarkCompressed({{0, 1}, {0, 2}}).ok());
+  ASSERT_OK(registry_.MarkCompressed({{0, 1}, {0, 2}}));
   std::vector<std::pair<uint8_t*, size_t>> registered;
   absl::StatusOr<std::vector<proto::ChunkKey>> keys =
       registry_.AnswerRegisterRequest(
@@ -281,7 +281,7 @@ TEST_F(RdmaRegistrationTest, ZeroFillTouchesOnlyCompressedChunksOfThePacket) {
   uint8_t* other = Add(1, kChunk);
   std::memset(base, 0xaa, 3 * kChunk);
   std::memset(other, 0xbb, kChunk);
-  ASSERT_TRUE(registry_.MarkCompressed({{0, 1}}).ok());
+  ASSERT_OK(registry_.MarkCompressed({{0, 1}}));
   // A packet's pages from the middle of chunk 0 to the middle of chunk 2,
   // and a run in a region with no zero chunks.
   const iovec dst[] = {{base + kChunk / 2, 2 * kChunk}, {other, kChunk}};
@@ -294,12 +294,10 @@ TEST_F(RdmaRegistrationTest, ZeroFillTouchesOnlyCompressedChunksOfThePacket) {
   EXPECT_EQ(memory_[1][0], 0xbb);
   // Chunk 1 registered since: no longer filled.
   std::memset(base, 0xaa, 3 * kChunk);
-  ASSERT_TRUE(
-      registry_
-          .AnswerRegisterRequest({{0, 1}},
-                                 [](const proto::ChunkRef&, absl::Span<uint8_t>)
-                                     -> absl::StatusOr<uint32_t> { return 1; })
-          .ok());
+  ASSERT_OK(registry_.AnswerRegisterRequest(
+      {{0, 1}},
+      [](const proto::ChunkRef&,
+         absl::Span<uint8_t>) -> absl::StatusOr<uint32_t> { return 1; }));
   EXPECT_EQ(registry_.zero_chunks(), 0);
   registry_.ZeroFillCompressed(dst);
   EXPECT_EQ(m[kChunk], 0xaa);

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -52,15 +53,15 @@ TEST_F(SendChainTest, FullSendsCompleteAndNotificationsFreeTheSlots) {
   ASSERT_EQ(sends.size(), 2u);
   EXPECT_TRUE(chain_.in_flight());
   EXPECT_FALSE(chain_.has_queued());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 100, true).ok());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(1), 200, true).ok());
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), 100, true));
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(1), 200, true));
   EXPECT_FALSE(chain_.in_flight());
   EXPECT_FALSE(chain_.has_queued());
   // Still pinned until the notifications arrive.
   EXPECT_TRUE(slots_.busy(0));
   EXPECT_TRUE(slots_.busy(1));
-  ASSERT_TRUE(slots_.Complete(sends[0].token, true).ok());
-  ASSERT_TRUE(slots_.Complete(sends[1].token, true).ok());
+  ASSERT_OK(slots_.Complete(sends[0].token, true));
+  ASSERT_OK(slots_.Complete(sends[1].token, true));
   EXPECT_EQ(slots_.busy_slots(), 0u);
   EXPECT_EQ(stats_.short_sends.get(), 0u);
 }
@@ -72,9 +73,9 @@ TEST_F(SendChainTest, ShortSendAndCancelledLinksGoAgainInOrderAheadOfNewer) {
   auto first = Start();
   chain_.Queue(Make(3, 10));  // queued while the chain is in flight
   // The first send went out in part; the link broke, the rest was cancelled.
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 60, true).ok());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(1), -ECANCELED, false).ok());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(2), -ECANCELED, false).ok());
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), 60, true));
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(1), -ECANCELED, false));
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(2), -ECANCELED, false));
   EXPECT_EQ(stats_.short_sends.get(), 1u);
   // The cancelled sends pinned nothing: their tokens are released now.
   EXPECT_TRUE(slots_.busy(0));  // awaits the partial send's notification
@@ -102,7 +103,7 @@ TEST_F(SendChainTest, RetryableErrorsResendTheWholeRemainder) {
     auto again = Start();
     ASSERT_EQ(again.size(), 1u);
     EXPECT_EQ(again[0].offset, 0u);
-    ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 100, false).ok());
+    ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), 100, false));
   }
   EXPECT_EQ(stats_.enobufs_retries.get(), 1u);
   EXPECT_EQ(slots_.busy_slots(), 0u);
@@ -115,8 +116,8 @@ TEST_F(SendChainTest, EnobufsWaitsForFreedRoomBeforeGoingAgain) {
   chain_.Queue(Make(0, 100));
   chain_.Queue(Make(1, 100));
   Start();
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), -ENOBUFS, false).ok());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(1), -ECANCELED, false).ok());
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), -ENOBUFS, false));
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(1), -ECANCELED, false));
   EXPECT_TRUE(chain_.starved());
   EXPECT_TRUE(chain_.has_queued());
   EXPECT_TRUE(Start().empty());  // no busy resubmission
@@ -126,8 +127,8 @@ TEST_F(SendChainTest, EnobufsWaitsForFreedRoomBeforeGoingAgain) {
   ASSERT_EQ(again.size(), 2u);
   EXPECT_EQ(again[0].slot, 0u);
   EXPECT_EQ(again[1].slot, 1u);
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 100, false).ok());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(1), 100, false).ok());
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), 100, false));
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(1), 100, false));
   EXPECT_FALSE(chain_.starved());
   EXPECT_EQ(slots_.busy_slots(), 0u);
 }
@@ -146,7 +147,7 @@ TEST_F(SendChainTest, UnknownOrRepeatedCompletionsAreErrors) {
   EXPECT_FALSE(
       chain_.OnCompletion(chain_.UserData(0) + (5ull << 32), 100, true).ok());
   EXPECT_FALSE(chain_.OnCompletion(chain_.UserData(0) + 1, 100, true).ok());
-  ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), 50, true).ok());
+  ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), 50, true));
   // The chain is over; the same tag again is not in flight.
   EXPECT_FALSE(chain_.OnCompletion((0ull << 32) | 0, 50, true).ok());
 }
@@ -155,7 +156,7 @@ TEST_F(SendChainTest, ChainsAreCappedAtTheQueueSize) {
   for (int i = 0; i < 11; ++i) chain_.Queue(Make(i % 4, 10, false));
   EXPECT_EQ(Start().size(), 8u);
   for (size_t i = 0; i < 8; ++i) {
-    ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(i), 10, false).ok());
+    ASSERT_OK(chain_.OnCompletion(chain_.UserData(i), 10, false));
   }
   EXPECT_EQ(Start().size(), 3u);
 }

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -43,7 +44,7 @@ TEST(SendAll, ResumesShortWritesAcrossManySpans) {
   setsockopt(p.fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   // A short send timeout makes the kernel hand back partial counts while
   // the reader dawdles; SendAll must pick up where each call stopped.
-  ASSERT_TRUE(SetStallTimeouts(p.fds[0], absl::Milliseconds(5)).ok());
+  ASSERT_OK(SetStallTimeouts(p.fds[0], absl::Milliseconds(5)));
   const std::vector<uint8_t> data = Pattern(1 << 20);
   std::vector<iovec> iov;
   for (size_t off = 0; off < data.size();) {
@@ -82,7 +83,7 @@ TEST(SendAll, ResumesShortWritesAcrossManySpans) {
 
 TEST(ReadAll, ResumesPartialReadsIntoScatteredSpans) {
   SocketPair p;
-  ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(5)).ok());
+  ASSERT_OK(SetStallTimeouts(p.fds[1], absl::Milliseconds(5)));
   const std::vector<uint8_t> data = Pattern(1 << 20);
   std::thread writer([&] {
     for (size_t off = 0; off < data.size(); off += 50000) {
@@ -122,7 +123,7 @@ TEST(ReadAll, PeerCloseMidBufferSaysHowFarItGot) {
 
 TEST(ReadAll, StalledPeerMidBufferTimesOut) {
   SocketPair p;
-  ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(50)).ok());
+  ASSERT_OK(SetStallTimeouts(p.fds[1], absl::Milliseconds(50)));
   ASSERT_EQ(write(p.fds[0], "abc", 3), 3);
   uint8_t buf[10];
   iovec v{buf, sizeof buf};
@@ -150,7 +151,7 @@ absl::Status ReadPayloadThenHeader(int fd, absl::Duration stall,
 // there cleanly; a pause anywhere else still fails.
 TEST(ReadAll, IdleAtThePacketBoundaryInsideTheBufferIsNotAStall) {
   SocketPair p;
-  ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)).ok());
+  ASSERT_OK(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)));
   std::thread writer([&] {
     ASSERT_EQ(write(p.fds[0], "payload", 7), 7);
     absl::SleepFor(absl::Milliseconds(300));  // 3x the stall bound
@@ -166,7 +167,7 @@ TEST(ReadAll, IdleAtThePacketBoundaryInsideTheBufferIsNotAStall) {
 
 TEST(ReadAll, StallBeforeTheBoundaryInsideTheBufferFails) {
   SocketPair p;
-  ASSERT_TRUE(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)).ok());
+  ASSERT_OK(SetStallTimeouts(p.fds[1], absl::Milliseconds(20)));
   ASSERT_EQ(write(p.fds[0], "pay", 3), 3);  // 4 payload bytes short
   uint8_t header[3];
   absl::Status s =

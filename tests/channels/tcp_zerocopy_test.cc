@@ -19,6 +19,7 @@
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::channels {
@@ -39,7 +40,7 @@ TEST_P(TcpZeroCopyTest, OneSendPerPacketAndEveryCompletionReaped) {
   opt.max_header_bytes = kHeader;
   opt.header_slots = kSlots;
   opt.completion = GetParam();
-  ASSERT_TRUE(SetStallTimeouts(send_fd, absl::Seconds(10)).ok());
+  ASSERT_OK(SetStallTimeouts(send_fd, absl::Seconds(10)));
   absl::StatusOr<std::unique_ptr<Transport>> tx = OpenTcpZeroCopy(send_fd, opt);
   ASSERT_TRUE(tx.ok()) << tx.status();
   std::unique_ptr<Transport> rx = OpenTcp(recv_fd, opt);
@@ -66,12 +67,10 @@ TEST_P(TcpZeroCopyTest, OneSendPerPacketAndEveryCompletionReaped) {
     std::memcpy(h->data(), &i, sizeof i);
     iovec v{payload.data(), payload.size()};
     uint64_t off = 0;
-    ASSERT_TRUE((*tx)
-                    ->SendPacket({kHeader, 0, absl::MakeSpan(&v, 1),
-                                  absl::MakeSpan(&off, 1)})
-                    .ok());
+    ASSERT_OK((*tx)->SendPacket(
+        {kHeader, 0, absl::MakeSpan(&v, 1), absl::MakeSpan(&off, 1)}));
   }
-  ASSERT_TRUE((*tx)->Flush().ok());
+  ASSERT_OK((*tx)->Flush());
   reader.join();
 
   std::vector<uint32_t> want(kPackets);
@@ -116,9 +115,9 @@ TEST(TcpZeroCopy, PeerGoneWhileAwaitingCompletionsIsAnError) {
   opt.max_header_bytes = kHeader;
   opt.header_slots = 2;
   opt.stall_timeout = absl::Seconds(5);
-  ASSERT_TRUE(SetStallTimeouts(send_fd, opt.stall_timeout).ok());
+  ASSERT_OK(SetStallTimeouts(send_fd, opt.stall_timeout));
   auto tx = OpenTcpZeroCopy(send_fd, opt);
-  ASSERT_TRUE(tx.ok());
+  ASSERT_OK(tx);
   close(recv_fd);
   std::vector<uint8_t> payload(kPayload);
   absl::Status s;

@@ -40,6 +40,7 @@
 #include "ramferry/region.h"
 #include "tests/conformance/conformance_support.h"
 #include "tests/support/fake_source.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::conformance {
@@ -194,10 +195,10 @@ TEST_P(CapabilityConformance, InlineSendsOnlyWithinTheGrantedRoom) {
     ASSERT_NO_FATAL_FAILURE(Open(rdma));
     PacketReader reader(pair_.rx.get(), base(), kPackets, dest());
     for (uint32_t i = 0; i < kPackets; ++i) {
-      ASSERT_TRUE(SendTagged(tx(), i, 7, base(), {}).ok());
+      ASSERT_OK(SendTagged(tx(), i, 7, base(), {}));
     }
-    ASSERT_TRUE(tx().Flush().ok());
-    ASSERT_TRUE(reader.Finish().ok());
+    ASSERT_OK(tx().Flush());
+    ASSERT_OK(reader.Finish());
     EXPECT_EQ(reader.tags(), Iota(kPackets));
 
     const channels::TransportStats& s = tx().stats();
@@ -287,10 +288,10 @@ TEST_P(CapabilityConformance, ASlowReaderHoldsTheSenderBackWithinItsReceives) {
     PacketReader reader(pair_.rx.get(), base(), kPackets, dest(),
                         absl::Milliseconds(2));
     for (uint32_t i = 0; i < kPackets; ++i) {
-      ASSERT_TRUE(SendTagged(tx(), i, 7, base(), {}).ok());
+      ASSERT_OK(SendTagged(tx(), i, 7, base(), {}));
     }
-    ASSERT_TRUE(tx().Flush().ok());
-    ASSERT_TRUE(reader.Finish().ok());
+    ASSERT_OK(tx().Flush());
+    ASSERT_OK(reader.Finish());
     EXPECT_EQ(reader.tags(), Iota(kPackets));
     if (!is_rdma()) continue;
     const channels::TransportStats& s = tx().stats();
@@ -339,10 +340,10 @@ TEST_P(CapabilityConformance, ZeroCopyMatchesZeroCopySends) {
   PacketReader reader(pair_.rx.get(), base(), kPackets, dest());
   for (uint32_t i = 0; i < kPackets; ++i) {
     const uint64_t off = (i * kChunk) % kRegionBytes;
-    ASSERT_TRUE(SendTagged(tx(), i, 7, base(), {{off, kChunk}}).ok());
+    ASSERT_OK(SendTagged(tx(), i, 7, base(), {{off, kChunk}}));
   }
-  ASSERT_TRUE(tx().Flush().ok());
-  ASSERT_TRUE(reader.Finish().ok());
+  ASSERT_OK(tx().Flush());
+  ASSERT_OK(reader.Finish());
   EXPECT_EQ(reader.tags(), Iota(kPackets)) << "a header was overwritten";
   EXPECT_EQ(reader.corrupt(), 0u);
 
@@ -393,18 +394,16 @@ TEST_P(CapabilityConformance, HeaderSlotsRotateAndReturnAfterFlush) {
   std::vector<const uint8_t*> used;
   for (uint32_t i = 0; i < kSlots; ++i) {
     const uint8_t* h = nullptr;
-    ASSERT_TRUE(
-        SendTagged(tx(), i, 7, base(), {{i * kChunk, kChunk}}, &h).ok());
+    ASSERT_OK(SendTagged(tx(), i, 7, base(), {{i * kChunk, kChunk}}, &h));
     used.push_back(h);
   }
-  ASSERT_TRUE(tx().Flush().ok());
+  ASSERT_OK(tx().Flush());
   const uint8_t* again = nullptr;
-  ASSERT_TRUE(SendTagged(tx(), kSlots, 7, base(), {{0, kChunk}}, &again).ok());
+  ASSERT_OK(SendTagged(tx(), kSlots, 7, base(), {{0, kChunk}}, &again));
   const uint8_t* next = nullptr;
-  ASSERT_TRUE(
-      SendTagged(tx(), kSlots + 1, 7, base(), {{kChunk, kChunk}}, &next).ok());
-  ASSERT_TRUE(tx().Flush().ok());
-  ASSERT_TRUE(reader.Finish().ok());
+  ASSERT_OK(SendTagged(tx(), kSlots + 1, 7, base(), {{kChunk, kChunk}}, &next));
+  ASSERT_OK(tx().Flush());
+  ASSERT_OK(reader.Finish());
   EXPECT_EQ(reader.tags(), Iota(kSlots + 2));
   EXPECT_EQ(reader.corrupt(), 0u);
 
@@ -435,15 +434,15 @@ TEST_P(CapabilityConformance, BatchedSubmitSharesSyscalls) {
   PacketReader reader(pair_.rx.get(), base(), kPackets, dest());
   const channels::TransportStats& s = tx().stats();
   for (uint32_t i = 0; i < kPackets; ++i) {
-    ASSERT_TRUE(SendTagged(tx(), i, 7, base(), {{i * kChunk, kChunk}}).ok());
+    ASSERT_OK(SendTagged(tx(), i, 7, base(), {{i * kChunk, kChunk}}));
   }
   const uint64_t sent_before_submit = s.send_calls.get();
   const uint64_t submits_before_submit = s.submit_calls.get();
-  ASSERT_TRUE(tx().Submit().ok());
+  ASSERT_OK(tx().Submit());
   const uint64_t submits = s.submit_calls.get();
   const uint64_t sends = s.send_calls.get();
-  ASSERT_TRUE(tx().Flush().ok());
-  ASSERT_TRUE(reader.Finish().ok());
+  ASSERT_OK(tx().Flush());
+  ASSERT_OK(reader.Finish());
   EXPECT_EQ(reader.tags(), Iota(kPackets));
   EXPECT_EQ(reader.corrupt(), 0u);
 
@@ -509,10 +508,10 @@ TEST_P(CapabilityConformance, RegisteredBuffersDeliverIntact) {
       // +12K).
       const std::vector<PayloadRun> runs = {
           {(kRegionBytes / 2) + i * 4096, 12288}, {i * 8192, 8192}};
-      ASSERT_TRUE(SendTagged(tx(), i, 7, base(), runs).ok());
+      ASSERT_OK(SendTagged(tx(), i, 7, base(), runs));
     }
-    ASSERT_TRUE(tx().Flush().ok());
-    ASSERT_TRUE(reader.Finish().ok());
+    ASSERT_OK(tx().Flush());
+    ASSERT_OK(reader.Finish());
     EXPECT_EQ(reader.tags(), Iota(kPackets));
     EXPECT_EQ(reader.corrupt(), 0u);
 

@@ -38,6 +38,7 @@
 #include "tests/conformance/conformance_support.h"
 #include "tests/conformance/early_slot_reuse.h"
 #include "tests/support/faulty_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::conformance {
@@ -54,12 +55,12 @@ using testing::ServingReceiver;
 constexpr uint32_t kSmallSlots = 8;  // small: the header array wraps
 
 // Skips the test (from SetUp or the body) when `kind` cannot run here.
-#define SKIP_IF_UNAVAILABLE(kind)                                  \
-  do {                                                             \
-    ASSERT_TRUE(ParseTransportKind(TransportKindName(kind)).ok()); \
-    if (std::string why = WhyUnavailable(kind); !why.empty()) {    \
-      GTEST_SKIP() << why;                                         \
-    }                                                              \
+#define SKIP_IF_UNAVAILABLE(kind)                               \
+  do {                                                          \
+    ASSERT_OK(ParseTransportKind(TransportKindName(kind)));     \
+    if (std::string why = WhyUnavailable(kind); !why.empty()) { \
+      GTEST_SKIP() << why;                                      \
+    }                                                           \
   } while (0)
 
 SessionOptions OptionsFor(TransportKind kind, uint32_t channels) {
@@ -179,7 +180,7 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
   EXPECT_EQ(v->pages_mismatched, 0u);
   EXPECT_TRUE(v->first_mismatches.empty());
 
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   absl::Status served = rx.result();
   ASSERT_TRUE(served.ok()) << served;
   EXPECT_EQ(rx.receiver().verified_pages(), pages);
@@ -674,7 +675,7 @@ TEST_P(TransportConformance, SourceAbortReachesTheDestination) {
   SessionOptions opt = OptionsFor(GetParam(), 2);
   LoopbackPair p(BytesFor(GetParam(), 16ull << 20), 505, opt);
   ASSERT_NE(p.sender, nullptr);
-  ASSERT_TRUE(p.SendEverything().ok());
+  ASSERT_OK(p.SendEverything());
   p.sender->Abort(absl::CancelledError("operator cancelled the migration"));
   absl::Status s = p.rx->result();
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
@@ -696,9 +697,9 @@ TEST_P(TransportConformance, TheDestinationClosesItsChannelsAtFinish) {
   SessionOptions opt = OptionsFor(GetParam(), 2);
   LoopbackPair p(BytesFor(GetParam(), 4ull << 20), 606, opt);
   ASSERT_NE(p.sender, nullptr);
-  ASSERT_TRUE(p.SendEverything().ok());
+  ASSERT_OK(p.SendEverything());
   EXPECT_EQ(watch.shutdowns(/*source=*/false), 0u);
-  ASSERT_TRUE(p.sender->Finish().ok());
+  ASSERT_OK(p.sender->Finish());
   EXPECT_EQ(watch.shutdowns(/*source=*/false), 2u)
       << "FINISH acknowledged with the channels still open";
   EXPECT_TRUE(p.rx->result().ok()) << p.rx->result();
@@ -805,7 +806,7 @@ void VerifyFinishAndCompare(Sender& sender, ServingReceiver& rx,
   absl::StatusOr<VerifyReport> v = sender.Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE(sender.Finish().ok());
+  ASSERT_OK(sender.Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src, dst));
 }

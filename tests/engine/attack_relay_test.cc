@@ -18,6 +18,7 @@
 #include "proto/wire.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -109,7 +110,7 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const SessionStats done = (*sender)->stats();
@@ -185,15 +186,13 @@ TEST(AttackRelayFramingTest, SealedControlFramesCarryTheirTags) {
   hello.capabilities = testing::kSealedFeatureBits;
   uint8_t out[proto::kHelloBytes], in[proto::kHelloBytes];
   proto::EncodeHello(hello, absl::MakeSpan(out));
-  ASSERT_TRUE(channels::WriteWithDeadline(src, out, deadline).ok());
-  ASSERT_TRUE(
-      channels::ReadWithDeadline(dst, absl::MakeSpan(in), deadline).ok());
+  ASSERT_OK(channels::WriteWithDeadline(src, out, deadline));
+  ASSERT_OK(channels::ReadWithDeadline(dst, absl::MakeSpan(in), deadline));
   EXPECT_TRUE(std::equal(out, out + sizeof out, in));
   uint8_t reply[proto::kHelloReplyBytes], got[proto::kHelloReplyBytes];
   proto::EncodeHelloReply({0, 1ull << 9, ""}, absl::MakeSpan(reply));
-  ASSERT_TRUE(channels::WriteWithDeadline(dst, reply, deadline).ok());
-  ASSERT_TRUE(
-      channels::ReadWithDeadline(src, absl::MakeSpan(got), deadline).ok());
+  ASSERT_OK(channels::WriteWithDeadline(dst, reply, deadline));
+  ASSERT_OK(channels::ReadWithDeadline(src, absl::MakeSpan(got), deadline));
 
   // Three frames, each with a 16-byte tag; the middle one has a payload.
   auto sealed = [](std::vector<uint8_t> frame, uint8_t tag) {
@@ -208,7 +207,7 @@ TEST(AttackRelayFramingTest, SealedControlFramesCarryTheirTags) {
   for (const auto* f : {&first, &second, &third}) {
     stream.insert(stream.end(), f->begin(), f->end());
   }
-  ASSERT_TRUE(channels::WriteWithDeadline(src, stream, deadline).ok());
+  ASSERT_OK(channels::WriteWithDeadline(src, stream, deadline));
   shutdown(src, SHUT_WR);
 
   std::vector<uint8_t> arrived;

@@ -34,6 +34,7 @@
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/attack_relay.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -633,7 +634,7 @@ TEST_P(FinishCutTest, NeverTwoLiveCopies) {
     EXPECT_EQ(source.ok(), step.source_finishes == FinishCut::kYes);
   }
   // A source that finished was told so by a destination that committed.
-  if (source.ok()) EXPECT_TRUE(destination.ok());
+  if (source.ok()) EXPECT_OK(destination);
   if (!source.ok() && finish_sent) {
     EXPECT_THAT(std::string(source.message()),
                 ::testing::HasSubstr("the outcome is unknown"));

@@ -20,6 +20,7 @@
 #include "proto/wire.h"
 #include "ramferry/auth_key.h"
 #include "tests/support/fake_source.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -70,9 +71,9 @@ TEST(AuthTest, MatchingKeysTransferOnEveryTransport) {
     testing::UseTransportHost(o);
     LoopbackPair pair(kBytes, 7, o);
     ASSERT_NE(pair.sender, nullptr) << TransportKindName(kind);
-    ASSERT_TRUE(pair.SendEverything().ok());
-    ASSERT_TRUE(pair.sender->Finish().ok());
-    ASSERT_TRUE(pair.rx->result().ok());
+    ASSERT_OK(pair.SendEverything());
+    ASSERT_OK(pair.sender->Finish());
+    ASSERT_OK(pair.rx->result());
     EXPECT_TRUE(testing::SameBytes(pair.src.region, pair.dst.region));
     EXPECT_EQ(pair.rx->receiver().stats().auth_failures, 0u);
   }
@@ -192,7 +193,7 @@ TEST(AuthTest, ForgedProofIsRefusedBeforeAdmission) {
   EXPECT_EQ(rx.receiver().stats().auth_failures, 1u);
   // No session was opened: an honest source with the key still gets in.
   fake.set_key(kKey);
-  EXPECT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  EXPECT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
   rx.receiver().Abort(absl::CancelledError("test over"));
   EXPECT_FALSE(rx.result().ok());
   EXPECT_TRUE(AllZero(dst.region));
@@ -203,7 +204,7 @@ TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
   ServingReceiver rx(KeyedUnsealed(kKey), {dst.region});
   FakeSource fake(rx.port(), 2);
   fake.set_key(kKey);
-  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  ASSERT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
 
   // Channel 0, honestly: recorded by an eavesdropper.
   const proto::Hello hello = AuthHello(fake, proto::Role::kData, 0);
@@ -213,7 +214,7 @@ TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
     absl::StatusOr<proto::AuthChallenge> c = first.SendHello();
     ASSERT_TRUE(c.ok()) << c.status();
     recorded = first.ProofFor(kKey, c->nonce);
-    ASSERT_TRUE(first.SendProof(recorded).ok());
+    ASSERT_OK(first.SendProof(recorded));
   }
   // The same Hello and proof on a new connection meet a new nonce.
   RawHandshake replay(rx.port(), hello);
@@ -232,7 +233,7 @@ TEST(AuthTest, AuthenticatedButCrossSessionChannelIsRefused) {
   ServingReceiver rx(KeyedUnsealed(kKey), {dst.region});
   FakeSource fake(rx.port(), 1);
   fake.set_key(kKey);
-  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  ASSERT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
   // The key is right, the session is another one.
   FakeSource other(rx.port(), 1);
   other.set_key(kKey);

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_source.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -164,7 +165,7 @@ TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
     absl::Status open = src.OpenControl(Table());
     ASSERT_TRUE(open.ok()) << open;
   }
-  ASSERT_TRUE(src.OpenAllChannels().ok());
+  ASSERT_OK(src.OpenAllChannels());
   // The receiver may reset the connection before all of it is sent.
   (void)src.Send(1, GetParam().bytes());
 
@@ -179,7 +180,7 @@ TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ(m->type, proto::ControlType::kError);
   absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_THAT(e->text, HasSubstr(GetParam().says));
 }
 
@@ -205,21 +206,19 @@ class HandshakeTest : public ::testing::Test {
       ASSERT_TRUE(src.Send(c, FakeSource::DataPacket(
                                   Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
                       .ok());
-      ASSERT_TRUE(
-          src.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)).ok());
+      ASSERT_OK(src.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)));
     }
     auto m = src.ReadControl();
     ASSERT_TRUE(m.ok()) << m.status();
     ASSERT_EQ(m->type, proto::ControlType::kRoundDone);
     auto done = proto::DecodeRoundDone(m->payload);
-    ASSERT_TRUE(done.ok());
+    ASSERT_OK(done);
     EXPECT_EQ(done->round, 0u);
     EXPECT_EQ(done->pages, 2u);
     for (uint32_t c = 0; c < 2; ++c) {
-      ASSERT_TRUE(
-          src.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)).ok());
+      ASSERT_OK(src.Send(c, FakeSource::Marker(proto::kPacketFinish, c, 2, 1)));
     }
-    ASSERT_TRUE(src.SendControl(proto::EncodeFinish()).ok());
+    ASSERT_OK(src.SendControl(proto::EncodeFinish()));
     m = src.ReadControl();
     ASSERT_TRUE(m.ok()) << m.status();
     EXPECT_EQ(m->type, proto::ControlType::kFinishAck);
@@ -240,28 +239,28 @@ TEST_F(HandshakeTest, DataChannelBeforeControlIsRefused) {
 }
 
 TEST_F(HandshakeTest, ForeignSessionIsRefusedAndSessionGoesOn) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_OK(src_.OpenControl(Table()));
   proto::Hello h = src_.MakeHello(proto::Role::kData, 0);
   h.session.bytes[0] ^= 1;
   auto fd = src_.Connect(h);
   EXPECT_TRUE(absl::IsPermissionDenied(fd.status())) << fd.status();
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_OK(src_.OpenAllChannels());
   FinishCleanly();
 }
 
 TEST_F(HandshakeTest, DuplicateChannelIndexIsRefused) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenChannel(0).ok());
+  ASSERT_OK(src_.OpenControl(Table()));
+  ASSERT_OK(src_.OpenChannel(0));
   auto fd = src_.Connect(src_.MakeHello(proto::Role::kData, 0));
   EXPECT_TRUE(absl::IsAlreadyExists(fd.status())) << fd.status();
   EXPECT_THAT(fd.status().message(),
               HasSubstr("channel 0 is already connected"));
-  ASSERT_TRUE(src_.OpenChannel(1).ok());
+  ASSERT_OK(src_.OpenChannel(1));
   FinishCleanly();
 }
 
 TEST_F(HandshakeTest, ChannelCountMismatchIsRefused) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_OK(src_.OpenControl(Table()));
   proto::Hello h = src_.MakeHello(proto::Role::kData, 0);
   h.channel_count = 3;
   auto fd = src_.Connect(h);
@@ -270,7 +269,7 @@ TEST_F(HandshakeTest, ChannelCountMismatchIsRefused) {
 }
 
 TEST_F(HandshakeTest, SecondControlConnectionIsRefused) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
+  ASSERT_OK(src_.OpenControl(Table()));
   auto fd = src_.Connect(src_.MakeHello(proto::Role::kControl, 0));
   EXPECT_TRUE(absl::IsResourceExhausted(fd.status())) << fd.status();
 }
@@ -313,20 +312,20 @@ TEST_F(HandshakeTest, RegionTableMismatchIsRefusedAndTheNextSourceServed) {
               HasSubstr("refused the source's region table"));
   EXPECT_FALSE(rx_.done());
   FakeSource real(rx_.port(), 2, kMaxPages);
-  ASSERT_TRUE(real.OpenControl(Table()).ok());
-  ASSERT_TRUE(real.OpenAllChannels().ok());
+  ASSERT_OK(real.OpenControl(Table()));
+  ASSERT_OK(real.OpenAllChannels());
   FinishCleanly(real);
 }
 
 TEST_F(HandshakeTest, AControlConnectionThatDiesBeforeItsTableIsGivenUp) {
   {
     FakeSource bogus(rx_.port(), 2, kMaxPages);
-    ASSERT_TRUE(bogus.Connect(bogus.MakeHello(proto::Role::kControl, 0)).ok());
+    ASSERT_OK(bogus.Connect(bogus.MakeHello(proto::Role::kControl, 0)));
   }  // closed with its table unsent
   ASSERT_NO_FATAL_FAILURE(AwaitAbandoned(rx_.receiver(), 1));
   FakeSource real(rx_.port(), 2, kMaxPages);
-  ASSERT_TRUE(real.OpenControl(Table()).ok());
-  ASSERT_TRUE(real.OpenAllChannels().ok());
+  ASSERT_OK(real.OpenControl(Table()));
+  ASSERT_OK(real.OpenAllChannels());
   FinishCleanly(real);
 }
 
@@ -336,25 +335,25 @@ TEST_F(HandshakeTest, ASessionWhoseChannelsNeverComeIsGivenUp) {
   auto dst = MakeRegion(1, kRegionBytes);
   ServingReceiver rx(opt, {dst.region});
   FakeSource bogus(rx.port(), 2, kMaxPages);
-  ASSERT_TRUE(bogus.OpenControl(Table()).ok());
-  ASSERT_TRUE(bogus.OpenChannel(0).ok());  // channel 1 never comes
+  ASSERT_OK(bogus.OpenControl(Table()));
+  ASSERT_OK(bogus.OpenChannel(0));  // channel 1 never comes
   ASSERT_NO_FATAL_FAILURE(AwaitAbandoned(rx.receiver(), 1));
   EXPECT_THAT(rx.receiver().stats().last_abandoned,
               HasSubstr("only 1 of 2 data channels"));
   FakeSource real(rx.port(), 2, kMaxPages);
-  ASSERT_TRUE(real.OpenControl(Table()).ok());
-  ASSERT_TRUE(real.OpenAllChannels().ok());
+  ASSERT_OK(real.OpenControl(Table()));
+  ASSERT_OK(real.OpenAllChannels());
   rx.receiver().Abort(absl::CancelledError("test over"));
   EXPECT_TRUE(absl::IsCancelled(rx.result())) << rx.result();
   EXPECT_TRUE(testing::AllZero(dst.region));
 }
 
 TEST_F(HandshakeTest, ChannelClosedMidPacketEndsTheSession) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_OK(src_.OpenControl(Table()));
+  ASSERT_OK(src_.OpenAllChannels());
   auto packet = FakeSource::DataPacket(Data(1, 0, 4), Offsets(4), 0x77);
   packet.resize(packet.size() / 2);
-  ASSERT_TRUE(src_.Send(1, packet).ok());
+  ASSERT_OK(src_.Send(1, packet));
   src_.CloseChannel(1);
   absl::Status s = rx_.result();
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
@@ -363,8 +362,8 @@ TEST_F(HandshakeTest, ChannelClosedMidPacketEndsTheSession) {
 }
 
 TEST_F(HandshakeTest, ChannelClosedBetweenPacketsWithoutFinishEndsTheSession) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_OK(src_.OpenControl(Table()));
+  ASSERT_OK(src_.OpenAllChannels());
   src_.CloseChannel(0);
   absl::Status s = rx_.result();
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
@@ -375,33 +374,30 @@ TEST_F(HandshakeTest, ChannelClosedBetweenPacketsWithoutFinishEndsTheSession) {
 // A page re-sent in round 1 on one channel must not be overwritten by its
 // stale round-0 copy that arrives later on another channel.
 TEST_F(HandshakeTest, RoundBarrierOrdersRewritesAcrossChannels) {
-  ASSERT_TRUE(src_.OpenControl(Table()).ok());
-  ASSERT_TRUE(src_.OpenAllChannels().ok());
+  ASSERT_OK(src_.OpenControl(Table()));
+  ASSERT_OK(src_.OpenAllChannels());
   const std::vector<uint64_t> page5 = {5 * 4096};
   // Channel 0 finishes round 0 early and sends the new copy of page 5.
-  ASSERT_TRUE(
-      src_.Send(0, FakeSource::Marker(proto::kPacketSync, 0, 0, 0)).ok());
+  ASSERT_OK(src_.Send(0, FakeSource::Marker(proto::kPacketSync, 0, 0, 0)));
   proto::PacketHeader fresh = Data(0, 1, 1);
   fresh.round = 1;
-  ASSERT_TRUE(src_.Send(0, FakeSource::DataPacket(fresh, page5, 0x22)).ok());
+  ASSERT_OK(src_.Send(0, FakeSource::DataPacket(fresh, page5, 0x22)));
   // Give channel 0 every chance to apply it out of order (the outcome may
   // not depend on this pause: the barrier must hold either way).
   absl::SleepFor(absl::Milliseconds(50));
   // The stale round-0 copy arrives late on channel 1.
   ASSERT_TRUE(
       src_.Send(1, FakeSource::DataPacket(Data(1, 0, 1), page5, 0x11)).ok());
-  ASSERT_TRUE(
-      src_.Send(1, FakeSource::Marker(proto::kPacketSync, 1, 1, 0)).ok());
+  ASSERT_OK(src_.Send(1, FakeSource::Marker(proto::kPacketSync, 1, 1, 0)));
   auto m = src_.ReadControl();
   ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);
   for (uint32_t c = 0; c < 2; ++c) {
-    ASSERT_TRUE(
-        src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 2, 1)).ok());
+    ASSERT_OK(src_.Send(c, FakeSource::Marker(proto::kPacketSync, c, 2, 1)));
   }
   m = src_.ReadControl();
   ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);
   auto done = proto::DecodeRoundDone(m->payload);
-  ASSERT_TRUE(done.ok());
+  ASSERT_OK(done);
   EXPECT_EQ(done->round, 1u);
   EXPECT_EQ(done->pages, 1u);
   const uint8_t* p = dst_.region.page(5);

@@ -26,6 +26,7 @@
 #include "proto/seal.h"
 #include "proto/wire.h"
 #include "tests/support/memory_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::engine {
@@ -132,7 +133,7 @@ std::vector<uint8_t> TextFrame(size_t pages, std::vector<uint8_t>* text) {
     runs.push_back({text->data() + i * 4096, 4096});
   std::vector<uint8_t> frame(kMaxCompressedPayload);
   auto c = PacketCompressor::Create(1);
-  EXPECT_TRUE(c.ok());
+  EXPECT_OK(c);
   frame.resize((*c)->Compress(runs, absl::MakeSpan(frame)));
   EXPECT_GT(frame.size(), 0u);
   return frame;
@@ -349,7 +350,7 @@ TEST(ChannelReceiverTest, ZeroPagesAreZeroFilledWhereTheyAreNot) {
   AppendMarker(&s, proto::kPacketFinish, 2, 1);
   Fixture f(s, false, /*zero_pages=*/true, /*reads_as_zero=*/false,
             /*prefill=*/0x77);
-  ASSERT_TRUE(f.RunToEnd().ok());
+  ASSERT_OK(f.RunToEnd());
   EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 3u)));
   EXPECT_EQ(f.byte_at(0), 0xaa);
   EXPECT_EQ(f.byte_at(4096), 0);
@@ -376,7 +377,7 @@ TEST(ChannelReceiverTest, ZeroPagesOnMemoryKnownZeroWriteOnlyWhereDataLanded) {
   AppendMarker(&s, proto::kPacketSync, 4, 1);
   AppendMarker(&s, proto::kPacketFinish, 5, 2);
   Fixture f(s, false, /*zero_pages=*/true, /*reads_as_zero=*/true);
-  ASSERT_TRUE(f.RunToEnd().ok());
+  ASSERT_OK(f.RunToEnd());
   EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 2u), Pair(1u, 3u)));
   for (uint64_t off = 0; off < 4 * 4096; off += 512) {
     EXPECT_EQ(f.byte_at(off), 0) << off;
@@ -395,7 +396,7 @@ TEST(ChannelReceiverTest, ZeroRangesAreAppliedWithinTheirRound) {
   AppendMarker(&s, proto::kPacketSync, 1, 0);
   AppendMarker(&s, proto::kPacketFinish, 2, 1);
   Fixture f(s, false, true, false, /*prefill=*/0x55);
-  ASSERT_TRUE(f.RunToEnd().ok());
+  ASSERT_OK(f.RunToEnd());
   EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 3u)));
   EXPECT_EQ(f.byte_at(0), 0);
   EXPECT_EQ(f.byte_at(4096), 0x55);
@@ -460,7 +461,7 @@ TEST(ChannelReceiverTest, CompressedPayloadExpandsIntoItsPages) {
   AppendMarker(&s, proto::kPacketFinish, 2, 1);
   Fixture f(s, false, /*zero_pages=*/true, false, /*prefill=*/0x11,
             /*compressed=*/true);
-  ASSERT_TRUE(f.RunToEnd().ok());
+  ASSERT_OK(f.RunToEnd());
   EXPECT_THAT(f.rounds, ElementsAre(Pair(0u, 3u)));
   const auto* base = static_cast<const uint8_t*>(f.region.region.base);
   EXPECT_EQ(std::memcmp(base + 4096 * 3, text.data(), 4096), 0);

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -93,7 +94,7 @@ TEST(CompressorTest, TextRoundTripsAcrossRuns) {
 
 TEST(CompressorTest, IncompressibleOrOversizedPayloadsAreNotCompressed) {
   auto comp = PacketCompressor::Create(1);
-  ASSERT_TRUE(comp.ok());
+  ASSERT_OK(comp);
   std::vector<uint8_t> noise(8 * 4096);
   std::mt19937_64 rng(2);
   for (auto& b : noise) b = static_cast<uint8_t>(rng());
@@ -108,7 +109,7 @@ TEST(CompressorTest, IncompressibleOrOversizedPayloadsAreNotCompressed) {
 
 TEST(CompressorTest, HostileFramesAreRefusedAndWriteNothingOutside) {
   auto decomp = PacketDecompressor::Create();
-  ASSERT_TRUE(decomp.ok());
+  ASSERT_OK(decomp);
   const std::vector<uint8_t> two_pages = TextBytes(2 * 4096, 3);
   const std::vector<uint8_t> good = Frame(two_pages, true);
   struct Case {
@@ -148,7 +149,7 @@ TEST(CompressorTest, HostileFramesAreRefusedAndWriteNothingOutside) {
   }
   // And the good frame still expands after all that.
   Pages dst(2);
-  EXPECT_TRUE((*decomp)->Decompress(good, dst.runs).ok());
+  EXPECT_OK((*decomp)->Decompress(good, dst.runs));
   EXPECT_EQ(std::memcmp(dst.runs[1].iov_base, two_pages.data() + 4096, 4096),
             0);
 }

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
 #include "tests/support/child_peers.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -66,7 +67,7 @@ TEST_F(FaultTest, DestinationKilledMidRound) {
   DirtyBitmap dirty(src_.region.page_count());
   dirty.SetRange(0, 16);
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());  // round 0 confirmed
+  ASSERT_OK((*sender)->SendRound(bitmaps));  // round 0 confirmed
 
   dirty.SetAll();
   const absl::Time start = absl::Now();
@@ -140,7 +141,7 @@ TEST_F(FaultTest, SourceAbortReachesTheDestination) {
 TEST_F(FaultTest, DestinationAbortReachesTheSource) {
   LoopbackPair p(1 << 20, 13, opt_);
   ASSERT_NE(p.sender, nullptr);
-  ASSERT_TRUE(p.SendEverything().ok());
+  ASSERT_OK(p.SendEverything());
   p.rx->receiver().Abort(
       absl::ResourceExhaustedError("destination out of memory"));
   EXPECT_TRUE(absl::IsResourceExhausted(p.rx->result()));

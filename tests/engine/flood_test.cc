@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/handshake.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -81,7 +82,7 @@ SessionOptions Keyed() {
 TEST(FloodTest, MigrationInProgressIsUndisturbed) {
   LoopbackPair pair(testing::ScaledBytes(64 << 20), 31, Keyed());
   ASSERT_NE(pair.sender, nullptr);
-  ASSERT_TRUE(pair.SendEverything().ok());
+  ASSERT_OK(pair.SendEverything());
 
   std::atomic<bool> flooded{false};
   Flood flood;
@@ -99,8 +100,8 @@ TEST(FloodTest, MigrationInProgressIsUndisturbed) {
     ++rounds;
   }
   attacker.join();
-  ASSERT_TRUE(pair.sender->Finish().ok());
-  ASSERT_TRUE(pair.rx->result().ok());
+  ASSERT_OK(pair.sender->Finish());
+  ASSERT_OK(pair.rx->result());
   EXPECT_TRUE(testing::SameBytes(pair.src.region, pair.dst.region));
   EXPECT_GT(flood.size(), 0u);
 }
@@ -121,9 +122,9 @@ TEST(FloodTest, SourceArrivingDuringAFloodGetsIn) {
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
-  ASSERT_TRUE(rx.result().ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
+  ASSERT_OK((*sender)->Finish());
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(testing::SameBytes(src.region, dst.region));
   // The flood was turned away, not served.
   EXPECT_GE(rx.receiver().stats().connections_refused, flood.size() - 64);

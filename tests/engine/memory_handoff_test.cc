@@ -44,6 +44,7 @@
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/ramferry.h"
 #include "ramferry/write_tracker.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/uffd_skip.h"
 
 namespace ramferry {
@@ -224,12 +225,12 @@ TEST_F(MemoryHandoffTest, ExportAndAttachInOneProcessCollectExactWrites) {
             absl::StatusCode::kInvalidArgument);
 
   // Pause and migrate in process: the handler runs on the export's thread.
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(5)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(5)));
   EXPECT_FALSE((*att)->stopped_by_signal());
   EXPECT_EQ(events.load(), 1);
   EXPECT_GT((*exp)->paused_at_ns(), 0);
-  ASSERT_TRUE((*att)->Migrated().ok());
-  EXPECT_TRUE((*exp)->WaitMigrated(absl::Seconds(10)).ok());
+  ASSERT_OK((*att)->Migrated());
+  EXPECT_OK((*exp)->WaitMigrated(absl::Seconds(10)));
   EXPECT_EQ(events.load(), 2);
 
   att->reset();
@@ -508,7 +509,7 @@ TEST_F(MemoryHandoffTest, ForkedWorkloadPausesResumesAndMigrates) {
 
   EXPECT_EQ(w.PausedAtNs(), 0);
   const int64_t before = MonotonicNs();
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(10)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(10)));
   const int64_t after = MonotonicNs();
   // The handler ran before Pause returned.
   EXPECT_EQ(ReadByte(w.events(), 0), 'P');
@@ -518,20 +519,20 @@ TEST_F(MemoryHandoffTest, ForkedWorkloadPausesResumesAndMigrates) {
   EXPECT_GE(paused_at, before);
   EXPECT_LE(paused_at, after);
   // A second Pause is a no-op.
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(10)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(10)));
   EXPECT_EQ(ReadByte(w.events(), 0), -1);
 
-  ASSERT_TRUE((*att)->Resume().ok());
+  ASSERT_OK((*att)->Resume());
   EXPECT_EQ(ReadByte(w.events(), 0), 'R');
   ASSERT_TRUE(w.Write(5));
   n = (*att)->CollectWritten({&dp, 1});
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(5));
 
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(10)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(10)));
   EXPECT_EQ(ReadByte(w.events(), 0), 'P');
   EXPECT_GE(w.PausedAtNs(), paused_at);
-  ASSERT_TRUE((*att)->Migrated().ok());
+  ASSERT_OK((*att)->Migrated());
   EXPECT_EQ(w.WaitMigrated(), 'O');
   EXPECT_EQ(ReadByte(w.events(), 10000), 'M');
   att->reset();
@@ -545,11 +546,11 @@ TEST_F(MemoryHandoffTest, NoHandlerPausesWithSigstopAndResumesWithSigcont) {
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
   ASSERT_TRUE(att.ok()) << att.status();
   EXPECT_FALSE((*att)->pauses_itself());
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(5)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(5)));
   EXPECT_TRUE((*att)->stopped_by_signal());
   EXPECT_THAT((*att)->pause_note(), HasSubstr("SIGSTOP"));
   EXPECT_EQ(ProcState(w.pid()), 'T');
-  ASSERT_TRUE((*att)->Resume().ok());
+  ASSERT_OK((*att)->Resume());
   EXPECT_FALSE((*att)->stopped_by_signal());
   // Running again: it answers, and its write is tracked.
   ASSERT_TRUE(w.Write(2));
@@ -560,9 +561,9 @@ TEST_F(MemoryHandoffTest, NoHandlerPausesWithSigstopAndResumesWithSigcont) {
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(2));
   // Migrated: a stopped workload stays stopped; this one runs and is told.
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(5)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(5)));
   EXPECT_EQ(ProcState(w.pid()), 'T');
-  ASSERT_TRUE((*att)->Migrated().ok());
+  ASSERT_OK((*att)->Migrated());
   EXPECT_EQ(ProcState(w.pid()), 'T');
   att->reset();
   w.Kill();
@@ -578,7 +579,7 @@ TEST_F(MemoryHandoffTest, HandlerThatDoesNotAnswerFallsBackToSigstop) {
   ASSERT_TRUE(att.ok()) << att.status();
   EXPECT_TRUE((*att)->pauses_itself());
   const absl::Time start = absl::Now();
-  ASSERT_TRUE((*att)->Pause(absl::Milliseconds(200)).ok());
+  ASSERT_OK((*att)->Pause(absl::Milliseconds(200)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_TRUE((*att)->stopped_by_signal());
   EXPECT_THAT((*att)->pause_note(), HasSubstr("did not pause itself"));
@@ -586,7 +587,7 @@ TEST_F(MemoryHandoffTest, HandlerThatDoesNotAnswerFallsBackToSigstop) {
   // The handler returns once resumed; the late PAUSED is skipped and the
   // workload told to resume.
   ASSERT_TRUE(w.Release());
-  ASSERT_TRUE((*att)->Resume().ok());
+  ASSERT_OK((*att)->Resume());
   EXPECT_EQ(ReadByte(w.events(), 10000), 'P');
   EXPECT_EQ(ReadByte(w.events(), 10000), 'R');
   ASSERT_TRUE(w.Write(1));
@@ -600,7 +601,7 @@ TEST_F(MemoryHandoffTest, DetachWhilePausedTellsTheWorkload) {
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
   ASSERT_TRUE(att.ok()) << att.status();
-  ASSERT_TRUE((*att)->Pause(absl::Seconds(10)).ok());
+  ASSERT_OK((*att)->Pause(absl::Seconds(10)));
   EXPECT_EQ(ReadByte(w.events(), 0), 'P');
   att->reset();
   EXPECT_EQ(ReadByte(w.events(), 10000), 'D');
@@ -636,7 +637,7 @@ TEST_F(MemoryHandoffTest, AWorkloadWhoseMainThreadExitedIsPausedAndTracked) {
   const absl::Status paused = (*att)->Pause(absl::Seconds(2));
   ASSERT_TRUE(paused.ok()) << paused;
   EXPECT_TRUE((*att)->stopped_by_signal());
-  ASSERT_TRUE((*att)->Resume().ok());
+  ASSERT_OK((*att)->Resume());
   ASSERT_TRUE(w.Write(9)) << "the workload runs again";
   d.ClearAll();
   n = (*att)->CollectWritten({&dp, 1});
@@ -696,7 +697,7 @@ TEST_F(MemoryHandoffTest, WorkloadUnmappedItsMemoryCollectFails) {
   ASSERT_TRUE(att.ok()) << att.status();
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
-  ASSERT_TRUE((*att)->CollectWritten({&dp, 1}).ok());
+  ASSERT_OK((*att)->CollectWritten({&dp, 1}));
   ASSERT_TRUE(w.Unmap());
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
   ASSERT_FALSE(n.ok());
@@ -722,7 +723,7 @@ TEST_F(MemoryHandoffTest, WorkloadShrankItsFileCollectFailsAndNoSealStays) {
   EXPECT_EQ(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK, 0);
   DirtyBitmap d(4);
   DirtyBitmap* dp = &d;
-  ASSERT_TRUE((*att)->CollectWritten({&dp, 1}).ok());
+  ASSERT_OK((*att)->CollectWritten({&dp, 1}));
   ASSERT_EQ(ftruncate(fd, kPage), 0);
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
   ASSERT_FALSE(n.ok());
@@ -771,7 +772,7 @@ TEST_F(MemoryHandoffTest, HandOverAndAdoptShareTheBytes) {
   ASSERT_EQ(pread(fd, &byte, 1, 4 * kPage + 1), 1);
   EXPECT_EQ(byte, 0xee);
   // Wait again is OK at once.
-  EXPECT_TRUE((*adopt)->Wait(absl::ZeroDuration()).ok());
+  EXPECT_OK((*adopt)->Wait(absl::ZeroDuration()));
   adopt->reset();
   munmap(base, 6 * kPage);
   close(fd);
@@ -1300,7 +1301,7 @@ TEST_F(MemoryHandoffTest, WriteTrackerOnAnonymousMemory) {
   EXPECT_EQ(d.Count(), 0u);
   base[2 * kPage + 5] = 3;  // re-armed: reported again
   n = (*t)->Collect(d);
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 1u);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(2));
   t->reset();
@@ -1327,7 +1328,7 @@ TEST_F(MemoryHandoffTest, WriteTrackerRefusesAWrongSizeBitmap) {
     // The write to page 30 is gone: the next Collect does not report it.
     DirtyBitmap full(kPages);
     absl::StatusOr<uint64_t> again = (*t)->Collect(full);
-    ASSERT_TRUE(again.ok());
+    ASSERT_OK(again);
     EXPECT_TRUE(full.Test(30)) << "the write to page 30 was lost";
   }
   t->reset();

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
 #include "tests/support/link_testbed_skip.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/uffd_skip.h"
 #include "tools/common/link_testbed.h"
@@ -92,7 +93,7 @@ void MigrateOver(const std::vector<std::string>& addresses, uint32_t channels,
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 
@@ -133,7 +134,7 @@ TEST(MultiLinkTest, ChannelsSpreadOverTwoRateLimitedLinks) {
     GTEST_SKIP() << why;
   }
   cli::SavedNetworkNamespace home;  // this thread goes back at the end
-  ASSERT_TRUE(home.ok());
+  ASSERT_OK(home);
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"1gbit", "1gbit"});
   ASSERT_TRUE(bed.ok()) << bed.status();
@@ -142,11 +143,11 @@ TEST(MultiLinkTest, ChannelsSpreadOverTwoRateLimitedLinks) {
   auto dst = MakeRegion(1, bytes);
   // Its listener and its Serve thread are made here, so both are in the
   // destination namespace.
-  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ASSERT_OK((*bed)->EnterDestination());
   SessionOptions listen = testing::InsecureOptions();
   listen.host = "0.0.0.0";
   ServingReceiver rx(listen, {dst.region});
-  ASSERT_TRUE((*bed)->EnterSource().ok());
+  ASSERT_OK((*bed)->EnterSource());
   MigrateOver({(*bed)->destination_address(0), (*bed)->destination_address(1)},
               4, rx, src, dst);
 }
@@ -160,7 +161,7 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
     GTEST_SKIP() << why;
   }
   cli::SavedNetworkNamespace home;
-  ASSERT_TRUE(home.ok());
+  ASSERT_OK(home);
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"200mbit", "200mbit"});
   ASSERT_TRUE(bed.ok()) << bed.status();
@@ -172,9 +173,9 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
   opt.survive_channel_loss = true;
   opt.stall_timeout = absl::Seconds(2);
   opt.host = "0.0.0.0";
-  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ASSERT_OK((*bed)->EnterDestination());
   ServingReceiver rx(opt, {dst.region});
-  ASSERT_TRUE((*bed)->EnterSource().ok());
+  ASSERT_OK((*bed)->EnterSource());
   // The control connection goes over link 0, which stays up.
   opt.host = (*bed)->destination_address(0);
   opt.port = rx.port();
@@ -189,17 +190,17 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
   // of the way in, with both of its channels mid-stream.
   std::thread cut([&] {
     absl::SleepFor(absl::Milliseconds(250));
-    EXPECT_TRUE((*bed)->SetLinkUp(1, false).ok());
+    EXPECT_OK((*bed)->SetLinkUp(1, false));
   });
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
   cut.join();
   ASSERT_TRUE(r.ok()) << r.status();
   RewritePages(src.region, 5, 77, dirty);
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const SessionStats sent = (*sender)->stats();
@@ -227,7 +228,7 @@ TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
   }
   const bool survive = GetParam();
   cli::SavedNetworkNamespace home;
-  ASSERT_TRUE(home.ok());
+  ASSERT_OK(home);
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"1gbit", "1gbit"});
   ASSERT_TRUE(bed.ok()) << bed.status();
@@ -239,9 +240,9 @@ TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
   opt.survive_channel_loss = survive;
   opt.stall_timeout = absl::Seconds(1);
   opt.host = "0.0.0.0";
-  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ASSERT_OK((*bed)->EnterDestination());
   ServingReceiver rx(opt, {dst.region});
-  ASSERT_TRUE((*bed)->EnterSource().ok());
+  ASSERT_OK((*bed)->EnterSource());
   opt.host = (*bed)->destination_address(0);
   opt.port = rx.port();
   opt.channel_endpoints = {{(*bed)->destination_address(0)},
@@ -251,8 +252,8 @@ TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-  ASSERT_TRUE((*bed)->SetLinkUp(1, false).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
+  ASSERT_OK((*bed)->SetLinkUp(1, false));
   RewritePages(src.region, 5, 42, dirty);
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
   if (!survive) {
@@ -266,7 +267,7 @@ TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const SessionStats sent = (*sender)->stats();
@@ -295,7 +296,7 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
     if (!why.empty()) GTEST_SKIP() << why;
   }
   cli::SavedNetworkNamespace home;
-  ASSERT_TRUE(home.ok());
+  ASSERT_OK(home);
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"200mbit"});
   ASSERT_TRUE(bed.ok()) << bed.status();
@@ -307,9 +308,9 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   opt.stall_timeout = absl::Seconds(1);
   opt.postcopy_resume_timeout = absl::Seconds(20);
   opt.host = "0.0.0.0";
-  ASSERT_TRUE((*bed)->EnterDestination().ok());
+  ASSERT_OK((*bed)->EnterDestination());
   ServingReceiver rx(opt, {dst.region});
-  ASSERT_TRUE((*bed)->EnterSource().ok());
+  ASSERT_OK((*bed)->EnterSource());
   opt.host = (*bed)->destination_address(0);
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
@@ -317,7 +318,7 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   DirtyBitmap missing(src.region.page_count());
   missing.SetAll();
   DirtyBitmap* bitmaps[] = {&missing};
-  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  ASSERT_OK((*sender)->StartPostcopy(bitmaps));
   // A thread of the destination's workload touches every page in turn.
   std::atomic<uint64_t> differing{0};
   std::thread workload([&] {
@@ -331,12 +332,12 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   });
   std::thread cut([&] {
     absl::SleepFor(absl::Milliseconds(400));
-    EXPECT_TRUE((*bed)->SetLinkUp(0, false).ok());
+    EXPECT_OK((*bed)->SetLinkUp(0, false));
   });
   absl::Status first = (*sender)->CompletePostcopy();
   cut.join();
   EXPECT_FALSE(first.ok()) << "the link went down and nothing failed";
-  ASSERT_TRUE((*bed)->SetLinkUp(0, true).ok());
+  ASSERT_OK((*bed)->SetLinkUp(0, true));
   auto resumed = Sender::ResumePostcopy(opt, {&src.region, 1}, **sender);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   absl::Status done = (*resumed)->CompletePostcopy();
@@ -346,7 +347,7 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   absl::StatusOr<VerifyReport> v = (*resumed)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_TRUE((*resumed)->Finish().ok());
+  ASSERT_OK((*resumed)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   EXPECT_EQ(rx.receiver().stats().postcopy.resumes, 1u);

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/options.h"
 #include "ramferry/ramferry.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::engine {
@@ -39,7 +40,7 @@ TEST(NumericOptionRules, ARefusalNamesTheFieldTheValueAndTheRange) {
   const NumericOptionRule& ring = *FindNumericOptionRule("ring_entries");
   EXPECT_EQ(CheckNumericOption(ring, 3).message(),
             "ring_entries = 3; want a power of two in [2, 1048576]");
-  EXPECT_TRUE(CheckNumericOption(ring, 4).ok());
+  EXPECT_OK(CheckNumericOption(ring, 4));
   const NumericOptionRule& level = *FindNumericOptionRule("compression_level");
   EXPECT_EQ(CheckNumericOption(level, 20).message(),
             "compression_level = 20; want [-100, 19] (zstd's levels)");

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "proto/postcopy.h"
 #include "ramferry/dirty_bitmap.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -82,7 +83,7 @@ TEST(PageRangesTest, RandomBitmapsMatchTheReferenceInAnyChunking) {
     }
     const std::vector<PageRange> want = Naive(b);
     ASSERT_EQ(RangesFromBitmap(b), want) << "pages " << pages;
-    EXPECT_TRUE(proto::ValidatePageRanges(want, pages, 0, "scan").ok());
+    EXPECT_OK(proto::ValidatePageRanges(want, pages, 0, "scan"));
 
     const size_t chunk = 1 + rng() % 3;
     std::vector<PageRange> got;

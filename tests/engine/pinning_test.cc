@@ -4,6 +4,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry {
 namespace {
@@ -75,7 +76,7 @@ TEST(PinningLimits, CopyingTransportNeedsNothing) {
   SessionOptions o;
   o.transport = TransportKind::kTcp;
   o.channels = 256;
-  EXPECT_TRUE(CheckPinningLimits(o, 4096, 1ull << 40).ok());
+  EXPECT_OK(CheckPinningLimits(o, 4096, 1ull << 40));
 }
 
 }  // namespace

@@ -50,6 +50,7 @@
 #include "tests/support/child_peers.h"
 #include "tests/support/fake_source.h"
 #include "tests/support/faulty_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/uffd_skip.h"
 
@@ -263,7 +264,7 @@ void KillMidPush(Kill kill, bool urgent, uint64_t seed,
   DirtyBitmap missing(pages);
   missing.SetAll();
   DirtyBitmap* bitmaps[] = {&missing};
-  ASSERT_TRUE(sender.StartPostcopy(bitmaps).ok());
+  ASSERT_OK(sender.StartPostcopy(bitmaps));
   Workload workload(dst.region, snapshot, 3, seed * 7);
 
   const absl::Duration delay = absl::Milliseconds(20 + rng() % 400);
@@ -578,7 +579,7 @@ TEST(PostcopyFreedDestinationTest, FreeingTheReceiverLeavesFaultsBlocked) {
     DirtyBitmap missing(src.region.page_count());
     missing.SetAll();
     DirtyBitmap* b[] = {&missing};
-    ASSERT_TRUE((*sender)->StartPostcopy(b).ok());
+    ASSERT_OK((*sender)->StartPostcopy(b));
     // Switched, nothing pushed or answered (that is CompletePostcopy's):
     // the destination's thread faults and waits; then the source is gone.
     absl::SleepFor(absl::Milliseconds(300));
@@ -617,7 +618,7 @@ void DestinationGoes(int sig) {
   DirtyBitmap missing(src.region.page_count());
   missing.SetAll();
   DirtyBitmap* bitmaps[] = {&missing};
-  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  ASSERT_OK((*sender)->StartPostcopy(bitmaps));
   std::future<absl::Status> completed = std::async(
       std::launch::async, [&] { return (*sender)->CompletePostcopy(); });
   absl::SleepFor(absl::Milliseconds(200));
@@ -693,7 +694,7 @@ class PostcopyBadInputTest : public ::testing::Test {
     src_->set_capabilities(caps);
     absl::Status open = src_->OpenControl(Table());
     ASSERT_TRUE(open.ok()) << open;
-    ASSERT_TRUE(src_->OpenAllChannels().ok());
+    ASSERT_OK(src_->OpenAllChannels());
     if (urgent) {
       absl::StatusOr<int> fd = OpenUrgent();
       ASSERT_TRUE(fd.ok()) << fd.status();
@@ -732,7 +733,7 @@ class PostcopyBadInputTest : public ::testing::Test {
   }
   // Switches with `ranges` missing and waits for POSTCOPY_ARMED.
   void Arm(std::vector<proto::PageRange> ranges) {
-    ASSERT_TRUE(src_->SendControl(MissingFrame({1, true, ranges})).ok());
+    ASSERT_OK(src_->SendControl(MissingFrame({1, true, ranges})));
     absl::StatusOr<engine::ControlChannel::Message> m = NextControl();
     ASSERT_TRUE(m.ok()) << m.status();
     std::string why;
@@ -787,7 +788,7 @@ TEST_F(PostcopyBadInputTest, MissingRangePastTheRegionDropsNothing) {
 
 TEST_F(PostcopyBadInputTest, MissingSetOverlappingAcrossMessagesIsRefused) {
   Open(/*urgent=*/false);
-  ASSERT_TRUE(src_->SendControl(MissingFrame({1, false, {{10, 5}}})).ok());
+  ASSERT_OK(src_->SendControl(MissingFrame({1, false, {{10, 5}}})));
   (void)src_->SendControl(MissingFrame({1, true, {{12, 1}}}));
   ExpectEnds(absl::StatusCode::kInvalidArgument, "across messages");
   EXPECT_FALSE(rx_->receiver().stats().postcopy.started) << "never armed";
@@ -822,7 +823,7 @@ TEST_F(PostcopyBadInputTest, FinishDuringPostcopyIsRefused) {
   (void)src_->SendControl(proto::StartFrame(proto::ControlType::kFinish));
   ExpectEnds(absl::StatusCode::kFailedPrecondition, "FINISH during post-copy");
   EXPECT_FALSE(rx_->receiver().IsResident(1, 0, 11));
-  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+  EXPECT_OK(rx_->receiver().ReleasePostcopy());
 }
 
 TEST_F(PostcopyBadInputTest, PageDataOutsideTheRegionOnTheUrgentConnection) {
@@ -841,7 +842,7 @@ TEST_F(PostcopyBadInputTest, PageDataOutsideTheRegionOnTheUrgentConnection) {
   ExpectEnds(absl::StatusCode::kInvalidArgument, "urgent connection");
   EXPECT_FALSE(rx_->receiver().IsResident(1, kPages - 2, 2));
   EXPECT_TRUE(Unchanged(0, kPages - 2));
-  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+  EXPECT_OK(rx_->receiver().ReleasePostcopy());
 }
 
 TEST_F(PostcopyBadInputTest, PageDataWithReservedFieldSetIsRefused) {
@@ -858,7 +859,7 @@ TEST_F(PostcopyBadInputTest, PageDataWithReservedFieldSetIsRefused) {
   (void)Write(*urgent, RawFrame(proto::ControlType::kPageData, payload));
   ExpectEnds(absl::StatusCode::kInvalidArgument, "reserved");
   EXPECT_FALSE(rx_->receiver().IsResident(1, 3, 1)) << "placed anyway";
-  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+  EXPECT_OK(rx_->receiver().ReleasePostcopy());
 }
 
 TEST_F(PostcopyBadInputTest, UnexpectedMessageOnTheUrgentConnection) {
@@ -867,7 +868,7 @@ TEST_F(PostcopyBadInputTest, UnexpectedMessageOnTheUrgentConnection) {
   Arm({{3, 1}});
   (void)Write(*urgent, proto::EncodePageRequest({1, {3}}));
   ExpectEnds(absl::StatusCode::kInvalidArgument, "only PAGE_DATA");
-  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+  EXPECT_OK(rx_->receiver().ReleasePostcopy());
 }
 
 TEST_F(PostcopyBadInputTest, SecondUrgentConnectionIsRefused) {
@@ -881,9 +882,8 @@ TEST_F(PostcopyBadInputTest, SecondUrgentConnectionIsRefused) {
   std::vector<uint8_t> page(4096, 0x77);
   ASSERT_TRUE(Write(*urgent, proto::EncodePageData(1, 3, 1, page.data())).ok());
   Watchdog watchdog(absl::Seconds(30), "placement");
-  ASSERT_TRUE(rx_->receiver()
-                  .WaitResident(1, 3, 1, absl::Now() + absl::Seconds(10))
-                  .ok());
+  ASSERT_OK(
+      rx_->receiver().WaitResident(1, 3, 1, absl::Now() + absl::Seconds(10)));
   EXPECT_EQ(std::memcmp(dst_.region.page(3), page.data(), 4096), 0);
   EXPECT_TRUE(Unchanged(0, 3));
   EXPECT_TRUE(Unchanged(4, kPages - 4));
@@ -901,7 +901,7 @@ TEST_F(PostcopyBadInputTest, PageDataOnTheControlConnectionIsRefused) {
   (void)src_->SendControl(proto::EncodePageData(1, 3, 1, page.data()));
   ExpectEnds(absl::StatusCode::kInvalidArgument, "PAGE_DATA");
   EXPECT_FALSE(rx_->receiver().IsResident(1, 3, 1)) << "placed from control";
-  EXPECT_TRUE(rx_->receiver().ReleasePostcopy().ok());
+  EXPECT_OK(rx_->receiver().ReleasePostcopy());
 }
 
 TEST(PostcopyBadInputNoPostcopyTest, MissingPagesWithoutPostcopyIsRefused) {
@@ -916,8 +916,8 @@ TEST(PostcopyBadInputNoPostcopyTest, MissingPagesWithoutPostcopyIsRefused) {
   testing::FakeSource src(rx.port(), 1);
   src.set_capabilities(src.MakeHello(proto::Role::kControl, 0).capabilities &
                        ~proto::kFeaturePostcopyResume);
-  ASSERT_TRUE(src.OpenControl({{1, 4096, 1 << 20, "region-1"}}).ok());
-  ASSERT_TRUE(src.OpenAllChannels().ok());
+  ASSERT_OK(src.OpenControl({{1, 4096, 1 << 20, "region-1"}}));
+  ASSERT_OK(src.OpenAllChannels());
   std::vector<uint8_t> frame =
       proto::StartFrame(proto::ControlType::kMissingPages);
   proto::EncodeMissingPages({1, true, {{0, 4}}}, &frame);

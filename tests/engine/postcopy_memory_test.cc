@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -32,8 +33,8 @@ absl::Status Check(uint64_t begin, uint64_t end) {
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 TEST(PostcopyMemoryTest, AcceptsPrivateAnonymousAcrossMappings) {
-  EXPECT_TRUE(Check(0x7f0000000000, 0x7f0000020000).ok());
-  EXPECT_TRUE(Check(0x7f0000008000, 0x7f0000009000).ok());
+  EXPECT_OK(Check(0x7f0000000000, 0x7f0000020000));
+  EXPECT_OK(Check(0x7f0000008000, 0x7f0000009000));
 }
 
 TEST(PostcopyMemoryTest, RefusesASharedFileNamingMinorMode) {

@@ -34,6 +34,7 @@
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/faulty_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/uffd_skip.h"
 
@@ -146,7 +147,7 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
   // A quarter of the pages change after round 0: the destination lacks
   // exactly those at the switch.
   std::mt19937_64 rng(5);
@@ -156,7 +157,7 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
     dirty.Set(p);
   }
   const uint64_t missing = dirty.Count();
-  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  ASSERT_OK((*sender)->StartPostcopy(bitmaps));
   FaultingReaders readers(dst.region, src.region, 3, 99);
   absl::Status done = (*sender)->CompletePostcopy();
   readers.Stop();
@@ -166,7 +167,7 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 
@@ -216,7 +217,7 @@ TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   (*sender)->SetMaxBandwidth(8'000'000);
-  ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+  ASSERT_OK((*sender)->StartPostcopy(bitmaps));
   FaultingReaders readers(dst.region, src.region, 2, 7, absl::Milliseconds(1));
   // A hypervisor's own requests go on through the cut and the resume
   // (review C1: they went to a freed control connection): each is sent or
@@ -261,7 +262,7 @@ TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
   absl::StatusOr<VerifyReport> v = (*resumed)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
-  ASSERT_TRUE((*resumed)->Finish().ok());
+  ASSERT_OK((*resumed)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   EXPECT_EQ((*resumed)->stats().postcopy.resumes, 1u);
@@ -342,7 +343,7 @@ struct Session {
     absl::StatusOr<VerifyReport> v = sender->Verify();
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_TRUE(v->ok()) << v->pages_mismatched;
-    ASSERT_TRUE(sender->Finish().ok());
+    ASSERT_OK(sender->Finish());
     ASSERT_TRUE(rx->result().ok()) << rx->result();
     for (size_t r = 0; r < src.size(); ++r) {
       EXPECT_TRUE(SameBytes(src[r].region, dst[r].region)) << "region " << r;
@@ -377,10 +378,10 @@ TEST(PostcopyShapesTest, SealedSessionsEndByteIdentical) {
       opt.protect = protect;
       Session s(opt, {16ull << 20}, 21);
       ASSERT_TRUE(s.connected.ok()) << s.connected;
-      ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+      ASSERT_OK(s.sender->SendRound(s.bitmaps));
       s.Dirty(0, s.src[0].region.page_count() / 4, 3);
       const uint64_t missing = s.Missing();
-      ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+      ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
       FaultingReaders readers(s.dst[0].region, s.src[0].region, 2, 7);
       s.CompleteAndCheck();
       readers.Stop();
@@ -401,7 +402,7 @@ TEST(PostcopyShapesTest, SwitchBeforeAnyRoundMovesEveryPage) {
     Session s(PostcopyOptions(urgent), {32ull << 20}, 31);
     ASSERT_TRUE(s.connected.ok()) << s.connected;
     const uint64_t pages = s.src[0].region.page_count();
-    ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+    ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
     FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, 17);
     s.CompleteAndCheck();
     readers.Stop();
@@ -421,7 +422,7 @@ TEST(PostcopyShapesTest, SeveralRegionsOfDifferentSizes) {
   Session s(PostcopyOptions(), {16ull << 20, (4ull << 20) + 12288, 8ull << 20},
             41);
   ASSERT_TRUE(s.connected.ok()) << s.connected;
-  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  ASSERT_OK(s.sender->SendRound(s.bitmaps));
   for (size_t r = 0; r < 3; ++r) {
     s.Dirty(r, s.src[r].region.page_count() / 3, 100 + r);
   }
@@ -430,7 +431,7 @@ TEST(PostcopyShapesTest, SeveralRegionsOfDifferentSizes) {
   std::memset(s.src[1].region.page(last), 0x5A, 4096);
   s.dirty[1]->Set(last);
   const uint64_t missing = s.Missing();
-  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   std::vector<std::unique_ptr<FaultingReaders>> readers;
   for (size_t r = 0; r < 3; ++r) {
     readers.push_back(std::make_unique<FaultingReaders>(
@@ -451,7 +452,7 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
     SCOPED_TRACE(absl::StrCat("urgent=", urgent));
     Session s(PostcopyOptions(urgent), {16ull << 20, 4ull << 20}, 51);
     ASSERT_TRUE(s.connected.ok()) << s.connected;
-    ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+    ASSERT_OK(s.sender->SendRound(s.bitmaps));
     ASSERT_EQ(s.Missing(), 0u);
     absl::Status switched = s.sender->StartPostcopy(s.bitmaps);
     ASSERT_TRUE(switched.ok()) << switched;
@@ -481,7 +482,7 @@ TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
   for (int i = 0; i < kSessions; ++i) {
     Session s(PostcopyOptions(/*urgent=*/i % 2 == 0), {1ull << 20}, 500 + i);
     ASSERT_TRUE(s.connected.ok()) << s.connected;
-    ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+    ASSERT_OK(s.sender->SendRound(s.bitmaps));
     absl::Status st = s.sender->StartPostcopy(s.bitmaps);
     if (st.ok()) st = s.sender->CompletePostcopy();
     if (st.ok()) st = s.sender->Finish();
@@ -542,24 +543,23 @@ TEST(PostcopyShapesTest, AnAlternatingMissingSetGoesAsSeveralMessages) {
   const uint64_t bytes = testing::ScaledBytes(512ull << 20);
   Session s(PostcopyOptions(/*urgent=*/true), {bytes}, 71);
   ASSERT_TRUE(s.connected.ok()) << s.connected;
-  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  ASSERT_OK(s.sender->SendRound(s.bitmaps));
   const Region& src = s.src[0].region;
   for (uint64_t p = 0; p < src.page_count(); p += 2) {
     std::memset(src.page(p), static_cast<int>(p % 251 + 1), src.page_size);
     s.dirty[0]->Set(p);
   }
   const uint64_t missing = s.Missing();
-  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   FaultingReaders readers(s.dst[0].region, src, 2, 5);
-  ASSERT_TRUE(
-      s.rx->receiver().RequestPages(1, 0, s.dst[0].region.page_count()).ok());
-  ASSERT_TRUE(s.sender->CompletePostcopy().ok());
+  ASSERT_OK(s.rx->receiver().RequestPages(1, 0, s.dst[0].region.page_count()));
+  ASSERT_OK(s.sender->CompletePostcopy());
   readers.Stop();
   EXPECT_EQ(readers.mismatches_.load(), 0u);
   absl::StatusOr<VerifyReport> v = s.sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
-  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_OK(s.sender->Finish());
   ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
   EXPECT_TRUE(SameBytes(src, s.dst[0].region));
   const PostcopyStats d = s.rx->receiver().stats().postcopy;
@@ -583,7 +583,7 @@ TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
   // Before the switch: nothing to request.
   EXPECT_EQ(rx.RequestPages(1, 0, 1).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());  // every page
+  ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));  // every page
   EXPECT_FALSE(rx.IsResident(1, 0, 1));
   EXPECT_FALSE(rx.IsResident(1, 100, 50));
 
@@ -609,12 +609,11 @@ TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
       rx.WaitResident(1, 100, 50, absl::Now() + absl::Milliseconds(50)).code(),
       absl::StatusCode::kDeadlineExceeded);
 
-  ASSERT_TRUE(rx.RequestPages(1, 100, 50).ok());
-  ASSERT_TRUE(rx.RequestPages(1, pages - 1, 1).ok());
+  ASSERT_OK(rx.RequestPages(1, 100, 50));
+  ASSERT_OK(rx.RequestPages(1, pages - 1, 1));
   absl::Status w = rx.WaitResident(1, 100, 50, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(w.ok()) << w;
-  ASSERT_TRUE(
-      rx.WaitResident(1, pages - 1, 1, absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_OK(rx.WaitResident(1, pages - 1, 1, absl::Now() + absl::Seconds(20)));
   EXPECT_TRUE(rx.IsResident(1, 100, 50));
   EXPECT_TRUE(rx.IsResident(1, pages - 1, 1));
   EXPECT_FALSE(rx.IsResident(1, 99, 1));
@@ -625,7 +624,7 @@ TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
                         50 * 4096),
             0);
   // Asking again for resident pages is harmless.
-  EXPECT_TRUE(rx.RequestPages(1, 100, 50).ok());
+  EXPECT_OK(rx.RequestPages(1, 100, 50));
   EXPECT_EQ(rx.stats().postcopy.faults, 0u) << "no thread touched a page";
 
   s.CompleteAndCheck();
@@ -653,7 +652,7 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
                                  .delay = absl::Seconds(1)});
   Session s(opt, {16ull << 20}, 71);
   ASSERT_TRUE(s.connected.ok()) << s.connected;
-  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   faults.ArmAt(faults.calls(true, testing::FaultOp::kSendPacket) + 1);
   std::future<absl::Status> done = std::async(
       std::launch::async, [&] { return s.sender->CompletePostcopy(); });
@@ -688,7 +687,7 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
   absl::StatusOr<VerifyReport> v = s.sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
-  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_OK(s.sender->Finish());
   ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
   EXPECT_EQ(std::memcmp(dst.page(kWritten), src.page(kWritten),
                         dst.length - kWritten * 4096),
@@ -714,14 +713,14 @@ TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
                                  .delay = absl::Milliseconds(500)});
   Session s(opt, {4ull << 20}, 72);
   ASSERT_TRUE(s.connected.ok()) << s.connected;
-  ASSERT_TRUE(s.sender->SendRound(s.bitmaps).ok());
+  ASSERT_OK(s.sender->SendRound(s.bitmaps));
   // Only pages 0..63 are missing: the push is one packet, held back.
   constexpr uint64_t kMissing = 64;
   for (uint64_t p = 0; p < kMissing; ++p) {
     std::memset(s.src[0].region.page(p), 0x30 + static_cast<int>(p % 7), 4096);
     s.dirty[0]->Set(p);
   }
-  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   faults.ArmAt(faults.calls(true, testing::FaultOp::kSendPacket) + 1);
   std::future<absl::Status> done = std::async(
       std::launch::async, [&] { return s.sender->CompletePostcopy(); });
@@ -743,7 +742,7 @@ TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
   absl::StatusOr<VerifyReport> v = s.sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
-  ASSERT_TRUE(s.sender->Finish().ok());
+  ASSERT_OK(s.sender->Finish());
   ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
   EXPECT_TRUE(SameBytes(s.src[0].region, s.dst[0].region));
 }
@@ -792,7 +791,7 @@ TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedUpFrontAndAtConnect) {
 
 TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {
   SessionOptions ok = PostcopyOptions();
-  EXPECT_TRUE(ValidateOptions(ok).ok());
+  EXPECT_OK(ValidateOptions(ok));
   struct Case {
     const char* name;
     std::function<void(SessionOptions&)> edit;
@@ -860,10 +859,10 @@ TEST(PostcopyRefusalTest, ApiMisuseGetsClearErrors) {
               absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(pair.rx->receiver().RequestPages(1, 0, 1).code(),
               absl::StatusCode::kFailedPrecondition);
-    EXPECT_TRUE(pair.rx->receiver().ReleasePostcopy().ok());
-    ASSERT_TRUE(pair.SendEverything().ok());
-    ASSERT_TRUE(pair.sender->Finish().ok());
-    ASSERT_TRUE(pair.rx->result().ok());
+    EXPECT_OK(pair.rx->receiver().ReleasePostcopy());
+    ASSERT_OK(pair.SendEverything());
+    ASSERT_OK(pair.sender->Finish());
+    ASSERT_OK(pair.rx->result());
   }
   Session s(PostcopyOptions(), {4ull << 20, 4ull << 20}, 99);
   ASSERT_TRUE(s.connected.ok()) << s.connected;
@@ -880,7 +879,7 @@ TEST(PostcopyRefusalTest, ApiMisuseGetsClearErrors) {
   EXPECT_EQ(s.sender->StartPostcopy(null).code(),
             absl::StatusCode::kInvalidArgument);
   // The refusals changed nothing: the real switch still works, once.
-  ASSERT_TRUE(s.sender->StartPostcopy(s.bitmaps).ok());
+  ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   EXPECT_EQ(s.sender->StartPostcopy(s.bitmaps).code(),
             absl::StatusCode::kFailedPrecondition);
   s.CompleteAndCheck();
@@ -898,9 +897,9 @@ TEST(PostcopyRefusalTest, IsResidentOfARangeOutsideTheRegionIsFalse) {
   EXPECT_FALSE(rx.IsResident(1, pages, 1));
   EXPECT_FALSE(rx.IsResident(1, 0, pages + 1));
   EXPECT_FALSE(rx.IsResident(7, 0, 1)) << "no region 7";
-  ASSERT_TRUE(pair.SendEverything().ok());
-  ASSERT_TRUE(pair.sender->Finish().ok());
-  ASSERT_TRUE(pair.rx->result().ok());
+  ASSERT_OK(pair.SendEverything());
+  ASSERT_OK(pair.sender->Finish());
+  ASSERT_OK(pair.rx->result());
 }
 
 }  // namespace

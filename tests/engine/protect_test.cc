@@ -16,6 +16,7 @@
 #include "proto/packet.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -115,11 +116,11 @@ TEST_P(ProtectTest, LiveRoundsEndByteIdenticalAndVerified) {
   }
   writer.Stop();
   // The final round, with the workload paused, as a migration's last.
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   const ChannelStats sent = (*sender)->stats().Total();
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
@@ -168,14 +169,14 @@ TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
-    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    ASSERT_OK((*sender)->SendRound(bitmaps));
     // Then every seventh page: sparse packets, each page its own run.
     for (uint64_t p = 0; p < src.region.page_count(); p += 7) {
       static_cast<uint8_t*>(src.region.page(p))[5] ^= 0xff;
       dirty.Set(p);
     }
-    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_OK((*sender)->SendRound(bitmaps));
+    ASSERT_OK((*sender)->Finish());
     ASSERT_TRUE(rx.result().ok()) << rx.result();
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const ChannelStats sent = (*sender)->stats().Total();
@@ -208,8 +209,8 @@ TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
-    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_OK((*sender)->SendRound(bitmaps));
+    ASSERT_OK((*sender)->Finish());
     ASSERT_TRUE(rx.result().ok()) << rx.result();
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const ChannelStats sent = (*sender)->stats().Total();
@@ -243,8 +244,8 @@ TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
-    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
-    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_OK((*sender)->SendRound(bitmaps));
+    ASSERT_OK((*sender)->Finish());
     ASSERT_TRUE(rx.result().ok()) << rx.result();
     EXPECT_TRUE(SameBytes(src.region, dst.region));
   }
@@ -273,12 +274,12 @@ TEST(ProtectFrozenTest, FrozenMemoryIsSealedInPlaceAndVerifiedAsItWent) {
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
-    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    ASSERT_OK((*sender)->SendRound(bitmaps));
     absl::StatusOr<VerifyReport> v = (*sender)->Verify();
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_TRUE(v->ok()) << v->pages_mismatched;
     EXPECT_EQ(v->pages_checked, src.region.page_count());
-    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_OK((*sender)->Finish());
     ASSERT_TRUE(rx.result().ok()) << rx.result();
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const ChannelStats sent = (*sender)->stats().Total();
@@ -306,20 +307,20 @@ TEST(ProtectFrozenTest, AWriteMissedBeforeTheFreezeIsStillFound) {
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
   EXPECT_EQ((*sender)->stats().Total().sealed_in_place_bytes, 0u);
   static_cast<uint8_t*>(src.region.page(3))[100] ^= 0x5a;  // missed
   static_cast<uint8_t*>(src.region.page(9))[7] ^= 0x11;    // tracked
   dirty.Set(9);
   (*sender)->NoteMemoryFrozen();
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
   EXPECT_GT((*sender)->stats().Total().sealed_in_place_bytes, 0u);
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->pages_mismatched, 1u);
   ASSERT_FALSE(v->first_mismatches.empty());
   EXPECT_EQ(v->first_mismatches[0].second, 3u);
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
 }
 
 // Memory the source never touched goes as ZERO_RANGES packets, header
@@ -346,7 +347,7 @@ TEST(ProtectLimitsTest, UntouchedRangesBetweenDataGoSealed) {
     DirtyBitmap* bitmaps[] = {&dirty};
     absl::Status s = (*sender)->SendRound(bitmaps).status();
     ASSERT_TRUE(s.ok()) << s;
-    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_OK((*sender)->Finish());
     ASSERT_TRUE(rx.result().ok()) << rx.result();
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     EXPECT_GT((*sender)->stats().Total().zero_range_packets, 10u);
@@ -391,11 +392,10 @@ TEST(ProtectNegotiationTest, TheDestinationRefusesLessThanItWants) {
 }
 
 TEST(ProtectNegotiationTest, MoreThanTheDestinationWantsIsGranted) {
-  EXPECT_TRUE(
-      OneRound(Keyed(Protection::kEncrypt), Keyed(Protection::kMac)).ok());
-  EXPECT_TRUE(OneRound(Keyed(Protection::kMac), Keyed(Protection::kNone)).ok());
+  EXPECT_OK(OneRound(Keyed(Protection::kEncrypt), Keyed(Protection::kMac)));
+  EXPECT_OK(OneRound(Keyed(Protection::kMac), Keyed(Protection::kNone)));
   // Auto is mac with a key, on both ends.
-  EXPECT_TRUE(OneRound(Keyed(Protection::kAuto), Keyed(Protection::kMac)).ok());
+  EXPECT_OK(OneRound(Keyed(Protection::kAuto), Keyed(Protection::kMac)));
   absl::Status s = OneRound(Keyed(Protection::kNone), Keyed(Protection::kAuto));
   EXPECT_THAT(s.message(), HasSubstr("requires protect = mac"));
 }
@@ -413,8 +413,7 @@ TEST(ProtectNegotiationTest, NoKeyIsRefusedUnlessAskedForExplicitly) {
       Sender::Connect(bare, {&src.region, 1});
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("no key"));
-  EXPECT_TRUE(
-      OneRound(testing::InsecureOptions(), testing::InsecureOptions()).ok());
+  EXPECT_OK(OneRound(testing::InsecureOptions(), testing::InsecureOptions()));
 }
 
 TEST(ProtectNegotiationTest, ProtectionNeedsAKeyAndATransportThatCarriesIt) {

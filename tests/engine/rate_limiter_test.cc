@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -86,7 +87,7 @@ TEST(RateLimiter, ThreadsTogetherKeepToTheRate) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
-      for (int i = 0; i < 25; ++i) ASSERT_TRUE(limiter.Acquire(8192).ok());
+      for (int i = 0; i < 25; ++i) ASSERT_OK(limiter.Acquire(8192));
     });
   }
   for (auto& t : threads) t.join();
@@ -96,7 +97,7 @@ TEST(RateLimiter, ThreadsTogetherKeepToTheRate) {
 
 TEST(RateLimiter, AbortWakesAWaiterWithAnError) {
   RateLimiter limiter(1000);  // 1 kB/s: a 1 MB request would wait ~17 min
-  ASSERT_TRUE(limiter.Acquire(20).ok());
+  ASSERT_OK(limiter.Acquire(20));
   std::atomic<bool> done{false};
   absl::Status result;
   std::thread waiter([&] {
@@ -113,10 +114,10 @@ TEST(RateLimiter, AbortWakesAWaiterWithAnError) {
 
 TEST(RateLimiter, LiftingTheRateLetsLaterRequestsThrough) {
   RateLimiter limiter(1000);
-  ASSERT_TRUE(limiter.Acquire(20).ok());
+  ASSERT_OK(limiter.Acquire(20));
   limiter.SetRate(0);
   const absl::Time start = absl::Now();
-  EXPECT_TRUE(limiter.Acquire(1 << 30).ok());
+  EXPECT_OK(limiter.Acquire(1 << 30));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(limiter.rate(), 0u);
 }

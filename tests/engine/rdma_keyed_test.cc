@@ -28,6 +28,7 @@
 #include "proto/rdma_control.h"
 #include "ramferry/sender.h"
 #include "tests/support/fake_source.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -104,7 +105,7 @@ void MigrateAndVerify(const SessionOptions& source, ServingReceiver& rx,
   absl::StatusOr<VerifyReport> v = (*s)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE((*s)->Finish().ok());
+  ASSERT_OK((*s)->Finish());
   EXPECT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 }
@@ -297,7 +298,7 @@ TEST_P(RogueChannelTest, GetsNoKeyIsCutOffAndLeavesTheChannelFree) {
   fake.set_host(host_);
   fake.set_transport(TransportKind::kRdma, kChunkBytes);
   fake.set_key(kKey);
-  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  ASSERT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
 
   const absl::Duration watch = o.handshake_timeout + absl::Seconds(3);
   absl::StatusOr<RoguePeer::Outcome> rogue =
@@ -383,7 +384,7 @@ TEST_F(RdmaAuthTest, AnUnprovenPeerHoldsNoChannelSlot) {
   fake.set_host(host_);
   fake.set_transport(TransportKind::kRdma, kChunkBytes);
   fake.set_key(kKey);
-  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  ASSERT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
 
   absl::StatusOr<RoguePeer::Outcome> rogue =
       absl::UnknownError("the rogue did not run");
@@ -433,7 +434,7 @@ TEST_F(RdmaAuthTest, ChannelsWithoutTheKeyAreRefusedAtConnect) {
   fake.set_host(host_);
   fake.set_transport(TransportKind::kRdma, kChunkBytes);
   fake.set_key(kKey);
-  ASSERT_TRUE(fake.OpenControl({{1, 4096, kBytes, "region-1"}}).ok());
+  ASSERT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
   channels::TransportOptions topts;
   topts.max_header_bytes = proto::PacketHeaderBytes(kMaxPages);
   channels::RdmaConfig config;

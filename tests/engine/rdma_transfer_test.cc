@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
 #include "tests/support/child_peers.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -109,7 +110,7 @@ Outcome Transfer(const SessionOptions& source, const SessionOptions& dest,
   }
   absl::StatusOr<VerifyReport> v = sender->Verify();
   EXPECT_TRUE(v.ok() && v->ok()) << v.status();
-  EXPECT_TRUE(sender->Finish().ok());
+  EXPECT_OK(sender->Finish());
   absl::Status served = rx.result();
   EXPECT_TRUE(served.ok()) << served;
   out.sender = sender->stats().Total();
@@ -187,9 +188,9 @@ TEST_F(RdmaTest, PinAllPinsEachRegionOnceASide) {
   RdmaSession session(opt_, opt_, src, dst);
   ASSERT_NE(session.sender, nullptr);
   Sender& sender = *session.sender;
-  ASSERT_TRUE(sender.SendRound(session.bitmaps).ok());
+  ASSERT_OK(sender.SendRound(session.bitmaps));
   const uint64_t pinned = PinnedBytes();
-  ASSERT_TRUE(sender.Finish().ok());
+  ASSERT_OK(sender.Finish());
   ASSERT_TRUE(session.rx.result().ok()) << session.rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const ChannelStats s = sender.stats().Total();
@@ -225,12 +226,12 @@ TEST_F(RdmaTest, AStartedRoundWaitsForTheOneBeforeOnRemotePlacement) {
   Sender* sender = session.sender.get();
   ServingReceiver& rx = session.rx;
   DirtyBitmap& dirty = session.dirty;
-  ASSERT_TRUE(sender->StartRound(session.bitmaps).ok());
+  ASSERT_OK(sender->StartRound(session.bitmaps));
   for (uint64_t p = 0; p < dirty.pages(); p += 3) {
     src.region.page(p)[0] ^= 0x5a;
     dirty.Set(p);
   }
-  ASSERT_TRUE(sender->StartRound(session.bitmaps).ok());
+  ASSERT_OK(sender->StartRound(session.bitmaps));
   EXPECT_GE(sender->confirmed_rounds(), 1u)
       << "round 1 started before round 0 was confirmed";
   for (uint64_t round = 0; round < 2; ++round) {
@@ -241,7 +242,7 @@ TEST_F(RdmaTest, AStartedRoundWaitsForTheOneBeforeOnRemotePlacement) {
   absl::StatusOr<VerifyReport> v = sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE(sender->Finish().ok());
+  ASSERT_OK(sender->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 }

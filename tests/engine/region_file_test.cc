@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::engine {
@@ -33,11 +34,11 @@ TEST(RegionFileTest, AMemfdMappedSharedAtItsOffsetIsAccepted) {
   testing::FileRegion f = MakeFileRegion(1, 64 * kPage, 0, false,
                                          /*lead=*/3 * kPage);
   EXPECT_TRUE(Check(f.region).ok()) << Check(f.region);
-  EXPECT_TRUE(ValidateRegion(f.region).ok());
+  EXPECT_OK(ValidateRegion(f.region));
   // No file: nothing to check.
   Region none = f.region;
   none.fd = -1;
-  EXPECT_TRUE(Check(none).ok());
+  EXPECT_OK(Check(none));
 }
 
 TEST(RegionFileTest, ADescriptorThatDoesNotBackTheMemoryIsRefused) {
@@ -100,7 +101,7 @@ TEST(RegionFileTest, ADescriptorOfTheWrongKindOrModeIsRefused) {
   ASSERT_GE(ro, 0);
   Region read_only = f.region;
   read_only.fd = ro;
-  EXPECT_TRUE(Check(read_only, /*writable=*/false).ok());
+  EXPECT_OK(Check(read_only, /*writable=*/false));
   EXPECT_THAT(Check(read_only, /*writable=*/true).message(),
               HasSubstr("not open for reading and writing"));
   close(ro);
@@ -117,7 +118,7 @@ TEST(RegionFileTest, RunsGoToAndComeFromTheirFileOffsets) {
   // Pages 2-4 and 20-21 of the region.
   const uint64_t offsets[] = {2 * kPage, 20 * kPage};
   const iovec runs[] = {{nullptr, 3 * kPage}, {nullptr, 2 * kPage}};
-  ASSERT_TRUE(WriteRuns(f.region, offsets, runs, src.data()).ok());
+  ASSERT_OK(WriteRuns(f.region, offsets, runs, src.data()));
   // The mapping sees them where they belong, and nothing else changed.
   EXPECT_EQ(std::memcmp(f.region.page(2), src.data(), 3 * kPage), 0);
   EXPECT_EQ(std::memcmp(f.region.page(20), src.data() + 3 * kPage, 2 * kPage),
@@ -126,7 +127,7 @@ TEST(RegionFileTest, RunsGoToAndComeFromTheirFileOffsets) {
     for (uint64_t i = 0; i < kPage; ++i) ASSERT_EQ(f.region.page(p)[i], 0);
   }
   std::vector<uint8_t> back(src.size());
-  ASSERT_TRUE(ReadRuns(f.region, offsets, runs, back.data()).ok());
+  ASSERT_OK(ReadRuns(f.region, offsets, runs, back.data()));
   EXPECT_EQ(back, src);
 }
 

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -89,7 +90,7 @@ TEST(RoundBarrierTest, ParkedChannelWaitsForTheOthers) {
   EXPECT_FALSE(returned.WaitForNotificationWithTimeout(kStillBlocked));
   EXPECT_EQ(rec.count(), 0u);
   EXPECT_EQ(barrier.completed_rounds(), 0u);
-  EXPECT_TRUE(Done(barrier.Arrive(1, 0, 7)).ok());
+  EXPECT_OK(Done(barrier.Arrive(1, 0, 7)));
   t.join();
   EXPECT_TRUE(first.ok()) << first;
   ASSERT_EQ(rec.calls.size(), 1u);
@@ -122,8 +123,8 @@ TEST(RoundBarrierTest, ManyRoundsSumsResetPerRound) {
 TEST(RoundBarrierTest, SinglePartyReturnsImmediately) {
   Recorder rec;
   RoundBarrier barrier(1, rec.Fn());
-  EXPECT_TRUE(Done(barrier.Arrive(0, 0, 3)).ok());
-  EXPECT_TRUE(Done(barrier.Arrive(0, 1, 4)).ok());
+  EXPECT_OK(Done(barrier.Arrive(0, 0, 3)));
+  EXPECT_OK(Done(barrier.Arrive(0, 1, 4)));
   ASSERT_EQ(rec.calls.size(), 2u);
   EXPECT_EQ(rec.calls[1], std::make_pair(uint64_t{1}, uint64_t{4}));
 }
@@ -136,7 +137,7 @@ TEST(RoundBarrierTest, WrongRoundIsInvalidArgument) {
   EXPECT_THAT(s.message(), AllOf(HasSubstr("round 1"), HasSubstr("round 0")));
   EXPECT_EQ(rec.count(), 0u);
   // Not counted as an arrival, and its pages are not added.
-  ASSERT_TRUE(Done(barrier.Arrive(0, 0, 2)).ok());
+  ASSERT_OK(Done(barrier.Arrive(0, 0, 2)));
   ASSERT_EQ(rec.calls.size(), 1u);
   EXPECT_EQ(rec.calls[0].second, 2u);
   // A round already done is wrong too.
@@ -214,7 +215,7 @@ TEST(RoundBarrierTest, AbortWakesWaiters) {
 TEST(RoundBarrierTest, AbortAfterRoundKeepsCompletedCount) {
   Recorder rec;
   RoundBarrier barrier(1, rec.Fn());
-  ASSERT_TRUE(Done(barrier.Arrive(0, 0, 1)).ok());
+  ASSERT_OK(Done(barrier.Arrive(0, 0, 1)));
   barrier.Abort();
   EXPECT_EQ(Done(barrier.Arrive(0, 1, 1)).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(barrier.completed_rounds(), 1u);
@@ -299,9 +300,9 @@ TEST(RoundBarrierTest, RemovalAfterItsRoundCompletedTakesEffectInTheNext) {
   RoundBarrier barrier(2, rec.Fn());
   absl::StatusOr<bool> a1;
   std::thread t([&] { a1 = barrier.Arrive(1, 0, 4); });
-  ASSERT_TRUE(Done(barrier.Arrive(0, 0, 3)).ok());
+  ASSERT_OK(Done(barrier.Arrive(0, 0, 3)));
   t.join();
-  ASSERT_TRUE(Done(a1).ok());
+  ASSERT_OK(Done(a1));
   // The source declared party 1 gone before it saw round 0 confirmed:
   // round 0 stands (party 1's SYNC came after all its pages).
   absl::StatusOr<uint64_t> effective = barrier.RemoveParty(1, 0);
@@ -323,8 +324,8 @@ TEST(RoundBarrierTest, RemovalAfterItsRoundCompletedTakesEffectInTheNext) {
 TEST(RoundBarrierTest, TwoRemovalsInOneRoundNeedTwoMoreSyncs) {
   Recorder rec;
   RoundBarrier barrier(3, rec.Fn());
-  ASSERT_TRUE(barrier.RemoveParty(1, 0).ok());
-  ASSERT_TRUE(barrier.RemoveParty(2, 0).ok());
+  ASSERT_OK(barrier.RemoveParty(1, 0));
+  ASSERT_OK(barrier.RemoveParty(2, 0));
   EXPECT_EQ(barrier.remaining(), 1u);
   for (int extra = 0; extra < 2; ++extra) {
     absl::StatusOr<bool> a = barrier.Arrive(0, 0, 1);
@@ -346,7 +347,7 @@ TEST(RoundBarrierTest, RejectsBadRemovals) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("channel 0"), HasSubstr("round 1"),
                                  HasSubstr("in round 0")));
-  ASSERT_TRUE(barrier.RemoveParty(0, 0).ok());
+  ASSERT_OK(barrier.RemoveParty(0, 0));
   s = barrier.RemoveParty(0, 0).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("channel 0"), HasSubstr("twice")));

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -123,7 +124,7 @@ TEST(SchedulerTest, EveryDirtyPageExactlyOnce) {
 
   // An empty round queues nothing.
   auto none = sched.ScheduleRound(bitmaps, 6);
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_EQ(none->pages, 0u);
   EXPECT_EQ(none->bytes, 0u);
   EXPECT_TRUE(DrainAll(rings).empty());
@@ -264,7 +265,7 @@ TEST(SchedulerTest, EvenSpreadWhenIdle) {
   DirtyBitmap dirty(64);
   dirty.SetRange(0, 36);  // 9 batches
   std::vector<DirtyBitmap*> bitmaps = {&dirty};
-  ASSERT_TRUE(sched.ScheduleRound(bitmaps, 0).ok());
+  ASSERT_OK(sched.ScheduleRound(bitmaps, 0));
   for (CommandRing* r : rings.ptrs) {
     EXPECT_EQ(r->Peek(100), 3u);
     EXPECT_EQ(r->backlog_pages(), 12u);

@@ -13,6 +13,7 @@
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/child_peers.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -40,13 +41,13 @@ SessionOptions Options() {
 TEST(StallTest, IdleSourceKeepsTheSessionAlive) {
   LoopbackPair pair(kBytes, 21, Options());
   ASSERT_NE(pair.sender, nullptr);
-  ASSERT_TRUE(pair.SendEverything().ok());
+  ASSERT_OK(pair.SendEverything());
   // Four stall timeouts with nothing to send: only heartbeats flow.
   absl::SleepFor(4 * kStall);
   EXPECT_FALSE(pair.rx->done()) << pair.rx->result();
-  ASSERT_TRUE(pair.SendEverything().ok());
-  ASSERT_TRUE(pair.sender->Finish().ok());
-  EXPECT_TRUE(pair.rx->result().ok());
+  ASSERT_OK(pair.SendEverything());
+  ASSERT_OK(pair.sender->Finish());
+  EXPECT_OK(pair.rx->result());
   EXPECT_TRUE(testing::SameBytes(pair.src.region, pair.dst.region));
 }
 
@@ -60,7 +61,7 @@ TEST(StallTest, StoppedDestinationBetweenRoundsEndsBothSides) {
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+  ASSERT_OK((*sender)->SendRound(bitmaps));
 
   child.Signal(SIGSTOP);
   // A round small enough for the socket buffers: no send blocks, so only

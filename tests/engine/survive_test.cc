@@ -19,6 +19,7 @@
 #include "ramferry/sender.h"
 #include "tests/support/fake_source.h"
 #include "tests/support/faulty_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -218,7 +219,7 @@ TEST_P(SurviveTest, WithoutTheOptionBothSidesEndWithAnErrorNamingTheChannel) {
   opt_.survive_channel_loss = false;
   FaultySession p(opt_, ResetOnSend(), 25);
   ASSERT_TRUE(p.connected());
-  ASSERT_TRUE(p.NextRound().ok());
+  ASSERT_OK(p.NextRound());
   p.ArmIn(kMidRound);
   const absl::Time start = absl::Now();
   absl::StatusOr<RoundResult> r = p.NextRound();
@@ -242,7 +243,7 @@ TEST_P(SurviveTest, AllChannelsLostEndsBothSidesWithAClearError) {
   plan.channels = kChannels;
   FaultySession p(opt_, plan, 24);
   ASSERT_TRUE(p.connected());
-  ASSERT_TRUE(p.NextRound().ok());
+  ASSERT_OK(p.NextRound());
   p.ArmIn(kMidRound);
   const absl::Time start = absl::Now();
   absl::StatusOr<RoundResult> r = p.NextRound();
@@ -367,8 +368,8 @@ class ChannelGoneProtocolTest : public ::testing::Test {
       src_.set_capabilities(proto::kFeatureVerify |
                             proto::kFeatureSurviveChannelLoss);
     }
-    ASSERT_TRUE(src_.OpenControl(Table()).ok());
-    ASSERT_TRUE(src_.OpenAllChannels().ok());
+    ASSERT_OK(src_.OpenControl(Table()));
+    ASSERT_OK(src_.OpenAllChannels());
   }
   // How the destination ends after a declaration it must refuse.
   absl::Status Refusal(uint32_t channel, uint64_t round) {
@@ -427,8 +428,8 @@ class ChannelGoneProtocolTest : public ::testing::Test {
   // round 0 a loss calls for. The round completes without channel 1's
   // page.
   void ResendPage3AndCompleteRound0(uint64_t packet_num) {
-    ASSERT_TRUE(SendPage3(0, packet_num, 0x22).ok());
-    ASSERT_TRUE(SendSync(0, packet_num + 1, 0).ok());
+    ASSERT_OK(SendPage3(0, packet_num, 0x22));
+    ASSERT_OK(SendSync(0, packet_num + 1, 0));
     ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(0, 1));
     EXPECT_EQ(dst_.region.page(3)[0], 0x22);
   }
@@ -440,13 +441,13 @@ class ChannelGoneProtocolTest : public ::testing::Test {
 TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
   ASSERT_NO_FATAL_FAILURE(Open());
   // Channel 1 carried page 3 (0x11) and died; channel 0 got to its SYNC.
-  ASSERT_TRUE(SendPage3(1, 0, 0x11).ok());
-  ASSERT_TRUE(SendSync(0, 0, 0).ok());
-  ASSERT_TRUE(Gone(1, 0).ok());
+  ASSERT_OK(SendPage3(1, 0, 0x11));
+  ASSERT_OK(SendSync(0, 0, 0));
+  ASSERT_OK(Gone(1, 0));
   ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
   ASSERT_NO_FATAL_FAILURE(ResendPage3AndCompleteRound0(1));
   // Round 1 needs channel 0 only.
-  ASSERT_TRUE(SendSync(0, 3, 1).ok());
+  ASSERT_OK(SendSync(0, 3, 1));
   ASSERT_NO_FATAL_FAILURE(ExpectRoundDone(1, 0));
   EXPECT_EQ(rx_.receiver().stats().channels_lost.size(), 1u);
 }
@@ -457,8 +458,8 @@ TEST_F(ChannelGoneProtocolTest, RoundCompletesAfterTheExtraSync) {
 // completes on the channel left.
 TEST_F(ChannelGoneProtocolTest, AChannelParkedAtItsSyncIsRemovedNotFailed) {
   ASSERT_NO_FATAL_FAILURE(Open());
-  ASSERT_TRUE(SendPage3(1, 0, 0x11).ok());
-  ASSERT_TRUE(SendSync(1, 1, 0).ok());
+  ASSERT_OK(SendPage3(1, 0, 0x11));
+  ASSERT_OK(SendSync(1, 1, 0));
   // Channel 1 reached the barrier; channel 0 has sent nothing, so it waits.
   // (The stats list no channel until the receive threads start.)
   auto syncs = [&]() -> uint64_t {
@@ -471,11 +472,11 @@ TEST_F(ChannelGoneProtocolTest, AChannelParkedAtItsSyncIsRemovedNotFailed) {
   }
   ASSERT_EQ(syncs(), 1u);
   absl::SleepFor(absl::Milliseconds(50));  // from the count into the wait
-  ASSERT_TRUE(Gone(1, 0).ok());
+  ASSERT_OK(Gone(1, 0));
   ASSERT_NO_FATAL_FAILURE(ExpectAck(1, 0));
   // Channel 0 as the source drives it: its own SYNC of round 0, then
   // channel 1's page again.
-  ASSERT_TRUE(SendSync(0, 0, 0).ok());
+  ASSERT_OK(SendSync(0, 0, 0));
   ASSERT_NO_FATAL_FAILURE(ResendPage3AndCompleteRound0(1));
 }
 
@@ -500,7 +501,7 @@ TEST_F(ChannelGoneProtocolTest, RefusesARoundOutOfReach) {
 
 TEST_F(ChannelGoneProtocolTest, RefusesTheSameChannelTwice) {
   ASSERT_NO_FATAL_FAILURE(Open());
-  ASSERT_TRUE(Gone(1, 0).ok());
+  ASSERT_OK(Gone(1, 0));
   auto ack = src_.ReadControl();
   ASSERT_TRUE(ack.ok()) << ack.status();
   ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -110,7 +111,7 @@ TEST_P(ThroughFileTest, RoundsEndByteIdenticalAndVerified) {
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 
@@ -169,11 +170,11 @@ TEST(ThroughFileOneEndTest, EitherEndAloneGoesThroughItsFile) {
     DirtyBitmap dirty(src.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
-    ASSERT_TRUE((*sender)->SendRound(bitmaps).ok());
+    ASSERT_OK((*sender)->SendRound(bitmaps));
     absl::StatusOr<VerifyReport> v = (*sender)->Verify();
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_TRUE(v->ok());
-    ASSERT_TRUE((*sender)->Finish().ok());
+    ASSERT_OK((*sender)->Finish());
     ASSERT_TRUE(rx.result().ok()) << rx.result();
     EXPECT_TRUE(SameBytes(src, dst));
     EXPECT_EQ((*sender)->stats().Total().file_bytes > 0, source_file);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry {
@@ -78,7 +79,7 @@ TEST_P(TransferTest, FiveRoundsEndByteIdentical) {
   EXPECT_EQ(v->pages_checked, src.region.page_count());
 
   const SessionStats stats = (*sender)->stats();
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const ChannelStats done = (*sender)->stats().Total();
@@ -143,7 +144,7 @@ TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->bytes, 16u << 20);
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src_a.region, dst_a.region));
   EXPECT_TRUE(SameBytes(src_b.region, dst_b.region));
@@ -161,18 +162,18 @@ TEST(TransferTest, SingleThreadModeIsByteExact) {
     opt.header_slots = 16;
     LoopbackPair p(ScaledBytes(32 << 20), 9, opt);
     ASSERT_NE(p.sender, nullptr);
-    ASSERT_TRUE(p.SendEverything().ok());
+    ASSERT_OK(p.SendEverything());
     DirtyBitmap dirty(p.src.region.page_count());
     for (uint64_t page = 0; page < dirty.pages(); page += 7) {
       p.src.region.page(page)[9] ^= 0x5a;
       dirty.Set(page);
     }
     DirtyBitmap* bitmaps[] = {&dirty};
-    ASSERT_TRUE(p.sender->SendRound(bitmaps).ok());
+    ASSERT_OK(p.sender->SendRound(bitmaps));
     const ChannelStats t = p.sender->stats().Total();
     EXPECT_EQ(t.ring_max_occupancy, 1u);  // drained at every push
-    ASSERT_TRUE(p.sender->Finish().ok());
-    ASSERT_TRUE(p.rx->result().ok());
+    ASSERT_OK(p.sender->Finish());
+    ASSERT_OK(p.rx->result());
     EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
   }
 }
@@ -185,9 +186,9 @@ TEST(TransferTest, OverIpv6) {
     opt.transport = kind;
     LoopbackPair p(4 << 20, 10, opt);
     ASSERT_NE(p.sender, nullptr);
-    ASSERT_TRUE(p.SendEverything().ok());
-    ASSERT_TRUE(p.sender->Finish().ok());
-    ASSERT_TRUE(p.rx->result().ok());
+    ASSERT_OK(p.SendEverything());
+    ASSERT_OK(p.sender->Finish());
+    ASSERT_OK(p.rx->result());
     EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
     if (kind == TransportKind::kTcpZeroCopy) {
       // Completions arrive through IPV6_RECVERR on an IPv6 socket.
@@ -206,14 +207,14 @@ TEST(TransferTest, EmptyRoundStillSynchronises) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->pages, 0u);
   EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
-  ASSERT_TRUE(p.sender->Finish().ok());
-  EXPECT_TRUE(p.rx->result().ok());
+  ASSERT_OK(p.sender->Finish());
+  EXPECT_OK(p.rx->result());
 }
 
 TEST(TransferTest, VerifyFindsPagesThatDiffer) {
   LoopbackPair p(4 << 20, 4);
   ASSERT_NE(p.sender, nullptr);
-  ASSERT_TRUE(p.SendEverything().ok());
+  ASSERT_OK(p.SendEverything());
   // Written after the round and never sent: Verify must name it.
   p.src.region.page(77)[100] ^= 0xff;
   absl::StatusOr<VerifyReport> v = p.sender->Verify();
@@ -221,8 +222,8 @@ TEST(TransferTest, VerifyFindsPagesThatDiffer) {
   EXPECT_EQ(v->pages_mismatched, 1u);
   ASSERT_EQ(v->first_mismatches.size(), 1u);
   EXPECT_EQ(v->first_mismatches[0], std::make_pair(1u, uint64_t{77}));
-  ASSERT_TRUE(p.sender->Finish().ok());
-  EXPECT_TRUE(p.rx->result().ok());
+  ASSERT_OK(p.sender->Finish());
+  EXPECT_OK(p.rx->result());
 }
 
 // One session with `dest_announces` / `src_announces` for
@@ -258,7 +259,7 @@ ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   EXPECT_TRUE(v.ok() && v->ok()) << v.status();
-  EXPECT_TRUE((*sender)->Finish().ok());
+  EXPECT_OK((*sender)->Finish());
   EXPECT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   return rx.receiver().stats().Total();
@@ -309,7 +310,7 @@ TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
     opt.verify = mode;
     LoopbackPair p(4 << 20, 6, opt);
     ASSERT_NE(p.sender, nullptr);
-    ASSERT_TRUE(p.SendEverything().ok());
+    ASSERT_OK(p.SendEverything());
     absl::StatusOr<VerifyReport> clean = p.sender->Verify();
     ASSERT_TRUE(clean.ok()) << clean.status();
     EXPECT_TRUE(clean->ok());
@@ -321,8 +322,8 @@ TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
     // what was sent with what landed, which still agree.
     EXPECT_EQ(v->pages_mismatched, mode == VerifyMode::kSent ? 0u : 1u)
         << static_cast<int>(mode);
-    ASSERT_TRUE(p.sender->Finish().ok());
-    EXPECT_TRUE(p.rx->result().ok());
+    ASSERT_OK(p.sender->Finish());
+    EXPECT_OK(p.rx->result());
   }
 }
 
@@ -333,13 +334,13 @@ TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
 TEST(TransferTest, FullVerificationComparesWithWhatLanded) {
   LoopbackPair p(4 << 20, 8);
   ASSERT_NE(p.sender, nullptr);
-  ASSERT_TRUE(p.SendEverything().ok());
+  ASSERT_OK(p.SendEverything());
   p.dst.region.page(12)[0] ^= 1;  // the resumed destination wrote it
   absl::StatusOr<VerifyReport> v = p.sender->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok());
-  ASSERT_TRUE(p.sender->Finish().ok());
-  EXPECT_TRUE(p.rx->result().ok());
+  ASSERT_OK(p.sender->Finish());
+  EXPECT_OK(p.rx->result());
 }
 
 // StartRound/AwaitRound: the next round is queued behind the one in
@@ -364,7 +365,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
       DirtyBitmap dirty(src.region.page_count());
       DirtyBitmap* bitmaps[] = {&dirty};
       dirty.SetAll();
-      ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
+      ASSERT_OK((*sender)->StartRound(bitmaps));
       std::vector<uint64_t> started = {src.region.page_count()};
       for (int round = 1; round < 6; ++round) {
         // Rewritten while the previous round may still be on the wire;
@@ -373,7 +374,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
         std::mt19937_64 same(round % 2);
         started.push_back(RewriteRandomPages(
             src.region, src.region.page_count() / 10, same, dirty));
-        ASSERT_TRUE((*sender)->StartRound(bitmaps).ok());
+        ASSERT_OK((*sender)->StartRound(bitmaps));
         absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();
         ASSERT_TRUE(r.ok()) << r.status();
         EXPECT_EQ(r->round, static_cast<uint64_t>(round - 1));
@@ -389,7 +390,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
       EXPECT_EQ((*sender)->confirmed_rounds(), 6u);
       EXPECT_EQ((*sender)->AwaitRound().status().code(),
                 absl::StatusCode::kFailedPrecondition);
-      ASSERT_TRUE((*sender)->Finish().ok());
+      ASSERT_OK((*sender)->Finish());
       ASSERT_TRUE(rx.result().ok()) << rx.result();
       EXPECT_TRUE(SameBytes(src.region, dst.region));
     }
@@ -409,10 +410,10 @@ TEST(TransferTest, RoundsStartedOneAtATimeAreAwaitedInOrder) {
   DirtyBitmap dirty(src.page_count());
   DirtyBitmap* bitmaps[] = {&dirty};
   dirty.SetAll();
-  ASSERT_TRUE(p.sender->StartRound(bitmaps).ok());
+  ASSERT_OK(p.sender->StartRound(bitmaps));
   std::mt19937_64 rng(7);
   const uint64_t rewritten = RewriteRandomPages(src, 100, rng, dirty);
-  ASSERT_TRUE(p.sender->StartRound(bitmaps).ok());
+  ASSERT_OK(p.sender->StartRound(bitmaps));
   EXPECT_EQ(p.sender->confirmed_rounds(), 2u) << "each sent whole";
   const uint64_t pages[] = {src.page_count(), rewritten};
   for (uint64_t round = 0; round < 2; ++round) {
@@ -421,7 +422,7 @@ TEST(TransferTest, RoundsStartedOneAtATimeAreAwaitedInOrder) {
     EXPECT_EQ(r->round, round);
     EXPECT_EQ(r->pages, pages[round]);
   }
-  ASSERT_TRUE(p.sender->Finish().ok());
+  ASSERT_OK(p.sender->Finish());
   ASSERT_TRUE(p.rx->result().ok()) << p.rx->result();
   EXPECT_TRUE(SameBytes(src, p.dst.region));
 }
@@ -432,10 +433,10 @@ TEST(TransferTest, FinishAwaitsAStartedRound) {
   DirtyBitmap dirty(p.src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE(p.sender->StartRound(bitmaps).ok());
-  ASSERT_TRUE(p.sender->Finish().ok());
+  ASSERT_OK(p.sender->StartRound(bitmaps));
+  ASSERT_OK(p.sender->Finish());
   EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
-  ASSERT_TRUE(p.rx->result().ok());
+  ASSERT_OK(p.rx->result());
   EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
 }
 
@@ -447,9 +448,9 @@ TEST(TransferTest, BadArgumentsAreRejectedWithoutEndingTheSession) {
   DirtyBitmap* bad[] = {&wrong};
   EXPECT_TRUE(absl::IsInvalidArgument(p.sender->SendRound(bad).status()));
   EXPECT_EQ(wrong.Count(), 3u);  // nothing taken
-  ASSERT_TRUE(p.SendEverything().ok());
-  ASSERT_TRUE(p.sender->Finish().ok());
-  EXPECT_TRUE(p.rx->result().ok());
+  ASSERT_OK(p.SendEverything());
+  ASSERT_OK(p.sender->Finish());
+  EXPECT_OK(p.rx->result());
   EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
 }
 
@@ -478,8 +479,8 @@ TEST(TransferTest, RegionMismatchIsRefusedAndTheDestinationWaitsOn) {
   DirtyBitmap dirty(matching.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_TRUE((*good)->SendRound(bitmaps).ok());
-  ASSERT_TRUE((*good)->Finish().ok());
+  ASSERT_OK((*good)->SendRound(bitmaps));
+  ASSERT_OK((*good)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(SameBytes(matching.region, dst.region));
 }

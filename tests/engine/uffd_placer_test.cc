@@ -38,6 +38,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/uffd_skip.h"
 
 namespace ramferry::engine {
@@ -120,8 +121,8 @@ class UffdPlacerTest : public ::testing::Test {
     auto placer = UffdPlacer::Create(region_);
     EXPECT_TRUE(placer.ok()) << placer.status();
     if (!placer.ok()) return nullptr;
-    EXPECT_TRUE((*placer)->Register().ok());
-    EXPECT_TRUE((*placer)->DropPages(dropped).ok());
+    EXPECT_OK((*placer)->Register());
+    EXPECT_OK((*placer)->DropPages(dropped));
     return std::move(*placer);
   }
 
@@ -246,7 +247,7 @@ TEST_F(UffdPlacerTest, FaultingThreadsSeeExactlyThePlacedBytesInOneBatch) {
   EXPECT_EQ(bulk->dropped, 3u);
   EXPECT_EQ(placer->awaited_pages(), 0u);
   EXPECT_TRUE(placer->IsResident(0, 64));
-  ASSERT_TRUE(placer->Finish().ok());
+  ASSERT_OK(placer->Finish());
 
   for (uint64_t p = 0; p < 64; ++p) {
     const bool dropped = (p >= 8 && p < 16) || (p >= 40 && p < 48);
@@ -306,8 +307,8 @@ TEST_F(UffdPlacerTest, ADroppedPageTouchedBeforeTheResumeWaitsForItsBytes) {
   MakeRegion(16);
   auto placer = UffdPlacer::Create(region_);
   ASSERT_TRUE(placer.ok()) << placer.status();
-  ASSERT_TRUE((*placer)->Register().ok());
-  ASSERT_TRUE((*placer)->DropPages({{{2, 6}}}).ok());
+  ASSERT_OK((*placer)->Register());
+  ASSERT_OK((*placer)->DropPages({{{2, 6}}}));
   std::atomic<uint8_t> seen{0};
   std::thread reader([&] {
     seen.store(static_cast<volatile uint8_t*>(region_.page(5))[100]);
@@ -326,7 +327,7 @@ TEST_F(UffdPlacerTest, ADroppedPageTouchedBeforeTheResumeWaitsForItsBytes) {
     EXPECT_TRUE(PageIs(region_.page(p), p, 0xB0)) << p;
   }
   EXPECT_EQ((*placer)->awaited_pages(), 0u);
-  EXPECT_TRUE((*placer)->Finish().ok());
+  EXPECT_OK((*placer)->Finish());
 }
 
 TEST_F(UffdPlacerTest, ConcurrentPlacersPlaceEveryPageExactlyOnce) {
@@ -390,7 +391,7 @@ TEST_F(UffdPlacerTest, ZeroPlacementWakesReadersWithZeros) {
   for (uint64_t p = 3; p < 7; ++p) EXPECT_TRUE(PageIsZero(region_.page(p)));
   // A zero page is placed like any other: a later copy is dropped.
   r = placer->Place(3, Src(3), 1);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->dropped, 1u);
   EXPECT_TRUE(PageIsZero(region_.page(3)));
   EXPECT_TRUE(PageIs(region_.page(2), 2, 0xA0));
@@ -451,7 +452,7 @@ TEST_F(UffdPlacerTest, ShutdownWakesABlockedReaderAndWaiters) {
   EXPECT_EQ(placer->ReadFaults(8, absl::Seconds(10)).status().code(),
             absl::StatusCode::kCancelled);
   auto r = placer->Place(0, Src(0), 8);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->placed, 8u);
 }
 
@@ -470,7 +471,7 @@ TEST_F(UffdPlacerTest, WaitResidentReturnsWhenTheRangeLands) {
   MakeRegion(16);
   auto placer = Start({{4, 4}});
   ASSERT_NE(placer, nullptr);
-  EXPECT_TRUE(placer->WaitResident(0, 4, absl::Now()).ok());
+  EXPECT_OK(placer->WaitResident(0, 4, absl::Now()));
   absl::Status late =
       placer->WaitResident(4, 2, absl::Now() + absl::Milliseconds(20));
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded);
@@ -479,13 +480,13 @@ TEST_F(UffdPlacerTest, WaitResidentReturnsWhenTheRangeLands) {
   auto wait = std::async(std::launch::async, [&] {
     return placer->WaitResident(4, 2, absl::Now() + absl::Seconds(30));
   });
-  ASSERT_TRUE(placer->Place(4, Src(4), 1).ok());
+  ASSERT_OK(placer->Place(4, Src(4), 1));
   EXPECT_EQ(wait.wait_for(std::chrono::milliseconds(20)),
             std::future_status::timeout)
       << "page 5 is still awaited";
-  ASSERT_TRUE(placer->Place(5, Src(5), 1).ok());
+  ASSERT_OK(placer->Place(5, Src(5), 1));
   ASSERT_EQ(wait.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  EXPECT_TRUE(wait.get().ok());
+  EXPECT_OK(wait.get());
   EXPECT_FALSE(placer->IsResident(4, 4));
 }
 
@@ -567,7 +568,7 @@ TEST_F(UffdPlacerTest, DestroyingAFinishedPlacerClosesItsUserfaultfd) {
   const std::set<int> before = UserfaultfdsHeld();
   auto placer = Start({{1, 2}});
   ASSERT_NE(placer, nullptr);
-  ASSERT_TRUE(placer->Place(1, Src(1), 2).ok());
+  ASSERT_OK(placer->Place(1, Src(1), 2));
   placer.reset();
   EXPECT_EQ(UserfaultfdsHeld(), before);
 }
@@ -597,7 +598,7 @@ TEST_F(UffdPlacerTest, WorksOnTransparentHugePageMemory) {
   EXPECT_THAT(*batch, ElementsAre(512));
   for (PageRange r :
        {PageRange{0, 1}, PageRange{511, 2}, PageRange{700, 100}}) {
-    ASSERT_TRUE(placer->Place(r.first, Src(r.first), r.count).ok());
+    ASSERT_OK(placer->Place(r.first, Src(r.first), r.count));
   }
   t.join();
   EXPECT_TRUE(saw);
@@ -606,7 +607,7 @@ TEST_F(UffdPlacerTest, WorksOnTransparentHugePageMemory) {
         p == 0 || p == 511 || p == 512 || (p >= 700 && p < 800);
     ASSERT_TRUE(PageIs(region_.page(p), p, dropped ? 0xB0 : 0xA0)) << p;
   }
-  EXPECT_TRUE(placer->Finish().ok());
+  EXPECT_OK(placer->Finish());
 }
 
 TEST_F(UffdPlacerTest, FinishRefusesWhilePagesAreAwaitedThenUnregisters) {
@@ -616,8 +617,8 @@ TEST_F(UffdPlacerTest, FinishRefusesWhilePagesAreAwaitedThenUnregisters) {
   absl::Status early = placer->Finish();
   EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(early.message()), HasSubstr("3 pages"));
-  ASSERT_TRUE(placer->Place(2, Src(2), 3).ok());
-  ASSERT_TRUE(placer->Finish().ok());
+  ASSERT_OK(placer->Place(2, Src(2), 3));
+  ASSERT_OK(placer->Finish());
   // Unregistered: a discarded page reads as zero at once, no handler.
   ASSERT_EQ(madvise(region_.page(3), kPage, MADV_DONTNEED), 0);
   bool zero = false;
@@ -652,9 +653,9 @@ TEST_F(UffdPlacerTest, BadInputIsRefusedNotCrashed) {
   // Nothing is dropped before Register: see DropPages.
   EXPECT_EQ(code(placer.DropPages({{{0, 4}}})), kOrder);
   EXPECT_EQ(placer.awaited_pages(), 0u);
-  ASSERT_TRUE(placer.Register().ok());
+  ASSERT_OK(placer.Register());
   EXPECT_EQ(code(placer.Register()), kOrder);
-  ASSERT_TRUE(placer.DropPages({{{0, 4}}}).ok());
+  ASSERT_OK(placer.DropPages({{{0, 4}}}));
 
   EXPECT_EQ(code(placer.Place(16, Src(0), 1).status()), kInvalid);
   EXPECT_EQ(code(placer.Place(15, Src(0), 2).status()), kInvalid);
@@ -667,7 +668,7 @@ TEST_F(UffdPlacerTest, BadInputIsRefusedNotCrashed) {
   EXPECT_EQ(code(placer.WaitResident(10, 7, absl::Now())), kInvalid);
   // None of it changed what is owed.
   EXPECT_EQ(placer.awaited_pages(), 4u);
-  EXPECT_TRUE(placer.ReleaseAll().ok());
+  EXPECT_OK(placer.ReleaseAll());
 }
 
 TEST_F(UffdPlacerTest, RefusesRegionsItCannotServe) {

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
@@ -26,7 +27,7 @@ TEST(UnauthenticPagesTest, EmptyUntilMarkedAndAgainOnceCleared) {
   const std::vector<Region> regions = TwoRegions();
   UnauthenticPages u(regions);
   EXPECT_EQ(u.count(), 0u);
-  EXPECT_TRUE(u.CheckEmpty("the session cannot end").ok());
+  EXPECT_OK(u.CheckEmpty("the session cannot end"));
   u.Clear(0, 0, 100, u.Epoch());  // nothing marked: nothing to do
   u.Mark(1, 60, 20);              // clipped at the region's 70 pages
   EXPECT_EQ(u.count(), 10u);
@@ -42,7 +43,7 @@ TEST(UnauthenticPagesTest, EmptyUntilMarkedAndAgainOnceCleared) {
   EXPECT_TRUE(u.Test(1, 63));
   u.Clear(1, 63, 7, u.Epoch());
   EXPECT_EQ(u.count(), 0u);
-  EXPECT_TRUE(u.CheckEmpty("x").ok());
+  EXPECT_OK(u.CheckEmpty("x"));
 }
 
 // A landing whose read began before a mark may have been written over by

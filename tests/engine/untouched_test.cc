@@ -19,6 +19,7 @@
 #include "base/pagemap_scan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 #ifndef MADV_PAGEOUT
@@ -333,7 +334,7 @@ TEST(FindUntouchedRanges, RejectsAnInvalidRegion) {
 TEST(FindUntouchedRanges, FreshAnonymousMemoryIsTheComplementOfWrites) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   Mapping m = Mapping::Anonymous(64 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   madvise(m.data(), 64 * kPage, MADV_NOHUGEPAGE);  // pages stay 4 KiB
   EXPECT_THAT(Find(RegionAt(m.data(), 64 * kPage)),
               ElementsAre(ByteRange{0, 64 * kPage}));
@@ -345,7 +346,7 @@ TEST(FindUntouchedRanges, FreshAnonymousMemoryIsTheComplementOfWrites) {
 TEST(FindUntouchedRanges, ScanFaultsNothingIn) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   Mapping m = Mapping::Anonymous(16 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   Find(RegionAt(m.data(), 16 * kPage));
   for (uint64_t p = 0; p < 16; ++p) EXPECT_FALSE(Present(m.page(p))) << p;
 }
@@ -355,7 +356,7 @@ TEST(FindUntouchedRanges, ReadFaultedAnonymousPagesAreOnTheZeroPage) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   if (!testing::ReadFaultsMapTheZeroPage()) GTEST_SKIP() << kNoZeroPage;
   Mapping m = Mapping::Anonymous(32 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   madvise(m.data(), 32 * kPage, MADV_NOHUGEPAGE);
   uint64_t sum = 0;
   for (uint64_t p = 0; p < 8; ++p) {
@@ -388,7 +389,7 @@ TEST(FindUntouchedRanges, SwappedOutPageIsNotReported) {
                     "swap a page out here";
   }
   Mapping m = Mapping::Anonymous(8 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   madvise(m.data(), 8 * kPage, MADV_NOHUGEPAGE);
   memset(m.page(2), 0x5a, kPage);
   if (madvise(m.page(2), kPage, MADV_PAGEOUT) != 0 || !Swapped(m.page(2))) {
@@ -453,7 +454,7 @@ TEST(FindUntouchedRanges, SharedDevShmFileReportsItsHoles) {
 
 TEST(FindUntouchedRanges, SharedAnonymousMemoryIsShmem) {
   Mapping m(64 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   EXPECT_THAT(Find(RegionAt(m.data(), 64 * kPage)),
               ElementsAre(ByteRange{0, 64 * kPage}));
   *m.page(0) = 1;
@@ -548,7 +549,7 @@ TEST(FindUntouchedRanges, TransparentHugePagesAndTheHugeZeroPage) {
     GTEST_SKIP() << "transparent huge pages are off here (" << mode << ")";
   }
   Mapping raw = Mapping::Anonymous(5 * kHuge);
-  ASSERT_TRUE(raw.ok());
+  ASSERT_OK(raw);
   auto* base = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(raw.data()) + kHuge - 1) / kHuge * kHuge);
   ASSERT_EQ(madvise(base, 4 * kHuge, MADV_HUGEPAGE), 0) << strerror(errno);
@@ -587,7 +588,7 @@ TEST(FindUntouchedRanges, TransparentHugePagesAndTheHugeZeroPage) {
 TEST(FindUntouchedRanges, TrackingPageWithOneWrittenSmallPageIsNotReported) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   Mapping raw = Mapping::Anonymous(4 * kHuge);
-  ASSERT_TRUE(raw.ok());
+  ASSERT_OK(raw);
   madvise(raw.data(), 4 * kHuge, MADV_NOHUGEPAGE);
   // Only 4 KiB-aligned, as ValidateRegion allows for a 2 MiB page size.
   uint8_t* base = raw.page(3);
@@ -599,7 +600,7 @@ TEST(FindUntouchedRanges, TrackingPageWithOneWrittenSmallPageIsNotReported) {
 TEST(FindUntouchedRanges, SmallTrackingPagesInsideHostPages) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   Mapping m = Mapping::Anonymous(8 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   madvise(m.data(), 8 * kPage, MADV_NOHUGEPAGE);
   *m.page(3) = 1;
   // 512-byte pages, the region starting and ending inside host pages.
@@ -613,7 +614,7 @@ TEST(FindUntouchedRanges, RegionOverTwoMappingsFollowsEachOnesRule) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   if (!testing::ReadFaultsMapTheZeroPage()) GTEST_SKIP() << kNoZeroPage;
   Mapping m = Mapping::Anonymous(64 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   madvise(m.data(), 64 * kPage, MADV_NOHUGEPAGE);
   int fd = SparseFile(memfd_create("ramferry-untouched", MFD_CLOEXEC), 32);
   ASSERT_GE(fd, 0) << strerror(errno);
@@ -639,7 +640,7 @@ TEST(FindUntouchedRanges, RegionOverTwoMappingsFollowsEachOnesRule) {
 TEST(FindUntouchedRanges, GapInTheAddressSpaceIsNotReported) {
   if (!PagemapScanWorks()) GTEST_SKIP() << kNoScan;
   Mapping m = Mapping::Anonymous(16 * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   ASSERT_EQ(munmap(m.page(4), 4 * kPage), 0);
   EXPECT_EQ(Find(RegionAt(m.data(), 16 * kPage)), Complement(16, {4, 5, 6, 7}));
 }
@@ -649,7 +650,7 @@ TEST(FindUntouchedRanges, ManyRunsFillTheScanVector) {
   // Every other page written: 4096 runs, four times the output vector.
   constexpr uint64_t kPages = 8192;
   Mapping m = Mapping::Anonymous(kPages * kPage);
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   madvise(m.data(), kPages * kPage, MADV_NOHUGEPAGE);
   std::set<uint64_t> written;
   for (uint64_t p = 0; p < kPages; p += 2) {

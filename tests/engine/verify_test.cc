@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::engine {
@@ -104,7 +105,7 @@ TEST(BackgroundDigestsTest, HolesOfASharedFileAreZeroWithoutBeingRead) {
   Region r2{1, "memfd", m, kPages * 4096, 4096};
   std::fill_n(r2.page(3), 4096, 0x33);
   auto d2 = BackgroundDigests::Start({&r2, 1}, 2);
-  ASSERT_TRUE(d2.ok());
+  ASSERT_OK(d2);
   (*d2)->Finish();
   struct stat st {};
   ASSERT_EQ(fstat(fd2, &st), 0);

@@ -35,6 +35,7 @@
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/matrix/pairwise.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 #include "tests/support/uffd_skip.h"
@@ -310,7 +311,7 @@ TEST_P(MatrixTest, EndsByteIdenticalOrIsRefusedUpFront) {
     }
   }
   if (setup.postcopy) {
-    ASSERT_TRUE((*sender)->StartPostcopy(bitmaps).ok());
+    ASSERT_OK((*sender)->StartPostcopy(bitmaps));
     absl::Status done = (*sender)->CompletePostcopy();
     ASSERT_TRUE(done.ok()) << done;
   } else {
@@ -320,7 +321,7 @@ TEST_P(MatrixTest, EndsByteIdenticalOrIsRefusedUpFront) {
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_TRUE((*sender)->Finish().ok());
+  ASSERT_OK((*sender)->Finish());
   ASSERT_TRUE(rx.result().ok()) << rx.result();
   EXPECT_TRUE(testing::SameBytes(src, dst));
 }

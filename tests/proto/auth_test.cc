@@ -14,6 +14,7 @@
 #include "proto/handshake.h"
 #include "proto/wire.h"
 #include "tests/proto/keyed_hello.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -21,8 +22,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(AuthKeyTest, LengthBounds) {
-  EXPECT_TRUE(ValidateAuthKey(kKey).ok());
-  EXPECT_TRUE(ValidateAuthKey(std::string(kMinAuthKeyBytes, 'k')).ok());
+  EXPECT_OK(ValidateAuthKey(kKey));
+  EXPECT_OK(ValidateAuthKey(std::string(kMinAuthKeyBytes, 'k')));
   for (size_t n : {size_t{0}, kMinAuthKeyBytes - 1, kMaxAuthKeyBytes + 1}) {
     absl::Status s = ValidateAuthKey(std::string(n, 'k'));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;

@@ -15,6 +15,7 @@
 #include "proto/handshake.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -187,8 +188,7 @@ TEST(RegionTableTest, RejectsBadPageSize) {
                 AllOf(HasSubstr("region 9"),
                       HasSubstr("page size " + std::to_string(ps))));
   }
-  EXPECT_TRUE(
-      DecodeTable(TableBuilder(1).Entry(9, 512, 1024, "x").bytes()).ok());
+  EXPECT_OK(DecodeTable(TableBuilder(1).Entry(9, 512, 1024, "x").bytes()));
 }
 
 TEST(RegionTableTest, RejectsLengthNotMultipleOfPageSize) {
@@ -245,7 +245,7 @@ TEST(RegionTableTest, RejectsEveryTruncation) {
                                .Entry(1, 4096, 4096, "alpha")
                                .Entry(2, 4096, 8192, "beta")
                                .bytes();
-  ASSERT_TRUE(DecodeTable(p).ok());
+  ASSERT_OK(DecodeTable(p));
   for (size_t n = 0; n < p.size(); ++n) {
     std::vector<uint8_t> cut(p.begin(), p.begin() + n);
     absl::Status s = DecodeTable(cut);
@@ -258,7 +258,7 @@ TEST(RegionTableTest, RejectsEveryTruncation) {
 }
 
 TEST(RegionInfoTest, ValidateRegionInfo) {
-  EXPECT_TRUE(ValidateRegionInfo({1, 4096, 8192, "ok"}).ok());
+  EXPECT_OK(ValidateRegionInfo({1, 4096, 8192, "ok"}));
   EXPECT_EQ(ValidateRegionInfo({1, 1000, 8000, "ok"}).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateRegionInfo({1, 4096, 0, "ok"}).code(),
@@ -334,7 +334,7 @@ TEST(RegionReplyTest, RejectsReasonLongerThanBound) {
   p.clear();
   w.U8(0);
   w.Str16(std::string(kMaxErrorTextBytes, 'r'));
-  EXPECT_TRUE(DecodeRegionReply(p).ok());
+  EXPECT_OK(DecodeRegionReply(p));
 }
 
 TEST(RoundDoneTest, RoundTripAndRejects) {
@@ -389,7 +389,7 @@ TEST(ErrorTest, RoundTrip) {
       MakeErrorMessage(absl::InternalError(std::string(4000, 'e')));
   EXPECT_EQ(big.text.size(), kMaxErrorTextBytes);
   std::vector<uint8_t> frame = EncodeError(big);
-  EXPECT_TRUE(DecodeFrameHeader(frame).ok());
+  EXPECT_OK(DecodeFrameHeader(frame));
 }
 
 TEST(ErrorTest, NonPrintableTextReplaced) {
@@ -442,11 +442,11 @@ TEST(ErrorTest, RejectsTextLongerThanBound) {
 TEST(EmptyTest, FinishAndAck) {
   std::vector<uint8_t> f = EncodeFinish();
   EXPECT_EQ(f, FrameHeaderBytes(5, 0));
-  EXPECT_TRUE(
-      DecodeEmpty(ControlType::kFinish, Payload(f, ControlType::kFinish)).ok());
+  EXPECT_OK(
+      DecodeEmpty(ControlType::kFinish, Payload(f, ControlType::kFinish)));
   std::vector<uint8_t> a = EncodeFinishAck();
   EXPECT_EQ(a, FrameHeaderBytes(6, 0));
-  EXPECT_TRUE(DecodeEmpty(ControlType::kFinishAck, {}).ok());
+  EXPECT_OK(DecodeEmpty(ControlType::kFinishAck, {}));
 }
 
 TEST(EmptyTest, RejectsPayload) {
@@ -809,7 +809,7 @@ void FeedAll(const std::vector<uint8_t>& in, std::mt19937_64& rng) {
   {
     auto t = DecodeRegionTable(s);
     if (t.ok()) {
-      for (const RegionInfo& r : *t) EXPECT_TRUE(ValidateRegionInfo(r).ok());
+      for (const RegionInfo& r : *t) EXPECT_OK(ValidateRegionInfo(r));
     }
   }
   // A frame: header, then the payload given to its own decoder.

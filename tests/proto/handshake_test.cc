@@ -12,6 +12,7 @@
 #include "proto/auth.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -145,7 +146,7 @@ TEST(HelloTest, RejectsZeroSessionId) {
   EXPECT_THAT(s.message(), HasSubstr("session id"));
   // One nonzero byte anywhere is enough.
   h.session.bytes[15] = 1;
-  EXPECT_TRUE(DecodeHello(EncodeH(h)).ok());
+  EXPECT_OK(DecodeHello(EncodeH(h)));
 }
 
 TEST(HelloTest, RejectsChannelCountOutOfRange) {
@@ -234,7 +235,7 @@ TEST(HelloReplyTest, AcceptedRoundTrip) {
   EXPECT_EQ(got->status, 0);
   EXPECT_EQ(got->capabilities, kFeatureVerify);
   EXPECT_EQ(got->reason, "");
-  EXPECT_TRUE(HelloReplyStatus(*got).ok());
+  EXPECT_OK(HelloReplyStatus(*got));
 }
 
 TEST(HelloReplyTest, RefusalRoundTripMapsStatusCode) {

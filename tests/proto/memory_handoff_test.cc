@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -97,7 +98,7 @@ void ExpectRoundTrip(const Offer& o) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, o);
   absl::StatusOr<std::vector<uint8_t>> again = EncodeOffer(*back);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(*again, *bytes);
 }
 
@@ -271,7 +272,7 @@ TEST(MemoryOfferTest, RefusesDuplicateIds) {
 TEST(MemoryOfferTest, RefusesNameTooLong) {
   RawRegion r = kGood;
   r.name = std::string(kMaxHandoffName, 'x');
-  EXPECT_TRUE(DecodeOffer(OneRegion(r)).ok());
+  EXPECT_OK(DecodeOffer(OneRegion(r)));
   r.name.push_back('x');
   ExpectRefused(OneRegion(r), absl::StatusCode::kInvalidArgument, "name");
 }
@@ -280,8 +281,8 @@ TEST(MemoryOfferTest, RefusesEveryTruncation) {
   for (size_t regions : {size_t{1}, size_t{3}}) {
     absl::StatusOr<std::vector<uint8_t>> full =
         EncodeOffer(ValidOffer(regions));
-    ASSERT_TRUE(full.ok());
-    ASSERT_TRUE(DecodeOffer(*full).ok());
+    ASSERT_OK(full);
+    ASSERT_OK(DecodeOffer(*full));
     for (size_t n = 0; n < full->size(); ++n) {
       std::vector<uint8_t> prefix(full->begin(), full->begin() + n);
       absl::StatusOr<Offer> d = DecodeOffer(prefix);

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/wire.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -170,9 +171,8 @@ TEST(PacketTest, RejectsTruncatedFixedHeader) {
                                    HasSubstr(std::to_string(n) + " of 64")))
         << n;
   }
-  EXPECT_TRUE(DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
-                                kMaxPages, {})
-                  .ok());
+  EXPECT_OK(DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
+                              kMaxPages, {}));
 }
 
 TEST(PacketTest, RejectsBadMagic) {
@@ -251,7 +251,7 @@ TEST(PacketTest, RejectsPageCountZeroOrOverMax) {
   // Exactly max is fine.
   std::vector<uint8_t> buf = Encode(DataHeader(1), {0});
   Store32(buf.data() + 12, kMaxPages);
-  EXPECT_TRUE(DecodeFixed(buf).ok());
+  EXPECT_OK(DecodeFixed(buf));
 }
 
 TEST(PacketTest, RejectsEveryNonzeroReservedByte) {
@@ -314,7 +314,7 @@ TEST(PageOffsetsTest, AcceptsFirstAndLastPage) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(out, (std::vector<uint64_t>{0, 4096 * 9}));
   // A one-page region.
-  EXPECT_TRUE(DecodeOffsets(512, 512, {0}).ok());
+  EXPECT_OK(DecodeOffsets(512, 512, {0}));
 }
 
 TEST(PageOffsetsTest, RejectsMisalignedOffset) {
@@ -459,8 +459,7 @@ TEST(ZeroPagesTest, ZeroFlagOnlyWithTheCapability) {
   EXPECT_EQ(
       DecodePageOffsets(h, raw, 4096 * 4, false, absl::MakeSpan(out)).code(),
       absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(
-      DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)).ok());
+  ASSERT_OK(DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)));
   EXPECT_TRUE(IsZeroPageEntry(out[0]));
   EXPECT_EQ(PageOffsetOf(out[0]), 4096u);
   EXPECT_FALSE(IsZeroPageEntry(out[1]));
@@ -499,10 +498,10 @@ absl::Status DecodeRanges(const std::vector<uint64_t>& words,
 
 TEST(ZeroPagesTest, ZeroRangesRoundTrip) {
   std::vector<ZeroRange> out;
-  ASSERT_TRUE(DecodeRanges({0, 4096, 4096 * 3, 4096 * 5}, 4096 * 8, &out).ok());
+  ASSERT_OK(DecodeRanges({0, 4096, 4096 * 3, 4096 * 5}, 4096 * 8, &out));
   EXPECT_EQ(out, (std::vector<ZeroRange>{{0, 4096}, {4096 * 3, 4096 * 5}}));
   // Ranges may touch (the source merges them, but need not).
-  EXPECT_TRUE(DecodeRanges({0, 4096, 4096, 4096}, 4096 * 8).ok());
+  EXPECT_OK(DecodeRanges({0, 4096, 4096, 4096}, 4096 * 8));
 }
 
 TEST(ZeroPagesTest, ZeroRangesPacketShapeIsChecked) {

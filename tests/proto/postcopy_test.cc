@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/wire.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -102,14 +103,14 @@ TEST(MissingPagesTest, SplitsIntoOrderedMessagesTheCheckerAccepts) {
   for (const MissingPages& m : msgs) {
     absl::StatusOr<MissingPages> d = DecodeMissingPages(Encode(m), Table());
     ASSERT_TRUE(d.ok()) << d.status();
-    ASSERT_TRUE(checker.Accept(*d).ok());
+    ASSERT_OK(checker.Accept(*d));
     back.insert(back.end(), d->ranges.begin(), d->ranges.end());
   }
   EXPECT_EQ(back, set);
   EXPECT_EQ(checker.missing_pages(), 3u + 1 + 2 + 10 + 50);
   EXPECT_FALSE(checker.complete()) << "region 9 has not been sent";
   for (const MissingPages& m : SplitMissingPages(9, {})) {
-    ASSERT_TRUE(checker.Accept(m).ok());
+    ASSERT_OK(checker.Accept(m));
   }
   EXPECT_TRUE(checker.complete());
 }
@@ -182,7 +183,7 @@ TEST(MissingPagesDecodeTest, RefusesUnknownFlagsAndRegions) {
 
 TEST(MissingPagesDecodeTest, RefusesAnEmptyMessageThatIsNotLast) {
   ExpectRefused(Raw(7, 0, 0, {}), "only the last message");
-  EXPECT_TRUE(DecodeStatus(Raw(7, 1, 0, {})).ok());
+  EXPECT_OK(DecodeStatus(Raw(7, 1, 0, {})));
 }
 
 TEST(MissingPagesDecodeTest, RefusesEmptyRanges) {
@@ -209,7 +210,7 @@ TEST(MissingPagesDecodeTest, RefusesOverlapsDescentAndAdjacency) {
   ExpectRefused(Raw(7, 1, 2, {10, 5, 10, 5}), "ascending, disjoint");
   ExpectRefused(Raw(7, 1, 2, {20, 1, 10, 1}), "before page 22");
   ExpectRefused(Raw(7, 1, 2, {10, 5, 15, 1}), "not adjacent");
-  EXPECT_TRUE(DecodeStatus(Raw(7, 1, 2, {10, 5, 16, 1})).ok());
+  EXPECT_OK(DecodeStatus(Raw(7, 1, 2, {10, 5, 16, 1})));
 }
 
 TEST(MissingPagesDecodeTest, RandomBytesNeverPassBadRanges) {
@@ -228,7 +229,7 @@ TEST(MissingPagesDecodeTest, RandomBytesNeverPassBadRanges) {
     absl::StatusOr<MissingPages> d = DecodeMissingPages(b, table);
     if (!d.ok()) continue;
     const uint64_t pages = d->region_id == 7 ? 100 : 8;
-    EXPECT_TRUE(ValidatePageRanges(d->ranges, pages, 0, "decoded").ok());
+    EXPECT_OK(ValidatePageRanges(d->ranges, pages, 0, "decoded"));
     EXPECT_EQ(Encode(*d), b);
   }
 }
@@ -237,7 +238,7 @@ TEST(MissingPagesDecodeTest, RandomBytesNeverPassBadRanges) {
 
 TEST(ValidatePageRangesTest, FromBoundsTheFirstRange) {
   std::vector<PageRange> r = {{5, 2}};
-  EXPECT_TRUE(ValidatePageRanges(r, 10, 5, "x").ok());
+  EXPECT_OK(ValidatePageRanges(r, 10, 5, "x"));
   absl::Status s = ValidatePageRanges(r, 10, 6, "the set");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("the set: range 0 starts at page 5"));
@@ -247,7 +248,7 @@ TEST(ValidatePageRangesTest, FromBoundsTheFirstRange) {
 
 TEST(MissingPagesCheckerTest, RefusesAContinuationThatOverlapsOrTouches) {
   MissingPagesChecker c(Table());
-  ASSERT_TRUE(c.Accept({7, false, {{10, 5}}}).ok());
+  ASSERT_OK(c.Accept({7, false, {{10, 5}}}));
   // Starts inside the previous message's last range.
   absl::Status s = c.Accept({7, false, {{12, 1}}});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -255,13 +256,13 @@ TEST(MissingPagesCheckerTest, RefusesAContinuationThatOverlapsOrTouches) {
   // Adjacent to it: the encoder never splits a range, so this is not one.
   EXPECT_FALSE(c.Accept({7, false, {{15, 1}}}).ok());
   // The refusals changed nothing: the right continuation still fits.
-  EXPECT_TRUE(c.Accept({7, true, {{16, 1}}}).ok());
+  EXPECT_OK(c.Accept({7, true, {{16, 1}}}));
   EXPECT_EQ(c.missing_pages(), 6u);
 }
 
 TEST(MissingPagesCheckerTest, RefusesAnythingAfterTheLastMessage) {
   MissingPagesChecker c(Table());
-  ASSERT_TRUE(c.Accept({9, true, {{0, 1}}}).ok());
+  ASSERT_OK(c.Accept({9, true, {{0, 1}}}));
   absl::Status s = c.Accept({9, true, {}});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("after its last one"));
@@ -272,9 +273,9 @@ TEST(MissingPagesCheckerTest, RefusesUnknownRegionsAndCompletesPerRegion) {
   MissingPagesChecker c(Table());
   EXPECT_FALSE(c.Accept({8, true, {}}).ok());
   EXPECT_FALSE(c.complete());
-  ASSERT_TRUE(c.Accept({7, true, {}}).ok());
+  ASSERT_OK(c.Accept({7, true, {}}));
   EXPECT_FALSE(c.complete());
-  ASSERT_TRUE(c.Accept({9, true, {}}).ok());
+  ASSERT_OK(c.Accept({9, true, {}}));
   EXPECT_TRUE(c.complete());
   EXPECT_EQ(c.missing_pages(), 0u);
 }
@@ -356,7 +357,7 @@ TEST(PageRequestTest, BoundsOfTheCountAndTheRegion) {
   // None at all is not a request.
   EXPECT_FALSE(RequestStatus(RawRequest(1, 0, {})).ok());
   // The last page is inside; one past it and the top of u64 are not.
-  EXPECT_TRUE(RequestStatus(RawRequest(1, 1, {99})).ok());
+  EXPECT_OK(RequestStatus(RawRequest(1, 1, {99})));
   EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {100})).ok());
   EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {kMax})).ok());
   EXPECT_FALSE(RequestStatus(RawRequest(2, 1, {uint64_t{1} << 28})).ok());
@@ -364,7 +365,7 @@ TEST(PageRequestTest, BoundsOfTheCountAndTheRegion) {
 
 TEST(PageRequestTest, RefusesBadSizesOrderAndRegions) {
   const std::vector<uint8_t> good = RawRequest(1, 2, {3, 4});
-  ASSERT_TRUE(RequestStatus(good).ok());
+  ASSERT_OK(RequestStatus(good));
   for (size_t n = 0; n < good.size(); ++n) {
     EXPECT_FALSE(
         RequestStatus({good.begin(), good.begin() + static_cast<long>(n)}).ok())
@@ -460,9 +461,8 @@ TEST(PageDataTest, ZeroRunsCarryNoBytes) {
 }
 
 TEST(PageDataTest, BoundsOfTheRun) {
-  EXPECT_TRUE(DataStatus(RawData(1, 0, 0, kMaxPageDataPages, 0,
-                                 kMaxPageDataPages * 4096))
-                  .ok());
+  EXPECT_OK(DataStatus(
+      RawData(1, 0, 0, kMaxPageDataPages, 0, kMaxPageDataPages * 4096)));
   EXPECT_EQ(DecodePageData(RawData(1, 0, 0, kMaxPageDataPages, 0,
                                    kMaxPageDataPages * 4096),
                            PostcopyTable())
@@ -472,7 +472,7 @@ TEST(PageDataTest, BoundsOfTheRun) {
       DataStatus(RawData(2, kPageDataZero, 0, kMaxPageDataPages + 1, 0, 0))
           .ok());
   EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 0, 0, 0)).ok());
-  EXPECT_TRUE(DataStatus(RawData(1, kPageDataZero, 99, 1, 0, 0)).ok());
+  EXPECT_OK(DataStatus(RawData(1, kPageDataZero, 99, 1, 0, 0)));
   EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 99, 2, 0, 0)).ok());
   EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 100, 1, 0, 0)).ok());
   // first + count would wrap to a small number.

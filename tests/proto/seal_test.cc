@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "proto/handshake.h"
 #include "tests/proto/keyed_hello.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -92,19 +93,19 @@ TEST(SealerTest, MatchesThePublishedGcmVector) {
       absl::HexStringToBytes("76fc6ece0f4e1768cddf8853bb2d551b");
 
   auto s = Sealer::Create(SealMode::kEncrypt, key, Sealer::Use::kSeal);
-  ASSERT_TRUE(s.ok());
+  ASSERT_OK(s);
   std::vector<uint8_t> buf(plain.begin(), plain.end());
   (*s)->Begin(seq);
   (*s)->Associate({reinterpret_cast<const uint8_t*>(aad.data()), aad.size()});
   (*s)->SealBody(buf.data(), buf.data(), 30);  // in two pieces
   (*s)->SealBody(buf.data() + 30, buf.data() + 30, buf.size() - 30);
   absl::StatusOr<SealTag> t = (*s)->FinishSeal();
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   EXPECT_EQ(std::string(buf.begin(), buf.end()), cipher);
   EXPECT_EQ(std::string(t->begin(), t->end()), tag);
 
   auto o = Sealer::Create(SealMode::kEncrypt, key, Sealer::Use::kOpen);
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   (*o)->Begin(seq);
   (*o)->Associate({reinterpret_cast<const uint8_t*>(aad.data()), aad.size()});
   (*o)->OpenBody(buf.data(), buf.size());

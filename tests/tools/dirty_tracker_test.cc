@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -25,7 +26,7 @@ std::vector<uint64_t> Pages(const DirtyBitmap& b) {
 
 TEST(UffdWpTracker, ReportsExactlyThePagesWrittenSinceTheLastCollect) {
   auto mem = MappedMemory::Allocate(kPages * 4096);
-  ASSERT_TRUE(mem.ok());
+  ASSERT_OK(mem);
   uint8_t* p = (*mem)->data();
   std::memset(p, 1, kPages * 4096);
   auto tracker = MakeUffdWpTracker(p, kPages * 4096);
@@ -43,7 +44,7 @@ TEST(UffdWpTracker, ReportsExactlyThePagesWrittenSinceTheLastCollect) {
 
   p[6 * 4096] = 9;  // only this one since
   DirtyBitmap second(kPages);
-  ASSERT_TRUE((*tracker)->Collect(second).ok());
+  ASSERT_OK((*tracker)->Collect(second));
   EXPECT_EQ(Pages(second), (std::vector<uint64_t>{6}));
 
   DirtyBitmap third(kPages);
@@ -52,7 +53,7 @@ TEST(UffdWpTracker, ReportsExactlyThePagesWrittenSinceTheLastCollect) {
 
 TEST(UffdWpTracker, RefusesUnalignedMemoryWithAReason) {
   auto mem = MappedMemory::Allocate(8192);
-  ASSERT_TRUE(mem.ok());
+  ASSERT_OK(mem);
   auto t = MakeUffdWpTracker((*mem)->data() + 1, 4096);
   EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << t.status();
 }
@@ -66,7 +67,7 @@ class NoLostWriteTest : public ::testing::TestWithParam<bool /*uffd*/> {};
 
 TEST_P(NoLostWriteTest, WritesRacingWithCollectsAreAllReported) {
   auto mem = MappedMemory::Allocate(kPages * 4096);
-  ASSERT_TRUE(mem.ok());
+  ASSERT_OK(mem);
   uint8_t* base = (*mem)->data();
   std::memset(base, 0, kPages * 4096);
   std::unique_ptr<DirtyTracker> tracker;
@@ -110,7 +111,7 @@ TEST_P(NoLostWriteTest, WritesRacingWithCollectsAreAllReported) {
   auto collect = [&] {
     started.store(static_cast<uint32_t>(reported.size()));
     reported.push_back(std::make_unique<DirtyBitmap>(kPages));
-    ASSERT_TRUE(tracker->Collect(*reported.back()).ok());
+    ASSERT_OK(tracker->Collect(*reported.back()));
   };
   while (running.load() > 0) collect();
   for (auto& t : writers) t.join();

@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/link_testbed_skip.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 
 namespace ramferry::cli {
@@ -187,13 +188,13 @@ TEST_F(LinkTestbedLiveTest, ConnectsFromTheSourceToEveryDestinationAddress) {
   EXPECT_THAT(bed_->Describe(1),
               HasSubstr(absl::StrCat("100mbit, source ",
                                      bed_->source_namespace(), " dev veth1")));
-  ASSERT_TRUE(bed_->EnterDestination().ok());
+  ASSERT_OK(bed_->EnterDestination());
   std::vector<std::pair<int, uint16_t>> listeners;
   for (size_t i = 0; i < bed_->links(); ++i) {
     listeners.push_back(Listen(bed_->destination_address(i)));
     Keep(listeners.back().first);
   }
-  ASSERT_TRUE(bed_->EnterSource().ok());
+  ASSERT_OK(bed_->EnterSource());
   for (size_t i = 0; i < bed_->links(); ++i) {
     SCOPED_TRACE(bed_->Describe(i));
     const int c = Keep(ConnectWithin(bed_->destination_address(i),
@@ -226,17 +227,17 @@ TEST_F(LinkTestbedLiveTest, NothingReachesTheCallersNamespace) {
 }
 
 TEST_F(LinkTestbedLiveTest, ALinkTakenDownCarriesNothingUntilItIsUpAgain) {
-  ASSERT_TRUE(bed_->EnterDestination().ok());
+  ASSERT_OK(bed_->EnterDestination());
   auto [listener, port] = Listen(bed_->destination_address(0));
   Keep(listener);
-  ASSERT_TRUE(bed_->EnterSource().ok());
+  ASSERT_OK(bed_->EnterSource());
   const int c =
       Keep(ConnectWithin(bed_->destination_address(0), port, absl::Seconds(5)));
   ASSERT_GE(c, 0);
   const int a = Keep(AcceptWithin(listener));
   ASSERT_GE(a, 0);
 
-  ASSERT_TRUE(bed_->SetLinkUp(0, false).ok());
+  ASSERT_OK(bed_->SetLinkUp(0, false));
   ASSERT_EQ(write(c, "y", 1), 1);  // queued on the source side
   EXPECT_FALSE(Readable(a, absl::Milliseconds(500)))
       << "a byte crossed a link that is down";
@@ -245,15 +246,15 @@ TEST_F(LinkTestbedLiveTest, ALinkTakenDownCarriesNothingUntilItIsUpAgain) {
             0)
       << "a connection opened over a link that is down";
   // The other link is not affected.
-  ASSERT_TRUE(bed_->EnterDestination().ok());
+  ASSERT_OK(bed_->EnterDestination());
   auto [other, other_port] = Listen(bed_->destination_address(1));
   Keep(other);
-  ASSERT_TRUE(bed_->EnterSource().ok());
+  ASSERT_OK(bed_->EnterSource());
   EXPECT_GE(Keep(ConnectWithin(bed_->destination_address(1), other_port,
                                absl::Seconds(5))),
             0);
 
-  ASSERT_TRUE(bed_->SetLinkUp(0, true).ok());
+  ASSERT_OK(bed_->SetLinkUp(0, true));
   // TCP's retransmission, backed off while the link was down, delivers it.
   ASSERT_TRUE(Readable(a, absl::Seconds(15))) << "the link did not resume";
   char byte = 0;
@@ -269,10 +270,10 @@ TEST_F(LinkTestbedLiveTest, TheRateLimitHolds) {
   // 128 KiB burst and what the socket buffers hold before the clock
   // starts (the receiver's clock starts at its first byte).
   constexpr size_t kBytes = 8'000'000;
-  ASSERT_TRUE(bed_->EnterDestination().ok());
+  ASSERT_OK(bed_->EnterDestination());
   auto [listener, port] = Listen(bed_->destination_address(1));
   Keep(listener);
-  ASSERT_TRUE(bed_->EnterSource().ok());
+  ASSERT_OK(bed_->EnterSource());
   const int c =
       Keep(ConnectWithin(bed_->destination_address(1), port, absl::Seconds(5)));
   ASSERT_GE(c, 0);

@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 TEST(Memload, WritesOnlyItsDirtySetAndStopsWritingWhenPaused) {
   constexpr uint64_t kPages = 2048;
   auto mem = MappedMemory::Allocate(kPages * 4096);
-  ASSERT_TRUE(mem.ok());
+  ASSERT_OK(mem);
   std::memset((*mem)->data(), 0, kPages * 4096);
   auto tracker = MakeBitmapTracker(kPages);
   Memload::Options o;
@@ -22,7 +23,7 @@ TEST(Memload, WritesOnlyItsDirtySetAndStopsWritingWhenPaused) {
   Memload load((*mem)->data(), kPages, o, tracker.get());
   load.Start();
   while (load.written() < 2000) absl::SleepFor(absl::Milliseconds(1));
-  ASSERT_TRUE(load.Pause().ok());
+  ASSERT_OK(load.Pause());
   EXPECT_FALSE(load.running());
   const uint64_t written = load.written();
   const uint64_t digest = XXH3_64bits((*mem)->data(), kPages * 4096);
@@ -31,7 +32,7 @@ TEST(Memload, WritesOnlyItsDirtySetAndStopsWritingWhenPaused) {
   EXPECT_EQ(XXH3_64bits((*mem)->data(), kPages * 4096), digest);
 
   DirtyBitmap dirty(kPages);
-  ASSERT_TRUE(tracker->Collect(dirty).ok());
+  ASSERT_OK(tracker->Collect(dirty));
   EXPECT_GT(dirty.Count(), 0u);
   for (uint64_t p = 256; p < kPages; ++p) ASSERT_FALSE(dirty.Test(p)) << p;
 
@@ -45,13 +46,13 @@ TEST(Memload, WritesOnlyItsDirtySetAndStopsWritingWhenPaused) {
 TEST(Memload, StoppingPausedWritersWritesNothingMore) {
   constexpr uint64_t kPages = 512;
   auto mem = MappedMemory::Allocate(kPages * 4096);
-  ASSERT_TRUE(mem.ok());
+  ASSERT_OK(mem);
   Memload::Options o{
       .dirty_set_pages = kPages, .pages_per_second = 500000, .writers = 2};
   Memload load((*mem)->data(), kPages, o, nullptr);
   load.Start();
   while (load.written() < 1000) absl::SleepFor(absl::Milliseconds(1));
-  ASSERT_TRUE(load.Pause().ok());
+  ASSERT_OK(load.Pause());
   const uint64_t written = load.written();
   const uint64_t digest = XXH3_64bits((*mem)->data(), kPages * 4096);
   load.Stop();  // releases the parked writers, which must just exit
@@ -61,11 +62,11 @@ TEST(Memload, StoppingPausedWritersWritesNothingMore) {
 
 TEST(Memload, ZeroRateMeansNoWriters) {
   auto mem = MappedMemory::Allocate(4096 * 16);
-  ASSERT_TRUE(mem.ok());
+  ASSERT_OK(mem);
   Memload load((*mem)->data(), 16, {.dirty_set_pages = 16}, nullptr);
   load.Start();
   EXPECT_FALSE(load.running());
-  ASSERT_TRUE(load.Pause().ok());  // returns at once: nothing to park
+  ASSERT_OK(load.Pause());  // returns at once: nothing to park
   EXPECT_EQ(load.written(), 0u);
 }
 

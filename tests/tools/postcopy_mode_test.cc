@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -111,7 +112,7 @@ PostcopyFlagCheck Allowed() {
 }
 
 TEST(CheckPostcopyFlags, APlainPostcopyRunPasses) {
-  EXPECT_TRUE(CheckPostcopyFlags(Allowed()).ok());
+  EXPECT_OK(CheckPostcopyFlags(Allowed()));
   for (const char* t : {"tcp-zerocopy", "uring-zc", "auto"}) {
     PostcopyFlagCheck c = Allowed();
     c.transport = t;
@@ -161,14 +162,14 @@ TEST(CheckPostcopyFlags, WhatOnlyTheDestinationOrPostcopyMinds) {
   source.destination = false;
   source.region_file = "/dev/shm/vm";
   source.prefault = "during";
-  EXPECT_TRUE(CheckPostcopyFlags(source).ok());
+  EXPECT_OK(CheckPostcopyFlags(source));
   PostcopyFlagCheck off = Allowed();
   off.mode = PostcopyMode::kOff;
   off.on_timeout = TimeoutAction::kCancel;
   off.transport = "rdma";
   off.survive_channel_loss = true;
   off.region_file = "/dev/shm/vm";
-  EXPECT_TRUE(CheckPostcopyFlags(off).ok());
+  EXPECT_OK(CheckPostcopyFlags(off));
 }
 
 }  // namespace

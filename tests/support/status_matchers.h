@@ -1,0 +1,35 @@
+// Status assertions that say why they failed: EXPECT_OK(x) and
+// ASSERT_OK(x) take an absl::Status, an absl::StatusOr<T>, or any other
+// result with ok(), and on failure gtest prints the status (code and
+// message) instead of "false". Debian 12's Abseil predates
+// absl/status/status_matchers.h; these are the part of it the tests use.
+#ifndef RAMFERRY_TESTS_SUPPORT_STATUS_MATCHERS_H_
+#define RAMFERRY_TESTS_SUPPORT_STATUS_MATCHERS_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+
+namespace ramferry::testing {
+
+inline const absl::Status& StatusOf(const absl::Status& s) { return s; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+// A helper's own result type with ok() (a saved namespace, a testbed).
+template <typename T>
+const T& StatusOf(const T& result) {
+  return result;
+}
+
+MATCHER(IsOk, negation ? "is not OK" : "is OK") { return arg.ok(); }
+
+}  // namespace ramferry::testing
+
+#define EXPECT_OK(expr) \
+  EXPECT_THAT(::ramferry::testing::StatusOf(expr), ::ramferry::testing::IsOk())
+#define ASSERT_OK(expr) \
+  ASSERT_THAT(::ramferry::testing::StatusOf(expr), ::ramferry::testing::IsOk())
+
+#endif  // RAMFERRY_TESTS_SUPPORT_STATUS_MATCHERS_H_
