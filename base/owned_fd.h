@@ -1,5 +1,5 @@
 // A file descriptor closed when its owner goes: for the descriptors that
-// travel between processes (engine/unix_seqpacket.h) and every other
+// travel between processes (handoff/unix_seqpacket.h) and every other
 // descriptor the library holds for a while, where an early
 // return must not leak one into a long-lived process.
 #ifndef RAMFERRY_BASE_OWNED_FD_H_

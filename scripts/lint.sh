@@ -2,7 +2,8 @@
 # The habits CI keeps, in one place:
 #   - every C++ file formatted as .clang-format says;
 #   - each room includes only the rooms below it (base <- proto <- channels
-#     <- engine <- tools, bench; the public headers in include/ramferry);
+#     <- engine <- handoff, capi, tools, bench; the public headers in
+#     include/ramferry);
 #   - clang-tidy, with the repo's .clang-tidy, clean over the library, the
 #     tools and the benchmarks (warnings are errors here).
 #   scripts/lint.sh                 all three (clang-tidy configures its
@@ -33,6 +34,8 @@ rules=(
   "proto/:base/ proto/"
   "channels/:base/ proto/ channels/ ramferry/stats.h ramferry/transport.h ramferry/channel_counters.h"
   "engine/:base/ proto/ channels/ engine/ ramferry/"
+  "handoff/:base/ proto/ handoff/ ramferry/ engine/untouched.h"
+  "capi/:capi/ ramferry/ engine/option_rules.h"
   "include/ramferry/:ramferry/"
   "tools/common/:base/ ramferry/ tools/common/"
   "tools/migrate/:base/ ramferry/ tools/"
@@ -72,7 +75,7 @@ if [[ ${LINT_TIDY:-1} != 0 ]]; then
   cmake -S . -B build-lint -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DRAMFERRY_UNITY=OFF -DBUILD_TESTING=OFF >/dev/null
   mapfile -t files < <(git ls-files 'base/*.cc' 'proto/*.cc' 'channels/*.cc' \
-    'engine/*.cc' 'tools/*.cc' 'bench/*.cc')
+    'engine/*.cc' 'handoff/*.cc' 'capi/*.cc' 'tools/*.cc' 'bench/*.cc')
   if ! ./scripts/clang_tidy_cached.py build-lint "${files[@]}"; then
     echo "clang-tidy found the above"
     status=1

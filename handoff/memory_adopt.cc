@@ -9,9 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "base/owned_fd.h"
 #include "base/status_util.h"
-#include "engine/handoff_io.h"
-#include "engine/shared_mapping.h"
-#include "engine/unix_seqpacket.h"
+#include "handoff/handoff_io.h"
+#include "handoff/shared_mapping.h"
+#include "handoff/unix_seqpacket.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
 
@@ -22,14 +22,14 @@ using base::OwnedFd;
 
 class AdoptedMemoryImpl final : public AdoptedMemory {
  public:
-  AdoptedMemoryImpl(std::string path, engine::SeqpacketListener listener)
+  AdoptedMemoryImpl(std::string path, handoff::SeqpacketListener listener)
       : path_(std::move(path)), listener_(std::move(listener)) {}
 
   absl::Status Wait(absl::Duration timeout) override {
     if (!regions_.empty()) return absl::OkStatus();
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
-      absl::StatusOr<OwnedFd> conn = engine::AcceptSeqpacket(
+      absl::StatusOr<OwnedFd> conn = handoff::AcceptSeqpacket(
           listener_.get(), deadline - absl::Now(), nullptr);
       if (!conn.ok()) {
         return base::Annotate(conn.status(),
@@ -51,15 +51,15 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
 
  private:
   absl::Status Adopt(int conn) {
-    absl::StatusOr<engine::ReceivedOffer> p = engine::ReceiveOffer(
+    absl::StatusOr<handoff::ReceivedOffer> p = handoff::ReceiveOffer(
         conn, proto::OfferKind::kHandOver, absl::Seconds(10));
     if (!p.ok()) return p.status();
     const proto::Offer* offer = &p->offer;
-    std::vector<engine::SharedMapping> maps;
+    std::vector<handoff::SharedMapping> maps;
     std::vector<SharedRegion> regions;
     for (size_t i = 0; i < offer->regions.size(); ++i) {
       const proto::OfferedRegion& r = offer->regions[i];
-      absl::StatusOr<engine::SharedMapping> m = engine::SharedMapping::Map(
+      absl::StatusOr<handoff::SharedMapping> m = handoff::SharedMapping::Map(
           p->fds[i].get(), r.fd_offset, r.length, /*writable=*/true);
       if (!m.ok()) return m.status();
       regions.push_back(
@@ -67,7 +67,7 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
       maps.push_back(*std::move(m));
     }
     if (absl::Status s =
-            engine::SendCommand(conn, proto::HandoffCommand::kAdopted);
+            handoff::SendCommand(conn, proto::HandoffCommand::kAdopted);
         !s.ok()) {
       return s;
     }
@@ -78,9 +78,9 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
   }
 
   const std::string path_;
-  engine::SeqpacketListener listener_;
+  handoff::SeqpacketListener listener_;
   std::vector<OwnedFd> fds_;
-  std::vector<engine::SharedMapping> maps_;
+  std::vector<handoff::SharedMapping> maps_;
   std::vector<SharedRegion> regions_;
 };
 
@@ -90,18 +90,19 @@ absl::Status HandOverMemory(const std::string& socket_path,
                             absl::Span<const SharedRegion> regions,
                             absl::Duration timeout) {
   absl::StatusOr<std::vector<uint8_t>> encoded =
-      engine::EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions);
+      handoff::EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions);
   if (!encoded.ok()) return encoded.status();
   std::vector<int> fds;
   for (const SharedRegion& r : regions) fds.push_back(r.fd);
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<OwnedFd> conn = engine::ConnectSeqpacket(socket_path, timeout);
+  absl::StatusOr<OwnedFd> conn =
+      handoff::ConnectSeqpacket(socket_path, timeout);
   if (!conn.ok()) return conn.status();
-  if (absl::Status s = engine::SendPacket(conn->get(), *encoded, fds);
+  if (absl::Status s = handoff::SendPacket(conn->get(), *encoded, fds);
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<proto::CommandMessage> c = engine::ReceiveCommand(
+  absl::StatusOr<proto::CommandMessage> c = handoff::ReceiveCommand(
       conn->get(), std::max(deadline - absl::Now(), absl::Seconds(1)));
   if (absl::IsUnavailable(c.status())) {
     return absl::UnavailableError(absl::StrCat(
@@ -119,8 +120,8 @@ absl::Status HandOverMemory(const std::string& socket_path,
 
 absl::StatusOr<std::unique_ptr<AdoptedMemory>> AdoptedMemory::Listen(
     const std::string& socket_path) {
-  absl::StatusOr<engine::SeqpacketListener> listener =
-      engine::ListenSeqpacket(socket_path);
+  absl::StatusOr<handoff::SeqpacketListener> listener =
+      handoff::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();
   return std::make_unique<AdoptedMemoryImpl>(socket_path, *std::move(listener));
 }

@@ -1,9 +1,9 @@
 // What one memory hand-off connection carries (proto/memory_handoff.h),
-// over engine/unix_seqpacket.h: the offer with its descriptors, then
+// over handoff/unix_seqpacket.h: the offer with its descriptors, then
 // commands. Shared by the export, the attacher, the hand-over and the
 // adopter, so each side checks what it receives the same way.
-#ifndef RAMFERRY_ENGINE_HANDOFF_IO_H_
-#define RAMFERRY_ENGINE_HANDOFF_IO_H_
+#ifndef RAMFERRY_HANDOFF_HANDOFF_IO_H_
+#define RAMFERRY_HANDOFF_HANDOFF_IO_H_
 
 #include <cstdint>
 #include <vector>
@@ -15,7 +15,7 @@
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 
 // The offer of `regions` (this process's addresses and files).
 absl::StatusOr<std::vector<uint8_t>> EncodeOfferOf(
@@ -37,6 +37,6 @@ absl::Status SendCommand(int fd, proto::HandoffCommand type,
 absl::StatusOr<proto::CommandMessage> ReceiveCommand(int fd,
                                                      absl::Duration timeout);
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff
 
-#endif  // RAMFERRY_ENGINE_HANDOFF_IO_H_
+#endif  // RAMFERRY_HANDOFF_HANDOFF_IO_H_

@@ -20,7 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "engine/c_api_util.h"
+#include "capi/c_api_util.h"
 #include "engine/option_rules.h"
 #include "ramferry/auth_key.h"
 #include "ramferry/dirty_bitmap.h"

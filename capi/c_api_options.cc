@@ -16,7 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "engine/c_api_util.h"
+#include "capi/c_api_util.h"
 #include "engine/option_rules.h"
 #include "ramferry/options.h"
 #include "ramferry/ramferry.h"

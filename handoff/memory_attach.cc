@@ -19,11 +19,11 @@
 #include "base/errno_status.h"
 #include "base/owned_fd.h"
 #include "base/status_util.h"
-#include "engine/handoff_io.h"
-#include "engine/shared_mapping.h"
-#include "engine/unix_seqpacket.h"
 #include "engine/untouched.h"
-#include "engine/write_tracking.h"
+#include "handoff/handoff_io.h"
+#include "handoff/shared_mapping.h"
+#include "handoff/unix_seqpacket.h"
+#include "handoff/write_tracking.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
 
@@ -89,7 +89,7 @@ bool Exited(char state) { return state == 'Z' || state == 'X'; }
 // that exited cannot run and is not waited for. /proc goes by the
 // number: it is still the peer's if the peer lives after the read, since
 // a pid is reused only once its process is gone.
-std::optional<std::string> RunningThread(const engine::PeerProcess& peer) {
+std::optional<std::string> RunningThread(const handoff::PeerProcess& peer) {
   std::error_code ec;
   bool any = false;
   for (const auto& task : std::filesystem::directory_iterator(
@@ -103,7 +103,7 @@ std::optional<std::string> RunningThread(const engine::PeerProcess& peer) {
     any = true;
   }
   if (!any) return "no thread found";
-  if (!engine::SignalPeer(peer, 0).ok()) return "the process has gone";
+  if (!handoff::SignalPeer(peer, 0).ok()) return "the process has gone";
   return std::nullopt;
 }
 
@@ -135,7 +135,7 @@ struct RemoteRange {
 // that is not mapped: without this, an offer of ranges the workload does
 // not track, or a region it later unmapped or moved, would report no
 // writes at all.
-absl::Status CheckRanges(const engine::PeerProcess& peer,
+absl::Status CheckRanges(const handoff::PeerProcess& peer,
                          absl::Span<const RemoteRange> ranges,
                          bool registered) {
   const std::string path =
@@ -155,7 +155,7 @@ absl::Status CheckRanges(const engine::PeerProcess& peer,
     }
   }
   // Read while the pidfd's process lives: then its pid was not reused.
-  if (absl::Status s = engine::SignalPeer(peer, 0); !s.ok()) {
+  if (absl::Status s = handoff::SignalPeer(peer, 0); !s.ok()) {
     return absl::Status(
         s.code(), absl::StrFormat("the workload's writes (pid %d): it has "
                                   "gone (%s); did it end, or free its export?",
@@ -190,8 +190,9 @@ absl::Status CheckRanges(const engine::PeerProcess& peer,
 
 class AttachedMemoryImpl final : public AttachedMemory {
  public:
-  AttachedMemoryImpl(OwnedFd conn, engine::PeerProcess peer, bool pauses_itself,
-                     OwnedFd pagemap, std::vector<engine::SharedMapping> maps,
+  AttachedMemoryImpl(OwnedFd conn, handoff::PeerProcess peer,
+                     bool pauses_itself, OwnedFd pagemap,
+                     std::vector<handoff::SharedMapping> maps,
                      std::vector<OwnedFd> files, std::vector<Region> regions,
                      std::vector<uint64_t> remote_bases)
       : conn_(std::move(conn)),
@@ -232,11 +233,11 @@ class AttachedMemoryImpl final : public AttachedMemory {
   }
 
   absl::Span<const RemoteRange> ranges() const { return ranges_; }
-  const engine::PeerProcess& peer() const { return peer_; }
+  const handoff::PeerProcess& peer() const { return peer_; }
 
   absl::Span<const Region> regions() const override { return regions_; }
   pid_t pid() const override { return peer_.pid; }
-  bool alive() const override { return engine::SignalPeer(peer_, 0).ok(); }
+  bool alive() const override { return handoff::SignalPeer(peer_, 0).ok(); }
   bool pauses_itself() const override { return pauses_itself_; }
   bool stopped_by_signal() const override { return stopped_; }
   const std::string& pause_note() const override { return note_; }
@@ -296,7 +297,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
     paused_ = false;
     if (stopped_) {
       stopped_ = false;
-      if (absl::Status s = engine::SignalPeer(peer_, SIGCONT); !s.ok()) {
+      if (absl::Status s = handoff::SignalPeer(peer_, SIGCONT); !s.ok()) {
         return s;
       }
       // A pause the handler answered late is still in force there.
@@ -312,7 +313,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
 
   absl::Status Migrated() override {
     // Read by the workload when it next runs (a stopped one stays so).
-    return engine::SendCommand(conn_.get(), HandoffCommand::kMigrated);
+    return handoff::SendCommand(conn_.get(), HandoffCommand::kMigrated);
   }
 
  private:
@@ -320,13 +321,13 @@ class AttachedMemoryImpl final : public AttachedMemory {
   // sent after its pause had timed out.
   absl::Status Command(HandoffCommand cmd, HandoffCommand want,
                        absl::Duration timeout) {
-    if (absl::Status s = engine::SendCommand(conn_.get(), cmd); !s.ok()) {
+    if (absl::Status s = handoff::SendCommand(conn_.get(), cmd); !s.ok()) {
       return s;
     }
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
       absl::StatusOr<CommandMessage> c =
-          engine::ReceiveCommand(conn_.get(), deadline - absl::Now());
+          handoff::ReceiveCommand(conn_.get(), deadline - absl::Now());
       if (!c.ok()) {
         if (cmd == HandoffCommand::kPause &&
             absl::IsDeadlineExceeded(c.status())) {
@@ -347,7 +348,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
   }
 
   absl::Status StopBySignal(absl::Duration timeout) {
-    if (absl::Status s = engine::SignalPeer(peer_, SIGSTOP); !s.ok()) {
+    if (absl::Status s = handoff::SignalPeer(peer_, SIGSTOP); !s.ok()) {
       return s;
     }
     stopped_ = true;
@@ -369,14 +370,14 @@ class AttachedMemoryImpl final : public AttachedMemory {
   }
 
   const OwnedFd conn_;
-  const engine::PeerProcess peer_;
+  const handoff::PeerProcess peer_;
   const bool pauses_itself_;
   const OwnedFd pagemap_;
-  const std::vector<engine::SharedMapping> maps_;
+  const std::vector<handoff::SharedMapping> maps_;
   // Each region's memfd (Region::fd): its pages are read through it.
   const std::vector<OwnedFd> files_;
   const std::vector<Region> regions_;
-  std::vector<engine::WrittenPages> written_;
+  std::vector<handoff::WrittenPages> written_;
   std::vector<RemoteRange> ranges_;
   bool paused_ = false;
   bool stopped_ = false;
@@ -389,16 +390,17 @@ class AttachedMemoryImpl final : public AttachedMemory {
 absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
     const std::string& socket_path, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<OwnedFd> conn = engine::ConnectSeqpacket(socket_path, timeout);
+  absl::StatusOr<OwnedFd> conn =
+      handoff::ConnectSeqpacket(socket_path, timeout);
   if (!conn.ok()) return conn.status();
-  absl::StatusOr<engine::PeerProcess> peer = engine::Peer(conn->get());
+  absl::StatusOr<handoff::PeerProcess> peer = handoff::Peer(conn->get());
   if (!peer.ok()) {
     return base::Annotate(peer.status(),
                           absl::StrCat("the workload at ", socket_path));
   }
-  absl::StatusOr<engine::ReceivedOffer> p =
-      engine::ReceiveOffer(conn->get(), proto::OfferKind::kExport,
-                           std::max(deadline - absl::Now(), absl::Seconds(1)));
+  absl::StatusOr<handoff::ReceivedOffer> p =
+      handoff::ReceiveOffer(conn->get(), proto::OfferKind::kExport,
+                            std::max(deadline - absl::Now(), absl::Seconds(1)));
   if (!p.ok()) {
     return absl::Status(
         p.status().code(),
@@ -416,7 +418,7 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   if (absl::Status s = CheckPagemap(p->fds[0].get(), peer->pid); !s.ok()) {
     return s;
   }
-  std::vector<engine::SharedMapping> maps;
+  std::vector<handoff::SharedMapping> maps;
   std::vector<OwnedFd> files;
   std::vector<Region> regions;
   std::vector<uint64_t> remote_bases;
@@ -426,7 +428,7 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
     // workload could never shrink its file again), and the read-only
     // descriptor an export sends cannot add one. A shrunk file is caught
     // at each collect instead (CheckFileSizes).
-    absl::StatusOr<engine::SharedMapping> m = engine::SharedMapping::Map(
+    absl::StatusOr<handoff::SharedMapping> m = handoff::SharedMapping::Map(
         p->fds[proto::kExportFixedFds + i].get(), r.fd_offset, r.length,
         /*writable=*/false);
     if (!m.ok()) {

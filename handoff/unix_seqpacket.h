@@ -2,8 +2,8 @@
 // packet (no framing to get wrong), descriptors as SCM_RIGHTS, the peer's
 // credentials checked on every accepted connection. For the memory
 // hand-off (ramferry/memory_handoff.h), between processes of one machine.
-#ifndef RAMFERRY_ENGINE_UNIX_SEQPACKET_H_
-#define RAMFERRY_ENGINE_UNIX_SEQPACKET_H_
+#ifndef RAMFERRY_HANDOFF_UNIX_SEQPACKET_H_
+#define RAMFERRY_HANDOFF_UNIX_SEQPACKET_H_
 
 #include <sys/types.h>
 
@@ -17,7 +17,7 @@
 #include "absl/types/span.h"
 #include "base/owned_fd.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 
 // A listening socket and the path it is bound at, which it removes when
 // it closes, but only while the file there is still the one its bind made:
@@ -101,6 +101,6 @@ struct Packet {
 absl::StatusOr<Packet> ReceivePacket(int fd, size_t max_bytes, size_t max_fds,
                                      absl::Duration timeout);
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff
 
-#endif  // RAMFERRY_ENGINE_UNIX_SEQPACKET_H_
+#endif  // RAMFERRY_HANDOFF_UNIX_SEQPACKET_H_

@@ -1,4 +1,4 @@
-#include "engine/write_tracking.h"
+#include "handoff/write_tracking.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include "ramferry/untouched.h"
 #include "ramferry/write_tracker.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 namespace {
 
 // Debian 12's kernel headers (6.1) predate these; the values are the
@@ -170,7 +170,7 @@ absl::StatusOr<uint64_t> WrittenPages::Collect(DirtyBitmap& dirty) {
   return reported;
 }
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff
 
 namespace ramferry {
 namespace {
@@ -196,20 +196,20 @@ class KernelWriteTracker final : public WriteTracker {
   const uint64_t pages_;
   base::OwnedFd uffd_;  // closing it unregisters the range
   base::OwnedFd pagemap_;
-  engine::WrittenPages written_;
+  handoff::WrittenPages written_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Track(
     void* base, uint64_t length) {
-  absl::StatusOr<base::OwnedFd> uffd = engine::OpenWriteProtectFd();
+  absl::StatusOr<base::OwnedFd> uffd = handoff::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
-  if (absl::Status s = engine::ArmWriteProtect(uffd->get(), base, length);
+  if (absl::Status s = handoff::ArmWriteProtect(uffd->get(), base, length);
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<base::OwnedFd> pagemap = engine::OpenOwnPagemap();
+  absl::StatusOr<base::OwnedFd> pagemap = handoff::OpenOwnPagemap();
   if (!pagemap.ok()) return pagemap.status();
   auto tracker = std::make_unique<KernelWriteTracker>(
       base, length, *std::move(uffd), *std::move(pagemap));

@@ -1,8 +1,8 @@
 // What every part of the C API shares: errors recorded per handle and per
 // thread, exceptions stopped at the boundary, the caller's bitmap words
 // viewed in place.
-#ifndef RAMFERRY_ENGINE_C_API_UTIL_H_
-#define RAMFERRY_ENGINE_C_API_UTIL_H_
+#ifndef RAMFERRY_CAPI_C_API_UTIL_H_
+#define RAMFERRY_CAPI_C_API_UTIL_H_
 
 #include <cstdio>
 #include <exception>
@@ -138,4 +138,4 @@ inline std::vector<ramferry::DirtyBitmap*> Pointers(
 
 }  // namespace ramferry::capi
 
-#endif  // RAMFERRY_ENGINE_C_API_UTIL_H_
+#endif  // RAMFERRY_CAPI_C_API_UTIL_H_

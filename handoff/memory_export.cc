@@ -20,10 +20,10 @@
 #include "base/errno_status.h"
 #include "base/owned_fd.h"
 #include "base/status_util.h"
-#include "engine/handoff_io.h"
-#include "engine/shared_mapping.h"
-#include "engine/unix_seqpacket.h"
-#include "engine/write_tracking.h"
+#include "handoff/handoff_io.h"
+#include "handoff/shared_mapping.h"
+#include "handoff/unix_seqpacket.h"
+#include "handoff/write_tracking.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
 
@@ -38,7 +38,7 @@ class MemoryExportImpl final : public MemoryExport {
  public:
   MemoryExportImpl(std::string path, std::vector<uint8_t> offer,
                    std::vector<OwnedFd> fds, OwnedFd uffd,
-                   engine::SeqpacketListener listener, OwnedFd wake,
+                   handoff::SeqpacketListener listener, OwnedFd wake,
                    EventHandler on_event)
       : path_(std::move(path)),
         offer_(std::move(offer)),
@@ -98,12 +98,12 @@ class MemoryExportImpl final : public MemoryExport {
   // One migration process after another, until migrated or destroyed.
   void Serve() {
     while (WaitReadable(listener_.get())) {
-      absl::StatusOr<OwnedFd> conn = engine::AcceptSeqpacket(
+      absl::StatusOr<OwnedFd> conn = handoff::AcceptSeqpacket(
           listener_.get(), absl::ZeroDuration(), nullptr);
       if (!conn.ok()) continue;  // gone before accepted, or not this user's
       std::vector<int> fds;
       for (const OwnedFd& f : fds_) fds.push_back(f.get());
-      if (!engine::SendPacket(conn->get(), offer_, fds).ok()) continue;
+      if (!handoff::SendPacket(conn->get(), offer_, fds).ok()) continue;
       if (ServeAttacher(conn->get())) return;
     }
   }
@@ -114,7 +114,7 @@ class MemoryExportImpl final : public MemoryExport {
     for (;;) {
       if (!WaitReadable(conn)) return true;
       absl::StatusOr<CommandMessage> c =
-          engine::ReceiveCommand(conn, absl::ZeroDuration());
+          handoff::ReceiveCommand(conn, absl::ZeroDuration());
       if (!c.ok()) {
         Detached();
         return false;
@@ -144,7 +144,7 @@ class MemoryExportImpl final : public MemoryExport {
 
   void Reply(int conn, HandoffCommand type, uint64_t value) {
     // A failed reply shows at the next read as a closed connection.
-    (void)engine::SendCommand(conn, type, value);
+    (void)handoff::SendCommand(conn, type, value);
   }
 
   // Pauses once (a repeated PAUSE, e.g. from a second attacher after the
@@ -178,7 +178,7 @@ class MemoryExportImpl final : public MemoryExport {
   const std::vector<uint8_t> offer_;
   const std::vector<OwnedFd> fds_;  // what an offer carries: pagemap, regions'
   const OwnedFd uffd_;              // the write tracking; never sent
-  const engine::SeqpacketListener listener_;
+  const handoff::SeqpacketListener listener_;
   const OwnedFd wake_;
   const EventHandler on_event_;
   bool paused_ = false;  // the serving thread's
@@ -209,15 +209,15 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     const std::string& socket_path, absl::Span<const SharedRegion> regions,
     EventHandler on_event) {
   absl::StatusOr<std::vector<uint8_t>> encoded =
-      engine::EncodeOfferOf(proto::OfferKind::kExport,
-                            on_event ? proto::kOfferPausesItself : 0, regions);
+      handoff::EncodeOfferOf(proto::OfferKind::kExport,
+                             on_event ? proto::kOfferPausesItself : 0, regions);
   if (!encoded.ok()) return encoded.status();
   // The descriptors travel as read-only reopenings of the caller's: the
   // attacher only reads, and the caller keeps its own.
   std::vector<OwnedFd> fds;
-  absl::StatusOr<OwnedFd> pagemap = engine::OpenOwnPagemap();
+  absl::StatusOr<OwnedFd> pagemap = handoff::OpenOwnPagemap();
   if (!pagemap.ok()) return pagemap.status();
-  absl::StatusOr<OwnedFd> uffd = engine::OpenWriteProtectFd();
+  absl::StatusOr<OwnedFd> uffd = handoff::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
   for (const SharedRegion& r : regions) {
     if (fcntl(r.fd, F_GETFD) < 0) {
@@ -233,21 +233,22 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
           absl::StrCat("region ", r.id));
     }
     // The same checks the attacher makes, so a bad region fails here.
-    absl::StatusOr<engine::SharedMapping> probe = engine::SharedMapping::Map(
+    absl::StatusOr<handoff::SharedMapping> probe = handoff::SharedMapping::Map(
         dup.get(), r.fd_offset, r.length, /*writable=*/false);
     if (!probe.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("region ", r.id, ": ", probe.status().message()));
     }
-    if (absl::Status s = engine::ArmWriteProtect(uffd->get(), r.base, r.length);
+    if (absl::Status s =
+            handoff::ArmWriteProtect(uffd->get(), r.base, r.length);
         !s.ok()) {
       return base::Annotate(s, absl::StrCat("region ", r.id));
     }
     fds.push_back(std::move(dup));
   }
   fds.insert(fds.begin(), std::move(*pagemap));
-  absl::StatusOr<engine::SeqpacketListener> listener =
-      engine::ListenSeqpacket(socket_path);
+  absl::StatusOr<handoff::SeqpacketListener> listener =
+      handoff::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();
   OwnedFd wake(eventfd(0, EFD_CLOEXEC));
   if (!wake.valid()) return base::ErrnoStatus(errno, "eventfd");

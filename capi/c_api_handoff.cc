@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "engine/c_api_util.h"
+#include "capi/c_api_util.h"
 #include "ramferry/memory_handoff.h"
 #include "ramferry/ramferry.h"
 

@@ -37,9 +37,9 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/owned_fd.h"
-#include "engine/unix_seqpacket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "handoff/unix_seqpacket.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/ramferry.h"
@@ -843,13 +843,13 @@ TEST_F(MemoryHandoffTest, HandOverToNobodyFails) {
 // nothing of what they send.
 int RawConnect(const std::string& path) {
   absl::StatusOr<base::OwnedFd> fd =
-      engine::ConnectSeqpacket(path, absl::Seconds(10));
+      handoff::ConnectSeqpacket(path, absl::Seconds(10));
   return fd.ok() ? fd->Release() : -1;
 }
 
 bool RawSend(int sock, const std::vector<uint8_t>& bytes,
              const std::vector<int>& fds) {
-  return engine::SendPacket(sock, bytes, fds).ok();
+  return handoff::SendPacket(sock, bytes, fds).ok();
 }
 
 // What the peer answers within 15 s: 0 bytes when it closes.
@@ -1023,9 +1023,9 @@ TEST_F(MemoryHandoffTest, AnExportSendsItsPagemapAndReadOnlyFilesOnly) {
   ASSERT_TRUE(exp.ok()) << exp.status();
   {
     absl::StatusOr<base::OwnedFd> conn =
-        engine::ConnectSeqpacket(Path("w.sock"), absl::Seconds(10));
+        handoff::ConnectSeqpacket(Path("w.sock"), absl::Seconds(10));
     ASSERT_TRUE(conn.ok()) << conn.status();
-    absl::StatusOr<engine::Packet> offer = engine::ReceivePacket(
+    absl::StatusOr<handoff::Packet> offer = handoff::ReceivePacket(
         conn->get(), proto::kMaxOfferBytes, 16, absl::Seconds(10));
     ASSERT_TRUE(offer.ok()) << offer.status();
     ASSERT_EQ(offer->fds.size(), 2u);  // pagemap, the region's file

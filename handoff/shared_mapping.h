@@ -1,16 +1,16 @@
 // A MAP_SHARED mapping of part of a file that came from another process
-// (engine/unix_seqpacket.h), unmapped when its owner goes. The file is
+// (handoff/unix_seqpacket.h), unmapped when its owner goes. The file is
 // checked before it is mapped: a descriptor that is not a regular file
 // (memfd, tmpfs, hugetlbfs or disk file) or is shorter than the range
 // would fault (SIGBUS) where the peer said there was memory.
-#ifndef RAMFERRY_ENGINE_SHARED_MAPPING_H_
-#define RAMFERRY_ENGINE_SHARED_MAPPING_H_
+#ifndef RAMFERRY_HANDOFF_SHARED_MAPPING_H_
+#define RAMFERRY_HANDOFF_SHARED_MAPPING_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 
 class SharedMapping {
  public:
@@ -32,6 +32,6 @@ class SharedMapping {
   uint64_t length_ = 0;
 };
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff
 
-#endif  // RAMFERRY_ENGINE_SHARED_MAPPING_H_
+#endif  // RAMFERRY_HANDOFF_SHARED_MAPPING_H_

@@ -1,4 +1,4 @@
-#include "engine/unix_seqpacket.h"
+#include "handoff/unix_seqpacket.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 namespace {
 
 absl::Status SysError(absl::string_view what, int err) {
@@ -302,4 +302,4 @@ absl::StatusOr<Packet> ReceivePacket(int fd, size_t max_bytes, size_t max_fds,
   return p;
 }
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff

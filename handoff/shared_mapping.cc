@@ -1,4 +1,4 @@
-#include "engine/shared_mapping.h"
+#include "handoff/shared_mapping.h"
 
 #include <errno.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 
 absl::StatusOr<SharedMapping> SharedMapping::Map(int fd, uint64_t offset,
                                                  uint64_t length,
@@ -60,4 +60,4 @@ SharedMapping::~SharedMapping() {
   if (data_ != nullptr) munmap(data_, length_);
 }
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff

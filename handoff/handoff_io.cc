@@ -1,10 +1,10 @@
-#include "engine/handoff_io.h"
+#include "handoff/handoff_io.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "engine/unix_seqpacket.h"
+#include "handoff/unix_seqpacket.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 
 absl::StatusOr<std::vector<uint8_t>> EncodeOfferOf(
     proto::OfferKind kind, uint32_t flags,
@@ -59,4 +59,4 @@ absl::StatusOr<proto::CommandMessage> ReceiveCommand(int fd,
   return proto::DecodeCommand(p->bytes);
 }
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff

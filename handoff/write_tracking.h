@@ -9,8 +9,8 @@
 // the process that owns the mapping can register it (ArmWriteProtect), but
 // PAGEMAP_SCAN acts on the mm of the process that opened the pagemap fd,
 // so whoever holds that fd can scan (WrittenPages).
-#ifndef RAMFERRY_ENGINE_WRITE_TRACKING_H_
-#define RAMFERRY_ENGINE_WRITE_TRACKING_H_
+#ifndef RAMFERRY_HANDOFF_WRITE_TRACKING_H_
+#define RAMFERRY_HANDOFF_WRITE_TRACKING_H_
 
 #include <cstdint>
 #include <vector>
@@ -21,7 +21,7 @@
 #include "base/pagemap_scan.h"
 #include "ramferry/dirty_bitmap.h"
 
-namespace ramferry::engine {
+namespace ramferry::handoff {
 
 // A userfaultfd for async write-protect tracking of this process. Every
 // range armed with it stays registered while a duplicate of it is open.
@@ -50,6 +50,6 @@ class WrittenPages {
   std::vector<base::PageRegion> vec_;
 };
 
-}  // namespace ramferry::engine
+}  // namespace ramferry::handoff
 
-#endif  // RAMFERRY_ENGINE_WRITE_TRACKING_H_
+#endif  // RAMFERRY_HANDOFF_WRITE_TRACKING_H_
