@@ -424,17 +424,10 @@ ramferry_status ramferry_options_set_compression(ramferry_options* options,
     if (compression == nullptr) {
       return absl::InvalidArgumentError("compression is NULL");
     }
-    const absl::string_view c = compression;
-    if (c == "off") {
-      o.options.compression = ramferry::Compression::kOff;
-    } else if (c == "on") {
-      o.options.compression = ramferry::Compression::kOn;
-    } else if (c == "auto") {
-      o.options.compression = ramferry::Compression::kAuto;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown compression \"", c, "\" (off, on or auto)"));
-    }
+    absl::StatusOr<ramferry::Compression> c =
+        ramferry::ParseCompression(compression);
+    if (!c.ok()) return c.status();
+    o.options.compression = *c;
     return absl::OkStatus();
   });
 }
@@ -443,17 +436,9 @@ ramferry_status ramferry_options_set_verify(ramferry_options* options,
                                             const char* mode) {
   return SetOption(options, [&](ramferry_options& o) -> absl::Status {
     if (mode == nullptr) return absl::InvalidArgumentError("mode is NULL");
-    const absl::string_view m = mode;
-    if (m == "full") {
-      o.options.verify = ramferry::VerifyMode::kFull;
-    } else if (m == "sent") {
-      o.options.verify = ramferry::VerifyMode::kSent;
-    } else if (m == "reread") {
-      o.options.verify = ramferry::VerifyMode::kReread;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown verify mode \"", m, "\" (full, sent or reread)"));
-    }
+    absl::StatusOr<ramferry::VerifyMode> m = ramferry::ParseVerifyMode(mode);
+    if (!m.ok()) return m.status();
+    o.options.verify = *m;
     return absl::OkStatus();
   });
 }

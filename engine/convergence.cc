@@ -2,31 +2,26 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
+#include "base/named_enum.h"
 
 namespace ramferry {
 
-const char* OnTimeoutName(OnTimeout o) {
-  switch (o) {
-    case OnTimeout::kCancel:
-      return "cancel";
-    case OnTimeout::kForce:
-      return "force";
-    case OnTimeout::kPostcopy:
-      return "postcopy";
-  }
-  return "?";
-}
+namespace {
 
+constexpr base::EnumName<OnTimeout> kOnTimeoutNames[] = {
+    {OnTimeout::kCancel, "cancel",
+     "the source keeps running, the destination is discarded"},
+    {OnTimeout::kForce, "force", "stop and copy now, whatever the downtime"},
+    {OnTimeout::kPostcopy, "postcopy", "switch to post-copy now"},
+};
+
+}  // namespace
+
+const char* OnTimeoutName(OnTimeout o) {
+  return base::NameOf(kOnTimeoutNames, o);
+}
 absl::StatusOr<OnTimeout> ParseOnTimeout(absl::string_view text) {
-  if (text == "cancel") return OnTimeout::kCancel;
-  if (text == "force") return OnTimeout::kForce;
-  if (text == "postcopy") return OnTimeout::kPostcopy;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown timeout action '", text,
-      "': cancel (the source keeps running, the destination is discarded), "
-      "force (stop and copy now, whatever the downtime) or postcopy (switch "
-      "to post-copy now)"));
+  return base::ParseName(kOnTimeoutNames, "timeout action", text);
 }
 
 ConvergenceDecision ConvergencePolicy::Stop(ConvergenceAction action,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "base/named_enum.h"
 #include "channels/transport_family.h"
 #include "engine/channel_sender.h"
 #include "engine/option_rules.h"
@@ -123,27 +124,44 @@ absl::Status CheckNumericOption(const NumericOptionRule& rule, int64_t value) {
 
 }  // namespace engine
 
-const char* ProtectionName(Protection p) {
-  switch (p) {
-    case Protection::kAuto:
-      return "auto";
-    case Protection::kNone:
-      return "none";
-    case Protection::kMac:
-      return "mac";
-    case Protection::kEncrypt:
-      return "encrypt";
-  }
-  return "?";
-}
+namespace {
 
+constexpr base::EnumName<Protection> kProtectionNames[] = {
+    {Protection::kAuto, "auto"},
+    {Protection::kNone, "none"},
+    {Protection::kMac, "mac"},
+    {Protection::kEncrypt, "encrypt"},
+};
+constexpr base::EnumName<Compression> kCompressionNames[] = {
+    {Compression::kOff, "off"},
+    {Compression::kOn, "on"},
+    {Compression::kAuto, "auto"},
+};
+constexpr base::EnumName<VerifyMode> kVerifyModeNames[] = {
+    {VerifyMode::kFull, "full"},
+    {VerifyMode::kSent, "sent"},
+    {VerifyMode::kReread, "reread"},
+};
+
+}  // namespace
+
+const char* ProtectionName(Protection p) {
+  return base::NameOf(kProtectionNames, p);
+}
 absl::StatusOr<Protection> ParseProtection(absl::string_view text) {
-  for (Protection p : {Protection::kAuto, Protection::kNone, Protection::kMac,
-                       Protection::kEncrypt}) {
-    if (text == ProtectionName(p)) return p;
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "protection '%s': want auto, none, mac or encrypt", text));
+  return base::ParseName(kProtectionNames, "protection", text);
+}
+const char* CompressionName(Compression compression) {
+  return base::NameOf(kCompressionNames, compression);
+}
+absl::StatusOr<Compression> ParseCompression(absl::string_view text) {
+  return base::ParseName(kCompressionNames, "compression", text);
+}
+const char* VerifyModeName(VerifyMode mode) {
+  return base::NameOf(kVerifyModeNames, mode);
+}
+absl::StatusOr<VerifyMode> ParseVerifyMode(absl::string_view text) {
+  return base::ParseName(kVerifyModeNames, "verify mode", text);
 }
 
 absl::Status ValidateOptions(const SessionOptions& o) {

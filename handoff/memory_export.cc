@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/errno_status.h"
+#include "base/named_enum.h"
 #include "base/owned_fd.h"
 #include "base/status_util.h"
 #include "handoff/handoff_io.h"
@@ -192,17 +193,13 @@ class MemoryExportImpl final : public MemoryExport {
 }  // namespace
 
 absl::string_view ExportEventName(ExportEvent event) {
-  switch (event) {
-    case ExportEvent::kPause:
-      return "pause";
-    case ExportEvent::kResume:
-      return "resume";
-    case ExportEvent::kMigrated:
-      return "migrated";
-    case ExportEvent::kDetachedWhilePaused:
-      return "detached-while-paused";
-  }
-  return "unknown";
+  static constexpr base::EnumName<ExportEvent> kNames[] = {
+      {ExportEvent::kPause, "pause"},
+      {ExportEvent::kResume, "resume"},
+      {ExportEvent::kMigrated, "migrated"},
+      {ExportEvent::kDetachedWhilePaused, "detached-while-paused"},
+  };
+  return base::NameOf(kNames, event);
 }
 
 absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(

@@ -38,6 +38,9 @@ enum class VerifyMode : uint8_t {
   // each, as the pages are requested. Costs nothing while pages move.
   kReread,
 };
+const char* VerifyModeName(VerifyMode mode);
+// "full", "sent" or "reread".
+absl::StatusOr<VerifyMode> ParseVerifyMode(absl::string_view text);
 
 // Whether the source compresses packet payloads (zstd), for links slower
 // than the compressor. A compressed payload is built in a staging buffer:
@@ -54,6 +57,9 @@ enum class Compression : uint8_t {
   // fast links and on incompressible data (engine/compression_choice.h).
   kAuto,
 };
+const char* CompressionName(Compression compression);
+// "off", "on" or "auto".
+absl::StatusOr<Compression> ParseCompression(absl::string_view text);
 
 // What guards the stream after each connection's handshake (proto/seal.h).
 // The destination sets the least it accepts; the source asks for one, and

@@ -1,5 +1,6 @@
 // base/: the one errno mapping every room uses, the zero-page test the
-// senders run, the descriptor owner, the clocks and the counters.
+// senders run, the descriptor owner, the clocks, the counters and the
+// enum name tables.
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,10 +12,12 @@
 #include "base/clock.h"
 #include "base/counters.h"
 #include "base/errno_status.h"
+#include "base/named_enum.h"
 #include "base/owned_fd.h"
 #include "base/zero_page.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::base {
 namespace {
@@ -102,6 +105,43 @@ TEST(CounterTest, AddsAndRaises) {
   EXPECT_EQ(c.get(), 5u);
   c.RaiseTo(9);
   EXPECT_EQ(c.get(), 9u);
+}
+
+enum class Color { kRed, kGreen, kBlue };
+constexpr EnumName<Color> kColorNames[] = {
+    {Color::kRed, "red"},
+    {Color::kGreen, "green", "the safe one"},
+    {Color::kBlue, "blue"},
+    {Color::kRed, "crimson", "", /*alias=*/true},
+};
+
+TEST(NamedEnumTest, EveryNameParsesBackToItsValue) {
+  for (Color c : {Color::kRed, Color::kGreen, Color::kBlue}) {
+    absl::StatusOr<Color> parsed =
+        ParseName(kColorNames, "color", NameOf(kColorNames, c));
+    ASSERT_OK(parsed);
+    EXPECT_EQ(*parsed, c);
+  }
+}
+
+TEST(NamedEnumTest, AnAliasParsesButIsNeitherPrintedNorOffered) {
+  absl::StatusOr<Color> parsed = ParseName(kColorNames, "color", "crimson");
+  ASSERT_OK(parsed);
+  EXPECT_EQ(*parsed, Color::kRed);
+  EXPECT_STREQ(NameOf(kColorNames, Color::kRed), "red");
+  absl::StatusOr<Color> bad = ParseName(kColorNames, "color", "mauve");
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_EQ(bad.status().message(),
+            "unknown color 'mauve'; choose one of: red, green (the safe "
+            "one), blue");
+}
+
+TEST(NamedEnumTest, MatchingIsExactAndAnUnlistedValueIsUnknown) {
+  EXPECT_FALSE(ParseName(kColorNames, "color", "Red").ok());
+  EXPECT_FALSE(ParseName(kColorNames, "color", "red ").ok());
+  EXPECT_FALSE(ParseName(kColorNames, "color", "").ok());
+  EXPECT_STREQ(NameOf(kColorNames, static_cast<Color>(7)), "unknown");
+  EXPECT_FALSE(ParseName(kColorNames, "color", "unknown").ok());
 }
 
 }  // namespace

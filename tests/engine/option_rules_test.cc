@@ -1,6 +1,8 @@
 // The numeric options' ranges, defined once (engine/option_rules.h), and
 // the two ways in that use them: ValidateOptions (every session, and the
-// tools' flags through it) and the C API's setters.
+// tools' flags through it) and the C API's setters. The named options'
+// values, one table each (base/named_enum.h): each name parses back to its
+// value, in the library and through the C setter.
 #include "engine/option_rules.h"
 
 #include <cstdint>
@@ -11,8 +13,10 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ramferry/convergence.h"
 #include "ramferry/options.h"
 #include "ramferry/ramferry.h"
+#include "ramferry/transport.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
@@ -90,6 +94,74 @@ TEST(NumericOptionRules, TheCSetterAndTheValidatorAgreeOnEveryRange) {
       ramferry_options_free(opt);
     }
   }
+}
+
+// Parse(Name(v)) == v for every value, and a name that is none of them is
+// refused with every name offered.
+template <typename Enum, typename NameFn, typename ParseFn>
+void ExpectNamesRoundTrip(std::initializer_list<Enum> values, NameFn name,
+                          ParseFn parse, const std::string& what) {
+  std::vector<std::string> names;
+  for (Enum v : values) {
+    const std::string n(name(v));
+    names.push_back(n);
+    absl::StatusOr<Enum> back = parse(n);
+    ASSERT_OK(back) << what << " " << n;
+    EXPECT_EQ(*back, v) << what << " " << n;
+  }
+  absl::StatusOr<Enum> bad = parse("no-such-name");
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << what;
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr(absl::StrCat("unknown ", what, " 'no-such-name'")));
+  for (const std::string& n : names) {
+    EXPECT_THAT(bad.status().message(), HasSubstr(n)) << what;
+  }
+}
+
+TEST(NamedOptions, EveryNameParsesBackToItsValue) {
+  ExpectNamesRoundTrip({Protection::kAuto, Protection::kNone, Protection::kMac,
+                        Protection::kEncrypt},
+                       ProtectionName, ParseProtection, "protection");
+  ExpectNamesRoundTrip(
+      {Compression::kOff, Compression::kOn, Compression::kAuto},
+      CompressionName, ParseCompression, "compression");
+  ExpectNamesRoundTrip(
+      {VerifyMode::kFull, VerifyMode::kSent, VerifyMode::kReread},
+      VerifyModeName, ParseVerifyMode, "verify mode");
+  ExpectNamesRoundTrip({CompletionPolicy::kWrap, CompletionPolicy::kSlot,
+                        CompletionPolicy::kEach},
+                       CompletionPolicyName, ParseCompletionPolicy,
+                       "completion policy");
+  ExpectNamesRoundTrip(
+      {OnTimeout::kCancel, OnTimeout::kForce, OnTimeout::kPostcopy},
+      OnTimeoutName, ParseOnTimeout, "timeout action");
+}
+
+// The C setters take the library's names and refuse with its message.
+TEST(NamedOptions, TheCSettersTakeTheLibrarysNames) {
+  ramferry_options* o = ramferry_options_new();
+  ASSERT_NE(o, nullptr);
+  for (Compression c :
+       {Compression::kOff, Compression::kOn, Compression::kAuto}) {
+    EXPECT_EQ(ramferry_options_set_compression(o, CompressionName(c)),
+              RAMFERRY_OK)
+        << CompressionName(c) << ": " << ramferry_options_last_error(o);
+  }
+  for (VerifyMode m :
+       {VerifyMode::kFull, VerifyMode::kSent, VerifyMode::kReread}) {
+    EXPECT_EQ(ramferry_options_set_verify(o, VerifyModeName(m)), RAMFERRY_OK)
+        << VerifyModeName(m) << ": " << ramferry_options_last_error(o);
+  }
+  EXPECT_EQ(ramferry_options_set_compression(o, "zip"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(
+      ramferry_options_last_error(o),
+      HasSubstr(std::string(ParseCompression("zip").status().message())));
+  EXPECT_EQ(ramferry_options_set_verify(o, "maybe"), RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(
+      ramferry_options_last_error(o),
+      HasSubstr(std::string(ParseVerifyMode("maybe").status().message())));
+  ramferry_options_free(o);
 }
 
 }  // namespace

@@ -184,6 +184,34 @@ TEST(MigrateCli, TimeoutCancelLeavesTheSourceRunningAndSaysSo) {
   EXPECT_EQ(j["destination"]["ok"], false);
 }
 
+// Each flag that names a value refuses a name it does not know the same
+// way, offering every choice (base/named_enum.h): up front (exit 2), or
+// --prefault, which the destination reads as it starts, from there.
+TEST(MigrateCli, ANamedFlagRefusesAnUnknownNameWithEveryChoice) {
+  struct Case {
+    std::string flag;
+    int exit_code;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"--compress=zip", 2,
+       "--compress: unknown compression 'zip'; choose one of: off, on, auto"},
+      {"--completion=never", 2,
+       "--completion: unknown completion policy 'never'; choose one of: "
+       "wrap, slot, each"},
+      {"--protect=rot13", 2,
+       "unknown protection 'rot13'; choose one of: auto, none, mac, encrypt"},
+      {"--prefault=lazily", 1,
+       "destination: unknown --prefault 'lazily'; choose one of: off, "
+       "before, during, idle"},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = RunCommand({kMigrate, "--demo", "--size=16MiB", c.flag});
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.flag << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.says)) << c.flag;
+  }
+}
+
 TEST(MigrateCli, ConvergenceFlagsAreCheckedUpFront) {
   CommandResult r =
       RunCommand({kMigrate, "--demo", "--size=16MiB", "--on-timeout=postpone"});

@@ -214,7 +214,7 @@ TEST(MigratePostcopy, FlagsThatCannotWorkAreRefusedUpFront) {
       {{"--demo", "--postcopy=auto", "--region-file=/dev/shm/nonexistent"},
        "drop --region-file"},
       {{"--demo", "--postcopy", "--prefault=during"}, "--prefault=during"},
-      {{"--demo", "--postcopy=sometimes"}, "not 'sometimes'"},
+      {{"--demo", "--postcopy=sometimes"}, "unknown --postcopy 'sometimes'"},
       {{"--demo", "--postcopy", "--postcopy-urgent=maybe"},
        "--postcopy-urgent must be on or off"},
       {{"--demo", "--on-timeout=postcopy", "--timeout=1s"},

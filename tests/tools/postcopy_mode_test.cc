@@ -22,7 +22,7 @@ TEST(PostcopyMode, ParsesEveryModeAndNamesItBack) {
   EXPECT_EQ(*ParsePostcopyMode("false"), PostcopyMode::kOff);
   absl::StatusOr<PostcopyMode> bad = ParsePostcopyMode("later");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("not 'later'"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("unknown --postcopy 'later'"));
 }
 
 TEST(TimeoutAction, DefaultFollowsThePostcopyMode) {

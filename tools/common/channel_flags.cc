@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "base/status_util.h"
+#include "ramferry/options.h"
 #include "ramferry/transport.h"
 
 ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
@@ -35,7 +37,7 @@ namespace ramferry::cli {
 absl::Status ApplyChannelFlags(SessionOptions* options) {
   absl::StatusOr<CompletionPolicy> policy =
       ParseCompletionPolicy(absl::GetFlag(FLAGS_completion));
-  if (!policy.ok()) return policy.status();
+  if (!policy.ok()) return base::Annotate(policy.status(), "--completion");
   options->completion = *policy;
   options->channels = absl::GetFlag(FLAGS_channels);
   options->packet_pages = absl::GetFlag(FLAGS_packet_pages);
@@ -43,17 +45,12 @@ absl::Status ApplyChannelFlags(SessionOptions* options) {
   options->registered_buffers = absl::GetFlag(FLAGS_registered_buffers);
   options->fallback_to_tcp_zerocopy = absl::GetFlag(FLAGS_uring_fallback);
   options->zero_pages = absl::GetFlag(FLAGS_zero_pages);
-  const std::string compress = absl::GetFlag(FLAGS_compress);
-  if (compress == "off") {
-    options->compression = Compression::kOff;
-  } else if (compress == "on") {
-    options->compression = Compression::kOn;
-  } else if (compress == "auto") {
-    options->compression = Compression::kAuto;
-  } else {
-    return absl::InvalidArgumentError(
-        "--compress must be off, on or auto, not '" + compress + "'");
+  absl::StatusOr<Compression> compression =
+      ParseCompression(absl::GetFlag(FLAGS_compress));
+  if (!compression.ok()) {
+    return base::Annotate(compression.status(), "--compress");
   }
+  options->compression = *compression;
   options->compression_level = absl::GetFlag(FLAGS_compress_level);
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/named_enum.h"
 #include "ramferry/receiver.h"
 #include "tools/common/cli.h"
 
@@ -80,30 +81,21 @@ class BackgroundPrefault {
   std::thread thread_;
 };
 
+constexpr base::EnumName<Prefault> kPrefaultNames[] = {
+    {Prefault::kOff, "off"},
+    {Prefault::kBefore, "before"},
+    {Prefault::kDuring, "during"},
+    {Prefault::kIdle, "idle"},
+    {Prefault::kOff, "false", "", /*alias=*/true},
+    {Prefault::kBefore, "true", "", /*alias=*/true},
+};
+
 }  // namespace
 
 absl::StatusOr<Prefault> ParsePrefault(absl::string_view text) {
-  if (text == "off" || text == "false") return Prefault::kOff;
-  if (text == "before" || text == "true") return Prefault::kBefore;
-  if (text == "during") return Prefault::kDuring;
-  if (text == "idle") return Prefault::kIdle;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--prefault must be off, before, during or idle, not '", text, "'"));
+  return base::ParseName(kPrefaultNames, "--prefault", text);
 }
-
-const char* PrefaultName(Prefault p) {
-  switch (p) {
-    case Prefault::kOff:
-      return "off";
-    case Prefault::kBefore:
-      return "before";
-    case Prefault::kDuring:
-      return "during";
-    case Prefault::kIdle:
-      return "idle";
-  }
-  return "?";
-}
+const char* PrefaultName(Prefault p) { return base::NameOf(kPrefaultNames, p); }
 
 DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,

@@ -1,32 +1,38 @@
 #include "tools/migrate/postcopy_mode.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/named_enum.h"
 
 namespace ramferry::migrate {
 
+namespace {
+
+constexpr base::EnumName<PostcopyMode> kPostcopyModeNames[] = {
+    {PostcopyMode::kOn, "on", "after the live rounds"},
+    {PostcopyMode::kNow, "now", "before any round"},
+    {PostcopyMode::kAuto, "auto", "only when pre-copy does not converge"},
+    {PostcopyMode::kOff, "off"},
+    {PostcopyMode::kOn, "true", "", /*alias=*/true},
+    {PostcopyMode::kOff, "false", "", /*alias=*/true},
+};
+
+constexpr base::EnumName<TimeoutAction> kTimeoutActionNames[] = {
+    {TimeoutAction::kCancel, "cancel",
+     "the source keeps running, the destination is discarded"},
+    {TimeoutAction::kForce, "force",
+     "stop and copy now, whatever the downtime"},
+    {TimeoutAction::kPostcopy, "postcopy",
+     "switch to post-copy now; needs --postcopy"},
+};
+
+}  // namespace
+
 absl::StatusOr<PostcopyMode> ParsePostcopyMode(absl::string_view text) {
-  if (text == "off" || text == "false") return PostcopyMode::kOff;
-  if (text == "on" || text == "true") return PostcopyMode::kOn;
-  if (text == "now") return PostcopyMode::kNow;
-  if (text == "auto") return PostcopyMode::kAuto;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--postcopy must be on (after the live rounds), now (before any "
-      "round), auto (only when pre-copy does not converge) or off, not '",
-      text, "'"));
+  return base::ParseName(kPostcopyModeNames, "--postcopy", text);
 }
 
 const char* PostcopyModeName(PostcopyMode m) {
-  switch (m) {
-    case PostcopyMode::kOff:
-      return "off";
-    case PostcopyMode::kOn:
-      return "on";
-    case PostcopyMode::kNow:
-      return "now";
-    case PostcopyMode::kAuto:
-      return "auto";
-  }
-  return "?";
+  return base::NameOf(kPostcopyModeNames, m);
 }
 
 absl::StatusOr<TimeoutAction> ParseTimeoutAction(absl::string_view text,
@@ -38,26 +44,11 @@ absl::StatusOr<TimeoutAction> ParseTimeoutAction(absl::string_view text,
                ? TimeoutAction::kPostcopy
                : TimeoutAction::kCancel;
   }
-  if (text == "cancel") return TimeoutAction::kCancel;
-  if (text == "force") return TimeoutAction::kForce;
-  if (text == "postcopy") return TimeoutAction::kPostcopy;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown --on-timeout '", text,
-      "': cancel (the source keeps running, the destination is discarded), "
-      "force (stop and copy now, whatever the downtime) or postcopy "
-      "(switch to post-copy now; needs --postcopy)"));
+  return base::ParseName(kTimeoutActionNames, "--on-timeout", text);
 }
 
 const char* TimeoutActionName(TimeoutAction a) {
-  switch (a) {
-    case TimeoutAction::kCancel:
-      return "cancel";
-    case TimeoutAction::kForce:
-      return "force";
-    case TimeoutAction::kPostcopy:
-      return "postcopy";
-  }
-  return "?";
+  return base::NameOf(kTimeoutActionNames, a);
 }
 
 const char* SwitchoverName(Switchover s) {
