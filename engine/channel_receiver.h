@@ -23,7 +23,7 @@
 #include "channels/transport.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
-#include "engine/postcopy_target.h"
+#include "engine/postcopy/postcopy_target.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/unauthentic_pages.h"

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/status_util.h"
 #include "engine/control.h"
-#include "engine/postcopy_memory.h"
+#include "engine/postcopy/postcopy_memory.h"
 #include "engine/receiver_impl.h"
 #include "engine/region_file.h"
 #include "engine/stream_seal.h"

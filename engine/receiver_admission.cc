@@ -10,7 +10,7 @@
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "engine/endpoint.h"
-#include "engine/postcopy_memory.h"
+#include "engine/postcopy/postcopy_memory.h"
 #include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"

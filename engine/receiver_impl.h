@@ -22,7 +22,7 @@
 #include "engine/control.h"
 #include "engine/failure.h"
 #include "engine/heartbeat.h"
-#include "engine/postcopy_target.h"
+#include "engine/postcopy/postcopy_target.h"
 #include "engine/receiver_admission.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"

@@ -18,11 +18,11 @@
 #include "base/status_util.h"
 #include "base/zero_page.h"
 #include "channels/socket_dial.h"
-#include "engine/page_ranges.h"
+#include "engine/postcopy/page_ranges.h"
+#include "engine/postcopy/thread_priority.h"
 #include "engine/region_table.h"
 #include "engine/sender_impl.h"
 #include "engine/stream_seal.h"
-#include "engine/thread_priority.h"
 
 namespace ramferry {
 

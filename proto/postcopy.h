@@ -61,7 +61,7 @@ inline constexpr size_t kMaxPageRequestPayload =
     8 + 8 * size_t{kMaxPageRequestPages};
 inline constexpr uint32_t kPageDataZero = 1u << 0;
 inline constexpr size_t kPageDataFixedBytes = 24;
-// Post-copy places 4 KiB pages only (engine/uffd_placer.h).
+// Post-copy places 4 KiB pages only (engine/postcopy/uffd_placer.h).
 inline constexpr uint32_t kPostcopyPageSize = 4096;
 inline constexpr uint32_t kMaxPageDataPages = 64;
 inline constexpr size_t kMaxPageDataPayload =

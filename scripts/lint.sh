@@ -34,6 +34,7 @@ rules=(
   "proto/:base/ proto/"
   "channels/:base/ proto/ channels/ ramferry/stats.h ramferry/transport.h ramferry/channel_counters.h"
   "engine/:base/ proto/ channels/ engine/ ramferry/"
+  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/atomic_page_set.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
   "handoff/:base/ proto/ handoff/ ramferry/ engine/untouched.h"
   "capi/:capi/ ramferry/ engine/option_rules.h"
   "include/ramferry/:ramferry/"
@@ -59,6 +60,18 @@ for rule in "${rules[@]}"; do
         layering=1
       fi
     done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | grep -v '^absl/')
+  done
+done
+# The session's own files reach into post-copy only through its seams (the
+# destination's target and memory check, the source's page ranges and
+# request-path priority), so post-copy's insides stay its own.
+seams="postcopy_target.h postcopy_memory.h page_ranges.h thread_priority.h"
+for f in $(git ls-files 'engine/*.cc' 'engine/*.h' | grep -v '^engine/postcopy/'); do
+  for inc in $(sed -n 's/^#include "engine\/postcopy\/\([^"]*\)".*/\1/p' "$f"); do
+    if [[ " $seams " != *" $inc "* ]]; then
+      echo "$f includes engine/postcopy/$inc: engine/ may include only post-copy's seams ($seams)"
+      layering=1
+    fi
   done
 done
 if ((layering == 0)); then

@@ -27,8 +27,8 @@
 // released: faulting threads stay blocked until ReleaseAll or the object
 // is destroyed (which closes the userfaultfds, and the kernel then hands
 // them zero pages): destroy it only with the workload stopped.
-#ifndef RAMFERRY_ENGINE_POSTCOPY_TARGET_H_
-#define RAMFERRY_ENGINE_POSTCOPY_TARGET_H_
+#ifndef RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_TARGET_H_
+#define RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_TARGET_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -46,8 +46,8 @@
 #include "absl/types/span.h"
 #include "engine/control.h"
 #include "engine/failure.h"
+#include "engine/postcopy/uffd_placer.h"
 #include "engine/region_table.h"
-#include "engine/uffd_placer.h"
 #include "engine/verify.h"
 #include "proto/postcopy.h"
 #include "ramferry/stats.h"
@@ -214,4 +214,4 @@ class PostcopyTarget {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_POSTCOPY_TARGET_H_
+#endif  // RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_TARGET_H_

@@ -1,6 +1,6 @@
 // Page sets as ranges: bitmaps to canonical ranges and back, the chunked
 // scan agreeing with the whole one, and lookups at the edges.
-#include "engine/page_ranges.h"
+#include "engine/postcopy/page_ranges.h"
 
 #include <cstdint>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "engine/page_ranges.h"
+#include "engine/postcopy/page_ranges.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "engine/uffd_placer.h"
+#include "engine/postcopy/uffd_placer.h"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -23,7 +23,7 @@
 #include "base/clock.h"
 #include "base/errno_status.h"
 #include "base/status_util.h"
-#include "engine/postcopy_memory.h"
+#include "engine/postcopy/postcopy_memory.h"
 
 namespace ramferry::engine {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/postcopy_memory.h"
+#include "engine/postcopy/postcopy_memory.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // Which mappings a post-copy destination accepts, on /proc/self/maps text:
 // private anonymous memory, whole; shared files and hugetlbfs refused with
 // a reason that names the mapping and what to use instead.
-#include "engine/postcopy_memory.h"
+#include "engine/postcopy/postcopy_memory.h"
 
 #include <string>
 

@@ -87,8 +87,8 @@
 //    WaitResident; a caller with its own fault handling runs the
 //    ReadFaults loop itself and asks for the pages urgently through the
 //    session.
-#ifndef RAMFERRY_ENGINE_UFFD_PLACER_H_
-#define RAMFERRY_ENGINE_UFFD_PLACER_H_
+#ifndef RAMFERRY_ENGINE_POSTCOPY_UFFD_PLACER_H_
+#define RAMFERRY_ENGINE_POSTCOPY_UFFD_PLACER_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -105,7 +105,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/atomic_page_set.h"
-#include "engine/fault_latency.h"
+#include "engine/postcopy/fault_latency.h"
 #include "proto/postcopy.h"
 #include "ramferry/region.h"
 
@@ -287,4 +287,4 @@ class UffdPlacer {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_UFFD_PLACER_H_
+#endif  // RAMFERRY_ENGINE_POSTCOPY_UFFD_PLACER_H_

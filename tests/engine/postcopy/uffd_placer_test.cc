@@ -5,7 +5,7 @@
 // never dropped never fault, zero placement, local resolution of faults on
 // untouched memory, the latency histogram, shutdown and release, and bad
 // input refused without a crash.
-#include "engine/uffd_placer.h"
+#include "engine/postcopy/uffd_placer.h"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>

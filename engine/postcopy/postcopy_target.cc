@@ -1,4 +1,4 @@
-#include "engine/postcopy_target.h"
+#include "engine/postcopy/postcopy_target.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "base/clock.h"
 #include "base/counters.h"
 #include "base/status_util.h"
-#include "engine/thread_priority.h"
+#include "engine/postcopy/thread_priority.h"
 #include "proto/control.h"
 
 namespace ramferry::engine {

@@ -1,4 +1,4 @@
-#include "engine/fault_latency.h"
+#include "engine/postcopy/fault_latency.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,6 +1,6 @@
 // The request path's priority: real time only for bounded stretches of
 // work (review C4), on a fake and on a real thread.
-#include "engine/thread_priority.h"
+#include "engine/postcopy/thread_priority.h"
 
 #include <sched.h>
 #include <sys/resource.h>

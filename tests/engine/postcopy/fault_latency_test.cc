@@ -1,7 +1,7 @@
 // The fault-latency histogram: bucket edges, percentiles, totals and the
 // JSON export from known inputs; merges; exact counts under concurrent
 // adds.
-#include "engine/fault_latency.h"
+#include "engine/postcopy/fault_latency.h"
 
 #include <cstdint>
 #include <limits>

@@ -8,8 +8,8 @@
 // cache) after MADV_DONTNEED, so a fault would never come and the stale
 // bytes would stay; post-copy of a shared file needs MINOR mode and
 // UFFDIO_CONTINUE, which is not supported yet.
-#ifndef RAMFERRY_ENGINE_POSTCOPY_MEMORY_H_
-#define RAMFERRY_ENGINE_POSTCOPY_MEMORY_H_
+#ifndef RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_MEMORY_H_
+#define RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_MEMORY_H_
 
 #include <cstdint>
 #include <string>
@@ -36,4 +36,4 @@ absl::Status CheckPostcopyRegion(const Region& region);
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_POSTCOPY_MEMORY_H_
+#endif  // RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_MEMORY_H_

@@ -8,8 +8,8 @@
 // buckets, so they are reported as the upper bound of the bucket that
 // holds them (clamped to the exact maximum): never below the true value,
 // and less than twice it. The count, the total and the maximum are exact.
-#ifndef RAMFERRY_ENGINE_FAULT_LATENCY_H_
-#define RAMFERRY_ENGINE_FAULT_LATENCY_H_
+#ifndef RAMFERRY_ENGINE_POSTCOPY_FAULT_LATENCY_H_
+#define RAMFERRY_ENGINE_POSTCOPY_FAULT_LATENCY_H_
 
 #include <array>
 #include <atomic>
@@ -77,4 +77,4 @@ class FaultLatencyHistogram {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_FAULT_LATENCY_H_
+#endif  // RAMFERRY_ENGINE_POSTCOPY_FAULT_LATENCY_H_

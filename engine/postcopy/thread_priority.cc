@@ -1,4 +1,4 @@
-#include "engine/thread_priority.h"
+#include "engine/postcopy/thread_priority.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -21,8 +21,8 @@
 // So past kBusyLimit units of work without running out of it, the thread
 // goes back to the normal class, and rises again when it next finds
 // nothing to do.
-#ifndef RAMFERRY_ENGINE_THREAD_PRIORITY_H_
-#define RAMFERRY_ENGINE_THREAD_PRIORITY_H_
+#ifndef RAMFERRY_ENGINE_POSTCOPY_THREAD_PRIORITY_H_
+#define RAMFERRY_ENGINE_POSTCOPY_THREAD_PRIORITY_H_
 
 #include <cstdint>
 #include <functional>
@@ -60,4 +60,4 @@ class RequestPathPriority {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_THREAD_PRIORITY_H_
+#endif  // RAMFERRY_ENGINE_POSTCOPY_THREAD_PRIORITY_H_

@@ -8,8 +8,8 @@
 // inside the bitmap. A run of set bits is never split, so a scan that
 // stops after max_ranges and resumes later yields the same ranges as one
 // whole scan.
-#ifndef RAMFERRY_ENGINE_PAGE_RANGES_H_
-#define RAMFERRY_ENGINE_PAGE_RANGES_H_
+#ifndef RAMFERRY_ENGINE_POSTCOPY_PAGE_RANGES_H_
+#define RAMFERRY_ENGINE_POSTCOPY_PAGE_RANGES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -54,4 +54,4 @@ bool ContainsPage(absl::Span<const PageRange> ranges, uint64_t page);
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_PAGE_RANGES_H_
+#endif  // RAMFERRY_ENGINE_POSTCOPY_PAGE_RANGES_H_
