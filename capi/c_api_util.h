@@ -19,8 +19,8 @@
 #include "ramferry/ramferry.h"
 #include "ramferry/region.h"
 
-// The options handle: c_api.cc's typed setters and c_api_options.cc's
-// ramferry_options_set both fill it.
+// The options handle: c_api_options.cc's setters fill it, the source and
+// the destination start their sessions from it (SessionFor).
 struct ramferry_options {
   ramferry::SessionOptions options;
   bool auto_transport = false;
