@@ -109,9 +109,13 @@ absl::StatusOr<ResolvedTransport> ResolveTransport(TransportKind kind,
   }
   const absl::string_view instead = TransportKindName(*family->fallback);
   if (!allow_fallback) {
-    return absl::Status(probe.code(),
-                        absl::StrCat(probe.message(), "; choose --transport=",
-                                     instead, ", or allow the fallback"));
+    return absl::Status(
+        probe.code(),
+        absl::StrCat(probe.message(), "; choose the ", instead,
+                     " transport (transport, --transport=", instead,
+                     "), or allow the fallback "
+                     "(fallback_to_tcp_zerocopy, "
+                     "--uring-fallback)"));
   }
   return ResolvedTransport{
       *family->fallback,

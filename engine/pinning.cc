@@ -122,7 +122,7 @@ absl::Status CheckPinningLimits(const SessionOptions& o, uint64_t page_size,
         "%s can pin %d bytes (%s) but RLIMIT_MEMLOCK is %d bytes. Raise it "
         "to at least %d KiB (ulimit -l %d, or LimitMEMLOCK= in a systemd "
         "unit), run with CAP_IPC_LOCK, use fewer channels or header slots, "
-        "or use --transport=tcp",
+        "or use the tcp transport (transport, --transport=tcp)",
         TransportKindName(o.transport), need.memlock_bytes, need.explanation,
         lim.rlim_cur, (need.memlock_bytes + 1023) / 1024,
         (need.memlock_bytes + 1023) / 1024));

@@ -178,10 +178,11 @@ proto::HelloReply Admission::AdmitControl(
   if (!SealModeSatisfies(*asked, wanted)) {
     return Refuse(absl::StatusCode::kPermissionDenied,
                   absl::StrFormat(
-                      "this destination requires protect = %s or stronger; "
-                      "the source asked for %s: give it --protect=%s",
-                      proto::SealModeName(wanted), proto::SealModeName(*asked),
-                      proto::SealModeName(wanted)));
+                      // The reason travels in 112 bytes (proto/handshake.h).
+                      "this destination requires protect = %s or stronger "
+                      "(--protect=%s); the source asked for %s",
+                      proto::SealModeName(wanted), proto::SealModeName(wanted),
+                      proto::SealModeName(*asked)));
   }
   if (*asked != proto::SealMode::kNone &&
       (h.auth == proto::kAuthNone ||

@@ -387,6 +387,8 @@ TEST(ProtectNegotiationTest, TheDestinationRefusesLessThanItWants) {
       OneRound(Keyed(Protection::kNone), Keyed(Protection::kEncrypt));
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
   EXPECT_THAT(s.message(), HasSubstr("requires protect = encrypt"));
+  // The option's name, and the tool's flag beside it.
+  EXPECT_THAT(s.message(), HasSubstr("(--protect=encrypt)"));
   s = OneRound(Keyed(Protection::kMac), Keyed(Protection::kEncrypt));
   EXPECT_THAT(s.message(), HasSubstr("the source asked for mac"));
 }

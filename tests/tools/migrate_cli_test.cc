@@ -676,6 +676,7 @@ TEST(MigrateCli, ZeroCopyRefusesToStartUnderASmallMemlockLimit) {
   EXPECT_THAT(r.err, HasSubstr("RLIMIT_MEMLOCK is 1048576 bytes"));
   EXPECT_THAT(r.err, HasSubstr("ulimit -l 16384"));
   EXPECT_THAT(r.err, HasSubstr("CAP_IPC_LOCK"));
+  EXPECT_THAT(r.err, HasSubstr("(transport, --transport=tcp)"));
 }
 
 // Real rate-limited links (tools/common/link_testbed.h): the demo makes
