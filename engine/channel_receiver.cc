@@ -163,7 +163,7 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
     return Step::kContinue;
   }
   // Before the switch arms, pages land by plain writes: only while no
-  // switch has begun (PostcopyTarget::BeginLanding). Armed, they are
+  // switch has begun (PagePlacer::BeginLanding). Armed, they are
   // placed, and no such write is made.
   const bool plain = postcopy_ != nullptr && !postcopy_->armed();
   if (plain) {

@@ -23,7 +23,7 @@
 #include "channels/transport.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
-#include "engine/postcopy/postcopy_target.h"
+#include "engine/page_placer.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/unauthentic_pages.h"
@@ -59,10 +59,11 @@ class ChannelReceiver {
     ZeroPages* zero_pages = nullptr;
     // Payloads may come as zstd frames (kFeatureCompressedPages).
     bool compressed_pages = false;
-    // Non-null: kFeaturePostcopy. Once it is armed, every page goes into
-    // place through it (UFFDIO_COPY from a staging copy), never by a
-    // write into the region, which would fault on itself.
-    PostcopyTarget* postcopy = nullptr;
+    // Non-null: kFeaturePostcopy (the session's PostcopyTarget). Once it
+    // is armed, every page goes into place through it (UFFDIO_COPY from a
+    // staging copy), never by a write into the region, which would fault
+    // on itself.
+    PagePlacer* postcopy = nullptr;
     // Sealed stream: where the pages of a payload read in place are kept
     // while no tag vouched for them (null: nowhere; a test driving one
     // channel, where a failed read ends everything anyway).
@@ -171,7 +172,7 @@ class ChannelReceiver {
   DigestTable* const arrival_digests_;
   ZeroPages* const zero_pages_;
   const bool compressed_pages_;
-  PostcopyTarget* const postcopy_;
+  PagePlacer* const postcopy_;
   UnauthenticPages* const unauthentic_;
   // unauthentic_->Epoch() before the packet being landed was read.
   uint64_t landing_epoch_ = 0;

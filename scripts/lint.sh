@@ -34,7 +34,7 @@ rules=(
   "proto/:base/ proto/"
   "channels/:base/ proto/ channels/ ramferry/stats.h ramferry/transport.h ramferry/channel_counters.h"
   "engine/:base/ proto/ channels/ engine/ ramferry/"
-  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/atomic_page_set.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
+  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/page_placer.h engine/atomic_page_set.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
   "handoff/:base/ proto/ handoff/ ramferry/ engine/untouched.h"
   "capi/:capi/ ramferry/ engine/option_rules.h"
   "include/ramferry/:ramferry/"

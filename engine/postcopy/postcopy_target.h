@@ -46,6 +46,7 @@
 #include "absl/types/span.h"
 #include "engine/control.h"
 #include "engine/failure.h"
+#include "engine/page_placer.h"
 #include "engine/postcopy/uffd_placer.h"
 #include "engine/region_table.h"
 #include "engine/verify.h"
@@ -54,7 +55,7 @@
 
 namespace ramferry::engine {
 
-class PostcopyTarget {
+class PostcopyTarget final : public PagePlacer {
  public:
   // `control` carries POSTCOPY_ARMED and POSTCOPY_COMPLETE, and the
   // requests when `urgent` is null. `arrival_digests` may be null. Every
@@ -63,7 +64,7 @@ class PostcopyTarget {
                  ControlChannel* control,
                  std::unique_ptr<ControlChannel> urgent,
                  SessionFailure* failure);
-  ~PostcopyTarget();
+  ~PostcopyTarget() override;
   PostcopyTarget(const PostcopyTarget&) = delete;
   PostcopyTarget& operator=(const PostcopyTarget&) = delete;
 
@@ -83,13 +84,13 @@ class PostcopyTarget {
   // thread and its connection: BeginLanding then refuses the packet, and
   // the switch refuses to begin while a landing is under way. A source
   // switches only between rounds, after every packet of them landed.
-  absl::Status BeginLanding();
-  void EndLanding();
+  absl::Status BeginLanding() override;
+  void EndLanding() override;
 
   // Whether the switch happened: from here on the regions' missing pages
   // are written only through Place / PlaceZero. Acquire: a thread that
   // sees true sees the placers.
-  bool armed() const { return armed_.load(std::memory_order_acquire); }
+  bool armed() const override { return armed_.load(std::memory_order_acquire); }
   // Every missing page is placed and the regions are plain memory again.
   bool complete() const { return complete_.load(std::memory_order_acquire); }
 
@@ -97,8 +98,9 @@ class PostcopyTarget {
   // of the region at table index `index`, from `src` (outside the
   // region), or zero pages. Only awaited pages are written.
   absl::Status Place(size_t index, uint64_t first_page, const uint8_t* src,
-                     uint64_t pages);
-  absl::Status PlaceZero(size_t index, uint64_t first_page, uint64_t pages);
+                     uint64_t pages) override;
+  absl::Status PlaceZero(size_t index, uint64_t first_page,
+                         uint64_t pages) override;
 
   // The hypervisor's hooks (Receiver): see ramferry/receiver.h.
   bool IsResident(uint32_t region_id, uint64_t first_page,

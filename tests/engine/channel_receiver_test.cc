@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "engine/compressor.h"
 #include "engine/failure.h"
+#include "engine/page_placer.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
 #include "engine/unauthentic_pages.h"
@@ -159,7 +160,7 @@ struct Fixture {
   explicit Fixture(const std::vector<uint8_t>& bytes,
                    bool next_header_size = false, bool zero_pages = false,
                    bool reads_as_zero = false, uint8_t prefill = 0,
-                   bool compressed = false)
+                   bool compressed = false, PagePlacer* placer = nullptr)
       : stream(bytes),
         region(MakePrefilled(prefill, reads_as_zero)),
         table({&region.region, 1}),
@@ -174,7 +175,8 @@ struct Fixture {
            {.max_pages = kMaxPages,
             .next_header_size = next_header_size,
             .zero_pages = zero_pages ? &zero_fill : nullptr,
-            .compressed_pages = compressed},
+            .compressed_pages = compressed,
+            .postcopy = placer},
            &barrier, &failure) {}
 
   static testing::TestRegion MakePrefilled(uint8_t prefill,
@@ -223,6 +225,106 @@ TEST(ChannelReceiverTest, AppliesPagesAndReportsEachRound) {
   EXPECT_EQ(stats.pages, 3u);
   EXPECT_EQ(stats.syncs, 2u);
   EXPECT_EQ(stats.finishes, 1u);
+}
+
+// Post-copy's side of the seam (engine/page_placer.h), without
+// userfaultfd: what the receiver asked of it.
+class RecordingPlacer final : public PagePlacer {
+ public:
+  struct Placed {
+    size_t index;
+    uint64_t first_page;
+    uint64_t pages;
+    uint8_t first_byte;  // of the bytes handed over; 0 for zero pages
+    bool operator==(const Placed&) const = default;
+  };
+
+  bool armed() const override { return armed_; }
+  absl::Status BeginLanding() override {
+    ++begun;
+    if (refuse_landing) {
+      return absl::FailedPreconditionError("the switch has begun");
+    }
+    return absl::OkStatus();
+  }
+  void EndLanding() override { ++ended; }
+  absl::Status Place(size_t index, uint64_t first_page, const uint8_t* src,
+                     uint64_t pages) override {
+    placed.push_back({index, first_page, pages, src[0]});
+    return absl::OkStatus();
+  }
+  absl::Status PlaceZero(size_t index, uint64_t first_page,
+                         uint64_t pages) override {
+    zeroed.push_back({index, first_page, pages, 0});
+    return absl::OkStatus();
+  }
+
+  bool armed_ = false;
+  bool refuse_landing = false;
+  int begun = 0;
+  int ended = 0;
+  std::vector<Placed> placed;
+  std::vector<Placed> zeroed;
+};
+
+// Not armed: each data packet lands by plain writes, inside one
+// BeginLanding / EndLanding bracket; nothing is placed.
+TEST(ChannelReceiverTest, BeforeTheSwitchEachLandingIsBracketed) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {4096 * 3, 0}, 0xaa);
+  AppendData(&s, 1, 0, {4096}, 0xbb);
+  AppendMarker(&s, proto::kPacketSync, 2, 0);
+  AppendMarker(&s, proto::kPacketFinish, 3, 1);
+  RecordingPlacer placer;
+  Fixture f(s, false, false, false, 0, false, &placer);
+
+  ASSERT_OK(f.RunToEnd());
+  EXPECT_EQ(placer.begun, 2);
+  EXPECT_EQ(placer.ended, 2);
+  EXPECT_TRUE(placer.placed.empty());
+  EXPECT_EQ(f.byte_at(0), 0xaa);
+  EXPECT_EQ(f.byte_at(4096), 0xbb);
+}
+
+// A landing the placer refuses (the switch has begun) ends the channel
+// with its cause, and writes nothing.
+TEST(ChannelReceiverTest, ALandingRefusedByThePlacerWritesNothing) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {0}, 0xaa);
+  AppendMarker(&s, proto::kPacketFinish, 1, 1);
+  RecordingPlacer placer;
+  placer.refuse_landing = true;
+  Fixture f(s, false, false, false, 0, false, &placer);
+
+  absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
+  EXPECT_TRUE(absl::IsFailedPrecondition(end.status())) << end.status();
+  EXPECT_THAT(end.status().message(), HasSubstr("the switch has begun"));
+  EXPECT_EQ(placer.ended, 0);
+  EXPECT_EQ(f.byte_at(0), 0);
+}
+
+// Armed: every page goes through Place, run by run, from bytes outside
+// the region, and zero pages through PlaceZero; the region itself is not
+// written and no landing is bracketed.
+TEST(ChannelReceiverTest, AfterTheSwitchPagesArePlacedNotWritten) {
+  std::vector<uint8_t> s;
+  AppendData(&s, 0, 0, {4096 * 2, 4096 * 3, 0}, 0xaa);
+  AppendWithZeros(&s, 1, 0, {4096 | proto::kZeroPageFlag}, 0);
+  AppendMarker(&s, proto::kPacketSync, 2, 0);
+  AppendMarker(&s, proto::kPacketFinish, 3, 1);
+  RecordingPlacer placer;
+  placer.armed_ = true;
+  Fixture f(s, false, /*zero_pages=*/true, false, 0, false, &placer);
+
+  ASSERT_OK(f.RunToEnd());
+  using Placed = RecordingPlacer::Placed;
+  EXPECT_THAT(placer.placed,
+              ElementsAre(Placed{0, 2, 2, 0xaa}, Placed{0, 0, 1, 0xaa}));
+  EXPECT_THAT(placer.zeroed, ElementsAre(Placed{0, 1, 1, 0}));
+  EXPECT_EQ(placer.begun, 0);
+  for (uint64_t page = 0; page < 4; ++page) {
+    EXPECT_EQ(f.byte_at(page * 4096), 0) << page;
+  }
 }
 
 TEST(ChannelReceiverTest, EndOfStreamBeforeFinishIsUnavailable) {
