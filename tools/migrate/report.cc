@@ -267,8 +267,11 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   return cli::DumpJson(j);
 }
 
-std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
-  std::string t;
+namespace {
+
+// What moved, how, and why this transport.
+void AppendHeadline(const RunDescription& run, const PrecopyReport& r,
+                    std::string& t) {
   absl::StrAppendFormat(
       &t, "ramferry-migrate: %s, %s over %d %s channel%s (%s tracking, %s)\n",
       r.status.ok() ? "migrated" : (r.cancelled ? "CANCELLED" : "FAILED"),
@@ -280,6 +283,11 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
   if (!run.transport_reason.empty()) {
     absl::StrAppendFormat(&t, "  transport        %s\n", run.transport_reason);
   }
+}
+
+// Why it failed, what the destination holds, and where the workload is.
+void AppendFailure(const RunDescription& run, const PrecopyReport& r,
+                   std::string& t) {
   if (!r.status.ok()) {
     absl::StrAppendFormat(&t, "  error            %s\n", r.status.ToString());
     if (r.outcome_unknown) {
@@ -305,6 +313,11 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                            "the file (",
                            run.untracked_writers, ")"));
   }
+}
+
+// Another process's memory: how it was paused; writers the tracking cannot see.
+void AppendAttachment(const RunDescription& run, const PrecopyReport& r,
+                      std::string& t) {
   if (!run.attached.empty() && run.pause_method.empty()) {
     absl::StrAppendFormat(&t, "  attached         %s; never paused\n",
                           run.attached);
@@ -323,6 +336,12 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
         "them\n",
         run.untracked_writers);
   }
+}
+
+// Where the time went: set-up, transfer, downtime and verification.
+void AppendTimes(const RunDescription& run, const PrecopyReport& r,
+                 std::string& t) {
+  const bool postcopy = r.switchover == "postcopy";
   absl::StrAppendFormat(&t, "  total            %.3f s\n", r.total_s);
   absl::StrAppendFormat(&t,
                         "  prepare          %.3f s (map the memory, arm the "
@@ -335,7 +354,6 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                         "%.2f GB/s on the wire (%s)\n",
                         Throughput(r), WireThroughput(r),
                         cli::FormatBytes(WireBytes(r)));
-  const bool postcopy = r.switchover == "postcopy";
   if (postcopy) {
     absl::StrAppendFormat(&t,
                           "  downtime         %.1f ms (workload paused -> "
@@ -374,6 +392,11 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                           run.verify_mode, r.verify_s * 1e3,
                           (r.downtime_s + r.verify_s) * 1e3);
   }
+}
+
+// The rounds: how many, what stopped them, what each carried, and the check.
+void AppendRounds(const RunDescription& run, const PrecopyReport& r,
+                  std::string& t) {
   absl::StrAppendFormat(
       &t, "  rounds           %d (stopped by %s%s)\n", r.rounds.size(),
       r.converged_by.empty() ? "-" : r.converged_by,
@@ -415,6 +438,12 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
                           r.pages_mismatched);
   }
   absl::StrAppendFormat(&t, "  channels lost    %s\n", LossLine(r.stats));
+}
+
+// Post-copy: whether the session switched, and what followed.
+void AppendSwitchover(const RunDescription& run, const PrecopyReport& r,
+                      std::string& t) {
+  const bool postcopy = r.switchover == "postcopy";
   if (run.postcopy != "off") {
     absl::StrAppendFormat(
         &t, "  switchover       %s (--postcopy=%s%s)\n",
@@ -437,6 +466,11 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
            "switch\n";
     }
   }
+}
+
+// Each link where there are several, then each channel.
+void AppendLinksAndChannels(const RunDescription& run, const PrecopyReport& r,
+                            std::string& t) {
   // One link needs no line of its own: the throughput above is its.
   if (std::vector<cli::LinkSummary> links =
           cli::SummarizeLinks(r.stats, r.transfer_s);
@@ -457,6 +491,19 @@ std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
         absl::StrFormat("%d/%d/%d", c.zc_sends, c.zc_completions, c.zc_copied),
         c.flushes, c.completion_wait_ns * 1e-6);
   }
+}
+
+}  // namespace
+
+std::string SourceTable(const RunDescription& run, const PrecopyReport& r) {
+  std::string t;
+  AppendHeadline(run, r, t);
+  AppendFailure(run, r, t);
+  AppendAttachment(run, r, t);
+  AppendTimes(run, r, t);
+  AppendRounds(run, r, t);
+  AppendSwitchover(run, r, t);
+  AppendLinksAndChannels(run, r, t);
   return t;
 }
 
