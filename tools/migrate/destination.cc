@@ -97,37 +97,28 @@ absl::StatusOr<Prefault> ParsePrefault(absl::string_view text) {
 }
 const char* PrefaultName(Prefault p) { return base::NameOf(kPrefaultNames, p); }
 
-DestinationReport RunDestination(
-    const SessionOptions& options, absl::Span<const Region> regions,
-    Prefault prefault, bool progress,
-    const std::function<void(uint16_t)>& on_listening,
-    std::optional<Memload::Options> workload) {
-  uint64_t total_pages = 0;
-  for (const Region& r : regions) total_pages += r.page_count();
-  DestinationReport report;
-  report.prefault = prefault;
-  report.postcopy_allowed = options.postcopy;
-  report.workload = options.postcopy && workload.has_value();
-  const uint64_t faults0 = MinorFaults();
-  if (prefault == Prefault::kBefore) {
-    const absl::Time t = absl::Now();
-    for (const Region& r : regions) {
-      if (!report.status.ok()) break;
-      report.status = PrefaultForWrite(r.base, r.length,
-                                       std::thread::hardware_concurrency());
-      report.prefault_bytes += r.length;
-    }
-    report.prefault_s = absl::ToDoubleSeconds(absl::Now() - t);
-    if (!report.status.ok()) return report;
+namespace {
+
+// Prefault::kBefore: every region faulted in for writing before the
+// destination listens.
+absl::Status PrefaultBefore(absl::Span<const Region> regions,
+                            DestinationReport& report) {
+  const absl::Time t = absl::Now();
+  absl::Status status;
+  for (const Region& r : regions) {
+    status =
+        PrefaultForWrite(r.base, r.length, std::thread::hardware_concurrency());
+    report.prefault_bytes += r.length;
+    if (!status.ok()) break;
   }
-  absl::StatusOr<std::unique_ptr<Receiver>> rx =
-      Receiver::Listen(options, regions);
-  if (!rx.ok()) {
-    report.status = rx.status();
-    return report;
-  }
-  Receiver& receiver = **rx;
-  // One thread per region, each from its region's start.
+  report.prefault_s = absl::ToDoubleSeconds(absl::Now() - t);
+  return status;
+}
+
+// Prefault::kDuring and kIdle: one thread per region, each from its
+// region's start.
+std::vector<std::unique_ptr<BackgroundPrefault>> StartBackgroundPrefaults(
+    absl::Span<const Region> regions, Prefault prefault, Receiver& receiver) {
   const auto data_arrived = [&receiver] {
     return receiver.stats().Total().payload_bytes > 0;
   };
@@ -147,6 +138,113 @@ DestinationReport RunDestination(
           std::make_unique<BackgroundPrefault>(r, data_arrived));
     }
   }
+  return background;
+}
+
+// Stops the background pre-faults and counts what they did.
+void StopBackgroundPrefaults(
+    const std::vector<std::unique_ptr<BackgroundPrefault>>& background,
+    DestinationReport& report) {
+  for (const std::unique_ptr<BackgroundPrefault>& b : background) {
+    b->Stop();
+    report.prefault_s = std::max(report.prefault_s, b->seconds());
+    report.prefault_bytes += b->done_bytes();
+    // A failed pre-fault costs speed, not correctness: the receive
+    // threads fault the rest in.
+    if (!b->status().ok() && report.status.ok()) {
+      std::fprintf(stderr,
+                   "ramferry-migrate: destination: pre-fault stopped: %s\n",
+                   std::string(b->status().message()).c_str());
+    }
+  }
+}
+
+// The progress line, every 250 ms until `done`.
+std::thread StartProgress(const Receiver& receiver,
+                          const std::atomic<bool>& armed,
+                          const std::optional<Memload>& load,
+                          const std::atomic<bool>& done) {
+  // The objects themselves, not this function's references to them.
+  return std::thread([rx = &receiver, armed = &armed, load = &load,
+                      done = &done] {
+    cli::ProgressLine line(true, 1.0);
+    while (!done->load()) {
+      const SessionStats st = rx->stats();
+      const ChannelStats t = st.Total();
+      std::string postcopy;
+      if (armed->load()) {
+        postcopy = absl::StrFormat(
+            "; post-copy: %d of %d missing pages in, %d faults, "
+            "workload wrote %d pages",
+            st.postcopy.urgent_pages + st.postcopy.pushed_pages,
+            st.postcopy.missing_pages, st.postcopy.faults,
+            load->has_value() ? (*load)->written() : 0);
+      }
+      line.Update(absl::StrFormat("destination: %d rounds applied, %s in%s",
+                                  rx->applied_rounds(),
+                                  cli::FormatBytes(t.payload_bytes), postcopy));
+      absl::SleepFor(absl::Milliseconds(250));
+    }
+  });
+}
+
+// Post-copy's workload after Serve: released where the session failed
+// after the switch, then stopped and counted.
+void StopWorkload(Receiver& receiver, Memload& load, absl::Time armed_at,
+                  DestinationReport& report) {
+  if (!report.status.ok() && report.postcopy_armed) {
+    // The source is gone with pages this workload may be blocked on:
+    // they are lost, so fill them with zeros and let the writers run
+    // on to their stop. This memory is to be discarded.
+    absl::StatusOr<uint64_t> released = receiver.ReleasePostcopy();
+    if (released.ok()) {
+      report.released_pages = *released;
+    } else {
+      // Its writers stay blocked on pages that will never come (a
+      // receiver keeps them blocked rather than let them run on zeros
+      // unasked); they end with this process.
+      std::fprintf(stderr,
+                   "ramferry-migrate: destination: releasing the awaited "
+                   "pages failed (%s); the workload stays blocked and ends "
+                   "with this process\n",
+                   std::string(released.status().message()).c_str());
+      load.Abandon();
+    }
+  }
+  load.Stop();
+  report.workload_pages_written = load.written();
+  if (report.postcopy_armed) {
+    report.workload_s = absl::ToDoubleSeconds(absl::Now() - armed_at);
+  }
+}
+
+}  // namespace
+
+DestinationReport RunDestination(
+    const SessionOptions& options, absl::Span<const Region> regions,
+    Prefault prefault, bool progress,
+    const std::function<void(uint16_t)>& on_listening,
+    std::optional<Memload::Options> workload) {
+  uint64_t total_pages = 0;
+  for (const Region& r : regions) total_pages += r.page_count();
+  DestinationReport report;
+  report.prefault = prefault;
+  report.postcopy_allowed = options.postcopy;
+  report.workload = options.postcopy && workload.has_value();
+  const uint64_t faults0 = MinorFaults();
+  if (prefault == Prefault::kBefore) {
+    report.status = PrefaultBefore(regions, report);
+    if (!report.status.ok()) return report;
+  }
+  absl::StatusOr<std::unique_ptr<Receiver>> rx =
+      Receiver::Listen(options, regions);
+  if (!rx.ok()) {
+    report.status = rx.status();
+    return report;
+  }
+  Receiver& receiver = **rx;
+  std::vector<std::unique_ptr<BackgroundPrefault>> background =
+      StartBackgroundPrefaults(regions, prefault, receiver);
   on_listening(receiver.port());
 
   // Post-copy's workload: made now, started by the receiver's control
@@ -171,42 +269,9 @@ DestinationReport RunDestination(
   const absl::Time start = absl::Now();
   std::atomic<bool> done{false};
   std::thread progress_thread;
-  if (progress) {
-    progress_thread = std::thread([&] {
-      cli::ProgressLine line(true, 1.0);
-      while (!done.load()) {
-        const SessionStats st = receiver.stats();
-        const ChannelStats t = st.Total();
-        std::string postcopy;
-        if (armed.load()) {
-          postcopy = absl::StrFormat(
-              "; post-copy: %d of %d missing pages in, %d faults, "
-              "workload wrote %d pages",
-              st.postcopy.urgent_pages + st.postcopy.pushed_pages,
-              st.postcopy.missing_pages, st.postcopy.faults,
-              load.has_value() ? load->written() : 0);
-        }
-        line.Update(absl::StrFormat("destination: %d rounds applied, %s in%s",
-                                    receiver.applied_rounds(),
-                                    cli::FormatBytes(t.payload_bytes),
-                                    postcopy));
-        absl::SleepFor(absl::Milliseconds(250));
-      }
-    });
-  }
+  if (progress) progress_thread = StartProgress(receiver, armed, load, done);
   report.status = receiver.Serve();
-  for (const std::unique_ptr<BackgroundPrefault>& b : background) {
-    b->Stop();
-    report.prefault_s = std::max(report.prefault_s, b->seconds());
-    report.prefault_bytes += b->done_bytes();
-    // A failed pre-fault costs speed, not correctness: the receive
-    // threads fault the rest in.
-    if (!b->status().ok() && report.status.ok()) {
-      std::fprintf(stderr,
-                   "ramferry-migrate: destination: pre-fault stopped: %s\n",
-                   std::string(b->status().message()).c_str());
-    }
-  }
+  StopBackgroundPrefaults(background, report);
   report.page_faults = MinorFaults() - faults0;
   done.store(true);
   if (progress_thread.joinable()) progress_thread.join();
@@ -217,32 +282,7 @@ DestinationReport RunDestination(
   report.verified = report.status.ok() && report.pages_verified == total_pages;
   report.stats = receiver.stats();
   report.postcopy_armed = armed.load();
-  if (load.has_value()) {
-    if (!report.status.ok() && report.postcopy_armed) {
-      // The source is gone with pages this workload may be blocked on:
-      // they are lost, so fill them with zeros and let the writers run
-      // on to their stop. This memory is to be discarded.
-      absl::StatusOr<uint64_t> released = receiver.ReleasePostcopy();
-      if (released.ok()) {
-        report.released_pages = *released;
-      } else {
-        // Its writers stay blocked on pages that will never come (a
-        // receiver keeps them blocked rather than let them run on zeros
-        // unasked); they end with this process.
-        std::fprintf(stderr,
-                     "ramferry-migrate: destination: releasing the awaited "
-                     "pages failed (%s); the workload stays blocked and ends "
-                     "with this process\n",
-                     std::string(released.status().message()).c_str());
-        load->Abandon();
-      }
-    }
-    load->Stop();
-    report.workload_pages_written = load->written();
-    if (report.postcopy_armed) {
-      report.workload_s = absl::ToDoubleSeconds(absl::Now() - armed_at);
-    }
-  }
+  if (load.has_value()) StopWorkload(receiver, *load, armed_at, report);
   return report;
 }
 
