@@ -141,102 +141,94 @@ uint64_t Admission::OfferedCapabilities() const {
 
 proto::HelloReply Admission::AdmitControl(
     const proto::Hello& h, const channels::TransportFamily& family) {
+  absl::Status s = CheckSessionFits(h);
+  absl::StatusOr<proto::SealMode> seal = proto::SealMode::kNone;
+  if (s.ok()) {
+    seal = CheckProtection(h, family);
+    s = seal.status();
+  }
+  if (s.ok()) s = CheckResources(h, family);
+  if (s.ok()) s = OpenSession(h, *seal);
+  if (!s.ok()) return Refuse(s.code(), std::string(s.message()));
+  proto::HelloReply ok;
+  ok.capabilities = capabilities_;
+  return ok;
+}
+
+absl::Status Admission::CheckSessionFits(const proto::Hello& h) const {
   if (session_open_) {
-    return Refuse(absl::StatusCode::kResourceExhausted,
-                  "a session is already in progress");
+    return absl::ResourceExhaustedError("a session is already in progress");
   }
   // Only a destination that allows post-copy has anything to resume; to
   // one that does not, the bit means nothing (as any feature not offered).
   const bool resume = (h.capabilities & OfferedCapabilities() &
                        proto::kFeaturePostcopyResume) != 0;
   if (resuming_ && (!resume || h.session != session_)) {
-    return Refuse(absl::StatusCode::kUnavailable,
-                  absl::StrFormat("a post-copy session (%s) is paused here, "
-                                  "waiting for its source to resume it",
-                                  session_.ToHex()));
+    return absl::UnavailableError(
+        absl::StrFormat("a post-copy session (%s) is paused here, "
+                        "waiting for its source to resume it",
+                        session_.ToHex()));
   }
   if (!resuming_ && resume) {
-    return Refuse(absl::StatusCode::kNotFound,
-                  "no post-copy session waits here to be resumed");
+    return absl::NotFoundError("no post-copy session waits here to be resumed");
   }
   if (h.channel_count > options_.max_channels) {
-    return Refuse(absl::StatusCode::kInvalidArgument,
-                  absl::StrFormat("%d channels requested; at most %d",
-                                  h.channel_count, options_.max_channels));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d channels requested; at most %d", h.channel_count,
+                        options_.max_channels));
   }
   if (h.max_packet_pages > options_.max_packet_pages) {
-    return Refuse(
-        absl::StatusCode::kInvalidArgument,
+    return absl::InvalidArgumentError(
         absl::StrFormat("%d pages per packet requested; at most %d",
                         h.max_packet_pages, options_.max_packet_pages));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::SealMode> Admission::CheckProtection(
+    const proto::Hello& h, const channels::TransportFamily& family) const {
   absl::StatusOr<proto::SealMode> asked = proto::SealModeOf(h.capabilities);
-  if (!asked.ok()) {
-    return Refuse(asked.status().code(), std::string(asked.status().message()));
-  }
+  if (!asked.ok()) return asked.status();
   const proto::SealMode wanted = SealModeFor(options_, family.capabilities);
   if (!SealModeSatisfies(*asked, wanted)) {
-    return Refuse(absl::StatusCode::kPermissionDenied,
-                  absl::StrFormat(
-                      // The reason travels in 112 bytes (proto/handshake.h).
-                      "this destination requires protect = %s or stronger "
-                      "(--protect=%s); the source asked for %s",
-                      proto::SealModeName(wanted), proto::SealModeName(wanted),
-                      proto::SealModeName(*asked)));
+    return absl::PermissionDeniedError(absl::StrFormat(
+        // The reason travels in 112 bytes (proto/handshake.h).
+        "this destination requires protect = %s or stronger "
+        "(--protect=%s); the source asked for %s",
+        proto::SealModeName(wanted), proto::SealModeName(wanted),
+        proto::SealModeName(*asked)));
   }
   if (*asked != proto::SealMode::kNone &&
       (h.auth == proto::kAuthNone ||
        (family.capabilities & channels::kCapRemotePlacement) != 0)) {
-    return Refuse(absl::StatusCode::kInvalidArgument,
-                  absl::StrFormat("protect = %s needs a key and a transport "
-                                  "that passes pages through the receiver",
-                                  proto::SealModeName(*asked)));
-  }
-  const uint64_t offered = OfferedCapabilities();
-  // Not offered: not granted, and the source says so. Offered but
-  // impossible with these regions or this transport: refused here, with
-  // the reason, before a round moves.
-  if ((h.capabilities & offered & proto::kFeaturePostcopy) != 0) {
-    if (absl::Status s = CheckPostcopy(family); !s.ok()) {
-      return Refuse(s.code(), absl::StrCat("destination cannot run "
-                                           "post-copy: ",
-                                           s.message()));
-    }
-  }
-  seal_ = *asked;
-  session_ = h.session;
-  channel_count_ = h.channel_count;
-  packet_pages_ = h.max_packet_pages;
-  capabilities_ = h.capabilities & offered;
-  transport_ = h.transport;
-  rdma_chunk_bytes_ = h.rdma_chunk_bytes;
-  survive_ = (capabilities_ & proto::kFeatureSurviveChannelLoss) != 0;
-  // A resumed session keeps what its first part recorded.
-  if ((capabilities_ & proto::kFeatureArrivalDigests) != 0 &&
-      arrival_digests_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<DigestTable>> t =
-        DigestTable::Create(table_.regions());
-    if (!t.ok()) {
-      return Refuse(t.status().code(), std::string(t.status().message()));
-    }
-    arrival_digests_ = std::move(*t);
-  }
-  if ((capabilities_ & proto::kFeatureZeroPages) != 0 &&
-      zero_pages_ == nullptr) {
-    zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
-  }
-  if (seal_ != proto::SealMode::kNone && unauthentic_ == nullptr) {
-    unauthentic_ = std::make_unique<UnauthenticPages>(table_.regions());
+    return absl::InvalidArgumentError(
+        absl::StrFormat("protect = %s needs a key and a transport "
+                        "that passes pages through the receiver",
+                        proto::SealModeName(*asked)));
   }
   // Fail closed on a family whose channels could not prove the key (every
   // family this build has can: ValidateOptions refuses the rest).
   if ((family.capabilities & channels::kCapAuthenticatedHello) == 0 &&
       !options_.auth_key.empty()) {
-    return Refuse(absl::StatusCode::kUnimplemented,
-                  absl::StrFormat("this destination requires "
-                                  "authentication, which %s channels "
-                                  "cannot do yet",
-                                  family.name));
+    return absl::UnimplementedError(
+        absl::StrFormat("this destination requires authentication, which "
+                        "%s channels cannot do yet",
+                        family.name));
+  }
+  return *asked;
+}
+
+absl::Status Admission::CheckResources(
+    const proto::Hello& h, const channels::TransportFamily& family) const {
+  // Not offered: not granted, and the source says so. Offered but
+  // impossible with these regions or this transport: refused here, with
+  // the reason, before a round moves.
+  if ((h.capabilities & OfferedCapabilities() & proto::kFeaturePostcopy) != 0) {
+    if (absl::Status s = CheckPostcopy(family); !s.ok()) {
+      return absl::Status(
+          s.code(),
+          absl::StrCat("destination cannot run post-copy: ", s.message()));
+    }
   }
   // What registering the regions on every channel pins here, refused
   // before any is registered rather than failing one ibv_reg_mr later.
@@ -249,8 +241,37 @@ proto::HelloReply Admission::AdmitControl(
     for (const Region& r : table_.regions()) region_bytes += r.length;
     if (absl::Status s = CheckPinningLimits(as_asked, kPageSize, region_bytes);
         !s.ok()) {
-      return Refuse(s.code(), absl::StrCat("destination: ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("destination: ", s.message()));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Admission::OpenSession(const proto::Hello& h,
+                                    proto::SealMode seal) {
+  // A resumed session keeps what its first part recorded.
+  if ((h.capabilities & OfferedCapabilities() &
+       proto::kFeatureArrivalDigests) != 0 &&
+      arrival_digests_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<DigestTable>> t =
+        DigestTable::Create(table_.regions());
+    if (!t.ok()) return t.status();
+    arrival_digests_ = std::move(*t);
+  }
+  seal_ = seal;
+  session_ = h.session;
+  channel_count_ = h.channel_count;
+  packet_pages_ = h.max_packet_pages;
+  capabilities_ = h.capabilities & OfferedCapabilities();
+  transport_ = h.transport;
+  rdma_chunk_bytes_ = h.rdma_chunk_bytes;
+  survive_ = (capabilities_ & proto::kFeatureSurviveChannelLoss) != 0;
+  if ((capabilities_ & proto::kFeatureZeroPages) != 0 &&
+      zero_pages_ == nullptr) {
+    zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
+  }
+  if (seal_ != proto::SealMode::kNone && unauthentic_ == nullptr) {
+    unauthentic_ = std::make_unique<UnauthenticPages>(table_.regions());
   }
   session_open_ = true;
   slots_.clear();
@@ -258,9 +279,7 @@ proto::HelloReply Admission::AdmitControl(
   urgent_ = {.state = (capabilities_ & proto::kFeaturePostcopyUrgent) != 0
                           ? SlotState::kFree
                           : SlotState::kTaken};
-  proto::HelloReply ok;
-  ok.capabilities = capabilities_;
-  return ok;
+  return absl::OkStatus();
 }
 
 proto::HelloReply Admission::AdmitData(const proto::Hello& h, bool reserve) {

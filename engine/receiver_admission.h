@@ -136,6 +136,19 @@ class Admission {
   // The control Hello opens the session; a data Hello joins it. Need mu_.
   proto::HelloReply AdmitControl(const proto::Hello& hello,
                                  const channels::TransportFamily& family);
+  // AdmitControl's checks, which change nothing: whether a session may
+  // start here now (none open, the resume as waited for, channels and
+  // packet pages within this end's limits), the stream protection it
+  // asks for (returned), and what the session needs of this end
+  // (post-copy, pinned memory). Need mu_.
+  absl::Status CheckSessionFits(const proto::Hello& hello) const;
+  absl::StatusOr<proto::SealMode> CheckProtection(
+      const proto::Hello& hello, const channels::TransportFamily& family) const;
+  absl::Status CheckResources(const proto::Hello& hello,
+                              const channels::TransportFamily& family) const;
+  // The session as admitted: its parameters, the features granted and the
+  // tables they need. Need mu_.
+  absl::Status OpenSession(const proto::Hello& hello, proto::SealMode seal);
   // With `reserve`, the channel's slot is taken.
   proto::HelloReply AdmitData(const proto::Hello& hello, bool reserve = true);
   proto::HelloReply AdmitUrgent(const proto::Hello& hello);
