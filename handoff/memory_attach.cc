@@ -385,6 +385,64 @@ class AttachedMemoryImpl final : public AttachedMemory {
   std::string note_;
 };
 
+// The offered regions mapped here read-only, with the files they map.
+struct MappedOffer {
+  std::vector<handoff::SharedMapping> maps;
+  std::vector<OwnedFd> files;
+  std::vector<Region> regions;
+  std::vector<uint64_t> remote_bases;
+};
+
+absl::StatusOr<MappedOffer> MapOffer(handoff::ReceivedOffer& p) {
+  MappedOffer out;
+  for (size_t i = 0; i < p.offer.regions.size(); ++i) {
+    const proto::OfferedRegion& r = p.offer.regions[i];
+    OwnedFd& fd = p.fds[proto::kExportFixedFds + i];
+    // No seal against shrinking: a seal outlives the migration (the
+    // workload could never shrink its file again), and the read-only
+    // descriptor an export sends cannot add one. A shrunk file is caught
+    // at each collect instead (CheckFileSizes).
+    absl::StatusOr<handoff::SharedMapping> m = handoff::SharedMapping::Map(
+        fd.get(), r.fd_offset, r.length, /*writable=*/false);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offered region ", r.id, ": ", m.status().message()));
+    }
+    Region region;
+    region.id = r.id;
+    region.name = r.name.empty() ? absl::StrCat("region", r.id) : r.name;
+    region.base = m->data();
+    region.length = r.length;
+    region.fd = fd.get();
+    region.fd_offset = r.fd_offset;
+    out.regions.push_back(std::move(region));
+    out.remote_bases.push_back(r.base);
+    out.maps.push_back(*std::move(m));
+    out.files.push_back(std::move(fd));
+  }
+  return out;
+}
+
+// Every offered range registered for write tracking in the workload, and
+// the scan probed: an offer that is not what it says fails here, not in
+// the first round. What the probe reports is sent by round 0.
+absl::Status ProbeTracking(AttachedMemoryImpl& attached) {
+  if (absl::Status s = CheckRanges(attached.peer(), attached.ranges(),
+                                   /*registered=*/true);
+      !s.ok()) {
+    return s;
+  }
+  std::vector<DirtyBitmap> probe;
+  std::vector<DirtyBitmap*> ptrs;
+  probe.reserve(attached.regions().size());
+  ptrs.reserve(attached.regions().size());
+  for (const Region& r : attached.regions()) {
+    probe.emplace_back(r.page_count());
+  }
+  for (DirtyBitmap& b : probe) ptrs.push_back(&b);
+  return attached.CollectWritten(ptrs).status();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
@@ -411,66 +469,20 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
                            "it not a workload's export?)"
                          : ""));
   }
-  const proto::Offer* offer = &p->offer;
   // The pagemap must be the workload's own (its writes, not another
   // process's); that its memory is registered for write tracking, the
   // probe below shows (PAGEMAP_SCAN with PM_SCAN_CHECK_WPASYNC).
   if (absl::Status s = CheckPagemap(p->fds[0].get(), peer->pid); !s.ok()) {
     return s;
   }
-  std::vector<handoff::SharedMapping> maps;
-  std::vector<OwnedFd> files;
-  std::vector<Region> regions;
-  std::vector<uint64_t> remote_bases;
-  for (size_t i = 0; i < offer->regions.size(); ++i) {
-    const proto::OfferedRegion& r = offer->regions[i];
-    // No seal against shrinking: a seal outlives the migration (the
-    // workload could never shrink its file again), and the read-only
-    // descriptor an export sends cannot add one. A shrunk file is caught
-    // at each collect instead (CheckFileSizes).
-    absl::StatusOr<handoff::SharedMapping> m = handoff::SharedMapping::Map(
-        p->fds[proto::kExportFixedFds + i].get(), r.fd_offset, r.length,
-        /*writable=*/false);
-    if (!m.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("offered region ", r.id, ": ", m.status().message()));
-    }
-    Region region;
-    region.id = r.id;
-    region.name = r.name.empty() ? absl::StrCat("region", r.id) : r.name;
-    region.base = m->data();
-    region.length = r.length;
-    region.fd = p->fds[proto::kExportFixedFds + i].get();
-    region.fd_offset = r.fd_offset;
-    regions.push_back(std::move(region));
-    remote_bases.push_back(r.base);
-    maps.push_back(*std::move(m));
-    files.push_back(std::move(p->fds[proto::kExportFixedFds + i]));
-  }
+  absl::StatusOr<MappedOffer> mapped = MapOffer(*p);
+  if (!mapped.ok()) return mapped.status();
   auto attached = std::make_unique<AttachedMemoryImpl>(
       *std::move(conn), *std::move(peer),
-      (offer->flags & proto::kOfferPausesItself) != 0, std::move(p->fds[0]),
-      std::move(maps), std::move(files), std::move(regions),
-      std::move(remote_bases));
-  // Every offered range registered for write tracking in the workload,
-  // and the scan probed: an offer that is not what it says fails here,
-  // not in the first round. What the probe reports is sent by round 0.
-  if (absl::Status s = CheckRanges(attached->peer(), attached->ranges(),
-                                   /*registered=*/true);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<DirtyBitmap> probe;
-  std::vector<DirtyBitmap*> ptrs;
-  probe.reserve(attached->regions().size());
-  ptrs.reserve(attached->regions().size());
-  for (const Region& r : attached->regions()) {
-    probe.emplace_back(r.page_count());
-  }
-  for (DirtyBitmap& b : probe) ptrs.push_back(&b);
-  if (absl::StatusOr<uint64_t> n = attached->CollectWritten(ptrs); !n.ok()) {
-    return n.status();
-  }
+      (p->offer.flags & proto::kOfferPausesItself) != 0, std::move(p->fds[0]),
+      std::move(mapped->maps), std::move(mapped->files),
+      std::move(mapped->regions), std::move(mapped->remote_bases));
+  if (absl::Status s = ProbeTracking(*attached); !s.ok()) return s;
   return attached;
 }
 
