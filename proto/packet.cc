@@ -30,6 +30,79 @@ size_t EncodePacketHeader(const PacketHeader& h,
   return bytes;
 }
 
+namespace {
+
+// Without its capability a field is reserved like the rest, and must be
+// zero.
+absl::Status CheckReserved(const uint8_t* p, PacketFeatures features) {
+  for (size_t i = 40; i < kPacketFixedBytes; ++i) {
+    if ((i < 44 && features.next_header_size) ||
+        (i >= 44 && i < 48 && features.compressed_pages) ||
+        (i >= kPacketTagOffset && features.sealed)) {
+      continue;
+    }
+    if (p[i] != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet reserved byte %d is 0x%02x, want 0", i, p[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What a packet of its kind may carry: pages (data), range words (zero
+// ranges) or nothing (SYNC, FINISH).
+absl::Status CheckPayloadShape(const PacketHeader& h, uint32_t max_pages) {
+  if (h.is_data()) {
+    if (h.page_count == 0 || h.page_count > max_pages) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet page_count %d outside [1, %d]", h.page_count, max_pages));
+    }
+  } else if (h.is_zero_ranges()) {
+    if (h.page_count < 2 || h.page_count > max_pages || h.page_count % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ZERO_RANGES packet carries %d words; want an even count in [2, %d]",
+          h.page_count, max_pages));
+    }
+  } else if (h.page_count != 0 || h.region_id != 0 || h.page_size != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s packet carries page_count %d region_id %d page_size %d; want 0",
+        (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count, h.region_id,
+        h.page_size));
+  }
+  if (const uint32_t c = h.compressed_bytes; c != 0) {
+    if (!h.is_data() || c > kMaxCompressedBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "packet says %d compressed bytes; only a data packet may, and at "
+          "most %d",
+          c, kMaxCompressedBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The size a header announces of the next one: none after FINISH, else
+// a header of at most `max_pages` pages.
+absl::Status CheckNextHeader(const PacketHeader& h, uint32_t max_pages) {
+  const uint32_t n = h.next_header_bytes;
+  if (n == 0) return absl::OkStatus();
+  if (h.flags & kPacketFinish) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "FINISH packet announces a next header of %d bytes; nothing may "
+        "follow FINISH",
+        n));
+  }
+  if (n < kPacketFixedBytes || n > PacketHeaderBytes(max_pages) ||
+      (n - kPacketFixedBytes) % sizeof(uint64_t) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "packet announces a next header of %d bytes; want 0 or %d + 8k "
+        "bytes for k <= %d pages",
+        n, kPacketFixedBytes, max_pages));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
                                                uint32_t channel,
                                                uint32_t max_pages,
@@ -72,59 +145,9 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
         absl::StrFormat("packet names channel %d but arrived on channel %d",
                         h.channel, channel));
   }
-  // Without its capability a field is reserved like the rest, and must be
-  // zero.
-  for (size_t i = 40; i < kPacketFixedBytes; ++i) {
-    if ((i < 44 && features.next_header_size) ||
-        (i >= 44 && i < 48 && features.compressed_pages) ||
-        (i >= kPacketTagOffset && features.sealed)) {
-      continue;
-    }
-    if (p[i] != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "packet reserved byte %d is 0x%02x, want 0", i, p[i]));
-    }
-  }
-  if (h.is_data()) {
-    if (h.page_count == 0 || h.page_count > max_pages) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "packet page_count %d outside [1, %d]", h.page_count, max_pages));
-    }
-  } else if (h.is_zero_ranges()) {
-    if (h.page_count < 2 || h.page_count > max_pages || h.page_count % 2 != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "ZERO_RANGES packet carries %d words; want an even count in [2, %d]",
-          h.page_count, max_pages));
-    }
-  } else if (h.page_count != 0 || h.region_id != 0 || h.page_size != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s packet carries page_count %d region_id %d page_size %d; want 0",
-        (h.flags & kPacketSync) ? "SYNC" : "FINISH", h.page_count, h.region_id,
-        h.page_size));
-  }
-  if (const uint32_t c = h.compressed_bytes; c != 0) {
-    if (!h.is_data() || c > kMaxCompressedBytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "packet says %d compressed bytes; only a data packet may, and at "
-          "most %d",
-          c, kMaxCompressedBytes));
-    }
-  }
-  if (const uint32_t n = h.next_header_bytes; n != 0) {
-    if (h.flags & kPacketFinish) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "FINISH packet announces a next header of %d bytes; nothing may "
-          "follow FINISH",
-          n));
-    }
-    if (n < kPacketFixedBytes || n > PacketHeaderBytes(max_pages) ||
-        (n - kPacketFixedBytes) % sizeof(uint64_t) != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "packet announces a next header of %d bytes; want 0 or %d + 8k "
-          "bytes for k <= %d pages",
-          n, kPacketFixedBytes, max_pages));
-    }
-  }
+  if (absl::Status s = CheckReserved(p, features); !s.ok()) return s;
+  if (absl::Status s = CheckPayloadShape(h, max_pages); !s.ok()) return s;
+  if (absl::Status s = CheckNextHeader(h, max_pages); !s.ok()) return s;
   return h;
 }
 
