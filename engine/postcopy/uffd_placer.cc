@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -30,7 +29,6 @@ namespace {
 
 using base::ErrnoStatus;
 
-constexpr uint64_t kUffdPage = 4096;
 // UFFDIO_COPY/ZEROPAGE answer EAGAIN without doing anything only while
 // the address space is being changed under a non-cooperative monitor's
 // events, which this placer does not ask for; a bound (about 2 s of
@@ -52,9 +50,6 @@ void PauseBeforeRetry(int idle) {
   const int64_t us = int64_t{1} << std::min(idle - kYields, 10);
   std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
-
-// base::MonotonicNs, signed: fault times are subtracted in either order.
-int64_t SteadyNowNs() { return static_cast<int64_t>(base::MonotonicNs()); }
 
 // A userfaultfd for this process: the system call, then /dev/userfaultfd
 // (Linux 6.1+), which a file mode can open to users without
@@ -89,6 +84,10 @@ absl::StatusOr<int> OpenUserfaultfd() {
 }
 
 }  // namespace
+
+int64_t UffdPlacer::SteadyNowNs() {
+  return static_cast<int64_t>(base::MonotonicNs());
+}
 
 absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
     const Region& region) {
@@ -452,118 +451,6 @@ absl::StatusOr<bool> UffdPlacer::ResolveLocally(uint64_t page) {
   }
 }
 
-absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
-    size_t max_messages, absl::Duration timeout) {
-  if (!registered_.load()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: faults of region %d read while it is not registered "
-        "(before Register() or after Finish())",
-        region_.id));
-  }
-  if (reading_.exchange(true)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "post-copy: ReadFaults of region %d called from two threads at "
-        "once; one reader per placer",
-        region_.id));
-  }
-  struct Done {
-    std::atomic<bool>& flag;
-    ~Done() { flag.store(false); }
-  } done{reading_};
-
-  max_messages = std::clamp<size_t>(max_messages, 1, 4096);
-  const absl::Time deadline = absl::Now() + timeout;
-  for (;;) {
-    if (shutdown_.load()) {
-      return absl::CancelledError(absl::StrFormat(
-          "post-copy: fault reader of region %d shut down", region_.id));
-    }
-    int wait_ms = -1;
-    if (timeout != absl::InfiniteDuration()) {
-      const absl::Duration left =
-          std::max(deadline - absl::Now(), absl::ZeroDuration());
-      wait_ms = static_cast<int>(std::min<int64_t>(
-          absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
-          1 << 30));
-    }
-    pollfd fds[2] = {{uffd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    const int ready = poll(fds, 2, wait_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) {
-      return ErrnoStatus(errno, "post-copy: poll on the userfaultfd");
-    }
-    if (shutdown_.load() || (fds[1].revents & POLLIN) != 0) continue;
-    if (ready == 0) return std::vector<uint64_t>{};
-    if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
-      return absl::InternalError(absl::StrFormat(
-          "post-copy: the userfaultfd of region %d reports an error "
-          "(revents 0x%x)",
-          region_.id, fds[0].revents));
-    }
-    break;
-  }
-
-  std::vector<uffd_msg> msgs(max_messages);
-  ssize_t n;
-  do {
-    n = read(uffd_, msgs.data(), msgs.size() * sizeof(uffd_msg));
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && errno == EAGAIN) return std::vector<uint64_t>{};
-  if (n < 0) return ErrnoStatus(errno, "post-copy: read of the userfaultfd");
-  const int64_t now = SteadyNowNs();
-  const uint64_t base = reinterpret_cast<uint64_t>(region_.base);
-  std::vector<uint64_t> out;
-  // A message read is never read again: on an error the batch is still
-  // worked through, so every other request is kept (in PendingFaults).
-  absl::Status first_error;
-  for (size_t i = 0; i < static_cast<size_t>(n) / sizeof(uffd_msg); ++i) {
-    const uffd_msg& m = msgs[i];
-    if (m.event != UFFD_EVENT_PAGEFAULT) continue;  // none asked for
-    fault_messages_.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t addr = m.arg.pagefault.address & ~(kUffdPage - 1);
-    if (addr < base || addr - base >= region_.length) {
-      first_error.Update(absl::InternalError(absl::StrFormat(
-          "post-copy: fault at 0x%x, outside region %d [0x%x, +%d)", addr,
-          region_.id, base, region_.length)));
-      continue;
-    }
-    const uint64_t page = (addr - base) / kUffdPage;
-    if (!awaited_.Test(page)) {
-      // Never owed by the source: it reads as zero. A thread that faulted
-      // on it waited for the reader only.
-      absl::StatusOr<bool> zeroed = ResolveLocally(page);
-      if (!zeroed.ok()) {
-        first_error.Update(zeroed.status());
-        continue;
-      }
-      if (*zeroed) local_zero_faults_.fetch_add(1, std::memory_order_relaxed);
-      latency_.Add(
-          static_cast<uint64_t>(std::max<int64_t>(0, SteadyNowNs() - now)));
-      continue;
-    }
-    if (pending_.Test(page)) continue;  // asked for already
-    {
-      std::lock_guard<std::mutex> lock(arrival_mu_);
-      arrival_ns_.insert_or_assign(page, now);
-    }
-    pending_.TestAndSet(page);
-    if (!awaited_.Test(page)) {
-      // Placed between the two tests: not a request any more. Whoever
-      // clears the pending bit records the latency.
-      if (pending_.TestAndClear(page)) {
-        const uint64_t one[] = {page};
-        RecordLatency(one, SteadyNowNs());
-      }
-      continue;
-    }
-    out.push_back(page);
-  }
-  std::sort(out.begin(), out.end());
-  faulted_pages_.fetch_add(out.size(), std::memory_order_relaxed);
-  if (!first_error.ok()) return first_error;
-  return out;
-}
-
 std::vector<PageRange> UffdPlacer::AwaitedRanges(uint64_t from_page,
                                                  size_t max_ranges,
                                                  uint64_t* next) const {
@@ -577,12 +464,6 @@ std::vector<PageRange> UffdPlacer::AwaitedRanges(uint64_t from_page,
     p = end;
   }
   *next = out.size() < max_ranges ? page_count_ : p;
-  return out;
-}
-
-std::vector<uint64_t> UffdPlacer::PendingFaults() const {
-  std::vector<uint64_t> out;
-  pending_.ForEachSet([&](uint64_t page) { out.push_back(page); });
   return out;
 }
 

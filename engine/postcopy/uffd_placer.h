@@ -249,6 +249,17 @@ class UffdPlacer {
   // A fault on a page not awaited: a zero page, here and now. False if
   // the page was present already (a stale fault message).
   absl::StatusOr<bool> ResolveLocally(uint64_t page);
+  // ReadFaults' parts (uffd_faults.cc): whether the userfaultfd became
+  // readable within `timeout` (false: it did not); one fault message at
+  // `address`, read at `now`: resolved here, or added to `out` as a
+  // request, or (pending already) dropped.
+  absl::StatusOr<bool> AwaitFaults(absl::Duration timeout);
+  // Post-copy places 4 KiB pages only.
+  static constexpr uint64_t kUffdPage = 4096;
+  // base::MonotonicNs, signed: fault times are subtracted in either order.
+  static int64_t SteadyNowNs();
+  absl::Status TakeFault(uint64_t address, int64_t now,
+                         std::vector<uint64_t>* out);
 
   const Region region_;
   const uint64_t page_count_;
