@@ -10,28 +10,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "tools/common/fork_with_pipe.h"
 
 namespace ramferry::bench {
 
 absl::StatusOr<std::unique_ptr<DestinationProcess>> DestinationProcess::Fork(
     absl::FunctionRef<void(int report_fd)> body) {
-  int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  std::fflush(nullptr);  // nothing buffered is written twice
-  const pid_t child = fork();
-  if (child < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return absl::InternalError("fork failed");
-  }
-  if (child == 0) {
-    close(fds[0]);
-    body(fds[1]);
-    _exit(1);  // body must not return
-  }
-  close(fds[1]);
+  absl::StatusOr<cli::ForkedChild> child = cli::ForkWithPipe(body);
+  if (!child.ok()) return child.status();
   return std::unique_ptr<DestinationProcess>(
-      new DestinationProcess(child, fds[0]));
+      new DestinationProcess(child->pid, child->from_child.Release()));
 }
 
 DestinationProcess::~DestinationProcess() {

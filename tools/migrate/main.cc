@@ -29,6 +29,7 @@
 #include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
 #include "tools/common/endpoints.h"
+#include "tools/common/fork_with_pipe.h"
 #include "tools/common/link_testbed.h"
 #include "tools/migrate/attached_workload.h"
 #include "tools/migrate/destination.h"
@@ -902,21 +903,12 @@ struct DemoDestination {
 absl::StatusOr<DemoDestination> ForkDestination(const SessionOptions& opt,
                                                 const std::string& dest_file,
                                                 const cli::LinkTestbed* links) {
-  int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  if (child < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return absl::InternalError("fork failed");
-  }
-  if (child == 0) {
-    close(fds[0]);
-    ServeDemoDestination(opt, dest_file, links, fdopen(fds[1], "w"));
-  }
-  close(fds[1]);
-  DemoDestination d{child, 0, fdopen(fds[0], "r")};
+  absl::StatusOr<cli::ForkedChild> forked = cli::ForkWithPipe([&](int out) {
+    ServeDemoDestination(opt, dest_file, links, fdopen(out, "w"));
+  });
+  if (!forked.ok()) return forked.status();
+  const pid_t child = forked->pid;
+  DemoDestination d{child, 0, fdopen(forked->from_child.Release(), "r")};
   unsigned port = 0;
   const std::optional<std::string> first = ReadLine(d.report);
   if (first && absl::SimpleAtoi(absl::StripAsciiWhitespace(*first), &port) &&
