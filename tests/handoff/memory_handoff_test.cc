@@ -111,11 +111,12 @@ char ProcState(pid_t pid) {
              : line[close + 2];
 }
 
-class MemoryHandoffTest : public ::testing::Test {
+// The sockets' directory, checked empty at the end. HandOverTest's tests
+// need nothing of the kernel beyond unix sockets and memfds; the export
+// tracks writes with userfaultfd, so MemoryHandoffTest's skip without it.
+class HandOverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string why = testing::UserfaultfdSkipReason();
-    if (!why.empty()) GTEST_SKIP() << why;
     std::string tmpl = ::testing::TempDir() + "/handoffXXXXXX";
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
     dir_ = tmpl;
@@ -133,6 +134,15 @@ class MemoryHandoffTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   std::string dir_;
+};
+
+class MemoryHandoffTest : public HandOverTest {
+ protected:
+  void SetUp() override {
+    const std::string why = testing::UserfaultfdSkipReason();
+    if (!why.empty()) GTEST_SKIP() << why;
+    HandOverTest::SetUp();
+  }
 };
 
 // ---- one process: export and attach side by side ----
@@ -265,7 +275,7 @@ TEST_F(MemoryHandoffTest, SecondAttacherGetsAnErrorNotAHang) {
   close(fd);
 }
 
-TEST_F(MemoryHandoffTest, AttachWithNobodyListeningFailsWithinTheTimeout) {
+TEST_F(HandOverTest, AttachWithNobodyListeningFailsWithinTheTimeout) {
   const absl::Time start = absl::Now();
   auto att =
       AttachedMemory::Attach(Path("nobody.sock"), absl::Milliseconds(200));
@@ -735,7 +745,7 @@ TEST_F(MemoryHandoffTest, WorkloadShrankItsFileCollectFailsAndNoSealStays) {
   close(fd);
 }
 
-TEST_F(MemoryHandoffTest, HandOverAndAdoptShareTheBytes) {
+TEST_F(HandOverTest, HandOverAndAdoptShareTheBytes) {
   const int fd = NewMemfd(6);
   uint8_t* base = MapShared(fd, 0, 6 * kPage);
   ASSERT_NE(base, nullptr);
@@ -778,7 +788,7 @@ TEST_F(MemoryHandoffTest, HandOverAndAdoptShareTheBytes) {
   close(fd);
 }
 
-TEST_F(MemoryHandoffTest, AdopterRefusesShortFdAndKeepsWaiting) {
+TEST_F(HandOverTest, AdopterRefusesShortFdAndKeepsWaiting) {
   const int small = NewMemfd(1);
   const int good = NewMemfd(4);
   ASSERT_GE(small, 0);
@@ -810,7 +820,7 @@ TEST_F(MemoryHandoffTest, AdopterRefusesShortFdAndKeepsWaiting) {
   close(good);
 }
 
-TEST_F(MemoryHandoffTest, AdoptWaitTimesOut) {
+TEST_F(HandOverTest, AdoptWaitTimesOut) {
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
   ASSERT_TRUE(adopt.ok()) << adopt.status();
   const absl::Time start = absl::Now();
@@ -821,7 +831,7 @@ TEST_F(MemoryHandoffTest, AdoptWaitTimesOut) {
   // Destroying it removes the socket (TearDown checks).
 }
 
-TEST_F(MemoryHandoffTest, HandOverToNobodyFails) {
+TEST_F(HandOverTest, HandOverToNobodyFails) {
   const int fd = NewMemfd(1);
   const SharedRegion r{1, "r", reinterpret_cast<void*>(0x100000), kPage, fd, 0};
   const absl::Time start = absl::Now();
@@ -873,7 +883,7 @@ std::vector<uint8_t> HandOverOffer(uint32_t regions, uint64_t pages = 1) {
   return *proto::EncodeOffer(o);
 }
 
-TEST_F(MemoryHandoffTest, AdopterRefusesBadOffersWithoutCrashing) {
+TEST_F(HandOverTest, AdopterRefusesBadOffersWithoutCrashing) {
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
   ASSERT_TRUE(adopt.ok()) << adopt.status();
   absl::Status waited;
@@ -1517,7 +1527,7 @@ TEST_F(MemoryHandoffTest, APathTakenOverSinceIsLeftToItsNewOwner) {
   close(fd);
 }
 
-TEST_F(MemoryHandoffTest, CApiNullArgumentsAreErrors) {
+TEST_F(HandOverTest, CApiNullArgumentsAreErrors) {
   auto says_null = [] {
     return std::string(ramferry_last_error()).find("NULL") != std::string::npos;
   };
