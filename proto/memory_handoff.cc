@@ -26,12 +26,19 @@ absl::Status CheckRegions(const std::vector<OfferedRegion>& regions) {
   constexpr uint64_t kPage = kHandoffPageSize;
   for (const OfferedRegion& r : regions) {
     if (r.length == 0 || r.length % kPage != 0 || r.base % kPage != 0 ||
-        r.fd_offset % kPage != 0 || r.base + r.length < r.base ||
-        r.fd_offset + r.length < r.fd_offset) {
+        r.fd_offset % kPage != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory offer: region %d (base 0x%x, %d bytes at file offset %d) "
           "is not whole 4 KiB pages at page-aligned addresses and offsets",
           r.id, r.base, r.length, r.fd_offset));
+    }
+    if (r.base + r.length < r.base || r.fd_offset + r.length < r.fd_offset) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "memory offer: region %d (base 0x%x, %d bytes at file offset %d) "
+          "wraps past the end of %s",
+          r.id, r.base, r.length, r.fd_offset,
+          r.base + r.length < r.base ? "the address space"
+                                     : "a file's offsets"));
     }
     if (r.name.size() > kMaxHandoffName) {
       return absl::InvalidArgumentError(

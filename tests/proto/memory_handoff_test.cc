@@ -144,20 +144,21 @@ TEST(MemoryOfferTest, RegionsInAnyAddressOrderAndAdjacentAreFine) {
   EXPECT_EQ(d->regions[0].id, 2u);
 }
 
-void ExpectRefused(const std::vector<uint8_t>& bytes,
-                   absl::StatusCode code = absl::StatusCode::kInvalidArgument,
-                   const std::string& sub = "") {
+// Refused with `code`, for the reason `cause` names (a part of the
+// message): a decoder that refuses for another reason fails the test.
+void ExpectRefused(const std::vector<uint8_t>& bytes, const std::string& cause,
+                   absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  ASSERT_FALSE(cause.empty());
   absl::StatusOr<Offer> d = DecodeOffer(bytes);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), code) << d.status();
-  EXPECT_THAT(d.status().message(), HasSubstr(sub));
+  EXPECT_THAT(d.status().message(), HasSubstr(cause));
 }
 
 const RawRegion kGood{1, kHandoffPageSize, 16 * kPage, 2 * kPage, kPage, "r"};
 
 TEST(MemoryOfferTest, RefusesWrongMagic) {
-  ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic ^ 1),
-                absl::StatusCode::kInvalidArgument, "magic");
+  ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic ^ 1), "wrong magic");
 }
 
 TEST(MemoryOfferTest, RefusesOtherVersionAsFailedPrecondition) {
@@ -166,107 +167,111 @@ TEST(MemoryOfferTest, RefusesOtherVersionAsFailedPrecondition) {
   for (uint16_t v : {uint16_t{0}, uint16_t(kHandoffVersion - 1),
                      uint16_t(kHandoffVersion + 1)}) {
     ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic, v),
-                  absl::StatusCode::kFailedPrecondition,
-                  absl::StrCat("version ", v));
+                  absl::StrCat("version ", v),
+                  absl::StatusCode::kFailedPrecondition);
   }
 }
 
 TEST(MemoryOfferTest, RefusesUnknownKind) {
-  ExpectRefused(RawOffer({kGood}, 0));
-  ExpectRefused(RawOffer({kGood}, 3));
-  ExpectRefused(RawOffer({kGood}, 0xffff));
+  ExpectRefused(RawOffer({kGood}, 0), "kind 0,");
+  ExpectRefused(RawOffer({kGood}, 3), "kind 3,");
+  ExpectRefused(RawOffer({kGood}, 0xffff), "kind 65535,");
 }
 
 TEST(MemoryOfferTest, RefusesUnknownFlags) {
-  ExpectRefused(RawOffer({kGood}, 1, 2));
-  ExpectRefused(RawOffer({kGood}, 2, 0x80000001u));
+  ExpectRefused(RawOffer({kGood}, 1, 2), "flags 0x2,");
+  ExpectRefused(RawOffer({kGood}, 2, 0x80000001u), "flags 0x80000001,");
 }
 
-TEST(MemoryOfferTest, RefusesZeroRegions) { ExpectRefused(RawOffer({})); }
+TEST(MemoryOfferTest, RefusesZeroRegions) {
+  ExpectRefused(RawOffer({}), "0 regions: want");
+}
 
 TEST(MemoryOfferTest, RefusesSixtyFiveRegions) {
   std::vector<RawRegion> rs;
   for (uint32_t i = 0; i < kMaxHandoffRegions + 1; ++i) {
     rs.push_back({i, kHandoffPageSize, (i + 1) * 2 * kPage, kPage});
   }
-  ExpectRefused(RawOffer(rs));
+  ExpectRefused(RawOffer(rs), "65 regions: want");
   // A count of 65 with nothing after it: refused by count, not read on.
-  ExpectRefused(RawOffer({}, 1, 0, kHandoffMagic, kHandoffVersion, 65));
+  ExpectRefused(RawOffer({}, 1, 0, kHandoffMagic, kHandoffVersion, 65),
+                "65 regions: want");
   ExpectRefused(
-      RawOffer({}, 1, 0, kHandoffMagic, kHandoffVersion, 0xffffffffll));
+      RawOffer({}, 1, 0, kHandoffMagic, kHandoffVersion, 0xffffffffll),
+      "4294967295 regions: want");
 }
 
 TEST(MemoryOfferTest, RefusesOtherPageSizes) {
   for (uint32_t ps : {0u, 512u, 8192u, 2u << 20}) {
     RawRegion r = kGood;
     r.page_size = ps;
-    ExpectRefused(OneRegion(r), absl::StatusCode::kInvalidArgument, "pages");
+    ExpectRefused(OneRegion(r), "only 4 KiB pages are handed over");
   }
 }
 
 TEST(MemoryOfferTest, RefusesUnalignedBase) {
   RawRegion r = kGood;
   r.base += 1;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "not whole 4 KiB pages at page-aligned");
   r.base = kGood.base + 2048;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "not whole 4 KiB pages at page-aligned");
 }
 
 TEST(MemoryOfferTest, RefusesUnalignedLength) {
   RawRegion r = kGood;
   r.length = kPage + 1;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "not whole 4 KiB pages at page-aligned");
   r.length = 100;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "not whole 4 KiB pages at page-aligned");
 }
 
 TEST(MemoryOfferTest, RefusesUnalignedOffset) {
   RawRegion r = kGood;
   r.fd_offset = 512;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "not whole 4 KiB pages at page-aligned");
 }
 
 TEST(MemoryOfferTest, RefusesZeroLength) {
   RawRegion r = kGood;
   r.length = 0;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "not whole 4 KiB pages at page-aligned");
 }
 
 TEST(MemoryOfferTest, RefusesWrappingBasePlusLength) {
   RawRegion r = kGood;
   r.base = ~uint64_t{0} - kPage + 1;  // last page
   r.length = 2 * kPage;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "wraps past the end of the address space");
   r.base = 0x8000000000000000ull;
   r.length = 0x8000000000000000ull + kPage;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "wraps past the end of the address space");
 }
 
 TEST(MemoryOfferTest, RefusesWrappingFileOffsetPlusLength) {
   RawRegion r = kGood;
   r.fd_offset = ~uint64_t{0} - kPage + 1;
   r.length = 2 * kPage;
-  ExpectRefused(OneRegion(r));
+  ExpectRefused(OneRegion(r), "wraps past the end of a file's offsets");
 }
 
 TEST(MemoryOfferTest, RefusesOverlappingRegions) {
   ExpectRefused(RawOffer({{1, kHandoffPageSize, 4 * kPage, 2 * kPage},
                           {2, kHandoffPageSize, 5 * kPage, kPage}}),
-                absl::StatusCode::kInvalidArgument, "overlap");
+                "overlap");
   // The same range twice, and one inside another listed first.
   ExpectRefused(RawOffer({{1, kHandoffPageSize, 4 * kPage, kPage},
                           {2, kHandoffPageSize, 4 * kPage, kPage}}),
-                absl::StatusCode::kInvalidArgument, "overlap");
+                "overlap");
   ExpectRefused(RawOffer({{1, kHandoffPageSize, 10 * kPage, kPage},
                           {2, kHandoffPageSize, 8 * kPage, 8 * kPage}}),
-                absl::StatusCode::kInvalidArgument, "overlap");
+                "overlap");
 }
 
 TEST(MemoryOfferTest, RefusesDuplicateIds) {
   ExpectRefused(RawOffer({{7, kHandoffPageSize, 4 * kPage, kPage},
                           {8, kHandoffPageSize, 6 * kPage, kPage},
                           {7, kHandoffPageSize, 8 * kPage, kPage}}),
-                absl::StatusCode::kInvalidArgument, "twice");
+                "twice");
 }
 
 TEST(MemoryOfferTest, RefusesNameTooLong) {
@@ -274,7 +279,7 @@ TEST(MemoryOfferTest, RefusesNameTooLong) {
   r.name = std::string(kMaxHandoffName, 'x');
   EXPECT_OK(DecodeOffer(OneRegion(r)));
   r.name.push_back('x');
-  ExpectRefused(OneRegion(r), absl::StatusCode::kInvalidArgument, "name");
+  ExpectRefused(OneRegion(r), "name is 65 bytes");
 }
 
 TEST(MemoryOfferTest, RefusesEveryTruncation) {
@@ -295,7 +300,7 @@ TEST(MemoryOfferTest, RefusesEveryTruncation) {
 TEST(MemoryOfferTest, RefusesTrailingBytes) {
   std::vector<uint8_t> b = OneRegion(kGood);
   b.push_back(0);
-  ExpectRefused(b, absl::StatusCode::kInvalidArgument, "after its last");
+  ExpectRefused(b, "after its last");
 }
 
 TEST(MemoryOfferTest, EncodeRefusesWhatDecodeRefuses) {
