@@ -152,6 +152,74 @@ TEST(MultiLinkTest, ChannelsSpreadOverTwoRateLimitedLinks) {
               4, rx, src, dst);
 }
 
+// A source of 4 channels to a destination behind two links of `rate`
+// each: channels 0 and 2 over link 0, which also carries the control
+// connection and stays up, channels 1 and 3 over link 1, which the tests
+// take down. Both ends in the testbed's namespaces; `src` and `dst` of
+// `bytes` each.
+struct TwoLinkSession {
+  explicit TwoLinkSession(const std::string& rate, uint64_t bytes,
+                          uint64_t seed)
+      : src(MakeRegion(1, bytes, seed, /*fill=*/true)),
+        dst(MakeRegion(1, bytes)) {
+    bed = cli::LinkTestbed::Create({rate, rate});
+  }
+
+  // Connects with `opt` (channels, host, port and endpoints set here).
+  absl::Status Connect(SessionOptions opt) {
+    if (!bed.ok()) return bed.status();
+    opt.channels = 4;
+    opt.host = "0.0.0.0";
+    if (absl::Status s = (*bed)->EnterDestination(); !s.ok()) return s;
+    rx = std::make_unique<ServingReceiver>(opt, std::vector{dst.region});
+    if (absl::Status s = (*bed)->EnterSource(); !s.ok()) return s;
+    opt.host = (*bed)->destination_address(0);
+    opt.port = rx->port();
+    opt.channel_endpoints = {{(*bed)->destination_address(0)},
+                             {(*bed)->destination_address(1)}};
+    absl::StatusOr<std::unique_ptr<Sender>> s =
+        Sender::Connect(opt, {&src.region, 1});
+    if (!s.ok()) return s.status();
+    sender = *std::move(s);
+    dirty = std::make_unique<DirtyBitmap>(src.region.page_count());
+    dirty->SetAll();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<RoundResult> SendRound() {
+    DirtyBitmap* bitmaps[] = {dirty.get()};
+    return sender->SendRound(bitmaps);
+  }
+
+  // The session goes on over link 0: verified, finished, byte-identical,
+  // with link 1's channels (1 and 3) lost, each for a reason that says
+  // `lost_because`, and their share re-sent.
+  void ExpectFinishedOverLinkZero(const std::string& lost_because) {
+    absl::StatusOr<VerifyReport> v = sender->Verify();
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
+    ASSERT_OK(sender->Finish());
+    ASSERT_TRUE(rx->result().ok()) << rx->result();
+    EXPECT_TRUE(SameBytes(src.region, dst.region));
+    const SessionStats sent = sender->stats();
+    ASSERT_EQ(sent.channels_lost.size(), 2u)
+        << DescribeChannelLosses(sent.channels_lost);
+    for (const ChannelLoss& l : sent.channels_lost) {
+      EXPECT_EQ(l.channel % 2, 1u) << DescribeChannelLosses(sent.channels_lost);
+      EXPECT_THAT(l.reason, HasSubstr(lost_because));
+    }
+    EXPECT_GT(sent.resent_pages, 0u);
+  }
+
+  cli::SavedNetworkNamespace home;  // first: restored last
+  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed;
+  testing::TestRegion src;
+  testing::TestRegion dst;
+  std::unique_ptr<ServingReceiver> rx;
+  std::unique_ptr<Sender> sender;
+  std::unique_ptr<DirtyBitmap> dirty;
+};
+
 // Link 1 taken down mid-round (`ip link set down`): its channels stall,
 // the destination reports them lost after the stall timeout, and with
 // survive_channel_loss the round's share of them goes again over link 0.
@@ -160,57 +228,24 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
   if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
     GTEST_SKIP() << why;
   }
-  cli::SavedNetworkNamespace home;
-  ASSERT_OK(home);
-  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
-      cli::LinkTestbed::Create({"200mbit", "200mbit"});
-  ASSERT_TRUE(bed.ok()) << bed.status();
-  const uint64_t bytes = testing::ScaledBytes(32ull << 20);
-  auto src = MakeRegion(1, bytes, /*seed=*/9, /*fill=*/true);
-  auto dst = MakeRegion(1, bytes);
+  TwoLinkSession t("200mbit", testing::ScaledBytes(32ull << 20), /*seed=*/9);
+  ASSERT_OK(t.home);
   SessionOptions opt = testing::InsecureOptions();
-  opt.channels = 4;
   opt.survive_channel_loss = true;
   opt.stall_timeout = absl::Seconds(2);
-  opt.host = "0.0.0.0";
-  ASSERT_OK((*bed)->EnterDestination());
-  ServingReceiver rx(opt, {dst.region});
-  ASSERT_OK((*bed)->EnterSource());
-  // The control connection goes over link 0, which stays up.
-  opt.host = (*bed)->destination_address(0);
-  opt.port = rx.port();
-  opt.channel_endpoints = {{(*bed)->destination_address(0)},
-                           {(*bed)->destination_address(1)}};
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
+  ASSERT_OK(t.Connect(opt));
   // 32 MiB over 2 x 200mbit takes about 0.7 s: the link goes down a third
   // of the way in, with both of its channels mid-stream.
   std::thread cut([&] {
     absl::SleepFor(absl::Milliseconds(250));
-    EXPECT_OK((*bed)->SetLinkUp(1, false));
+    EXPECT_OK((*t.bed)->SetLinkUp(1, false));
   });
-  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  absl::StatusOr<RoundResult> r = t.SendRound();
   cut.join();
   ASSERT_TRUE(r.ok()) << r.status();
-  RewritePages(src.region, 5, 77, dirty);
-  ASSERT_OK((*sender)->SendRound(bitmaps));
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
-  const SessionStats sent = (*sender)->stats();
-  // Channels 1 and 3 went over link 1.
-  ASSERT_EQ(sent.channels_lost.size(), 2u)
-      << DescribeChannelLosses(sent.channels_lost);
-  for (const ChannelLoss& l : sent.channels_lost) {
-    EXPECT_EQ(l.channel % 2, 1u) << DescribeChannelLosses(sent.channels_lost);
-  }
-  EXPECT_GT(sent.resent_pages, 0u);
+  RewritePages(t.src.region, 5, 77, *t.dirty);
+  ASSERT_OK(t.SendRound());
+  ASSERT_NO_FATAL_FAILURE(t.ExpectFinishedOverLinkZero(""));
 }
 
 // Link 1 taken down between rounds: each of its channels hands all of the
@@ -227,56 +262,26 @@ TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
     GTEST_SKIP() << why;
   }
   const bool survive = GetParam();
-  cli::SavedNetworkNamespace home;
-  ASSERT_OK(home);
-  absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
-      cli::LinkTestbed::Create({"1gbit", "1gbit"});
-  ASSERT_TRUE(bed.ok()) << bed.status();
-  const uint64_t bytes = testing::ScaledBytes(4ull << 20);
-  auto src = MakeRegion(1, bytes, /*seed=*/11, /*fill=*/true);
-  auto dst = MakeRegion(1, bytes);
+  TwoLinkSession t("1gbit", testing::ScaledBytes(4ull << 20), /*seed=*/11);
+  ASSERT_OK(t.home);
   SessionOptions opt = testing::InsecureOptions();
-  opt.channels = 4;
   opt.survive_channel_loss = survive;
   opt.stall_timeout = absl::Seconds(1);
-  opt.host = "0.0.0.0";
-  ASSERT_OK((*bed)->EnterDestination());
-  ServingReceiver rx(opt, {dst.region});
-  ASSERT_OK((*bed)->EnterSource());
-  opt.host = (*bed)->destination_address(0);
-  opt.port = rx.port();
-  opt.channel_endpoints = {{(*bed)->destination_address(0)},
-                           {(*bed)->destination_address(1)}};
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
-  ASSERT_OK((*sender)->SendRound(bitmaps));
-  ASSERT_OK((*bed)->SetLinkUp(1, false));
-  RewritePages(src.region, 5, 42, dirty);
-  absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
+  ASSERT_OK(t.Connect(opt));
+  ASSERT_OK(t.SendRound());
+  ASSERT_OK((*t.bed)->SetLinkUp(1, false));
+  RewritePages(t.src.region, 5, 42, *t.dirty);
+  absl::StatusOr<RoundResult> r = t.SendRound();
   if (!survive) {
     EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
     EXPECT_THAT(r.status().message(),
                 HasSubstr("the link or the peer is down"));
-    EXPECT_FALSE(rx.result().ok()) << "the destination reported success";
+    EXPECT_FALSE(t.rx->result().ok()) << "the destination reported success";
     return;
   }
   ASSERT_TRUE(r.ok()) << r.status();
-  absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
-  ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
-  const SessionStats sent = (*sender)->stats();
-  ASSERT_EQ(sent.channels_lost.size(), 2u)
-      << DescribeChannelLosses(sent.channels_lost);
-  for (const ChannelLoss& l : sent.channels_lost) {
-    EXPECT_EQ(l.channel % 2, 1u) << DescribeChannelLosses(sent.channels_lost);
-    EXPECT_THAT(l.reason, HasSubstr("the link or the peer is down"));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      t.ExpectFinishedOverLinkZero("the link or the peer is down"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Survive, IdleLinkLossTest, ::testing::Bool(),
