@@ -20,6 +20,36 @@ using namespace ramferry::capi;  // NOLINT(google-build-using-namespace)
 
 // ---- source ----
 
+namespace {
+
+// A source's handle around the Sender that `start` makes over the
+// handle's own copy of the regions (the Sender's span points there), with
+// the warnings of the options' resolution and of the session.
+template <typename Start>
+ramferry_status NewSender(const ramferry_options& options,
+                          const ramferry_regions& regions, Start start,
+                          std::unique_ptr<ramferry_sender>* out) {
+  if (absl::Status s = CheckRegions(&regions); !s.ok()) {
+    return Fail(nullptr, s);
+  }
+  auto handle = std::make_unique<ramferry_sender>();
+  absl::StatusOr<ramferry::SessionOptions> opt =
+      SessionFor(options, /*source=*/true, &handle->warnings);
+  if (!opt.ok()) return Fail(nullptr, opt.status());
+  handle->regions = regions.regions;
+  absl::StatusOr<std::unique_ptr<ramferry::Sender>> sender =
+      start(*opt, absl::MakeConstSpan(handle->regions));
+  if (!sender.ok()) return Fail(nullptr, sender.status());
+  handle->sender = *std::move(sender);
+  for (std::string& w : handle->sender->warnings()) {
+    handle->warnings.push_back(std::move(w));
+  }
+  *out = std::move(handle);
+  return RAMFERRY_OK;
+}
+
+}  // namespace
+
 ramferry_status ramferry_sender_connect(const ramferry_options* options,
                                         const ramferry_regions* regions,
                                         ramferry_sender** out) {
@@ -28,23 +58,16 @@ ramferry_status ramferry_sender_connect(const ramferry_options* options,
   if (options == nullptr) return NullArgument("options");
   if (regions == nullptr) return NullArgument("regions");
   return Guard(nullptr, [&]() -> ramferry_status {
-    if (absl::Status s = CheckRegions(regions); !s.ok()) {
-      return Fail(nullptr, s);
-    }
-    auto handle = std::make_unique<ramferry_sender>();
-    absl::StatusOr<ramferry::SessionOptions> opt =
-        SessionFor(*options, /*source=*/true, &handle->warnings);
-    if (!opt.ok()) return Fail(nullptr, opt.status());
-    handle->regions = regions->regions;
-    absl::StatusOr<std::unique_ptr<ramferry::Sender>> sender =
-        ramferry::Sender::Connect(*opt, handle->regions);
-    if (!sender.ok()) return Fail(nullptr, sender.status());
-    handle->sender = *std::move(sender);
-    for (std::string& w : handle->sender->warnings()) {
-      handle->warnings.push_back(std::move(w));
-    }
-    *out = handle.release();
-    return RAMFERRY_OK;
+    std::unique_ptr<ramferry_sender> handle;
+    const ramferry_status status = NewSender(
+        *options, *regions,
+        [](const ramferry::SessionOptions& opt,
+           absl::Span<const ramferry::Region> r) {
+          return ramferry::Sender::Connect(opt, r);
+        },
+        &handle);
+    if (status == RAMFERRY_OK) *out = handle.release();
+    return status;
   });
 }
 
@@ -237,18 +260,15 @@ ramferry_status ramferry_sender_resume_postcopy(const ramferry_options* options,
   if (regions == nullptr) return NullArgument("regions");
   if (cut == nullptr) return NullArgument("cut");
   return Guard(nullptr, [&]() -> ramferry_status {
-    if (absl::Status s = CheckRegions(regions); !s.ok()) {
-      return Fail(nullptr, s);
-    }
-    auto handle = std::make_unique<ramferry_sender>();
-    absl::StatusOr<ramferry::SessionOptions> opt =
-        SessionFor(*options, /*source=*/true, &handle->warnings);
-    if (!opt.ok()) return Fail(nullptr, opt.status());
-    handle->regions = regions->regions;
-    absl::StatusOr<std::unique_ptr<ramferry::Sender>> sender =
-        ramferry::Sender::ResumePostcopy(*opt, handle->regions, *cut->sender);
-    if (!sender.ok()) return Fail(nullptr, sender.status());
-    handle->sender = *std::move(sender);
+    std::unique_ptr<ramferry_sender> handle;
+    const ramferry_status status = NewSender(
+        *options, *regions,
+        [cut](const ramferry::SessionOptions& opt,
+              absl::Span<const ramferry::Region> r) {
+          return ramferry::Sender::ResumePostcopy(opt, r, *cut->sender);
+        },
+        &handle);
+    if (status != RAMFERRY_OK) return status;
     handle->progress.CopySettings(cut->progress);
     *out = handle.release();
     return RAMFERRY_OK;
