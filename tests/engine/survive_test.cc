@@ -296,9 +296,7 @@ TEST_P(SurviveTest, ChannelLostOnItsFinishPacket) {
 INSTANTIATE_TEST_SUITE_P(Transports, SurviveTest,
                          ::testing::ValuesIn(testing::TransportsWith(0)),
                          [](const auto& info) {
-                           std::string name(TransportKindName(info.param));
-                           std::erase(name, '-');
-                           return name;
+                           return testing::TestName(info.param);
                          });
 
 // Who notices the death first; tcp only.

@@ -9,6 +9,7 @@
 #include "ramferry/sender.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 
 namespace ramferry {
 namespace {
@@ -116,9 +117,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          TransportKind::kTcpZeroCopy),
                        ::testing::Values(1u, 2u, 4u, 8u)),
     [](const auto& info) {
-      std::string name(TransportKindName(std::get<0>(info.param)));
-      std::erase(name, '-');
-      return absl::StrCat(name, "_x", std::get<1>(info.param));
+      return absl::StrCat(testing::TestName(std::get<0>(info.param)), "_x",
+                          std::get<1>(info.param));
     });
 
 TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {

@@ -39,4 +39,14 @@ inline std::string UserfaultfdSkipReason() {
 
 }  // namespace ramferry::testing
 
+// Skips the test (from its body or SetUp) where userfaultfd is not to be
+// had, saying why.
+#define SKIP_WITHOUT_USERFAULTFD()                                      \
+  do {                                                                  \
+    if (std::string why = ::ramferry::testing::UserfaultfdSkipReason(); \
+        !why.empty()) {                                                 \
+      GTEST_SKIP() << why;                                              \
+    }                                                                   \
+  } while (0)
+
 #endif  // RAMFERRY_TESTS_SUPPORT_UFFD_SKIP_H_

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 #include "tools/migrate/memload.h"
 
 namespace ramferry::migrate {
@@ -92,9 +93,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          TransportKind::kTcpZeroCopy),
                        ::testing::Values(true, false)),
     [](const auto& info) {
-      std::string name(TransportKindName(std::get<0>(info.param)));
-      std::erase(name, '-');
-      return absl::StrCat(name, std::get<1>(info.param) ? "_uffd" : "_bitmap");
+      return absl::StrCat(testing::TestName(std::get<0>(info.param)),
+                          std::get<1>(info.param) ? "_uffd" : "_bitmap");
     });
 
 TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {

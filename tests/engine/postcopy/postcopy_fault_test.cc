@@ -213,10 +213,7 @@ const char* KillName(Kill k) {
 class PostcopyFaultTest
     : public ::testing::TestWithParam<std::tuple<Kill, bool>> {
  protected:
-  void SetUp() override {
-    if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-      GTEST_SKIP() << why;
-  }
+  void SetUp() override { SKIP_WITHOUT_USERFAULTFD(); }
 };
 
 // One session, every page missing at the switch, killed by `kill` at a
@@ -377,8 +374,7 @@ TEST_P(PostcopyFaultTest, KilledMidPushLosesNothing) {
 // With postcopy_resume_timeout the destination waits for a resume that
 // never comes, then fails the same way: nothing lost, nothing released.
 TEST(PostcopyFaultResumeTest, UnresumedDestinationGivesUpAfterItsTimeout) {
-  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_USERFAULTFD();
   KillMidPush(Kill::kAbortSource, true, 77, absl::Seconds(1));
   if (HasFatalFailure()) return;
   KillMidPush(Kill::kResetSource, false, 78, absl::Seconds(1));
@@ -413,8 +409,7 @@ bool ReadByte(int fd, char* c, absl::Duration timeout) {
 // session within the stall timeout; its threads stay blocked until
 // ReleasePostcopy.
 TEST(PostcopyStallTest, StoppedSourceEndsTheDestinationAfterTheStallTimeout) {
-  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_USERFAULTFD();
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -507,8 +502,7 @@ TEST(PostcopyStallTest, StoppedSourceEndsTheDestinationAfterTheStallTimeout) {
 // then frees its Receiver: the thread must stay blocked, not run on with a
 // fresh zero page the kernel hands it once the userfaultfd closes.
 TEST(PostcopyFreedDestinationTest, FreeingTheReceiverLeavesFaultsBlocked) {
-  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_USERFAULTFD();
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -637,8 +631,7 @@ void DestinationGoes(int sig) {
 }
 
 TEST(PostcopyDestinationGoneTest, KilledDestinationFailsTheSource) {
-  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_USERFAULTFD();
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -646,8 +639,7 @@ TEST(PostcopyDestinationGoneTest, KilledDestinationFailsTheSource) {
 }
 
 TEST(PostcopyDestinationGoneTest, StoppedDestinationFailsTheSource) {
-  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_USERFAULTFD();
   if (!testing::SingleThreaded()) {
     GTEST_SKIP() << "other threads run here: fork() is not safe";
   }
@@ -670,8 +662,7 @@ class PostcopyBadInputTest : public ::testing::Test {
   static constexpr uint64_t kPages = kBytes / 4096;
 
   void SetUp() override {
-    if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-      GTEST_SKIP() << why;
+    SKIP_WITHOUT_USERFAULTFD();
     // Filled, so a dropped page is seen (it would read as zero).
     dst_ = MakeRegion(1, kBytes, 5, /*fill=*/true);
     snapshot_.assign(dst_.region.page(0), dst_.region.page(0) + kBytes);
@@ -905,8 +896,7 @@ TEST_F(PostcopyBadInputTest, PageDataOnTheControlConnectionIsRefused) {
 }
 
 TEST(PostcopyBadInputNoPostcopyTest, MissingPagesWithoutPostcopyIsRefused) {
-  if (std::string why = testing::UserfaultfdSkipReason(); !why.empty())
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_USERFAULTFD();
   auto dst = MakeRegion(1, 1 << 20, 5, /*fill=*/true);
   const std::vector<uint8_t> before(dst.region.page(0),
                                     dst.region.page(0) + (1 << 20));

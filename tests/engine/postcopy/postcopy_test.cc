@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "channels/transport_family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/options.h"
@@ -36,17 +37,11 @@
 #include "tests/support/faulty_transport.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
+#include "tests/support/transport_selection.h"
 #include "tests/support/uffd_skip.h"
 
 namespace ramferry {
 namespace {
-
-#define SKIP_WITHOUT_USERFAULTFD()                                          \
-  do {                                                                      \
-    if (std::string why = testing::UserfaultfdSkipReason(); !why.empty()) { \
-      GTEST_SKIP() << why;                                                  \
-    }                                                                       \
-  } while (0)
 
 using testing::MakeRegion;
 using testing::SameBytes;
@@ -271,23 +266,19 @@ TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(
     Transports, PostcopyTest,
-    ::testing::Combine(::testing::Values(TransportKind::kTcp,
-                                         TransportKind::kTcpZeroCopy,
-                                         TransportKind::kUringZeroCopy),
+    // Post-copy places pages through the receiver: every transport that
+    // passes them through it.
+    ::testing::Combine(::testing::ValuesIn(testing::TransportsWith(
+                           0, channels::kCapRemotePlacement)),
                        ::testing::Bool()),
     [](const auto& info) {
-      std::string name =
-          absl::StrCat(TransportKindName(std::get<0>(info.param)),
-                       std::get<1>(info.param) ? "_urgent" : "_no_urgent");
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
+      return absl::StrCat(testing::TestName(std::get<0>(info.param)),
+                          std::get<1>(info.param) ? "_urgent" : "_no_urgent");
     });
 
 // ---- more shapes of a post-copy session ----
 
 using ::testing::HasSubstr;
-
-// Why this machine cannot give the test a userfaultfd, or "" if it can.
 
 const std::string kKey = "postcopy-test-key-0123456789abcdef";
 
@@ -383,7 +374,7 @@ TEST(PostcopyShapesTest, SealedSessionsEndByteIdentical) {
       const uint64_t missing = s.Missing();
       ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
       FaultingReaders readers(s.dst[0].region, s.src[0].region, 2, 7);
-      s.CompleteAndCheck();
+      ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
       readers.Stop();
       EXPECT_EQ(readers.mismatches_.load(), 0u);
       const PostcopyStats d = s.rx->receiver().stats().postcopy;
@@ -404,7 +395,7 @@ TEST(PostcopyShapesTest, SwitchBeforeAnyRoundMovesEveryPage) {
     const uint64_t pages = s.src[0].region.page_count();
     ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
     FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, 17);
-    s.CompleteAndCheck();
+    ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
     readers.Stop();
     EXPECT_EQ(readers.mismatches_.load(), 0u);
     const PostcopyStats src = s.sender->stats().postcopy;
@@ -437,7 +428,7 @@ TEST(PostcopyShapesTest, SeveralRegionsOfDifferentSizes) {
     readers.push_back(std::make_unique<FaultingReaders>(
         s.dst[r].region, s.src[r].region, 1, 50 + r));
   }
-  s.CompleteAndCheck();
+  ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
   for (auto& r : readers) {
     r->Stop();
     EXPECT_EQ(r->mismatches_.load(), 0u);
@@ -457,7 +448,7 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
     absl::Status switched = s.sender->StartPostcopy(s.bitmaps);
     ASSERT_TRUE(switched.ok()) << switched;
     const absl::Time start = absl::Now();
-    s.CompleteAndCheck();
+    ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
     const PostcopyStats src = s.sender->stats().postcopy;
     const PostcopyStats dst = s.rx->receiver().stats().postcopy;
@@ -627,7 +618,7 @@ TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
   EXPECT_OK(rx.RequestPages(1, 100, 50));
   EXPECT_EQ(rx.stats().postcopy.faults, 0u) << "no thread touched a page";
 
-  s.CompleteAndCheck();
+  ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
   EXPECT_TRUE(rx.IsResident(1, 0, pages));
   EXPECT_GE(s.sender->stats().postcopy.requested_pages, 51u);
 }
@@ -882,7 +873,7 @@ TEST(PostcopyRefusalTest, ApiMisuseGetsClearErrors) {
   ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   EXPECT_EQ(s.sender->StartPostcopy(s.bitmaps).code(),
             absl::StatusCode::kFailedPrecondition);
-  s.CompleteAndCheck();
+  ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
 }
 
 // Receiver::IsResident says "false for a range outside the region" in any
