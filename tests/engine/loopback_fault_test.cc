@@ -400,9 +400,8 @@ const std::vector<TransportKind> kSocketTransports =
     testing::TransportsWith(0, channels::kCapOwnsConnection);
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
-  std::string name(TransportKindName(std::get<0>(info.param)));
-  std::replace(name.begin(), name.end(), '-', '_');
-  return absl::StrCat(name, "_seed", std::get<1>(info.param));
+  return absl::StrCat(testing::TestName(std::get<0>(info.param)), "_seed",
+                      std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -666,8 +665,7 @@ TEST_P(LoopbackReset, BothEndsEndWithAClearError) {
 }
 
 std::string ResetName(const ::testing::TestParamInfo<ResetParam>& info) {
-  std::string name(TransportKindName(std::get<0>(info.param)));
-  std::replace(name.begin(), name.end(), '-', '_');
+  const std::string name = testing::TestName(std::get<0>(info.param));
   const int target = std::get<1>(info.param);
   const std::string what = target == ResetRelay::kAll ? "all"
                            : target == 0              ? "control"
