@@ -515,7 +515,8 @@ void AttackRelay::Upstream(std::shared_ptr<Conn> c) {
     for (const auto& a : armed_) {
       const AttackKind kind = a->attack.kind;
       if (a->fired || kind == AttackKind::kNone || OnControl(kind) != control ||
-          (!control && a->attack.channel != channel)) {
+          (!control && !a->attack.any_channel &&
+           a->attack.channel != channel)) {
         continue;
       }
       if (Downward(kind)) {

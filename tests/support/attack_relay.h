@@ -99,9 +99,14 @@ const char* AttackKindName(AttackKind kind);
 
 struct Attack {
   AttackKind kind = AttackKind::kNone;
-  // Which connection: the control connection, or data channel `channel`.
+  // Which connection: the control connection, or data channel `channel`,
+  // or with `any_channel` whichever data channel first carries a packet
+  // that suits the attack (RelayEvent::channel says which): for an attack
+  // that needs a packet of some shape, which the scheduler may give to
+  // either channel.
   bool control = false;
   uint32_t channel = 0;
+  bool any_channel = false;
   // Fires at the first packet (or control frame) of that connection that
   // suits the attack (a data packet with pages for offsets and payloads,
   // one with a predecessor for a replay, a donor at hand for a splice),
