@@ -19,8 +19,9 @@
 namespace ramferry {
 namespace {
 
-// As channels/rdma.cc: the chunk equals itself shifted by one byte and
-// starts with zero. memcmp reads every byte twice (two streams).
+// As the rdma transport once tested a chunk: it equals itself shifted by
+// one byte and starts with zero. memcmp reads every byte twice (two
+// streams).
 bool IsZeroMemcmp(const uint8_t* p, size_t len) {
   return p[0] == 0 && std::memcmp(p, p + 1, len - 1) == 0;
 }
