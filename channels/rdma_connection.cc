@@ -190,6 +190,9 @@ proto::HelloReply Refusal(const absl::Status& why) {
   return reply;
 }
 
+// The reject status the CM sends for a port no one listens on.
+constexpr int kNoListener = 8;
+
 // Both ends retry as often as the CM allows; receiver not ready: forever.
 rdma_conn_param ConnParam(const uint8_t* private_data, uint8_t bytes) {
   rdma_conn_param param{};
@@ -259,6 +262,15 @@ absl::StatusOr<RdmaAccept> ConnectWithHello(Connection& conn,
     absl::StatusOr<proto::HelloReply> refused =
         proto::DecodeHelloReply(ev->private_data);
     if (refused.ok()) return proto::HelloReplyStatus(*refused);
+  }
+  // The CM's own refusal, not the destination's: no listener holds that
+  // port (IB_CM_REJ_INVALID_SERVICE_ID).
+  if (ev->type == RDMA_CM_EVENT_REJECTED && ev->status == kNoListener) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: nothing listens on that port at the destination (status %d): "
+        "it is not running there, or it gave the session up (a handshake "
+        "window ran out)",
+        where, ev->status));
   }
   if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
     return UnexpectedEvent(*ev, where);
