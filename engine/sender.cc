@@ -31,7 +31,7 @@ void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
     c->ring().Abort();
     c->transport().Shutdown();
   }
-  if (urgent_ != nullptr) urgent_->Shutdown();
+  postcopy_.Shutdown();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.notify_all();
 }
@@ -108,8 +108,7 @@ std::vector<std::vector<proto::ZeroRange>> SenderImpl::UntouchedRanges(
   // Post-copy pushes its pages in rounds numbered from wherever pre-copy
   // stopped: a round 0 there carries only its chunk, not the regions.
   if (round != 0 || !options_.skip_untouched || survive_ ||
-      postcopy_started_.load(std::memory_order_relaxed) ||
-      (capabilities_ & proto::kFeatureZeroPages) == 0 ||
+      postcopy_.started() || (capabilities_ & proto::kFeatureZeroPages) == 0 ||
       options_.packet_pages < 2) {
     return {};
   }
@@ -340,16 +339,8 @@ SessionStats SenderImpl::stats() const {
   }
   s.resent_pages = resent_pages_;
   if (postcopy_armed_) {
-    PostcopyStats& p = s.postcopy;
-    p.started = true;
-    p.urgent_channel = urgent_ != nullptr;
-    p.missing_pages = pc_missing_.load(std::memory_order_relaxed);
-    p.requested_pages = pc_requested_.load(std::memory_order_relaxed);
-    p.urgent_pages = pc_urgent_.load(std::memory_order_relaxed);
-    p.pushed_pages = pc_pushed_.load(std::memory_order_relaxed);
-    p.switch_ns = pc_switch_ns_.load(std::memory_order_relaxed);
-    p.duration_ns = pc_duration_ns_.load(std::memory_order_relaxed);
-    p.resumes = resumes_;
+    s.postcopy = postcopy_.Stats();
+    s.postcopy.started = true;
   }
   return s;
 }

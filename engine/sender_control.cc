@@ -78,11 +78,8 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
         return s;
       }
       std::unique_lock<std::mutex> lock(mu_);
-      if (!postcopy_started_.load() ||
-          (m.type == proto::ControlType::kPostcopyComplete &&
-           !postcopy_armed_) ||
-          (m.type == proto::ControlType::kPostcopyArmed &&
-           resume_checker_.has_value() && !resume_checker_->complete())) {
+      if (m.type == proto::ControlType::kPostcopyArmed ? !postcopy_.may_arm()
+                                                       : !postcopy_armed_) {
         return absl::InvalidArgumentError(absl::StrCat(
             proto::ControlTypeName(m.type), " out of turn (no switch yet)"));
       }
@@ -93,9 +90,9 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       return absl::OkStatus();
     }
     case proto::ControlType::kPageRequest:
-      return OnPageRequest(m.payload);
+      return postcopy_.OnPageRequest(m.payload);
     case proto::ControlType::kMissingPages:
-      return OnResumeMissing(m.payload);
+      return postcopy_.OnResumeMissing(m.payload);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected control message ",

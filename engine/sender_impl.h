@@ -32,7 +32,7 @@
 #include "engine/control.h"
 #include "engine/failure.h"
 #include "engine/heartbeat.h"
-#include "engine/postcopy/thread_priority.h"
+#include "engine/postcopy/postcopy_source.h"
 #include "engine/rate_limiter.h"
 #include "engine/scheduler.h"
 #include "engine/sent_ledger.h"
@@ -63,8 +63,7 @@ class SenderImpl {
     if (control_ != nullptr) control_->Shutdown();  // wakes a blocked beat
     if (heartbeat_ != nullptr) heartbeat_->Stop();
     if (control_thread_.joinable()) control_thread_.join();
-    if (urgent_ != nullptr) urgent_->Shutdown();
-    if (urgent_thread_.joinable()) urgent_thread_.join();
+    postcopy_.Stop();
   }
 
   absl::Status Setup();
@@ -175,30 +174,15 @@ class SenderImpl {
   // SYNC each live channel owes.
   absl::Status ResendShare(uint32_t channel, uint64_t effective);
 
-  // ---- post-copy (sender_postcopy.cc) ----
+  // ---- post-copy (sender_postcopy.cc; the rest is postcopy_'s) ----
   // kFeaturePostcopyUrgent: dials the urgent connection (set-up).
   absl::Status OpenUrgent(absl::Time deadline);
-  // The urgent thread: answers each PAGE_REQUEST with PAGE_DATA from this
-  // side's memory, until the urgent connection closes.
-  void UrgentLoop();
-  absl::Status AnswerRequest(const proto::PageRequest& request,
-                             engine::RequestPathPriority& priority);
-  // The push goes on near `request` (locality); any thread.
-  void NoteRequest(const proto::PageRequest& request);
-  // The index in regions_ of a region id the decoders checked.
-  size_t RegionIndex(uint32_t region_id) const;
-  // Control thread: a PAGE_REQUEST where the session has no urgent
-  // connection; its pages go first into the next push.
-  absl::Status OnPageRequest(absl::Span<const uint8_t> payload);
-  // Control thread, resumed session: the destination's still-missing set.
-  absl::Status OnResumeMissing(absl::Span<const uint8_t> payload);
-  // Moves up to `max_pages` pages still to push into `chunk`, requested
-  // ones first, then from the push cursor on; returns how many.
-  uint64_t FillPushChunk(absl::Span<DirtyBitmap* const> chunk,
-                         uint64_t max_pages);
-  // The requested sets (requested_), empty, one a region; before the
-  // control thread may take a PAGE_REQUEST.
-  void MakeRequestedSets();
+  // StartPostcopy's argument: one bitmap a region, of its size.
+  absl::Status CheckMissingSets(absl::Span<DirtyBitmap* const> missing) const;
+  // The urgent thread, whose failure after POSTCOPY_COMPLETE is none.
+  void StartAnsweringRequests();
+  // Waits for the destination's POSTCOPY_ARMED.
+  absl::Status AwaitArmed(const char* what);
 
   // ---- verification (sender_verify.cc) ----
   // Compares every page of `region` with the destination's digests.
@@ -235,10 +219,6 @@ class SenderImpl {
   // resolved for the transport).
   proto::SealMode seal_ = proto::SealMode::kNone;
   std::unique_ptr<engine::ControlChannel> control_;
-  // Post-copy's urgent connection (set-up), and its thread (from the
-  // switch on).
-  std::unique_ptr<engine::ControlChannel> urgent_;
-  std::thread urgent_thread_;
   std::vector<std::unique_ptr<engine::ChannelSender>> channels_;
   // Where each channel went (engine::EndpointName), by channel; set up
   // before the threads start, read-only after.
@@ -279,27 +259,11 @@ class SenderImpl {
   bool finished_ = false;  // caller thread only
   // The control FINISH may have left: the commit point (Sender::Finish).
   std::atomic<bool> finish_sent_{false};
-  // Post-copy: the pages still to push, one bitmap per region (caller
-  // thread takes; the urgent thread takes requested ones too), and where
-  // the next push chunk starts (caller thread).
-  std::vector<std::unique_ptr<DirtyBitmap>> push_;
-  size_t push_region_ = 0;
-  uint64_t push_word_ = 0;
-  uint64_t seen_hint_seq_ = 0;  // the request the cursor last moved to
-  // The region table as the decoders check against (set at the switch,
-  // read-only after).
-  std::vector<proto::RegionInfo> region_infos_;
-  std::atomic<bool> postcopy_started_{false};
-  // A resumed session (ResumeFrom): the session it resumes, and the set
-  // the destination sends back, checked (control thread).
+  // Post-copy's source half: the sets, the urgent thread, the counters.
+  engine::PostcopySource postcopy_{regions_};
+  // A resumed session (ResumeFrom): the session it resumes.
   bool resume_ = false;
   proto::SessionId resume_session_;
-  uint64_t resumes_ = 0;
-  std::optional<proto::MissingPagesChecker> resume_checker_;
-  absl::Time postcopy_start_;
-  uint64_t armed_ns_ = 0;  // steady clock, caller thread
-  std::atomic<uint64_t> pc_missing_{0}, pc_requested_{0}, pc_urgent_{0},
-      pc_pushed_{0}, pc_switch_ns_{0}, pc_duration_ns_{0};
 
   // Events from the control thread.
   mutable std::mutex mu_;
@@ -319,19 +283,9 @@ class SenderImpl {
   std::vector<ChannelLoss> losses_;
   uint64_t resent_pages_ = 0;
   std::atomic<uint64_t> confirmed_mirror_{0};
-  // Post-copy, guarded by mu_: the destination armed / holds every page;
-  // pages requested on the control connection and not pushed yet, a
-  // bitmap a region, and the words of them that hold any, (region, word)
-  // each once, oldest first (bounded by the regions' size, not by how
-  // many requests came); the latest request (push locality), counted so a
-  // new one is told from the one before.
+  // Post-copy, guarded by mu_: the destination armed / holds every page.
   bool postcopy_armed_ = false;
   bool postcopy_complete_ = false;
-  std::vector<std::unique_ptr<DirtyBitmap>> requested_;
-  std::deque<std::pair<size_t, size_t>> requested_words_;
-  uint64_t hint_seq_ = 0;
-  size_t hint_region_ = 0;
-  uint64_t hint_page_ = 0;
 };
 
 template <typename Pred>

@@ -61,18 +61,9 @@ absl::Status SenderImpl::Setup() {
   if ((capabilities_ & proto::kFeaturePostcopyUrgent) != 0) {
     if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
   }
-  if (resume_) {
-    // The destination answers the resumed control Hello with what it
-    // still lacks, which the control thread collects into push_.
-    region_infos_ = engine::RegionTable(regions_).Describe();
-    for (const Region& r : regions_) {
-      push_.push_back(std::make_unique<DirtyBitmap>(r.page_count()));
-    }
-    MakeRequestedSets();
-    resume_checker_.emplace(region_infos_);
-    postcopy_started_.store(true);
-    postcopy_start_ = absl::Now();
-  }
+  // The destination answers the resumed control Hello with what it still
+  // lacks, which the control thread hands to postcopy_.
+  if (resume_) postcopy_.BeginResume();
   StartThreads();
   return absl::OkStatus();
 }

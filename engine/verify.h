@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/atomic_page_set.h"
+#include "engine/pages/atomic_page_set.h"
 #include "ramferry/region.h"
 
 namespace ramferry::engine {

@@ -34,7 +34,9 @@ rules=(
   "proto/:base/ proto/"
   "channels/:base/ proto/ channels/ ramferry/stats.h ramferry/transport.h ramferry/channel_counters.h"
   "engine/:base/ proto/ channels/ engine/ ramferry/"
-  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/page_placer.h engine/atomic_page_set.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
+  "engine/compress/:base/ ramferry/ engine/compress/"
+  "engine/pages/:base/ ramferry/ engine/pages/ engine/region_file.h"
+  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/page_placer.h engine/pages/atomic_page_set.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
   "handoff/:base/ proto/ handoff/ ramferry/ engine/untouched.h"
   "capi/:capi/ ramferry/ engine/option_rules.h"
   "include/ramferry/:ramferry/"
@@ -63,9 +65,9 @@ for rule in "${rules[@]}"; do
   done
 done
 # The session's own files reach into post-copy only through its seams (the
-# destination's target and memory check, the source's page ranges and
-# request-path priority), so post-copy's insides stay its own.
-seams="postcopy_target.h postcopy_memory.h page_ranges.h thread_priority.h"
+# destination's target and memory check, the source's half), so
+# post-copy's insides stay its own.
+seams="postcopy_target.h postcopy_memory.h postcopy_source.h"
 for f in $(git ls-files 'engine/*.cc' 'engine/*.h' | grep -v '^engine/postcopy/'); do
   for inc in $(sed -n 's/^#include "engine\/postcopy\/\([^"]*\)".*/\1/p' "$f"); do
     if [[ " $seams " != *" $inc "* ]]; then

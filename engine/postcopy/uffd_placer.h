@@ -104,7 +104,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/atomic_page_set.h"
+#include "engine/pages/atomic_page_set.h"
 #include "engine/postcopy/fault_latency.h"
 #include "proto/postcopy.h"
 #include "ramferry/region.h"

@@ -54,7 +54,8 @@ enum class Compression : uint8_t {
   // it sends shrinks (a sample packet every so often), and compresses
   // where that moves pages a quarter faster (the link times the ratio,
   // capped by the compressor), until it is no longer 5% faster: off on
-  // fast links and on incompressible data (engine/compression_choice.h).
+  // fast links and on incompressible data
+  // (engine/compress/compression_choice.h).
   kAuto,
 };
 const char* CompressionName(Compression compression);

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/compressor.h"
+#include "engine/compress/compressor.h"
 #include "engine/failure.h"
 #include "engine/page_placer.h"
+#include "engine/pages/unauthentic_pages.h"
+#include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
-#include "engine/unauthentic_pages.h"
 #include "engine/verify.h"
-#include "engine/zero_pages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/zero_pages.h"
+#include "engine/pages/zero_pages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/compressor.h"
+#include "engine/compress/compressor.h"
 #include "proto/auth.h"
 #include "proto/control.h"
 #include "proto/handshake.h"

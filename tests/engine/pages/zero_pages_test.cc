@@ -1,6 +1,6 @@
 // ZeroPages: the destination writes a zero page only where the page does
 // not already read as zero.
-#include "engine/zero_pages.h"
+#include "engine/pages/zero_pages.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

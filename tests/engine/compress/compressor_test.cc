@@ -1,7 +1,7 @@
 // PacketCompressor / PacketDecompressor: what a frame of a packet's pages
 // must be for the destination to expand it, and every way a hostile frame
 // is refused without a byte written outside the pages.
-#include "engine/compressor.h"
+#include "engine/compress/compressor.h"
 
 #include <zstd.h>
 

@@ -1,4 +1,4 @@
-#include "engine/zero_pages.h"
+#include "engine/pages/zero_pages.h"
 
 #include <algorithm>
 #include <cstring>

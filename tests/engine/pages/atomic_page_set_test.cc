@@ -1,6 +1,6 @@
 // AtomicPageSet: bit semantics at word edges and the set's end, the
 // callbacks of ClearRange, and one winner per page under contention.
-#include "engine/atomic_page_set.h"
+#include "engine/pages/atomic_page_set.h"
 
 #include <atomic>
 #include <cstdint>

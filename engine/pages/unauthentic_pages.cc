@@ -1,4 +1,4 @@
-#include "engine/unauthentic_pages.h"
+#include "engine/pages/unauthentic_pages.h"
 
 #include <algorithm>
 #include <limits>

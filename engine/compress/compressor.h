@@ -1,8 +1,8 @@
 // Packet payload compression (zstd): the source's channel thread squeezes
 // a packet's pages into a staging buffer; the destination's expands the
 // frame straight into the pages' places, checking every length.
-#ifndef RAMFERRY_ENGINE_COMPRESSOR_H_
-#define RAMFERRY_ENGINE_COMPRESSOR_H_
+#ifndef RAMFERRY_ENGINE_COMPRESS_COMPRESSOR_H_
+#define RAMFERRY_ENGINE_COMPRESS_COMPRESSOR_H_
 
 #include <sys/uio.h>
 
@@ -64,4 +64,4 @@ class PacketDecompressor {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_COMPRESSOR_H_
+#endif  // RAMFERRY_ENGINE_COMPRESS_COMPRESSOR_H_

@@ -7,8 +7,8 @@
 //
 // Pages at or past size() are never set: setters clip, queries answer
 // "not set".
-#ifndef RAMFERRY_ENGINE_ATOMIC_PAGE_SET_H_
-#define RAMFERRY_ENGINE_ATOMIC_PAGE_SET_H_
+#ifndef RAMFERRY_ENGINE_PAGES_ATOMIC_PAGE_SET_H_
+#define RAMFERRY_ENGINE_PAGES_ATOMIC_PAGE_SET_H_
 
 #include <algorithm>
 #include <atomic>
@@ -145,4 +145,4 @@ class AtomicPageSet {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_ATOMIC_PAGE_SET_H_
+#endif  // RAMFERRY_ENGINE_PAGES_ATOMIC_PAGE_SET_H_

@@ -1,4 +1,4 @@
-#include "engine/compressor.h"
+#include "engine/compress/compressor.h"
 
 #include <zstd.h>
 

@@ -1,7 +1,7 @@
 // The destination's side of zero pages: makes a page zero when the source
 // says it is, and writes nothing where the page already reads as zero.
-#ifndef RAMFERRY_ENGINE_ZERO_PAGES_H_
-#define RAMFERRY_ENGINE_ZERO_PAGES_H_
+#ifndef RAMFERRY_ENGINE_PAGES_ZERO_PAGES_H_
+#define RAMFERRY_ENGINE_PAGES_ZERO_PAGES_H_
 
 #include <sys/uio.h>
 
@@ -61,4 +61,4 @@ class ZeroPages {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_ZERO_PAGES_H_
+#endif  // RAMFERRY_ENGINE_PAGES_ZERO_PAGES_H_

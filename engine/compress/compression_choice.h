@@ -22,8 +22,8 @@
 // compressor until then); until the link is measured over a few sends,
 // nothing is compressed but the probes. Pure arithmetic, no clock: the caller
 // passes times.
-#ifndef RAMFERRY_ENGINE_COMPRESSION_CHOICE_H_
-#define RAMFERRY_ENGINE_COMPRESSION_CHOICE_H_
+#ifndef RAMFERRY_ENGINE_COMPRESS_COMPRESSION_CHOICE_H_
+#define RAMFERRY_ENGINE_COMPRESS_COMPRESSION_CHOICE_H_
 
 #include <cstdint>
 
@@ -64,4 +64,4 @@ class CompressionChoice {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_COMPRESSION_CHOICE_H_
+#endif  // RAMFERRY_ENGINE_COMPRESS_COMPRESSION_CHOICE_H_

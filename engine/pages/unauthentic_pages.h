@@ -17,8 +17,8 @@
 // Thread-safe: channel threads mark and clear, the session's thread reads.
 // Clearing is one relaxed load while the set is empty (the common case: it
 // runs for every landed packet).
-#ifndef RAMFERRY_ENGINE_UNAUTHENTIC_PAGES_H_
-#define RAMFERRY_ENGINE_UNAUTHENTIC_PAGES_H_
+#ifndef RAMFERRY_ENGINE_PAGES_UNAUTHENTIC_PAGES_H_
+#define RAMFERRY_ENGINE_PAGES_UNAUTHENTIC_PAGES_H_
 
 #include <atomic>
 #include <cstdint>
@@ -70,4 +70,4 @@ class UnauthenticPages {
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_UNAUTHENTIC_PAGES_H_
+#endif  // RAMFERRY_ENGINE_PAGES_UNAUTHENTIC_PAGES_H_

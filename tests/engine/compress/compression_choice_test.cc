@@ -1,4 +1,4 @@
-#include "engine/compression_choice.h"
+#include "engine/compress/compression_choice.h"
 
 #include <cstdint>
 
