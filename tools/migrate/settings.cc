@@ -1,0 +1,209 @@
+// What ramferry-migrate's flags say, checked (settings.h).
+#include "tools/migrate/settings.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "ramferry/region.h"
+#include "tools/common/auth_flags.h"
+#include "tools/common/channel_flags.h"
+#include "tools/migrate/flags.h"
+#include "tools/migrate/postcopy_mode.h"
+#include "tools/migrate/report.h"
+
+namespace ramferry::migrate {
+
+// --dirty-rate=auto into anonymous memory.
+constexpr double kAutoRatePagesPerS = (256 << 20) / double{kPageSize};
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "ramferry-migrate: %s (see --help)\n", why.c_str());
+  return 2;
+}
+
+bool AutoTransport() { return absl::GetFlag(FLAGS_transport) == "auto"; }
+
+absl::StatusOr<SessionOptions> Session() {
+  SessionOptions o;
+  // auto: tcp until the source knows where it connects (ChooseFor).
+  absl::StatusOr<TransportKind> t =
+      AutoTransport() ? TransportKind::kTcp
+                      : ParseTransportKind(absl::GetFlag(FLAGS_transport));
+  if (!t.ok()) return t.status();
+  o.transport = *t;
+  if (absl::Status s = cli::ApplyChannelFlags(&o); !s.ok()) return s;
+  o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
+  o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
+  o.max_bandwidth = absl::GetFlag(FLAGS_max_bandwidth).bytes_per_s;
+  absl::StatusOr<PostcopyMode> postcopy =
+      ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy));
+  if (!postcopy.ok()) return postcopy.status();
+  o.postcopy = *postcopy != PostcopyMode::kOff;
+  absl::StatusOr<bool> urgent =
+      ParseOnOff("postcopy-urgent", absl::GetFlag(FLAGS_postcopy_urgent));
+  if (!urgent.ok()) return urgent.status();
+  o.postcopy_urgent_channel = *urgent;
+  o.postcopy_resume_timeout = absl::GetFlag(FLAGS_postcopy_resume_timeout);
+  if (o.postcopy_resume_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--postcopy-resume-timeout must not be negative");
+  }
+  const std::string verify = absl::GetFlag(FLAGS_verify);
+  if (verify == "full") {
+    o.verify = VerifyMode::kFull;
+  } else if (verify == "sent") {
+    o.verify = VerifyMode::kSent;
+  } else if (verify == "off") {
+    // Nothing recorded and Verify not called; post-copy refuses kReread
+    // (the destination's workload writes before a Verify could re-read),
+    // so it records the destination's digests it will not use.
+    o.verify = o.postcopy ? VerifyMode::kFull : VerifyMode::kReread;
+  } else {
+    return absl::InvalidArgumentError(
+        "--verify must be full, sent or off, not '" + verify + "'");
+  }
+  if (absl::Status s = cli::ApplyAuthFlags(&o); !s.ok()) return s;
+  // --demo starts both ends: a key only they hold authenticates them,
+  // unless asked to run without one.
+  if (absl::GetFlag(FLAGS_demo) && o.auth_key.empty() && !o.insecure) {
+    if (absl::GetFlag(FLAGS_allow_unauthenticated)) {
+      o.insecure = true;
+    } else {
+      o.auth_key = cli::EphemeralAuthKey();
+    }
+  }
+  if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
+  return o;
+}
+
+PostcopyMode PostcopyFlag() {
+  // Checked by Session() before any run.
+  return ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy))
+      .value_or(PostcopyMode::kOff);
+}
+
+// --on-timeout, whose default ("") follows --postcopy.
+absl::StatusOr<TimeoutAction> TimeoutActionFlag() {
+  return ParseTimeoutAction(absl::GetFlag(FLAGS_on_timeout), PostcopyFlag());
+}
+
+// What the flags allow of post-copy, checked before either end starts
+// (the engine checks the rest: the destination's memory, the peer's
+// consent). `receives`: this process runs a destination (dest, --demo).
+absl::Status CheckPostcopy(bool receives) {
+  absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
+  if (!on.ok()) return on.status();
+  PostcopyFlagCheck c;
+  c.mode = PostcopyFlag();
+  c.on_timeout = *on;
+  c.transport = absl::GetFlag(FLAGS_transport);
+  c.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
+  c.region_file = absl::GetFlag(FLAGS_region_file);
+  c.export_to = absl::GetFlag(FLAGS_export);
+  c.destination = receives;
+  c.prefault = absl::GetFlag(FLAGS_prefault);
+  c.urgent = absl::GetFlag(FLAGS_postcopy_urgent);
+  return CheckPostcopyFlags(c);
+}
+
+// --attach and --export: which role takes which, and what they replace.
+absl::Status CheckHandoffFlags(const std::string& role) {
+  const bool demo = absl::GetFlag(FLAGS_demo);
+  if (!absl::GetFlag(FLAGS_attach).empty()) {
+    if (!demo && role != "source") {
+      return absl::InvalidArgumentError("--attach is the source's");
+    }
+    if (!absl::GetFlag(FLAGS_region_file).empty()) {
+      return absl::InvalidArgumentError(
+          "--attach migrates the exported memory: drop --region-file");
+    }
+    if (absl::GetFlag(FLAGS_dirty_tracking) != "uffd") {
+      return absl::InvalidArgumentError(
+          "--attach tracks the workload's writes with its userfaultfd "
+          "registration: drop --dirty-tracking");
+    }
+    if (absl::GetFlag(FLAGS_auto_converge)) {
+      return absl::InvalidArgumentError(
+          "--auto-converge throttles memload's writers; an attached "
+          "workload's are its own: drop one of them");
+    }
+  }
+  if (!absl::GetFlag(FLAGS_export).empty() && !demo && role != "dest") {
+    return absl::InvalidArgumentError("--export is the destination's");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ConvergenceConfig> Convergence() {
+  ConvergenceConfig c;
+  c.downtime_limit = absl::GetFlag(FLAGS_downtime_limit);
+  c.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  c.stall_rounds = absl::GetFlag(FLAGS_stall_rounds);
+  c.auto_converge = absl::GetFlag(FLAGS_auto_converge);
+  c.timeout = absl::GetFlag(FLAGS_timeout);
+  if (c.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--timeout must be positive (or inf)");
+  }
+  absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
+  if (!on.ok()) return on.status();
+  switch (*on) {
+    case TimeoutAction::kCancel:
+      c.on_timeout = OnTimeout::kCancel;
+      break;
+    case TimeoutAction::kForce:
+      c.on_timeout = OnTimeout::kForce;
+      break;
+    case TimeoutAction::kPostcopy:
+      c.on_timeout = OnTimeout::kPostcopy;
+      break;
+  }
+  // auto: the policy switches where no final round fits (on switches
+  // wherever the rounds end: ChooseSwitchover).
+  c.postcopy = PostcopyFlag() == PostcopyMode::kAuto;
+  return c;
+}
+
+double DirtyPagesPerSecond(bool file_backed) {
+  const double rate = absl::GetFlag(FLAGS_dirty_rate).pages_per_s;
+  if (rate >= 0) return rate;
+  return file_backed ? 0 : kAutoRatePagesPerS;
+}
+
+RunDescription Describe(const SessionOptions& o, uint64_t bytes,
+                        absl::string_view tracking) {
+  RunDescription d;
+  d.transport = std::string(TransportKindName(o.transport));
+  d.completion = std::string(CompletionPolicyName(o.completion));
+  d.channels = o.channels;
+  d.region_bytes = bytes;
+  d.region = absl::GetFlag(FLAGS_region_file).empty()
+                 ? "anonymous"
+                 : absl::GetFlag(FLAGS_region_file);
+  d.dirty_tracking = std::string(tracking);
+  d.dirty_set_bytes = absl::GetFlag(FLAGS_dirty_set).bytes;
+  d.dirty_rate_bytes_per_s =
+      DirtyPagesPerSecond(d.region != "anonymous") * kPageSize;
+  d.writers = absl::GetFlag(FLAGS_writers);
+  d.downtime_limit_s =
+      absl::ToDoubleSeconds(absl::GetFlag(FLAGS_downtime_limit));
+  d.max_rounds = absl::GetFlag(FLAGS_max_rounds);
+  d.stall_rounds = absl::GetFlag(FLAGS_stall_rounds);
+  d.auto_converge = absl::GetFlag(FLAGS_auto_converge);
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  d.timeout_s =
+      timeout == absl::InfiniteDuration() ? 0 : absl::ToDoubleSeconds(timeout);
+  d.on_timeout =
+      TimeoutActionName(TimeoutActionFlag().value_or(TimeoutAction::kCancel));
+  d.postcopy = PostcopyModeName(PostcopyFlag());
+  d.postcopy_urgent = o.postcopy_urgent_channel;
+  d.max_bandwidth = o.max_bandwidth;
+  d.authenticated = !o.auth_key.empty();
+  d.protect = ProtectionName(ResolvedProtection(o));
+  d.verify_mode = absl::GetFlag(FLAGS_verify);
+  d.image = d.region == "anonymous" ? absl::GetFlag(FLAGS_image) : "the file's";
+  return d;
+}
+
+}  // namespace ramferry::migrate

@@ -1,0 +1,41 @@
+// What ramferry-migrate's flags say, checked: the session's options, the
+// post-copy mode and timeout action, the convergence policy, the dirty
+// rate, and the run's description for the report. Every role reads them.
+#ifndef RAMFERRY_TOOLS_MIGRATE_SETTINGS_H_
+#define RAMFERRY_TOOLS_MIGRATE_SETTINGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ramferry/convergence.h"
+#include "ramferry/options.h"
+#include "tools/migrate/postcopy_mode.h"
+#include "tools/migrate/report.h"
+
+namespace ramferry::migrate {
+
+// Says `why` on stderr, with a pointer to --help; returns exit code 2.
+int Usage(const std::string& why);
+
+bool AutoTransport();
+// The session's options from the flags (the library's checks included).
+absl::StatusOr<SessionOptions> Session();
+PostcopyMode PostcopyFlag();
+absl::StatusOr<TimeoutAction> TimeoutActionFlag();
+// The post-copy flags, checked for the end that `receives` or sends.
+absl::Status CheckPostcopy(bool receives);
+// --attach/--export and their companions, checked for `role`.
+absl::Status CheckHandoffFlags(const std::string& role);
+absl::StatusOr<ConvergenceConfig> Convergence();
+// --dirty-rate in pages per second; auto by the memory's kind.
+double DirtyPagesPerSecond(bool file_backed);
+// The run as the report describes it.
+RunDescription Describe(const SessionOptions& o, uint64_t bytes,
+                        absl::string_view tracking);
+
+}  // namespace ramferry::migrate
+
+#endif  // RAMFERRY_TOOLS_MIGRATE_SETTINGS_H_

@@ -1,0 +1,237 @@
+// ramferry-migrate --role=source: its memory (own or attached), then the
+// migration.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ramferry/pinning.h"
+#include "ramferry/region.h"
+#include "tools/common/channel_flags.h"
+#include "tools/common/link_testbed.h"
+#include "tools/migrate/attached_workload.h"
+#include "tools/migrate/dirty_tracker.h"
+#include "tools/migrate/file_mappers.h"
+#include "tools/migrate/flags.h"
+#include "tools/migrate/memload.h"
+#include "tools/migrate/memory_image.h"
+#include "tools/migrate/postcopy_mode.h"
+#include "tools/migrate/precopy.h"
+#include "tools/migrate/region_memory.h"
+#include "tools/migrate/report.h"
+#include "tools/migrate/roles.h"
+#include "tools/migrate/settings.h"
+
+namespace ramferry::migrate {
+
+namespace {
+
+// --transport=auto: the transport for opt->host, and why (empty when the
+// transport was named).
+absl::StatusOr<std::string> ChooseFor(SessionOptions* opt) {
+  if (!AutoTransport()) return std::string();
+  return cli::ChooseTransportFor(opt->host, "ramferry-migrate", opt);
+}
+
+// What the source migrates and what writes it: its own memory under
+// memload, or the memory another process exported (--attach).
+struct SourceMemory {
+  std::unique_ptr<RegionMemory> own;
+  std::unique_ptr<AttachedWorkload> attached;
+  std::vector<Region> regions;  // memload's: one
+  std::unique_ptr<DirtyTracker> tracker;
+  std::unique_ptr<Memload> memload;
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const Region& r : regions) b += r.length;
+    return b;
+  }
+  Workload* workload = nullptr;
+  std::string untracked_writers;  // see RunDescription
+};
+
+// A --region-file that other processes map: refused (ABORTED, exit 2)
+// unless --allow-foreign-writers; then who maps it, for the report.
+absl::StatusOr<std::string> CheckForeignWriters(const std::string& file) {
+  absl::StatusOr<std::vector<FileMapper>> others = OtherProcessesMapping(file);
+  if (!others.ok()) return others.status();
+  if (others->empty()) return std::string();
+  const std::string who = DescribeMappers(*others);
+  if (!absl::GetFlag(FLAGS_allow_foreign_writers)) {
+    return absl::AbortedError(absl::StrFormat(
+        "refusing to start: other processes map %s (%s). Their writes would "
+        "be invisible to the dirty tracking (userfaultfd write-protection "
+        "is per address space), so the destination would not match. Stop "
+        "them, have the writer export its memory (--attach), or pass "
+        "--allow-foreign-writers if they do not write.",
+        file, who));
+  }
+  std::fprintf(stderr,
+               "ramferry-migrate: WARNING: other processes map %s (%s); "
+               "their writes are not tracked, only verification checks "
+               "them\n",
+               file.c_str(), who.c_str());
+  return who;
+}
+
+absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
+  absl::Time prepare_start = absl::Now();
+  SourceMemory src;
+  const std::string file = absl::GetFlag(FLAGS_region_file);
+  if (!file.empty()) {
+    absl::StatusOr<std::string> who = CheckForeignWriters(file);
+    if (!who.ok()) return who.status();
+    src.untracked_writers = *who;
+  }
+  absl::StatusOr<std::unique_ptr<RegionMemory>> m =
+      file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes[0])
+                   : RegionMemory::OpenFile(file);
+  if (!m.ok()) {
+    return absl::InvalidArgumentError(m.status().message());
+  }
+  src.own = std::move(*m);
+  // memload's one-time fill (a file keeps the content it has).
+  if (!src.own->file_backed()) {
+    *prepare += absl::Now() - prepare_start;
+    absl::StatusOr<MemoryImage> image =
+        MemoryImage::Parse(absl::GetFlag(FLAGS_image));
+    if (!image.ok()) {
+      return absl::InvalidArgumentError(image.status().message());
+    }
+    FillImage(src.own->data(),
+              PlanImage(src.own->size() / kPageSize, *image,
+                        absl::GetFlag(FLAGS_seed)),
+              absl::GetFlag(FLAGS_seed));
+    prepare_start = absl::Now();
+  }
+  src.regions = {
+      Region{1, RegionName(0), src.own->data(), src.own->size(), kPageSize}};
+  // A file's pages go through it, not through this mapping
+  // (engine/region_file.h).
+  src.regions[0].fd = src.own->fd();
+  const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
+  if (tracking == "uffd") {
+    absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
+        MakeUffdWpTracker(src.own->data(), src.own->size());
+    if (!t.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dirty tracking: ", t.status().message()));
+    }
+    src.tracker = std::move(*t);
+  } else if (tracking == "bitmap") {
+    src.tracker = MakeBitmapTracker(src.regions[0].page_count());
+  } else {
+    return absl::InvalidArgumentError(
+        "--dirty-tracking must be uffd or bitmap");
+  }
+  Memload::Options lo;
+  lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / kPageSize;
+  lo.pages_per_second = DirtyPagesPerSecond(src.own->file_backed());
+  lo.writers = absl::GetFlag(FLAGS_writers);
+  lo.seed = absl::GetFlag(FLAGS_seed);
+  src.memload = std::make_unique<Memload>(
+      src.own->data(), src.regions[0].page_count(), lo, src.tracker.get());
+  src.memload->Start();
+  src.workload = src.memload.get();
+  *prepare += absl::Now() - prepare_start;
+  return src;
+}
+
+// --attach: the exported memory, its writes and its pauses are the other
+// process's; nothing here writes.
+absl::StatusOr<SourceMemory> AttachedSourceMemory(absl::Duration* prepare) {
+  const absl::Time prepare_start = absl::Now();
+  SourceMemory src;
+  absl::StatusOr<std::unique_ptr<AttachedWorkload>> a =
+      AttachedWorkload::Attach(absl::GetFlag(FLAGS_attach),
+                               absl::GetFlag(FLAGS_connect_timeout),
+                               absl::GetFlag(FLAGS_attach_pause_timeout));
+  if (!a.ok()) return a.status();
+  src.attached = std::move(*a);
+  src.regions = src.attached->regions(RegionName);
+  src.tracker = src.attached->MakeTracker();
+  src.workload = src.attached.get();
+  *prepare += absl::Now() - prepare_start;
+  return src;
+}
+
+}  // namespace
+
+int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
+                  const cli::LinkTestbed* links) {
+  absl::StatusOr<std::string> transport_reason = ChooseFor(&opt);
+  if (!transport_reason.ok()) {
+    return Usage(std::string(transport_reason.status().message()));
+  }
+  // Mapping the memory and arming the dirty tracking are part of the
+  // migration's cost (a file's pages are mapped in here); the one-time
+  // random fill of anonymous memory is the workload's, not the migration's.
+  absl::Duration prepare;
+  absl::StatusOr<SourceMemory> src = absl::GetFlag(FLAGS_attach).empty()
+                                         ? OwnSourceMemory(&prepare)
+                                         : AttachedSourceMemory(&prepare);
+  if (!src.ok()) {
+    if (absl::IsInvalidArgument(src.status())) {
+      return Usage(std::string(src.status().message()));
+    }
+    std::fprintf(stderr, "ramferry-migrate: %s\n",
+                 std::string(src.status().message()).c_str());
+    return absl::IsAborted(src.status()) ? 2 : 1;
+  }
+  if (absl::Status s = CheckPinningLimits(opt, kPageSize, src->bytes());
+      !s.ok()) {
+    std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
+                 std::string(s.message()).c_str());
+    return 1;
+  }
+  const absl::Time prepare_start = absl::Now();
+
+  absl::StatusOr<ConvergenceConfig> convergence = Convergence();
+  if (!convergence.ok()) {
+    return Usage(std::string(convergence.status().message()));
+  }
+  PrecopyConfig config;
+  config.session = opt;
+  config.convergence = *convergence;
+  config.verify = absl::GetFlag(FLAGS_verify) != "off";
+  config.postcopy = PostcopyFlag();
+  config.on_timeout = TimeoutActionFlag().value_or(TimeoutAction::kCancel);
+  config.resume_timeout = opt.postcopy_resume_timeout;
+  config.progress = !absl::GetFlag(FLAGS_json);
+  // Nobody else maps the memory (an attached workload's memfd can be
+  // written past its pause), so the pause stops every writer; and with no
+  // writer running, it does not change at all.
+  config.pause_freezes =
+      src->attached == nullptr && src->untracked_writers.empty();
+  config.memory_frozen = config.pause_freezes && !src->workload->running();
+  prepare += absl::Now() - prepare_start;
+  PrecopyReport r =
+      RunPrecopy(config, src->regions, *src->tracker, *src->workload);
+  r.prepare_s = absl::ToDoubleSeconds(prepare);
+  RunDescription run = Describe(opt, src->bytes(), src->tracker->name());
+  run.untracked_writers = src->untracked_writers;
+  if (src->attached != nullptr) {
+    run.region = src->attached->Describe();
+    run.attached = run.region;
+    run.pause_method = src->attached->pause_method();
+    run.pause_note = src->attached->pause_note();
+    run.image = "the workload's";
+    run.dirty_set_bytes = 0;
+    run.dirty_rate_bytes_per_s = 0;
+    run.writers = 0;
+  }
+  run.transport_reason = *transport_reason;
+  for (size_t i = 0; links != nullptr && i < links->links(); ++i) {
+    run.link_rates.emplace_back(links->destination_address(i), links->rate(i));
+  }
+  const PeerReport peer = fetch_peer ? fetch_peer() : PeerReport{};
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", SourceJson(run, r, peer.json).c_str());
+  } else {
+    std::printf("%s%s", SourceTable(run, r).c_str(), peer.table.c_str());
+  }
+  return r.status.ok() && (r.verified || !config.verify) ? 0 : 1;
+}
+
+}  // namespace ramferry::migrate
