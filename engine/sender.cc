@@ -70,7 +70,7 @@ absl::Status SenderImpl::FinalStatus() {
 
 absl::Status SenderImpl::Barrier(CommandType type, uint64_t round) {
   for (size_t i = 0; i < channels_.size(); ++i) {
-    if (lost_[i]) continue;
+    if (losses_.lost(i)) continue;
     ChannelSender& c = *channels_[i];
     const uint32_t seq = c.ring().PushBarrier(type, round);
     // Aborted: the session failed, or (surviving losses) this channel
@@ -90,7 +90,7 @@ absl::Status SenderImpl::Barrier(CommandType type, uint64_t round) {
 absl::Status SenderImpl::AwaitRings() {
   while (true) {
     for (size_t i = 0; i < channels_.size(); ++i) {
-      if (lost_[i] || last_seq_[i] == 0) continue;
+      if (last_seq_[i] == 0 || losses_.lost(i)) continue;
       if (!channels_[i]->ring().WaitBarrier(last_seq_[i])) {
         if (!survive_ || failure_.failed()) return FinalStatus();
         // The channel died: a ChannelSender queues its loss before it
@@ -98,7 +98,7 @@ absl::Status SenderImpl::AwaitRings() {
       }
     }
     if (failure_.failed()) return FinalStatus();
-    if (!survive_ || !LossPending()) return absl::OkStatus();
+    if (!survive_ || !losses_.pending()) return absl::OkStatus();
     if (absl::Status s = HandleLosses(); !s.ok()) return s;
   }
 }
@@ -163,9 +163,7 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
   const absl::Time deadline = absl::Now() + options_.round_timeout;
   while (true) {
     if (absl::Status s = AwaitControl(
-            [&] {
-              return confirmed_rounds_ > round || !pending_losses_.empty();
-            },
+            [&] { return confirmed_rounds_ > round || losses_.pending(); },
             std::max(deadline - absl::Now(), absl::ZeroDuration()),
             absl::StrFormat("round %d", round));
         !s.ok()) {
@@ -306,13 +304,7 @@ absl::Status SenderImpl::Finish() {
   control_thread_.join();
   // Channels that died after their FINISH barrier: every round was
   // confirmed, so nothing was missing; they are still reported.
-  std::unique_lock<std::mutex> lock(mu_);
-  for (auto& [channel, cause] : pending_losses_) {
-    if (lost_[channel]) continue;
-    lost_[channel] = true;
-    losses_.push_back({channel, next_round_, std::string(cause.message())});
-  }
-  pending_losses_.clear();
+  losses_.RecordUndeclared(next_round_);
   return absl::OkStatus();
 }
 
@@ -332,12 +324,12 @@ SessionStats SenderImpl::stats() const {
     s.channels.back().endpoint = endpoints_[i];
   }
   s.rounds = confirmed_rounds();
-  std::unique_lock<std::mutex> lock(mu_);
-  s.channels_lost = losses_;
-  for (const ChannelLoss& l : losses_) {
+  s.channels_lost = losses_.reports();
+  for (const ChannelLoss& l : s.channels_lost) {
     if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
-  s.resent_pages = resent_pages_;
+  s.resent_pages = losses_.resent_pages();
+  std::unique_lock<std::mutex> lock(mu_);
   if (postcopy_armed_) {
     s.postcopy = postcopy_.Stats();
     s.postcopy.started = true;

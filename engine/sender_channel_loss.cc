@@ -15,9 +15,9 @@ using engine::ChannelSender;
 using engine::CommandType;
 
 void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
+  losses_.Report(channel, cause);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    pending_losses_.emplace_back(channel, cause);
     cv_.notify_all();
   }
   // Queued first: a producer woken by the abort finds the loss. The
@@ -29,26 +29,14 @@ void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
   c.transport().Shutdown();
 }
 
-bool SenderImpl::LossPending() {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !pending_losses_.empty();
-}
-
 absl::Status SenderImpl::HandleLosses() {
-  while (true) {
-    std::pair<uint32_t, absl::Status> loss;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (pending_losses_.empty()) return absl::OkStatus();
-      loss = std::move(pending_losses_.front());
-      pending_losses_.pop_front();
-    }
-    // Both ends may see the same death; the first word counts.
-    if (lost_[loss.first]) continue;
-    if (absl::Status s = DeclareGone(loss.first, loss.second); !s.ok()) {
+  while (std::optional<std::pair<uint32_t, absl::Status>> loss =
+             losses_.TakeNext()) {
+    if (absl::Status s = DeclareGone(loss->first, loss->second); !s.ok()) {
       return s;
     }
   }
+  return absl::OkStatus();
 }
 
 // Why re-sending is enough for the destination to end each round
@@ -74,20 +62,17 @@ absl::Status SenderImpl::HandleLosses() {
 //    confirms still equal the pages scheduled.
 absl::Status SenderImpl::DeclareGone(uint32_t channel,
                                      const absl::Status& cause) {
-  lost_[channel] = true;
   ChannelSender& dead = *channels_[channel];
   dead.ring().Abort();
   dead.transport().Shutdown();
   dead.Join();
   uint64_t declared;
-  std::string losses;
   {
     std::unique_lock<std::mutex> lock(mu_);
     declared = confirmed_rounds_;
-    losses_.push_back({channel, declared, std::string(cause.message())});
-    losses = DescribeChannelLosses(losses_);
   }
-  if (std::count(lost_.begin(), lost_.end(), false) == 0) {
+  const std::string losses = losses_.Declare(channel, declared, cause);
+  if (losses_.live() == 0) {
     failure_.Fail(absl::UnavailableError(
         absl::StrFormat("all %d channels lost: %s", channels_.size(), losses)));
     return FinalStatus();
@@ -111,21 +96,16 @@ absl::StatusOr<uint64_t> SenderImpl::AgreeGone(uint32_t channel,
     return FinalStatus();
   }
   if (absl::Status s = AwaitControl(
-          [&] { return gone_acks_.contains(channel); }, options_.stall_timeout,
+          [&] { return losses_.acknowledged(channel).has_value(); },
+          options_.stall_timeout,
           absl::StrFormat("declaring channel %d gone", channel));
       !s.ok()) {
     return s;
   }
-  uint64_t effective;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    effective = gone_acks_[channel];
-    // Reported as the round the session went on without the channel, as
-    // the destination reports it.
-    for (ChannelLoss& l : losses_) {
-      if (l.channel == channel) l.round = effective;
-    }
-  }
+  const uint64_t effective = *losses_.acknowledged(channel);
+  // Reported as the round the session went on without the channel, as the
+  // destination reports it.
+  losses_.Settle(channel, effective);
   if (effective != declared && effective != declared + 1) {
     failure_.Fail(absl::InvalidArgumentError(absl::StrFormat(
         "destination put channel %d gone as of round %d; it was declared "
@@ -147,8 +127,7 @@ absl::Status SenderImpl::ResendShare(uint32_t channel, uint64_t effective) {
       // last of them ends the session.
       if (failure_.failed()) return FinalStatus();
     } else {
-      std::unique_lock<std::mutex> lock(mu_);
-      resent_pages_ += again->pages;
+      losses_.AddResent(again->pages);
     }
   }
   ledger_->Clear(channel);
@@ -156,7 +135,7 @@ absl::Status SenderImpl::ResendShare(uint32_t channel, uint64_t effective) {
   // live channel (none comes after FINISH: no round follows).
   if (!finishing_) {
     for (size_t i = 0; i < channels_.size(); ++i) {
-      if (lost_[i]) continue;
+      if (losses_.lost(i)) continue;
       if (uint32_t seq =
               channels_[i]->ring().PushBarrier(CommandType::kSync, effective);
           seq != 0) {

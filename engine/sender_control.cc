@@ -155,13 +155,14 @@ absl::Status SenderImpl::OnChannelGoneAck(absl::Span<const uint8_t> payload) {
   absl::StatusOr<proto::ChannelGoneAck> a =
       proto::DecodeChannelGoneAck(payload);
   if (!a.ok()) return a.status();
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!survive_ || a->channel >= channels_.size() ||
-      gone_acks_.contains(a->channel)) {
+  if (!survive_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "unexpected CHANNEL_GONE_ACK for channel %d", a->channel));
   }
-  gone_acks_[a->channel] = a->round;
+  if (absl::Status s = losses_.Acknowledge(a->channel, a->round); !s.ok()) {
+    return s;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
   cv_.notify_all();
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "channels/transport.h"
+#include "engine/channel_losses.h"
 #include "engine/channel_sender.h"
 #include "engine/command_ring.h"
 #include "engine/control.h"
@@ -159,7 +160,6 @@ class SenderImpl {
   // A channel died: from its own thread (a send failed) or the control
   // thread (the destination's CHANNEL_LOST). Queues it and stops the channel.
   void OnChannelLoss(uint32_t channel, const absl::Status& cause);
-  bool LossPending();
   // Declares every queued loss (DeclareGone), in order.
   absl::Status HandleLosses();
   // Stops channel `channel` here, tells the destination it is gone, and
@@ -230,6 +230,8 @@ class SenderImpl {
   bool survive_ = false;
   // Caller thread only.
   std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
+  // The channels lost, declared and acknowledged (survive_ only).
+  engine::ChannelLosses losses_;
   // VerifyMode::kSent: what each page's last send carried.
   std::unique_ptr<engine::DigestTable> sent_digests_;
   // NoteMemoryFrozen was called; read by the channel threads per packet.
@@ -241,7 +243,6 @@ class SenderImpl {
   mutable engine::RateLimiter limiter_{options_.max_bandwidth};
   // This side's memory, being hashed since StartVerify (kFull, kReread).
   std::unique_ptr<engine::BackgroundDigests> local_digests_;
-  std::vector<bool> lost_;          // per channel, declared gone
   std::vector<uint32_t> last_seq_;  // per channel: last barrier pushed, or 0
   std::optional<uint64_t> open_round_;  // the round SendRound is sending
   bool finishing_ = false;
@@ -277,11 +278,6 @@ class SenderImpl {
   bool control_closed_ = false;
   std::optional<absl::Status> peer_error_;
   std::deque<proto::VerifyResult> verify_results_;
-  // Channels that died and were not declared gone yet, with the cause.
-  std::deque<std::pair<uint32_t, absl::Status>> pending_losses_;
-  std::map<uint32_t, uint64_t> gone_acks_;  // channel -> effective round
-  std::vector<ChannelLoss> losses_;
-  uint64_t resent_pages_ = 0;
   std::atomic<uint64_t> confirmed_mirror_{0};
   // Post-copy, guarded by mu_: the destination armed / holds every page.
   bool postcopy_armed_ = false;

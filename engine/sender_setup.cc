@@ -147,7 +147,7 @@ void SenderImpl::StartThreads() {
   if (options_.single_thread) {
     drain = [this](size_t i) { return channels_[i]->DrainInline(); };
   }
-  lost_.assign(channels_.size(), false);
+  losses_.SetChannels(channels_.size());
   last_seq_.assign(channels_.size(), 0);
   if (survive_) {
     ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
