@@ -32,8 +32,8 @@ void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
     c->transport().Shutdown();
   }
   postcopy_.Shutdown();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(events_.mu);
+  events_.cv.notify_all();
 }
 
 absl::Status SenderImpl::FinalStatus() {
@@ -42,7 +42,7 @@ absl::Status SenderImpl::FinalStatus() {
   std::optional<absl::Status> peer;
   uint64_t confirmed;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(events_.mu);
     // Read the destination's last word before closing the control
     // connection: its ERROR (a local echo, such as a reset after the
     // destination refused a packet, is not the cause), or its close once
@@ -52,11 +52,11 @@ absl::Status SenderImpl::FinalStatus() {
     // the destination confirmed. Short unless the destination is stalled.
     const auto until = std::chrono::steady_clock::now() +
                        absl::ToChronoNanoseconds(base::kRootCauseGrace);
-    cv_.wait_until(lock, until, [&] {
-      return local_is_peers || peer_error_ || control_closed_;
+    events_.cv.wait_until(lock, until, [&] {
+      return local_is_peers || events_.peer_error || events_.control_closed;
     });
-    peer = peer_error_;
-    confirmed = confirmed_rounds_;
+    peer = events_.peer_error;
+    confirmed = events_.confirmed_rounds;
   }
   if (control_ != nullptr) control_->Shutdown();
   absl::Status s = local_is_peers ? local
@@ -76,7 +76,7 @@ absl::Status SenderImpl::Barrier(CommandType type, uint64_t round) {
     // Aborted: the session failed, or (surviving losses) this channel
     // died and its loss is queued.
     if (seq == 0) {
-      if (!survive_ || failure_.failed()) return FinalStatus();
+      if (!terms_.survive || failure_.failed()) return FinalStatus();
       continue;
     }
     last_seq_[i] = seq;
@@ -92,13 +92,13 @@ absl::Status SenderImpl::AwaitRings() {
     for (size_t i = 0; i < channels_.size(); ++i) {
       if (last_seq_[i] == 0 || losses_.lost(i)) continue;
       if (!channels_[i]->ring().WaitBarrier(last_seq_[i])) {
-        if (!survive_ || failure_.failed()) return FinalStatus();
+        if (!terms_.survive || failure_.failed()) return FinalStatus();
         // The channel died: a ChannelSender queues its loss before it
         // aborts the ring, so HandleLosses below sees it.
       }
     }
     if (failure_.failed()) return FinalStatus();
-    if (!survive_ || !losses_.pending()) return absl::OkStatus();
+    if (!terms_.survive || !losses_.pending()) return absl::OkStatus();
     if (absl::Status s = HandleLosses(); !s.ok()) return s;
   }
 }
@@ -107,8 +107,9 @@ std::vector<std::vector<proto::ZeroRange>> SenderImpl::UntouchedRanges(
     uint64_t round) {
   // Post-copy pushes its pages in rounds numbered from wherever pre-copy
   // stopped: a round 0 there carries only its chunk, not the regions.
-  if (round != 0 || !options_.skip_untouched || survive_ ||
-      postcopy_.started() || (capabilities_ & proto::kFeatureZeroPages) == 0 ||
+  if (round != 0 || !options_.skip_untouched || terms_.survive ||
+      postcopy_.started() ||
+      (terms_.features & proto::kFeatureZeroPages) == 0 ||
       options_.packet_pages < 2) {
     return {};
   }
@@ -142,7 +143,7 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
     absl::Span<DirtyBitmap* const> dirty) {
   const absl::Time start = absl::Now();
   const uint64_t round = next_round_;
-  if (survive_) {
+  if (terms_.survive) {
     ledger_->ClearAll();
     open_round_ = round;
     // Losses since the last round: their extra SYNCs belong to this one.
@@ -152,7 +153,7 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
       scheduler_->ScheduleRound(dirty, round, UntouchedRanges(round));
   if (!sent.ok()) {
     if (failure_.failed()) return FinalStatus();
-    if (absl::IsAborted(sent.status()) && survive_) {
+    if (absl::IsAborted(sent.status()) && terms_.survive) {
       // Every channel died while scheduling: declaring them ends it.
       if (absl::Status s = HandleLosses(); !s.ok()) return s;
       return FinalStatus();
@@ -163,15 +164,17 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
   const absl::Time deadline = absl::Now() + options_.round_timeout;
   while (true) {
     if (absl::Status s = AwaitControl(
-            [&] { return confirmed_rounds_ > round || losses_.pending(); },
+            [&] {
+              return events_.confirmed_rounds > round || losses_.pending();
+            },
             std::max(deadline - absl::Now(), absl::ZeroDuration()),
             absl::StrFormat("round %d", round));
         !s.ok()) {
       return s;
     }
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (confirmed_rounds_ > round) break;
+      std::unique_lock<std::mutex> lock(events_.mu);
+      if (events_.confirmed_rounds > round) break;
     }
     // A channel died before the destination confirmed the round.
     if (absl::Status s = HandleLosses(); !s.ok()) return s;
@@ -186,13 +189,13 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
 absl::Status SenderImpl::CheckApplied(uint64_t round, uint64_t sent_pages) {
   uint64_t applied;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (confirmed_pages_.empty()) {
+    std::unique_lock<std::mutex> lock(events_.mu);
+    if (events_.confirmed_pages.empty()) {
       return absl::InternalError(
           absl::StrFormat("round %d confirmed without a page count", round));
     }
-    applied = confirmed_pages_.front();
-    confirmed_pages_.pop_front();
+    applied = events_.confirmed_pages.front();
+    events_.confirmed_pages.pop_front();
   }
   if (applied != sent_pages) {
     failure_.Fail(absl::DataLossError(absl::StrFormat(
@@ -217,7 +220,7 @@ absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
   // queue pair.
   // Each round started so is confirmed already: its result waits in
   // started_ for its AwaitRound, in order.
-  if (survive_ || Has(channels::kCapRemotePlacement)) {
+  if (terms_.survive || Has(channels::kCapRemotePlacement)) {
     absl::StatusOr<RoundResult> r = RunRound(dirty);
     if (!r.ok()) return r.status();
     started_.push_back({r->round, r->pages, r->bytes, absl::Now(), *r});
@@ -254,9 +257,9 @@ absl::StatusOr<RoundResult> SenderImpl::AwaitRound() {
   const StartedRound r = started_.front();
   started_.pop_front();
   if (r.done.has_value()) return *r.done;
-  if (absl::Status s = AwaitControl([&] { return confirmed_rounds_ > r.round; },
-                                    options_.round_timeout,
-                                    absl::StrFormat("round %d", r.round));
+  if (absl::Status s = AwaitControl(
+          [&] { return events_.confirmed_rounds > r.round; },
+          options_.round_timeout, absl::StrFormat("round %d", r.round));
       !s.ok()) {
     return s;
   }
@@ -278,7 +281,7 @@ absl::Status SenderImpl::Finish() {
   if (failure_.failed()) return FinalStatus();
   if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
   finishing_ = true;
-  if (survive_) {
+  if (terms_.survive) {
     if (absl::Status s = HandleLosses(); !s.ok()) return s;
   }
   if (absl::Status s = Barrier(CommandType::kFinish, next_round_); !s.ok()) {
@@ -292,7 +295,7 @@ absl::Status SenderImpl::Finish() {
     failure_.Fail(s);
     return OutcomeUnknown(FinalStatus());
   }
-  if (absl::Status s = AwaitControl([&] { return finish_acked_; },
+  if (absl::Status s = AwaitControl([&] { return events_.finish_acked; },
                                     options_.round_timeout, "finish");
       !s.ok()) {
     return OutcomeUnknown(s);
@@ -321,7 +324,7 @@ SessionStats SenderImpl::stats() const {
   for (size_t i = 0; i < channels_.size(); ++i) {
     s.channels.emplace_back();
     channels_[i]->ExportStats(&s.channels.back());
-    s.channels.back().endpoint = endpoints_[i];
+    s.channels.back().endpoint = terms_.endpoints[i];
   }
   s.rounds = confirmed_rounds();
   s.channels_lost = losses_.reports();
@@ -329,8 +332,8 @@ SessionStats SenderImpl::stats() const {
     if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
   s.resent_pages = losses_.resent_pages();
-  std::unique_lock<std::mutex> lock(mu_);
-  if (postcopy_armed_) {
+  std::unique_lock<std::mutex> lock(events_.mu);
+  if (events_.postcopy_armed) {
     s.postcopy = postcopy_.Stats();
     s.postcopy.started = true;
   }

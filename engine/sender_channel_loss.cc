@@ -17,8 +17,8 @@ using engine::CommandType;
 void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
   losses_.Report(channel, cause);
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.notify_all();
+    std::unique_lock<std::mutex> lock(events_.mu);
+    events_.cv.notify_all();
   }
   // Queued first: a producer woken by the abort finds the loss. The
   // channel stops now, not when the caller thread gets to it: when only
@@ -68,8 +68,8 @@ absl::Status SenderImpl::DeclareGone(uint32_t channel,
   dead.Join();
   uint64_t declared;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    declared = confirmed_rounds_;
+    std::unique_lock<std::mutex> lock(events_.mu);
+    declared = events_.confirmed_rounds;
   }
   const std::string losses = losses_.Declare(channel, declared, cause);
   if (losses_.live() == 0) {

@@ -41,19 +41,19 @@ void SenderImpl::ControlLoop() {
 void SenderImpl::OnControlClosed(const absl::Status& cause) {
   bool expected;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    expected = finish_acked_;
+    std::unique_lock<std::mutex> lock(events_.mu);
+    expected = events_.finish_acked;
   }
-  // Recorded before control_closed_ wakes a waiting caller, so the
+  // Recorded before events_.control_closed wakes a waiting caller, so the
   // caller reports this cause rather than a bare "control connection
   // closed" of its own.
   if (!expected) {
     failure_.Fail(absl::UnavailableError(absl::StrCat(
         "lost the control connection to the destination: ", cause.message())));
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  control_closed_ = true;
-  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(events_.mu);
+  events_.control_closed = true;
+  events_.cv.notify_all();
 }
 
 absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
@@ -77,16 +77,17 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       if (absl::Status s = proto::DecodeEmpty(m.type, m.payload); !s.ok()) {
         return s;
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      if (m.type == proto::ControlType::kPostcopyArmed ? !postcopy_.may_arm()
-                                                       : !postcopy_armed_) {
+      std::unique_lock<std::mutex> lock(events_.mu);
+      if (m.type == proto::ControlType::kPostcopyArmed
+              ? !postcopy_.may_arm()
+              : !events_.postcopy_armed) {
         return absl::InvalidArgumentError(absl::StrCat(
             proto::ControlTypeName(m.type), " out of turn (no switch yet)"));
       }
-      (m.type == proto::ControlType::kPostcopyArmed ? postcopy_armed_
-                                                    : postcopy_complete_) =
-          true;
-      cv_.notify_all();
+      (m.type == proto::ControlType::kPostcopyArmed
+           ? events_.postcopy_armed
+           : events_.postcopy_complete) = true;
+      events_.cv.notify_all();
       return absl::OkStatus();
     }
     case proto::ControlType::kPageRequest:
@@ -103,33 +104,34 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
 absl::Status SenderImpl::OnRoundDone(absl::Span<const uint8_t> payload) {
   absl::StatusOr<proto::RoundDone> d = proto::DecodeRoundDone(payload);
   if (!d.ok()) return d.status();
-  std::unique_lock<std::mutex> lock(mu_);
-  if (d->round != confirmed_rounds_) {
+  std::unique_lock<std::mutex> lock(events_.mu);
+  if (d->round != events_.confirmed_rounds) {
     return absl::InvalidArgumentError(
         absl::StrFormat("destination confirmed round %d; round %d was next",
-                        d->round, confirmed_rounds_));
+                        d->round, events_.confirmed_rounds));
   }
-  confirmed_rounds_ = d->round + 1;
-  confirmed_pages_.push_back(d->pages);
-  confirmed_mirror_.store(confirmed_rounds_, std::memory_order_release);
-  cv_.notify_all();
+  events_.confirmed_rounds = d->round + 1;
+  events_.confirmed_pages.push_back(d->pages);
+  events_.confirmed_mirror.store(events_.confirmed_rounds,
+                                 std::memory_order_release);
+  events_.cv.notify_all();
   return absl::OkStatus();
 }
 
 absl::Status SenderImpl::OnFinishAck(const ControlChannel::Message& m) {
   absl::Status bad = proto::DecodeEmpty(m.type, m.payload);
-  std::unique_lock<std::mutex> lock(mu_);
-  finish_acked_ = true;
-  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(events_.mu);
+  events_.finish_acked = true;
+  events_.cv.notify_all();
   return bad;
 }
 
 absl::Status SenderImpl::OnVerifyResult(absl::Span<const uint8_t> payload) {
   absl::StatusOr<proto::VerifyResult> v = proto::DecodeVerifyResult(payload);
   if (!v.ok()) return v.status();
-  std::unique_lock<std::mutex> lock(mu_);
-  verify_results_.push_back(std::move(*v));
-  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(events_.mu);
+  events_.verify_results.push_back(std::move(*v));
+  events_.cv.notify_all();
   return absl::OkStatus();
 }
 
@@ -137,10 +139,10 @@ absl::Status SenderImpl::OnChannelLost(const ControlChannel::Message& m) {
   absl::StatusOr<proto::ChannelLoss> l =
       proto::DecodeChannelLoss(m.type, m.payload);
   if (!l.ok()) return l.status();
-  if (!survive_ || l->channel >= channels_.size()) {
+  if (!terms_.survive || l->channel >= channels_.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "CHANNEL_LOST for channel %d (%d channels%s)", l->channel,
-        channels_.size(), survive_ ? "" : ", not surviving losses"));
+        channels_.size(), terms_.survive ? "" : ", not surviving losses"));
   }
   absl::Status cause = proto::ChannelLossStatus(*l);
   OnChannelLoss(
@@ -155,15 +157,15 @@ absl::Status SenderImpl::OnChannelGoneAck(absl::Span<const uint8_t> payload) {
   absl::StatusOr<proto::ChannelGoneAck> a =
       proto::DecodeChannelGoneAck(payload);
   if (!a.ok()) return a.status();
-  if (!survive_) {
+  if (!terms_.survive) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "unexpected CHANNEL_GONE_ACK for channel %d", a->channel));
   }
   if (absl::Status s = losses_.Acknowledge(a->channel, a->round); !s.ok()) {
     return s;
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(events_.mu);
+  events_.cv.notify_all();
   return absl::OkStatus();
 }
 
@@ -178,9 +180,9 @@ absl::Status SenderImpl::OnPeerError(absl::Span<const uint8_t> payload) {
                        : absl::StrFormat(" (channel %d)", e->channel),
                    ": ", e->text)));
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    peer_error_ = peer;
-    cv_.notify_all();
+    std::unique_lock<std::mutex> lock(events_.mu);
+    events_.peer_error = peer;
+    events_.cv.notify_all();
   }
   failure_.Fail(peer, engine::Origin::kPeer);
   return absl::OkStatus();

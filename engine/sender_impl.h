@@ -92,9 +92,9 @@ class SenderImpl {
     limiter_.SetRate(bytes_per_second);
   }
   SessionStats stats() const;
-  std::vector<std::string> warnings() const { return warnings_; }
+  std::vector<std::string> warnings() const { return terms_.warnings; }
   uint64_t confirmed_rounds() const {
-    return confirmed_mirror_.load(std::memory_order_acquire);
+    return events_.confirmed_mirror.load(std::memory_order_acquire);
   }
   bool finish_sent() const {
     return finish_sent_.load(std::memory_order_acquire);
@@ -126,7 +126,7 @@ class SenderImpl {
       const proto::Hello& hello, const Endpoint& endpoint,
       const channels::TransportOptions& topts, absl::Time deadline);
   bool Has(uint32_t capability) const {
-    return (transport_caps_ & capability) != 0;
+    return (terms_.transport_caps & capability) != 0;
   }
   // ---- the control thread (sender_control.cc) ----
   void ControlLoop();
@@ -155,7 +155,7 @@ class SenderImpl {
   // Awaits every round StartRound left in flight (Verify, Finish).
   absl::Status AwaitStartedRounds();
 
-  // ---- surviving channel loss (survive_ only; caller thread;
+  // ---- surviving channel loss (terms_.survive; caller thread;
   // sender_channel_loss.cc) ----
   // A channel died: from its own thread (a send failed) or the control
   // thread (the destination's CHANNEL_LOST). Queues it and stops the channel.
@@ -200,7 +200,7 @@ class SenderImpl {
   // The first round's ranges that need not be read or sent (one list per
   // region; none where skip_untouched does not apply).
   std::vector<std::vector<proto::ZeroRange>> UntouchedRanges(uint64_t round);
-  // Waits (for at most `timeout`) until `ready()` holds under mu_, the
+  // Waits (for at most `timeout`) until `ready()` holds under events_.mu, the
   // session fails, or the control connection closes.
   template <typename Pred>
   absl::Status AwaitControl(Pred ready, absl::Duration timeout,
@@ -209,28 +209,37 @@ class SenderImpl {
   const SessionOptions options_;
   const absl::Span<const Region> regions_;
   engine::SessionFailure failure_;
-  proto::SessionId session_;
-  uint64_t capabilities_ = 0;  // negotiated session features (proto::kCap*)
-  // What the transport promises (channels::kCap*), and the kind its
-  // channels run (options_.transport, or its fallback).
-  uint32_t transport_caps_ = 0;
-  TransportKind channel_kind_ = TransportKind::kTcp;
-  // What guards the stream after each handshake (options_.protect,
-  // resolved for the transport).
-  proto::SealMode seal_ = proto::SealMode::kNone;
+  // What set-up settles (ResumeFrom before it): written before any thread
+  // of the session starts, read-only after, so every thread reads it
+  // without a lock.
+  struct Terms {
+    proto::SessionId session;
+    // A resumed session (ResumeFrom): the session it resumes.
+    bool resume = false;
+    proto::SessionId resumed_session;
+    uint64_t features = 0;  // negotiated session features (proto::kCap*)
+    // What the transport promises (channels::kCap*), and the kind its
+    // channels run (options_.transport, or its fallback).
+    uint32_t transport_caps = 0;
+    TransportKind channel_kind = TransportKind::kTcp;
+    // What guards the stream after each handshake (options_.protect,
+    // resolved for the transport).
+    proto::SealMode seal = proto::SealMode::kNone;
+    // Surviving channel loss: both ends agreed to it.
+    bool survive = false;
+    // Where each channel went (engine::EndpointName), by channel.
+    std::vector<std::string> endpoints;
+    std::vector<std::string> warnings;
+  };
+  Terms terms_;
   std::unique_ptr<engine::ControlChannel> control_;
   std::vector<std::unique_ptr<engine::ChannelSender>> channels_;
-  // Where each channel went (engine::EndpointName), by channel; set up
-  // before the threads start, read-only after.
-  std::vector<std::string> endpoints_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::thread control_thread_;
   std::unique_ptr<engine::HeartbeatSender> heartbeat_;
-  // Surviving channel loss: both ends agreed to it (set during Setup).
-  bool survive_ = false;
   // Caller thread only.
-  std::unique_ptr<engine::SentLedger> ledger_;  // survive_ only
-  // The channels lost, declared and acknowledged (survive_ only).
+  std::unique_ptr<engine::SentLedger> ledger_;  // terms_.survive
+  // The channels lost, declared and acknowledged (terms_.survive only).
   engine::ChannelLosses losses_;
   // VerifyMode::kSent: what each page's last send carried.
   std::unique_ptr<engine::DigestTable> sent_digests_;
@@ -246,8 +255,7 @@ class SenderImpl {
   std::vector<uint32_t> last_seq_;  // per channel: last barrier pushed, or 0
   std::optional<uint64_t> open_round_;  // the round SendRound is sending
   bool finishing_ = false;
-  std::vector<std::string> warnings_;  // written during Setup only
-  uint64_t next_round_ = 0;            // caller thread only
+  uint64_t next_round_ = 0;  // caller thread only
   // StartRound's rounds not yet awaited, oldest first (caller thread);
   // in survive mode StartRound completes a round at once and keeps its
   // result here.
@@ -262,26 +270,29 @@ class SenderImpl {
   std::atomic<bool> finish_sent_{false};
   // Post-copy's source half: the sets, the urgent thread, the counters.
   engine::PostcopySource postcopy_{regions_};
-  // A resumed session (ResumeFrom): the session it resumes.
-  bool resume_ = false;
-  proto::SessionId resume_session_;
 
-  // Events from the control thread.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // Guarded by mu_.
-  uint64_t confirmed_rounds_ = 0;
-  // Pages the destination applied in each confirmed round not yet
-  // checked against what was sent, oldest first.
-  std::deque<uint64_t> confirmed_pages_;
-  bool finish_acked_ = false;
-  bool control_closed_ = false;
-  std::optional<absl::Status> peer_error_;
-  std::deque<proto::VerifyResult> verify_results_;
-  std::atomic<uint64_t> confirmed_mirror_{0};
-  // Post-copy, guarded by mu_: the destination armed / holds every page.
-  bool postcopy_armed_ = false;
-  bool postcopy_complete_ = false;
+  // What the destination said on the control connection: the control
+  // thread writes it, the caller's thread waits for it (AwaitControl).
+  // Guarded by mu; whatever may end a wait (an event, the session's
+  // failure, a lost channel) notifies cv under mu.
+  struct DestinationEvents {
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    uint64_t confirmed_rounds = 0;
+    // Pages the destination applied in each confirmed round not yet
+    // checked against what was sent, oldest first.
+    std::deque<uint64_t> confirmed_pages;
+    bool finish_acked = false;
+    bool control_closed = false;
+    std::optional<absl::Status> peer_error;
+    std::deque<proto::VerifyResult> verify_results;
+    // Post-copy: the destination armed / holds every page.
+    bool postcopy_armed = false;
+    bool postcopy_complete = false;
+    // confirmed_rounds, for readers that take no lock (release/acquire).
+    std::atomic<uint64_t> confirmed_mirror{0};
+  };
+  DestinationEvents events_;
 };
 
 template <typename Pred>
@@ -291,9 +302,9 @@ absl::Status SenderImpl::AwaitControl(Pred ready, absl::Duration timeout,
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   bool timed_out = false;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    timed_out = !cv_.wait_until(lock, deadline, [&] {
-      return ready() || failure_.failed() || control_closed_;
+    std::unique_lock<std::mutex> lock(events_.mu);
+    timed_out = !events_.cv.wait_until(lock, deadline, [&] {
+      return ready() || failure_.failed() || events_.control_closed;
     });
     if (ready()) return absl::OkStatus();
   }

@@ -41,7 +41,7 @@ absl::Status SenderImpl::OpenUrgent(absl::Time deadline) {
       channels::ExchangeHello(*fd, hello, options_.auth_key, deadline, &keys);
   if (!reply.ok()) return Annotate(reply.status(), "urgent connection");
   if (absl::Status s = engine::SealControl(
-          seal_, options_.auth_key.empty() ? nullptr : &keys,
+          terms_.seal, options_.auth_key.empty() ? nullptr : &keys,
           engine::SealEnd::kSource, *urgent);
       !s.ok()) {
     return Annotate(s, "urgent connection");
@@ -71,7 +71,7 @@ absl::Status SenderImpl::CheckMissingSets(
 absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   if (finished_) return absl::FailedPreconditionError("session is finished");
   if (failure_.failed()) return FinalStatus();
-  if ((capabilities_ & proto::kFeaturePostcopy) == 0) {
+  if ((terms_.features & proto::kFeaturePostcopy) == 0) {
     return absl::FailedPreconditionError(
         "StartPostcopy: the session was opened without postcopy "
         "(SessionOptions::postcopy on both ends)");
@@ -100,15 +100,15 @@ void SenderImpl::StartAnsweringRequests() {
   // ends the thread, not the session.
   postcopy_.StartAnswering([this](const absl::Status& s) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (postcopy_complete_) return;
+      std::unique_lock<std::mutex> lock(events_.mu);
+      if (events_.postcopy_complete) return;
     }
     failure_.Fail(Annotate(s, "urgent connection"));
   });
 }
 
 absl::Status SenderImpl::AwaitArmed(const char* what) {
-  if (absl::Status s = AwaitControl([&] { return postcopy_armed_; },
+  if (absl::Status s = AwaitControl([&] { return events_.postcopy_armed; },
                                     options_.round_timeout, what);
       !s.ok()) {
     return s;
@@ -118,8 +118,8 @@ absl::Status SenderImpl::AwaitArmed(const char* what) {
 }
 
 void SenderImpl::ResumeFrom(const SenderImpl& cut) {
-  resume_ = true;
-  resume_session_ = cut.session_;
+  terms_.resume = true;
+  terms_.resumed_session = cut.terms_.session;
   postcopy_.CarryOver(cut.stats().postcopy);
 }
 
@@ -132,8 +132,8 @@ absl::Status SenderImpl::AwaitResumed() {
 absl::Status SenderImpl::CompletePostcopy() {
   bool armed;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    armed = postcopy_armed_;
+    std::unique_lock<std::mutex> lock(events_.mu);
+    armed = events_.postcopy_armed;
   }
   if (!armed) {
     return absl::FailedPreconditionError(
@@ -158,7 +158,7 @@ absl::Status SenderImpl::CompletePostcopy() {
       if (!r.ok()) return r.status();
     }
   }
-  if (absl::Status s = AwaitControl([&] { return postcopy_complete_; },
+  if (absl::Status s = AwaitControl([&] { return events_.postcopy_complete; },
                                     options_.round_timeout, "post-copy end");
       !s.ok()) {
     return s;

@@ -32,11 +32,12 @@ absl::Status SenderImpl::Setup() {
       channels::ResolveTransport(options_.transport,
                                  options_.fallback_to_tcp_zerocopy);
   if (!resolved.ok()) return resolved.status();
-  channel_kind_ = resolved->kind;
-  if (!resolved->warning.empty()) warnings_.push_back(resolved->warning);
-  transport_caps_ = channels::StaticCapabilities(channel_kind_);
-  seal_ = engine::SealModeFor(options_, transport_caps_);
-  session_ = resume_ ? resume_session_ : engine::NewSessionId();
+  terms_.channel_kind = resolved->kind;
+  if (!resolved->warning.empty()) terms_.warnings.push_back(resolved->warning);
+  terms_.transport_caps = channels::StaticCapabilities(terms_.channel_kind);
+  terms_.seal = engine::SealModeFor(options_, terms_.transport_caps);
+  terms_.session =
+      terms_.resume ? terms_.resumed_session : engine::NewSessionId();
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
       options_.host, options_.port, options_.connect_timeout);
@@ -58,12 +59,12 @@ absl::Status SenderImpl::Setup() {
     frozen_digests_ = std::move(*f);
   }
   if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
-  if ((capabilities_ & proto::kFeaturePostcopyUrgent) != 0) {
+  if ((terms_.features & proto::kFeaturePostcopyUrgent) != 0) {
     if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
   }
   // The destination answers the resumed control Hello with what it still
   // lacks, which the control thread hands to postcopy_.
-  if (resume_) postcopy_.BeginResume();
+  if (terms_.resume) postcopy_.BeginResume();
   StartThreads();
   return absl::OkStatus();
 }
@@ -71,7 +72,7 @@ absl::Status SenderImpl::Setup() {
 absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
   proto::Hello hello;
   hello.role = proto::Role::kControl;
-  hello.session = session_;
+  hello.session = terms_.session;
   hello.channel_count = options_.channels;
   hello.capabilities = OfferedCapabilities();
   hello.max_packet_pages = options_.packet_pages;
@@ -83,39 +84,39 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
   absl::StatusOr<proto::HelloReply> reply =
       channels::ExchangeHello(fd, hello, options_.auth_key, deadline, &keys);
   if (!reply.ok()) return Annotate(reply.status(), "control connection");
-  capabilities_ = reply->capabilities & proto::kKnownFeatures;
+  terms_.features = reply->capabilities & proto::kKnownFeatures;
   // The destination grants the mode asked for or refuses; one that
   // answers otherwise does not seal the way this end will.
   if (absl::StatusOr<proto::SealMode> granted =
-          proto::SealModeOf(capabilities_);
-      !granted.ok() || *granted != seal_) {
+          proto::SealModeOf(terms_.features);
+      !granted.ok() || *granted != terms_.seal) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "control connection: the destination did not grant protect = %s "
         "(an older ramferry?)",
-        proto::SealModeName(seal_)));
+        proto::SealModeName(terms_.seal)));
   }
   if (absl::Status s = engine::SealControl(
-          seal_, options_.auth_key.empty() ? nullptr : &keys,
+          terms_.seal, options_.auth_key.empty() ? nullptr : &keys,
           engine::SealEnd::kSource, *control_);
       !s.ok()) {
     return s;
   }
-  if (resume_ && (capabilities_ & proto::kFeaturePostcopyResume) == 0) {
+  if (terms_.resume && (terms_.features & proto::kFeaturePostcopyResume) == 0) {
     return absl::FailedPreconditionError(
         "post-copy resume: the destination did not take the session back");
   }
-  if (options_.postcopy && (capabilities_ & proto::kFeaturePostcopy) == 0) {
+  if (options_.postcopy && (terms_.features & proto::kFeaturePostcopy) == 0) {
     return absl::FailedPreconditionError(
         "postcopy: the destination does not allow post-copy; give it "
         "postcopy (--postcopy) too, or migrate without it");
   }
   if (options_.survive_channel_loss) {
-    if ((capabilities_ & proto::kFeatureSurviveChannelLoss) == 0) {
+    if ((terms_.features & proto::kFeatureSurviveChannelLoss) == 0) {
       return absl::FailedPreconditionError(
           "survive_channel_loss: the destination cannot survive channel loss "
           "(an older ramferry, or a transport it does not support it on)");
     }
-    survive_ = true;
+    terms_.survive = true;
   }
   return absl::OkStatus();
 }
@@ -149,13 +150,14 @@ void SenderImpl::StartThreads() {
   }
   losses_.SetChannels(channels_.size());
   last_seq_.assign(channels_.size(), 0);
-  if (survive_) {
+  if (terms_.survive) {
     ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
   }
   // A sealed payload may be copied to be sealed: bounded (review A3).
   scheduler_ = std::make_unique<engine::Scheduler>(
       rings, regions_, options_.packet_pages, std::move(drain), ledger_.get(),
-      seal_ != proto::SealMode::kNone ? engine::kMaxStagedPayloadBytes : 0);
+      terms_.seal != proto::SealMode::kNone ? engine::kMaxStagedPayloadBytes
+                                            : 0);
   if (!options_.single_thread) {
     for (auto& c : channels_) c->Start();
   }
@@ -173,11 +175,12 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
   topts.registered_buffers = options_.registered_buffers;
   for (uint32_t i = 0; i < options_.channels; ++i) {
     const Endpoint endpoint = engine::ChannelEndpoint(options_, i);
-    endpoints_.push_back(engine::EndpointName(endpoint.host, endpoint.port));
+    terms_.endpoints.push_back(
+        engine::EndpointName(endpoint.host, endpoint.port));
     const std::string where =
         options_.channel_endpoints.empty()
             ? absl::StrFormat("channel %d", i)
-            : absl::StrFormat("channel %d (to %s)", i, endpoints_.back());
+            : absl::StrFormat("channel %d (to %s)", i, terms_.endpoints.back());
     absl::StatusOr<OpenedChannel> opened =
         OpenChannel(DataHello(i), endpoint, topts, deadline);
     if (!opened.ok()) return Annotate(opened.status(), where);
@@ -189,7 +192,7 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
       }
     }
     ChannelSender::LossHandler on_loss;
-    if (survive_) {
+    if (terms_.survive) {
       on_loss = [this](uint32_t c, const absl::Status& cause) {
         OnChannelLoss(c, cause);
       };
@@ -204,10 +207,10 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
 proto::Hello SenderImpl::DataHello(uint32_t channel) const {
   proto::Hello hello;
   hello.role = proto::Role::kData;
-  hello.session = session_;
+  hello.session = terms_.session;
   hello.channel_index = channel;
   hello.channel_count = options_.channels;
-  hello.capabilities = capabilities_;
+  hello.capabilities = terms_.features;
   hello.max_packet_pages = options_.packet_pages;
   hello.transport = static_cast<uint16_t>(options_.transport);
   if (Has(channels::kCapChunkedRegistration)) {
@@ -221,13 +224,13 @@ ChannelSender::Config SenderImpl::ChannelConfig() const {
   config.ring_entries = options_.ring_entries;
   config.max_pages = options_.packet_pages;
   config.announce_next_header =
-      (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
+      (terms_.features & proto::kFeatureNextHeaderSize) != 0;
   config.sent_digests = sent_digests_.get();
   config.memory_frozen = &memory_frozen_;
   config.frozen_digests = frozen_digests_.get();
   config.limiter = &limiter_;
-  config.zero_pages = (capabilities_ & proto::kFeatureZeroPages) != 0;
-  if ((capabilities_ & proto::kFeatureCompressedPages) != 0) {
+  config.zero_pages = (terms_.features & proto::kFeatureZeroPages) != 0;
+  if ((terms_.features & proto::kFeatureCompressedPages) != 0) {
     config.compression = options_.compression;
     config.compression_level = options_.compression_level;
   }
@@ -247,12 +250,12 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   }
   if (options_.postcopy) {
     caps |= proto::kFeaturePostcopy;
-    if (resume_) caps |= proto::kFeaturePostcopyResume;
+    if (terms_.resume) caps |= proto::kFeaturePostcopyResume;
     if (options_.postcopy_urgent_channel) {
       caps |= proto::kFeaturePostcopyUrgent;
     }
   }
-  caps |= proto::SealFeature(seal_);
+  caps |= proto::SealFeature(terms_.seal);
   if (Has(channels::kCapChunkedRegistration)) {
     if (options_.rdma_pin_all) caps |= proto::kFeatureRdmaPinAll;
     if (options_.rdma_reg_batch) caps |= proto::kFeatureRdmaRegBatch;
@@ -270,15 +273,15 @@ absl::StatusOr<SenderImpl::OpenedChannel> SenderImpl::OpenChannel(
   spec.options = topts;
   spec.auth_key = options_.auth_key;
   spec.deadline = deadline;
-  spec.session_capabilities = capabilities_;
+  spec.session_capabilities = terms_.features;
   spec.chunk_bytes = options_.rdma_chunk_bytes;
   spec.max_inline = options_.rdma_max_inline;
   spec.connect_timeout = options_.handshake_timeout;
   absl::StatusOr<channels::DialedChannel> d =
-      channels::DialChannel(channel_kind_, spec, hello);
+      channels::DialChannel(terms_.channel_kind, spec, hello);
   if (!d.ok()) return d.status();
   absl::StatusOr<std::unique_ptr<proto::Sealer>> sealer =
-      engine::MakeChannelSealer(seal_, d->keys ? &*d->keys : nullptr,
+      engine::MakeChannelSealer(terms_.seal, d->keys ? &*d->keys : nullptr,
                                 engine::SealEnd::kSource);
   if (!sealer.ok()) return sealer.status();
   OpenedChannel opened;

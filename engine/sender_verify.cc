@@ -34,7 +34,7 @@ absl::Status SenderImpl::StartVerify() {
 absl::StatusOr<VerifyReport> SenderImpl::Verify() {
   if (finished_) return absl::FailedPreconditionError("session is finished");
   if (failure_.failed()) return FinalStatus();
-  if ((capabilities_ & proto::kFeatureVerify) == 0) {
+  if ((terms_.features & proto::kFeatureVerify) == 0) {
     return absl::UnimplementedError("destination cannot verify pages");
   }
   if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
@@ -121,16 +121,17 @@ absl::Status SenderImpl::RequestDigests(const Region& region,
 
 absl::StatusOr<proto::VerifyResult> SenderImpl::NextVerifyResult(
     const Region& region, uint64_t first_page, uint64_t count) {
-  if (absl::Status s = AwaitControl([&] { return !verify_results_.empty(); },
-                                    options_.round_timeout, "verify");
+  if (absl::Status s =
+          AwaitControl([&] { return !events_.verify_results.empty(); },
+                       options_.round_timeout, "verify");
       !s.ok()) {
     return s;
   }
   proto::VerifyResult result;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    result = std::move(verify_results_.front());
-    verify_results_.pop_front();
+    std::unique_lock<std::mutex> lock(events_.mu);
+    result = std::move(events_.verify_results.front());
+    events_.verify_results.pop_front();
   }
   if (result.region_id != region.id || result.first_page != first_page ||
       result.page_digests.size() != count) {
