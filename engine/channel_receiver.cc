@@ -236,23 +236,9 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   const size_t index = regions_->IndexOf(*region);
   // Before a byte of the payload is read: what the landing may clear.
   landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
-  if (h.compressed_bytes != 0) {
-    if (absl::Status s = ReadCompressed(h, page_bytes); !s.ok()) return s;
-  } else {
-    // Read in place, sealed or not, a payload cut or forged may have
-    // written any of its pages: see NoteUnfinished.
-    if (absl::Status s = transport_->ReadPayloadAndHeader(
-            iov_, absl::MakeSpan(header_.data(), HeaderAhead()));
-        !s.ok()) {
-      if (in_place) NoteUnfinished(index, *region);
-      return ConnectionError(s);
-    }
-    if (opener_ != nullptr) {
-      if (absl::Status s = FinishOpen(h, iov_); !s.ok()) {
-        if (in_place) NoteUnfinished(index, *region);
-        return s;
-      }
-    }
+  if (absl::Status s = ReadPayload(h, page_bytes, index, *region, in_place);
+      !s.ok()) {
+    return s;
   }
   header_ahead_ = HeaderAhead();
   uint64_t zeros = 0;
@@ -285,6 +271,27 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   payload_bytes_.Add(h.compressed_bytes != 0 ? h.compressed_bytes : page_bytes);
   if (through_file) file_bytes_.Add(page_bytes);
   round_pages_ += h.page_count;
+  return absl::OkStatus();
+}
+
+absl::Status ChannelReceiver::ReadPayload(const proto::PacketHeader& h,
+                                          uint64_t page_bytes, size_t index,
+                                          const Region& region, bool in_place) {
+  if (h.compressed_bytes != 0) return ReadCompressed(h, page_bytes);
+  // Read in place, sealed or not, a payload cut or forged may have
+  // written any of its pages: see NoteUnfinished.
+  if (absl::Status s = transport_->ReadPayloadAndHeader(
+          iov_, absl::MakeSpan(header_.data(), HeaderAhead()));
+      !s.ok()) {
+    if (in_place) NoteUnfinished(index, region);
+    return ConnectionError(s);
+  }
+  if (opener_ != nullptr) {
+    if (absl::Status s = FinishOpen(h, iov_); !s.ok()) {
+      if (in_place) NoteUnfinished(index, region);
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 

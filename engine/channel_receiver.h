@@ -132,6 +132,12 @@ class ChannelReceiver {
   absl::Status ReadCompressed(const proto::PacketHeader& h,
                               uint64_t page_bytes);
   absl::Status ConnectionError(absl::Status s);
+  // Reads the payload of `h` (`page_bytes` of pages of `region`, table
+  // index `index`) into iov_, with the next header, and opens it where
+  // the stream is sealed. A payload read `in_place` that fails counts as
+  // written (NoteUnfinished).
+  absl::Status ReadPayload(const proto::PacketHeader& h, uint64_t page_bytes,
+                           size_t index, const Region& region, bool in_place);
   // Points iov_ at a staging copy instead of the region (the run starts
   // stay in run_offsets_), so every read path below fills the staging
   // copy; PlaceStaged (post-copy) or WriteRuns (the region's file) then

@@ -121,16 +121,13 @@ absl::StatusOr<uint64_t> Scheduler::ScheduleZeroRanges(
   return taken_pages;
 }
 
-absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
-    absl::Span<DirtyBitmap* const> dirty, uint64_t round,
-    absl::Span<const std::vector<proto::ZeroRange>> zero_ranges) {
+absl::Status Scheduler::CheckRound(
+    absl::Span<DirtyBitmap* const> dirty,
+    absl::Span<const std::vector<proto::ZeroRange>> zero_ranges) const {
   if (dirty.size() != regions_.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d dirty bitmaps for %d regions", dirty.size(), regions_.size()));
   }
-  const auto aborted = [] {
-    return absl::AbortedError("every channel stopped while scheduling");
-  };
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     if (dirty[r] == nullptr || dirty[r]->pages() != regions_[r].page_count()) {
       return absl::InvalidArgumentError(
@@ -162,6 +159,16 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
+    absl::Span<DirtyBitmap* const> dirty, uint64_t round,
+    absl::Span<const std::vector<proto::ZeroRange>> zero_ranges) {
+  if (absl::Status s = CheckRound(dirty, zero_ranges); !s.ok()) return s;
+  const auto aborted = [] {
+    return absl::AbortedError("every channel stopped while scheduling");
+  };
   Scheduled total;
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     DirtyBitmap& bits = *dirty[r];

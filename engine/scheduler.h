@@ -65,6 +65,11 @@ class Scheduler {
       uint32_t r, DirtyBitmap& bits, absl::Span<const proto::ZeroRange> ranges,
       uint64_t round);
   absl::Status Commit(size_t ring, const Command& batch);
+  // ScheduleRound's arguments: a bitmap a region, of its size; zero
+  // ranges sorted, disjoint and page-aligned inside their region.
+  absl::Status CheckRound(
+      absl::Span<DirtyBitmap* const> dirty,
+      absl::Span<const std::vector<proto::ZeroRange>> zero_ranges) const;
 
   std::vector<CommandRing*> rings_;
   absl::Span<const Region> regions_;
