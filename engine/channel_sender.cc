@@ -168,6 +168,99 @@ proto::PacketHeader ChannelSender::RegionHeader(uint16_t flags,
   return h;
 }
 
+// One data packet on its way out, as SendData's steps build it.
+struct ChannelSender::OutgoingData {
+  const Command& c;
+  const Region& region;
+  // The wire's page entries (zero pages flagged where they are elided).
+  absl::Span<const uint64_t> offsets;
+  // Frozen memory (Sender::NoteMemoryFrozen) cannot change between the
+  // tag and the send: a mac needs no copy to be over the bytes that go.
+  bool frozen = false;
+  uint32_t zeros = 0;
+  // Where the pages are read from: a copy the region's file gave, which
+  // is this channel's own (nothing writes it, so it is sealed where it
+  // is), or null: the region's memory.
+  uint8_t* copy = nullptr;
+  uint64_t page_bytes = 0;     // of the pages that are not zero
+  size_t compressed = 0;       // the compressed payload's size, or 0
+  absl::Span<uint8_t> header;  // as encoded
+  uint64_t packet_num = 0;
+  // A payload staged apart from iov_ (compressed or sealed), or none.
+  iovec staged{nullptr, 0};
+  bool recorded = false;  // the digests are taken
+};
+
+// What the destination will hold for the packet's pages unless a later
+// round re-sends them (a page written meanwhile is dirty, so it is sent
+// again): the runs, where `pages`, and the zero pages, whatever the memory
+// holds now.
+template <typename Digests>
+void ChannelSender::RecordSent(Digests* digests, const OutgoingData& p,
+                               bool pages) {
+  if (pages) digests->Record(p.c.region, run_offsets_, iov_);
+  if (p.zeros == 0) return;
+  for (uint64_t entry : p.offsets) {
+    if (!proto::IsZeroPageEntry(entry)) continue;
+    digests->RecordZero(p.c.region,
+                        proto::PageOffsetOf(entry) / p.region.page_size, 1);
+  }
+}
+
+void ChannelSender::RecordSent(const OutgoingData& p) {
+  if (sent_digests_ != nullptr) RecordSent(sent_digests_, p, true);
+  if (p.frozen && frozen_digests_ != nullptr) {
+    RecordSent(frozen_digests_, p, true);
+  }
+}
+
+absl::Status ChannelSender::GatherPages(OutgoingData& p) {
+  absl::StatusOr<uint8_t*> copy =
+      ReadThroughFile(p.region, p.offsets, p.frozen);
+  if (!copy.ok()) return copy.status();
+  p.copy = *copy;
+  if (zero_pages_) {
+    p.zeros = FlagZeroPages(p.region, p.offsets, p.copy);
+    p.offsets = absl::MakeConstSpan(wire_offsets_.data(), p.c.page_count);
+  }
+  if (p.copy != nullptr) {
+    BuildCopyRuns(p.region.page_size, p.offsets, p.copy, &iov_, &run_offsets_);
+  } else {
+    BuildPageRuns(p.region, p.offsets, &iov_, &run_offsets_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChannelSender::SealPayload(OutgoingData& p) {
+  if (p.copy != nullptr && p.compressed == 0) {
+    return Seal(p.header, p.packet_num, iov_, nullptr);
+  }
+  if (p.frozen && p.compressed == 0 &&
+      sealer_->mode() == proto::SealMode::kMac) {
+    if (absl::Status s = Seal(p.header, p.packet_num, iov_, nullptr,
+                              frozen_digests_, p.c.region, run_offsets_);
+        !s.ok()) {
+      return s;
+    }
+    if (sent_digests_ != nullptr) RecordSent(sent_digests_, p, true);
+    if (frozen_digests_ != nullptr) RecordSent(frozen_digests_, p, false);
+    p.recorded = true;
+    sealed_in_place_bytes_.Add(p.page_bytes);
+    return absl::OkStatus();
+  }
+  // A compressed frame is sealed where it lies; pages are sealed into a
+  // buffer of their own, which is what goes on the wire.
+  if (p.compressed == 0) {
+    absl::StatusOr<uint8_t*> out = StagingBuffer(p.page_bytes);
+    if (!out.ok()) return out.status();
+    p.staged = {*out, p.page_bytes};
+  }
+  return Seal(p.header, p.packet_num,
+              p.compressed != 0 ? absl::MakeConstSpan(&p.staged, 1)
+                                : absl::MakeConstSpan(iov_),
+              static_cast<uint8_t*>(p.staged.iov_base));
+}
+
 absl::Status ChannelSender::SendData(const Command& c,
                                      uint32_t next_header_bytes) {
   const uint64_t start = base::MonotonicNs();
@@ -176,116 +269,57 @@ absl::Status ChannelSender::SendData(const Command& c,
   if (!header.ok()) return header.status();
   proto::PacketHeader h =
       RegionHeader(proto::kPacketData, c, region, next_header_bytes);
-  auto offsets = absl::MakeConstSpan(c.offsets, c.page_count);
-  // Frozen memory (Sender::NoteMemoryFrozen) cannot change between the tag
-  // and the send: a mac needs no copy to be over the bytes that go.
-  const bool frozen = Frozen();
-  // Where the pages are read from: a copy the region's file gave, which
-  // is this channel's own (nothing writes it, so it is sealed where it
-  // is), or the region's memory.
-  absl::StatusOr<uint8_t*> copy = ReadThroughFile(region, offsets, frozen);
-  if (!copy.ok()) return copy.status();
-  uint32_t zeros = 0;
-  if (zero_pages_) {
-    zeros = FlagZeroPages(region, offsets, *copy);
-    offsets = absl::MakeConstSpan(wire_offsets_.data(), c.page_count);
-  }
-  if (*copy != nullptr) {
-    BuildCopyRuns(region.page_size, offsets, *copy, &iov_, &run_offsets_);
-  } else {
-    BuildPageRuns(region, offsets, &iov_, &run_offsets_);
-  }
-  // What the destination will hold for these pages unless a later round
-  // re-sends them (a page written meanwhile is dirty, so it is sent
-  // again). A zero page is what the destination gets, whatever the memory
-  // holds now.
-  auto record = [&](auto* digests, bool pages) {
-    if (pages) digests->Record(c.region, run_offsets_, iov_);
-    if (zeros == 0) return;
-    for (uint64_t entry : offsets) {
-      if (!proto::IsZeroPageEntry(entry)) continue;
-      digests->RecordZero(c.region,
-                          proto::PageOffsetOf(entry) / region.page_size, 1);
-    }
-  };
-  auto record_all = [&] {
-    if (sent_digests_ != nullptr) record(sent_digests_, true);
-    if (frozen && frozen_digests_ != nullptr) record(frozen_digests_, true);
-  };
+  OutgoingData p{c, region, absl::MakeConstSpan(c.offsets, c.page_count)};
+  p.frozen = Frozen();
+  if (absl::Status s = GatherPages(p); !s.ok()) return s;
   // A copy is recorded now, from cache, before a seal may encrypt it.
-  if (*copy != nullptr) record_all();
-  const uint64_t page_bytes = uint64_t{c.page_count - zeros} * region.page_size;
-  absl::StatusOr<size_t> compressed = MaybeCompress(page_bytes);
+  if (p.copy != nullptr) RecordSent(p);
+  p.recorded = p.copy != nullptr;
+  p.page_bytes = uint64_t{c.page_count - p.zeros} * region.page_size;
+  absl::StatusOr<size_t> compressed = MaybeCompress(p.page_bytes);
   if (!compressed.ok()) return compressed.status();
+  p.compressed = *compressed;
   const uint64_t wire_start = base::MonotonicNs();
-  h.compressed_bytes = static_cast<uint32_t>(*compressed);
-  size_t header_bytes = proto::EncodePacketHeader(h, offsets, *header);
-  iovec staged{nullptr, *compressed};
-  channels::OutgoingPacket packet{header_bytes, region.id, iov_, run_offsets_};
+  h.compressed_bytes = static_cast<uint32_t>(p.compressed);
+  p.header =
+      header->subspan(0, proto::EncodePacketHeader(h, p.offsets, *header));
+  p.packet_num = h.packet_num;
+  channels::OutgoingPacket packet{p.header.size(), region.id, iov_,
+                                  run_offsets_};
   // A copy is not region memory: no registered buffer holds it.
-  if (*copy != nullptr) packet.payload_offsets = {};
-  if (*compressed != 0) staged.iov_base = staging_[next_staging_].data();
-  bool recorded = *copy != nullptr;  // the digests are taken
-  if (sealer_ != nullptr && *copy != nullptr && *compressed == 0) {
-    if (absl::Status s =
-            Seal(header->subspan(0, header_bytes), h.packet_num, iov_, nullptr);
-        !s.ok()) {
-      return s;
-    }
-  } else if (sealer_ != nullptr && frozen && *compressed == 0 &&
-             sealer_->mode() == proto::SealMode::kMac) {
-    if (absl::Status s =
-            Seal(header->subspan(0, header_bytes), h.packet_num, iov_, nullptr,
-                 frozen_digests_, c.region, run_offsets_);
-        !s.ok()) {
-      return s;
-    }
-    if (sent_digests_ != nullptr) record(sent_digests_, true);
-    if (frozen_digests_ != nullptr) record(frozen_digests_, false);
-    recorded = true;
-    sealed_in_place_bytes_.Add(page_bytes);
-  } else if (sealer_ != nullptr) {
-    // A compressed frame is sealed where it lies; pages are sealed into a
-    // buffer of their own, which is what goes on the wire.
-    if (*compressed == 0) {
-      absl::StatusOr<uint8_t*> out = StagingBuffer(page_bytes);
-      if (!out.ok()) return out.status();
-      staged = {*out, page_bytes};
-    }
-    auto* out = static_cast<uint8_t*>(staged.iov_base);
-    if (absl::Status s = Seal(header->subspan(0, header_bytes), h.packet_num,
-                              *compressed != 0 ? absl::MakeConstSpan(&staged, 1)
-                                               : absl::MakeConstSpan(iov_),
-                              out);
-        !s.ok()) {
-      return s;
-    }
+  if (p.copy != nullptr) packet.payload_offsets = {};
+  p.staged = {nullptr, p.compressed};
+  if (p.compressed != 0) p.staged.iov_base = staging_[next_staging_].data();
+  if (sealer_ != nullptr) {
+    if (absl::Status s = SealPayload(p); !s.ok()) return s;
   }
-  if (staged.iov_base != nullptr) {
-    packet.payload = {&staged, 1};
+  if (p.staged.iov_base != nullptr) {
+    packet.payload = {&p.staged, 1};
     packet.payload_offsets = {};
     UseStagingBuffer();
   }
+  const uint64_t payload_bytes =
+      p.compressed != 0 ? p.compressed : p.page_bytes;
   if (limiter_ != nullptr) {
-    const uint64_t wire_bytes =
-        header_bytes + (*compressed != 0 ? *compressed : page_bytes);
-    if (absl::Status s = limiter_->Acquire(wire_bytes); !s.ok()) return s;
+    if (absl::Status s = limiter_->Acquire(p.header.size() + payload_bytes);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
   // How long the link took this packet's bytes (kAuto judges the link by
   // it): sealing them, waiting for the rate limit, sending.
-  if (compression_ == Compression::kAuto && page_bytes != 0) {
-    choice_.Sent(*compressed != 0 ? *compressed : page_bytes,
-                 base::MonotonicNs() - wire_start);
+  if (compression_ == Compression::kAuto && p.page_bytes != 0) {
+    choice_.Sent(payload_bytes, base::MonotonicNs() - wire_start);
   }
   // From memory the send path just read.
-  if (!recorded) record_all();
+  if (!p.recorded) RecordSent(p);
   send_latency_.Record(base::MonotonicNs() - start);
   packets_.Add();
   pages_.Add(c.page_count);
-  zero_pages_sent_.Add(zeros);
-  payload_bytes_.Add(*compressed != 0 ? *compressed : page_bytes);
-  header_bytes_.Add(header_bytes);
+  zero_pages_sent_.Add(p.zeros);
+  payload_bytes_.Add(payload_bytes);
+  header_bytes_.Add(p.header.size());
   return absl::OkStatus();
 }
 

@@ -107,6 +107,15 @@ class ChannelSender {
                                    const Region& region,
                                    uint32_t next_header_bytes);
   absl::Status SendData(const Command& command, uint32_t next_header_bytes);
+  // SendData's steps, on one packet: the pages to send (read through the
+  // region's file, zero pages flagged) into iov_; the digests of what was
+  // sent; the seal over the payload.
+  struct OutgoingData;
+  absl::Status GatherPages(OutgoingData& packet);
+  template <typename Digests>
+  void RecordSent(Digests* digests, const OutgoingData& packet, bool pages);
+  void RecordSent(const OutgoingData& packet);
+  absl::Status SealPayload(OutgoingData& packet);
   absl::Status SendZeroRanges(const Command& command,
                               uint32_t next_header_bytes);
   // The payload to send for `payload_bytes` bytes in iov_: a compressed
