@@ -52,7 +52,8 @@ void ChannelReceiver::Run() {
   // The thread's CPU clock is a syscall, not a vDSO call: sampled once a
   // round (and at the end), not once a packet.
   auto sample_cpu = [this] {
-    thread_cpu_ns_.Add(base::ThreadCpuNs() - thread_cpu_ns_.get());
+    counters_.thread_cpu_ns.Add(base::ThreadCpuNs() -
+                                counters_.thread_cpu_ns.get());
   };
   uint64_t sampled_round = round_;
   while (true) {
@@ -130,7 +131,7 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
 absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
   absl::StatusOr<proto::PacketHeader> h = NextHeader();
   if (!h.ok()) return h.status();
-  header_bytes_.Add(proto::PacketHeaderBytes(h->page_count));
+  counters_.header_bytes.Add(proto::PacketHeaderBytes(h->page_count));
   if (h->packet_num != next_packet_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("bad packet header: packet number %d, expected %d",
@@ -147,12 +148,12 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
     if (absl::Status s = OpenHeaderOnly(*h); !s.ok()) return s;
   }
   if (h->flags & proto::kPacketFinish) {
-    finishes_.Add();
+    counters_.finishes.Add();
     finished_.store(true, std::memory_order_release);
     return Step::kFinished;
   }
   if (h->flags & proto::kPacketSync) {
-    syncs_.Add();
+    counters_.syncs.Add();
     absl::StatusOr<bool> round_done =
         barrier_->Arrive(index_, round_, round_pages_);
     if (!round_done.ok()) return round_done.status();
@@ -265,11 +266,12 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
     if (!applied.ok()) return applied.status();
     zeros = *applied;
   }
-  packets_.Add();
-  pages_.Add(h.page_count);
-  zero_pages_received_.Add(zeros);
-  payload_bytes_.Add(h.compressed_bytes != 0 ? h.compressed_bytes : page_bytes);
-  if (through_file) file_bytes_.Add(page_bytes);
+  counters_.packets.Add();
+  counters_.pages.Add(h.page_count);
+  counters_.zero_pages.Add(zeros);
+  counters_.payload_bytes.Add(h.compressed_bytes != 0 ? h.compressed_bytes
+                                                      : page_bytes);
+  if (through_file) counters_.file_bytes.Add(page_bytes);
   round_pages_ += h.page_count;
   return absl::OkStatus();
 }
@@ -346,10 +348,10 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
       !s.ok()) {
     return base::Annotate(s, absl::StrFormat("bad packet %d", h.packet_num));
   }
-  compress_ns_.Add(base::MonotonicNs() - start);
-  compressed_packets_.Add();
-  compressed_input_bytes_.Add(page_bytes);
-  compressed_output_bytes_.Add(h.compressed_bytes);
+  counters_.compress_ns.Add(base::MonotonicNs() - start);
+  counters_.compressed_packets.Add();
+  counters_.compressed_input_bytes.Add(page_bytes);
+  counters_.compressed_output_bytes.Add(h.compressed_bytes);
   return absl::OkStatus();
 }
 
@@ -413,12 +415,12 @@ absl::Status ChannelReceiver::CountZeroed(size_t index, uint64_t first,
     if (absl::Status s = postcopy_->PlaceZero(index, first, count); !s.ok()) {
       return base::Annotate(s, "post-copy zero placement");
     }
-    zero_pages_written_.Add(count);
+    counters_.zero_pages_written.Add(count);
     return absl::OkStatus();
   }
   absl::StatusOr<ZeroPages::Applied> a = zero_pages_->Zero(index, first, count);
   if (!a.ok()) return base::Annotate(a.status(), "zero pages");
-  zero_pages_written_.Add(a->written);
+  counters_.zero_pages_written.Add(a->written);
   if (unauthentic_ != nullptr) {
     unauthentic_->Clear(index, first, count, landing_epoch_);
   }
@@ -454,8 +456,8 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
     if (absl::Status s = CountZeroed(index, first, count); !s.ok()) return s;
     pages += count;
   }
-  zero_range_packets_.Add();
-  untouched_pages_.Add(pages);
+  counters_.zero_range_packets.Add();
+  counters_.untouched_pages.Add(pages);
   round_pages_ += pages;
   return absl::OkStatus();
 }
@@ -469,7 +471,7 @@ void ChannelReceiver::BeginOpen(const proto::PacketHeader& h,
   // header against: a replayed or reordered packet fails one or the other.
   opener_->Begin(h.packet_num);
   opener_->Associate(absl::MakeConstSpan(header_.data(), header_bytes));
-  sealed_bytes_.Add(header_bytes);
+  counters_.sealed_bytes.Add(header_bytes);
 }
 
 absl::Status ChannelReceiver::FinishOpen(const proto::PacketHeader& h,
@@ -477,10 +479,10 @@ absl::Status ChannelReceiver::FinishOpen(const proto::PacketHeader& h,
   const uint64_t start = base::MonotonicNs();
   for (const iovec& v : body) {
     opener_->OpenBody(static_cast<uint8_t*>(v.iov_base), v.iov_len);
-    sealed_bytes_.Add(v.iov_len);
+    counters_.sealed_bytes.Add(v.iov_len);
   }
   const bool authentic = opener_->FinishOpen(tag_);
-  seal_ns_.Add(base::MonotonicNs() - start);
+  counters_.seal_ns.Add(base::MonotonicNs() - start);
   if (!authentic) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "packet %d (round %d) failed its authentication tag: the stream was "
@@ -499,24 +501,7 @@ absl::Status ChannelReceiver::OpenHeaderOnly(const proto::PacketHeader& h) {
 void ChannelReceiver::ExportStats(ChannelStats* out) const {
   transport_->stats().ExportTo(out);
   out->channel = index_;
-  out->packets = packets_.get();
-  out->pages = pages_.get();
-  out->payload_bytes = payload_bytes_.get();
-  out->header_bytes = header_bytes_.get();
-  out->syncs = syncs_.get();
-  out->finishes = finishes_.get();
-  out->thread_cpu_ns = thread_cpu_ns_.get();
-  out->zero_pages = zero_pages_received_.get();
-  out->untouched_pages = untouched_pages_.get();
-  out->zero_range_packets = zero_range_packets_.get();
-  out->zero_pages_written = zero_pages_written_.get();
-  out->compressed_packets = compressed_packets_.get();
-  out->compressed_input_bytes = compressed_input_bytes_.get();
-  out->compressed_output_bytes = compressed_output_bytes_.get();
-  out->compress_ns = compress_ns_.get();
-  out->sealed_bytes = sealed_bytes_.get();
-  out->seal_ns = seal_ns_.get();
-  out->file_bytes = file_bytes_.get();
+  counters_.ExportTo(out);
 }
 
 }  // namespace ramferry::engine

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "base/counters.h"
 #include "channels/transport.h"
+#include "engine/channel_counters.h"
 #include "engine/compress/compressor.h"
 #include "engine/failure.h"
 #include "engine/page_placer.h"
@@ -212,11 +213,7 @@ class ChannelReceiver {
   std::vector<iovec> iov_;
   std::vector<uint64_t> run_offsets_;
 
-  base::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
-      finishes_, thread_cpu_ns_, zero_pages_received_, untouched_pages_,
-      zero_range_packets_, zero_pages_written_, compressed_packets_,
-      compressed_input_bytes_, compressed_output_bytes_, compress_ns_,
-      sealed_bytes_, seal_ns_, file_bytes_;
+  ChannelCounters counters_;
 };
 
 }  // namespace ramferry::engine

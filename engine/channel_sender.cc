@@ -69,7 +69,8 @@ void ChannelSender::Run() {
     }
     absl::StatusOr<bool> finished = ProcessBatch(n);
     // This thread's CPU so far (a vDSO call per batch).
-    thread_cpu_ns_.Add(base::ThreadCpuNs() - thread_cpu_ns_.get());
+    counters_.thread_cpu_ns.Add(base::ThreadCpuNs() -
+                                counters_.thread_cpu_ns.get());
     if (!finished.ok() || *finished) return;
   }
 }
@@ -137,11 +138,11 @@ absl::Status ChannelSender::Execute(const Command& c, const Command* next) {
       // Every page of the round must be out of the kernel's hands before
       // the round counts as sent: flush, then mark the boundary.
       if (absl::Status s = transport_->Flush(); !s.ok()) return s;
-      syncs_.Add();
+      counters_.syncs.Add();
       return SendMarker(proto::kPacketSync, c.round, NextHeaderBytes(next));
     case CommandType::kFinish:
       if (absl::Status s = transport_->Flush(); !s.ok()) return s;
-      finishes_.Add();
+      counters_.finishes.Add();
       // Nothing follows FINISH, so it announces nothing.
       if (absl::Status s = SendMarker(proto::kPacketFinish, c.round, 0);
           !s.ok()) {
@@ -245,7 +246,7 @@ absl::Status ChannelSender::SealPayload(OutgoingData& p) {
     if (sent_digests_ != nullptr) RecordSent(sent_digests_, p, true);
     if (frozen_digests_ != nullptr) RecordSent(frozen_digests_, p, false);
     p.recorded = true;
-    sealed_in_place_bytes_.Add(p.page_bytes);
+    counters_.sealed_in_place_bytes.Add(p.page_bytes);
     return absl::OkStatus();
   }
   // A compressed frame is sealed where it lies; pages are sealed into a
@@ -315,11 +316,11 @@ absl::Status ChannelSender::SendData(const Command& c,
   // From memory the send path just read.
   if (!p.recorded) RecordSent(p);
   send_latency_.Record(base::MonotonicNs() - start);
-  packets_.Add();
-  pages_.Add(c.page_count);
-  zero_pages_sent_.Add(p.zeros);
-  payload_bytes_.Add(payload_bytes);
-  header_bytes_.Add(p.header.size());
+  counters_.packets.Add();
+  counters_.pages.Add(c.page_count);
+  counters_.zero_pages.Add(p.zeros);
+  counters_.payload_bytes.Add(payload_bytes);
+  counters_.header_bytes.Add(p.header.size());
   return absl::OkStatus();
 }
 
@@ -346,7 +347,7 @@ absl::StatusOr<uint8_t*> ChannelSender::ReadThroughFile(
     return s;
   }
   UseStagingBuffer();
-  file_bytes_.Add(bytes);
+  counters_.file_bytes.Add(bytes);
   return *buffer;
 }
 
@@ -362,12 +363,12 @@ absl::StatusOr<size_t> ChannelSender::MaybeCompress(uint64_t payload_bytes) {
   const size_t n =
       compressor_->Compress(iov_, absl::MakeSpan(*out, kMaxCompressedPayload));
   const uint64_t ns = base::MonotonicNs() - start;
-  compress_ns_.Add(ns);
+  counters_.compress_ns.Add(ns);
   choice_.Compressed(payload_bytes, n != 0 ? n : payload_bytes, ns);
   if (n != 0) {
-    compressed_packets_.Add();
-    compressed_input_bytes_.Add(payload_bytes);
-    compressed_output_bytes_.Add(n);
+    counters_.compressed_packets.Add();
+    counters_.compressed_input_bytes.Add(payload_bytes);
+    counters_.compressed_output_bytes.Add(n);
   }
   return n;
 }
@@ -427,8 +428,8 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
   if (!tag.ok()) return tag.status();
   std::memcpy(header.data() + proto::kPacketTagOffset, tag->data(),
               tag->size());
-  sealed_bytes_.Add(header.size() + done);
-  seal_ns_.Add(base::MonotonicNs() - start);
+  counters_.sealed_bytes.Add(header.size() + done);
+  counters_.seal_ns.Add(base::MonotonicNs() - start);
   return absl::OkStatus();
 }
 
@@ -489,9 +490,9 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
     }
     pages += count;
   }
-  zero_range_packets_.Add();
-  untouched_pages_.Add(pages);
-  header_bytes_.Add(header_bytes);
+  counters_.zero_range_packets.Add();
+  counters_.untouched_pages.Add(pages);
+  counters_.header_bytes.Add(header_bytes);
   return absl::OkStatus();
 }
 
@@ -506,7 +507,7 @@ absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round,
   h.round = round;
   h.next_header_bytes = next_header_bytes;
   size_t header_bytes = proto::EncodePacketHeader(h, {}, *header);
-  header_bytes_.Add(header_bytes);
+  counters_.header_bytes.Add(header_bytes);
   if (absl::Status s =
           SealHeader(header->subspan(0, header_bytes), h.packet_num);
       !s.ok()) {
@@ -518,30 +519,13 @@ absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round,
 void ChannelSender::ExportStats(ChannelStats* out) const {
   transport_->stats().ExportTo(out);
   out->channel = index_;
-  out->packets = packets_.get();
-  out->pages = pages_.get();
-  out->payload_bytes = payload_bytes_.get();
-  out->header_bytes = header_bytes_.get();
-  out->syncs = syncs_.get();
-  out->finishes = finishes_.get();
+  counters_.ExportTo(out);
   out->ring_max_occupancy = ring_.max_occupancy();
   out->producer_wait_ns = ring_.producer_wait_ns();
   out->producer_wait_max_ns = ring_.producer_wait_max_ns();
   out->consumer_idle_max_ns = ring_.consumer_idle_max_ns();
   out->send_latency_p50_ns = send_latency_.Quantile(0.5);
   out->send_latency_p99_ns = send_latency_.Quantile(0.99);
-  out->thread_cpu_ns = thread_cpu_ns_.get();
-  out->zero_pages = zero_pages_sent_.get();
-  out->untouched_pages = untouched_pages_.get();
-  out->zero_range_packets = zero_range_packets_.get();
-  out->compressed_packets = compressed_packets_.get();
-  out->compressed_input_bytes = compressed_input_bytes_.get();
-  out->compressed_output_bytes = compressed_output_bytes_.get();
-  out->compress_ns = compress_ns_.get();
-  out->sealed_bytes = sealed_bytes_.get();
-  out->sealed_in_place_bytes = sealed_in_place_bytes_.get();
-  out->file_bytes = file_bytes_.get();
-  out->seal_ns = seal_ns_.get();
 }
 
 }  // namespace ramferry::engine

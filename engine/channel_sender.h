@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "base/counters.h"
 #include "channels/transport.h"
+#include "engine/channel_counters.h"
 #include "engine/command_ring.h"
 #include "engine/compress/compression_choice.h"
 #include "engine/compress/compressor.h"
@@ -182,7 +183,6 @@ class ChannelSender {
 
   // Sealing (channel thread only): the payload goes from a staging copy.
   std::unique_ptr<proto::Sealer> sealer_;
-  base::Counter sealed_bytes_, sealed_in_place_bytes_, seal_ns_, file_bytes_;
 
   // Staging buffers, for compressed and sealed payloads (channel thread
   // only). A zero-copy transport may still read a staging buffer after
@@ -198,10 +198,7 @@ class ChannelSender {
   size_t next_staging_ = 0;
   bool staging_wrapped_ = false;
   CompressionChoice choice_;  // kAuto: whether compressing pays, measured
-  base::Counter packets_, pages_, payload_bytes_, header_bytes_, syncs_,
-      finishes_, thread_cpu_ns_, zero_pages_sent_, untouched_pages_,
-      zero_range_packets_, compressed_packets_, compressed_input_bytes_,
-      compressed_output_bytes_, compress_ns_;
+  ChannelCounters counters_;
   base::LatencyHistogram send_latency_;
 };
 
