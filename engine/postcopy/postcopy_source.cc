@@ -33,7 +33,6 @@ void PostcopySource::CarryOver(const PostcopyStats& before) {
 
 void PostcopySource::Begin(bool resume) {
   switch_start_ = absl::Now();
-  resumed_ = resume;
   region_infos_ = RegionTable(regions_).Describe();
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -92,7 +91,7 @@ void PostcopySource::StartAnswering(
 void PostcopySource::Armed() {
   armed_ns_ = base::MonotonicNs();
   // A resumed session keeps the switch time of the one it resumes.
-  if (!resumed_) {
+  if (!resume_checker_.has_value()) {
     switch_ns_.store(static_cast<uint64_t>(
         absl::ToInt64Nanoseconds(absl::Now() - switch_start_)));
   }

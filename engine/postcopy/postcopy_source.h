@@ -7,8 +7,8 @@
 //
 // Threads: the caller's (the switch, FillPushChunk, Pushed, Complete), the
 // control thread (OnPageRequest, OnResumeMissing, may_arm), and the urgent
-// thread this object runs from Armed to Complete. The push set is shared
-// by the caller's thread and the urgent thread through DirtyBitmap's
+// thread this object runs from StartAnswering to Complete. The push set is
+// shared by the caller's thread and the urgent thread through DirtyBitmap's
 // atomic word operations; the requests and the latest request (the push's
 // locality hint) are guarded by mu_.
 #ifndef RAMFERRY_ENGINE_POSTCOPY_POSTCOPY_SOURCE_H_
@@ -76,7 +76,6 @@ class PostcopySource {
 
   // Whether the switch began (BeginSwitch or BeginResume); any thread.
   bool started() const { return started_.load(); }
-  bool has_urgent() const { return urgent_ != nullptr; }
 
   // ---- the control thread ----
   // A PAGE_REQUEST where the session has no urgent connection: its pages
@@ -129,7 +128,6 @@ class PostcopySource {
   // read-only after).
   std::vector<proto::RegionInfo> region_infos_;
   std::atomic<bool> started_{false};
-  bool resumed_ = false;
   // The pages still to push, one bitmap per region (the caller's thread
   // takes; the urgent thread takes requested ones too), and where the next
   // push chunk starts (caller's thread).
@@ -137,7 +135,8 @@ class PostcopySource {
   size_t push_region_ = 0;
   uint64_t push_word_ = 0;
   uint64_t seen_hint_seq_ = 0;  // the request the cursor last moved to
-  // A resumed session's check of the destination's set (control thread).
+  // A resumed session's check of the destination's set (control thread);
+  // engaged exactly in a resumed session.
   std::optional<proto::MissingPagesChecker> resume_checker_;
   absl::Time switch_start_;
   uint64_t armed_ns_ = 0;  // steady clock, caller's thread
