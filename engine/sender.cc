@@ -32,8 +32,7 @@ void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
     c->transport().Shutdown();
   }
   postcopy_.Shutdown();
-  std::unique_lock<std::mutex> lock(events_.mu);
-  events_.cv.notify_all();
+  events_.Wake();
 }
 
 absl::Status SenderImpl::FinalStatus() {

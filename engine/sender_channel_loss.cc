@@ -16,10 +16,7 @@ using engine::CommandType;
 
 void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
   losses_.Report(channel, cause);
-  {
-    std::unique_lock<std::mutex> lock(events_.mu);
-    events_.cv.notify_all();
-  }
+  events_.Wake();
   // Queued first: a producer woken by the abort finds the loss. The
   // channel stops now, not when the caller thread gets to it: when only
   // the destination saw the death, the channel's sends may block on a

@@ -164,8 +164,7 @@ absl::Status SenderImpl::OnChannelGoneAck(absl::Span<const uint8_t> payload) {
   if (absl::Status s = losses_.Acknowledge(a->channel, a->round); !s.ok()) {
     return s;
   }
-  std::unique_lock<std::mutex> lock(events_.mu);
-  events_.cv.notify_all();
+  events_.Wake();
   return absl::OkStatus();
 }
 

@@ -291,6 +291,14 @@ class SenderImpl {
     bool postcopy_complete = false;
     // confirmed_rounds, for readers that take no lock (release/acquire).
     std::atomic<uint64_t> confirmed_mirror{0};
+
+    // Wakes every waiter after a change outside these fields (a failure,
+    // a lost channel or its acknowledgement): under mu, so a waiter that
+    // checked before the change is already waiting.
+    void Wake() {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.notify_all();
+    }
   };
   DestinationEvents events_;
 };
