@@ -45,6 +45,15 @@ void ConvergencePolicy::MaybeThrottle(const RoundObservation& o) {
   rounds_since_lowest_ = 0;
 }
 
+void ConvergencePolicy::Reconfigure(const ConvergenceConfig& config) {
+  config_ = config;
+  if (!config_.auto_converge) {
+    throttle_ = 0;
+    outrunning_rounds_ = 0;
+  }
+  throttle_ = std::min(throttle_, config_.throttle_max);
+}
+
 ConvergenceDecision ConvergencePolicy::Next(const RoundObservation& o) {
   if (o.estimated_downtime.has_value() &&
       *o.estimated_downtime <= config_.downtime_limit) {

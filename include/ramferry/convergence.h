@@ -105,6 +105,12 @@ class ConvergencePolicy {
 
   ConvergenceDecision Next(const RoundObservation& o);
 
+  // New limits from the next Next() on, mid-migration (a control client
+  // changed them); what was observed so far (the lowest point, the stall)
+  // is kept. Turning auto_converge off releases the throttle.
+  void Reconfigure(const ConvergenceConfig& config);
+  const ConvergenceConfig& config() const { return config_; }
+
   int throttle_percent() const { return throttle_; }
   bool stalled() const { return stalled_; }
   uint64_t lowest_remaining_bytes() const { return lowest_; }
@@ -114,7 +120,7 @@ class ConvergencePolicy {
   // Auto-converge: one step up, if the workload still outruns the link.
   void MaybeThrottle(const RoundObservation& o);
 
-  const ConvergenceConfig config_;
+  ConvergenceConfig config_;
   int throttle_ = 0;
   uint64_t lowest_ = UINT64_MAX;
   uint32_t rounds_since_lowest_ = 0;

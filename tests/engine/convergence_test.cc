@@ -61,6 +61,44 @@ TEST(ConvergencePolicy, MaxRoundsStops) {
   EXPECT_EQ(d.reason, "max-rounds");
 }
 
+// A control client changes the limits mid-migration: the next decision
+// follows them, and what was observed stays.
+TEST(ConvergencePolicy, ReconfiguredLimitsTakeEffectAtTheNextRound) {
+  ConvergencePolicy p(NoStall());
+  EXPECT_EQ(p.Next(Round(1, 400)).action, ConvergenceAction::kContinue);
+  EXPECT_EQ(p.Next(Round(2, 300)).action, ConvergenceAction::kContinue);
+  ConvergenceConfig c = p.config();
+  c.max_rounds = 3;
+  p.Reconfigure(c);
+  EXPECT_EQ(p.lowest_remaining_bytes(), 300 * kMiB);
+  ConvergenceDecision d = p.Next(Round(3, 300));
+  EXPECT_EQ(d.action, ConvergenceAction::kStopAndCopy);
+  EXPECT_EQ(d.reason, "max-rounds");
+
+  // 4 s estimated (300 MiB at 100 MB/s + 1 s): a 5 s limit fits it.
+  ConvergencePolicy q(NoStall());
+  EXPECT_EQ(q.Next(Round(1, 300)).action, ConvergenceAction::kContinue);
+  c = q.config();
+  c.downtime_limit = absl::Seconds(5);
+  q.Reconfigure(c);
+  d = q.Next(Round(2, 300));
+  EXPECT_EQ(d.action, ConvergenceAction::kStopAndCopy);
+  EXPECT_EQ(d.reason, "downtime-limit");
+}
+
+TEST(ConvergencePolicy, AutoConvergeTurnedOffReleasesTheThrottle) {
+  ConvergenceConfig c = NoStall();
+  c.auto_converge = true;
+  c.max_rounds = 100;
+  ConvergencePolicy p(c);
+  for (uint64_t n = 1; n <= 4; ++n) p.Next(Round(n, 500, /*dirty_mb=*/90));
+  ASSERT_GT(p.throttle_percent(), 0);
+  c.auto_converge = false;
+  p.Reconfigure(c);
+  EXPECT_EQ(p.throttle_percent(), 0);
+  EXPECT_EQ(p.Next(Round(5, 500, 90)).throttle_percent, 0);
+}
+
 TEST(ConvergencePolicy, TimeoutCancelsForcesOrSwitchesAsConfigured) {
   const std::pair<OnTimeout, ConvergenceAction> cases[] = {
       {OnTimeout::kCancel, ConvergenceAction::kCancel},

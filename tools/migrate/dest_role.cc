@@ -108,6 +108,14 @@ std::optional<Memload::Options> DestinationWorkload() {
 }
 
 int RunDestRole(SessionOptions opt) {
+  LiveControl control(LiveControl::Role::kDestination, {}, {});
+  std::unique_ptr<cli::ControlServer> server;
+  if (const std::string path = absl::GetFlag(FLAGS_control); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<cli::ControlServer>> s =
+        ServeControl(path, control);
+    if (!s.ok()) return Usage(std::string(s.status().message()));
+    server = *std::move(s);
+  }
   absl::StatusOr<DestinationMemories> mem =
       DestinationMemory(absl::GetFlag(FLAGS_region_file));
   if (!mem.ok()) return Usage(std::string(mem.status().message()));
@@ -122,7 +130,7 @@ int RunDestRole(SessionOptions opt) {
         std::fprintf(stderr, "ramferry-migrate: listening on %s:%d\n",
                      opt.host.c_str(), port);
       },
-      DestinationWorkload());
+      DestinationWorkload(), &control);
   HandOver(*mem, &r);
   std::printf("%s\n",
               json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());

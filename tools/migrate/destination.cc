@@ -188,6 +188,28 @@ std::thread StartProgress(const Receiver& receiver,
   });
 }
 
+// --control's round-done events: the rounds applied, every 50 ms until
+// `done`.
+std::thread StartRoundEvents(const Receiver& receiver, LiveControl& control,
+                             const std::atomic<bool>& done) {
+  return std::thread([rx = &receiver, control = &control, done = &done] {
+    uint64_t published = 0;
+    while (true) {
+      const bool last = done->load();
+      for (const uint64_t applied = rx->applied_rounds(); published < applied;
+           ++published) {
+        control->UpdateProgress({{"rounds_applied", published + 1}});
+        control->Publish(
+            "round-done",
+            Json{{"round", published},
+                 {"bytes_received", rx->stats().Total().payload_bytes}});
+      }
+      if (last) return;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+}
+
 // Post-copy's workload after Serve: released where the session failed
 // after the switch, then stopped and counted.
 void StopWorkload(Receiver& receiver, Memload& load, absl::Time armed_at,
@@ -224,7 +246,9 @@ DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,
     Prefault prefault, bool progress,
     const std::function<void(uint16_t)>& on_listening,
-    std::optional<Memload::Options> workload) {
+    std::optional<Memload::Options> workload, LiveControl* control) {
+  LiveControl own_control(LiveControl::Role::kDestination, {}, {});
+  if (control == nullptr) control = &own_control;
   uint64_t total_pages = 0;
   for (const Region& r : regions) total_pages += r.page_count();
   DestinationReport report;
@@ -234,15 +258,23 @@ DestinationReport RunDestination(
   const uint64_t faults0 = MinorFaults();
   if (prefault == Prefault::kBefore) {
     report.status = PrefaultBefore(regions, report);
-    if (!report.status.ok()) return report;
+    if (!report.status.ok()) {
+      control->Finished(report.status, false, Json::object());
+      return report;
+    }
   }
   absl::StatusOr<std::unique_ptr<Receiver>> rx =
       Receiver::Listen(options, regions);
   if (!rx.ok()) {
     report.status = rx.status();
+    control->Finished(report.status, false, Json::object());
     return report;
   }
   Receiver& receiver = **rx;
+  control->SetSession(
+      {[&receiver] { return receiver.stats(); },
+       [&receiver](const absl::Status& why) { receiver.Abort(why); }, nullptr});
+  control->SetState(MigrationState::kActive);
   std::vector<std::unique_ptr<BackgroundPrefault>> background =
       StartBackgroundPrefaults(regions, prefault, receiver);
   on_listening(receiver.port());
@@ -262,6 +294,10 @@ DestinationReport RunDestination(
       armed_at = absl::Now();
       armed.store(true);
       if (load.has_value()) load->Start();
+      // The workload runs here now: from this point no cancel is taken.
+      (void)control->Commit();
+      control->SetState(MigrationState::kPostcopy);
+      control->Publish("postcopy-armed", Json::object());
     });
   }
 
@@ -270,11 +306,14 @@ DestinationReport RunDestination(
   std::atomic<bool> done{false};
   std::thread progress_thread;
   if (progress) progress_thread = StartProgress(receiver, armed, load, done);
+  std::thread round_events = StartRoundEvents(receiver, *control, done);
   report.status = receiver.Serve();
   StopBackgroundPrefaults(background, report);
   report.page_faults = MinorFaults() - faults0;
   done.store(true);
   if (progress_thread.joinable()) progress_thread.join();
+  round_events.join();
+  control->SetSession({});
   report.serve_s = absl::ToDoubleSeconds(absl::Now() - start);
   report.cpu_s = cli::ProcessCpuSeconds() - cpu0;
   report.rounds_applied = receiver.applied_rounds();
@@ -283,6 +322,12 @@ DestinationReport RunDestination(
   report.stats = receiver.stats();
   report.postcopy_armed = armed.load();
   if (load.has_value()) StopWorkload(receiver, *load, armed_at, report);
+  control->Finished(
+      report.status,
+      !control->cancelled().ok() || absl::IsCancelled(report.status),
+      Json{{"rounds_applied", report.rounds_applied},
+           {"bytes_received", report.stats.Total().payload_bytes},
+           {"postcopy_armed", report.postcopy_armed}});
   return report;
 }
 

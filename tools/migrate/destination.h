@@ -14,6 +14,7 @@
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
+#include "tools/migrate/live_control.h"
 #include "tools/migrate/memload.h"
 
 namespace ramferry::migrate {
@@ -68,11 +69,13 @@ struct DestinationReport {
 // starts writing the region once the destination armed, without dirty
 // tracking, as the source's workload would have: its writes to pages not
 // yet here fault and wait for them. It stops when the session ends.
+// `control` (--control) sees the session and may cancel it.
 DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,
     Prefault prefault, bool progress,
     const std::function<void(uint16_t)>& on_listening,
-    std::optional<Memload::Options> workload = std::nullopt);
+    std::optional<Memload::Options> workload = std::nullopt,
+    LiveControl* control = nullptr);
 
 }  // namespace ramferry::migrate
 

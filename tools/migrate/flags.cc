@@ -211,6 +211,13 @@ ABSL_FLAG(bool, allow_foreign_writers, false,
           "write-protection is per address space), so the result is right "
           "only if they do not write; without this flag such a file is "
           "refused");
+ABSL_FLAG(std::string, control, "",
+          "either end: serve this unix socket (mode 0600, this user or "
+          "root) for orchestrators: JSON lines with query, set "
+          "(max-bandwidth, downtime-limit, max-rounds, auto-converge), "
+          "start-postcopy, cancel and subscribe (events: round-done, "
+          "paused, switchover, postcopy-armed, completed, failed, "
+          "cancelled, ...); docs/control.md");
 ABSL_FLAG(std::string, attach, "",
           "source: migrate the memory another process exported on this unix "
           "socket (ramferry_export_listen / MemoryExport): its memfd or "

@@ -58,6 +58,7 @@ ABSL_DECLARE_FLAG(absl::Duration, downtime_limit);
 ABSL_DECLARE_FLAG(uint32_t, max_rounds);
 ABSL_DECLARE_FLAG(uint32_t, stall_rounds);
 ABSL_DECLARE_FLAG(bool, auto_converge);
+ABSL_DECLARE_FLAG(std::string, control);
 ABSL_DECLARE_FLAG(absl::Duration, timeout);
 ABSL_DECLARE_FLAG(std::string, on_timeout);
 ABSL_DECLARE_FLAG(std::string, postcopy);

@@ -18,104 +18,12 @@
 #include "ramferry/sender.h"
 #include "tools/common/cli.h"
 #include "tools/migrate/link_rate.h"
+#include "tools/migrate/precopy_progress.h"
 
 namespace ramferry::migrate {
 namespace {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
-
-// What the progress line shows, published by the migration thread.
-struct LiveState {
-  std::atomic<uint64_t> round{0};
-  std::atomic<uint64_t> round_pages{0};
-  std::atomic<uint64_t> pages_before_round{0};
-  std::atomic<uint64_t> dirty_rate_bits{0};  // double, bit-cast
-  std::atomic<uint64_t> estimate_bits{0};    // double, bit-cast
-  std::atomic<bool> final_round{false};
-  std::atomic<bool> postcopy{false};  // switched: pages go on demand
-  // The session's Sender: a resumed post-copy has a new one (the cut one
-  // lives on until the run ends).
-  std::atomic<const Sender*> sender{nullptr};
-  std::atomic<int> throttle{0};  // auto-converge's, percent
-
-  static uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
-  static double Value(const std::atomic<uint64_t>& a) {
-    return std::bit_cast<double>(a.load());
-  }
-};
-
-// Redraws the progress line while a migration runs.
-class ProgressThread {
- public:
-  ProgressThread(bool enabled, const LiveState* state) : line_(enabled, 1.0) {
-    if (!enabled) return;
-    thread_ = std::thread([this, state] { Run(*state); });
-  }
-  ~ProgressThread() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    line_.Done();
-  }
-
- private:
-  void Run(const LiveState& s) {
-    const Sender* current = s.sender.load();
-    uint64_t last_bytes = current->stats().Total().payload_bytes;
-    absl::Time last = absl::Now();
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(250),
-                         [&] { return stop_; })) {
-      if (const Sender* now_sender = s.sender.load(); now_sender != current) {
-        current = now_sender;  // resumed: its counters start afresh
-        last_bytes = 0;
-      }
-      const Sender& sender = *current;
-      const ChannelStats t = sender.stats().Total();
-      const absl::Time now = absl::Now();
-      const double gbps =
-          (t.payload_bytes - last_bytes) / Seconds(now - last) / 1e9;
-      last_bytes = t.payload_bytes;
-      last = now;
-      if (s.postcopy.load()) {
-        const PostcopyStats p = sender.stats().postcopy;
-        const uint64_t in =
-            std::min(p.missing_pages, p.urgent_pages + p.pushed_pages);
-        line_.Update(absl::StrFormat(
-            "post-copy  %3.0f%% of %s missing  %.2f GB/s  %d pages requested",
-            p.missing_pages ? 100.0 * in / p.missing_pages : 100.0,
-            cli::FormatBytes(p.missing_pages * kPageSize), gbps,
-            p.requested_pages));
-        continue;
-      }
-      const uint64_t total = s.round_pages.load();
-      const uint64_t done =
-          std::min(total, t.pages - s.pages_before_round.load());
-      line_.Update(absl::StrFormat(
-          "round %d%s  %3.0f%% of %s  %.2f GB/s  dirty %s/s%s  est. "
-          "downtime %.0f ms",
-          s.round.load(), s.final_round.load() ? " (final)" : "",
-          total ? 100.0 * done / total : 100.0,
-          cli::FormatBytes(total * kPageSize), gbps,
-          cli::FormatBytes(
-              static_cast<uint64_t>(LiveState::Value(s.dirty_rate_bits)) *
-              kPageSize),
-          s.throttle.load() > 0
-              ? absl::StrFormat(" (throttled %d%%)", s.throttle.load())
-              : "",
-          LiveState::Value(s.estimate_bits) * 1e3));
-    }
-  }
-
-  cli::ProgressLine line_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-};
 
 // Whether the workload still writes: its counter moves within a while.
 bool StillWriting(const Workload& load) {
@@ -164,13 +72,30 @@ class Deadline {
   std::thread thread_;
 };
 
+// How the control clients reach `sender`: its counters, its abort and
+// its bandwidth cap.
+LiveControl::SessionHooks SenderHooks(Sender* sender) {
+  return {
+      [sender] { return sender->stats(); },
+      [sender](const absl::Status& why) { sender->Abort(why); },
+      [sender](uint64_t bytes_per_s) { sender->SetMaxBandwidth(bytes_per_s); }};
+}
+
+double Milliseconds(double seconds) { return seconds * 1e3; }
+
 // One pre-copy migration as its steps. Each step returns an error that
 // ends the migration; Run() records the session and the report once.
 class PrecopyRun {
  public:
   PrecopyRun(const PrecopyConfig& config, absl::Span<const Region> regions,
              DirtyTracker& tracker, Workload& load)
-      : config_(config), regions_(regions), tracker_(tracker), load_(load) {
+      : config_(config),
+        regions_(regions),
+        tracker_(tracker),
+        load_(load),
+        own_control_(LiveControl::Role::kSource,
+                     {config.session.max_bandwidth, config.convergence}, {}),
+        control_(config.control != nullptr ? *config.control : own_control_) {
     for (const Region& r : regions_) {
       dirty_.emplace_back(r.page_count());
       region_bytes_ += r.length;
@@ -207,6 +132,8 @@ class PrecopyRun {
     report_.bytes_resent =
         report_.bytes_sent -
         std::min<uint64_t>(report_.bytes_sent, region_bytes_);
+    control_.SetSession({});
+    report_.cancelled |= !control_.cancelled().ok();
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
     // On failure the source keeps its workload, unless the switch to
@@ -219,6 +146,13 @@ class PrecopyRun {
     report_.workload_kept_paused = !report_.status.ok() && committed;
     report_.workload_running_after = load_.running() && StillWriting(load_);
     report_.workload_pages_written = load_.pages_written().value_or(0);
+    control_.Finished(report_.status, report_.cancelled,
+                      Json{{"total_s", report_.total_s},
+                           {"downtime_ms", Milliseconds(report_.downtime_s)},
+                           {"rounds", report_.rounds.size()},
+                           {"bytes_sent", report_.bytes_sent},
+                           {"switchover", report_.switchover},
+                           {"verified", report_.verified}});
     return std::move(report_);
   }
 
@@ -230,6 +164,8 @@ class PrecopyRun {
     if (!connected.ok()) return connected.status();
     sender_ = std::move(*connected);
     live_.sender.store(sender_.get());
+    control_.SetSession(SenderHooks(sender_.get()));
+    control_.SetState(MigrationState::kActive);
     if (config_.memory_frozen) sender_->NoteMemoryFrozen();
     for (const std::string& w : sender_->warnings()) {
       std::fprintf(stderr, "ramferry-migrate: warning: %s\n", w.c_str());
@@ -258,6 +194,11 @@ class PrecopyRun {
     live_.round_pages.store(DirtyPages());
     live_.pages_before_round.store(sender_->stats().Total().pages);
     live_.final_round.store(final);
+    control_.UpdateProgress(
+        {{"round", live_.round.load()},
+         {"round_pages", live_.round_pages.load()},
+         {"pages_before_round", live_.pages_before_round.load()},
+         {"final_round", final}});
     absl::StatusOr<RoundResult> r = sender_->SendRound(dirty_ptrs_);
     if (!r.ok()) return r.status();
     const double s = absl::ToDoubleSeconds(r->elapsed);
@@ -328,7 +269,15 @@ class PrecopyRun {
           interval_s > 0 ? *collected * double{kPageSize} / interval_s : 0;
       o.link_bytes_per_s = link_.BytesPerSecond();
       o.elapsed = now - transfer_start_;
-      const ConvergenceDecision d = policy.Next(o);
+      if (ConvergenceConfig c; control_.TakeConvergence(&c)) {
+        policy.Reconfigure(c);
+      }
+      ConvergenceDecision d = policy.Next(o);
+      if (d.action == ConvergenceAction::kContinue &&
+          control_.postcopy_requested()) {
+        d.action = ConvergenceAction::kPostcopy;
+        d.reason = "command";
+      }
       load_.SetThrottle(d.throttle_percent);
 
       RoundRecord& round = report_.rounds.back();
@@ -344,12 +293,49 @@ class PrecopyRun {
       live_.dirty_rate_bits.store(LiveState::Bits(report_.dirty_pages_per_s));
       live_.estimate_bits.store(LiveState::Bits(report_.estimated_downtime_s));
       live_.throttle.store(d.throttle_percent);
+      PublishRound(round);
       if (d.action == ConvergenceAction::kContinue) continue;
       report_.converged_by = d.reason;
       stopped_with_ = d.action;
       if (d.action == ConvergenceAction::kCancel) return Cancel();
       return absl::OkStatus();
     }
+  }
+
+  // What a live round left, for the control clients.
+  void PublishRound(const RoundRecord& round) {
+    const Json left{
+        {"remaining_bytes", round.remaining_bytes},
+        {"estimated_downtime_ms", Milliseconds(round.estimated_downtime_s)},
+        {"dirty_bytes_per_s", report_.dirty_pages_per_s * kPageSize},
+        {"link_bytes_per_s", report_.link_bytes_per_s},
+        {"throttle_percent", round.throttle_percent}};
+    control_.UpdateProgress(left);
+    Json event{{"round", report_.rounds.size() - 1},
+               {"pages", round.pages},
+               {"bytes", round.bytes},
+               {"seconds", round.seconds}};
+    event.update(left);
+    control_.Publish("round-done", std::move(event));
+  }
+
+  // The workload stopped here: the downtime starts.
+  void PublishPaused() {
+    control_.SetState(report_.switchover == "postcopy"
+                          ? MigrationState::kPostcopy
+                          : MigrationState::kStopAndCopy);
+    control_.Publish("paused",
+                     Json{{"pause_ms", Milliseconds(report_.pause_s)}});
+  }
+
+  // The destination can take over from here: a complete copy (stop and
+  // copy), or its faults armed (post-copy).
+  void PublishSwitchover() {
+    control_.UpdateProgress(
+        {{"downtime_ms", Milliseconds(report_.downtime_s)}});
+    control_.Publish("switchover",
+                     Json{{"mode", report_.switchover},
+                          {"downtime_ms", Milliseconds(report_.downtime_s)}});
   }
 
   // --on-timeout=cancel: the destination is told why and discards what
@@ -382,6 +368,7 @@ class PrecopyRun {
     paused_ = true;
     if (absl::Status p = load_.Pause(); !p.ok()) return p;
     report_.pause_s = Seconds(absl::Now() - pause);
+    PublishPaused();
     // Memory is frozen from here (unless a writer the pause cannot stop
     // maps it): the final round needs no staging copy, and the check's
     // hashing may start now, on idle CPU only, beside it.
@@ -398,6 +385,7 @@ class PrecopyRun {
     if (!report_.rounds.empty() && report_.rounds.back().final) {
       report_.final_round_s = report_.rounds.back().seconds;
     }
+    if (s.ok()) PublishSwitchover();
     return s;
   }
 
@@ -414,9 +402,12 @@ class PrecopyRun {
     paused_ = true;
     if (absl::Status p = load_.Pause(); !p.ok()) return p;
     report_.pause_s = Seconds(absl::Now() - pause);
+    PublishPaused();
     absl::Status s = Collect().status();
     report_.final_collect_s = Seconds(absl::Now() - pause);
     report_.postcopy_missing_pages = DirtyPages();
+    // A client's cancel that came first wins; after this, none does.
+    if (s.ok()) s = control_.Commit();
     if (s.ok()) {
       // From here this side's memory is the only copy of the missing
       // pages: the workload must never resume here.
@@ -427,6 +418,9 @@ class PrecopyRun {
     }
     report_.downtime_s = Seconds(absl::Now() - pause);
     if (!s.ok()) return s;
+    PublishSwitchover();
+    control_.Publish("postcopy-armed",
+                     Json{{"missing_pages", report_.postcopy_missing_pages}});
     // Memory is frozen for good: the check's hashing may start beside the
     // pages still to push, on idle CPU only.
     if (config_.verify) {
@@ -465,6 +459,7 @@ class PrecopyRun {
       cut_senders_.push_back(std::move(sender_));
       sender_ = std::move(*resumed);
       live_.sender.store(sender_.get());
+      control_.SetSession(SenderHooks(sender_.get()));
       if (config_.verify) {
         if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
       }
@@ -484,6 +479,7 @@ class PrecopyRun {
   // it need not wait for this; the source stays paused until the check is
   // done (it may have to resume).
   absl::Status VerifyWhilePaused() {
+    if (!switched_) control_.SetState(MigrationState::kVerifying);
     const absl::Time verify_start = absl::Now();
     absl::StatusOr<VerifyReport> v = sender_->Verify();
     report_.verify_s = Seconds(absl::Now() - verify_start);
@@ -501,6 +497,12 @@ class PrecopyRun {
   }
 
   absl::Status Finish() {
+    // FINISH is the commit point: a client's cancel that came first
+    // wins, and none after it does.
+    if (absl::Status c = control_.Commit(); !c.ok()) {
+      sender_->Abort(c);
+      return c;
+    }
     absl::Status done = sender_->Finish();
     if (done.ok()) load_.Stop();  // the destination owns the memory now
     return done;
@@ -512,6 +514,8 @@ class PrecopyRun {
   uint64_t region_pages_ = 0;
   DirtyTracker& tracker_;
   Workload& load_;
+  LiveControl own_control_;  // when the run has no --control
+  LiveControl& control_;
   const absl::Time start_ = absl::Now();
   PrecopyReport report_;
   std::unique_ptr<Sender> sender_;

@@ -18,6 +18,7 @@
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
 #include "tools/migrate/dirty_tracker.h"
+#include "tools/migrate/live_control.h"
 #include "tools/migrate/postcopy_mode.h"
 #include "tools/migrate/workload.h"
 
@@ -48,6 +49,9 @@ struct PrecopyConfig {
   // workload runs): every round is.
   bool pause_freezes = false;
   bool memory_frozen = false;
+  // --control: what the clients of the control socket see and change
+  // (none: the run is steered by the flags alone).
+  LiveControl* control = nullptr;
 };
 
 struct RoundRecord {

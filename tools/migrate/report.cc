@@ -21,7 +21,8 @@ void AddStatusFields(cli::Json& j, const absl::Status& s) {
                                             ": ", s.message()));
 }
 
-// "migrated", "cancelled" (--on-timeout=cancel) or "failed".
+// "migrated", "cancelled" (--on-timeout=cancel, or a --control client
+// cancelled) or "failed".
 const char* Outcome(const PrecopyReport& r) {
   if (r.status.ok()) return "migrated";
   if (r.outcome_unknown) return "unknown";

@@ -14,6 +14,7 @@
 #include "tools/migrate/dirty_tracker.h"
 #include "tools/migrate/file_mappers.h"
 #include "tools/migrate/flags.h"
+#include "tools/migrate/live_control.h"
 #include "tools/migrate/memload.h"
 #include "tools/migrate/memory_image.h"
 #include "tools/migrate/postcopy_mode.h"
@@ -164,6 +165,23 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   if (!transport_reason.ok()) {
     return Usage(std::string(transport_reason.status().message()));
   }
+  absl::StatusOr<ConvergenceConfig> convergence = Convergence();
+  if (!convergence.ok()) {
+    return Usage(std::string(convergence.status().message()));
+  }
+  // --control is served from the start, so an orchestrator sees the
+  // set-up (memory, connection) as well.
+  LiveControl control(LiveControl::Role::kSource,
+                      {opt.max_bandwidth, *convergence},
+                      {.postcopy = PostcopyFlag() != PostcopyMode::kOff,
+                       .throttle = absl::GetFlag(FLAGS_attach).empty()});
+  std::unique_ptr<cli::ControlServer> server;
+  if (const std::string path = absl::GetFlag(FLAGS_control); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<cli::ControlServer>> s =
+        ServeControl(path, control);
+    if (!s.ok()) return Usage(std::string(s.status().message()));
+    server = *std::move(s);
+  }
   // Mapping the memory and arming the dirty tracking are part of the
   // migration's cost (a file's pages are mapped in here); the one-time
   // random fill of anonymous memory is the workload's, not the migration's.
@@ -172,6 +190,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
                                          ? OwnSourceMemory(&prepare)
                                          : AttachedSourceMemory(&prepare);
   if (!src.ok()) {
+    control.Finished(src.status(), false, Json::object());
     if (absl::IsInvalidArgument(src.status())) {
       return Usage(std::string(src.status().message()));
     }
@@ -181,16 +200,12 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   }
   if (absl::Status s = CheckPinningLimits(opt, kPageSize, src->bytes());
       !s.ok()) {
+    control.Finished(s, false, Json::object());
     std::fprintf(stderr, "ramferry-migrate: refusing to start: %s\n",
                  std::string(s.message()).c_str());
     return 1;
   }
   const absl::Time prepare_start = absl::Now();
-
-  absl::StatusOr<ConvergenceConfig> convergence = Convergence();
-  if (!convergence.ok()) {
-    return Usage(std::string(convergence.status().message()));
-  }
   PrecopyConfig config;
   config.session = opt;
   config.convergence = *convergence;
@@ -205,6 +220,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   config.pause_freezes =
       src->attached == nullptr && src->untracked_writers.empty();
   config.memory_frozen = config.pause_freezes && !src->workload->running();
+  config.control = &control;
   prepare += absl::Now() - prepare_start;
   PrecopyReport r =
       RunPrecopy(config, src->regions, *src->tracker, *src->workload);

@@ -1,0 +1,273 @@
+#include "tools/common/control_socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/owned_fd.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+
+namespace ramferry::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(::testing::TempDir(), "/ctl-", getpid(), "-", name);
+}
+
+// A client that reads whole lines, with a deadline.
+class LineClient {
+ public:
+  explicit LineClient(const std::string& path) {
+    fd_.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    path.copy(a.sun_path, sizeof(a.sun_path) - 1);
+    connected_ =
+        connect(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  bool connected() const { return connected_; }
+  void Send(const std::string& text) {
+    ASSERT_EQ(send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(text.size()));
+  }
+  // The next line, or "" at EOF or after `wait`.
+  std::string Line(absl::Duration wait = absl::Seconds(10)) {
+    const absl::Time deadline = absl::Now() + wait;
+    while (true) {
+      if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{fd_.get(), POLLIN, 0};
+      const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (ms <= 0 || poll(&p, 1, static_cast<int>(ms)) <= 0) return "";
+      char chunk[65536];
+      const ssize_t n = read(fd_.get(), chunk, sizeof(chunk));
+      if (n <= 0) return "";
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  Json Reply(absl::Duration wait = absl::Seconds(10)) {
+    const std::string line = Line(wait);
+    if (line.empty()) return Json();
+    return Json::parse(line);
+  }
+  int fd() const { return fd_.get(); }
+
+ private:
+  base::OwnedFd fd_;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+ControlServer::Handler EchoHandler() {
+  return
+      [](absl::string_view cmd, const Json& request) -> absl::StatusOr<Json> {
+        if (cmd == "fail")
+          return absl::FailedPreconditionError("asked to fail");
+        if (cmd == "typed") return Json{{"n", request.at("n").get<int>()}};
+        return Json{{"echo", std::string(cmd)}};
+      };
+}
+
+std::unique_ptr<ControlServer> Serve(const std::string& path,
+                                     std::vector<std::string> events = {"a",
+                                                                        "b"}) {
+  absl::StatusOr<std::unique_ptr<ControlServer>> s =
+      ControlServer::Start(path, std::move(events), EchoHandler());
+  EXPECT_OK(s);
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+TEST(ControlServer, AnswersEveryLineInOrderAndEchoesTheId) {
+  const std::string path = TempPath("order");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  LineClient c(path);
+  ASSERT_TRUE(c.connected());
+  c.Send("{\"cmd\":\"one\",\"id\":1}\n{\"cmd\":\"two\",\"id\":\"x\"}\r\n\n");
+  Json r1 = c.Reply();
+  Json r2 = c.Reply();
+  EXPECT_EQ(r1["id"], 1);
+  EXPECT_EQ(r1["result"]["echo"], "one");
+  EXPECT_EQ(r2["id"], "x");
+  EXPECT_EQ(r2["result"]["echo"], "two");
+  c.Send("{\"cmd\":\"fail\"}\n");
+  Json r3 = c.Reply();
+  EXPECT_EQ(r3["ok"], false);
+  EXPECT_EQ(r3["error"]["code"], "FAILED_PRECONDITION");
+  EXPECT_EQ(r3["error"]["message"], "asked to fail");
+}
+
+TEST(ControlServer, BadRequestsGetErrorsAndTheConnectionGoesOn) {
+  const std::string path = TempPath("bad");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  LineClient c(path);
+  for (const char* bad :
+       {"not json", "[1]", "{\"id\": 3}", "{\"cmd\": 5}",
+        "{\"cmd\": \"typed\", \"n\": \"seven\"}", "{\"cmd\": \"typed\"}"}) {
+    c.Send(absl::StrCat(bad, "\n"));
+    Json r = c.Reply();
+    EXPECT_EQ(r["ok"], false) << bad;
+    EXPECT_EQ(r["error"]["code"], "INVALID_ARGUMENT") << bad;
+  }
+  c.Send("{\"cmd\": \"typed\", \"n\": 7}\n");
+  EXPECT_EQ(c.Reply()["result"]["n"], 7);
+}
+
+TEST(ControlServer, ALastLineWithoutNewlineIsAnsweredAtEof) {
+  const std::string path = TempPath("eof");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  LineClient c(path);
+  c.Send("{\"cmd\": \"last\"}");
+  shutdown(c.fd(), SHUT_WR);
+  EXPECT_EQ(c.Reply()["result"]["echo"], "last");
+  EXPECT_EQ(c.Line(), "");  // then closed
+}
+
+TEST(ControlServer, SubscribersGetTheirEventsOthersNone) {
+  const std::string path = TempPath("events");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  LineClient all(path), only_b(path), none(path);
+  all.Send("{\"cmd\": \"subscribe\"}\n");
+  EXPECT_EQ(all.Reply()["result"]["events"], Json({"a", "b"}));
+  only_b.Send("{\"cmd\": \"subscribe\", \"events\": [\"b\"]}\n");
+  EXPECT_EQ(only_b.Reply()["ok"], true);
+  only_b.Send("{\"cmd\": \"subscribe\", \"events\": [\"c\"]}\n");
+  EXPECT_THAT(only_b.Reply()["error"]["message"].get<std::string>(),
+              HasSubstr("no event \"c\""));
+  server->Publish("a", Json{{"n", 1}});
+  server->Publish("b", Json{{"n", 2}});
+  Json e1 = all.Reply(), e2 = all.Reply();
+  EXPECT_EQ(e1["event"], "a");
+  EXPECT_EQ(e1["data"]["n"], 1);
+  EXPECT_TRUE(e1["time"].is_number());
+  EXPECT_EQ(e2["event"], "b");
+  Json b = only_b.Reply();
+  EXPECT_EQ(b["event"], "b");
+  // Nothing came before the reply to this.
+  none.Send("{\"cmd\": \"q\"}\n");
+  EXPECT_EQ(none.Reply()["result"]["echo"], "q");
+}
+
+TEST(ControlServer, ASubscriberThatDoesNotReadIsLetGoNotWaitedFor) {
+  const std::string path = TempPath("slow");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  LineClient slow(path);
+  slow.Send("{\"cmd\": \"subscribe\"}\n");
+  ASSERT_EQ(slow.Reply()["ok"], true);
+  const std::string blob(64 << 10, 'x');
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 200; ++i) server->Publish("a", Json{{"blob", blob}});
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // never blocked
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server->clients() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(server->clients(), 0u);
+}
+
+TEST(ControlServer, AnOverlongLineIsRefusedAndClosed) {
+  const std::string path = TempPath("long");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  LineClient c(path);
+  c.Send(std::string(ControlServer::kMaxLine + 10, 'y'));
+  Json r = c.Reply();
+  EXPECT_THAT(r["error"]["message"].get<std::string>(),
+              HasSubstr("longer than"));
+  EXPECT_EQ(c.Line(), "");
+}
+
+TEST(ControlServer, RefusesClientsPastTheLimit) {
+  const std::string path = TempPath("many");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<LineClient>> clients;
+  for (size_t i = 0; i < ControlServer::kMaxClients; ++i) {
+    clients.push_back(std::make_unique<LineClient>(path));
+    clients.back()->Send("{\"cmd\": \"q\"}\n");
+    ASSERT_EQ(clients.back()->Reply()["ok"], true);
+  }
+  LineClient extra(path);
+  EXPECT_EQ(extra.Reply()["error"]["code"], "RESOURCE_EXHAUSTED");
+  clients.pop_back();  // one leaves: room for another
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server->clients() >= ControlServer::kMaxClients &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  LineClient next(path);
+  next.Send("{\"cmd\": \"q\"}\n");
+  EXPECT_EQ(next.Reply()["ok"], true);
+}
+
+TEST(ControlServer, ReplacesAStaleSocketRefusesALiveOneAndOtherFiles) {
+  const std::string path = TempPath("stale");
+  {
+    std::unique_ptr<ControlServer> live = Serve(path);
+    ASSERT_NE(live, nullptr);
+    absl::StatusOr<std::unique_ptr<ControlServer>> second =
+        ControlServer::Start(path, {}, EchoHandler());
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_THAT(second.status().message(), HasSubstr("another process"));
+  }
+  // A socket left behind by a process that died: nobody listens.
+  {
+    base::OwnedFd fd(socket(AF_UNIX, SOCK_STREAM, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    path.copy(a.sun_path, sizeof(a.sun_path) - 1);
+    ASSERT_EQ(bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  }
+  EXPECT_NE(Serve(path), nullptr);
+  std::ofstream(path) << "a file";
+  absl::StatusOr<std::unique_ptr<ControlServer>> on_file =
+      ControlServer::Start(path, {}, EchoHandler());
+  EXPECT_EQ(on_file.status().code(), absl::StatusCode::kFailedPrecondition);
+  unlink(path.c_str());
+  EXPECT_EQ(ControlServer::Start(std::string(200, 'p'), {}, EchoHandler())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ControlServer, EventsPublishedBeforeTheEndReachSubscribers) {
+  const std::string path = TempPath("end");
+  std::unique_ptr<ControlServer> server = Serve(path);
+  ASSERT_NE(server, nullptr);
+  LineClient c(path);
+  c.Send("{\"cmd\": \"subscribe\"}\n");
+  ASSERT_EQ(c.Reply()["ok"], true);
+  server->Publish("b", Json{{"last", true}});
+  server.reset();
+  EXPECT_EQ(c.Reply()["data"]["last"], true);
+  EXPECT_EQ(c.Line(), "");
+  struct stat st;
+  EXPECT_NE(stat(path.c_str(), &st), 0);  // removed
+}
+
+}  // namespace
+}  // namespace ramferry::cli

@@ -1,0 +1,372 @@
+#include "tools/common/control_socket.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/errno_status.h"
+
+namespace ramferry::cli {
+
+struct ControlServer::Client {
+  base::OwnedFd fd;
+  std::string in;
+  std::string out;  // the backlog: replies and events not yet written
+  bool subscribed = false;
+  std::vector<std::string> events;  // empty: all
+  bool closing = false;             // flush what is queued, then drop
+  bool overrun = false;  // kMaxBacklog unread: dropped without a flush
+};
+
+namespace {
+
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("control socket path '", path, "' must be 1 to ",
+                     sizeof(addr.sun_path) - 1, " bytes long"));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
+}
+
+// Whatever is at `path` may be replaced: nothing, or a socket nobody
+// listens on (left by a process that died).
+absl::Status ClearStaleSocket(const std::string& path, const sockaddr_un& a) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return base::ErrnoStatus(errno, absl::StrCat("control socket ", path));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "control socket path ", path,
+        " exists and is not a socket: remove it or choose another path"));
+  }
+  base::OwnedFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return base::ErrnoStatus(errno, "socket(AF_UNIX)");
+  if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) ==
+      0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("another process serves the control socket ", path,
+                     ": give each migration its own --control path"));
+  }
+  if (errno != ECONNREFUSED) {
+    return base::ErrnoStatus(errno,
+                             absl::StrCat("probing control socket ", path));
+  }
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return base::ErrnoStatus(errno,
+                             absl::StrCat("removing stale socket ", path));
+  }
+  return absl::OkStatus();
+}
+
+Json ErrorReply(const absl::Status& s) {
+  return Json{{"ok", false},
+              {"error",
+               {{"code", absl::StatusCodeToString(s.code())},
+                {"message", std::string(s.message())}}}};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
+    const std::string& path, std::vector<std::string> events, Handler handler) {
+  absl::StatusOr<sockaddr_un> addr = UnixAddress(path);
+  if (!addr.ok()) return addr.status();
+  if (absl::Status s = ClearStaleSocket(path, *addr); !s.ok()) return s;
+  base::OwnedFd fd(
+      socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return base::ErrnoStatus(errno, "socket(AF_UNIX)");
+  // bind() creates the file with the socket inode's mode less the umask:
+  // 0600 from the start, with no window in which others could connect.
+  if (fchmod(fd.get(), 0600) != 0) {
+    return base::ErrnoStatus(errno, "fchmod(control socket)");
+  }
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr),
+           sizeof(*addr)) != 0) {
+    return base::ErrnoStatus(errno,
+                             absl::StrCat("binding control socket ", path));
+  }
+  if (chmod(path.c_str(), 0600) != 0 || listen(fd.get(), 16) != 0) {
+    const int err = errno;
+    unlink(path.c_str());
+    return base::ErrnoStatus(err, absl::StrCat("control socket ", path));
+  }
+  base::OwnedFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) {
+    unlink(path.c_str());
+    return base::ErrnoStatus(errno, "eventfd");
+  }
+  return std::unique_ptr<ControlServer>(
+      new ControlServer(path, std::move(fd), std::move(wake), std::move(events),
+                        std::move(handler)));
+}
+
+ControlServer::ControlServer(std::string path, base::OwnedFd listener,
+                             base::OwnedFd wake,
+                             std::vector<std::string> events, Handler handler)
+    : path_(std::move(path)),
+      listener_(std::move(listener)),
+      wake_(std::move(wake)),
+      events_(std::move(events)),
+      handler_(std::move(handler)) {
+  thread_ = std::thread([this] { Serve(); });
+}
+
+ControlServer::~ControlServer() {
+  stop_.store(true);
+  const uint64_t one = 1;
+  (void)!write(wake_.get(), &one, sizeof(one));
+  thread_.join();
+  unlink(path_.c_str());
+}
+
+void ControlServer::Publish(absl::string_view event, Json data) {
+  Json e{{"event", std::string(event)},
+         {"time", absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())},
+         {"data", std::move(data)}};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.emplace_back(std::string(event), DumpJson(e) + "\n");
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_.get(), &one, sizeof(one));
+}
+
+void ControlServer::Serve() {
+  std::vector<pollfd> fds;
+  while (!stop_.load()) {
+    fds.clear();
+    fds.push_back({wake_.get(), POLLIN, 0});
+    fds.push_back({listener_.get(), POLLIN, 0});
+    for (const auto& c : clients_) {
+      const short want = static_cast<short>((c->closing ? 0 : POLLIN) |
+                                            (c->out.empty() ? 0 : POLLOUT));
+      fds.push_back({c->fd.get(), want, 0});
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) {
+      uint64_t n;
+      (void)!read(wake_.get(), &n, sizeof(n));
+      DeliverEvents();
+    }
+    // Clients accepted below have no pollfd yet: only the first ones do.
+    const size_t polled = fds.size() - 2;
+    std::vector<bool> drop(clients_.size(), false);
+    for (size_t i = 0; i < polled; ++i) {
+      Client& c = *clients_[i];
+      const short ev = fds[i + 2].revents;
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) != 0 && !c.closing &&
+          !ReadFrom(c)) {
+        drop[i] = true;
+        continue;
+      }
+      if (c.overrun || !Flush(c) || (c.closing && c.out.empty())) {
+        drop[i] = true;
+      }
+    }
+    for (size_t i = clients_.size(); i-- > 0;) {
+      if (drop[i]) clients_.erase(clients_.begin() + i);
+    }
+    if (fds[1].revents != 0) Accept();
+    clients_now_.store(clients_.size());
+  }
+  DeliverEvents();
+  FlushBeforeClosing();
+  clients_.clear();
+  clients_now_.store(0);
+}
+
+void ControlServer::Accept() {
+  while (true) {
+    base::OwnedFd fd(accept4(listener_.get(), nullptr, nullptr,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;  // EAGAIN, or a connection that went away
+    auto c = std::make_unique<Client>();
+    c->fd = std::move(fd);
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    absl::Status refused;
+    if (getsockopt(c->fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      refused = base::ErrnoStatus(errno, "SO_PEERCRED");
+    } else if (cred.uid != 0 && cred.uid != geteuid()) {
+      refused = absl::PermissionDeniedError(absl::StrCat(
+          "uid ", cred.uid, " may not control this migration (only uid ",
+          geteuid(), " or root)"));
+    } else if (clients_.size() >= kMaxClients) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "already ", kMaxClients, " control clients: close one first"));
+    }
+    if (!refused.ok()) {
+      // Best effort: the refusal is one short line into an empty buffer.
+      const std::string line = DumpJson(ErrorReply(refused)) + "\n";
+      (void)!send(c->fd.get(), line.data(), line.size(), MSG_NOSIGNAL);
+      continue;
+    }
+    clients_.push_back(std::move(c));
+  }
+}
+
+bool ControlServer::ReadFrom(Client& c) {
+  char buf[16384];
+  while (true) {
+    const ssize_t n = read(c.fd.get(), buf, sizeof(buf));
+    if (n == 0) {
+      // The client is done sending (socat, nc): answer a last line that
+      // had no newline, flush, then close.
+      if (!c.in.empty()) Answer(c, c.in);
+      c.in.clear();
+      c.closing = true;
+      return true;
+    }
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    c.in.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = c.in.find('\n', start)) != std::string::npos;
+         start = nl + 1) {
+      Answer(c, absl::string_view(c.in).substr(start, nl - start));
+      if (c.closing) return true;
+    }
+    c.in.erase(0, start);
+    if (c.in.size() > kMaxLine) {
+      Queue(c, DumpJson(ErrorReply(absl::InvalidArgumentError(
+                   absl::StrCat("request line longer than ", kMaxLine,
+                                " bytes: closing the connection")))) +
+                   "\n");
+      c.closing = true;
+      return true;
+    }
+    if (c.closing) return true;
+  }
+}
+
+void ControlServer::Answer(Client& c, absl::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find_first_not_of(" \t") == absl::string_view::npos) return;
+  const Json request = Json::parse(line.begin(), line.end(), nullptr,
+                                   /*allow_exceptions=*/false);
+  absl::StatusOr<Json> result;
+  Json reply;
+  if (request.is_discarded() || !request.is_object()) {
+    result = absl::InvalidArgumentError(
+        "a request is one JSON object per line, such as {\"cmd\": "
+        "\"query\"}");
+  } else {
+    if (request.contains("id")) reply["id"] = request["id"];
+    const auto cmd = request.find("cmd");
+    if (cmd == request.end() || !cmd->is_string()) {
+      result = absl::InvalidArgumentError(
+          "the request has no \"cmd\" string (query, set, start-postcopy, "
+          "cancel, subscribe)");
+    } else if (*cmd == "subscribe") {
+      result = Subscribe(c, request);
+    } else {
+      // Reading a field as the wrong type throws in nlohmann::json: the
+      // request was bad, not the server.
+      try {
+        result = handler_(cmd->get<std::string>(), request);
+      } catch (const Json::exception& e) {
+        result = absl::InvalidArgumentError(e.what());
+      }
+    }
+  }
+  if (result.ok()) {
+    reply["ok"] = true;
+    reply["result"] = *std::move(result);
+  } else {
+    reply.update(ErrorReply(result.status()));
+  }
+  if (!Queue(c, DumpJson(reply) + "\n")) c.overrun = true;
+}
+
+absl::StatusOr<Json> ControlServer::Subscribe(Client& c, const Json& request) {
+  std::vector<std::string> wanted;
+  if (const auto e = request.find("events"); e != request.end()) {
+    if (!e->is_array()) {
+      return absl::InvalidArgumentError("\"events\" is a list of event names");
+    }
+    for (const Json& name : *e) {
+      if (!name.is_string() ||
+          std::find(events_.begin(), events_.end(), name) == events_.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("no event ", name.dump(), "; the events are ",
+                         absl::StrJoin(events_, ", ")));
+      }
+      wanted.push_back(name.get<std::string>());
+    }
+  }
+  c.subscribed = true;
+  c.events = std::move(wanted);
+  return Json{{"events", c.events.empty() ? events_ : c.events}};
+}
+
+bool ControlServer::Queue(Client& c, std::string line) {
+  if (c.out.size() + line.size() > kMaxBacklog) return false;
+  c.out += line;
+  return true;
+}
+
+bool ControlServer::Flush(Client& c) {
+  while (!c.out.empty()) {
+    const ssize_t n = send(c.fd.get(), c.out.data(), c.out.size(),
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    c.out.erase(0, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void ControlServer::DeliverEvents() {
+  std::vector<std::pair<std::string, std::string>> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events.swap(pending_);
+  }
+  for (const auto& [name, line] : events) {
+    for (const auto& c : clients_) {
+      if (!c->subscribed || c->closing || c->overrun) continue;
+      if (!c->events.empty() && std::find(c->events.begin(), c->events.end(),
+                                          name) == c->events.end()) {
+        continue;
+      }
+      // A subscriber this far behind is not reading: it is let go rather
+      // than let the backlog grow without bound.
+      if (!Queue(*c, line)) c->overrun = true;
+    }
+  }
+}
+
+void ControlServer::FlushBeforeClosing() {
+  const absl::Time deadline = absl::Now() + absl::Seconds(1);
+  while (absl::Now() < deadline) {
+    std::vector<pollfd> fds;
+    for (const auto& c : clients_) {
+      if (!c->out.empty()) fds.push_back({c->fd.get(), POLLOUT, 0});
+    }
+    if (fds.empty()) return;
+    poll(fds.data(), fds.size(),
+         static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now())) +
+             1);
+    for (const auto& c : clients_) {
+      if (!Flush(*c)) c->out.clear();
+    }
+  }
+}
+
+}  // namespace ramferry::cli
