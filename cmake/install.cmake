@@ -7,6 +7,8 @@
 #   lib/pkgconfig/ramferry.pc            pkg-config (shared; --static: static)
 #   lib/cmake/ramferry/                  find_package(ramferry): ramferry::ramferry
 #   bin/ramferry-migrate, bin/ramferry-bench
+#   lib/python3/dist-packages/ramferry  the Python package (ctypes over
+#                                        lib/libramferry.so.0, found from there)
 # tests/install/install_test.sh installs into a temporary prefix and builds
 # examples/c against it both ways, so these rules cannot rot.
 include(CMakePackageConfigHelpers)
@@ -21,6 +23,11 @@ install(TARGETS ramferry ramferry_channels ramferry_proto
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ramferry-migrate ramferry-bench
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The Python package sits three levels below the library it loads
+# (python/ramferry/_lib.py looks there first).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ramferry
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
+  FILES_MATCHING PATTERN "*.py")
 
 set(cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/ramferry)
 install(EXPORT ramferryTargets NAMESPACE ramferry:: DESTINATION ${cmake_dir})

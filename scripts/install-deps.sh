@@ -18,6 +18,9 @@ PKGS=(
   # The build compiles through ccache (CMakeLists.txt); scripts/lint.sh's
   # clang-tidy cache is a Python script.
   ccache python3
+  # The Python package's tests (tests/python): pytest, numpy for the numpy
+  # example, pip for the install check.
+  python3-pytest python3-numpy python3-pip
   qemu-system-x86 cpio xz-utils zstd
 )
 want=("${PKGS[@]}")

@@ -47,6 +47,18 @@ done
   fail "the installed ramferry-migrate does not run"
 echo "installed: $(cd "$prefix" && find . -type f | sort | tr '\n' ' ')"
 
+# The Python package finds the installed library from where it lies (not
+# in a sanitizer build: python cannot load an instrumented library
+# without its runtime preloaded).
+if [ -z "$san" ] && command -v python3 > /dev/null; then
+  [ "$(PYTHONPATH="$prefix/$libdir/python3/dist-packages" python3 -c \
+      'import ramferry; print(ramferry.version())')" = \
+    "$(sed -n 's/^#define RAMFERRY_VERSION "\(.*\)"$/\1/p' \
+         "$prefix/include/ramferry/ramferry.h")" ] ||
+    fail "python3 -c 'import ramferry' after install"
+  echo "== python: import ramferry from the prefix"
+fi
+
 # The example must build from the installed headers alone.
 mkdir "$tmp/example"
 cp "$src/examples/c/migrate_self.c" "$src/examples/c/CMakeLists.txt" \

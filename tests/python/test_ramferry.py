@@ -1,0 +1,299 @@
+"""The ramferry Python package against the real library: a two-process
+migration of a buffer a thread keeps writing, the attach path (a Python
+workload exports its memory, is migrated while it writes, and the memory
+is handed to a Python adopter), and the errors every bad argument gets.
+
+Run by ctest (tests/python/run.sh), which points RAMFERRY_LIBRARY at the
+built libramferry.so and PYTHONPATH at python/."""
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import ramferry
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1 << 20
+
+
+def peer(*args):
+    return subprocess.Popen([sys.executable, os.path.join(HERE, "peer.py"),
+                             *map(str, args)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def receiver_process(size, key=None):
+    p = peer("receive", size, *([key.hex()] if key else []))
+    port = int(p.stdout.readline())
+    return p, port
+
+
+def finish_peer(p):
+    out, _ = p.communicate(timeout=60)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def options(port, key=None, **more):
+    o = ramferry.Options(host="127.0.0.1", port=port, **more)
+    if key:
+        o.set("key", key)
+    else:
+        o.set("insecure", True)
+    return o
+
+
+def test_two_process_migration_of_a_live_written_buffer():
+    size, dirty_pages = 64 * MiB, 1024
+    key = os.urandom(32)
+    mem = ramferry.page_aligned(size)
+    mem[:] = os.urandom(size)
+    child, port = receiver_process(size, key)
+    regions = ramferry.Regions().add(1, mem)
+    progress = []
+    with options(port, key, channels=4) as o, ramferry.Sender(o, regions) as s:
+        s.set_progress(progress.append)
+        dirty = regions.bitmaps(all_dirty=True)
+        stop = threading.Event()
+        writes = [0]
+
+        def writer():
+            rng = random.Random(1)
+            while not stop.is_set():
+                page = rng.randrange(dirty_pages)
+                at = page * ramferry.PAGE_SIZE + rng.randrange(4088)
+                mem[at:at + 8] = rng.randbytes(8)
+                dirty[0].mark(page)  # after the store, as the C API asks
+                writes[0] += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        rounds = [s.send_round(dirty)]
+        while len(rounds) < 4:
+            time.sleep(0.05)
+            rounds.append(s.send_round(dirty))
+        stop.set()
+        t.join()
+        rounds.append(s.send_round(dirty))  # the final round, nothing writes
+        report = s.verify()
+        s.finish()
+        stats = s.stats()
+    result = finish_peer(child)
+    assert writes[0] > 0 and rounds[0]["pages"] == size // ramferry.PAGE_SIZE
+    assert all(r["pages"] <= dirty_pages for r in rounds[1:])
+    assert report["pages_mismatched"] == 0
+    assert report["pages_checked"] == size // ramferry.PAGE_SIZE
+    assert result["ok"], result["error"]
+    assert result["sha256"] == hashlib.sha256(mem).hexdigest()
+    assert result["rounds"] == len(rounds) == stats["rounds"]
+    assert stats["channels"] == 4
+    assert sum(p["round_done"] for p in progress) == len(rounds)
+
+
+def test_numpy_arrays_are_regions():
+    np = pytest.importorskip("numpy")
+    size = 16 * MiB
+    child, port = receiver_process(size)
+    buf = ramferry.page_aligned(size)
+    array = np.frombuffer(buf, dtype=np.float64)
+    array[:] = np.arange(array.size, dtype=np.float64)
+    with options(port) as o, ramferry.Regions().add(1, array) as regions, \
+            ramferry.Sender(o, regions) as s:
+        s.send_round(regions.bitmaps(all_dirty=True))
+        s.verify()
+        s.finish()
+    assert finish_peer(child)["sha256"] == hashlib.sha256(buf).hexdigest()
+    with pytest.raises(ramferry.RamferryError, match="contiguous"):
+        ramferry.Regions().add(2, array[::2])
+
+
+def test_the_attach_path(tmp_path):
+    """A Python workload exports a memfd and keeps writing it; this process
+    attaches, migrates it into a memfd while it runs, pauses it for the
+    last round, and hands the result to a Python adopter."""
+    size = 32 * MiB
+    export_sock, adopt_sock = str(tmp_path / "export"), str(tmp_path / "adopt")
+    workload = peer("export", export_sock, size)
+    assert workload.stdout.readline().strip() == "exported"
+    adopter = peer("adopt", adopt_sock)
+    assert adopter.stdout.readline().strip() == "waiting"
+
+    fd = os.memfd_create("destination")
+    os.ftruncate(fd, size)
+    import mmap
+    dest = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+    rx_regions = ramferry.Regions().add(1, dest)
+    rx = ramferry.Receiver(options(0), rx_regions)
+    served = []
+    server = threading.Thread(target=lambda: served.append(rx.serve()))
+    server.start()
+    with ramferry.Attach(export_sock) as att:
+        [(rid, base, length)] = att.regions()
+        assert (rid, length) == (1, size)
+        regions = ramferry.Regions().add_mapped(rid, base, length)
+        with options(rx.port) as o, ramferry.Sender(o, regions) as s:
+            dirty = regions.bitmaps(all_dirty=True)
+            att.collect(dirty)  # round 0 sends all: start tracking here
+            dirty = regions.bitmaps(all_dirty=True)
+            s.send_round(dirty)
+            for _ in range(2):
+                att.collect(dirty)
+                s.send_round(dirty)
+            att.pause()
+            att.collect(dirty)
+            s.send_round(dirty)
+            s.verify()
+            s.finish()
+        att.migrated()
+    server.join()
+    rx.close()
+    workload_digest = workload.communicate(timeout=60)[0].strip()
+    assert workload.returncode == 0
+    assert hashlib.sha256(dest).hexdigest() == workload_digest
+    with ramferry.SharedRegions().add(1, dest, fd) as shared:
+        ramferry.hand_over_memory(adopt_sock, shared)
+    assert adopter.communicate(timeout=60)[0].strip() == workload_digest
+
+
+def code_of(call):
+    with pytest.raises(ramferry.RamferryError) as e:
+        call()
+    assert e.value.message
+    assert e.value.code == ramferry.STATUS_NAMES[e.value.status]
+    return e.value.code
+
+
+def test_every_bad_argument_gets_an_error_with_its_cause(tmp_path):
+    o = ramferry.Options()
+    assert code_of(lambda: o.set("transport", "warp")) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("no_such_option", 1)) == "NOT_FOUND"
+    assert code_of(lambda: o.set("port", 70000)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("port", "80")) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("channels", 0)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("packet_pages", 5000)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("protect", "maybe")) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("key", b"short")) == "INVALID_ARGUMENT"
+    assert code_of(lambda: o.set("key_file", str(tmp_path / "none"))) in (
+        "NOT_FOUND", "INVALID_ARGUMENT", "FAILED_PRECONDITION")
+    o.set("packet_pages", 64).set("zero_pages", False)  # and these work
+
+    r = ramferry.Regions()
+    assert code_of(lambda: r.add(1, b"read-only bytes")) == "INVALID_ARGUMENT"
+    assert code_of(lambda: r.add(1, 42)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: ramferry.page_aligned(100)) == "INVALID_ARGUMENT"
+    mem = ramferry.page_aligned(4 * MiB)
+    assert code_of(lambda: r.add(1, mem, page_size=3000)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: r.add(1, memoryview(mem)[1:4097])) == \
+        "INVALID_ARGUMENT"  # not aligned
+    r.add(1, mem)
+    assert code_of(lambda: r.add(1, ramferry.page_aligned(4096))) == \
+        "ALREADY_EXISTS"  # the same id twice
+    b = ramferry.Bitmap(10)
+    assert code_of(lambda: b.mark(10)) == "INVALID_ARGUMENT"
+
+    # No key and not insecure: refused before anything is sent.
+    assert code_of(lambda: ramferry.Receiver(ramferry.Options(), r)) in (
+        "INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNAUTHENTICATED")
+    # Nothing listens.
+    quick = options(1, connect_timeout_ms=200)
+    assert code_of(lambda: ramferry.Sender(quick, r)) in (
+        "UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def test_a_session_refused_by_the_destination_says_why():
+    child, port = receiver_process(8 * MiB, os.urandom(32))
+    r = ramferry.Regions().add(1, ramferry.page_aligned(8 * MiB))
+    wrong = options(port, os.urandom(32))
+    code = code_of(lambda: ramferry.Sender(wrong, r))
+    assert code in ("UNAUTHENTICATED", "PERMISSION_DENIED", "UNAVAILABLE")
+    child.kill()
+    child.wait()
+
+    child, port = receiver_process(8 * MiB)
+    other_size = ramferry.Regions().add(1, ramferry.page_aligned(4 * MiB))
+    with pytest.raises(ramferry.RamferryError) as e:
+        ramferry.Sender(options(port), other_size)
+    assert "region" in e.value.message
+    # The destination refuses that source and waits for the right one.
+    child.kill()
+    child.wait()
+
+
+def test_abort_ends_a_blocked_serve_and_closed_handles_refuse():
+    r = ramferry.Regions().add(1, ramferry.page_aligned(MiB))
+    rx = ramferry.Receiver(options(0), r)
+    errors = []
+
+    def serve():
+        try:
+            rx.serve()
+        except ramferry.RamferryError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=serve)
+    t.start()
+    time.sleep(0.2)
+    rx.abort("test over")
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert errors and errors[0].code == "CANCELLED"
+    assert "test over" in errors[0].message
+    rx.close()
+    assert code_of(rx.applied_rounds) == "FAILED_PRECONDITION"
+    with ramferry.Options() as o:
+        pass
+    assert o._h is None
+
+
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")
+
+
+def run_example(name, *args):
+    return subprocess.run([sys.executable, os.path.join(EXAMPLES, name),
+                           *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_examples_run():
+    out = run_example("migrate_self.py", "--fork", "--size-mib=32")
+    assert out.returncode == 0, out.stderr
+    assert "0 differ" in out.stdout
+    assert "verified and finished" in out.stdout
+    out = run_example("migrate_self.py", "--size-mib=16", "--channels=3")
+    assert out.returncode == 0, out.stderr
+    assert "byte-identical" in out.stdout
+    pytest.importorskip("numpy")
+    out = run_example("numpy_transfer.py", "--size-mib=32")
+    assert out.returncode == 0, out.stderr
+    sent = out.stdout.split("parent: sending")[1].split("sha256 ")[1][:16]
+    assert f"child: received, sha256 {sent}" in out.stdout
+
+
+def test_pip_installs_the_package_without_the_network(tmp_path):
+    """pip install --no-build-isolation with Debian's setuptools, from a
+    copy of python/ (pip builds in the source tree)."""
+    import shutil
+    if subprocess.run([sys.executable, "-m", "pip", "--version"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no pip here (apt-get install python3-pip)")
+    src = tmp_path / "python"
+    shutil.copytree(os.path.join(HERE, "..", "..", "python"), src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    site = tmp_path / "site"
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index",
+         "--no-build-isolation", "--no-deps", "--target", str(site),
+         str(src)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    check = subprocess.run(
+        [sys.executable, "-c", "import ramferry; print(ramferry.__file__, "
+         "ramferry.version())"], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)
+    assert check.returncode == 0, check.stderr
+    assert str(site) in check.stdout
