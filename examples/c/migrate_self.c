@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ramferry/ramferry.h"
@@ -120,6 +121,12 @@ static void on_progress(const ramferry_progress* p, void* user) {
   }
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
 static int fail(const char* what, ramferry_status s) {
   fprintf(stderr, "migrate_self: %s: %s: %s\n", what, ramferry_status_name(s),
           ramferry_last_error());
@@ -198,6 +205,7 @@ static int listen_on(struct region* layout, const ramferry_options* opt,
 
 static int run_source(struct region* src, const ramferry_options* opt,
                       uint64_t dirty_pages, uint32_t max_rounds) {
+  const double start = now_s();
   ramferry_regions* regions = make_regions(src);
   if (regions == NULL) return 1;
   ramferry_sender* tx = NULL;
@@ -253,6 +261,7 @@ static int run_source(struct region* src, const ramferry_options* opt,
            " pages, %.1f MiB over %u "
            "channels\n",
            st.rounds, st.pages, st.payload_bytes / 1048576.0, st.channels);
+    printf("source: connect to finish: %.3f s\n", now_s() - start);
   }
   ramferry_sender_free(tx);
   return rc;

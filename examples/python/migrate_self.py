@@ -20,6 +20,7 @@ import random
 import struct
 import sys
 import threading
+import time
 
 import ramferry
 
@@ -72,6 +73,7 @@ def write_loop(memories, bitmaps, dirty_pages, stop, stores):
 
 
 def run_source(memories, key, port, args):
+    start = time.monotonic()
     opts = make_options(key, args).set("port", port)
     regions = regions_of(memories, args.size_mib)
     with ramferry.Sender(opts, regions) as tx:
@@ -106,6 +108,7 @@ def run_source(memories, key, port, args):
         print(f"source: {st['rounds']} rounds, {st['pages']} pages, "
               f"{st['payload_bytes'] / MiB:.1f} MiB over {st['channels']} "
               "channels")
+    print(f"source: connect to finish: {time.monotonic() - start:.3f} s")
 
 
 def main():
@@ -124,8 +127,14 @@ def main():
           f"MiB, writes into {args.dirty_mib} MiB of it", flush=True)
     key = os.urandom(32)
     src = [ramferry.page_aligned(n) for _, _, n in layout(args.size_mib)]
+    # Random bytes, 64 MiB of them over and over: generating them all
+    # would take Python longer than the migration (the C example's fill
+    # runs at memory speed).
+    block = random.Random(42).randbytes(64 * MiB)
     for mem in src:
-        mem[:] = os.urandom(len(mem))
+        for at in range(0, len(mem), len(block)):
+            chunk = min(len(block), len(mem) - at)
+            mem[at:at + chunk] = block[:chunk]
     try:
         if args.fork:
             return fork_and_run(src, key, args)
