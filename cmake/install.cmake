@@ -7,6 +7,8 @@
 #   lib/pkgconfig/ramferry.pc            pkg-config (shared; --static: static)
 #   lib/cmake/ramferry/                  find_package(ramferry): ramferry::ramferry
 #   bin/ramferry-migrate, bin/ramferry-bench
+#   share/man/man1, man3                 ramferry-migrate(1), ramferry-bench(1),
+#                                        ramferry(3) (man/CMakeLists.txt)
 #   lib/python3/dist-packages/ramferry  the Python package (ctypes over
 #                                        lib/libramferry.so.0, found from there)
 # tests/install/install_test.sh installs into a temporary prefix and builds

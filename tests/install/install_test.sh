@@ -38,7 +38,10 @@ for f in include/ramferry/ramferry.h include/ramferry/sender.h \
          "$libdir/libramferry_proto.a" "$libdir/pkgconfig/ramferry.pc" \
          "$libdir/cmake/ramferry/ramferryConfig.cmake" \
          "$libdir/cmake/ramferry/ramferryConfigVersion.cmake" \
-         bin/ramferry-migrate bin/ramferry-bench; do
+         bin/ramferry-migrate bin/ramferry-bench \
+         share/man/man1/ramferry-migrate.1 share/man/man1/ramferry-bench.1 \
+         share/man/man3/ramferry.3 \
+         "$libdir/python3/dist-packages/ramferry/__init__.py"; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
 [ "$(readlink "$prefix/$libdir/libramferry.so")" = libramferry.so.0 ] ||
