@@ -1,4 +1,4 @@
-/* The README's C example ("Embedding from C") as the body of a function
+/* docs/c-api.md's C example ("Embedding from C") as the body of a function
  * with the variables its text assumes as parameters. Compiled as C11 with
  * -pedantic -Werror, never run (its source dials 10.0.0.2). */
 #include <stdint.h>

@@ -1,6 +1,6 @@
 // The documented examples, each as the body of a function with the
 // variables its text assumes as parameters. Compiled, never run: the
-// README's destination serves forever and its source dials 10.0.0.2.
+// documented destination serves forever and its source dials 10.0.0.2.
 #include <cstdint>
 #include <string>
 
@@ -13,7 +13,7 @@
 
 namespace ramferry_docs {
 
-// README.md, "Using the library".
+// docs/library.md, "Using the library".
 void ReadmeExample(void* dst_base, uint64_t dst_len, void* src_base,
                    uint64_t src_len){
 #include "readme_example.inc"

@@ -78,7 +78,7 @@ std::vector<Region> DestinationRegions(const DestinationMemories& mems) {
   return regions;
 }
 
-// --prefault=auto, per memory kind, from the measurements in the README
+// --prefault=auto, per memory kind, from the measurements in docs/migrate.md
 // (4 GiB, 2 channels, loopback): anonymous memory (huge pages) gains from
 // a background pre-fault beside the receivers; a file's pages are written
 // through the file (Region::fd), so its page tables here are never needed.

@@ -179,7 +179,7 @@ ABSL_FLAG(std::string, prefault, "auto",
           "page arrives), off, or auto: during for anonymous memory (which "
           "also gets huge pages), off for a file, whose pages are written "
           "through it and never through this process's page tables (chosen "
-          "by measurement, see the README); true/false mean before/off");
+          "by measurement, see docs/migrate.md); true/false mean before/off");
 ABSL_FLAG(std::string, verify, "full",
           "source: after the final round, check the destination page by "
           "page: full (the source's memory now against a digest the "
