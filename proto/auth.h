@@ -12,9 +12,10 @@
 // (fresh and random per session: the source's nonce), the channel index and
 // every parameter; the destination's nonce makes a recorded source proof
 // useless on a new connection. The two sides use different labels, so a
-// proof cannot be reflected back. This authenticates connections only: the
-// stream after the handshake is neither encrypted nor signed, so run it on
-// a trusted network or under IPsec/WireGuard.
+// proof cannot be reflected back. This authenticates the connection; what
+// flows after it is protected by the stream seal (proto/seal.h: a tag on
+// every message, or encryption too), which the session negotiates and
+// keys from the same secret, unless it runs with protection none.
 //
 // AuthChallenge (64 bytes, big-endian):
 //    0 u32 magic 'RFAC'   4 u16 version   6 u16 method (1)

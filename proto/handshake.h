@@ -71,8 +71,9 @@ enum Feature : uint64_t {
   // A data packet's payload may be one zstd frame of its pages
   // (PacketHeader::compressed_bytes).
   kFeatureCompressedPages = 1ull << 7,
-  // RDMA: the destination grants the source receive credits (CREDITS
-  // control messages) and the source never posts a SEND beyond them, so
+  // RDMA: the destination grants the source receive credits (RFRC messages
+  // on the data queue pair, channels/rdma_credits.h) and the source never
+  // posts a SEND beyond them, so
   // no SEND ever meets an empty receive queue (RNR retries).
   kFeatureRdmaCredits = 1ull << 8,
   // The stream is sealed (proto/seal.h): with kFeatureSealMac every
@@ -136,8 +137,8 @@ struct HelloReply {
 
 void EncodeHello(const Hello& hello, absl::Span<uint8_t> out);
 // Checks everything a Hello can be checked for alone: magic, version, role,
-// channel index < count <= kMaxChannels, page bound, reserved fields, the
-// chunk size's form. What depends on the transport is checked by
+// channel index < count <= kMaxChannels, page bound, the chunk size's form.
+// Capability bits this build does not know are not refused here. What depends on the transport is checked by
 // channels::DecodeChannelHello, which every listener decodes with.
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in);
 
