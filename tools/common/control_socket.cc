@@ -316,7 +316,7 @@ absl::StatusOr<Json> ControlServer::Subscribe(Client& c, const Json& request) {
   return Json{{"events", c.events.empty() ? events_ : c.events}};
 }
 
-bool ControlServer::Queue(Client& c, std::string line) {
+bool ControlServer::Queue(Client& c, const std::string& line) {
   if (c.out.size() + line.size() > kMaxBacklog) return false;
   c.out += line;
   return true;

@@ -90,7 +90,7 @@ class ControlServer {
   void Answer(Client& c, absl::string_view line);
   absl::StatusOr<Json> Subscribe(Client& c, const Json& request);
   // Appends `line` to `c`'s backlog; false: over kMaxBacklog.
-  static bool Queue(Client& c, std::string line);
+  static bool Queue(Client& c, const std::string& line);
   // Writes what the socket takes now; false: the client is gone.
   static bool Flush(Client& c);
   void DeliverEvents();

@@ -85,7 +85,7 @@ std::vector<std::string> LiveEventNames() {
 }
 
 LiveControl::LiveControl(Role role, Settings settings, Abilities abilities)
-    : role_(role), abilities_(abilities), settings_(std::move(settings)) {}
+    : role_(role), abilities_(abilities), settings_(settings) {}
 
 absl::StatusOr<Json> LiveControl::Handle(absl::string_view cmd,
                                          const Json& request) {
