@@ -21,6 +21,8 @@ PKGS=(
   # The Python package's tests (tests/python): pytest, numpy for the numpy
   # example, pip for the install check.
   python3-pytest python3-numpy python3-pip
+  # tests/protocol's decoder checks and decrypts sealed captures with AES.
+  python3-cryptography
   # tests/man renders the man pages as man(1) does.
   man-db groff-base
   qemu-system-x86 cpio xz-utils zstd
