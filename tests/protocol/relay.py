@@ -75,6 +75,11 @@ class RecordingRelay:
     def finish(self, timeout=30):
         """Stops accepting, waits for every connection to close, and writes
         connections.json."""
+        # close() alone does not wake a thread blocked in accept().
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
         self.acceptor.join(timeout)
         for t in list(self.threads):
