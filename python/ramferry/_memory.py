@@ -121,6 +121,13 @@ class Regions:
 
     def add(self, region_id, buffer, page_size=PAGE_SIZE):
         array, address, length = c_view(buffer)
+        if address % PAGE_SIZE:
+            # A bytearray's memory comes from malloc: rarely page-aligned.
+            raise _invalid(
+                f"region {region_id}'s buffer starts at {address:#x}, not on "
+                f"a {PAGE_SIZE}-byte page boundary: allocate it with "
+                "ramferry.page_aligned(n) (an mmap; wrap it in a numpy "
+                "array or a memoryview as needed)")
         status = lib.ramferry_regions_add(self._h, region_id, address, length,
                                           page_size)
         check(status, lambda: lib.ramferry_regions_last_error(self._h))

@@ -191,6 +191,8 @@ def test_every_bad_argument_gets_an_error_with_its_cause(tmp_path):
     assert code_of(lambda: r.add(1, mem, page_size=3000)) == "INVALID_ARGUMENT"
     assert code_of(lambda: r.add(1, memoryview(mem)[1:4097])) == \
         "INVALID_ARGUMENT"  # not aligned
+    with pytest.raises(ramferry.RamferryError, match="page_aligned"):
+        r.add(1, memoryview(bytearray(3 * 4096))[1:8193])
     r.add(1, mem)
     assert code_of(lambda: r.add(1, ramferry.page_aligned(4096))) == \
         "ALREADY_EXISTS"  # the same id twice
