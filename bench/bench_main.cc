@@ -50,9 +50,10 @@ ABSL_FLAG(double, dirty_fraction, 0.1,
 ABSL_FLAG(bool, prefault, true,
           "pre-fault the destination before timing (--noprefault: cold)");
 ABSL_FLAG(bool, huge_pages, false, "transparent huge pages on both ends");
-ABSL_FLAG(bool, raw_whole_recv, false,
-          "raw: the receiver reads each connection's whole slice in one call "
-          "instead of send-size reads (an upper bound, see docs/benchmarks.md)");
+ABSL_FLAG(
+    bool, raw_whole_recv, false,
+    "raw: the receiver reads each connection's whole slice in one call "
+    "instead of send-size reads (an upper bound, see docs/benchmarks.md)");
 ABSL_FLAG(uint64_t, seed, 1, "seed for the region's random content");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of a summary");
 

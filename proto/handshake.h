@@ -138,8 +138,9 @@ struct HelloReply {
 void EncodeHello(const Hello& hello, absl::Span<uint8_t> out);
 // Checks everything a Hello can be checked for alone: magic, version, role,
 // channel index < count <= kMaxChannels, page bound, the chunk size's form.
-// Capability bits this build does not know are not refused here. What depends on the transport is checked by
-// channels::DecodeChannelHello, which every listener decodes with.
+// Capability bits this build does not know are not refused here. What depends
+// on the transport is checked by channels::DecodeChannelHello, which every
+// listener decodes with.
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in);
 
 void EncodeHelloReply(const HelloReply& reply, absl::Span<uint8_t> out);

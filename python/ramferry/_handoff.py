@@ -6,8 +6,9 @@ hand_over_memory)."""
 import ctypes
 import enum
 
-from ramferry._lib import (EXPORT_FN, WORDS, RamferryError, c_int, c_size_t,
-                           c_void_p, check, last_error, lib, u32, u64, i64)
+from ramferry._lib import (EXPORT_FN, WORDS, Handle, RamferryError, c_int,
+                           c_size_t, c_void_p, check, last_error, lib, u32,
+                           u64, i64)
 from ramferry._memory import c_view
 
 
@@ -18,9 +19,11 @@ class ExportEvent(enum.IntEnum):
     DETACHED_WHILE_PAUSED = 4
 
 
-class SharedRegions:
+class SharedRegions(Handle):
     """Shared mappings of files (memfds, tmpfs): region id, the mapping
     (a buffer, held), the fd it maps and the offset."""
+
+    _free = "ramferry_shared_regions_free"
 
     def __init__(self):
         self._h = lib.ramferry_shared_regions_new()
@@ -36,22 +39,9 @@ class SharedRegions:
         self._views.append(array)
         return self
 
-    def close(self):
-        if self._h:
-            lib.ramferry_shared_regions_free(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
 
-class _Handle:
+class _Handle(Handle):
     _prefix = ""
 
     def _call(self, name, *args):
@@ -61,19 +51,6 @@ class _Handle:
         check(getattr(lib, f"ramferry_{self._prefix}_{name}")(self._h, *args),
               lambda: last(self._h))
 
-    def close(self):
-        if getattr(self, "_h", None):
-            getattr(lib, f"ramferry_{self._prefix}_free")(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
 
 class Export(_Handle):
@@ -83,6 +60,7 @@ class Export(_Handle):
     process pauses this whole process with SIGSTOP."""
 
     _prefix = "export"
+    _free = "ramferry_export_free"
 
     def __init__(self, socket_path, regions, handler=None):
         self._h = None
@@ -113,6 +91,7 @@ class Attach(_Handle):
     mapped here read-only, its writes, its pause."""
 
     _prefix = "attach"
+    _free = "ramferry_attach_free"
 
     def __init__(self, socket_path, timeout_ms=10000):
         self._h = None
@@ -156,6 +135,7 @@ class Adopt(_Handle):
     destination hands over, then maps it here."""
 
     _prefix = "adopt"
+    _free = "ramferry_adopt_free"
 
     def __init__(self, socket_path):
         self._h = None

@@ -69,6 +69,28 @@ class RamferryError(Exception):
         super().__init__(f"{self.code}: {message}")
 
 
+class Handle:
+    """A handle of the C library, freed by close(), at the end of a with
+    block, or when collected. Subclasses name their free call in _free."""
+
+    _free = ""
+    _h = None
+
+    def close(self):
+        if self._h:
+            getattr(lib, self._free)(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
 def check(status, message_fn):
     """Raises RamferryError unless `status` is OK; `message_fn()` gives the
     message (read at once: the library's last error is per handle or per

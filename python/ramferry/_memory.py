@@ -3,7 +3,7 @@
 import ctypes
 import mmap
 
-from ramferry._lib import (WORDS, RamferryError, check, lib, u64)
+from ramferry._lib import (WORDS, Handle, RamferryError, check, lib, u64)
 
 PAGE_SIZE = 4096
 
@@ -41,7 +41,7 @@ def c_view(buffer):
     return array, ctypes.addressof(array), view.nbytes
 
 
-class Options:
+class Options(Handle):
     """Settings of one end of a session (ramferry_options): keyword
     arguments or set(name, value). Named setters exist for the common
     fields; any other SessionOptions field goes by name, as
@@ -55,6 +55,7 @@ class Options:
         "postcopy_resume_timeout_ms": int, "connect_timeout_ms": int,
     }
     _LIMITS = {"port": 0xFFFF, "channels": 0xFFFFFFFF}
+    _free = "ramferry_options_free"
 
     def __init__(self, **settings):
         self._h = lib.ramferry_options_new()
@@ -92,25 +93,14 @@ class Options:
             raise _invalid(f"{name} is text, not {value!r}")
         return setter(self._h, value.encode())
 
-    def close(self):
-        if self._h:
-            lib.ramferry_options_free(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
 
-class Regions:
+class Regions(Handle):
     """The memory a session moves (ramferry_regions): each region an id
     both ends agree on and a writable buffer, which the Regions holds (and
     so keeps from moving) until closed."""
+
+    _free = "ramferry_regions_free"
 
     def __init__(self):
         self._h = lib.ramferry_regions_new()
@@ -164,19 +154,8 @@ class Regions:
         return maps
 
     def close(self):
-        if self._h:
-            lib.ramferry_regions_free(self._h)
-            self._h = None
+        super().close()
         self._views = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
 
 class Bitmap:

@@ -4,7 +4,8 @@ call releases the GIL, and abort() from another thread ends it."""
 
 import ctypes
 
-from ramferry._lib import (ARMED_FN, PROGRESS_FN, WORDS, RamferryError,
+from ramferry._lib import (ARMED_FN, PROGRESS_FN, WORDS, Handle,
+                           RamferryError,
                            RoundResult, Stats, VerifyReport, c_size_t,
                            c_void_p, check, decode, last_error, lib, u16, u64)
 
@@ -20,13 +21,16 @@ def _word_arrays(bitmaps):
         *[ctypes.cast(b.words, WORDS) for b in bitmaps]), len(bitmaps)
 
 
-class _End:
+class _End(Handle):
     """What both ends share: the handle, its errors, progress, stats."""
 
     _prefix = ""
 
-    def __init__(self, handle, regions):
-        self._h = handle
+    def __init__(self, make, options, regions):
+        """`make` is the C call that makes the handle (connect, listen)."""
+        out = c_void_p()
+        check(make(options._h, regions._h, ctypes.byref(out)), last_error)
+        self._h = out.value
         self._regions = regions  # its buffers must outlive the session
         self._callbacks = []     # ctypes callbacks the library holds
 
@@ -74,19 +78,6 @@ class _End:
         """Ends the session now, from any thread."""
         self._call("abort", reason.encode() if reason else None)
 
-    def close(self):
-        if self._h:
-            getattr(lib, f"ramferry_{self._prefix}_free")(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
 
 class Sender(_End):
@@ -94,13 +85,10 @@ class Sender(_End):
     channel (ramferry_sender_connect)."""
 
     _prefix = "sender"
+    _free = "ramferry_sender_free"
 
     def __init__(self, options, regions):
-        self._h = None  # until connected: close() has nothing to free
-        out = c_void_p()
-        check(lib.ramferry_sender_connect(options._h, regions._h,
-                                          ctypes.byref(out)), last_error)
-        super().__init__(out.value, regions)
+        super().__init__(lib.ramferry_sender_connect, options, regions)
 
     def send_round(self, bitmaps):
         """Sends the pages marked in `bitmaps` (one Bitmap per region) and
@@ -158,13 +146,10 @@ class Receiver(_End):
     session to its end."""
 
     _prefix = "receiver"
+    _free = "ramferry_receiver_free"
 
     def __init__(self, options, regions):
-        self._h = None  # until connected: close() has nothing to free
-        out = c_void_p()
-        check(lib.ramferry_receiver_listen(options._h, regions._h,
-                                           ctypes.byref(out)), last_error)
-        super().__init__(out.value, regions)
+        super().__init__(lib.ramferry_receiver_listen, options, regions)
 
     @property
     def port(self):

@@ -109,13 +109,9 @@ std::optional<Memload::Options> DestinationWorkload() {
 
 int RunDestRole(SessionOptions opt) {
   LiveControl control(LiveControl::Role::kDestination, {}, {});
-  std::unique_ptr<cli::ControlServer> server;
-  if (const std::string path = absl::GetFlag(FLAGS_control); !path.empty()) {
-    absl::StatusOr<std::unique_ptr<cli::ControlServer>> s =
-        ServeControl(path, control);
-    if (!s.ok()) return Usage(std::string(s.status().message()));
-    server = *std::move(s);
-  }
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server =
+      ControlFromFlag(control);
+  if (!server.ok()) return Usage(std::string(server.status().message()));
   absl::StatusOr<DestinationMemories> mem =
       DestinationMemory(absl::GetFlag(FLAGS_region_file));
   if (!mem.ok()) return Usage(std::string(mem.status().message()));

@@ -99,6 +99,16 @@ absl::StatusOr<Json> LiveControl::Handle(absl::string_view cmd,
                    "and subscribe"));
 }
 
+absl::Status LiveControl::Ended() const {
+  if (state_ != MigrationState::kCompleted &&
+      state_ != MigrationState::kFailed &&
+      state_ != MigrationState::kCancelled) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the migration has ended (", MigrationStateName(state_), ")"));
+}
+
 Json LiveControl::SettingsJson() const {
   const ConvergenceConfig& c = settings_.convergence;
   return Json{
@@ -212,12 +222,7 @@ absl::StatusOr<Json> LiveControl::Set(const Json& request) {
   Json settings;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (state_ == MigrationState::kCompleted ||
-        state_ == MigrationState::kFailed ||
-        state_ == MigrationState::kCancelled) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the migration has ended (", MigrationStateName(state_), ")"));
-    }
+    if (absl::Status ended = Ended(); !ended.ok()) return ended;
     if (next.max_bandwidth != settings_.max_bandwidth &&
         session_.set_max_bandwidth) {
       session_.set_max_bandwidth(next.max_bandwidth);
@@ -259,12 +264,7 @@ absl::StatusOr<Json> LiveControl::Cancel(const Json& request) {
     reason = r->get<std::string>();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == MigrationState::kCompleted ||
-      state_ == MigrationState::kFailed ||
-      state_ == MigrationState::kCancelled) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the migration has ended (", MigrationStateName(state_), ")"));
-  }
+  if (absl::Status ended = Ended(); !ended.ok()) return ended;
   if (committed_) {
     return absl::FailedPreconditionError(
         "too late to cancel: the switchover has begun, and the destination "

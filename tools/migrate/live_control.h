@@ -124,6 +124,8 @@ class LiveControl {
   absl::StatusOr<Json> Set(const Json& request);
   absl::StatusOr<Json> StartPostcopy();
   absl::StatusOr<Json> Cancel(const Json& request);
+  // FailedPrecondition once the run has ended; mu_ held.
+  absl::Status Ended() const;
   Json SettingsJson() const;              // mu_ held
   double RecentRate(uint64_t bytes_now);  // mu_ held
 

@@ -165,6 +165,13 @@ absl::StatusOr<ConvergenceConfig> Convergence() {
   return c;
 }
 
+absl::StatusOr<std::unique_ptr<cli::ControlServer>> ControlFromFlag(
+    LiveControl& control) {
+  const std::string path = absl::GetFlag(FLAGS_control);
+  if (path.empty()) return nullptr;
+  return ServeControl(path, control);
+}
+
 double DirtyPagesPerSecond(bool file_backed) {
   const double rate = absl::GetFlag(FLAGS_dirty_rate).pages_per_s;
   if (rate >= 0) return rate;

@@ -5,6 +5,7 @@
 #define RAMFERRY_TOOLS_MIGRATE_SETTINGS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,6 +13,8 @@
 #include "absl/strings/string_view.h"
 #include "ramferry/convergence.h"
 #include "ramferry/options.h"
+#include "tools/common/control_socket.h"
+#include "tools/migrate/live_control.h"
 #include "tools/migrate/postcopy_mode.h"
 #include "tools/migrate/report.h"
 
@@ -30,6 +33,9 @@ absl::Status CheckPostcopy(bool receives);
 // --attach/--export and their companions, checked for `role`.
 absl::Status CheckHandoffFlags(const std::string& role);
 absl::StatusOr<ConvergenceConfig> Convergence();
+// --control: serves `control` on the flag's path; none without the flag.
+absl::StatusOr<std::unique_ptr<cli::ControlServer>> ControlFromFlag(
+    LiveControl& control);
 // --dirty-rate in pages per second; auto by the memory's kind.
 double DirtyPagesPerSecond(bool file_backed);
 // The run as the report describes it.

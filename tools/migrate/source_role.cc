@@ -175,13 +175,9 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
                       {opt.max_bandwidth, *convergence},
                       {.postcopy = PostcopyFlag() != PostcopyMode::kOff,
                        .throttle = absl::GetFlag(FLAGS_attach).empty()});
-  std::unique_ptr<cli::ControlServer> server;
-  if (const std::string path = absl::GetFlag(FLAGS_control); !path.empty()) {
-    absl::StatusOr<std::unique_ptr<cli::ControlServer>> s =
-        ServeControl(path, control);
-    if (!s.ok()) return Usage(std::string(s.status().message()));
-    server = *std::move(s);
-  }
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server =
+      ControlFromFlag(control);
+  if (!server.ok()) return Usage(std::string(server.status().message()));
   // Mapping the memory and arming the dirty tracking are part of the
   // migration's cost (a file's pages are mapped in here); the one-time
   // random fill of anonymous memory is the workload's, not the migration's.
