@@ -134,6 +134,24 @@ ramferry_status ramferry_receiver_on_armed(ramferry_receiver* receiver,
   });
 }
 
+ramferry_status ramferry_receiver_on_commit(ramferry_receiver* receiver,
+                                            ramferry_commit_fn fn, void* user) {
+  if (receiver == nullptr) return NullArgument("receiver");
+  return Guard(&receiver->error, [&] {
+    if (fn == nullptr) {
+      receiver->receiver->OnCommit(nullptr);
+    } else {
+      receiver->receiver->OnCommit([fn, user] {
+        return fn(user) == 0 ? absl::OkStatus()
+                             : absl::CancelledError(
+                                   "the caller's commit callback refused the "
+                                   "source's FINISH");
+      });
+    }
+    return RAMFERRY_OK;
+  });
+}
+
 ramferry_status ramferry_receiver_is_resident(const ramferry_receiver* receiver,
                                               uint32_t region_id,
                                               uint64_t first_page,

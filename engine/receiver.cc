@@ -405,6 +405,11 @@ absl::Status ReceiverImpl::AwaitFinished() {
   if (absl::Status s = CheckAuthentic("the session cannot end"); !s.ok()) {
     return s;
   }
+  // The commit point: the caller may still refuse (a cancel that came
+  // first); after FINISH_ACK the source takes the migration as done.
+  if (on_commit_) {
+    if (absl::Status s = on_commit_(); !s.ok()) return s;
+  }
   return control_->Send(proto::EncodeFinishAck());
 }
 
@@ -475,6 +480,10 @@ uint64_t Receiver::verified_pages() const { return impl_->verified_pages(); }
 
 void Receiver::OnPostcopyArmed(std::function<void()> armed) {
   impl_->OnPostcopyArmed(std::move(armed));
+}
+
+void Receiver::OnCommit(std::function<absl::Status()> commit) {
+  impl_->OnCommit(std::move(commit));
 }
 
 bool Receiver::IsResident(uint32_t region_id, uint64_t first_page,

@@ -58,6 +58,9 @@ class ReceiverImpl {
   void OnPostcopyArmed(std::function<void()> armed) {
     on_postcopy_armed_ = std::move(armed);
   }
+  void OnCommit(std::function<absl::Status()> commit) {
+    on_commit_ = std::move(commit);
+  }
   // The session's post-copy, once its channels started with it; null
   // otherwise. Lives as long as this object.
   // Whether [first_page, first_page + pages) lies inside region
@@ -135,6 +138,7 @@ class ReceiverImpl {
   std::vector<std::unique_ptr<engine::ChannelReceiver>> channels_;
   std::unique_ptr<engine::PostcopyTarget> postcopy_;
   std::function<void()> on_postcopy_armed_;  // set before Serve
+  std::function<absl::Status()> on_commit_;  // set before Serve
   // A resumed session's urgent connection, until Reattach takes it.
   std::unique_ptr<engine::ControlChannel> resumed_urgent_;
   bool resuming_ = false;             // Serve thread

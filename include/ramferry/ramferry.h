@@ -453,6 +453,16 @@ ramferry_status ramferry_receiver_set_progress(ramferry_receiver* receiver,
 /* Post-copy: set before serve. */
 ramferry_status ramferry_receiver_on_armed(ramferry_receiver* receiver,
                                            ramferry_armed_fn fn, void* user);
+/* The destination's commit point: `fn(user)` runs once, on a library
+ * thread, when the source's FINISH arrived and every page is in place,
+ * right before the destination confirms it. Return 0 to commit: the source
+ * may then take the migration as done, so do not end the session after
+ * it. Nonzero refuses: serve fails with RAMFERRY_CANCELLED and the source
+ * learns that the outcome is unknown. NULL `fn` removes it. Set before
+ * serve; keep it short. */
+typedef int (*ramferry_commit_fn)(void* user);
+ramferry_status ramferry_receiver_on_commit(ramferry_receiver* receiver,
+                                            ramferry_commit_fn fn, void* user);
 /* Once armed, until serve returns (any thread): *resident is 1 when no page
  * of [first_page, first_page + pages) of region `region_id` is still
  * awaited from the source (1 before the switch; 0 outside the region). */

@@ -41,6 +41,17 @@ class Receiver {
   // Ends Serve() from any thread.
   void Abort(const absl::Status& reason);
 
+  // The destination's commit point: `commit` runs once, on the control
+  // thread, when the source's FINISH arrived and every page is in place,
+  // right before the destination confirms it (FINISH_ACK). Once it
+  // returned OK the source may take the migration as done, so nothing
+  // should end the session from then on (a caller that cancels on request
+  // refuses to from here). An error from it refuses the FINISH instead:
+  // the session fails with that error and the source learns that the
+  // outcome is unknown, as if the confirmation were lost. Set before
+  // Serve(); keep it short.
+  void OnCommit(std::function<absl::Status()> commit);
+
   // ---- post-copy (SessionOptions::postcopy) ----
   // Called once, on the control thread, when the destination has armed:
   // every page it lacks now faults and is fetched on demand, so the

@@ -156,6 +156,7 @@ class VerifyReport(ctypes.Structure):
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, P(Progress), c_void_p)
 ARMED_FN = ctypes.CFUNCTYPE(None, c_void_p)
+COMMIT_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 EXPORT_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int)
 WORDS = P(u64)
 
@@ -227,6 +228,8 @@ _PROTOTYPES = {
     "ramferry_receiver_set_progress":
         (status_t, [c_void_p, PROGRESS_FN, c_void_p, u32]),
     "ramferry_receiver_on_armed": (status_t, [c_void_p, ARMED_FN, c_void_p]),
+    "ramferry_receiver_on_commit":
+        (status_t, [c_void_p, COMMIT_FN, c_void_p]),
     "ramferry_shared_regions_new": (c_void_p, []),
     "ramferry_shared_regions_free": (None, [c_void_p]),
     "ramferry_shared_regions_add":

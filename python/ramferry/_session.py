@@ -4,7 +4,7 @@ call releases the GIL, and abort() from another thread ends it."""
 
 import ctypes
 
-from ramferry._lib import (ARMED_FN, PROGRESS_FN, WORDS, Handle,
+from ramferry._lib import (ARMED_FN, COMMIT_FN, PROGRESS_FN, WORDS, Handle,
                            RamferryError,
                            RoundResult, Stats, VerifyReport, c_size_t,
                            c_void_p, check, decode, last_error, lib, u16, u64)
@@ -178,3 +178,19 @@ class Receiver(_End):
         callback = ARMED_FN(lambda _user: fn())
         self._callbacks.append(callback)
         self._call("on_armed", callback, None)
+
+    def on_commit(self, fn):
+        """The commit point: fn() runs once, on a library thread, when the
+        source's FINISH arrived, right before the destination confirms it.
+        Return anything but False to commit; False (or an exception)
+        refuses, and serve() raises CANCELLED. Set before serve()."""
+
+        def trampoline(_user):
+            try:
+                return 0 if fn() is not False else 1
+            except Exception:  # noqa: BLE001 (a refusal, not a crash)
+                return 1
+
+        callback = COMMIT_FN(trampoline)
+        self._callbacks.append(callback)
+        self._call("on_commit", callback, None)

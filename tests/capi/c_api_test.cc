@@ -313,6 +313,8 @@ TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
       {"receiver",
        [&] { return ramferry_receiver_on_armed(nullptr, nullptr, nullptr); }},
       {"receiver",
+       [&] { return ramferry_receiver_on_commit(nullptr, nullptr, nullptr); }},
+      {"receiver",
        [&] { return ramferry_receiver_is_resident(nullptr, 1, 0, 1, &flag); }},
       {"receiver",
        [&] { return ramferry_receiver_wait_resident(nullptr, 1, 0, 1, 0); }},
@@ -881,6 +883,57 @@ TEST(CApiTest, AbortEndsServeWithTheReason) {
   EXPECT_STRNE(ramferry_last_error(), "");
   ramferry_regions_free(regions);
   ramferry_options_free(opt);
+}
+
+// The commit hook: 0 lets the destination confirm FINISH; nonzero refuses
+// it, serve fails CANCELLED with the reason, and the source, past its own
+// commit point, fails too.
+int CountCommit(void* user) {
+  static_cast<std::atomic<int>*>(user)->fetch_add(1);
+  return 0;
+}
+int RefuseCommit(void* user) {
+  static_cast<std::atomic<int>*>(user)->fetch_add(1);
+  return 1;
+}
+
+TEST(CApiTest, TheCommitHookMayRefuseTheFinish) {
+  for (const bool refuse : {false, true}) {
+    SCOPED_TRACE(refuse ? "refused" : "committed");
+    std::deque<Pair> pairs;
+    pairs.emplace_back(1, 1ull << 20, 4096, 2);
+    ramferry_options* opt = KeyedOptions();
+    Serving rx(opt, pairs);
+    ASSERT_EQ(rx.status, RAMFERRY_OK);
+    std::atomic<int> calls{0};
+    ASSERT_EQ(ramferry_receiver_on_commit(
+                  rx.rx, refuse ? RefuseCommit : CountCommit, &calls),
+              RAMFERRY_OK);
+    rx.Start();
+    ramferry_options_set_port(opt, rx.port());
+    ramferry_regions* regions = Regions(pairs, /*source=*/true);
+    ramferry_sender* tx = nullptr;
+    ASSERT_EQ(ramferry_sender_connect(opt, regions, &tx), RAMFERRY_OK);
+    ramferry_regions_free(regions);
+    ramferry_bitmap_mark_range(pairs[0].words.data(), 0, pairs[0].pages());
+    uint64_t* bitmaps[] = {pairs[0].words.data()};
+    ASSERT_EQ(ramferry_sender_send_round(tx, bitmaps, 1, nullptr), RAMFERRY_OK);
+    EXPECT_EQ(calls.load(), 0);
+    const ramferry_status finished = ramferry_sender_finish(tx);
+    rx.thread.join();
+    EXPECT_EQ(calls.load(), 1);
+    if (refuse) {
+      EXPECT_NE(finished, RAMFERRY_OK);
+      EXPECT_EQ(rx.served, RAMFERRY_CANCELLED);
+      EXPECT_THAT(ramferry_receiver_last_error(rx.rx),
+                  HasSubstr("commit callback refused"));
+    } else {
+      EXPECT_EQ(finished, RAMFERRY_OK);
+      EXPECT_EQ(rx.served, RAMFERRY_OK);
+    }
+    ramferry_sender_free(tx);
+    ramferry_options_free(opt);
+  }
 }
 
 // "auto" resolves when the source connects and says what it chose, in a

@@ -1,11 +1,16 @@
 // End to end on loopback: a real Sender and Receiver over real sockets,
 // rounds that rewrite random pages, and a byte-exact destination at the end.
+#include <atomic>
+#include <future>
+#include <memory>
 #include <random>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ramferry/receiver.h"
 #include "ramferry/sender.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
@@ -438,6 +443,53 @@ TEST(TransferTest, FinishAwaitsAStartedRound) {
   EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
   ASSERT_OK(p.rx->result());
   EXPECT_TRUE(SameBytes(p.src.region, p.dst.region));
+}
+
+// The destination's commit point (Receiver::OnCommit): it runs once, when
+// the source's FINISH arrived, before the confirmation goes; refusing it
+// fails the session with its error, and the source, past its own commit
+// point, learns that the outcome is unknown.
+TEST(TransferTest, TheCommitHookRunsOnceBeforeTheConfirmationAndMayRefuse) {
+  for (const bool refuse : {false, true}) {
+    SCOPED_TRACE(refuse ? "refused" : "committed");
+    auto src = MakeRegion(1, 4 << 20, /*seed=*/3, /*fill=*/true);
+    auto dst = MakeRegion(1, 4 << 20);
+    SessionOptions opt = testing::InsecureOptions();
+    absl::StatusOr<std::unique_ptr<Receiver>> rx =
+        Receiver::Listen(opt, {&dst.region, 1});
+    ASSERT_OK(rx);
+    std::atomic<int> commits{0};
+    (*rx)->OnCommit([&]() -> absl::Status {
+      ++commits;
+      return refuse ? absl::CancelledError("cancelled by the test")
+                    : absl::OkStatus();
+    });
+    opt.port = (*rx)->port();
+    std::future<absl::Status> served =
+        std::async(std::launch::async, [&] { return (*rx)->Serve(); });
+    absl::StatusOr<std::unique_ptr<Sender>> sender =
+        Sender::Connect(opt, {&src.region, 1});
+    ASSERT_OK(sender);
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    ASSERT_OK((*sender)->SendRound(bitmaps));
+    EXPECT_EQ(commits.load(), 0);  // not before FINISH
+    const absl::Status finished = (*sender)->Finish();
+    const absl::Status serve = served.get();
+    EXPECT_EQ(commits.load(), 1);
+    EXPECT_TRUE((*sender)->finish_sent());
+    if (refuse) {
+      EXPECT_FALSE(finished.ok());
+      EXPECT_TRUE(absl::IsCancelled(serve)) << serve;
+      EXPECT_THAT(std::string(serve.message()),
+                  ::testing::HasSubstr("cancelled by the test"));
+    } else {
+      EXPECT_OK(finished);
+      EXPECT_OK(serve);
+      EXPECT_TRUE(SameBytes(src.region, dst.region));
+    }
+  }
 }
 
 TEST(TransferTest, BadArgumentsAreRejectedWithoutEndingTheSession) {

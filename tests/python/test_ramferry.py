@@ -299,3 +299,37 @@ def test_pip_installs_the_package_without_the_network(tmp_path):
         env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)
     assert check.returncode == 0, check.stderr
     assert str(site) in check.stdout
+
+
+def test_the_commit_hook_may_refuse_the_finish():
+    for refuse in (False, True):
+        src = ramferry.page_aligned(MiB)
+        src[:] = os.urandom(MiB)
+        dst = ramferry.page_aligned(MiB)
+        rx = ramferry.Receiver(options(0), ramferry.Regions().add(1, dst))
+        calls = []
+        rx.on_commit(lambda: calls.append(1) or not refuse)
+        outcome = []
+
+        def serve():
+            try:
+                rx.serve()
+                outcome.append("ok")
+            except ramferry.RamferryError as e:
+                outcome.append(e.code)
+
+        t = threading.Thread(target=serve)
+        t.start()
+        regions = ramferry.Regions().add(1, src)
+        with ramferry.Sender(options(rx.port), regions) as tx:
+            tx.send_round(regions.bitmaps(all_dirty=True))
+            if refuse:
+                with pytest.raises(ramferry.RamferryError):
+                    tx.finish()
+            else:
+                tx.finish()
+        t.join(timeout=60)
+        assert calls == [1]
+        assert outcome == (["CANCELLED"] if refuse else ["ok"])
+        assert refuse or dst[:] == src[:]
+        rx.close()

@@ -275,6 +275,9 @@ DestinationReport RunDestination(
       {[&receiver] { return receiver.stats(); },
        [&receiver](const absl::Status& why) { receiver.Abort(why); }, nullptr});
   control->SetState(MigrationState::kActive);
+  // The source's FINISH arrived: a cancel that came first wins (the
+  // session fails), none after it does.
+  receiver.OnCommit([control] { return control->Commit(); });
   std::vector<std::unique_ptr<BackgroundPrefault>> background =
       StartBackgroundPrefaults(regions, prefault, receiver);
   on_listening(receiver.port());
