@@ -126,7 +126,7 @@ int RunDestRole(SessionOptions opt) {
         std::fprintf(stderr, "ramferry-migrate: listening on %s:%d\n",
                      opt.host.c_str(), port);
       },
-      DestinationWorkload(), &control);
+      DestinationWorkload(), *server != nullptr ? &control : nullptr);
   HandOver(*mem, &r);
   std::printf("%s\n",
               json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());

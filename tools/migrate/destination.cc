@@ -247,6 +247,9 @@ DestinationReport RunDestination(
     Prefault prefault, bool progress,
     const std::function<void(uint16_t)>& on_listening,
     std::optional<Memload::Options> workload, LiveControl* control) {
+  // Without a control client, the run still goes through one (nobody
+  // asks it anything), and nothing watches the rounds for events.
+  const bool watched = control != nullptr;
   LiveControl own_control(LiveControl::Role::kDestination, {}, {});
   if (control == nullptr) control = &own_control;
   uint64_t total_pages = 0;
@@ -309,13 +312,14 @@ DestinationReport RunDestination(
   std::atomic<bool> done{false};
   std::thread progress_thread;
   if (progress) progress_thread = StartProgress(receiver, armed, load, done);
-  std::thread round_events = StartRoundEvents(receiver, *control, done);
+  std::thread round_events;
+  if (watched) round_events = StartRoundEvents(receiver, *control, done);
   report.status = receiver.Serve();
   StopBackgroundPrefaults(background, report);
   report.page_faults = MinorFaults() - faults0;
   done.store(true);
   if (progress_thread.joinable()) progress_thread.join();
-  round_events.join();
+  if (round_events.joinable()) round_events.join();
   control->SetSession({});
   report.serve_s = absl::ToDoubleSeconds(absl::Now() - start);
   report.cpu_s = cli::ProcessCpuSeconds() - cpu0;

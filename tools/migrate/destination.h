@@ -69,7 +69,8 @@ struct DestinationReport {
 // starts writing the region once the destination armed, without dirty
 // tracking, as the source's workload would have: its writes to pages not
 // yet here fault and wait for them. It stops when the session ends.
-// `control` (--control) sees the session and may cancel it.
+// `control` (--control) sees the session and may cancel it; with one, the
+// applied rounds are also published as round-done events.
 DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,
     Prefault prefault, bool progress,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/named_enum.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
 #include "tools/common/stats_json.h"
@@ -54,28 +55,21 @@ absl::StatusOr<uint32_t> RoundsValue(const Json& v) {
       v.dump()));
 }
 
+constexpr base::EnumName<MigrationState> kStateNames[] = {
+    {MigrationState::kSetup, "setup"},
+    {MigrationState::kActive, "active"},
+    {MigrationState::kStopAndCopy, "stop-and-copy"},
+    {MigrationState::kPostcopy, "postcopy-active"},
+    {MigrationState::kVerifying, "verifying"},
+    {MigrationState::kCompleted, "completed"},
+    {MigrationState::kFailed, "failed"},
+    {MigrationState::kCancelled, "cancelled"},
+};
+
 }  // namespace
 
 const char* MigrationStateName(MigrationState s) {
-  switch (s) {
-    case MigrationState::kSetup:
-      return "setup";
-    case MigrationState::kActive:
-      return "active";
-    case MigrationState::kStopAndCopy:
-      return "stop-and-copy";
-    case MigrationState::kPostcopy:
-      return "postcopy-active";
-    case MigrationState::kVerifying:
-      return "verifying";
-    case MigrationState::kCompleted:
-      return "completed";
-    case MigrationState::kFailed:
-      return "failed";
-    case MigrationState::kCancelled:
-      return "cancelled";
-  }
-  return "unknown";
+  return base::NameOf(kStateNames, s);
 }
 
 std::vector<std::string> LiveEventNames() {
