@@ -124,6 +124,13 @@ const std::vector<Option>& Options() {
          o.completion = *p;
          return absl::OkStatus();
        }},
+      {"delta", "off|on|auto",
+       [](absl::string_view v, SessionOptions& o) {
+         absl::StatusOr<ramferry::Delta> d = ramferry::ParseDelta(v);
+         if (!d.ok()) return d.status();
+         o.delta = *d;
+         return absl::OkStatus();
+       }},
       BoolOption("registered-buffers", &SessionOptions::registered_buffers),
       BoolOption("fallback-to-tcp-zerocopy",
                  &SessionOptions::fallback_to_tcp_zerocopy),

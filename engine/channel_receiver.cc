@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/status_util.h"
+#include "engine/delta/delta_apply.h"
 #include "engine/page_runs.h"
 #include "engine/region_file.h"
 
@@ -25,6 +26,7 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       arrival_digests_(config.arrival_digests),
       zero_pages_(config.zero_pages),
       compressed_pages_(config.compressed_pages),
+      held_(config.held),
       postcopy_(config.postcopy),
       unauthentic_(config.unauthentic),
       opener_(std::move(opener)),
@@ -211,7 +213,10 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
           h,
           absl::MakeConstSpan(header_.data() + proto::kPacketFixedBytes,
                               sizeof(uint64_t) * h.page_count),
-          region->length, zero_pages_ != nullptr, offsets);
+          region->length,
+          proto::PacketFeatures{.zero_pages = zero_pages_ != nullptr,
+                                .delta_pages = held_ != nullptr},
+          offsets);
       !s.ok()) {
     return base::Annotate(s, "bad packet");
   }
@@ -221,9 +226,17 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
   uint64_t page_bytes = 0;
   for (const iovec& v : iov_) page_bytes += v.iov_len;
+  record_bytes_ =
+      held_ != nullptr ? DeltaRecordBytes(offsets, region->page_size) : 0;
   // Rounds are ordered and the switch comes between them, so a packet is
   // wholly before it or wholly after.
   const bool placing = postcopy_ != nullptr && postcopy_->armed();
+  if (placing && record_bytes_ != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad packet %d: delta records after post-copy's switch, where pages "
+        "are placed whole",
+        h.packet_num));
+  }
   // Long runs of a region with a file are staged and written through it:
   // nothing lands until the whole payload is here and authentic.
   const bool through_file =
@@ -261,6 +274,17 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
       zero_pages_->NoteData(index, run_offsets_, iov_);
     }
   }
+  if (record_bytes_ != 0) {
+    if (absl::Status s = ApplyDeltas(h, index, *region, offsets); !s.ok()) {
+      return s;
+    }
+  }
+  if (held_ != nullptr) {
+    for (size_t i = 0; i < iov_.size(); ++i) {
+      held_->Set(index, run_offsets_[i] / region->page_size,
+                 iov_[i].iov_len / region->page_size);
+    }
+  }
   if (zero_pages_ != nullptr) {
     absl::StatusOr<uint64_t> applied = ApplyZeroPages(index, *region, offsets);
     if (!applied.ok()) return applied.status();
@@ -269,8 +293,9 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   counters_.packets.Add();
   counters_.pages.Add(h.page_count);
   counters_.zero_pages.Add(zeros);
-  counters_.payload_bytes.Add(h.compressed_bytes != 0 ? h.compressed_bytes
-                                                      : page_bytes);
+  counters_.payload_bytes.Add(h.compressed_bytes != 0
+                                  ? h.compressed_bytes
+                                  : page_bytes + record_bytes_);
   if (through_file) counters_.file_bytes.Add(page_bytes);
   round_pages_ += h.page_count;
   return absl::OkStatus();
@@ -279,21 +304,55 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
 absl::Status ChannelReceiver::ReadPayload(const proto::PacketHeader& h,
                                           uint64_t page_bytes, size_t index,
                                           const Region& region, bool in_place) {
-  if (h.compressed_bytes != 0) return ReadCompressed(h, page_bytes);
+  // The records follow the pages, into a buffer of their own: they are
+  // applied only once the whole payload is here and authentic.
+  absl::Span<const iovec> payload = iov_;
+  if (record_bytes_ != 0) {
+    if (records_.size() < record_bytes_) records_.resize(record_bytes_);
+    payload_ = iov_;
+    payload_.push_back({records_.data(), record_bytes_});
+    payload = payload_;
+  }
+  if (h.compressed_bytes != 0) {
+    return ReadCompressed(h, payload, page_bytes + record_bytes_);
+  }
   // Read in place, sealed or not, a payload cut or forged may have
   // written any of its pages: see NoteUnfinished.
   if (absl::Status s = transport_->ReadPayloadAndHeader(
-          iov_, absl::MakeSpan(header_.data(), HeaderAhead()));
+          payload, absl::MakeSpan(header_.data(), HeaderAhead()));
       !s.ok()) {
     if (in_place) NoteUnfinished(index, region);
     return ConnectionError(s);
   }
   if (opener_ != nullptr) {
-    if (absl::Status s = FinishOpen(h, iov_); !s.ok()) {
+    if (absl::Status s = FinishOpen(h, payload); !s.ok()) {
       if (in_place) NoteUnfinished(index, region);
       return s;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ChannelReceiver::ApplyDeltas(const proto::PacketHeader& h,
+                                          size_t index, const Region& region,
+                                          absl::Span<const uint64_t> entries) {
+  const uint64_t start = base::MonotonicNs();
+  if (absl::Status s = ApplyPacketDeltas(
+          region, index, entries,
+          absl::MakeConstSpan(records_.data(), record_bytes_), *held_,
+          h.packet_num, &delta_runs_, &delta_offsets_);
+      !s.ok()) {
+    return s;
+  }
+  if (arrival_digests_ != nullptr) {
+    arrival_digests_->Record(index, delta_offsets_, delta_runs_);
+  }
+  if (zero_pages_ != nullptr) {
+    zero_pages_->NoteData(index, delta_offsets_, delta_runs_);
+  }
+  counters_.delta_pages.Add(delta_runs_.size());
+  counters_.delta_record_bytes.Add(record_bytes_);
+  counters_.delta_ns.Add(base::MonotonicNs() - start);
   return absl::OkStatus();
 }
 
@@ -317,14 +376,17 @@ void ChannelReceiver::ClearUnauthentic(size_t index, const Region& region) {
 }
 
 absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
-                                             uint64_t page_bytes) {
+                                             absl::Span<const iovec> payload,
+                                             uint64_t payload_bytes) {
   // Checked before a byte of it is read: a frame must be smaller than the
-  // pages it fills, and those must fit one staging buffer.
-  if (page_bytes > kMaxCompressedPayload || h.compressed_bytes >= page_bytes) {
+  // payload it fills, and that must fit one staging buffer.
+  if (payload_bytes > kMaxCompressedPayload ||
+      h.compressed_bytes >= payload_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "bad packet: packet %d says %d compressed bytes for %d bytes of "
         "pages; want fewer than the pages, which may hold at most %d",
-        h.packet_num, h.compressed_bytes, page_bytes, kMaxCompressedPayload));
+        h.packet_num, h.compressed_bytes, payload_bytes,
+        kMaxCompressedPayload));
   }
   if (decompressor_ == nullptr) {
     absl::StatusOr<std::unique_ptr<PacketDecompressor>> d =
@@ -344,13 +406,13 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
   }
   const uint64_t start = base::MonotonicNs();
   if (absl::Status s = decompressor_->Decompress(
-          absl::MakeConstSpan(staging_.data(), h.compressed_bytes), iov_);
+          absl::MakeConstSpan(staging_.data(), h.compressed_bytes), payload);
       !s.ok()) {
     return base::Annotate(s, absl::StrFormat("bad packet %d", h.packet_num));
   }
   counters_.compress_ns.Add(base::MonotonicNs() - start);
   counters_.compressed_packets.Add();
-  counters_.compressed_input_bytes.Add(page_bytes);
+  counters_.compressed_input_bytes.Add(payload_bytes);
   counters_.compressed_output_bytes.Add(h.compressed_bytes);
   return absl::OkStatus();
 }
@@ -418,6 +480,7 @@ absl::Status ChannelReceiver::CountZeroed(size_t index, uint64_t first,
     counters_.zero_pages_written.Add(count);
     return absl::OkStatus();
   }
+  if (held_ != nullptr) held_->Set(index, first, count);
   absl::StatusOr<ZeroPages::Applied> a = zero_pages_->Zero(index, first, count);
   if (!a.ok()) return base::Annotate(a.status(), "zero pages");
   counters_.zero_pages_written.Add(a->written);

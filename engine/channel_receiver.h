@@ -25,6 +25,7 @@
 #include "engine/compress/compressor.h"
 #include "engine/failure.h"
 #include "engine/page_placer.h"
+#include "engine/pages/held_pages.h"
 #include "engine/pages/unauthentic_pages.h"
 #include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
@@ -60,6 +61,9 @@ class ChannelReceiver {
     ZeroPages* zero_pages = nullptr;
     // Payloads may come as zstd frames (kFeatureCompressedPages).
     bool compressed_pages = false;
+    // Non-null: kFeatureDeltaPages was negotiated; pages may come as delta
+    // records, applied to pages in this set (which every landing fills).
+    HeldPages* held = nullptr;
     // Non-null: kFeaturePostcopy (the session's PostcopyTarget). Once it
     // is armed, every page goes into place through it (UFFDIO_COPY from a
     // staging copy), never by a write into the region, which would fault
@@ -131,7 +135,8 @@ class ChannelReceiver {
   // Reads a compressed payload (and the next header) and expands it into
   // iov_, which holds `page_bytes`.
   absl::Status ReadCompressed(const proto::PacketHeader& h,
-                              uint64_t page_bytes);
+                              absl::Span<const iovec> payload,
+                              uint64_t payload_bytes);
   absl::Status ConnectionError(absl::Status s);
   // Reads the payload of `h` (`page_bytes` of pages of `region`, table
   // index `index`) into iov_, with the next header, and opens it where
@@ -139,6 +144,11 @@ class ChannelReceiver {
   // written (NoteUnfinished).
   absl::Status ReadPayload(const proto::PacketHeader& h, uint64_t page_bytes,
                            size_t index, const Region& region, bool in_place);
+  // Applies the packet's records (read into records_) to the pages they
+  // stand for, once all are checked, and notes them as landed.
+  absl::Status ApplyDeltas(const proto::PacketHeader& h, size_t index,
+                           const Region& region,
+                           absl::Span<const uint64_t> entries);
   // Points iov_ at a staging copy instead of the region (the run starts
   // stay in run_offsets_), so every read path below fills the staging
   // copy; PlaceStaged (post-copy) or WriteRuns (the region's file) then
@@ -179,6 +189,14 @@ class ChannelReceiver {
   DigestTable* const arrival_digests_;
   ZeroPages* const zero_pages_;
   const bool compressed_pages_;
+  HeldPages* const held_;
+  // The packet's delta records, read aside (on first need), and the pages
+  // they changed.
+  std::vector<uint8_t> records_;
+  uint64_t record_bytes_ = 0;   // of the packet being read
+  std::vector<iovec> payload_;  // iov_, then the records
+  std::vector<iovec> delta_runs_;
+  std::vector<uint64_t> delta_offsets_;
   PagePlacer* const postcopy_;
   UnauthenticPages* const unauthentic_;
   // unauthentic_->Epoch() before the packet being landed was read.

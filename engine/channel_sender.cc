@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "base/status_util.h"
@@ -34,8 +35,16 @@ ChannelSender::ChannelSender(uint32_t index,
       compression_(
           (transport_->capabilities() & channels::kCapRemotePlacement) != 0
               ? Compression::kOff
-              : config.compression) {
-  if (zero_pages_) wire_offsets_.resize(config.max_pages);
+              : config.compression),
+      delta_(config.delta),
+      delta_allowed_(config.delta_allowed) {
+  if (config.delta_cache != nullptr && config.delta != Delta::kOff &&
+      (transport_->capabilities() & channels::kCapRemotePlacement) == 0) {
+    packer_ = std::make_unique<DeltaPacker>(config.delta_cache);
+  }
+  if (zero_pages_ || packer_ != nullptr) {
+    wire_offsets_.resize(config.max_pages);
+  }
   if (compression_ != Compression::kOff) {
     absl::StatusOr<std::unique_ptr<PacketCompressor>> c =
         PacketCompressor::Create(config.compression_level);
@@ -183,6 +192,9 @@ struct ChannelSender::OutgoingData {
   // is this channel's own (nothing writes it, so it is sealed where it
   // is), or null: the region's memory.
   uint8_t* copy = nullptr;
+  // Through the delta cache (PackDelta): the payload is `copy`, and the
+  // pages as sent lie in sent_runs_.
+  bool delta = false;
   uint64_t page_bytes = 0;     // of the pages that are not zero
   size_t compressed = 0;       // the compressed payload's size, or 0
   absl::Span<uint8_t> header;  // as encoded
@@ -199,7 +211,11 @@ struct ChannelSender::OutgoingData {
 template <typename Digests>
 void ChannelSender::RecordSent(Digests* digests, const OutgoingData& p,
                                bool pages) {
-  if (pages) digests->Record(p.c.region, run_offsets_, iov_);
+  if (pages && p.delta) {
+    digests->Record(p.c.region, sent_offsets_, sent_runs_);
+  } else if (pages) {
+    digests->Record(p.c.region, run_offsets_, iov_);
+  }
   if (p.zeros == 0) return;
   for (uint64_t entry : p.offsets) {
     if (!proto::IsZeroPageEntry(entry)) continue;
@@ -229,6 +245,54 @@ absl::Status ChannelSender::GatherPages(OutgoingData& p) {
   } else {
     BuildPageRuns(p.region, p.offsets, &iov_, &run_offsets_);
   }
+  return absl::OkStatus();
+}
+
+bool ChannelSender::UseDelta(const Command& c) {
+  // A page's first send has no copy to be a delta of: round 0 fills no
+  // cache (most pages are sent once, ever).
+  if (packer_ == nullptr || c.round == 0 ||
+      regions_[c.region].page_size != packer_->page_size() ||
+      (delta_allowed_ != nullptr &&
+       !delta_allowed_->load(std::memory_order_acquire))) {
+    return false;
+  }
+  return delta_ == Delta::kOn || delta_choice_.Next();
+}
+
+absl::Status ChannelSender::PackDelta(OutgoingData& p) {
+  const uint64_t start = base::MonotonicNs();
+  const uint32_t count = p.c.page_count;
+  if (zero_pages_) {
+    p.zeros = FlagZeroPages(p.region, p.offsets, nullptr);
+  } else {
+    std::copy(p.offsets.begin(), p.offsets.end(), wire_offsets_.begin());
+  }
+  auto entries = absl::MakeSpan(wire_offsets_.data(), count);
+  absl::StatusOr<uint8_t*> out =
+      StagingBuffer(uint64_t{count - p.zeros} * p.region.page_size);
+  if (!out.ok()) return out.status();
+  UseStagingBuffer();
+  const DeltaPacker::Packed packed = packer_->Pack(
+      p.region, p.c.region, entries, *out, &sent_runs_, &sent_offsets_);
+  p.delta = true;
+  p.offsets = entries;
+  p.copy = *out;
+  p.page_bytes = packed.payload_bytes;
+  iov_.clear();
+  run_offsets_.clear();
+  if (packed.payload_bytes != 0) iov_.push_back({*out, packed.payload_bytes});
+  const uint64_t ns = base::MonotonicNs() - start;
+  if (delta_ == Delta::kAuto) {
+    delta_choice_.Compressed(uint64_t{count - p.zeros} * p.region.page_size,
+                             std::max<uint64_t>(packed.payload_bytes, 1), ns);
+  }
+  counters_.delta_ns.Add(ns);
+  counters_.delta_pages.Add(packed.delta_pages);
+  counters_.delta_record_bytes.Add(packed.record_bytes);
+  counters_.delta_cache_hits.Add(packed.cache.hits);
+  counters_.delta_cache_misses.Add(packed.cache.misses);
+  counters_.delta_cache_evictions.Add(packed.cache.evictions);
   return absl::OkStatus();
 }
 
@@ -272,11 +336,25 @@ absl::Status ChannelSender::SendData(const Command& c,
       RegionHeader(proto::kPacketData, c, region, next_header_bytes);
   OutgoingData p{c, region, absl::MakeConstSpan(c.offsets, c.page_count)};
   p.frozen = Frozen();
-  if (absl::Status s = GatherPages(p); !s.ok()) return s;
+  // Pages sent through the cache stay pinned there until the payload is
+  // handed to the transport, and are forgotten if it never is.
+  bool delivered = false;
+  absl::Cleanup finish_delta = [&] {
+    if (p.delta) packer_->Finish(delivered, index_, c.round);
+  };
+  if (UseDelta(c)) {
+    if (absl::Status s = PackDelta(p); !s.ok()) return s;
+  } else {
+    if (absl::Status s = GatherPages(p); !s.ok()) return s;
+    // Sent as they are: any copies of them in the cache are stale now.
+    if (packer_ != nullptr) packer_->Forget(region, c.region, p.offsets);
+  }
   // A copy is recorded now, from cache, before a seal may encrypt it.
   if (p.copy != nullptr) RecordSent(p);
   p.recorded = p.copy != nullptr;
-  p.page_bytes = uint64_t{c.page_count - p.zeros} * region.page_size;
+  if (!p.delta) {
+    p.page_bytes = uint64_t{c.page_count - p.zeros} * region.page_size;
+  }
   absl::StatusOr<size_t> compressed = MaybeCompress(p.page_bytes);
   if (!compressed.ok()) return compressed.status();
   p.compressed = *compressed;
@@ -308,10 +386,13 @@ absl::Status ChannelSender::SendData(const Command& c,
     }
   }
   if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
+  delivered = true;
   // How long the link took this packet's bytes (kAuto judges the link by
   // it): sealing them, waiting for the rate limit, sending.
-  if (compression_ == Compression::kAuto && p.page_bytes != 0) {
-    choice_.Sent(payload_bytes, base::MonotonicNs() - wire_start);
+  if (p.page_bytes != 0) {
+    const uint64_t ns = base::MonotonicNs() - wire_start;
+    if (compression_ == Compression::kAuto) choice_.Sent(payload_bytes, ns);
+    if (delta_ == Delta::kAuto) delta_choice_.Sent(payload_bytes, ns);
   }
   // From memory the send path just read.
   if (!p.recorded) RecordSent(p);

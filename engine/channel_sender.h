@@ -23,6 +23,7 @@
 #include "engine/command_ring.h"
 #include "engine/compress/compression_choice.h"
 #include "engine/compress/compressor.h"
+#include "engine/delta/delta_packer.h"
 #include "engine/failure.h"
 #include "engine/rate_limiter.h"
 #include "engine/verify.h"
@@ -72,6 +73,14 @@ class ChannelSender {
     // Shared by every channel of the session: each data packet waits
     // here for its bytes (null: no limit).
     RateLimiter* limiter = nullptr;
+    // Non-null: kFeatureDeltaPages was negotiated, and pages re-sent after
+    // round 0, of regions with the cache's page size, may go as deltas
+    // against the copies in this cache (shared by every channel), as
+    // `delta` says. `delta_allowed` (null: always) turns it off for good,
+    // at post-copy's switch.
+    DeltaCache* delta_cache = nullptr;
+    Delta delta = Delta::kOff;
+    const std::atomic<bool>* delta_allowed = nullptr;
   };
 
   // A failure ends the session through `failure`, unless `on_loss` is set
@@ -113,6 +122,11 @@ class ChannelSender {
   // sent; the seal over the payload.
   struct OutgoingData;
   absl::Status GatherPages(OutgoingData& packet);
+  // Whether command `c`'s pages go through the delta cache.
+  bool UseDelta(const Command& c);
+  // GatherPages for a packet that goes through the delta cache: the
+  // payload (whole pages, then records) in a staging buffer.
+  absl::Status PackDelta(OutgoingData& packet);
   template <typename Digests>
   void RecordSent(Digests* digests, const OutgoingData& packet, bool pages);
   void RecordSent(const OutgoingData& packet);
@@ -198,6 +212,14 @@ class ChannelSender {
   size_t next_staging_ = 0;
   bool staging_wrapped_ = false;
   CompressionChoice choice_;  // kAuto: whether compressing pays, measured
+  // Delta encoding (Config::delta_cache): the packer, and where the pages
+  // a packet's digests read lie (the copies, not the payload).
+  const Delta delta_;
+  const std::atomic<bool>* const delta_allowed_;
+  std::unique_ptr<DeltaPacker> packer_;
+  CompressionChoice delta_choice_{CompressionChoice::Rule::kNoSlower};
+  std::vector<iovec> sent_runs_;
+  std::vector<uint64_t> sent_offsets_;
   ChannelCounters counters_;
   base::LatencyHistogram send_latency_;
 };

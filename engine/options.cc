@@ -93,6 +93,10 @@ constexpr engine::NumericOptionRule kNumericRules[] = {
     // and the negative levels past -100 (no faster than storing).
     Rule<&SessionOptions::compression_level>("compression_level", -100, 19,
                                              false, " (zstd's levels)"),
+    // A cache under a packet's pages could not hold one packet's copies;
+    // past 1 TiB is no host's memory.
+    Rule<&SessionOptions::delta_cache_bytes>("delta_cache_bytes", 1 << 20,
+                                             int64_t{1} << 40),
 };
 
 }  // namespace
@@ -137,6 +141,11 @@ constexpr base::EnumName<Compression> kCompressionNames[] = {
     {Compression::kOn, "on"},
     {Compression::kAuto, "auto"},
 };
+constexpr base::EnumName<Delta> kDeltaNames[] = {
+    {Delta::kOff, "off"},
+    {Delta::kOn, "on"},
+    {Delta::kAuto, "auto"},
+};
 constexpr base::EnumName<VerifyMode> kVerifyModeNames[] = {
     {VerifyMode::kFull, "full"},
     {VerifyMode::kSent, "sent"},
@@ -156,6 +165,10 @@ const char* CompressionName(Compression compression) {
 }
 absl::StatusOr<Compression> ParseCompression(absl::string_view text) {
   return base::ParseName(kCompressionNames, "compression", text);
+}
+const char* DeltaName(Delta delta) { return base::NameOf(kDeltaNames, delta); }
+absl::StatusOr<Delta> ParseDelta(absl::string_view text) {
+  return base::ParseName(kDeltaNames, "delta", text);
 }
 const char* VerifyModeName(VerifyMode mode) {
   return base::NameOf(kVerifyModeNames, mode);
@@ -211,6 +224,13 @@ absl::Status ValidateOptions(const SessionOptions& o) {
           "transport with a key, or %s without one on a trusted fabric",
           TransportKindName(o.transport), TransportKindName(o.transport)));
     }
+  }
+  if (o.delta == Delta::kOn && (caps & channels::kCapRemotePlacement) != 0) {
+    return bad(
+        "delta = on with transport %s, which places pages in the "
+        "destination's memory itself, where nothing applies a delta; use "
+        "tcp, tcp-zerocopy or uring-zc, or delta = auto (off there)",
+        TransportKindName(o.transport));
   }
   if (o.survive_channel_loss && o.single_thread) {
     return bad(

@@ -28,7 +28,8 @@ void BuildRuns(uint32_t page_size, absl::Span<const uint64_t> offsets,
   run_offsets->clear();
   for (size_t i = 0; i < offsets.size(); ++i) {
     const uint64_t off = offsets[i];
-    if (proto::IsZeroPageEntry(off)) continue;
+    // Zero pages and delta records carry no page bytes.
+    if (!proto::IsWholePageEntry(off, page_size)) continue;
     uint8_t* at = address_of(i);
     if (!iov->empty() && run_offsets->back() + iov->back().iov_len == off &&
         static_cast<uint8_t*>(iov->back().iov_base) + iov->back().iov_len ==
@@ -45,8 +46,8 @@ void BuildRuns(uint32_t page_size, absl::Span<const uint64_t> offsets,
 
 // Fills `iov` (and `run_offsets`, the region offset of each span) for
 // `offsets` within `region`, leaving out zero pages (entries that carry
-// proto::kZeroPageFlag: their bytes are not in the payload). Offsets must
-// already be validated.
+// proto::kZeroPageFlag: their bytes are not in the payload) and delta
+// records (proto::DeltaBytesOf). Offsets must already be validated.
 inline void BuildPageRuns(const Region& region,
                           absl::Span<const uint64_t> offsets,
                           std::vector<iovec>* iov,

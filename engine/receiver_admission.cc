@@ -79,6 +79,7 @@ void Admission::ReopenAs(bool resume) {
     if (!resume) {
       arrival_digests_.reset();
       zero_pages_.reset();
+      held_.reset();
       unauthentic_.reset();
       seal_ = proto::SealMode::kNone;
     }
@@ -269,6 +270,9 @@ absl::Status Admission::OpenSession(const proto::Hello& h,
   if ((capabilities_ & proto::kFeatureZeroPages) != 0 &&
       zero_pages_ == nullptr) {
     zero_pages_ = std::make_unique<ZeroPages>(table_.regions());
+  }
+  if ((capabilities_ & proto::kFeatureDeltaPages) != 0 && held_ == nullptr) {
+    held_ = std::make_unique<HeldPages>(table_.regions());
   }
   if (seal_ != proto::SealMode::kNone && unauthentic_ == nullptr) {
     unauthentic_ = std::make_unique<UnauthenticPages>(table_.regions());
@@ -569,6 +573,7 @@ AdmittedChannels Admission::TakeChannels() {
   out.config.arrival_digests = arrival_digests_.get();
   out.config.zero_pages = zero_pages_.get();
   out.config.unauthentic = unauthentic_.get();
+  out.config.held = held_.get();
   out.config.compressed_pages =
       (capabilities_ & proto::kFeatureCompressedPages) != 0;
   out.survive = survive_;

@@ -26,6 +26,7 @@
 #include "channels/transport_family.h"
 #include "engine/channel_receiver.h"
 #include "engine/failure.h"
+#include "engine/pages/held_pages.h"
 #include "engine/pages/unauthentic_pages.h"
 #include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
@@ -205,6 +206,7 @@ class Admission {
   std::unique_ptr<DigestTable> arrival_digests_;
   // kFeatureZeroPages: how zero pages are applied to the regions.
   std::unique_ptr<ZeroPages> zero_pages_;
+  std::unique_ptr<HeldPages> held_;  // kFeatureDeltaPages
   std::unique_ptr<UnauthenticPages> unauthentic_;
   uint16_t transport_ = 0;
   uint64_t rdma_chunk_bytes_ = 0;

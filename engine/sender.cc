@@ -218,8 +218,12 @@ absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
   // WRITEs of it have landed: each channel's SYNC follows them on its
   // queue pair.
   // Each round started so is confirmed already: its result waits in
-  // started_ for its AwaitRound, in order.
-  if (terms_.survive || Has(channels::kCapRemotePlacement)) {
+  // started_ for its AwaitRound, in order. With deltas too: a channel
+  // refreshes a page's cached copy as it sends it, so the round that sent
+  // the copy before must be on the wire (its SYNC flushed) and applied at
+  // the destination first.
+  if (terms_.survive || Has(channels::kCapRemotePlacement) ||
+      delta_cache_ != nullptr) {
     absl::StatusOr<RoundResult> r = RunRound(dirty);
     if (!r.ok()) return r.status();
     started_.push_back({r->round, r->pages, r->bytes, absl::Now(), *r});

@@ -114,6 +114,9 @@ absl::StatusOr<uint64_t> SenderImpl::AgreeGone(uint32_t channel,
 }
 
 absl::Status SenderImpl::ResendShare(uint32_t channel, uint64_t effective) {
+  // What the lost channel sent in the round may never have landed: its
+  // copies are forgotten, so the re-sent batches go whole.
+  if (delta_cache_ != nullptr) delta_cache_->ForgetSentBy(channel, effective);
   // The destination completed the declared round with this channel's SYNC
   // before the declaration arrived: nothing of that round is missing.
   if (open_round_ && effective == *open_round_) {

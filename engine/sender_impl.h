@@ -72,6 +72,9 @@ class SenderImpl {
   // SendRound without its check that no started round is pending: also
   // how StartRound sends where rounds go one at a time.
   absl::StatusOr<RoundResult> RunRound(absl::Span<DirtyBitmap* const> dirty);
+  // SessionOptions::delta: the cache of sent copies, where the session
+  // negotiated deltas (a warning where the transport cannot take them).
+  absl::Status CreateDeltaCache();
   absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
   absl::StatusOr<RoundResult> AwaitRound();
   absl::Status StartVerify();
@@ -247,6 +250,10 @@ class SenderImpl {
   std::atomic<bool> memory_frozen_{false};
   // VerifyMode::kFull: pages sent once memory_frozen_ (set during Setup).
   std::unique_ptr<engine::FrozenDigests> frozen_digests_;
+  // kFeatureDeltaPages: the copies of the pages sent, for deltas, and
+  // whether deltas may still go (not after post-copy's switch).
+  std::unique_ptr<engine::DeltaCache> delta_cache_;
+  std::atomic<bool> delta_allowed_{true};
   // Every channel's packets pass it (SessionOptions::max_bandwidth);
   // thread-safe, so handed out from const set-up code.
   mutable engine::RateLimiter limiter_{options_.max_bandwidth};

@@ -81,6 +81,9 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   }
   if (absl::Status s = CheckMissingSets(missing); !s.ok()) return s;
   if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
+  // The destination places pages from here on (UFFDIO_COPY of whole
+  // pages): nothing there applies a delta any more.
+  delta_allowed_.store(false, std::memory_order_release);
   if (absl::Status s =
           postcopy_.BeginSwitch(missing,
                                 [&](const std::vector<uint8_t>& frame) {

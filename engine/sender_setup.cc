@@ -1,8 +1,10 @@
 // Session set-up: the control connection and its Hello, the region table,
 // the data channels, and the threads that run the session.
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -58,6 +60,7 @@ absl::Status SenderImpl::Setup() {
     if (!f.ok()) return f.status();
     frozen_digests_ = std::move(*f);
   }
+  if (absl::Status s = CreateDeltaCache(); !s.ok()) return s;
   if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
   if ((terms_.features & proto::kFeaturePostcopyUrgent) != 0) {
     if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
@@ -66,6 +69,36 @@ absl::Status SenderImpl::Setup() {
   // lacks, which the control thread hands to postcopy_.
   if (terms_.resume) postcopy_.BeginResume();
   StartThreads();
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::CreateDeltaCache() {
+  if (options_.delta == Delta::kOff) return absl::OkStatus();
+  if (Has(channels::kCapRemotePlacement)) {
+    terms_.warnings.push_back(absl::StrFormat(
+        "delta = %s not used: %s places pages in the destination's memory "
+        "itself, where nothing applies a delta",
+        DeltaName(options_.delta), TransportKindName(terms_.channel_kind)));
+    return absl::OkStatus();
+  }
+  if ((terms_.features & proto::kFeatureDeltaPages) == 0) {
+    return absl::FailedPreconditionError(
+        "delta: the destination does not take delta-encoded pages (an older "
+        "ramferry?); migrate with delta = off");
+  }
+  // One cache, for the page size that covers the most memory; regions of
+  // another page size send their pages whole.
+  std::map<uint32_t, uint64_t> bytes_by_page_size;
+  for (const Region& r : regions_) bytes_by_page_size[r.page_size] += r.length;
+  uint32_t page_size = 0;
+  uint64_t most = 0;
+  for (const auto& [size, bytes] : bytes_by_page_size) {
+    if (bytes > most) std::tie(page_size, most) = std::pair{size, bytes};
+  }
+  absl::StatusOr<std::unique_ptr<engine::DeltaCache>> cache =
+      engine::DeltaCache::Create(options_.delta_cache_bytes, page_size);
+  if (!cache.ok()) return Annotate(cache.status(), "delta cache");
+  delta_cache_ = std::move(*cache);
   return absl::OkStatus();
 }
 
@@ -234,6 +267,9 @@ ChannelSender::Config SenderImpl::ChannelConfig() const {
     config.compression = options_.compression;
     config.compression_level = options_.compression_level;
   }
+  config.delta_cache = delta_cache_.get();
+  config.delta = options_.delta;
+  config.delta_allowed = &delta_allowed_;
   return config;
 }
 
@@ -244,6 +280,9 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (options_.zero_pages) caps |= proto::kFeatureZeroPages;
   if (options_.compression != Compression::kOff) {
     caps |= proto::kFeatureCompressedPages;
+  }
+  if (options_.delta != Delta::kOff && !Has(channels::kCapRemotePlacement)) {
+    caps |= proto::kFeatureDeltaPages;
   }
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kFeatureArrivalDigests;

@@ -94,13 +94,18 @@ enum Feature : uint64_t {
   // post-copy of the session with the same id, which lost its connections
   // (the destination answers with what it still lacks).
   kFeaturePostcopyResume = 1ull << 13,
+  // A data packet's page entries may name delta records: a page re-sent
+  // as what changed since the copy the destination holds
+  // (proto/page_delta.h, proto/packet.h).
+  kFeatureDeltaPages = 1ull << 14,
 };
 inline constexpr uint64_t kKnownFeatures =
     kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
     kFeatureSurviveChannelLoss | kFeatureNextHeaderSize |
     kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages |
     kFeatureRdmaCredits | kFeatureSealMac | kFeatureSealEncrypt |
-    kFeaturePostcopy | kFeaturePostcopyUrgent | kFeaturePostcopyResume;
+    kFeaturePostcopy | kFeaturePostcopyUrgent | kFeaturePostcopyResume |
+    kFeatureDeltaPages;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

@@ -155,6 +155,14 @@ absl::Status DecodePageOffsets(const PacketHeader& h,
                                absl::Span<const uint8_t> raw,
                                uint64_t region_length, bool zero_pages,
                                absl::Span<uint64_t> out) {
+  return DecodePageOffsets(h, raw, region_length,
+                           PacketFeatures{.zero_pages = zero_pages}, out);
+}
+
+absl::Status DecodePageOffsets(const PacketHeader& h,
+                               absl::Span<const uint8_t> raw,
+                               uint64_t region_length, PacketFeatures features,
+                               absl::Span<uint64_t> out) {
   const size_t want = sizeof(uint64_t) * h.page_count;
   if (raw.size() < want || out.size() < h.page_count) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -162,10 +170,15 @@ absl::Status DecodePageOffsets(const PacketHeader& h,
   }
   // page_size was matched to the region by the caller; it is a power of two.
   const uint64_t mask = uint64_t{h.page_size} - 1;
-  const uint64_t flags = zero_pages ? kZeroPageFlag : 0;
   for (uint32_t i = 0; i < h.page_count; ++i) {
     const uint64_t entry = Load64(raw.data() + size_t{8} * i);
-    const uint64_t off = entry & ~flags;
+    const uint64_t low = entry & mask;
+    // The low bits are a zero flag alone, or a delta record's size (its
+    // bound, MaxDeltaBytes, is what fits them), or nothing.
+    const bool flagged =
+        (features.zero_pages && low == kZeroPageFlag) ||
+        (features.delta_pages && (low & kZeroPageFlag) == 0 && low != 0);
+    const uint64_t off = flagged ? entry & ~mask : entry;
     if ((off & mask) != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "page offset %d (index %d) is not aligned to page size %d", off, i,

@@ -26,6 +26,16 @@
 //             With kFeatureZeroPages, bit 0 of an offset (free: offsets are
 //             page-aligned) marks a page that is all zero: its bytes are
 //             not in the payload and the destination makes it zero.
+//             With kFeatureDeltaPages, bits 1 and up below the page size
+//             (free too) may instead hold the size of a delta record
+//             (proto/page_delta.h) that stands for the page: entry =
+//             offset | bytes << 1, 1 <= bytes <= MaxDeltaBytes(page_size).
+//
+// A data packet's payload is its whole pages, in entry order, then its
+// delta records, in entry order: the receiver reads the pages into place
+// and the records aside, and applies each record, once the payload is
+// authentic, to the page it already holds. With compressed_bytes the zstd
+// frame expands to that same payload.
 //
 // A ZERO_RANGES packet (kFeatureZeroPages) carries page_count u64 words after
 // the fixed part, read as (offset, length) pairs: byte ranges of its
@@ -77,6 +87,24 @@ constexpr bool IsZeroPageEntry(uint64_t entry) {
 constexpr uint64_t PageOffsetOf(uint64_t entry) {
   return entry & ~kZeroPageFlag;
 }
+// A page entry for a page of `offset` that travels as a delta record of
+// `bytes` bytes (kFeatureDeltaPages).
+inline constexpr uint32_t kDeltaLengthShift = 1;
+constexpr uint64_t DeltaPageEntry(uint64_t offset, uint32_t bytes) {
+  return offset | uint64_t{bytes} << kDeltaLengthShift;
+}
+// The delta record size an entry of a validated packet names, 0 for a
+// whole or zero page.
+constexpr uint32_t DeltaBytesOf(uint64_t entry, uint32_t page_size) {
+  return IsZeroPageEntry(entry)
+             ? 0
+             : static_cast<uint32_t>((entry & (page_size - 1)) >>
+                                     kDeltaLengthShift);
+}
+// Whether the page's bytes are in the payload as they are.
+constexpr bool IsWholePageEntry(uint64_t entry, uint32_t page_size) {
+  return (entry & (page_size - 1)) == 0;
+}
 
 // What the two ends negotiated that changes how a header is read.
 struct PacketFeatures {
@@ -90,6 +118,8 @@ struct PacketFeatures {
   bool compressed_pages = false;
   // The tag bytes hold a tag (a sealed stream), not zeros.
   bool sealed = false;
+  // Page entries may name delta records (kFeatureDeltaPages).
+  bool delta_pages = false;
 };
 
 // The most bytes one compressed payload may take on the wire; a frame
@@ -146,6 +176,12 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
 absl::Status DecodePageOffsets(const PacketHeader& header,
                                absl::Span<const uint8_t> raw,
                                uint64_t region_length, bool zero_pages,
+                               absl::Span<uint64_t> out);
+// The same where the entries may also name delta records
+// (features.delta_pages), kept in `out` as they came (DeltaBytesOf).
+absl::Status DecodePageOffsets(const PacketHeader& header,
+                               absl::Span<const uint8_t> raw,
+                               uint64_t region_length, PacketFeatures features,
                                absl::Span<uint64_t> out);
 
 struct ZeroRange {

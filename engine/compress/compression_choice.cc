@@ -18,6 +18,10 @@ constexpr double kKeep = 1.05;
 // Sends measured before the link is judged at all: a socket's first
 // sends (its buffer empty, or its first waits) say little of the link.
 constexpr uint64_t kLinkSamples = 8;
+// Rule::kNoSlower: encoding starts where the channel keeps this much of
+// its speed, and stays on while it keeps this much.
+constexpr double kNoSlowerTakeOver = 0.97;
+constexpr double kNoSlowerKeep = 0.93;
 
 }  // namespace
 
@@ -42,12 +46,22 @@ void CompressionChoice::Sent(uint64_t wire_bytes, uint64_t ns) {
   ++sends_;
 }
 
+bool CompressionChoice::Pays(double link, double link_times_ratio) const {
+  const double encoder = compressor_.PerSecond();
+  if (rule_ == Rule::kFaster) {
+    const double on = std::min(encoder, link_times_ratio);
+    return on > link * (compressing_ ? kKeep : kTakeOver);
+  }
+  if (encoder <= 0 || link_times_ratio <= 0) return false;
+  const double on = 1 / (1 / encoder + 1 / link_times_ratio);
+  return on >= link * (compressing_ ? kNoSlowerKeep : kNoSlowerTakeOver);
+}
+
 bool CompressionChoice::Next() {
   if (compressor_.ns == 0) return true;
   const double link = link_.PerSecond();
   if (sends_ >= kLinkSamples) {
-    const double on = std::min(compressor_.PerSecond(), link * ratio());
-    compressing_ = on > link * (compressing_ ? kKeep : kTakeOver);
+    compressing_ = Pays(link, link * ratio());
   }
   if (compressing_) {
     since_probe_ = 0;

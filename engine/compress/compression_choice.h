@@ -18,6 +18,16 @@
 // kProbeEvery-th packet is compressed anyway so the compressor and the ratio
 // stay current as the data changes.
 //
+// Delta encoding (engine/delta/) is judged by the same measures under
+// another rule, Rule::kNoSlower: the channel thread encodes and then sends,
+// one after the other, so encoded it moves 1 / (1/encoder + 1/(link *
+// ratio)) page bytes a second, and the encoding stays on while that is
+// within a few percent of the link alone. A delta's first sends of a page
+// shrink nothing (ratio 1) but fill the cache the next round's deltas come
+// from: they are worth it exactly where the link, not the encoder, is the
+// bottleneck, which this rule says; on a link as fast as the encoder it
+// says off.
+//
 // Invariants: the first packet is compressed (nothing is known of the
 // compressor until then); until the link is measured over a few sends,
 // nothing is compressed but the probes. Pure arithmetic, no clock: the caller
@@ -32,6 +42,12 @@ namespace ramferry::engine {
 class CompressionChoice {
  public:
   static constexpr uint64_t kProbeEvery = 32;
+
+  enum class Rule {
+    kFaster,    // compression: on where it moves page bytes faster
+    kNoSlower,  // delta encoding: on where it costs (almost) no speed
+  };
+  explicit CompressionChoice(Rule rule = Rule::kFaster) : rule_(rule) {}
 
   // Whether to compress the next packet.
   bool Next();
@@ -55,6 +71,11 @@ class CompressionChoice {
     void Add(uint64_t b, uint64_t t, double keep);
     double PerSecond() const { return ns > 0 ? bytes * 1e9 / ns : 0; }
   };
+  // Whether encoding pays on a link of `link` bytes a second whose bytes
+  // carry `link_times_ratio` page bytes a second once encoded.
+  bool Pays(double link, double link_times_ratio) const;
+
+  Rule rule_;
   Rate link_, compressor_;
   double ratio_out_ = 0;  // wire bytes of compressed packets, decaying
   bool compressing_ = false;

@@ -36,6 +36,18 @@
   X(compressed_output_bytes, kSum, kCount, "the frame bytes that travelled")   \
   X(compress_ns, kSum, kSeconds,                                               \
     "time spent compressing (source) or expanding (destination)")              \
+  X(delta_pages, kSum, kCount,                                                 \
+    "pages that travelled as delta records (SessionOptions::delta)")           \
+  X(delta_record_bytes, kSum, kCount, "the bytes of those records")            \
+  X(delta_ns, kSum, kSeconds,                                                  \
+    "source: time spent refreshing copies and encoding deltas; "               \
+    "destination: checking and applying them")                                 \
+  X(delta_cache_hits, kSum, kCount,                                            \
+    "source: re-sent pages whose last sent copy was cached")                   \
+  X(delta_cache_misses, kSum, kCount,                                          \
+    "source: re-sent pages that were not (they went whole and were cached)")   \
+  X(delta_cache_evictions, kSum, kCount,                                       \
+    "source: copies evicted to make room, the least recently sent first")      \
   X(sealed_bytes, kSum, kCount,                                                \
     "header and payload bytes sealed (source) or opened (destination) on a "   \
     "protected stream")                                                        \

@@ -62,6 +62,27 @@ const char* CompressionName(Compression compression);
 // "off", "on" or "auto".
 absl::StatusOr<Compression> ParseCompression(absl::string_view text);
 
+// Whether the source sends re-sent pages as deltas against the copy it last
+// sent (engine/delta/): a page a later round re-sends usually differs in a
+// few bytes, which travel instead of the page. The copies live in a cache
+// of SessionOptions::delta_cache_bytes, the least recently sent evicted;
+// a page's first send fills it. Not on transports that place pages in the
+// peer's memory (rdma): nothing there applies a delta.
+enum class Delta : uint8_t {
+  kOff,
+  // Every page re-sent after the first round, where its delta is under
+  // half a page.
+  kOn,
+  // Each channel measures its link and what encoding costs, and encodes
+  // while that costs the channel no more than a few percent of its speed:
+  // on where the link is the bottleneck, off on a link as fast as the
+  // encoding (the rule of engine/compress/compression_choice.h kNoSlower).
+  kAuto,
+};
+const char* DeltaName(Delta delta);
+// "off", "on" or "auto".
+absl::StatusOr<Delta> ParseDelta(absl::string_view text);
+
 // What guards the stream after each connection's handshake (proto/seal.h).
 // The destination sets the least it accepts; the source asks for one, and
 // the destination grants what was asked or refuses the session.
@@ -165,6 +186,10 @@ struct SessionOptions {
   // memory themselves (rdma), which send the pages as they are.
   Compression compression = Compression::kOff;
   int compression_level = 1;  // zstd's; negative is faster, 1..19 smaller
+  // Source: see Delta. The destination accepts deltas whatever this says.
+  // With compression too, the records are compressed with the pages.
+  Delta delta = Delta::kOff;
+  uint64_t delta_cache_bytes = uint64_t{256} << 20;
 
   // Source: no channel threads; the scheduler drives each channel itself
   // (the baseline the producer/consumer split is measured against).

@@ -164,9 +164,10 @@ ramferry_status ramferry_options_set_connect_timeout_ms(
  * SessionOptions field means, include/ramferry/options.h): a binding
  * reaches every option through this one call. Names: channel-endpoints
  * ("HOST:PORT,HOST:PORT": channel i dials item i % count; "" clears),
- * completion; the numbers channels, max-channels, packet-pages,
- * max-packet-pages, header-slots, ring-entries, rdma-chunk-bytes,
- * rdma-max-inline, compression-level, each in the range the session
+ * completion, delta (off|on|auto); the numbers channels, max-channels,
+ * packet-pages, max-packet-pages, header-slots, ring-entries,
+ * rdma-chunk-bytes, rdma-max-inline, compression-level, delta-cache-bytes,
+ * each in the range the session
  * itself checks (the NOT_FOUND message lists them); registered-buffers,
  * fallback-to-tcp-zerocopy, rdma-pin-all, rdma-reg-batch,
  * survive-channel-loss, zero-pages, skip-untouched, single-thread,

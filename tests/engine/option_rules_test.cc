@@ -125,6 +125,8 @@ TEST(NamedOptions, EveryNameParsesBackToItsValue) {
   ExpectNamesRoundTrip(
       {Compression::kOff, Compression::kOn, Compression::kAuto},
       CompressionName, ParseCompression, "compression");
+  ExpectNamesRoundTrip({Delta::kOff, Delta::kOn, Delta::kAuto}, DeltaName,
+                       ParseDelta, "delta");
   ExpectNamesRoundTrip(
       {VerifyMode::kFull, VerifyMode::kSent, VerifyMode::kReread},
       VerifyModeName, ParseVerifyMode, "verify mode");
@@ -152,6 +154,14 @@ TEST(NamedOptions, TheCSettersTakeTheLibrarysNames) {
     EXPECT_EQ(ramferry_options_set_verify(o, VerifyModeName(m)), RAMFERRY_OK)
         << VerifyModeName(m) << ": " << ramferry_options_last_error(o);
   }
+  for (Delta d : {Delta::kOff, Delta::kOn, Delta::kAuto}) {
+    EXPECT_EQ(ramferry_options_set(o, "delta", DeltaName(d)), RAMFERRY_OK)
+        << DeltaName(d) << ": " << ramferry_options_last_error(o);
+  }
+  EXPECT_EQ(ramferry_options_set(o, "delta", "xbzrle"),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(ramferry_options_last_error(o),
+              HasSubstr(std::string(ParseDelta("xbzrle").status().message())));
   EXPECT_EQ(ramferry_options_set_compression(o, "zip"),
             RAMFERRY_INVALID_ARGUMENT);
   EXPECT_THAT(

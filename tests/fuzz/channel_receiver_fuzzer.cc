@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "engine/channel_receiver.h"
 #include "engine/failure.h"
+#include "engine/pages/held_pages.h"
 #include "engine/pages/unauthentic_pages.h"
 #include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
@@ -109,32 +110,43 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
 
   // The pages the header names, in order, each inside the region; a zero
   // page is named too but is not in the payload.
+  // Delta records (their size in an entry's low bits) come after the
+  // pages, read aside.
   auto* base = static_cast<uint8_t*>(r->base);
   std::vector<uint8_t*> want;
+  uint64_t record_bytes = 0;
   for (uint32_t i = 0; i < page_count; ++i) {
     const uint64_t entry =
         proto::Load64(fixed + proto::kPacketFixedBytes + 8 * i);
-    const uint64_t off = entry & ~proto::kZeroPageFlag;
-    FUZZ_CHECK(off % r->page_size == 0);
+    const uint64_t low = entry & (r->page_size - 1);
+    const uint64_t off = entry - low;
+    FUZZ_CHECK(low == 0 || low == proto::kZeroPageFlag || low % 2 == 0);
     FUZZ_CHECK(off < r->length && r->length - off >= r->page_size);
-    if (!proto::IsZeroPageEntry(entry)) want.push_back(base + off);
+    if (low == 0) want.push_back(base + off);
+    if (low != proto::kZeroPageFlag) record_bytes += low / 2;
   }
-  // A compressed frame is read into one buffer of its own, outside every
-  // region. (A sealed payload goes to its pages, as a plain one does.)
-  auto staged = [&](size_t bytes) {
-    FUZZ_CHECK(dst.size() == 1 && count == bytes);
-    auto* p = static_cast<uint8_t*>(dst[0].iov_base);
+  auto outside_regions = [&](const iovec& v) {
+    auto* p = static_cast<uint8_t*>(v.iov_base);
     for (const GuardedRegion& g : Regions()) {
       const uint8_t* m = g.memory->data();
-      FUZZ_CHECK(p + count <= m || p >= m + g.memory->size());
+      FUZZ_CHECK(p + v.iov_len <= m || p >= m + g.memory->size());
     }
-    *pages += page_count;
   };
+  // A compressed frame is read into one buffer of its own, outside every
+  // region. (A sealed payload goes to its pages, as a plain one does.)
   if (const uint32_t compressed = proto::Load32(fixed + 44); compressed != 0) {
-    FUZZ_CHECK(compressed < want.size() * r->page_size);
-    return staged(compressed);
+    FUZZ_CHECK(compressed < want.size() * r->page_size + record_bytes);
+    FUZZ_CHECK(dst.size() == 1 && count == compressed);
+    outside_regions(dst[0]);
+    *pages += page_count;
+    return;
   }
-  FUZZ_CHECK(count == want.size() * r->page_size);
+  FUZZ_CHECK(count == want.size() * r->page_size + record_bytes);
+  if (record_bytes != 0) {
+    FUZZ_CHECK(dst.back().iov_len == record_bytes);
+    outside_regions(dst.back());
+    dst.remove_suffix(1);
+  }
   // The pages the receiver is about to fill, in order.
   std::vector<uint8_t*> got;
   for (const iovec& v : dst) {
@@ -198,6 +210,7 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
       });
   transport = owned.get();
   engine::ZeroPages zero_pages(regions);
+  engine::HeldPages held(regions);
   engine::UnauthenticPages unauthentic(regions);
   std::unique_ptr<proto::Sealer> opener;
   if (cfg.sealed) {
@@ -212,6 +225,7 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
        .next_header_size = cfg.next_header_size,
        .zero_pages = cfg.zero_pages ? &zero_pages : nullptr,
        .compressed_pages = cfg.compressed_pages,
+       .held = cfg.zero_pages ? &held : nullptr,
        .unauthentic = cfg.sealed ? &unauthentic : nullptr},
       &barrier, &failure, nullptr, std::move(opener));
 

@@ -62,7 +62,8 @@ inline uint8_t EncodePacketHeaderConfig(uint32_t channel, int max_pages_index,
 //   bits 0-1: the receiver's channel index (0..3)
 //   bits 2-3: the negotiated max pages per packet (kFuzzMaxPages)
 //   bit 4:    kFeatureNextHeaderSize negotiated (headers announce the next)
-//   bit 5:    kFeatureZeroPages negotiated (zero pages and ZERO_RANGES)
+//   bit 5:    kFeatureZeroPages and kFeatureDeltaPages negotiated (zero
+//             pages, ZERO_RANGES, delta records)
 //   bit 6:    kFeatureCompressedPages negotiated (zstd frames as payload)
 // The destination's regions are fixed (kFuzzRegions).
 struct ReceiverConfig {

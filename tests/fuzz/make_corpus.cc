@@ -794,6 +794,29 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
   const uint8_t ch0 = EncodeReceiverConfig(0, 2);  // channel 0, 128 pages
   const uint8_t ch3 = EncodeReceiverConfig(3, 1);  // channel 3, 3 pages
 
+  // Deltas (bit 5 negotiates them with zero pages): page 0 lands whole in
+  // round 0 and changes by a delta in round 1, after page 1's whole bytes;
+  // then a delta for a page never received, and one that runs past its
+  // page.
+  const uint8_t deltas = EncodeReceiverConfig(0, 2, false, true);
+  const Bytes record = {0, 1, 0xff};
+  seed("delta_applied", deltas,
+       Cat({Packet(Data(0, 0, 0, 1, 4096, 1), {0}),
+            Header(Marker(proto::kPacketSync, 0, 1, 0), {}),
+            Header(Data(0, 2, 1, 1, 4096, 2),
+                   {proto::DeltaPageEntry(0, 3), 4096}),
+            Bytes(4096, 0x21), record,
+            Header(Marker(proto::kPacketSync, 0, 3, 1), {}),
+            Header(Marker(proto::kPacketFinish, 0, 4, 2), {})}));
+  seed("edge_delta_never_received", deltas,
+       Cat({Header(Data(0, 0, 0, 1, 4096, 1),
+                   {proto::DeltaPageEntry(4096 * 2, 3)}),
+            record}));
+  seed("edge_delta_past_page", deltas,
+       Cat({Packet(Data(0, 0, 0, 1, 4096, 1), {0}),
+            Header(Marker(proto::kPacketSync, 0, 1, 0), {}),
+            Header(Data(0, 2, 1, 1, 4096, 1), {proto::DeltaPageEntry(0, 5)}),
+            Bytes{0xff, 0x1f, 2, 1, 2}}));
   seed("two_rounds", ch0,
        Cat({Packet(Data(0, 0, 0, 1, 4096, 2), {0, 4096 * 2}),
             Packet(Data(0, 1, 0, 2, 512, 3), {512 * 7, 0, 512}),
@@ -942,6 +965,19 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
        Packet(Data(0, 0, 0, 1, 4096, 1), {0}));
 }
 
+void PageDeltaSeeds(std::map<std::string, Bytes>* out) {
+  // Byte 0: 0 = 4096-byte pages, 1 = 512.
+  (*out)["unchanged"] = {0, 0, 0};
+  (*out)["one_store"] = {0, 0x10, 8, 1, 2, 3, 4, 5, 6, 7, 8};
+  (*out)["two_runs"] = {0, 0, 1, 0xff, 0x7f, 2, 1, 1};
+  (*out)["last_byte"] = {0, 0xff, 0x1f, 1, 9};
+  (*out)["small_page_last_byte"] = {1, 0xff, 0x03, 1, 9};
+  (*out)["edge_past_end"] = {0, 0xff, 0x1f, 2, 1, 2};
+  (*out)["edge_truncated"] = {0, 0, 3, 1, 2};
+  (*out)["edge_not_minimal"] = {0, 0x80, 0x00, 1, 7};
+  (*out)["edge_empty_run_inside"] = {0, 0, 1, 7, 0, 0};
+}
+
 Corpus Generate() {
   Corpus c;
   PacketHeaderSeeds(&c["packet_header"]);
@@ -955,6 +991,7 @@ Corpus Generate() {
   MissingPagesSequenceSeeds(&c["missing_pages_sequence"]);
   PageRequestSeeds(&c["page_request"]);
   PageDataSeeds(&c["page_data"]);
+  PageDeltaSeeds(&c["page_delta"]);
   return c;
 }
 

@@ -65,6 +65,7 @@ std::vector<MatrixOption> Options() {
                                     Protection::kEncrypt};
   const Compression compressions[] = {Compression::kOff, Compression::kOn,
                                       Compression::kAuto};
+  const Delta deltas[] = {Delta::kOff, Delta::kOn, Delta::kAuto};
   const CompletionPolicy policies[] = {CompletionPolicy::kWrap,
                                        CompletionPolicy::kSlot,
                                        CompletionPolicy::kEach};
@@ -93,6 +94,9 @@ std::vector<MatrixOption> Options() {
        [compressions](SessionSetup& s, size_t v) {
          s.options.compression = compressions[v];
        }},
+      {"delta",
+       {"off", "on", "auto"},
+       [deltas](SessionSetup& s, size_t v) { s.options.delta = deltas[v]; }},
       {"registered", {"off", "on"}, flag(&SessionOptions::registered_buffers)},
       {"completion",
        {"wrap", "slot", "each"},

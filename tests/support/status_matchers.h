@@ -6,6 +6,8 @@
 #ifndef RAMFERRY_TESTS_SUPPORT_STATUS_MATCHERS_H_
 #define RAMFERRY_TESTS_SUPPORT_STATUS_MATCHERS_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
@@ -24,6 +26,20 @@ const T& StatusOf(const T& result) {
 }
 
 MATCHER(IsOk, negation ? "is not OK" : "is OK") { return arg.ok(); }
+
+// StatusIs(code[, message matcher]): a Status or StatusOr with that code
+// and a message the matcher takes.
+MATCHER_P(StatusIs, code, "") {
+  const absl::Status& s = StatusOf(arg);
+  *result_listener << "which is " << s;
+  return s.code() == code;
+}
+MATCHER_P2(StatusIs, code, message, "") {
+  const absl::Status& s = StatusOf(arg);
+  *result_listener << "which is " << s;
+  return s.code() == code &&
+         ::testing::Matches(message)(std::string(s.message()));
+}
 
 }  // namespace ramferry::testing
 

@@ -119,5 +119,33 @@ TEST(CompressionChoiceTest, AQuarterFasterTakesOverAndNoLess) {
   EXPECT_TRUE(above.compressing());
 }
 
+// Rule::kNoSlower (--delta=auto): on where encoding costs the channel no
+// speed, even where it shrinks nothing yet (a page's first re-send fills
+// the cache the next round's deltas come from).
+TEST(CompressionChoiceTest, NoSlowerEncodesOnASlowLinkEvenWithoutShrinking) {
+  // 31 MB/s a channel (a 1 Gbit link over four), a 3 GB/s encoder.
+  CompressionChoice c(CompressionChoice::Rule::kNoSlower);
+  const uint64_t n = Drive(c, 128, 31'000, 3'000'000, 1.0);
+  EXPECT_GT(n, 100u);
+  EXPECT_TRUE(c.compressing());
+}
+
+TEST(CompressionChoiceTest, NoSlowerStaysOffOnALinkAsFastAsTheEncoder) {
+  // Loopback: 2 GB/s against a 3 GB/s encoder that shrinks nothing
+  // (whole pages rewritten): encoding first would cost a third.
+  CompressionChoice c(CompressionChoice::Rule::kNoSlower);
+  const uint64_t n = Drive(c, 256, 2'000'000, 3'000'000, 1.0);
+  EXPECT_FALSE(c.compressing());
+  EXPECT_LE(n, 256u / CompressionChoice::kProbeEvery + 9);
+}
+
+TEST(CompressionChoiceTest, NoSlowerEncodesOnAFastLinkWhereDeltasShrink) {
+  // The same loopback with small deltas (100x): encoding 4 KiB into tens
+  // of bytes beats sending the page.
+  CompressionChoice c(CompressionChoice::Rule::kNoSlower);
+  Drive(c, 256, 2'000'000, 3'000'000, 100.0);
+  EXPECT_TRUE(c.compressing());
+}
+
 }  // namespace
 }  // namespace ramferry::engine
