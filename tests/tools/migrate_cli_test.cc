@@ -79,7 +79,8 @@ TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {
                            "key_file",       "key",
                            "image",          "make_image",
                            "zero_pages",     "compress",
-                           "compress_level", "stall_rounds",
+                           "compress_level", "delta",
+                           "delta_cache",    "stall_rounds",
                            "auto_converge",  "timeout",
                            "on_timeout",     "max_bandwidth",
                            "demo_link"}) {
@@ -99,7 +100,9 @@ TEST(MigrateCli, NumericFlagsMeetTheLibrarysRanges) {
            {"--packet-pages", "4097", "packet_pages = 4097; want [1, 4096]"},
            {"--header-slots", "0", "header_slots = 0; want [1, 1048576]"},
            {"--compress-level", "-101",
-            "compression_level = -101; want [-100, 19]"}}) {
+            "compression_level = -101; want [-100, 19]"},
+           {"--delta-cache", "64KiB",
+            "delta_cache_bytes = 65536; want [1048576, 1099511627776]"}}) {
     CommandResult r = RunCommand(
         {kMigrate, "--role=source", "--connect=127.0.0.1:1", "--size=16MiB",
          "--insecure", absl::StrCat(flag, "=", value)});
@@ -196,6 +199,8 @@ TEST(MigrateCli, ANamedFlagRefusesAnUnknownNameWithEveryChoice) {
   const Case cases[] = {
       {"--compress=zip", 2,
        "--compress: unknown compression 'zip'; choose one of: off, on, auto"},
+      {"--delta=xbzrle", 2,
+       "--delta: unknown delta 'xbzrle'; choose one of: off, on, auto"},
       {"--completion=never", 2,
        "--completion: unknown completion policy 'never'; choose one of: "
        "wrap, slot, each"},

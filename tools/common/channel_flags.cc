@@ -8,6 +8,7 @@
 #include "base/status_util.h"
 #include "ramferry/options.h"
 #include "ramferry/transport.h"
+#include "tools/common/cli.h"
 
 ABSL_FLAG(uint32_t, channels, 2, "parallel data channels");
 ABSL_FLAG(uint32_t, packet_pages, 128, "pages per packet (4 KiB each)");
@@ -28,6 +29,17 @@ ABSL_FLAG(std::string, compress, "off",
           "zero-copy. Not on rdma");
 ABSL_FLAG(int, compress_level, 1,
           "zstd level for --compress (negative: faster, larger)");
+ABSL_FLAG(std::string, delta, "off",
+          "source: send pages re-sent after the first round as deltas "
+          "(XOR runs) against the copy last sent, where the delta is under "
+          "half a page: off | on | auto (each channel encodes while that "
+          "costs it no speed: on a link slower than the encoding, off on "
+          "one as fast). The copies are kept in --delta-cache. Not on rdma "
+          "(auto is off there)");
+ABSL_FLAG(std::string, delta_cache, "256MiB",
+          "--delta: the most memory the source's copies of sent pages take "
+          "(the least recently sent evicted first; reserved, committed as "
+          "pages are cached)");
 ABSL_FLAG(bool, uring_fallback, false,
           "uring-zc on a kernel without it: use tcp-zerocopy (with a "
           "warning) instead of failing");
@@ -52,6 +64,12 @@ absl::Status ApplyChannelFlags(SessionOptions* options) {
   }
   options->compression = *compression;
   options->compression_level = absl::GetFlag(FLAGS_compress_level);
+  absl::StatusOr<Delta> delta = ParseDelta(absl::GetFlag(FLAGS_delta));
+  if (!delta.ok()) return base::Annotate(delta.status(), "--delta");
+  options->delta = *delta;
+  absl::StatusOr<uint64_t> cache = ParseBytes(absl::GetFlag(FLAGS_delta_cache));
+  if (!cache.ok()) return base::Annotate(cache.status(), "--delta-cache");
+  options->delta_cache_bytes = *cache;
   return absl::OkStatus();
 }
 

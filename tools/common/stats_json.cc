@@ -5,7 +5,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "tools/common/cli.h"
 
 namespace ramferry::cli {
 
@@ -112,6 +114,30 @@ Json PostcopyStatsJson(const PostcopyStats& p) {
           {"blocked_s", p.blocked_us * 1e-6},
           {"latency_buckets", p.latency_buckets},
           {"latency_histogram", std::move(histogram)}};
+}
+
+Json DeltaJson(const ChannelStats& t, uint32_t page_size) {
+  Json j = Json::object();
+  j["pages"] = t.delta_pages;
+  j["record_bytes"] = t.delta_record_bytes;
+  j["page_bytes"] = t.delta_pages * page_size;
+  j["bytes_saved"] = t.delta_pages * page_size - t.delta_record_bytes;
+  j["cache_hits"] = t.delta_cache_hits;
+  j["cache_misses"] = t.delta_cache_misses;
+  j["cache_evictions"] = t.delta_cache_evictions;
+  j["delta_s"] = static_cast<double>(t.delta_ns) / 1e9;
+  return j;
+}
+
+std::string DeltaLine(const ChannelStats& t, uint32_t page_size) {
+  if (t.delta_pages == 0 && t.delta_cache_misses == 0) return "not used";
+  const uint64_t stood_for = t.delta_pages * page_size;
+  return absl::StrFormat(
+      "%d pages as deltas (%s for %s: %s saved); cache %d hits, %d misses, "
+      "%d evictions",
+      t.delta_pages, FormatBytes(t.delta_record_bytes), FormatBytes(stood_for),
+      FormatBytes(stood_for - t.delta_record_bytes), t.delta_cache_hits,
+      t.delta_cache_misses, t.delta_cache_evictions);
 }
 
 }  // namespace ramferry::cli

@@ -35,6 +35,15 @@ Json ChannelArrayJson(const SessionStats& s);
 // {channel, round, reason} (SessionOptions::survive_channel_loss).
 Json ChannelLossesJson(const SessionStats& s);
 
+// Delta encoding's summary (SessionOptions::delta), from a total: pages
+// sent as records, their record bytes, the page bytes they stood for and
+// what that saved; the source's cache hits, misses and evictions; the
+// encoding time.
+Json DeltaJson(const ChannelStats& total, uint32_t page_size);
+// The same as one line: "N pages as deltas (X for Y: Z saved); cache H
+// hits, M misses, E evictions", or "not used".
+std::string DeltaLine(const ChannelStats& total, uint32_t page_size);
+
 // Fault-latency bucket `k` of PostcopyStats::latency_buckets as
 // [lo_us, hi_us): bucket 0 is [0, 1), bucket k [2^(k-1), 2^k).
 std::pair<uint64_t, uint64_t> LatencyBucketBounds(size_t k);

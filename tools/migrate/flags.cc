@@ -123,6 +123,10 @@ ABSL_FLAG(ramferry::migrate::DirtyRate, dirty_rate,
           "or pages (50000pages); 0 for an idle workload; auto: 256MiB into "
           "anonymous memory, 0 into a --region-file");
 ABSL_FLAG(int, writers, 1, "memload writer threads");
+ABSL_FLAG(std::string, dirty_write, "word",
+          "memload: what one write changes: word (8 random bytes at a random "
+          "place of the page, as a running program's stores do) | page "
+          "(the whole page, new random words: what no delta can shrink)");
 ABSL_FLAG(absl::Duration, downtime_limit, absl::Milliseconds(300),
           "stop and copy once the final round is estimated to fit in this");
 ABSL_FLAG(uint32_t, max_rounds, 30,

@@ -54,6 +54,7 @@ ABSL_DECLARE_FLAG(std::string, dirty_tracking);
 ABSL_DECLARE_FLAG(ramferry::cli::ByteSize, dirty_set);
 ABSL_DECLARE_FLAG(ramferry::migrate::DirtyRate, dirty_rate);
 ABSL_DECLARE_FLAG(int, writers);
+ABSL_DECLARE_FLAG(std::string, dirty_write);
 ABSL_DECLARE_FLAG(absl::Duration, downtime_limit);
 ABSL_DECLARE_FLAG(uint32_t, max_rounds);
 ABSL_DECLARE_FLAG(uint32_t, stall_rounds);

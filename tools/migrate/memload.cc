@@ -101,10 +101,17 @@ void Memload::Writer(int index) {
     for (; owed >= 1; owed -= 1) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       const uint64_t page = (x >> 11) % set;
-      // A new word in the page: its content really changes.
-      StorePageWord(reinterpret_cast<uint64_t*>(base_ + page * kPageSize) +
-                        (x >> 55) % 512,
-                    x);
+      auto* words = reinterpret_cast<uint64_t*>(base_ + page * kPageSize);
+      if (options_.whole_pages) {
+        uint64_t w = x;
+        for (size_t i = 0; i < kPageSize / 8; ++i) {
+          w = w * 6364136223846793005ull + 1442695040888963407ull;
+          StorePageWord(words + i, w);
+        }
+      } else {
+        // A new word in the page: its content really changes.
+        StorePageWord(words + (x >> 55) % 512, x);
+      }
       if (tracker_ != nullptr) tracker_->MarkWritten(page);
       written_.fetch_add(1, std::memory_order_relaxed);
     }

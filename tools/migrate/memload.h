@@ -23,6 +23,7 @@ class Memload final : public Workload {
     double pages_per_second = 0;   // over all writers; 0: no writers
     int writers = 1;
     uint64_t seed = 1;
+    bool whole_pages = false;  // a write rewrites its page, not one word
   };
 
   // `tracker` (may be null) hears of every write, for bitmap tracking.

@@ -192,7 +192,8 @@ class PrecopyRun {
   absl::Status SendRound(bool final) {
     live_.round.store(report_.rounds.size());
     live_.round_pages.store(DirtyPages());
-    live_.pages_before_round.store(sender_->stats().Total().pages);
+    const ChannelStats before = sender_->stats().Total();
+    live_.pages_before_round.store(before.pages);
     live_.final_round.store(final);
     control_.UpdateProgress(
         {{"round", live_.round.load()},
@@ -202,7 +203,11 @@ class PrecopyRun {
     absl::StatusOr<RoundResult> r = sender_->SendRound(dirty_ptrs_);
     if (!r.ok()) return r.status();
     const double s = absl::ToDoubleSeconds(r->elapsed);
-    report_.rounds.push_back({r->pages, r->bytes, s, final});
+    const ChannelStats after = sender_->stats().Total();
+    report_.rounds.push_back({r->pages, r->bytes,
+                              after.payload_bytes + after.header_bytes -
+                                  before.payload_bytes - before.header_bytes,
+                              s, final});
     report_.bytes_sent += r->bytes;
     link_.AddRound(r->bytes, s);
     return absl::OkStatus();

@@ -57,6 +57,9 @@ struct PrecopyConfig {
 struct RoundRecord {
   uint64_t pages = 0;
   uint64_t bytes = 0;
+  // What the round put on the data channels: headers and payloads as
+  // they went (zero pages as offsets, deltas and compressed frames).
+  uint64_t wire_bytes = 0;
   double seconds = 0;
   bool final = false;  // sent with the workload paused
   // Live rounds: what was dirty once the round was confirmed, the

@@ -239,9 +239,11 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   cli::Json remaining = cli::Json::array();
   cli::Json estimates = cli::Json::array();
   cli::Json throttles = cli::Json::array();
+  cli::Json wire = cli::Json::array();
   for (const RoundRecord& rr : r.rounds) {
     pages.push_back(rr.pages);
     seconds.push_back(rr.seconds);
+    wire.push_back(rr.wire_bytes);
     if (rr.final) continue;
     remaining.push_back(rr.remaining_bytes);
     estimates.push_back(rr.estimated_downtime_s);
@@ -249,6 +251,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   }
   j["pages_per_round"] = std::move(pages);
   j["round_seconds"] = std::move(seconds);
+  j["wire_bytes_per_round"] = std::move(wire);
   // Per live round, once its dirty pages were collected.
   j["remaining_bytes_per_round"] = std::move(remaining);
   j["estimated_downtime_per_round_s"] = std::move(estimates);
@@ -259,6 +262,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["verified"] = r.verified;
   j["resent_pages"] = r.stats.resent_pages;
   AddZeroFields(j, r.stats.Total());
+  j["delta"] = cli::DeltaJson(r.stats.Total(), kPageSize);
   j["channels_lost"] = cli::ChannelLossesJson(r.stats);
   j["links"] = LinksJson(run, r);
   j["channel_stats"] = cli::ChannelArrayJson(r.stats);
@@ -426,6 +430,8 @@ void AppendRounds(const RunDescription& run, const PrecopyReport& r,
   absl::StrAppendFormat(&t, "  memory image     %s\n", run.image);
   absl::StrAppendFormat(&t, "  zero pages       %s\n",
                         ZeroLine(r.stats.Total()));
+  absl::StrAppendFormat(&t, "  deltas           %s\n",
+                        cli::DeltaLine(r.stats.Total(), kPageSize));
   absl::StrAppendFormat(
       &t, "  dirty rate       %s/s while running\n",
       cli::FormatBytes(static_cast<uint64_t>(r.dirty_pages_per_s * kPageSize)));

@@ -131,6 +131,12 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
   lo.pages_per_second = DirtyPagesPerSecond(src.own->file_backed());
   lo.writers = absl::GetFlag(FLAGS_writers);
   lo.seed = absl::GetFlag(FLAGS_seed);
+  const std::string write = absl::GetFlag(FLAGS_dirty_write);
+  if (write != "word" && write != "page") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dirty-write=", write, ": want word or page"));
+  }
+  lo.whole_pages = write == "page";
   src.memload = std::make_unique<Memload>(
       src.own->data(), src.regions[0].page_count(), lo, src.tracker.get());
   src.memload->Start();
