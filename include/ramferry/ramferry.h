@@ -600,7 +600,7 @@ typedef enum ramferry_hand_over_outcome {
   RAMFERRY_HAND_OVER_RESUME_FAILED = 3, /* failed, and resuming failed */
 } ramferry_hand_over_outcome;
 typedef struct ramferry_hand_over_report {
-  uint32_t size; /* the caller sets sizeof(ramferry_hand_over_report) */
+  uint32_t size;    /* the caller sets sizeof(ramferry_hand_over_report) */
   uint32_t outcome; /* a ramferry_hand_over_outcome */
   uint32_t regions;
   uint32_t paused_by_signal; /* 1: the handler did not pause in time */
