@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "capi/c_api_session.h"
 #include "capi/c_api_util.h"
 #include "ramferry/memory_handoff.h"
 #include "ramferry/ramferry.h"
@@ -89,10 +90,23 @@ ramferry_status ramferry_export_listen(const char* socket_path,
                                        const ramferry_shared_regions* regions,
                                        ramferry_export_fn fn, void* user,
                                        ramferry_export** out) {
+  return ramferry_export_listen_with(socket_path, regions, fn, user, 0, out);
+}
+
+ramferry_status ramferry_export_listen_with(
+    const char* socket_path, const ramferry_shared_regions* regions,
+    ramferry_export_fn fn, void* user, uint32_t flags, ramferry_export** out) {
   if (out == nullptr) return NullArgument("out");
   *out = nullptr;
   if (socket_path == nullptr) return NullArgument("socket_path");
   if (regions == nullptr) return NullArgument("regions");
+  if ((flags & ~RAMFERRY_EXPORT_ALLOW_HAND_OVER) != 0) {
+    return Fail(nullptr,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "ramferry_export_listen_with: unknown flags 0x",
+                    absl::Hex(flags & ~RAMFERRY_EXPORT_ALLOW_HAND_OVER),
+                    " (a newer header than this library?)")));
+  }
   return Guard(nullptr, [&] {
     auto token = std::make_shared<const int>(0);
     ramferry::MemoryExport::EventHandler handler;
@@ -103,8 +117,10 @@ ramferry_status ramferry_export_listen(const char* socket_path,
         t_in_handler_of = nullptr;
       };
     }
+    ramferry::ExportOptions options;
+    options.allow_hand_over = (flags & RAMFERRY_EXPORT_ALLOW_HAND_OVER) != 0;
     auto exp = ramferry::MemoryExport::Listen(socket_path, regions->regions,
-                                              std::move(handler));
+                                              std::move(handler), options);
     if (!exp.ok()) return Fail(nullptr, exp.status());
     *out = new ramferry_export{*std::move(exp), {}, std::move(token)};
     return RAMFERRY_OK;
@@ -228,6 +244,64 @@ ramferry_status ramferry_attach_migrated(ramferry_attach* att) {
   if (att == nullptr) return NullArgument("att");
   return Guard(&att->error,
                [&] { return Check(&att->error, att->att->Migrated()); });
+}
+
+namespace {
+
+ramferry_hand_over_outcome ToC(ramferry::HandOverReport::Outcome o) {
+  switch (o) {
+    case ramferry::HandOverReport::Outcome::kMigrated:
+      return RAMFERRY_HAND_OVER_MIGRATED;
+    case ramferry::HandOverReport::Outcome::kResumed:
+      return RAMFERRY_HAND_OVER_RESUMED;
+    case ramferry::HandOverReport::Outcome::kNotPaused:
+      return RAMFERRY_HAND_OVER_NOT_PAUSED;
+    case ramferry::HandOverReport::Outcome::kResumeFailed:
+      return RAMFERRY_HAND_OVER_RESUME_FAILED;
+  }
+  return RAMFERRY_HAND_OVER_RESUME_FAILED;
+}
+
+}  // namespace
+
+ramferry_status ramferry_hand_over_attached(const char* attach_socket,
+                                            const char* adopt_socket,
+                                            uint64_t timeout_ms, int verify,
+                                            ramferry_hand_over_report* out) {
+  if (attach_socket == nullptr) return NullArgument("attach_socket");
+  if (adopt_socket == nullptr) return NullArgument("adopt_socket");
+  if (out != nullptr && out->size < sizeof(uint32_t)) {
+    return Fail(nullptr, absl::StatusCode::kInvalidArgument,
+                "the report's size field is not set (set it to sizeof "
+                "the struct)");
+  }
+  return Guard(nullptr, [&] {
+    ramferry::HandOverOptions o;
+    o.attach_timeout = o.adopt_timeout = Millis(timeout_ms);
+    o.verify = verify != 0;
+    const ramferry::HandOverReport r =
+        ramferry::HandOverAttached(attach_socket, adopt_socket, o);
+    if (out != nullptr) {
+      ramferry_hand_over_report full{};
+      full.size = sizeof full;
+      full.outcome = ToC(r.outcome);
+      full.regions = static_cast<uint32_t>(r.regions);
+      full.paused_by_signal = r.pause_method == "SIGSTOP";
+      full.bytes = r.bytes;
+      full.workload_pid = r.workload_pid;
+      full.pause_ns = r.pause_ns;
+      full.grant_ns = r.grant_ns;
+      full.verify_ns = r.verify_ns;
+      full.hand_over_ns = r.hand_over_ns;
+      full.downtime_ns = r.downtime_ns;
+      full.paused_at_ns = r.paused_at_ns;
+      if (ramferry_status s = CopyOut(out, full); s != RAMFERRY_OK) return s;
+    }
+    if (r.outcome != ramferry::HandOverReport::Outcome::kMigrated) {
+      return Fail(nullptr, r.status);
+    }
+    return RAMFERRY_OK;
+  });
 }
 
 ramferry_status ramferry_hand_over_memory(

@@ -1,7 +1,9 @@
 // HandOverMemory and AdoptedMemory (ramferry/memory_handoff.h): the
 // destination passes the memory it received to the process that runs on.
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -32,8 +34,11 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
       absl::StatusOr<OwnedFd> conn = handoff::AcceptSeqpacket(
           listener_.get(), deadline - absl::Now(), nullptr);
       if (!conn.ok()) {
-        return base::Annotate(conn.status(),
-                              absl::StrCat("no memory handed over at ", path_));
+        return base::Annotate(
+            conn.status(),
+            absl::StrCat("no memory handed over at ", path_,
+                         refused_.ok() ? "" : "; the last offer was refused: ",
+                         refused_.message()));
       }
       absl::Status s = Adopt(conn->get());
       if (s.ok()) {
@@ -41,8 +46,10 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
         return s;
       }
       // A bad offer is refused (the destination sees the socket close
-      // without ADOPTED) and the next one awaited: the memory to run on
-      // must be right, not merely the first that came.
+      // without ADOPTED, or REFUSED with the reason) and the next one
+      // awaited: the memory to run on must be right, not merely the first
+      // that came.
+      refused_ = s;
       if (absl::Now() >= deadline) return s;
     }
   }
@@ -66,6 +73,9 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
           {r.id, r.name, m->data(), r.length, p->fds[i].get(), r.fd_offset});
       maps.push_back(*std::move(m));
     }
+    if (absl::Status s = CheckDigests(conn, *offer, regions); !s.ok()) {
+      return s;
+    }
     if (absl::Status s =
             handoff::SendCommand(conn, proto::HandoffCommand::kAdopted);
         !s.ok()) {
@@ -77,8 +87,32 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
     return absl::OkStatus();
   }
 
+  // With digests in the offer, the memory as mapped here must be what the
+  // giver digested (the workload's at its pause): anything else is
+  // refused with the reason, and nothing of it is kept.
+  static absl::Status CheckDigests(int conn, const proto::Offer& offer,
+                                   const std::vector<SharedRegion>& mapped) {
+    if ((offer.flags & proto::kOfferRegionDigests) == 0) {
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < mapped.size(); ++i) {
+      const uint64_t got = RegionDigest(mapped[i].base, mapped[i].length);
+      if (got == offer.regions[i].digest) continue;
+      (void)handoff::SendCommand(
+          conn, proto::HandoffCommand::kRefused,
+          static_cast<uint64_t>(proto::RefusalReason::kDigestMismatch));
+      return absl::DataLossError(absl::StrFormat(
+          "refused the memory handed over: region %d's digest is %016x, the "
+          "giver's %016x (it changed after the giver digested it, or is not "
+          "what was offered)",
+          mapped[i].id, got, offer.regions[i].digest));
+    }
+    return absl::OkStatus();
+  }
+
   const std::string path_;
   handoff::SeqpacketListener listener_;
+  absl::Status refused_;  // why the last offer was refused
   std::vector<OwnedFd> fds_;
   std::vector<handoff::SharedMapping> maps_;
   std::vector<SharedRegion> regions_;
@@ -89,33 +123,24 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
 absl::Status HandOverMemory(const std::string& socket_path,
                             absl::Span<const SharedRegion> regions,
                             absl::Duration timeout) {
-  absl::StatusOr<std::vector<uint8_t>> encoded =
-      handoff::EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions);
-  if (!encoded.ok()) return encoded.status();
-  std::vector<int> fds;
-  for (const SharedRegion& r : regions) fds.push_back(r.fd);
+  // Checked before connecting: a bad region list fails here, not at the
+  // adopter.
+  if (absl::StatusOr<std::vector<uint8_t>> encoded =
+          handoff::EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions);
+      !encoded.ok()) {
+    return encoded.status();
+  }
   const absl::Time deadline = absl::Now() + timeout;
   absl::StatusOr<OwnedFd> conn =
       handoff::ConnectSeqpacket(socket_path, timeout);
   if (!conn.ok()) return conn.status();
-  if (absl::Status s = handoff::SendPacket(conn->get(), *encoded, fds);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<proto::CommandMessage> c = handoff::ReceiveCommand(
-      conn->get(), std::max(deadline - absl::Now(), absl::Seconds(1)));
-  if (absl::IsUnavailable(c.status())) {
-    return absl::UnavailableError(absl::StrCat(
-        "the process at ", socket_path,
-        " refused the memory (see its error): ", c.status().message()));
-  }
-  if (!c.ok()) return c.status();
-  if (c->type != proto::HandoffCommand::kAdopted) {
-    return absl::InternalError(absl::StrCat("the adopting process answered ",
-                                            proto::HandoffCommandName(c->type),
-                                            ", not ADOPTED"));
-  }
-  return absl::OkStatus();
+  return handoff::OfferToAdopter(
+      conn->get(), socket_path, regions, {},
+      std::max(deadline - absl::Now(), absl::Seconds(1)));
+}
+
+uint64_t RegionDigest(const void* base, uint64_t length) {
+  return XXH3_64bits(base, length);
 }
 
 absl::StatusOr<std::unique_ptr<AdoptedMemory>> AdoptedMemory::Listen(

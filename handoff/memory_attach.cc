@@ -191,13 +191,14 @@ absl::Status CheckRanges(const handoff::PeerProcess& peer,
 class AttachedMemoryImpl final : public AttachedMemory {
  public:
   AttachedMemoryImpl(OwnedFd conn, handoff::PeerProcess peer,
-                     bool pauses_itself, OwnedFd pagemap,
+                     uint32_t offer_flags, OwnedFd pagemap,
                      std::vector<handoff::SharedMapping> maps,
                      std::vector<OwnedFd> files, std::vector<Region> regions,
                      std::vector<uint64_t> remote_bases)
       : conn_(std::move(conn)),
         peer_(std::move(peer)),
-        pauses_itself_(pauses_itself),
+        pauses_itself_((offer_flags & proto::kOfferPausesItself) != 0),
+        allows_hand_over_((offer_flags & proto::kOfferAllowsHandOver) != 0),
         pagemap_(std::move(pagemap)),
         maps_(std::move(maps)),
         files_(std::move(files)),
@@ -311,6 +312,47 @@ class AttachedMemoryImpl final : public AttachedMemory {
                    absl::Seconds(10));
   }
 
+  bool allows_hand_over() const override { return allows_hand_over_; }
+
+  absl::StatusOr<Writable> RequestWritable(absl::Duration timeout) override {
+    if (!allows_hand_over_) {
+      return absl::FailedPreconditionError(
+          proto::RefusalReasonText(proto::RefusalReason::kNotAllowed));
+    }
+    if (!paused_ || stopped_) {
+      return absl::FailedPreconditionError(
+          "the workload's files are asked for only while its handler has "
+          "paused it (Pause first; a workload stopped with SIGSTOP cannot "
+          "answer)");
+    }
+    if (absl::Status s =
+            handoff::SendCommand(conn_.get(), HandoffCommand::kHandOverRequest);
+        !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<handoff::ReceivedCommand> c =
+        handoff::ReceiveCommandWithFds(conn_.get(), timeout);
+    if (!c.ok()) {
+      return base::Annotate(c.status(), absl::StrCat("the workload (pid ",
+                                                     peer_.pid, ")'s grant"));
+    }
+    if (c->command.type == HandoffCommand::kRefused) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the workload (pid ", peer_.pid, ") refused: ",
+          proto::RefusalReasonText(
+              static_cast<proto::RefusalReason>(c->command.value))));
+    }
+    if (c->command.type != HandoffCommand::kHandOverGrant ||
+        c->fds.size() != regions_.size()) {
+      return absl::InternalError(absl::StrFormat(
+          "the workload answered %s with %d descriptors to HAND_OVER_REQUEST "
+          "for %d regions",
+          proto::HandoffCommandName(c->command.type), c->fds.size(),
+          regions_.size()));
+    }
+    return CheckGranted(std::move(c->fds));
+  }
+
   absl::Status Migrated() override {
     // Read by the workload when it next runs (a stopped one stays so).
     return handoff::SendCommand(conn_.get(), HandoffCommand::kMigrated);
@@ -347,6 +389,38 @@ class AttachedMemoryImpl final : public AttachedMemory {
     }
   }
 
+  // The granted files must be the very files offered (a workload that
+  // granted others would hand over memory nobody migrated), open
+  // read-write (an adopter maps them so).
+  absl::StatusOr<Writable> CheckGranted(std::vector<OwnedFd> fds) {
+    Writable out;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      struct stat got, offered;
+      if (fstat(fds[i].get(), &got) != 0 ||
+          fstat(files_[i].get(), &offered) != 0 ||
+          got.st_dev != offered.st_dev || got.st_ino != offered.st_ino) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "the workload (pid %d) granted for region %d a file that is not "
+            "the one it offered",
+            peer_.pid, regions_[i].id));
+      }
+      if ((fcntl(fds[i].get(), F_GETFL) & O_ACCMODE) != O_RDWR) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "the workload (pid %d) granted region %d's file without write "
+            "access",
+            peer_.pid, regions_[i].id));
+      }
+    }
+    for (size_t i = 0; i < fds.size(); ++i) {
+      const Region& r = regions_[i];
+      out.regions.push_back({r.id, r.name,
+                             reinterpret_cast<void*>(ranges_[i].base), r.length,
+                             fds[i].get(), r.fd_offset});
+      out.fds.push_back(fds[i].Release());
+    }
+    return out;
+  }
+
   absl::Status StopBySignal(absl::Duration timeout) {
     if (absl::Status s = handoff::SignalPeer(peer_, SIGSTOP); !s.ok()) {
       return s;
@@ -372,6 +446,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
   const OwnedFd conn_;
   const handoff::PeerProcess peer_;
   const bool pauses_itself_;
+  const bool allows_hand_over_;
   const OwnedFd pagemap_;
   const std::vector<handoff::SharedMapping> maps_;
   // Each region's memfd (Region::fd): its pages are read through it.
@@ -478,8 +553,7 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   absl::StatusOr<MappedOffer> mapped = MapOffer(*p);
   if (!mapped.ok()) return mapped.status();
   auto attached = std::make_unique<AttachedMemoryImpl>(
-      *std::move(conn), *std::move(peer),
-      (p->offer.flags & proto::kOfferPausesItself) != 0, std::move(p->fds[0]),
+      *std::move(conn), *std::move(peer), p->offer.flags, std::move(p->fds[0]),
       std::move(mapped->maps), std::move(mapped->files),
       std::move(mapped->regions), std::move(mapped->remote_bases));
   if (absl::Status s = ProbeTracking(*attached); !s.ok()) return s;

@@ -38,12 +38,13 @@ using proto::HandoffCommand;
 class MemoryExportImpl final : public MemoryExport {
  public:
   MemoryExportImpl(std::string path, std::vector<uint8_t> offer,
-                   std::vector<OwnedFd> fds, OwnedFd uffd,
-                   handoff::SeqpacketListener listener, OwnedFd wake,
-                   EventHandler on_event)
+                   std::vector<OwnedFd> fds, std::vector<OwnedFd> writable,
+                   OwnedFd uffd, handoff::SeqpacketListener listener,
+                   OwnedFd wake, EventHandler on_event)
       : path_(std::move(path)),
         offer_(std::move(offer)),
         fds_(std::move(fds)),
+        writable_(std::move(writable)),
         uffd_(std::move(uffd)),
         listener_(std::move(listener)),
         wake_(std::move(wake)),
@@ -128,6 +129,9 @@ class MemoryExportImpl final : public MemoryExport {
           Resume();
           Reply(conn, HandoffCommand::kResumed, 0);
           break;
+        case HandoffCommand::kHandOverRequest:
+          Grant(conn);
+          break;
         case HandoffCommand::kMigrated:
           Event(ExportEvent::kMigrated);
           {
@@ -146,6 +150,27 @@ class MemoryExportImpl final : public MemoryExport {
   void Reply(int conn, HandoffCommand type, uint64_t value) {
     // A failed reply shows at the next read as a closed connection.
     (void)handoff::SendCommand(conn, type, value);
+  }
+
+  // The regions' files read-write, only with consent (the reopenings
+  // Listen made then) and only while paused: the attacher passes them to
+  // a process that runs on them, and a running workload would race it.
+  void Grant(int conn) {
+    proto::RefusalReason why = proto::RefusalReason::kNotAllowed;
+    if (!writable_.empty()) {
+      if (!paused_) {
+        why = proto::RefusalReason::kNotPaused;
+      } else {
+        std::vector<int> fds;
+        for (const OwnedFd& f : writable_) fds.push_back(f.get());
+        const std::vector<uint8_t> grant = proto::EncodeCommand(
+            {HandoffCommand::kHandOverGrant, writable_.size()});
+        // A failed send shows at the next read as a closed connection.
+        (void)handoff::SendPacket(conn, grant, fds);
+        return;
+      }
+    }
+    Reply(conn, HandoffCommand::kRefused, static_cast<uint64_t>(why));
   }
 
   // Pauses once (a repeated PAUSE, e.g. from a second attacher after the
@@ -178,7 +203,9 @@ class MemoryExportImpl final : public MemoryExport {
   const std::string path_;
   const std::vector<uint8_t> offer_;
   const std::vector<OwnedFd> fds_;  // what an offer carries: pagemap, regions'
-  const OwnedFd uffd_;              // the write tracking; never sent
+  // With consent to hand over: the regions' files, read-write; else none.
+  const std::vector<OwnedFd> writable_;
+  const OwnedFd uffd_;  // the write tracking; never sent
   const handoff::SeqpacketListener listener_;
   const OwnedFd wake_;
   const EventHandler on_event_;
@@ -202,12 +229,56 @@ absl::string_view ExportEventName(ExportEvent event) {
   return base::NameOf(kNames, event);
 }
 
+namespace {
+
+// With consent to hand over: each region's file reopened read-write now,
+// while the caller's descriptors are sure to be open (they are only
+// borrowed), so a grant sends the very files the offer described.
+absl::StatusOr<std::vector<OwnedFd>> WritableReopenings(
+    absl::Span<const SharedRegion> regions) {
+  std::vector<OwnedFd> out;
+  for (const SharedRegion& r : regions) {
+    OwnedFd fd(
+        open(absl::StrCat("/proc/self/fd/", r.fd).c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd.valid()) {
+      return base::Annotate(
+          base::ErrnoStatus(errno, absl::StrCat("reopening fd ", r.fd,
+                                                " read-write through /proc")),
+          absl::StrCat("region ", r.id,
+                       " (allowing hand-over needs a writable file; export "
+                       "without it, or pass an fd opened read-write)"));
+    }
+    out.push_back(std::move(fd));
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     const std::string& socket_path, absl::Span<const SharedRegion> regions,
     EventHandler on_event) {
-  absl::StatusOr<std::vector<uint8_t>> encoded =
-      handoff::EncodeOfferOf(proto::OfferKind::kExport,
-                             on_event ? proto::kOfferPausesItself : 0, regions);
+  return Listen(socket_path, regions, std::move(on_event), ExportOptions{});
+}
+
+absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
+    const std::string& socket_path, absl::Span<const SharedRegion> regions,
+    EventHandler on_event, const ExportOptions& options) {
+  // Consent needs a handler: a hand-over asks for the files while the
+  // writers are paused, which the export's thread must be running to
+  // answer (SIGSTOP would stop it too).
+  if (options.allow_hand_over && !on_event) {
+    return absl::InvalidArgumentError(
+        "allowing hand-over needs a pause handler: the export's thread "
+        "answers the hand-over while the writers are paused, and a "
+        "workload without a handler is paused with SIGSTOP, which stops "
+        "that thread too");
+  }
+  absl::StatusOr<std::vector<uint8_t>> encoded = handoff::EncodeOfferOf(
+      proto::OfferKind::kExport,
+      (on_event ? proto::kOfferPausesItself : 0) |
+          (options.allow_hand_over ? proto::kOfferAllowsHandOver : 0),
+      regions);
   if (!encoded.ok()) return encoded.status();
   // The descriptors travel as read-only reopenings of the caller's: the
   // attacher only reads, and the caller keeps its own.
@@ -243,6 +314,12 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     }
     fds.push_back(std::move(dup));
   }
+  std::vector<OwnedFd> writable;
+  if (options.allow_hand_over) {
+    absl::StatusOr<std::vector<OwnedFd>> w = WritableReopenings(regions);
+    if (!w.ok()) return w.status();
+    writable = *std::move(w);
+  }
   fds.insert(fds.begin(), std::move(*pagemap));
   absl::StatusOr<handoff::SeqpacketListener> listener =
       handoff::ListenSeqpacket(socket_path);
@@ -250,8 +327,9 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
   OwnedFd wake(eventfd(0, EFD_CLOEXEC));
   if (!wake.valid()) return base::ErrnoStatus(errno, "eventfd");
   return std::make_unique<MemoryExportImpl>(
-      socket_path, *std::move(encoded), std::move(fds), *std::move(uffd),
-      *std::move(listener), std::move(wake), std::move(on_event));
+      socket_path, *std::move(encoded), std::move(fds), std::move(writable),
+      *std::move(uffd), *std::move(listener), std::move(wake),
+      std::move(on_event));
 }
 
 }  // namespace ramferry

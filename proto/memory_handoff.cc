@@ -14,6 +14,14 @@ bool KnownKind(uint16_t kind) {
          kind == static_cast<uint16_t>(OfferKind::kHandOver);
 }
 
+// The flags `kind` may carry: consent is the exporter's to give, digests
+// the giver's of a hand-over.
+uint32_t FlagsOf(uint16_t kind) {
+  return kind == static_cast<uint16_t>(OfferKind::kExport)
+             ? kOfferPausesItself | kOfferAllowsHandOver
+             : kOfferPausesItself | kOfferRegionDigests;
+}
+
 // The rules an offer obeys, for both directions: a region the attacher
 // maps must make sense as a mapping, and pagemap reports must map back to
 // exactly one region.
@@ -75,9 +83,16 @@ absl::Status CheckRegions(const std::vector<OfferedRegion>& regions) {
 
 absl::StatusOr<std::vector<uint8_t>> EncodeOffer(const Offer& offer) {
   if (absl::Status s = CheckRegions(offer.regions); !s.ok()) return s;
-  if ((offer.flags & ~kOfferPausesItself) != 0 ||
-      !KnownKind(static_cast<uint16_t>(offer.kind))) {
+  const uint16_t kind = static_cast<uint16_t>(offer.kind);
+  if (!KnownKind(kind) || (offer.flags & ~FlagsOf(kind)) != 0) {
     return absl::InvalidArgumentError("memory offer: unknown kind or flags");
+  }
+  const bool digests = (offer.flags & kOfferRegionDigests) != 0;
+  for (const OfferedRegion& r : offer.regions) {
+    if (!digests && r.digest != 0) {
+      return absl::InvalidArgumentError(
+          "memory offer: a region digest without kOfferRegionDigests");
+    }
   }
   std::vector<uint8_t> out;
   WireWriter w(&out);
@@ -94,6 +109,7 @@ absl::StatusOr<std::vector<uint8_t>> EncodeOffer(const Offer& offer) {
     w.U64(r.length);
     w.U64(r.fd_offset);
     w.Str16(r.name);
+    if (digests) w.U64(r.digest);
   }
   return out;
 }
@@ -118,13 +134,15 @@ absl::StatusOr<Offer> DecodeOffer(absl::Span<const uint8_t> message) {
   o.flags = r.U32();
   o.pid = r.U32();
   const uint32_t count = r.U32();
-  if (!r.ok() || !KnownKind(kind) || (o.flags & ~kOfferPausesItself) != 0 ||
+  if (!r.ok() || !KnownKind(kind) || (o.flags & ~FlagsOf(kind)) != 0 ||
       count == 0 || count > kMaxHandoffRegions) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "memory offer: kind %d, flags 0x%x, %d regions: want kind 1 or 2, "
-        "no unknown flag, 1 to %d regions",
+        "no flag unknown to this release for that kind, 1 to %d regions "
+        "(is the peer a newer ramferry release?)",
         kind, o.flags, count, kMaxHandoffRegions));
   }
+  const bool digests = (o.flags & kOfferRegionDigests) != 0;
   o.kind = static_cast<OfferKind>(kind);
   for (uint32_t i = 0; i < count; ++i) {
     OfferedRegion region;
@@ -134,6 +152,7 @@ absl::StatusOr<Offer> DecodeOffer(absl::Span<const uint8_t> message) {
     region.length = r.U64();
     region.fd_offset = r.U64();
     region.name = r.Str16();
+    if (digests) region.digest = r.U64();
     if (!r.ok()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory offer of %d bytes ends inside region %d of %d",
@@ -169,8 +188,33 @@ const char* HandoffCommandName(HandoffCommand command) {
       return "MIGRATED";
     case HandoffCommand::kAdopted:
       return "ADOPTED";
+    case HandoffCommand::kHandOverRequest:
+      return "HAND_OVER_REQUEST";
+    case HandoffCommand::kHandOverGrant:
+      return "HAND_OVER_GRANT";
+    case HandoffCommand::kRefused:
+      return "REFUSED";
   }
   return "UNKNOWN";
+}
+
+const char* RefusalReasonText(RefusalReason reason) {
+  switch (reason) {
+    case RefusalReason::kNotAllowed:
+      return "the workload did not allow hand-over (it exports without "
+             "ramferry_export_listen_with(RAMFERRY_EXPORT_ALLOW_HAND_OVER) "
+             "/ ExportOptions::allow_hand_over)";
+    case RefusalReason::kNotPaused:
+      return "the workload was not paused when asked for its memory";
+    case RefusalReason::kCannotReopen:
+      return "the workload could not reopen its memory read-write (see its "
+             "error output)";
+    case RefusalReason::kDigestMismatch:
+      return "the adopter's digest of a region differs from the one taken at "
+             "the pause: the memory changed after the pause (another writer "
+             "of the memfd?) or is not what was offered";
+  }
+  return "unknown reason";
 }
 
 std::vector<uint8_t> EncodeCommand(const CommandMessage& command) {
@@ -191,9 +235,19 @@ absl::StatusOr<CommandMessage> DecodeCommand(
   const uint16_t zero = r.U16();
   CommandMessage c;
   c.value = r.U64();
+  const bool reason_ok =
+      type != static_cast<uint16_t>(HandoffCommand::kRefused) ||
+      (c.value >= static_cast<uint64_t>(RefusalReason::kNotAllowed) &&
+       c.value <= static_cast<uint64_t>(RefusalReason::kDigestMismatch));
+  // A grant's descriptor count is one per region: never more than an
+  // offer may hold.
+  const bool count_ok =
+      type != static_cast<uint16_t>(HandoffCommand::kHandOverGrant) ||
+      (c.value >= 1 && c.value <= kMaxHandoffRegions);
   if (!r.ok() || r.remaining() != 0 || magic != kHandoffMagic || zero != 0 ||
       type < static_cast<uint16_t>(HandoffCommand::kPause) ||
-      type > static_cast<uint16_t>(HandoffCommand::kAdopted)) {
+      type > static_cast<uint16_t>(HandoffCommand::kRefused) || !reason_ok ||
+      !count_ok) {
     return absl::InvalidArgumentError(
         absl::StrFormat("bad memory hand-off command (%d bytes, type %d)",
                         message.size(), type));

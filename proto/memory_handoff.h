@@ -16,7 +16,9 @@
 //    0 u32 magic          kHandoffMagic
 //    4 u16 version        kHandoffVersion; a peer refuses another
 //    6 u16 kind           kOfferExport | kOfferHandOver
-//    8 u32 flags          kOfferPausesItself; other bits zero
+//    8 u32 flags          kOfferPausesItself, kOfferAllowsHandOver (export
+//                         only), kOfferRegionDigests (hand-over only);
+//                         other bits zero
 //   12 u32 pid            the offering process, as its own pid namespace
 //                         numbers it (informative: the receiver trusts
 //                         SO_PEERCRED)
@@ -24,7 +26,8 @@
 //   20 region_count x {
 //        u32 id, u32 page_size (4096), u64 base (the offerer's address,
 //        page aligned), u64 length (>= one page, a page multiple),
-//        u64 fd_offset (page aligned), u16 name length, name bytes
+//        u64 fd_offset (page aligned), u16 name length, name bytes,
+//        with kOfferRegionDigests: u64 XXH3-64 of the region's bytes
 //      }
 // Region ids are distinct and the offerer's address ranges do not
 // overlap (the attacher maps the pagemap's reports back through them).
@@ -36,6 +39,24 @@
 //   RESUMED  exporter -> attacher
 //   MIGRATED attacher -> exporter: the last message
 //   ADOPTED  adopter -> destination: the regions are mapped
+//   HAND_OVER_REQUEST attacher -> exporter, only to an offer that had
+//            kOfferAllowsHandOver and only while paused: send the
+//            regions' descriptors read-write, for an adopter
+//   HAND_OVER_GRANT   exporter -> attacher; value: how many descriptors
+//            come with it (SCM_RIGHTS, read-write), one per region in
+//            offer order, and nothing else does
+//   REFUSED  exporter -> attacher (to HAND_OVER_REQUEST) or adopter ->
+//            destination (to an offer); value: a RefusalReason
+//
+// Compatibility: the additions since version 2's first release (the
+// flags kOfferAllowsHandOver and kOfferRegionDigests, the commands from
+// HAND_OVER_REQUEST on) appear only where a party asked for them (a
+// workload that allows hand-over, a hand-over with digests), so peers
+// that use neither exchange exactly what they did. A party of the first
+// release refuses an offer with a flag it does not know (a clear error,
+// nothing mapped), and an attacher sends HAND_OVER_REQUEST only to an
+// export whose offer said it understands it: an older workload is never
+// paused for a request it would take for a broken connection.
 #ifndef RAMFERRY_PROTO_MEMORY_HANDOFF_H_
 #define RAMFERRY_PROTO_MEMORY_HANDOFF_H_
 
@@ -59,11 +80,16 @@ inline constexpr uint32_t kHandoffPageSize = 4096;
 inline constexpr size_t kExportFixedFds = 1;
 // The largest OFFER: a receive buffer of this size never truncates one.
 inline constexpr size_t kMaxOfferBytes =
-    20 + kMaxHandoffRegions * (34 + kMaxHandoffName);
+    20 + kMaxHandoffRegions * (34 + kMaxHandoffName + 8);
 inline constexpr size_t kCommandBytes = 16;
 
 enum class OfferKind : uint16_t { kExport = 1, kHandOver = 2 };
 inline constexpr uint32_t kOfferPausesItself = 1u << 0;
+// The exporter consented to hand its memory over read-write (export only).
+inline constexpr uint32_t kOfferAllowsHandOver = 1u << 1;
+// Each region carries the XXH3-64 digest the giver took of it, which the
+// adopter checks before it acknowledges (hand-over only).
+inline constexpr uint32_t kOfferRegionDigests = 1u << 2;
 
 struct OfferedRegion {
   uint32_t id = 0;
@@ -71,6 +97,7 @@ struct OfferedRegion {
   uint64_t length = 0;
   uint64_t fd_offset = 0;
   std::string name;
+  uint64_t digest = 0;  // with kOfferRegionDigests only; else 0
   bool operator==(const OfferedRegion&) const = default;
 };
 
@@ -97,7 +124,22 @@ enum class HandoffCommand : uint16_t {
   kResumed = 4,
   kMigrated = 5,
   kAdopted = 6,
+  kHandOverRequest = 7,
+  kHandOverGrant = 8,
+  kRefused = 9,
 };
+// Why a REFUSED came; a peer refuses any other value.
+enum class RefusalReason : uint64_t {
+  // The exporter did not allow hand-over (no kOfferAllowsHandOver).
+  kNotAllowed = 1,
+  // HAND_OVER_REQUEST while the exporter was not paused.
+  kNotPaused = 2,
+  // The exporter could not reopen its memory read-write.
+  kCannotReopen = 3,
+  // The adopter's digest of a region differs from the offer's.
+  kDigestMismatch = 4,
+};
+const char* RefusalReasonText(RefusalReason reason);
 const char* HandoffCommandName(HandoffCommand command);
 
 struct CommandMessage {

@@ -26,7 +26,8 @@
  *   attached_workload --export=SOCKET [--size-mib=256] [--seed=1]
  *                     [--zero-percent=25] [--threads=1] [--rate=100000]
  *                     [--pattern=mixed] [--baseline-seconds=1]
- *                     [--no-handler] [--timeout-s=300] [--spin-us=20]
+ *                     [--no-handler] [--allow-hand-over] [--timeout-s=300]
+ *                     [--spin-us=20]
  *                     [--ready-file=PATH]
  *   attached_workload --adopt=SOCKET [--seconds=1] [--threads=1]
  *                     [--rate=100000] [--pattern=mixed] [--timeout-s=300]
@@ -109,6 +110,10 @@ static const char kUsage[] =
     "--baseline-seconds=S  how long to store before offering the memory,\n"
     "                      untracked, for the \"baseline\" latencies\n"
     "                      (default 1; fractions allowed)\n"
+    "--allow-hand-over     consent to a local hand-over (ramferry-migrate\n"
+    "                      --attach=SOCKET --hand-over=ADOPT): once paused,\n"
+    "                      the memfd goes read-write to the adopter,\n"
+    "                      uncopied (needs the handler)\n"
     "--no-handler          handle no events: the migration process pauses\n"
     "                      this process with SIGSTOP instead (it stays\n"
     "                      stopped once migrated; if continued, the\n"
@@ -146,6 +151,7 @@ struct options {
   double baseline_seconds;
   double seconds;
   int no_handler;
+  int allow_hand_over;
 };
 
 /* "--name=value": the value, or NULL when `arg` is another option. */
@@ -249,6 +255,8 @@ static int parse_options(int argc, char** argv, struct options* o) {
       ok = parse_seconds("--seconds", v, &o->seconds);
     } else if (strcmp(a, "--no-handler") == 0) {
       o->no_handler = 1;
+    } else if (strcmp(a, "--allow-hand-over") == 0) {
+      o->allow_hand_over = 1;
     } else {
       fprintf(stderr, PROGRAM ": unknown option '%s' (see --help)\n", a);
       ok = 0;
@@ -785,9 +793,9 @@ static int export_and_wait(const struct options* o, struct workload* wl, int fd,
   }
   if (s != RAMFERRY_OK) return fail("region", s, NULL);
   atomic_store(&wl->ctl.phase, kListening);
-  s = ramferry_export_listen(o->export_socket, *regions,
-                             o->no_handler ? NULL : on_export_event, &wl->ctl,
-                             exp);
+  s = ramferry_export_listen_with(
+      o->export_socket, *regions, o->no_handler ? NULL : on_export_event,
+      &wl->ctl, o->allow_hand_over ? RAMFERRY_EXPORT_ALLOW_HAND_OVER : 0, exp);
   if (s != RAMFERRY_OK) return fail("export", s, NULL);
   atomic_store(&wl->ctl.phase, kMigration);
   fprintf(stderr, "listening %s\n", o->export_socket);

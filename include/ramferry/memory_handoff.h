@@ -81,6 +81,16 @@ absl::string_view ExportEventName(ExportEvent event);
 // lives; destroying it unregisters them. Its handler must not destroy it
 // (the thread would wait for itself): that aborts the process with a
 // message. The C API's ramferry_export_free defers it instead.
+// What a workload allows the migration process that attaches.
+struct ExportOptions {
+  // Consent to a local hand-over (ramferry-migrate --hand-over): once
+  // paused, the attacher may ask for the regions' files READ-WRITE and
+  // pass them to a process that runs on with them (AdoptedMemory). Off:
+  // the attacher only ever holds read-only reopenings, and a request is
+  // refused.
+  bool allow_hand_over = false;
+};
+
 class MemoryExport {
  public:
   using EventHandler = std::function<void(ExportEvent)>;
@@ -88,6 +98,9 @@ class MemoryExport {
   static absl::StatusOr<std::unique_ptr<MemoryExport>> Listen(
       const std::string& socket_path, absl::Span<const SharedRegion> regions,
       EventHandler on_event);
+  static absl::StatusOr<std::unique_ptr<MemoryExport>> Listen(
+      const std::string& socket_path, absl::Span<const SharedRegion> regions,
+      EventHandler on_event, const ExportOptions& options);
   virtual ~MemoryExport() = default;
 
   // Blocks until the memory was migrated (OK), `timeout` passed
@@ -142,7 +155,66 @@ class AttachedMemory {
   // Whether the last Pause fell back to SIGSTOP, and why.
   virtual bool stopped_by_signal() const = 0;
   virtual const std::string& pause_note() const = 0;
+
+  // Whether the workload's offer allowed hand-over (ExportOptions).
+  virtual bool allows_hand_over() const = 0;
+  // While paused, and only if allows_hand_over(): the regions' files,
+  // read-write, from the workload (FAILED_PRECONDITION with its reason
+  // when it refuses). The descriptors are the caller's; the SharedRegions
+  // describe them as the workload maps them (base: its address).
+  struct Writable {
+    std::vector<SharedRegion> regions;
+    std::vector<int> fds;  // owned by the caller: close them
+  };
+  virtual absl::StatusOr<Writable> RequestWritable(absl::Duration timeout) = 0;
 };
+
+// A local migration by hand-over (ramferry-migrate --attach --hand-over):
+// no page is copied. The workload at `attach_socket`, which allowed it,
+// is paused; its files are asked for read-write and offered, with their
+// region ids and sizes (and with `verify` an XXH3-64 digest of each region
+// taken here over the paused memory, which the adopter checks), to the
+// AdoptedMemory at `adopt_socket`; once it acknowledged, the workload is
+// told MIGRATED.
+//
+// The commit point is the adopter's acknowledgement: any failure before
+// it (no adopter within `timeout`, the workload refusing, the adopter
+// refusing, a digest mismatch) resumes the workload; after it the memory
+// is the adopter's and the workload stays paused. The adopter is
+// connected to before the pause, so an absent one costs no pause at all.
+struct HandOverOptions {
+  absl::Duration attach_timeout = absl::Seconds(10);
+  absl::Duration adopt_timeout = absl::Seconds(30);
+  absl::Duration pause_timeout = absl::Seconds(1);
+  bool verify = false;
+};
+struct HandOverReport {
+  enum class Outcome {
+    kMigrated,     // the adopter holds the memory; the workload was told
+    kResumed,      // failed before the commit point; the workload runs on
+    kNotPaused,    // failed before any pause (refused, no adopter, ...)
+    kResumeFailed  // failed before the commit point, and resuming failed
+  };
+  Outcome outcome = Outcome::kNotPaused;
+  absl::Status status;  // why it failed (OK when migrated)
+  pid_t workload_pid = 0;
+  size_t regions = 0;
+  uint64_t bytes = 0;
+  std::string pause_method;  // "handler" or "SIGSTOP"
+  // CLOCK_MONOTONIC spans, ns: downtime runs from the pause's start to
+  // the adopter's acknowledgement (0 where not reached).
+  int64_t pause_ns = 0;      // Pause(): until the workload wrote no more
+  int64_t grant_ns = 0;      // asking for and receiving the writable files
+  int64_t verify_ns = 0;     // digesting the paused memory (verify only)
+  int64_t hand_over_ns = 0;  // offer sent to acknowledgement (incl. the
+                             // adopter's own digest check)
+  int64_t downtime_ns = 0;
+  int64_t paused_at_ns = 0;  // when the pause began
+};
+absl::string_view HandOverOutcomeName(HandOverReport::Outcome outcome);
+HandOverReport HandOverAttached(const std::string& attach_socket,
+                                const std::string& adopt_socket,
+                                const HandOverOptions& options);
 
 // The destination's side: offers `regions` (memory this process received
 // into; fds of memfds or files) to an AdoptedMemory listening at
@@ -150,6 +222,10 @@ class AttachedMemory {
 absl::Status HandOverMemory(const std::string& socket_path,
                             absl::Span<const SharedRegion> regions,
                             absl::Duration timeout);
+
+// The digest a hand-over with verification carries for a region, and
+// that AdoptedMemory checks: XXH3-64 of its bytes.
+uint64_t RegionDigest(const void* base, uint64_t length);
 
 // The new workload's side: binds `socket_path` (0600) and waits for
 // HandOverMemory.
@@ -160,7 +236,10 @@ class AdoptedMemory {
   virtual ~AdoptedMemory() = default;
 
   // Blocks until memory was handed over (then maps it read-write,
-  // MAP_SHARED) or `timeout` passed (DEADLINE_EXCEEDED).
+  // MAP_SHARED) or `timeout` passed (DEADLINE_EXCEEDED, naming why the
+  // last offer was refused, if one was). An offer that carries region
+  // digests is checked against them first and refused (REFUSED, digest
+  // mismatch) if any differs.
   virtual absl::Status Wait(absl::Duration timeout) = 0;
   // After Wait: the regions, mapped here, and the fds they map (owned by
   // this object; dup them to keep them).

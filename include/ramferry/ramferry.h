@@ -532,6 +532,19 @@ ramferry_status ramferry_export_listen(const char* socket_path,
                                        const ramferry_shared_regions* regions,
                                        ramferry_export_fn fn, void* user,
                                        ramferry_export** out);
+/* ramferry_export_listen with `flags`, ORed from these (others are
+ * refused):
+ * RAMFERRY_EXPORT_ALLOW_HAND_OVER: consent to a local hand-over
+ *   (ramferry-migrate --attach --hand-over, ramferry_hand_over_attached):
+ *   once the handler paused the workload, the migration process may ask
+ *   for the regions' files READ-WRITE and pass them, uncopied, to a
+ *   process that runs on with them; the fds must be open read-write, and
+ *   a handler is required. Without it the migration process only ever
+ *   holds read-only reopenings. */
+#define RAMFERRY_EXPORT_ALLOW_HAND_OVER 1u
+ramferry_status ramferry_export_listen_with(
+    const char* socket_path, const ramferry_shared_regions* regions,
+    ramferry_export_fn fn, void* user, uint32_t flags, ramferry_export** out);
 void ramferry_export_free(ramferry_export* exp);
 const char* ramferry_export_last_error(const ramferry_export* exp);
 /* Blocks until migrated (OK), timeout_ms passed (DEADLINE_EXCEEDED) or
@@ -568,6 +581,45 @@ ramferry_status ramferry_attach_pause(ramferry_attach* att,
                                       uint64_t timeout_ms);
 ramferry_status ramferry_attach_resume(ramferry_attach* att);
 ramferry_status ramferry_attach_migrated(ramferry_attach* att);
+
+/* A local migration by hand-over, nothing copied: pauses the workload
+ * exported at `attach_socket` (which allowed it:
+ * RAMFERRY_EXPORT_ALLOW_HAND_OVER), hands its files read-write to the
+ * process waiting in ramferry_adopt_wait at `adopt_socket` (with
+ * `verify`: and an XXH3-64 digest of each region taken over the paused
+ * memory, which the adopter checks; this adds a read of the whole memory
+ * to the downtime), and once the adopter acknowledged, tells the
+ * workload MIGRATED. The acknowledgement is the commit point: any failure
+ * before it resumes the workload. `timeout_ms` bounds the wait for the
+ * workload's offer, for the adopter and for its acknowledgement.
+ * RAMFERRY_OK only when migrated; `out` (may be NULL; set its size) is
+ * filled either way, and ramferry_last_error() says why it failed. */
+typedef enum ramferry_hand_over_outcome {
+  RAMFERRY_HAND_OVER_MIGRATED = 0,
+  RAMFERRY_HAND_OVER_RESUMED = 1,       /* failed after the pause: resumed */
+  RAMFERRY_HAND_OVER_NOT_PAUSED = 2,    /* failed before any pause */
+  RAMFERRY_HAND_OVER_RESUME_FAILED = 3, /* failed, and resuming failed */
+} ramferry_hand_over_outcome;
+typedef struct ramferry_hand_over_report {
+  uint32_t size;    /* the caller sets sizeof(ramferry_hand_over_report) */
+  uint32_t outcome; /* a ramferry_hand_over_outcome */
+  uint32_t regions;
+  uint32_t paused_by_signal; /* 1: the handler did not pause in time */
+  uint64_t bytes;
+  int64_t workload_pid;
+  /* CLOCK_MONOTONIC spans; downtime runs from the pause's start to the
+   * adopter's acknowledgement (0 where not reached). */
+  int64_t pause_ns;
+  int64_t grant_ns;     /* asking for and receiving the writable files */
+  int64_t verify_ns;    /* digesting the paused memory (verify only) */
+  int64_t hand_over_ns; /* offer sent to acknowledgement */
+  int64_t downtime_ns;
+  int64_t paused_at_ns; /* CLOCK_MONOTONIC when the pause began */
+} ramferry_hand_over_report;
+ramferry_status ramferry_hand_over_attached(const char* attach_socket,
+                                            const char* adopt_socket,
+                                            uint64_t timeout_ms, int verify,
+                                            ramferry_hand_over_report* out);
 
 /* The destination's side: hand the memory a receiver filled (its fds) to
  * a process waiting in ramferry_adopt_wait at `socket_path`. */

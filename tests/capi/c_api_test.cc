@@ -248,6 +248,11 @@ TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
   uint16_t port = 0;
   uint64_t word = 0;
   uint64_t* bitmaps[1] = {&word};
+  ramferry_shared_regions* shared = ramferry_shared_regions_new();
+  ASSERT_NE(shared, nullptr);
+  ramferry_export* exp = nullptr;
+  ramferry_hand_over_report hand_over{};
+  hand_over.size = sizeof(hand_over);
   const std::vector<Call> calls = {
       // A NULL handle.
       {"options", [&] { return ramferry_options_set_host(nullptr, "h"); }},
@@ -356,6 +361,30 @@ TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
       {"NULL", [&] { return ramferry_receiver_verified_pages(rx, nullptr); }},
       {"NULL",
        [&] { return ramferry_receiver_is_resident(rx, 1, 0, 1, nullptr); }},
+      // The hand-over's (ramferry_export_listen_with and the one call).
+      {"socket_path",
+       [&] {
+         return ramferry_export_listen_with(nullptr, shared, nullptr, nullptr,
+                                            0, &exp);
+       }},
+      {"regions",
+       [&] {
+         return ramferry_export_listen_with("x", nullptr, nullptr, nullptr, 0,
+                                            &exp);
+       }},
+      {"out",
+       [&] {
+         return ramferry_export_listen_with("x", shared, nullptr, nullptr, 0,
+                                            nullptr);
+       }},
+      {"attach_socket",
+       [&] {
+         return ramferry_hand_over_attached(nullptr, "a", 1, 0, &hand_over);
+       }},
+      {"adopt_socket",
+       [&] {
+         return ramferry_hand_over_attached("a", nullptr, 1, 0, &hand_over);
+       }},
   };
   for (const Call& c : calls) {
     SCOPED_TRACE(c.what);
@@ -365,6 +394,18 @@ TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
   }
   EXPECT_EQ(tx, nullptr);
   EXPECT_EQ(other, nullptr);
+  EXPECT_EQ(exp, nullptr);
+  // Bad arguments that are not NULL: an unknown export flag, a report
+  // whose size is unset; neither reaches a socket.
+  EXPECT_EQ(
+      ramferry_export_listen_with("x", shared, nullptr, nullptr, 0x100, &exp),
+      RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(ramferry_last_error(), HasSubstr("unknown flags"));
+  ramferry_hand_over_report unsized{};
+  EXPECT_EQ(ramferry_hand_over_attached("a", "b", 1, 0, &unsized),
+            RAMFERRY_INVALID_ARGUMENT);
+  EXPECT_THAT(ramferry_last_error(), HasSubstr("size"));
+  ramferry_shared_regions_free(shared);
   // No status to give: a NULL handle answers with nothing.
   EXPECT_EQ(ramferry_regions_count(nullptr), 0u);
   EXPECT_STREQ(ramferry_regions_last_error(nullptr), "");

@@ -6,10 +6,12 @@
 // Properties: an accepted offer holds 1 to kMaxHandoffRegions regions of
 // whole 4 KiB pages at page-aligned, non-wrapping addresses and offsets,
 // with distinct ids, names of at most kMaxHandoffName bytes and no two
-// address ranges overlapping; a known kind and no unknown flag; it
+// address ranges overlapping; a known kind and only that kind's flags
+// (consent on an export, region digests on a hand-over); it
 // re-encodes to the input byte for byte (one encoding per offer) and
 // decodes again to the same offer. An accepted command is kCommandBytes
-// long, of a known type, and re-encodes to the input.
+// long, of a known type (a grant counting 1 to kMaxHandoffRegions
+// descriptors, a refusal a known reason), and re-encodes to the input.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -26,7 +28,16 @@ void FuzzOffer(absl::Span<const uint8_t> in) {
   if (!o.ok()) return;
   FUZZ_CHECK(o->kind == proto::OfferKind::kExport ||
              o->kind == proto::OfferKind::kHandOver);
-  FUZZ_CHECK((o->flags & ~proto::kOfferPausesItself) == 0);
+  // Each kind only its own flags: consent on an export, digests on a
+  // hand-over; a digest only where the flag says digests came.
+  const uint32_t allowed =
+      proto::kOfferPausesItself |
+      (o->kind == proto::OfferKind::kExport ? proto::kOfferAllowsHandOver
+                                            : proto::kOfferRegionDigests);
+  FUZZ_CHECK((o->flags & ~allowed) == 0);
+  if ((o->flags & proto::kOfferRegionDigests) == 0) {
+    for (const proto::OfferedRegion& r : o->regions) FUZZ_CHECK(r.digest == 0);
+  }
   FUZZ_CHECK(!o->regions.empty() &&
              o->regions.size() <= proto::kMaxHandoffRegions);
   FUZZ_CHECK(in.size() <= proto::kMaxOfferBytes);
@@ -68,7 +79,14 @@ void FuzzCommand(absl::Span<const uint8_t> in) {
   FUZZ_CHECK(in.size() == proto::kCommandBytes);
   const uint16_t t = static_cast<uint16_t>(c->type);
   FUZZ_CHECK(t >= static_cast<uint16_t>(proto::HandoffCommand::kPause) &&
-             t <= static_cast<uint16_t>(proto::HandoffCommand::kAdopted));
+             t <= static_cast<uint16_t>(proto::HandoffCommand::kRefused));
+  // A grant carries one descriptor per region; a refusal a known reason.
+  if (c->type == proto::HandoffCommand::kHandOverGrant) {
+    FUZZ_CHECK(c->value >= 1 && c->value <= proto::kMaxHandoffRegions);
+  }
+  if (c->type == proto::HandoffCommand::kRefused) {
+    FUZZ_CHECK(c->value >= 1 && c->value <= 4);
+  }
   const std::vector<uint8_t> out = proto::EncodeCommand(*c);
   FUZZ_CHECK(out.size() == in.size() &&
              std::equal(out.begin(), out.end(), in.begin()));

@@ -109,8 +109,13 @@ TEST(MemoryOfferTest, OneRegionRoundTrips) {
 }
 
 TEST(MemoryOfferTest, SixtyFourRegionsWithLongNamesRoundTrip) {
-  Offer o = ValidOffer(kMaxHandoffRegions, OfferKind::kHandOver);
-  for (OfferedRegion& r : o.regions) r.name = std::string(kMaxHandoffName, 'n');
+  // The largest offer: a hand-over carrying a digest per region.
+  Offer o =
+      ValidOffer(kMaxHandoffRegions, OfferKind::kHandOver, kOfferRegionDigests);
+  for (OfferedRegion& r : o.regions) {
+    r.name = std::string(kMaxHandoffName, 'n');
+    r.digest = r.id;
+  }
   ExpectRoundTrip(o);
   EXPECT_EQ(EncodeOffer(o)->size(), kMaxOfferBytes);
   Offer e =
@@ -179,8 +184,59 @@ TEST(MemoryOfferTest, RefusesUnknownKind) {
 }
 
 TEST(MemoryOfferTest, RefusesUnknownFlags) {
-  ExpectRefused(RawOffer({kGood}, 1, 2), "flags 0x2,");
+  ExpectRefused(RawOffer({kGood}, 1, 8), "flags 0x8,");
   ExpectRefused(RawOffer({kGood}, 2, 0x80000001u), "flags 0x80000001,");
+}
+
+// Consent is an export's to give, digests a hand-over's to carry: each
+// flag is refused on the other kind.
+TEST(MemoryOfferTest, EachKindHasItsOwnFlags) {
+  ExpectRefused(RawOffer({kGood}, 1, kOfferRegionDigests), "flags 0x4,");
+  ExpectRefused(RawOffer({kGood}, 2, kOfferAllowsHandOver), "flags 0x2,");
+  EXPECT_FALSE(
+      EncodeOffer(ValidOffer(1, OfferKind::kExport, kOfferRegionDigests)).ok());
+  EXPECT_FALSE(
+      EncodeOffer(ValidOffer(1, OfferKind::kHandOver, kOfferAllowsHandOver))
+          .ok());
+  absl::StatusOr<std::vector<uint8_t>> consent = EncodeOffer(ValidOffer(
+      2, OfferKind::kExport, kOfferPausesItself | kOfferAllowsHandOver));
+  ASSERT_TRUE(consent.ok()) << consent.status();
+  absl::StatusOr<Offer> back = DecodeOffer(*consent);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->flags, kOfferPausesItself | kOfferAllowsHandOver);
+}
+
+TEST(MemoryOfferTest, DigestsRideEachRegionAndRoundTrip) {
+  Offer o = ValidOffer(3, OfferKind::kHandOver, kOfferRegionDigests);
+  for (size_t i = 0; i < o.regions.size(); ++i) {
+    o.regions[i].digest = 0x0123456789abcdefull * (i + 1);
+  }
+  absl::StatusOr<std::vector<uint8_t>> b = EncodeOffer(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Eight bytes after each region's name, nothing else.
+  absl::StatusOr<std::vector<uint8_t>> plain =
+      EncodeOffer(ValidOffer(3, OfferKind::kHandOver));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(b->size(), plain->size() + 3 * 8);
+  EXPECT_EQ(std::vector<uint8_t>(b->end() - 8, b->end()),
+            Bytes().U64(o.regions[2].digest).b);
+  absl::StatusOr<Offer> d = DecodeOffer(*b);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, o);
+  // Cut inside the last digest: refused.
+  b->pop_back();
+  EXPECT_FALSE(DecodeOffer(*b).ok());
+  // A digest without the flag cannot be encoded (it would be lost).
+  Offer stray = ValidOffer(1, OfferKind::kHandOver);
+  stray.regions[0].digest = 1;
+  EXPECT_FALSE(EncodeOffer(stray).ok());
+  // The largest offer, digests included, fits the receive buffer.
+  Offer big =
+      ValidOffer(kMaxHandoffRegions, OfferKind::kHandOver, kOfferRegionDigests);
+  for (OfferedRegion& r : big.regions) r.name.assign(kMaxHandoffName, 'n');
+  absl::StatusOr<std::vector<uint8_t>> max = EncodeOffer(big);
+  ASSERT_TRUE(max.ok()) << max.status();
+  EXPECT_LE(max->size(), kMaxOfferBytes);
 }
 
 TEST(MemoryOfferTest, RefusesZeroRegions) {
@@ -318,7 +374,7 @@ TEST(MemoryOfferTest, EncodeRefusesWhatDecodeRefuses) {
   x.kind = static_cast<OfferKind>(3);
   refused(x);
   x = o;
-  x.flags = 2;
+  x.flags = 8;
   refused(x);
   x = o;
   x.regions[0].base += 1;
@@ -348,10 +404,10 @@ TEST(MemoryOfferTest, EncodeRefusesWhatDecodeRefuses) {
 }
 
 TEST(MemoryCommandTest, RoundTripsEveryType) {
-  for (HandoffCommand t :
-       {HandoffCommand::kPause, HandoffCommand::kPaused,
-        HandoffCommand::kResume, HandoffCommand::kResumed,
-        HandoffCommand::kMigrated, HandoffCommand::kAdopted}) {
+  for (HandoffCommand t : {HandoffCommand::kPause, HandoffCommand::kPaused,
+                           HandoffCommand::kResume, HandoffCommand::kResumed,
+                           HandoffCommand::kMigrated, HandoffCommand::kAdopted,
+                           HandoffCommand::kHandOverRequest}) {
     for (uint64_t v : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}}) {
       const CommandMessage c{t, v};
       const std::vector<uint8_t> b = EncodeCommand(c);
@@ -384,8 +440,39 @@ TEST(MemoryCommandTest, RefusesNonzeroReserved) {
   EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic, 1, 0x8000, 0)).ok());
 }
 
+// A grant's value is its descriptor count, one per region; a refusal's a
+// known reason: anything else is refused.
+TEST(MemoryCommandTest, GrantsAndRefusalsCarryOnlyTheirValues) {
+  for (uint64_t v : {uint64_t{1}, uint64_t{kMaxHandoffRegions}}) {
+    absl::StatusOr<CommandMessage> d =
+        DecodeCommand(EncodeCommand({HandoffCommand::kHandOverGrant, v}));
+    ASSERT_TRUE(d.ok()) << v;
+    EXPECT_EQ(d->value, v);
+  }
+  for (uint64_t v :
+       {uint64_t{0}, uint64_t{kMaxHandoffRegions + 1}, ~uint64_t{0}}) {
+    EXPECT_FALSE(
+        DecodeCommand(EncodeCommand({HandoffCommand::kHandOverGrant, v})).ok())
+        << v;
+  }
+  for (RefusalReason r :
+       {RefusalReason::kNotAllowed, RefusalReason::kNotPaused,
+        RefusalReason::kCannotReopen, RefusalReason::kDigestMismatch}) {
+    const uint64_t v = static_cast<uint64_t>(r);
+    absl::StatusOr<CommandMessage> d =
+        DecodeCommand(EncodeCommand({HandoffCommand::kRefused, v}));
+    ASSERT_TRUE(d.ok()) << v;
+    EXPECT_STRNE(RefusalReasonText(r), "unknown reason");
+  }
+  for (uint64_t v : {uint64_t{0}, uint64_t{5}, ~uint64_t{0}}) {
+    EXPECT_FALSE(
+        DecodeCommand(EncodeCommand({HandoffCommand::kRefused, v})).ok())
+        << v;
+  }
+}
+
 TEST(MemoryCommandTest, RefusesUnknownType) {
-  for (uint16_t t : {uint16_t{0}, uint16_t{7}, uint16_t{0xffff}}) {
+  for (uint16_t t : {uint16_t{0}, uint16_t{10}, uint16_t{0xffff}}) {
     absl::StatusOr<CommandMessage> d =
         DecodeCommand(RawCommand(kHandoffMagic, t, 0, 0));
     EXPECT_FALSE(d.ok()) << t;

@@ -239,6 +239,20 @@ ABSL_FLAG(std::string, export, "",
           "AdoptedMemory), which maps it and runs on");
 ABSL_FLAG(absl::Duration, export_timeout, absl::Seconds(30),
           "--export: how long to wait for the adopting process");
+ABSL_FLAG(std::string, hand_over, "",
+          "with --attach, no --role: migrate on this host by handing the "
+          "workload's memory, uncopied, to the process waiting on this unix "
+          "socket (ramferry_adopt_listen / AdoptedMemory): the workload "
+          "(which must allow it: ramferry_export_listen_with with "
+          "RAMFERRY_EXPORT_ALLOW_HAND_OVER) is paused, its memfds go "
+          "read-write to the adopter, and once the adopter acknowledged (the "
+          "commit point) it is told MIGRATED; any failure before resumes it. "
+          "--verify=full (the default) adds a digest of every region, taken "
+          "here over the paused memory and checked by the adopter, to the "
+          "downtime; --verify=off skips it");
+ABSL_FLAG(absl::Duration, hand_over_timeout, absl::Seconds(30),
+          "--hand-over: how long to wait for the adopter to be there and for "
+          "its acknowledgement");
 ABSL_FLAG(bool, allow_unauthenticated, false,
           "--demo: run both ends without a key instead of the fresh one the "
           "demo makes (anything that reaches the port can write into the "

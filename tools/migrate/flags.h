@@ -80,6 +80,8 @@ ABSL_DECLARE_FLAG(std::string, attach);
 ABSL_DECLARE_FLAG(absl::Duration, attach_pause_timeout);
 ABSL_DECLARE_FLAG(std::string, export);
 ABSL_DECLARE_FLAG(absl::Duration, export_timeout);
+ABSL_DECLARE_FLAG(std::string, hand_over);
+ABSL_DECLARE_FLAG(absl::Duration, hand_over_timeout);
 ABSL_DECLARE_FLAG(bool, allow_unauthenticated);
 
 #endif  // RAMFERRY_TOOLS_MIGRATE_FLAGS_H_

@@ -71,11 +71,20 @@ int main(int argc, char** argv) {
       "then stop-and-copy or (--postcopy) post-copy.\n"
       "  ramferry-migrate --demo                       both ends on loopback\n"
       "  ramferry-migrate --role=dest --listen=0.0.0.0:7070 --size=1GiB\n"
-      "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB",
+      "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB\n"
+      "  ramferry-migrate --attach=SOCKET --hand-over=SOCKET   on this host,\n"
+      "                                                  nothing copied",
       ramferry::migrate::kFlagsFile);
   using namespace ramferry::migrate;
   if (const std::string path = absl::GetFlag(FLAGS_make_image); !path.empty()) {
     return RunMakeImage(path);
+  }
+  // Before the roles: a hand-over has none of their own (settings.cc).
+  if (!absl::GetFlag(FLAGS_hand_over).empty()) {
+    if (absl::Status s = CheckHandOverFlags(); !s.ok()) {
+      return Usage(std::string(s.message()));
+    }
+    return RunHandOver();
   }
   const std::string role = absl::GetFlag(FLAGS_role);
   if (!absl::GetFlag(FLAGS_demo) && role != "source" && role != "dest") {

@@ -48,6 +48,9 @@ std::optional<Memload::Options> DestinationWorkload();
 // --demo: both ends on loopback, the destination a child process.
 int RunDemo(SessionOptions opt);
 
+// --attach --hand-over: a local migration, the memory handed over.
+int RunHandOver();
+
 }  // namespace ramferry::migrate
 
 #endif  // RAMFERRY_TOOLS_MIGRATE_ROLES_H_

@@ -4,7 +4,11 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"  // FindCommandLineFlag
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "ramferry/region.h"
 #include "tools/common/auth_flags.h"
 #include "tools/common/channel_flags.h"
@@ -132,6 +136,51 @@ absl::Status CheckHandoffFlags(const std::string& role) {
   }
   if (!absl::GetFlag(FLAGS_export).empty() && !demo && role != "dest") {
     return absl::InvalidArgumentError("--export is the destination's");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckHandOverFlags() {
+  if (absl::GetFlag(FLAGS_attach).empty()) {
+    return absl::InvalidArgumentError(
+        "--hand-over passes an attached workload's memory on: give "
+        "--attach=SOCKET (the workload's export)");
+  }
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (!role.empty() && role != "source") {
+    return absl::InvalidArgumentError(
+        "--hand-over is a local migration from the workload's side: drop "
+        "--role=" +
+        role + " (the adopter is the process at --hand-over)");
+  }
+  const std::string verify = absl::GetFlag(FLAGS_verify);
+  if (verify != "full" && verify != "off") {
+    return absl::InvalidArgumentError(
+        "--hand-over: --verify=" + verify +
+        " makes no sense (nothing is sent): use --verify=full (a digest "
+        "per region, checked by the adopter) or --verify=off");
+  }
+  // A hand-over has no network, no destination process and no rounds:
+  // these would be silently ignored, so they are refused (when set to
+  // anything but their defaults: this absl cannot say whether a flag was
+  // named, and a default changes nothing).
+  static constexpr const char* kNetworkFlags[] = {
+      "demo",       "connect",       "listen",        "export",
+      "postcopy",   "transport",     "channels",      "max_bandwidth",
+      "size",       "region_file",   "control",       "key_file",
+      "insecure",   "demo_link",     "timeout",       "downtime_limit",
+      "max_rounds", "auto_converge", "dirty_tracking"};
+  for (const char* name : kNetworkFlags) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f != nullptr && f->CurrentValue() != f->DefaultValue()) {
+      const std::string flag = absl::StrReplaceAll(name, {{"_", "-"}});
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag,
+          " does not go with --hand-over: a hand-over moves the memory on "
+          "this host in one step, with no network, destination process, "
+          "rounds or post-copy; drop --",
+          name, " (or --hand-over, to migrate over the network)"));
+    }
   }
   return absl::OkStatus();
 }

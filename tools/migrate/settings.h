@@ -32,6 +32,9 @@ absl::StatusOr<TimeoutAction> TimeoutActionFlag();
 absl::Status CheckPostcopy(bool receives);
 // --attach/--export and their companions, checked for `role`.
 absl::Status CheckHandoffFlags(const std::string& role);
+// --hand-over: a local migration of an --attach'ed workload, without a
+// role, a network or a destination; everything of those is refused.
+absl::Status CheckHandOverFlags();
 absl::StatusOr<ConvergenceConfig> Convergence();
 // --control: serves `control` on the flag's path; none without the flag.
 absl::StatusOr<std::unique_ptr<cli::ControlServer>> ControlFromFlag(
