@@ -347,7 +347,10 @@ absl::Status ChannelSender::SendData(const Command& c,
   } else {
     if (absl::Status s = GatherPages(p); !s.ok()) return s;
     // Sent as they are: any copies of them in the cache are stale now.
-    if (packer_ != nullptr) packer_->Forget(region, c.region, p.offsets);
+    // (Round 0 caches nothing, so it has nothing to forget.)
+    if (packer_ != nullptr && c.round != 0) {
+      packer_->Forget(region, c.region, p.offsets);
+    }
   }
   // A copy is recorded now, from cache, before a seal may encrypt it.
   if (p.copy != nullptr) RecordSent(p);
@@ -359,6 +362,12 @@ absl::Status ChannelSender::SendData(const Command& c,
   if (!compressed.ok()) return compressed.status();
   p.compressed = *compressed;
   const uint64_t wire_start = base::MonotonicNs();
+  // --delta=auto tells a link that waits from one that works by the CPU
+  // its sends take (a clock_gettime per packet), judged from round 1 on:
+  // round 0 sends no delta, and goes exactly as without them.
+  const bool judge_delta =
+      delta_ == Delta::kAuto && packer_ != nullptr && c.round != 0;
+  const uint64_t cpu_start = judge_delta ? base::ThreadCpuNs() : 0;
   h.compressed_bytes = static_cast<uint32_t>(p.compressed);
   p.header =
       header->subspan(0, proto::EncodePacketHeader(h, p.offsets, *header));
@@ -392,7 +401,9 @@ absl::Status ChannelSender::SendData(const Command& c,
   if (p.page_bytes != 0) {
     const uint64_t ns = base::MonotonicNs() - wire_start;
     if (compression_ == Compression::kAuto) choice_.Sent(payload_bytes, ns);
-    if (delta_ == Delta::kAuto) delta_choice_.Sent(payload_bytes, ns);
+    if (judge_delta) {
+      delta_choice_.Sent(payload_bytes, ns, base::ThreadCpuNs() - cpu_start);
+    }
   }
   // From memory the send path just read.
   if (!p.recorded) RecordSent(p);

@@ -413,9 +413,10 @@ class AttachedMemoryImpl final : public AttachedMemory {
     }
     for (size_t i = 0; i < fds.size(); ++i) {
       const Region& r = regions_[i];
-      out.regions.push_back({r.id, r.name,
-                             reinterpret_cast<void*>(ranges_[i].base), r.length,
-                             fds[i].get(), r.fd_offset});
+      // Where this process maps the region, as a destination's hand-over
+      // offers its own mapping: the adopter maps the file afresh.
+      out.regions.push_back(
+          {r.id, r.name, r.base, r.length, fds[i].get(), r.fd_offset});
       out.fds.push_back(fds[i].Release());
     }
     return out;

@@ -19,7 +19,8 @@ repeat):
   loopback  --size over loopback; memload rewrites whole pages with new
             random words (--dirty-write=page, where no delta can help)
             over the whole region, --loop-stores per second, 5 live
-            rounds and the final one. Modes: --delta=off and
+            rounds (--downtime-limit=1us: none stops early) and the final
+            one. Modes: --delta=off and
             --delta=auto. Reported: the migration's time (transfer_s),
             median per mode and the ratio auto / off.
 
@@ -27,8 +28,8 @@ Writes delta.jsonl (every report, with the experiment, mode and repeat)
 and delta.md (the tables, with the commands) to --out.
 
 Usage: bench/delta/run.py [--out DIR] [--size 1GiB] [--rate 1gbit]
-           [--dirty-set 256MiB] [--stores 50000] [--loop-stores 20000]
-           [--repeats 2] [--loop-repeats 5] [--only link|loopback]
+           [--dirty-set 256MiB] [--stores 50000] [--loop-stores 100000]
+           [--repeats 2] [--loop-repeats 10] [--only link|loopback]
            [--migrate PATH]
 """
 import argparse
@@ -66,7 +67,7 @@ def loopback_command(migrate, args, mode):
     return [migrate, "--demo", "--json", f"--size={args.size}",
             f"--dirty-set={args.size}", f"--dirty-rate={args.loop_stores}pages",
             "--dirty-write=page", "--max-rounds=5", "--stall-rounds=0",
-            f"--delta={mode}"]
+            "--downtime-limit=1us", f"--delta={mode}"]
 
 
 def run_one(cmd):
@@ -168,9 +169,9 @@ def main():
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--dirty-set", default="256MiB")
     ap.add_argument("--stores", type=int, default=50000)
-    ap.add_argument("--loop-stores", type=int, default=20000)
+    ap.add_argument("--loop-stores", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--loop-repeats", type=int, default=5)
+    ap.add_argument("--loop-repeats", type=int, default=10)
     ap.add_argument("--only", choices=["link", "loopback"])
     ap.add_argument("--migrate")
     args = ap.parse_args()

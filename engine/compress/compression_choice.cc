@@ -18,6 +18,10 @@ constexpr double kKeep = 1.05;
 // Sends measured before the link is judged at all: a socket's first
 // sends (its buffer empty, or its first waits) say little of the link.
 constexpr uint64_t kLinkSamples = 8;
+// Rule::kNoSlower starts on and judges the encoder only over this many
+// packets: a channel's first encodes fault in its staging buffer and the
+// cache's fresh slots, and run several times slower than the rest.
+constexpr uint64_t kEncoderSamples = 8;
 // Rule::kNoSlower: encoding starts where the channel keeps this much of
 // its speed, and stays on while it keeps this much.
 constexpr double kNoSlowerTakeOver = 0.97;
@@ -39,10 +43,13 @@ void CompressionChoice::Compressed(uint64_t page_bytes, uint64_t wire_bytes,
                                    uint64_t ns) {
   compressor_.Add(page_bytes, std::max<uint64_t>(ns, 1), kCompressorKeep);
   ratio_out_ = kCompressorKeep * ratio_out_ + static_cast<double>(wire_bytes);
+  ++encodes_;
 }
 
-void CompressionChoice::Sent(uint64_t wire_bytes, uint64_t ns) {
+void CompressionChoice::Sent(uint64_t wire_bytes, uint64_t ns,
+                             uint64_t cpu_ns) {
   link_.Add(wire_bytes, std::max<uint64_t>(ns, 1), kLinkKeep);
+  send_cpu_.Add(wire_bytes, std::max<uint64_t>(cpu_ns, 1), kLinkKeep);
   ++sends_;
 }
 
@@ -53,14 +60,19 @@ bool CompressionChoice::Pays(double link, double link_times_ratio) const {
     return on > link * (compressing_ ? kKeep : kTakeOver);
   }
   if (encoder <= 0 || link_times_ratio <= 0) return false;
-  const double on = 1 / (1 / encoder + 1 / link_times_ratio);
+  // What a CPU second of this thread moves, encoding and then sending:
+  // while it outruns the link, the link is still the bottleneck.
+  const double ratio = link_times_ratio / link;
+  const double cpu = 1 / (1 / encoder + 1 / (send_cpu_.PerSecond() * ratio));
+  const double on = std::min(link_times_ratio, cpu);
   return on >= link * (compressing_ ? kNoSlowerKeep : kNoSlowerTakeOver);
 }
 
 bool CompressionChoice::Next() {
   if (compressor_.ns == 0) return true;
   const double link = link_.PerSecond();
-  if (sends_ >= kLinkSamples) {
+  if (sends_ >= kLinkSamples &&
+      (rule_ == Rule::kFaster || encodes_ >= kEncoderSamples)) {
     compressing_ = Pays(link, link * ratio());
   }
   if (compressing_) {

@@ -19,19 +19,22 @@
 // stay current as the data changes.
 //
 // Delta encoding (engine/delta/) is judged by the same measures under
-// another rule, Rule::kNoSlower: the channel thread encodes and then sends,
-// one after the other, so encoded it moves 1 / (1/encoder + 1/(link *
-// ratio)) page bytes a second, and the encoding stays on while that is
-// within a few percent of the link alone. A delta's first sends of a page
-// shrink nothing (ratio 1) but fill the cache the next round's deltas come
-// from: they are worth it exactly where the link, not the encoder, is the
-// bottleneck, which this rule says; on a link as fast as the encoder it
-// says off.
+// another rule, Rule::kNoSlower, and one more: the CPU time each send took
+// (`cpu_ns`), which tells a link that waits from one that works. The
+// channel thread encodes, then sends; while the link is the bottleneck the
+// socket drains meanwhile, so encoded the channel moves min(link * ratio,
+// 1 / (1/encoder + 1/(send_cpu * ratio))) page bytes a second, send_cpu
+// being the wire bytes a CPU second of sending puts out. The encoding
+// stays on while that keeps the link's speed, to a few percent. A delta's
+// first sends of a page shrink nothing (ratio 1) but fill the cache the
+// next round's deltas come from: on a link that waits (1 Gbit) they cost
+// nothing, which this rule says; on loopback, where sending is a copy as
+// fast as the encoder and the link is the channel's own CPU, it says off.
 //
 // Invariants: the first packet is compressed (nothing is known of the
 // compressor until then); until the link is measured over a few sends,
-// nothing is compressed but the probes. Pure arithmetic, no clock: the caller
-// passes times.
+// nothing is compressed but the probes (kNoSlower: everything is). Pure
+// arithmetic, no clock: the caller passes times.
 #ifndef RAMFERRY_ENGINE_COMPRESS_COMPRESSION_CHOICE_H_
 #define RAMFERRY_ENGINE_COMPRESS_COMPRESSION_CHOICE_H_
 
@@ -47,15 +50,19 @@ class CompressionChoice {
     kFaster,    // compression: on where it moves page bytes faster
     kNoSlower,  // delta encoding: on where it costs (almost) no speed
   };
-  explicit CompressionChoice(Rule rule = Rule::kFaster) : rule_(rule) {}
+  // kNoSlower starts on: a delta's first sends fill the cache, and a page
+  // not cached when its re-send comes goes whole again a round later.
+  explicit CompressionChoice(Rule rule = Rule::kFaster)
+      : rule_(rule), compressing_(rule == Rule::kNoSlower) {}
 
   // Whether to compress the next packet.
   bool Next();
   // A packet went through the compressor: `page_bytes` in, `wire_bytes`
   // out (page_bytes where it would not shrink), taking `ns`.
   void Compressed(uint64_t page_bytes, uint64_t wire_bytes, uint64_t ns);
-  // A packet's `wire_bytes` took `ns` to be handed to the link.
-  void Sent(uint64_t wire_bytes, uint64_t ns);
+  // A packet's `wire_bytes` took `ns` to be handed to the link, `cpu_ns`
+  // of it this thread's CPU (kNoSlower; otherwise ignored).
+  void Sent(uint64_t wire_bytes, uint64_t ns, uint64_t cpu_ns = 0);
 
   bool compressing() const { return compressing_; }
   // The estimates, bytes per second (0: not measured yet).
@@ -77,10 +84,12 @@ class CompressionChoice {
 
   Rule rule_;
   Rate link_, compressor_;
+  Rate send_cpu_;         // wire bytes over the CPU time sending them took
   double ratio_out_ = 0;  // wire bytes of compressed packets, decaying
-  bool compressing_ = false;
+  bool compressing_;
   uint64_t since_probe_ = 0;
   uint64_t sends_ = 0;
+  uint64_t encodes_ = 0;
 };
 
 }  // namespace ramferry::engine

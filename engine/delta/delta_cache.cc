@@ -29,6 +29,9 @@ absl::StatusOr<std::unique_ptr<DeltaCache>> DeltaCache::Create(
                                "--delta-cache)",
                                mapped));
   }
+  // Not MADV_HUGEPAGE: with THP defrag at "madvise" (Debian's default) a
+  // fault may compact memory synchronously, stalling the channel that
+  // fills a slot for far longer than the 4 KiB faults it would save.
   return std::unique_ptr<DeltaCache>(
       new DeltaCache(static_cast<uint8_t*>(p), mapped,
                      static_cast<uint32_t>(slots), page_size));

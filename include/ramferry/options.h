@@ -74,7 +74,8 @@ enum class Delta : uint8_t {
   // half a page.
   kOn,
   // Each channel measures its link and what encoding costs, and encodes
-  // while that costs the channel no more than a few percent of its speed:
+  // while that would cost the channel at most about a tenth of its speed
+  // were the link to wait for it:
   // on where the link is the bottleneck, off on a link as fast as the
   // encoding (the rule of engine/compress/compression_choice.h kNoSlower).
   kAuto,

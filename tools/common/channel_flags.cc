@@ -29,13 +29,14 @@ ABSL_FLAG(std::string, compress, "off",
           "zero-copy. Not on rdma");
 ABSL_FLAG(int, compress_level, 1,
           "zstd level for --compress (negative: faster, larger)");
-ABSL_FLAG(std::string, delta, "off",
-          "source: send pages re-sent after the first round as deltas "
-          "(XOR runs) against the copy last sent, where the delta is under "
-          "half a page: off | on | auto (each channel encodes while that "
-          "costs it no speed: on a link slower than the encoding, off on "
-          "one as fast). The copies are kept in --delta-cache. Not on rdma "
-          "(auto is off there)");
+ABSL_FLAG(
+    std::string, delta, "off",
+    "source: send pages re-sent after the first round as deltas "
+    "(XOR runs) against the copy last sent, where the delta is under "
+    "half a page: off | on | auto (each channel encodes while that "
+    "costs it next to no speed: on a link slower than the encoding, off on "
+    "one as fast). The copies are kept in --delta-cache. Not on rdma "
+    "(auto is off there)");
 ABSL_FLAG(std::string, delta_cache, "256MiB",
           "--delta: the most memory the source's copies of sent pages take "
           "(the least recently sent evicted first; reserved, committed as "
