@@ -73,9 +73,9 @@ enum class Delta : uint8_t {
   // Every page re-sent after the first round, where its delta is under
   // half a page.
   kOn,
-  // Each channel measures its link and what encoding costs, and encodes
-  // while that would cost the channel at most about a tenth of its speed
-  // were the link to wait for it:
+  // Each channel measures its link, the CPU its sends take and what
+  // encoding costs, and encodes while that keeps the link's speed to a
+  // few percent:
   // on where the link is the bottleneck, off on a link as fast as the
   // encoding (the rule of engine/compress/compression_choice.h kNoSlower).
   kAuto,
