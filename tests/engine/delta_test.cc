@@ -7,6 +7,7 @@
 // most re-sent pages, and both ends must count the same records.
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -157,18 +158,16 @@ INSTANTIATE_TEST_SUITE_P(
                           std::get<3>(info.param));
     });
 
-// Rounds of 8-byte stores, on this thread between rounds, into more pages
-// than the cache holds: 200 hot pages at the region's end, stored into
-// every round, and 100 cold stores a round spread below them. The cold
-// pages, sent first (in page order), evict the cold copies of the round
-// before, the least recently sent; the hot ones hit. The source's bytes
-// either way.
-TEST(DeltaSessionTest, ACacheSmallerThanTheDirtyPagesEvictsAndStaysExact) {
-  auto src = MakeRegion(1, kBytes, 4, true);
-  auto dst = MakeRegion(1, kBytes);
-  SessionOptions opt =
-      Options(TransportKind::kTcp, Protection::kNone, Compression::kOff, 2);
-  opt.delta_cache_bytes = 1 << 20;  // 256 pages, for 300 a round
+// Five rounds of a session with `opt` over a `bytes` region, on this
+// thread: round 0 sends everything, and before each later one `stores`
+// 8-byte stores go into the pages `page_of(i, rng)` picks for store i. The
+// end must be byte-identical; `sent` gets the source's totals.
+void StoreRounds(
+    SessionOptions opt, uint64_t bytes, uint64_t stores,
+    const std::function<uint64_t(uint64_t, std::mt19937_64&)>& page_of,
+    ChannelStats* sent) {
+  auto src = MakeRegion(1, bytes, /*seed=*/4, /*fill=*/true);
+  auto dst = MakeRegion(1, bytes);
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
@@ -178,8 +177,8 @@ TEST(DeltaSessionTest, ACacheSmallerThanTheDirtyPagesEvictsAndStaysExact) {
   DirtyBitmap* bitmaps[] = {&dirty};
   std::mt19937_64 rng(8);
   for (int round = 0; round < 5; ++round) {
-    for (int i = 0; round > 0 && i < 300; ++i) {
-      const uint64_t p = i < 200 ? 824 + i : rng() % 824;
+    for (uint64_t i = 0; round > 0 && i < stores; ++i) {
+      const uint64_t p = page_of(i, rng);
       const uint64_t v = rng();
       std::memcpy(src.region.page(p) + (v % 512) * 8, &v, 8);
       dirty.Set(p);
@@ -189,7 +188,25 @@ TEST(DeltaSessionTest, ACacheSmallerThanTheDirtyPagesEvictsAndStaysExact) {
   ASSERT_OK((*sender)->Finish());
   ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
-  const ChannelStats sent = (*sender)->stats().Total();
+  *sent = (*sender)->stats().Total();
+}
+
+// More pages re-sent a round than the cache holds: 200 hot pages at the
+// region's end, stored into every round, and 100 cold stores a round
+// spread below them. The cold pages, sent first (in page order), evict
+// the cold copies of the round before, the least recently sent; the hot
+// ones hit. The source's bytes either way.
+TEST(DeltaSessionTest, ACacheSmallerThanTheDirtyPagesEvictsAndStaysExact) {
+  SessionOptions opt =
+      Options(TransportKind::kTcp, Protection::kNone, Compression::kOff, 2);
+  opt.delta_cache_bytes = 1 << 20;  // 256 pages, for 300 a round
+  ChannelStats sent;
+  ASSERT_NO_FATAL_FAILURE(StoreRounds(
+      opt, kBytes, 300,
+      [](uint64_t i, std::mt19937_64& rng) {
+        return i < 200 ? 824 + i : rng() % 824;
+      },
+      &sent));
   EXPECT_GT(sent.delta_cache_evictions, 0u);
   EXPECT_GT(sent.delta_pages, 0u);
 }
@@ -197,35 +214,18 @@ TEST(DeltaSessionTest, ACacheSmallerThanTheDirtyPagesEvictsAndStaysExact) {
 // auto on a link held to 20 MB/s: the link, not the encoding, is the
 // bottleneck, so the channels encode.
 TEST(DeltaSessionTest, AutoEncodesWhereTheLinkIsTheBottleneck) {
-  auto src = MakeRegion(1, 4 << 20, 5, true);
-  auto dst = MakeRegion(1, 4 << 20);
+  constexpr uint64_t kPages = 1024;
   SessionOptions opt =
       Options(TransportKind::kTcp, Protection::kNone, Compression::kOff, 2);
   opt.delta = Delta::kAuto;
   opt.max_bandwidth = 20'000'000;
   opt.packet_pages = 16;
-  ServingReceiver rx(opt, {dst.region});
-  opt.port = rx.port();
-  auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  DirtyBitmap dirty(src.region.page_count());
-  dirty.SetAll();
-  DirtyBitmap* bitmaps[] = {&dirty};
-  std::mt19937_64 rng(9);
-  for (int round = 0; round < 5; ++round) {
-    for (uint64_t p = 0; round > 0 && p < src.region.page_count(); ++p) {
-      const uint64_t v = rng();
-      std::memcpy(src.region.page(p) + (v % 512) * 8, &v, 8);
-      dirty.Set(p);
-    }
-    ASSERT_OK((*sender)->SendRound(bitmaps).status());
-  }
-  ASSERT_OK((*sender)->Finish());
-  ASSERT_OK(rx.result());
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
-  const ChannelStats sent = (*sender)->stats().Total();
+  ChannelStats sent;
+  ASSERT_NO_FATAL_FAILURE(StoreRounds(
+      opt, kPages * 4096, kPages,
+      [](uint64_t i, std::mt19937_64&) { return i; }, &sent));
   // Rounds 2 to 4 re-send every page; most go as deltas.
-  EXPECT_GT(sent.delta_pages, src.region.page_count());
+  EXPECT_GT(sent.delta_pages, kPages);
 }
 
 TEST(DeltaSessionTest, DeltaOnIsRefusedOnRdmaWithTheReason) {
