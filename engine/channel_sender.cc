@@ -195,7 +195,9 @@ struct ChannelSender::OutgoingData {
   // Through the delta cache (PackDelta): the payload is `copy`, and the
   // pages as sent lie in sent_runs_.
   bool delta = false;
-  uint64_t page_bytes = 0;     // of the pages that are not zero
+  // The payload before compression: the pages that are not zero or,
+  // through the delta cache, the whole pages and then the records.
+  uint64_t page_bytes = 0;
   size_t compressed = 0;       // the compressed payload's size, or 0
   absl::Span<uint8_t> header;  // as encoded
   uint64_t packet_num = 0;
