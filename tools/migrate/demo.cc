@@ -165,9 +165,16 @@ absl::StatusOr<DemoDestination> ForkDestination(const SessionOptions& opt,
 }
 
 // The destination reports once its session ends, which follows the
-// source's end closely; one that says nothing in time is killed.
-PeerReport FetchDestinationReport(const DemoDestination& d) {
+// source's end closely; one that says nothing in time is killed. Without a
+// session (the source's set-up failed) it has nothing to report and would
+// only go on listening: it is stopped at once.
+PeerReport FetchDestinationReport(const DemoDestination& d, bool connected) {
   PeerReport p;
+  if (!connected) {
+    kill(d.pid, SIGKILL);
+    p.table = "destination: no session was set up, so no report (stopped)\n";
+    return p;
+  }
   pollfd pfd{fileno(d.report), POLLIN, 0};
   if (poll(&pfd, 1, 10000) <= 0) {
     kill(d.pid, SIGKILL);
@@ -253,7 +260,9 @@ int RunDemo(SessionOptions opt) {
     cli::ApplyEndpoints(to, &opt);
   }
   const int rc = RunSourceRole(
-      opt, [&] { return FetchDestinationReport(*d); }, links->get());
+      opt,
+      [&](bool connected) { return FetchDestinationReport(*d, connected); },
+      links->get());
   std::fclose(d->report);
   kill(d->pid, SIGKILL);  // no-op when it already exited
   waitpid(d->pid, nullptr, 0);

@@ -162,6 +162,7 @@ class PrecopyRun {
         Sender::Connect(config_.session, regions_);
     report_.setup_s = Seconds(absl::Now() - start_);
     if (!connected.ok()) return connected.status();
+    report_.connected = true;
     sender_ = std::move(*connected);
     live_.sender.store(sender_.get());
     control_.SetSession(SenderHooks(sender_.get()));

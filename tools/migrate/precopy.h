@@ -71,10 +71,11 @@ struct RoundRecord {
 };
 
 struct PrecopyReport {
-  absl::Status status;    // OK: migrated and verified
-  double prepare_s = 0;   // before the session: map the memory, arm tracking
-  double setup_s = 0;     // connect, handshake, region agreement
-  double transfer_s = 0;  // first round start to last round confirmed
+  absl::Status status;     // OK: migrated and verified
+  double prepare_s = 0;    // before the session: map the memory, arm tracking
+  double setup_s = 0;      // connect, handshake, region agreement
+  bool connected = false;  // the session was set up (Sender::Connect)
+  double transfer_s = 0;   // first round start to last round confirmed
   // The downtime: workload paused -> the final round confirmed, when the
   // destination holds a complete copy and may resume (post-copy: -> the
   // destination armed, when it resumes with pages still missing). Of it:

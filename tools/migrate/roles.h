@@ -24,7 +24,9 @@ struct PeerReport {
   std::string json;
   std::string table;
 };
-using FetchPeerReport = std::function<PeerReport()>;
+// `connected`: whether the source set a session up; a destination reports
+// only once a session of its own ended.
+using FetchPeerReport = std::function<PeerReport(bool connected)>;
 
 // The source role, given where to connect (over `links`' links, for
 // --demo-link).

@@ -243,7 +243,7 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   for (size_t i = 0; links != nullptr && i < links->links(); ++i) {
     run.link_rates.emplace_back(links->destination_address(i), links->rate(i));
   }
-  const PeerReport peer = fetch_peer ? fetch_peer() : PeerReport{};
+  const PeerReport peer = fetch_peer ? fetch_peer(r.connected) : PeerReport{};
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", SourceJson(run, r, peer.json).c_str());
   } else {
