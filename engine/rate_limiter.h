@@ -6,7 +6,10 @@
 // Invariant: over any interval of length T, Acquire admits at most
 // rate * T + burst bytes (a single request larger than the burst is
 // admitted alone, after the wait its size earns). The rate may change at
-// any time; a change applies to requests made after it.
+// any time, and a change applies at once to every byte not yet due,
+// including those of requests already waiting: a tiny rate followed by
+// a large one (or by 0, unlimited) never leaves a channel asleep on the
+// tiny rate's deadline.
 #ifndef RAMFERRY_ENGINE_RATE_LIMITER_H_
 #define RAMFERRY_ENGINE_RATE_LIMITER_H_
 
@@ -19,27 +22,46 @@
 
 namespace ramferry::engine {
 
-// The pure arithmetic of the bucket (generic cell rate algorithm): a
-// theoretical arrival time that advances by bytes / rate per request.
-// Not thread-safe; RateLimiter guards it.
+// The pure arithmetic of the bucket on a byte clock: the bytes booked
+// so far, and the bytes the rate has let go by a given time; a booking
+// is due when the second reaches its end. A rate change re-anchors the
+// second at the change, so what was due stays due and the rest goes at
+// the new rate. Not thread-safe; RateLimiter guards it.
 class TokenBucket {
  public:
+  // A booking's end on the byte clock.
+  using Ticket = double;
+
   // `bytes_per_second` 0: unlimited.
   TokenBucket(uint64_t bytes_per_second, absl::Duration burst)
       : rate_(bytes_per_second), burst_(burst) {}
 
-  void SetRate(uint64_t bytes_per_second) { rate_ = bytes_per_second; }
+  // From `now` on, bytes go at `bytes_per_second` (0: unlimited), those
+  // booked before included.
+  void SetRate(uint64_t bytes_per_second, absl::Time now);
   uint64_t rate() const { return rate_; }
 
-  // Books `bytes` at `now` and returns how long the caller must wait
-  // before sending them (zero: at once).
-  absl::Duration Reserve(uint64_t bytes, absl::Time now);
+  // Books `bytes` at `now`.
+  Ticket Book(uint64_t bytes, absl::Time now);
+  // How long a booking still waits at `now` (zero: it may go).
+  absl::Duration WaitFor(Ticket ticket, absl::Time now) const;
+  // Book, and the wait at `now`.
+  absl::Duration Reserve(uint64_t bytes, absl::Time now) {
+    return WaitFor(Book(bytes, now), now);
+  }
 
  private:
+  // Bytes let go by `now` at the current rate (infinite when unlimited).
+  double Released(absl::Time now) const;
+
   uint64_t rate_;
   absl::Duration burst_;
-  // When the bytes booked so far would have left at exactly the rate.
-  absl::Time busy_until_ = absl::InfinitePast();
+  // Bytes booked since the bucket was made.
+  double booked_ = 0;
+  // Released(anchor_time_) == anchor_bytes_; the rate runs from there.
+  // Unset until the first use, which starts one burst of credit.
+  absl::Time anchor_time_ = absl::InfinitePast();
+  double anchor_bytes_ = 0;
 };
 
 class RateLimiter {
@@ -65,6 +87,8 @@ class RateLimiter {
   std::condition_variable cv_;
   TokenBucket bucket_;    // guarded by mu_
   bool aborted_ = false;  // guarded by mu_
+  // Counts rate changes, so a sleeper knows to compute its wait again.
+  uint64_t rate_changes_ = 0;  // guarded by mu_
 };
 
 }  // namespace ramferry::engine

@@ -4,9 +4,11 @@
 #include "engine/rate_limiter.h"
 
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -70,13 +72,38 @@ TEST(TokenBucket, IdleTimeEarnsOneBurstAtMost) {
   EXPECT_EQ(b.Reserve(1'000, later), absl::Milliseconds(1));
 }
 
-TEST(TokenBucket, ARateChangeAppliesToLaterRequests) {
+TEST(TokenBucket, ARateChangeRetimesTheBytesNotYetDue) {
+  // 1000 bytes booked at 1 MB/s are due in 1 ms; at 100 kB/s from the
+  // same instant they are due in 10 ms, and the next 1000 after them.
   TokenBucket b(1'000'000, absl::ZeroDuration());
-  EXPECT_EQ(b.Reserve(1'000, kT0), absl::Milliseconds(1));
-  b.SetRate(100'000);
-  EXPECT_EQ(b.Reserve(1'000, kT0), absl::Milliseconds(11));
-  b.SetRate(0);
+  const TokenBucket::Ticket first = b.Book(1'000, kT0);
+  EXPECT_EQ(b.WaitFor(first, kT0), absl::Milliseconds(1));
+  b.SetRate(100'000, kT0);
+  EXPECT_EQ(b.WaitFor(first, kT0), absl::Milliseconds(10));
+  EXPECT_EQ(b.Reserve(1'000, kT0), absl::Milliseconds(20));
+  b.SetRate(0, kT0);
+  EXPECT_EQ(b.WaitFor(first, kT0), absl::ZeroDuration());
   EXPECT_EQ(b.Reserve(1 << 30, kT0), absl::ZeroDuration());
+}
+
+TEST(TokenBucket, ARateChangeMidWaitKeepsWhatWasAlreadyDue) {
+  // 1 MB booked at 1 kB/s (due in 1000 s); after 1 s at that rate 1000
+  // bytes are due, and the rest goes at 1 MB/s: 999 ms more, not 999 s.
+  TokenBucket b(1'000, absl::ZeroDuration());
+  const TokenBucket::Ticket t = b.Book(1'000'000, kT0);
+  EXPECT_EQ(b.WaitFor(t, kT0), absl::Seconds(1000));
+  const absl::Time later = kT0 + absl::Seconds(1);
+  b.SetRate(1'000'000, later);
+  EXPECT_EQ(b.WaitFor(t, later), absl::Milliseconds(999));
+  EXPECT_EQ(b.WaitFor(t, later + absl::Milliseconds(999)),
+            absl::ZeroDuration());
+}
+
+TEST(TokenBucket, FromUnlimitedTheRateStartsAfterWhatWasBooked) {
+  TokenBucket b(0, absl::ZeroDuration());
+  EXPECT_EQ(b.Reserve(1 << 30, kT0), absl::ZeroDuration());
+  b.SetRate(1'000'000, kT0);
+  EXPECT_EQ(b.Reserve(1'000, kT0), absl::Milliseconds(1));
 }
 
 TEST(RateLimiter, ThreadsTogetherKeepToTheRate) {
@@ -110,6 +137,51 @@ TEST(RateLimiter, AbortWakesAWaiterWithAnError) {
   waiter.join();
   EXPECT_EQ(result.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(limiter.Acquire(1).code(), absl::StatusCode::kCancelled);
+}
+
+// Starts a waiter on `limiter` for `bytes`, applies `change`, and
+// expects the waiter through within `bound` (a bound against a hang, not
+// a measurement). A waiter still asleep then is released by Abort so
+// the test fails instead of hanging for the old rate's wait.
+void ExpectWaiterReleasedAfter(RateLimiter& limiter, uint64_t bytes,
+                               const std::function<void()>& change,
+                               absl::Duration bound) {
+  absl::Notification done;
+  absl::Status result;
+  std::thread waiter([&] {
+    result = limiter.Acquire(bytes);
+    done.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_FALSE(done.HasBeenNotified()) << "the waiter did not wait";
+  change();
+  const bool through = done.WaitForNotificationWithTimeout(bound);
+  if (!through) limiter.Abort();
+  waiter.join();
+  EXPECT_TRUE(through) << "still waiting " << bound
+                       << " after the rate changed";
+  EXPECT_OK(result);
+}
+
+TEST(RateLimiter, LiftingTheRateWakesAWaiterAtOnce) {
+  // 1 kB/s: the 1 MB request would sleep about 17 minutes.
+  RateLimiter limiter(1000);
+  ASSERT_OK(limiter.Acquire(20));
+  ExpectWaiterReleasedAfter(
+      limiter, 1 << 20, [&] { limiter.SetRate(0); }, absl::Seconds(5));
+}
+
+TEST(RateLimiter, ALargerRateRetimesAWaiter) {
+  // 1 MB at 1 kB/s, then 1 GB/s: about a millisecond left.
+  RateLimiter limiter(1000);
+  ASSERT_OK(limiter.Acquire(20));
+  ExpectWaiterReleasedAfter(
+      limiter, 1 << 20, [&] { limiter.SetRate(1'000'000'000); },
+      absl::Seconds(5));
+  // And the bucket is not left booked minutes ahead.
+  const absl::Time start = absl::Now();
+  ASSERT_OK(limiter.Acquire(1 << 20));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
 TEST(RateLimiter, LiftingTheRateLetsLaterRequestsThrough) {
