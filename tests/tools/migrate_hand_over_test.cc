@@ -244,6 +244,23 @@ TEST_F(MigrateHandOver, FlagsThatMakeNoSenseAreRefusedUpFront) {
            {{attach, to, "--postcopy"}, "--postcopy does not go"},
            {{attach, to, "--verify=sent"}, "use --verify=full"},
            {{attach, to, "--size=2GiB"}, "--size does not go"},
+           // Named at its default value, it is still named.
+           {{attach, to, "--size=1GiB"}, "--size does not go"},
+           // Flags of every kind a network migration has (audit F9: each
+           // of these was silently ignored).
+           {{attach, to, "--key=" + std::string(64, 'a')}, "--key does not go"},
+           {{attach, to, "--key-file=" + Path("key")},
+            "--key-file does not go"},
+           {{attach, to, "--protect=encrypt"}, "--protect does not go"},
+           {{attach, to, "--delta=on"}, "--delta does not go"},
+           {{attach, to, "--compress=zstd"}, "--compress does not go"},
+           {{attach, to, "--survive-channel-loss"},
+            "--survive-channel-loss does not go"},
+           {{attach, to, "--stall-rounds=9"}, "--stall-rounds does not go"},
+           {{attach, to, "--on-timeout=force"}, "--on-timeout does not go"},
+           {{attach, to, "--dest-region-file=" + Path("x")},
+            "--dest-region-file does not go"},
+           {{attach, to, "--packet-pages=8"}, "--packet-pages does not go"},
        }) {
     std::vector<std::string> argv = {kMigrate};
     argv.insert(argv.end(), c.args.begin(), c.args.end());

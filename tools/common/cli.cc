@@ -145,19 +145,23 @@ std::string AbslUnparseFlag(ByteRate rate) {
   return rate.bytes_per_s == 0 ? "0" : FormatBytes(rate.bytes_per_s);
 }
 
+bool IsBinaryFlag(absl::string_view flag_file, absl::string_view main_file) {
+  return absl::EndsWith(main_file, flag_file) ||
+         absl::EndsWith(flag_file, main_file) ||
+         absl::EndsWith(flag_file, "tools/common/auth_flags.cc") ||
+         absl::EndsWith(flag_file, "tools/common/channel_flags.cc");
+}
+
 void InitBinary(int argc, char** argv, absl::string_view usage,
                 absl::string_view main_file) {
   absl::SetProgramUsageMessage(absl::StrCat(
       usage,
       "\nFlags may be spelled with dashes or underscores (--packet-pages)."));
   absl::FlagsUsageConfig config;
-  const std::string file(main_file);
-  // The binary's own flags, and the ones every binary shares.
-  config.contains_help_flags = [file](absl::string_view f) {
-    return absl::EndsWith(file, f) || absl::EndsWith(f, file) ||
-           absl::EndsWith(f, "tools/common/auth_flags.cc") ||
-           absl::EndsWith(f, "tools/common/channel_flags.cc");
-  };
+  config.contains_help_flags =
+      [file = std::string(main_file)](absl::string_view f) {
+        return IsBinaryFlag(f, file);
+      };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);
   AcceptDashedFlags(argc, argv);

@@ -44,6 +44,11 @@ std::string AbslUnparseFlag(ByteRate rate);
 void InitBinary(int argc, char** argv, absl::string_view usage,
                 absl::string_view main_file);
 
+// Whether a flag defined in `flag_file` (CommandLineFlag::Filename) is
+// one of the binary's own (defined in `main_file`, as for InitBinary) or
+// one every binary shares, rather than Abseil's (--help, --flagfile).
+bool IsBinaryFlag(absl::string_view flag_file, absl::string_view main_file);
+
 // Rewrites "--packet-pages=8" as "--packet_pages=8" in place, so flags
 // can be spelled with dashes or underscores (Abseil wants underscores).
 // Values are left alone; "--" ends the rewriting.

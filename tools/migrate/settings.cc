@@ -3,10 +3,14 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"  // FindCommandLineFlag
+// WasPresentOnCommandLine: a flag named at its default value is named.
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/reflection.h"  // GetAllFlags
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "ramferry/region.h"
@@ -161,26 +165,38 @@ absl::Status CheckHandOverFlags() {
         "per region, checked by the adopter) or --verify=off");
   }
   // A hand-over has no network, no destination process and no rounds:
-  // these would be silently ignored, so they are refused (when set to
-  // anything but their defaults: this absl cannot say whether a flag was
-  // named, and a default changes nothing).
-  static constexpr const char* kNetworkFlags[] = {
-      "demo",       "connect",       "listen",        "export",
-      "postcopy",   "transport",     "channels",      "max_bandwidth",
-      "size",       "region_file",   "control",       "key_file",
-      "insecure",   "demo_link",     "timeout",       "downtime_limit",
-      "max_rounds", "auto_converge", "dirty_tracking"};
-  for (const char* name : kNetworkFlags) {
-    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
-    if (f != nullptr && f->CurrentValue() != f->DefaultValue()) {
-      const std::string flag = absl::StrReplaceAll(name, {{"_", "-"}});
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag,
-          " does not go with --hand-over: a hand-over moves the memory on "
-          "this host in one step, with no network, destination process, "
-          "rounds or post-copy; drop --",
-          name, " (or --hand-over, to migrate over the network)"));
+  // every flag of the tool but the few it reads would be silently
+  // ignored, so each one named on the command line (or not at its
+  // default) is refused. The list is what the hand-over takes, not what
+  // it does not, so a flag added later is refused until it is honoured.
+  static constexpr absl::string_view kHandOverFlags[] = {"attach",
+                                                         "hand_over",
+                                                         "hand_over_timeout",
+                                                         "attach_pause_timeout",
+                                                         "role",
+                                                         "connect_timeout",
+                                                         "verify",
+                                                         "json"};
+  std::vector<absl::string_view> refused;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!cli::IsBinaryFlag(flag->Filename(), kFlagsFile) ||
+        absl::c_linear_search(kHandOverFlags, name)) {
+      continue;
     }
+    if (absl::flags_internal::WasPresentOnCommandLine(name) ||
+        flag->CurrentValue() != flag->DefaultValue()) {
+      refused.push_back(name);
+    }
+  }
+  if (!refused.empty()) {
+    absl::c_sort(refused);
+    const std::string flag = absl::StrReplaceAll(refused[0], {{"_", "-"}});
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag,
+        " does not go with --hand-over: a hand-over moves the memory on "
+        "this host in one step, with no network, destination process, "
+        "rounds, stream protection or post-copy; drop --",
+        flag, " (or --hand-over, to migrate over the network)"));
   }
   return absl::OkStatus();
 }
