@@ -1,5 +1,6 @@
 #include "tools/migrate/memload.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -96,9 +97,15 @@ void Memload::Writer(int index) {
   uint64_t x = options_.seed * 0x9E3779B97F4A7C15ull + index;
   double owed = 0;
   auto next = Clock::now();
+  // A writer that fell behind (its CPU taken) catches up at most this
+  // many ticks at once: a burst of stores is time the pause waits for.
+  constexpr double kMaxTicksOwed = 10;
   while (ParkIfPaused()) {
     owed += per_tick * (100 - throttle_.load(std::memory_order_relaxed)) / 100;
-    for (; owed >= 1; owed -= 1) {
+    owed = std::min(owed, per_tick * kMaxTicksOwed);
+    for (uint64_t n = 0; owed >= 1; owed -= 1, ++n) {
+      // The pause takes effect within a few stores, not after the tick's.
+      if (n % 64 == 63 && paused_.load(std::memory_order_relaxed)) break;
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       const uint64_t page = (x >> 11) % set;
       auto* words = reinterpret_cast<uint64_t*>(base_ + page * kPageSize);
