@@ -2,6 +2,7 @@
 // the pre-copy loop, a workload writing all along, real dirty tracking.
 #include "tools/migrate/precopy.h"
 
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +97,73 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(testing::TestName(std::get<0>(info.param)),
                           std::get<1>(info.param) ? "_uffd" : "_bitmap");
     });
+
+// A workload whose pause takes `delay` to hold (a slow pause handler).
+class SlowPause : public Workload {
+ public:
+  SlowPause(Workload& inner, absl::Duration delay)
+      : inner_(inner), delay_(delay) {}
+  absl::Status Pause() override {
+    ++pauses;
+    absl::SleepFor(delay_);
+    return inner_.Pause();
+  }
+  void Resume() override {
+    ++resumes;
+    inner_.Resume();
+  }
+  void Stop() override { inner_.Stop(); }
+  bool can_throttle() const override { return inner_.can_throttle(); }
+  void SetThrottle(int percent) override { inner_.SetThrottle(percent); }
+  std::optional<uint64_t> pages_written() const override {
+    return inner_.pages_written();
+  }
+  bool running() const override { return inner_.running(); }
+  int pauses = 0;
+  int resumes = 0;
+
+ private:
+  Workload& inner_;
+  absl::Duration delay_;
+};
+
+TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
+  // The live rounds see a final round that fits 50 ms; the pause alone
+  // takes 150 ms. Paused and collected, the switchover is given up and
+  // the workload resumes; every estimate from then on counts the pause,
+  // so no estimate fits again and pre-copy ends as stalled.
+  const uint64_t bytes = ScaledBytes(64ull << 20);
+  auto src = MakeRegion(1, bytes, 21, true);
+  auto dst = MakeRegion(1, bytes);
+  PrecopyConfig config;
+  config.progress = false;
+  config.convergence.downtime_limit = absl::Milliseconds(50);
+  config.convergence.stall_rounds = 2;
+  config.session.auth_key = "precopy-test-key-0123456789abcdef";
+  ServingReceiver rx(config.session, {dst.region});
+  config.session.port = rx.port();
+  std::unique_ptr<DirtyTracker> tracker =
+      MakeBitmapTracker(src.region.page_count());
+  Memload::Options options;
+  options.dirty_set_pages = (1 << 20) / 4096;
+  options.pages_per_second = (4 << 20) / 4096;
+  Memload load(static_cast<uint8_t*>(src.region.base), src.region.page_count(),
+               options, tracker.get());
+  load.Start();
+  SlowPause slow(load, absl::Milliseconds(150));
+  const PrecopyReport r = RunPrecopy(config, src.region, *tracker, slow);
+  load.Stop();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.switchovers_resumed, 1);
+  EXPECT_EQ(slow.resumes, 1);
+  EXPECT_EQ(slow.pauses, 2);
+  EXPECT_GE(r.resumed_stall_s, 0.150);
+  EXPECT_EQ(r.converged_by, "stall");
+  EXPECT_GE(r.estimated_downtime_s, 0.150);  // the pause, counted
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  EXPECT_TRUE(rx.result().ok()) << rx.result();
+}
 
 TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
   const uint64_t bytes = ScaledBytes(128ull << 20);

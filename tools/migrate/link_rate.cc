@@ -1,6 +1,7 @@
 #include "tools/migrate/link_rate.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ramferry::migrate {
 
@@ -40,6 +41,41 @@ double LinkRate::RoundTripSeconds() const {
       rounds_.begin(), rounds_.end(),
       [](const auto& a, const auto& b) { return a.second < b.second; });
   return std::max(0.0, shortest->second - shortest->first / rate);
+}
+
+}  // namespace ramferry::migrate
+
+namespace ramferry::migrate {
+
+std::optional<double> LinkRate::RoundSeconds(uint64_t bytes) const {
+  const std::optional<double> at_link = SecondsFor(bytes, 1);
+  if (!at_link) return std::nullopt;
+  if (bytes == 0) return RoundTripSeconds();
+  double seconds = RoundTripSeconds() + *at_link;
+  // The measured round nearest in size (by ratio): its own rate.
+  const std::pair<uint64_t, double>* nearest = nullptr;
+  double distance = 0;
+  for (const auto& round : rounds_) {
+    if (round.first == 0) continue;
+    const double d = std::abs(std::log(static_cast<double>(round.first) /
+                                       static_cast<double>(bytes)));
+    if (nearest == nullptr || d < distance) {
+      nearest = &round;
+      distance = d;
+    }
+  }
+  if (nearest != nullptr) {
+    // A larger round at that round's rate; a smaller one saves only the
+    // bytes it lacks, at the link's rate (its fixed cost stays).
+    const double b = static_cast<double>(nearest->first);
+    const double like_nearest =
+        static_cast<double>(bytes) >= b
+            ? static_cast<double>(bytes) * nearest->second / b
+            : nearest->second -
+                  (b - static_cast<double>(bytes)) / BytesPerSecond();
+    seconds = std::max(seconds, like_nearest);
+  }
+  return seconds;
 }
 
 }  // namespace ramferry::migrate

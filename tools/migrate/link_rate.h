@@ -34,6 +34,15 @@ class LinkRate {
   // completions. 0 until a round was measured.
   double RoundTripSeconds() const;
 
+  // How long a round of `bytes` takes, or nullopt while the link is
+  // unmeasured: its round trip and its bytes at BytesPerSecond(), or, if
+  // slower, as the measured round nearest its size went (a larger round
+  // at that round's rate, a smaller one its time less the bytes it lacks
+  // at the link's rate): small rounds go slower than large ones, their
+  // fixed cost is more than the round trip RoundTripSeconds() sees, and
+  // a final round is small.
+  std::optional<double> RoundSeconds(uint64_t bytes) const;
+
  private:
   std::vector<std::pair<uint64_t, double>> rounds_;  // bytes, seconds
   double best_bytes_per_s_ = 0;

@@ -19,6 +19,7 @@
 #include "tools/common/cli.h"
 #include "tools/migrate/link_rate.h"
 #include "tools/migrate/precopy_progress.h"
+#include "tools/migrate/switchover_estimate.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -83,6 +84,12 @@ LiveControl::SessionHooks SenderHooks(Sender* sender) {
 
 double Milliseconds(double seconds) { return seconds * 1e3; }
 
+uint64_t PageCount(absl::Span<const Region> regions) {
+  uint64_t pages = 0;
+  for (const Region& r : regions) pages += r.page_count();
+  return pages;
+}
+
 // One pre-copy migration as its steps. Each step returns an error that
 // ends the migration; Run() records the session and the report once.
 class PrecopyRun {
@@ -91,6 +98,7 @@ class PrecopyRun {
              DirtyTracker& tracker, Workload& load)
       : config_(config),
         regions_(regions),
+        region_pages_(PageCount(regions)),
         tracker_(tracker),
         load_(load),
         own_control_(LiveControl::Role::kSource,
@@ -99,7 +107,6 @@ class PrecopyRun {
     for (const Region& r : regions_) {
       dirty_.emplace_back(r.page_count());
       region_bytes_ += r.length;
-      region_pages_ += r.page_count();
     }
     for (DirtyBitmap& d : dirty_) dirty_ptrs_.push_back(&d);
   }
@@ -113,11 +120,25 @@ class PrecopyRun {
         s = Postcopy();  // every page missing: no round at all
       } else {
         s = LiveRoundsUntilTimeout();
-        if (s.ok()) {
-          s = ChooseSwitchover(config_.postcopy, stopped_with_,
-                               report_.converged_by) == Switchover::kPostcopy
-                  ? Postcopy()
-                  : StopAndCopy();
+        // A stop-and-copy whose final round turns out not to fit once
+        // the workload is paused goes back to live rounds (or on to
+        // post-copy), a bounded number of times.
+        while (s.ok()) {
+          if (ChooseSwitchover(config_.postcopy, stopped_with_,
+                               report_.converged_by) == Switchover::kPostcopy) {
+            s = Postcopy();
+            break;
+          }
+          absl::StatusOr<SwitchoverTry> tried = StopAndCopy();
+          if (!tried.ok()) {
+            s = tried.status();
+          } else if (*tried == SwitchoverTry::kPostcopy) {
+            s = Postcopy();
+          } else if (*tried == SwitchoverTry::kResumed) {
+            s = LiveRoundsUntilTimeout();
+            continue;
+          }
+          break;
         }
       }
       if (s.ok() && config_.verify) s = VerifyWhilePaused();
@@ -214,17 +235,6 @@ class PrecopyRun {
     return absl::OkStatus();
   }
 
-  // The downtime if pre-copy stopped now: the last collection (the final
-  // one takes about as long), the pending pages at the link's rate, and
-  // one round trip for the final round's barrier. nullopt while the link
-  // is unmeasured.
-  std::optional<double> EstimateDowntime(double collect_s) const {
-    const std::optional<double> pages =
-        link_.SecondsFor(DirtyPages(), kPageSize);
-    if (!pages) return std::nullopt;
-    return collect_s + *pages + link_.RoundTripSeconds();
-  }
-
   absl::Status LiveRoundsUntilTimeout() {
     // A round can outlast the timeout (round 0 of a large region over a
     // slow link): with cancel, it is cancelled where it stands.
@@ -244,9 +254,7 @@ class PrecopyRun {
   // Rounds while the workload runs, until the convergence policy stops
   // them (ramferry/convergence.h), throttling the workload as it says.
   absl::Status LiveRounds() {
-    ConvergencePolicy policy(config_.convergence);
-    uint64_t dirty_pages_seen = 0;
-    double dirty_seconds = 0;
+    ConvergencePolicy& policy = policy_;
     while (true) {
       if (absl::Status s = SendRound(false); !s.ok()) return s;
       const absl::Time collect_start = absl::Now();
@@ -258,21 +266,24 @@ class PrecopyRun {
       const double collect_s = Seconds(now - collect_start);
       report_.collect_s += collect_s;
       const double interval_s = Seconds(now - last_collect_);
-      dirty_pages_seen += *collected;
-      dirty_seconds += interval_s;
+      dirty_pages_seen_ += *collected;
+      dirty_seconds_ += interval_s;
       last_collect_ = now;
       report_.dirty_pages_per_s =
-          dirty_seconds > 0 ? dirty_pages_seen / dirty_seconds : 0;
+          dirty_seconds_ > 0 ? dirty_pages_seen_ / dirty_seconds_ : 0;
+      // The workload as it writes now (auto-converge's throttle shows
+      // here), not averaged over the whole run.
+      const double dirty_pages_per_s =
+          interval_s > 0 ? *collected / interval_s : 0;
+      estimate_.NoteCollect(collect_s, *collected);
 
       RoundObservation o;
       o.live_rounds = report_.rounds.size();
       o.remaining_bytes = DirtyPages() * kPageSize;
-      const std::optional<double> estimate = EstimateDowntime(collect_s);
+      const std::optional<double> estimate =
+          estimate_.Before(DirtyPages(), dirty_pages_per_s);
       if (estimate) o.estimated_downtime = absl::Seconds(*estimate);
-      // The workload as it writes now (auto-converge's throttle shows
-      // here), not averaged over the whole run.
-      o.dirty_bytes_per_s =
-          interval_s > 0 ? *collected * double{kPageSize} / interval_s : 0;
+      o.dirty_bytes_per_s = dirty_pages_per_s * kPageSize;
       o.link_bytes_per_s = link_.BytesPerSecond();
       o.elapsed = now - transfer_start_;
       if (ConvergenceConfig c; control_.TakeConvergence(&c)) {
@@ -367,32 +378,65 @@ class PrecopyRun {
 
   // Stop and copy: nothing writes from here, so the last collect is
   // complete and the final round leaves the destination identical.
-  absl::Status StopAndCopy() {
-    report_.switchover = SwitchoverName(Switchover::kStopAndCopy);
-    const absl::Time pause = absl::Now();
+  //
+  // Paused and collected, the downtime so far is known and only the final
+  // round is left to predict (SwitchoverEstimate::Paused): where the
+  // rounds stopped because the downtime was estimated to fit and it now
+  // would not, the switchover is not made. With post-copy allowed it
+  // switches to post-copy from here (kPostcopy); else the workload
+  // resumes for more live rounds (kResumed), what this pause took now
+  // counted in every estimate, at most kMaxResumes times.
+  static constexpr int kMaxResumes = 3;
+  enum class SwitchoverTry { kDone, kResumed, kPostcopy };
+  absl::StatusOr<SwitchoverTry> StopAndCopy() {
+    const absl::Time pause = pause_start_ = absl::Now();
     // A failed pause may have half-happened: Run() resumes it.
     paused_ = true;
     if (absl::Status p = load_.Pause(); !p.ok()) return p;
     report_.pause_s = Seconds(absl::Now() - pause);
+    report_.switchover = SwitchoverName(Switchover::kStopAndCopy);
     PublishPaused();
-    // Memory is frozen from here (unless a writer the pause cannot stop
-    // maps it): the final round needs no staging copy, and the check's
-    // hashing may start now, on idle CPU only, beside it.
-    if (config_.pause_freezes) sender_->NoteMemoryFrozen();
-    if (config_.verify) {
-      if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
-    }
-    absl::Status s = Collect().status();
+    if (absl::Status c = Collect().status(); !c.ok()) return c;
     report_.final_collect_s = Seconds(absl::Now() - pause);
-    if (s.ok()) s = SendRound(true);
+    const std::optional<double> estimate =
+        estimate_.Paused(report_.final_collect_s, DirtyPages());
+    report_.switchover_estimate_s = estimate.value_or(0);
+    const double limit = absl::ToDoubleSeconds(policy_.config().downtime_limit);
+    if (report_.converged_by == "downtime-limit" && estimate &&
+        *estimate > limit) {
+      if (config_.postcopy == PostcopyMode::kAuto) {
+        report_.converged_by = "downtime-limit, not met once paused";
+        return SwitchoverTry::kPostcopy;
+      }
+      if (report_.switchovers_resumed < kMaxResumes) {
+        estimate_.NotePause(report_.pause_s);
+        load_.Resume();
+        paused_ = false;
+        ++report_.switchovers_resumed;
+        report_.resumed_stall_s += Seconds(absl::Now() - pause);
+        report_.switchover.clear();
+        control_.SetState(MigrationState::kActive);
+        return SwitchoverTry::kResumed;
+      }
+    }
+    // Memory is frozen from here (unless a writer the pause cannot stop
+    // maps it): the final round needs no staging copy.
+    if (config_.pause_freezes) sender_->NoteMemoryFrozen();
+    absl::Status s = SendRound(true);
     report_.transfer_s = Seconds(absl::Now() - transfer_start_);
     // Switchover: the destination confirmed the final round.
     report_.downtime_s = Seconds(absl::Now() - pause);
     if (!report_.rounds.empty() && report_.rounds.back().final) {
       report_.final_round_s = report_.rounds.back().seconds;
     }
-    if (s.ok()) PublishSwitchover();
-    return s;
+    if (!s.ok()) return s;
+    PublishSwitchover();
+    // The check's hashing starts once the downtime ended, not inside it
+    // (its threads' start and their CPU would lengthen the final round).
+    if (config_.verify) {
+      if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+    }
+    return SwitchoverTry::kDone;
   }
 
   // The switch to post-copy: the workload stops here for good, the last
@@ -404,10 +448,16 @@ class PrecopyRun {
   absl::Status Postcopy() {
     report_.switchover = SwitchoverName(Switchover::kPostcopy);
     live_.postcopy.store(true);
-    const absl::Time pause = absl::Now();
+    // From a stop-and-copy given up while paused (StopAndCopy): the
+    // downtime began at that pause.
+    const bool paused_already = paused_;
+    if (!paused_already) pause_start_ = absl::Now();
+    const absl::Time pause = pause_start_;
     paused_ = true;
-    if (absl::Status p = load_.Pause(); !p.ok()) return p;
-    report_.pause_s = Seconds(absl::Now() - pause);
+    if (!paused_already) {
+      if (absl::Status p = load_.Pause(); !p.ok()) return p;
+      report_.pause_s = Seconds(absl::Now() - pause);
+    }
     PublishPaused();
     absl::Status s = Collect().status();
     report_.final_collect_s = Seconds(absl::Now() - pause);
@@ -530,6 +580,12 @@ class PrecopyRun {
   std::vector<DirtyBitmap*> dirty_ptrs_;
   LiveState live_;
   LinkRate link_;
+  SwitchoverEstimate estimate_{link_, region_pages_, kPageSize};
+  ConvergencePolicy policy_{config_.convergence};
+  // The workload's rate over the live rounds: pages collected, seconds.
+  uint64_t dirty_pages_seen_ = 0;
+  double dirty_seconds_ = 0;
+  absl::Time pause_start_;  // the last pause asked for
   absl::Time transfer_start_;
   absl::Time last_collect_;
   bool paused_ = false;

@@ -114,10 +114,18 @@ struct PrecopyReport {
   // The timeout cancelled the migration (--on-timeout=cancel): the source
   // kept running and the destination discarded what it received.
   bool cancelled = false;
-  // What the last live round estimated the downtime at: the last dirty
-  // collection, the pages at the link's rate, one round trip. Compare
-  // with downtime_s.
+  // What the last live round estimated the downtime at, before the
+  // pause (SwitchoverEstimate::Before). Compare with downtime_s.
   double estimated_downtime_s = 0;
+  // Stop-and-copy, paused and collected: the downtime so far and the
+  // final round as predicted then, which decided the switchover (0: not
+  // reached). SwitchoverEstimate says what each counts.
+  double switchover_estimate_s = 0;
+  // Stop-and-copy attempts given up once paused, the final round not
+  // fitting the limit: the workload resumed for more live rounds, and
+  // stalled this long in all.
+  int switchovers_resumed = 0;
+  double resumed_stall_s = 0;
   double link_bytes_per_s = 0;  // as pre-copy measured it
   double round_trip_s = 0;      // as pre-copy measured it
   int throttle_percent = 0;     // auto-converge's last throttle

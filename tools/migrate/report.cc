@@ -1,5 +1,7 @@
 #include "tools/migrate/report.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,6 +81,16 @@ std::string LinkRate(const RunDescription& run, absl::string_view endpoint) {
     if (absl::StartsWith(endpoint, absl::StrCat(host, ":"))) return rate;
   }
   return "";
+}
+
+// Whether the downtime passed its limit (0: none set).
+bool DowntimeOverLimit(const RunDescription& run, const PrecopyReport& r) {
+  return !r.switchover.empty() && run.downtime_limit_s > 0 &&
+         r.downtime_s > run.downtime_limit_s;
+}
+
+const char* OverLimitNote(const RunDescription& run, const PrecopyReport& r) {
+  return DowntimeOverLimit(run, r) ? " OVER THE LIMIT" : "";
 }
 
 // Per link: its channels, bytes and rate over the transfer, and the rate
@@ -219,6 +231,10 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["rounds"] = r.rounds.size();
   j["converged_by"] = r.converged_by;
   j["estimated_downtime_s"] = r.estimated_downtime_s;
+  j["switchover_estimate_s"] = r.switchover_estimate_s;
+  j["switchovers_resumed"] = r.switchovers_resumed;
+  j["resumed_stall_s"] = r.resumed_stall_s;
+  j["downtime_over_limit"] = DowntimeOverLimit(run, r);
   j["link_bytes_per_s"] = r.link_bytes_per_s;
   j["round_trip_s"] = r.round_trip_s;
   j["stalled"] = r.stalled;
@@ -360,23 +376,32 @@ void AppendTimes(const RunDescription& run, const PrecopyReport& r,
                         Throughput(r), WireThroughput(r),
                         cli::FormatBytes(WireBytes(r)));
   if (postcopy) {
-    absl::StrAppendFormat(&t,
-                          "  downtime         %.1f ms (workload paused -> "
-                          "destination armed; stop-and-copy was estimated "
-                          "at %.1f ms, limit %.0f ms): last collect %.1f ms, "
-                          "switch %.1f ms\n",
-                          r.downtime_s * 1e3, r.estimated_downtime_s * 1e3,
-                          run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
-                          r.switch_s * 1e3);
+    absl::StrAppendFormat(
+        &t,
+        "  downtime         %.1f ms%s (workload paused -> "
+        "destination armed; stop-and-copy was estimated "
+        "at %.1f ms, limit %.0f ms): last collect %.1f ms, "
+        "switch %.1f ms\n",
+        r.downtime_s * 1e3, OverLimitNote(run, r), r.estimated_downtime_s * 1e3,
+        run.downtime_limit_s * 1e3, r.final_collect_s * 1e3, r.switch_s * 1e3);
   } else {
     absl::StrAppendFormat(
         &t,
-        "  downtime         %.1f ms (estimated %.1f ms, limit "
-        "%.0f ms): last collect %.1f ms, final round %.1f ms "
-        "(its pages + one round trip of %.1f ms)\n",
-        r.downtime_s * 1e3, r.estimated_downtime_s * 1e3,
-        run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
-        r.final_round_s * 1e3, r.round_trip_s * 1e3);
+        "  downtime         %.1f ms%s (estimated %.1f ms before the "
+        "pause, %.1f ms once paused; limit %.0f ms): pause and last "
+        "collect %.1f ms, final round %.1f ms (predicted %.1f ms)\n",
+        r.downtime_s * 1e3, OverLimitNote(run, r), r.estimated_downtime_s * 1e3,
+        r.switchover_estimate_s * 1e3, run.downtime_limit_s * 1e3,
+        r.final_collect_s * 1e3, r.final_round_s * 1e3,
+        std::max(0.0, r.switchover_estimate_s - r.final_collect_s) * 1e3);
+  }
+  if (r.switchovers_resumed > 0) {
+    absl::StrAppendFormat(&t,
+                          "  given up         %d stop-and-copy attempt(s): "
+                          "paused, the final round would not have fit the "
+                          "limit, so the workload resumed (stalled %.1f "
+                          "ms in all)\n",
+                          r.switchovers_resumed, r.resumed_stall_s * 1e3);
   }
   if (run.max_bandwidth != 0) {
     absl::StrAppendFormat(&t, "  bandwidth cap    %s/s over all channels\n",

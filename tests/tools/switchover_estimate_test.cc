@@ -1,0 +1,90 @@
+// SwitchoverEstimate: each part of a switchover's downtime counted, on
+// rounds of known sizes and times.
+#include "tools/migrate/switchover_estimate.h"
+
+#include "gtest/gtest.h"
+#include "tools/migrate/link_rate.h"
+
+namespace ramferry::migrate {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kRegionPages = 262144;  // 1 GiB
+
+// A link of 400 MB/s that measured a 1 ms round trip on a small round.
+LinkRate Link() {
+  LinkRate link;
+  link.AddRound(400'000'000, 1.0);
+  link.AddRound(4'000'000, 0.011);
+  return link;
+}
+
+TEST(SwitchoverEstimate, UnmeasuredLinkGivesNone) {
+  LinkRate link;
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  EXPECT_EQ(e.Before(10, 0), std::nullopt);
+  EXPECT_EQ(e.Paused(0.001, 10), std::nullopt);
+}
+
+TEST(SwitchoverEstimate, AnIdleWorkloadCostsTheCollectAndTheRound) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  e.NoteCollect(0.002, 1000);
+  // 1000 pages (4.1 MB): as the 4 MB round went, 11 ms per 4 MB.
+  const double round = 1000 * kPage * 0.011 / 4'000'000;
+  EXPECT_DOUBLE_EQ(*e.Before(1000, 0), 0.002 + round);
+}
+
+TEST(SwitchoverEstimate, AHotWorkloadDirtiesMoreUntilThePauseHolds) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  e.NoteCollect(0.010, 1000);
+  e.NotePause(0.030);
+  // 40 ms of pause and collect at 100k pages/s: 4000 more pages, and the
+  // collect grows with them (5000 pages: 50 ms).
+  const double idle = *e.Before(1000, 0);
+  const double hot = *e.Before(1000, 100'000);
+  EXPECT_GT(hot, idle);
+  const double expected = 0.030 + 0.050 + *link.RoundSeconds(5000 * kPage);
+  EXPECT_DOUBLE_EQ(hot, expected);
+}
+
+TEST(SwitchoverEstimate, TheFinalRoundNeverExceedsTheRegion) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, 1000, kPage);
+  e.NoteCollect(0.001, 1000);
+  e.NotePause(1.0);
+  EXPECT_DOUBLE_EQ(*e.Before(1000, 1e9),
+                   1.0 + 0.001 + *link.RoundSeconds(1000 * kPage));
+}
+
+TEST(SwitchoverEstimate, OncePausedOnlyTheFinalRoundIsPredicted) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  EXPECT_DOUBLE_EQ(*e.Paused(0.025, 2000),
+                   0.025 + *link.RoundSeconds(2000 * kPage));
+  EXPECT_DOUBLE_EQ(*e.Paused(0.025, 0), 0.025 + link.RoundTripSeconds());
+}
+
+TEST(SwitchoverEstimate, TheLongestPauseMeasuredCounts) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  EXPECT_EQ(e.pause_s(), 0);
+  e.NotePause(0.050);
+  e.NotePause(0.020);
+  EXPECT_DOUBLE_EQ(e.pause_s(), 0.050);
+}
+
+TEST(LinkRateRoundSeconds, SmallRoundsGoAtTheRateOfTheNearestMeasured) {
+  const LinkRate link = Link();
+  // Near the large round: its rate and the round trip.
+  EXPECT_DOUBLE_EQ(*link.RoundSeconds(200'000'000),
+                   link.RoundTripSeconds() + 0.5);
+  // Near the small one: its 11 ms per 4 MB, slower than the link's rate
+  // and the round trip.
+  EXPECT_DOUBLE_EQ(*link.RoundSeconds(8'000'000), 0.022);
+  EXPECT_EQ(LinkRate().RoundSeconds(1), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ramferry::migrate

@@ -1,0 +1,52 @@
+#include "tools/migrate/switchover_estimate.h"
+
+#include <algorithm>
+
+namespace ramferry::migrate {
+
+void SwitchoverEstimate::NoteCollect(double seconds, uint64_t pages) {
+  last_collect_s_ = seconds;
+  last_collect_pages_ = pages;
+}
+
+void SwitchoverEstimate::NotePause(double seconds) {
+  pause_s_ = std::max(pause_s_.value_or(0), seconds);
+}
+
+double SwitchoverEstimate::collect_s(uint64_t pages) const {
+  // Write-protecting and reporting each dirty page is most of a
+  // collection's cost: more pages, longer, in proportion.
+  if (last_collect_pages_ == 0 || pages <= last_collect_pages_) {
+    return last_collect_s_;
+  }
+  return last_collect_s_ * static_cast<double>(pages) /
+         static_cast<double>(last_collect_pages_);
+}
+
+std::optional<double> SwitchoverEstimate::FinalRoundSeconds(
+    uint64_t pages) const {
+  return link_.RoundSeconds(pages * page_bytes_);
+}
+
+std::optional<double> SwitchoverEstimate::Before(
+    uint64_t pending_pages, double dirty_pages_per_s) const {
+  // Until the pause holds and the collection ran, the workload goes on
+  // dirtying pages (some of them dirty already: counted twice, so the
+  // estimate errs long).
+  const double gap_s = pause_s() + collect_s(pending_pages);
+  const uint64_t more =
+      static_cast<uint64_t>(std::max(0.0, dirty_pages_per_s) * gap_s);
+  const uint64_t pages = std::min(region_pages_, pending_pages + more);
+  const std::optional<double> round = FinalRoundSeconds(pages);
+  if (!round) return std::nullopt;
+  return pause_s() + collect_s(pages) + *round;
+}
+
+std::optional<double> SwitchoverEstimate::Paused(double elapsed_s,
+                                                 uint64_t final_pages) const {
+  const std::optional<double> round = FinalRoundSeconds(final_pages);
+  if (!round) return std::nullopt;
+  return elapsed_s + *round;
+}
+
+}  // namespace ramferry::migrate
