@@ -43,8 +43,20 @@ TEST(LinkRate, TheRoundTripIsWhatTheShortestRoundTookBeyondItsBytes) {
   link.AddRound(32u << 20, 2.5);  // 1.5 s beyond its bytes (a slow round)
   link.AddRound(1u << 20, 0.05);  // 1/32 s of bytes + 18.75 ms
   EXPECT_DOUBLE_EQ(link.RoundTripSeconds(), 0.05 - 1.0 / 32);
-  link.AddRound(1u << 20, 0.001);  // faster than its bytes: none
+  // Faster than the link: the rate it went is the fastest, and the
+  // shortest round's bytes at it leave no fixed cost.
+  link.AddRound(1u << 20, 0.001);
   EXPECT_EQ(link.RoundTripSeconds(), 0);
+}
+
+TEST(LinkRate, AnEmptyRoundIsAllRoundTrip) {
+  // Round 0 slower than later rounds (its first touches): the round
+  // trip is still the empty round's time, not hidden by the slow rate.
+  LinkRate link;
+  link.AddRound(64u << 20, 2.0);
+  link.AddRound(8u << 20, 0.05);
+  link.AddRound(0, 0.002);
+  EXPECT_DOUBLE_EQ(link.RoundTripSeconds(), 0.002);
 }
 
 }  // namespace

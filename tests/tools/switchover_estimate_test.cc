@@ -24,6 +24,12 @@ TEST(SwitchoverEstimate, UnmeasuredLinkGivesNone) {
   SwitchoverEstimate e(link, kRegionPages, kPage);
   EXPECT_EQ(e.Before(10, 0), std::nullopt);
   EXPECT_EQ(e.Paused(0.001, 10), std::nullopt);
+  // Round 0 alone measured no re-sent pages: still none before the pause.
+  link.AddRound(400'000'000, 1.0);
+  EXPECT_EQ(e.Before(10, 0), std::nullopt);
+  EXPECT_NE(e.Paused(0.001, 10), std::nullopt);
+  link.AddRound(40'000, 0.001);
+  EXPECT_NE(e.Before(10, 0), std::nullopt);
 }
 
 TEST(SwitchoverEstimate, AnIdleWorkloadCostsTheCollectAndTheRound) {

@@ -33,14 +33,16 @@ std::optional<double> LinkRate::SecondsFor(uint64_t pages,
 namespace ramferry::migrate {
 
 double LinkRate::RoundTripSeconds() const {
-  const double rate = BytesPerSecond();
-  if (rounds_.empty() || rate <= 0) return 0;
-  // The shortest round is the one its fixed cost weighs most in (the
-  // round that set the rate shows none by construction).
+  if (rounds_.empty() || BytesPerSecond() <= 0) return 0;
+  double fastest = 0;
+  for (const auto& [bytes, seconds] : rounds_) {
+    fastest = std::max(fastest, bytes / seconds);
+  }
+  // The shortest round is the one its fixed cost weighs most in.
   const auto shortest = std::min_element(
       rounds_.begin(), rounds_.end(),
       [](const auto& a, const auto& b) { return a.second < b.second; });
-  return std::max(0.0, shortest->second - shortest->first / rate);
+  return std::max(0.0, shortest->second - shortest->first / fastest);
 }
 
 }  // namespace ramferry::migrate

@@ -4,6 +4,7 @@
 #ifndef RAMFERRY_TOOLS_MIGRATE_LINK_RATE_H_
 #define RAMFERRY_TOOLS_MIGRATE_LINK_RATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -28,11 +29,16 @@ class LinkRate {
   // link is unmeasured: an unknown estimate must never read as "fits".
   std::optional<double> SecondsFor(uint64_t pages, uint64_t page_bytes) const;
 
-  // What a round costs beyond its bytes at BytesPerSecond(), as the
-  // shortest round showed it: the SYNC barrier and the destination's
-  // confirmation (one round trip) and the flush of the channels'
-  // completions. 0 until a round was measured.
+  // What a round costs beyond its bytes, as the shortest round showed
+  // it: the SYNC barrier and the destination's confirmation (one round
+  // trip) and the flush of the channels' completions. Its bytes are
+  // counted at the fastest rate any round went (round 0's first touches
+  // of the destination's pages make the link's rate an underestimate
+  // there). 0 until a round was measured.
   double RoundTripSeconds() const;
+
+  // Rounds measured so far.
+  size_t rounds() const { return rounds_.size(); }
 
   // How long a round of `bytes` takes, or nullopt while the link is
   // unmeasured: its round trip and its bytes at BytesPerSecond(), or, if

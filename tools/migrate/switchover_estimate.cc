@@ -30,6 +30,10 @@ std::optional<double> SwitchoverEstimate::FinalRoundSeconds(
 
 std::optional<double> SwitchoverEstimate::Before(
     uint64_t pending_pages, double dirty_pages_per_s) const {
+  // Round 0 goes in region order; the pages a final round re-sends are
+  // scattered, and a small round's fixed cost is its own: neither is
+  // known before a round of re-sends was measured.
+  if (link_.rounds() < 2) return std::nullopt;
   // Until the pause holds and the collection ran, the workload goes on
   // dirtying pages (some of them dirty already: counted twice, so the
   // estimate errs long).

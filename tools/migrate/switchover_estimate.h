@@ -45,7 +45,8 @@ class SwitchoverEstimate {
 
   // The downtime of stopping now, with `pending_pages` dirty at the last
   // collection and the workload dirtying `dirty_pages_per_s`; nullopt
-  // while the link is unmeasured (an unknown estimate never fits).
+  // until a round after round 0 was measured (an unknown estimate never
+  // fits).
   std::optional<double> Before(uint64_t pending_pages,
                                double dirty_pages_per_s) const;
   // The downtime once `elapsed_s` passed since the pause was asked for
