@@ -32,6 +32,16 @@ TEST(SwitchoverEstimate, UnmeasuredLinkGivesNone) {
   EXPECT_NE(e.Before(10, 0), std::nullopt);
 }
 
+TEST(SwitchoverEstimate, NoneForAFinalRoundFarSmallerThanAnyMeasured) {
+  const LinkRate link = Link();  // rounds of 400 MB and 4 MB
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  // 122 pages is 500 kB, 8x less than 4 MB: not yet.
+  EXPECT_EQ(e.Before(122, 0), std::nullopt);
+  EXPECT_NE(e.Before(123, 0), std::nullopt);
+  // Once paused it is predicted all the same.
+  EXPECT_NE(e.Paused(0.001, 1), std::nullopt);
+}
+
 TEST(SwitchoverEstimate, AnIdleWorkloadCostsTheCollectAndTheRound) {
   const LinkRate link = Link();
   SwitchoverEstimate e(link, kRegionPages, kPage);

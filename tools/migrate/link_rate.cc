@@ -49,6 +49,12 @@ double LinkRate::RoundTripSeconds() const {
 
 namespace ramferry::migrate {
 
+uint64_t LinkRate::smallest_round_bytes() const {
+  uint64_t smallest = UINT64_MAX;
+  for (const auto& round : rounds_) smallest = std::min(smallest, round.first);
+  return smallest;
+}
+
 std::optional<double> LinkRate::RoundSeconds(uint64_t bytes) const {
   const std::optional<double> at_link = SecondsFor(bytes, 1);
   if (!at_link) return std::nullopt;

@@ -37,8 +37,10 @@ class LinkRate {
   // there). 0 until a round was measured.
   double RoundTripSeconds() const;
 
-  // Rounds measured so far.
+  // Rounds measured so far, and the fewest bytes one of them moved
+  // (UINT64_MAX: none).
   size_t rounds() const { return rounds_.size(); }
+  uint64_t smallest_round_bytes() const;
 
   // How long a round of `bytes` takes, or nullopt while the link is
   // unmeasured: its round trip and its bytes at BytesPerSecond(), or, if

@@ -41,6 +41,13 @@ std::optional<double> SwitchoverEstimate::Before(
   const uint64_t more =
       static_cast<uint64_t>(std::max(0.0, dirty_pages_per_s) * gap_s);
   const uint64_t pages = std::min(region_pages_, pending_pages + more);
+  // A round far smaller than any measured is mostly fixed cost (the
+  // barrier, a zero-copy flush), which no measured round shows: one more
+  // live round, about its size, measures it first.
+  if (pages * page_bytes_ * kLargerThanMeasured <
+      link_.smallest_round_bytes()) {
+    return std::nullopt;
+  }
   const std::optional<double> round = FinalRoundSeconds(pages);
   if (!round) return std::nullopt;
   return pause_s() + collect_s(pages) + *round;

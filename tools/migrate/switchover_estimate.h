@@ -43,10 +43,15 @@ class SwitchoverEstimate {
   // A pause that took effect in `seconds` (an abandoned switchover's).
   void NotePause(double seconds);
 
+  // No estimate before the pause for a final round this many times
+  // smaller than every measured round.
+  static constexpr uint64_t kLargerThanMeasured = 8;
+
   // The downtime of stopping now, with `pending_pages` dirty at the last
   // collection and the workload dirtying `dirty_pages_per_s`; nullopt
-  // until a round after round 0 was measured (an unknown estimate never
-  // fits).
+  // (an unknown estimate never fits) until a round after round 0 was
+  // measured, and while the final round would be kLargerThanMeasured
+  // times smaller than every measured round.
   std::optional<double> Before(uint64_t pending_pages,
                                double dirty_pages_per_s) const;
   // The downtime once `elapsed_s` passed since the pause was asked for
