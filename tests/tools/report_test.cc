@@ -74,8 +74,8 @@ TEST(MigrateReport, EachLinkGetsALineWithItsChannelsBytesAndRate) {
                            "channels 0,2 (1 lost), "));
   EXPECT_THAT(t, HasSubstr("link             10.77.1.2:7070 (500mbit): "
                            "channels 1,3, "));
-  // (2e9 + 6e6 bytes) / 2 s
-  EXPECT_THAT(t, HasSubstr("1.003 GB/s\n"));
+  // (2e9 + 6e6 bytes) / 2 s, in the units of the sizes beside it
+  EXPECT_THAT(t, HasSubstr("956.5MiB/s\n"));
   const std::string j = SourceJson(run, OverTwoLinks(), "");
   EXPECT_THAT(j, HasSubstr(R"("links":[{"endpoint":"10.77.0.2:7070",)"
                            R"("channels":[0,2],"channels_lost":1,)"

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -79,6 +80,11 @@ std::string FormatBytes(uint64_t bytes) {
   }
   if (v == std::floor(v)) return absl::StrFormat("%d%s", (int64_t)v, kNames[i]);
   return absl::StrFormat("%.1f%s", v, kNames[i]);
+}
+
+std::string FormatRate(double bytes_per_second) {
+  return FormatBytes(static_cast<uint64_t>(std::max(0.0, bytes_per_second))) +
+         "/s";
 }
 
 bool AbslParseFlag(absl::string_view text, ByteSize* out, std::string* error) {

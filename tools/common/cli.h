@@ -15,6 +15,9 @@ namespace ramferry::cli {
 absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
 // 1073741824 -> "1GiB"; 1536 -> "1.5KiB".
 std::string FormatBytes(uint64_t bytes);
+// A rate as FormatBytes gives sizes ("956.5MiB/s"): the text reports
+// give sizes and rates in the same binary units.
+std::string FormatRate(double bytes_per_second);
 
 // A byte count usable as an absl flag type.
 struct ByteSize {

@@ -48,10 +48,10 @@ std::string LinksTable(const std::vector<LinkSummary>& links) {
   std::string t;
   for (const LinkSummary& l : links) {
     absl::StrAppendFormat(
-        &t, "  link             %s: channels %s%s, %s, %.3f GB/s\n", l.endpoint,
+        &t, "  link             %s: channels %s%s, %s, %s\n", l.endpoint,
         absl::StrJoin(l.channels, ","),
         l.channels_lost ? absl::StrFormat(" (%d lost)", l.channels_lost) : "",
-        FormatBytes(l.bytes), l.gb_per_s);
+        FormatBytes(l.bytes), FormatRate(l.gb_per_s * 1e9));
   }
   return t;
 }

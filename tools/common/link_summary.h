@@ -32,7 +32,7 @@ std::vector<LinkSummary> SummarizeLinks(const SessionStats& stats,
 // gb_per_s}.
 Json LinksJson(const std::vector<LinkSummary>& links);
 
-// "  link  10.77.0.2:7070  channels 0,2  1.2GiB  0.118 GB/s\n" per link,
+// "  link  10.77.0.2:7070: channels 0,2, 1.2GiB, 112.5MiB/s\n" per link,
 // indented as the migrate report's lines; "" for none.
 std::string LinksTable(const std::vector<LinkSummary>& links);
 

@@ -23,8 +23,8 @@ void ProgressThread::Run(const LiveState& s) {
     const Sender& sender = *current;
     const ChannelStats t = sender.stats().Total();
     const absl::Time now = absl::Now();
-    const double gbps = (t.payload_bytes - last_bytes) /
-                        absl::ToDoubleSeconds(now - last) / 1e9;
+    const double rate =
+        (t.payload_bytes - last_bytes) / absl::ToDoubleSeconds(now - last);
     last_bytes = t.payload_bytes;
     last = now;
     if (s.postcopy.load()) {
@@ -32,9 +32,9 @@ void ProgressThread::Run(const LiveState& s) {
       const uint64_t in =
           std::min(p.missing_pages, p.urgent_pages + p.pushed_pages);
       line_.Update(absl::StrFormat(
-          "post-copy  %3.0f%% of %s missing  %.2f GB/s  %d pages requested",
+          "post-copy  %3.0f%% of %s missing  %s  %d pages requested",
           p.missing_pages ? 100.0 * in / p.missing_pages : 100.0,
-          cli::FormatBytes(p.missing_pages * kPageSize), gbps,
+          cli::FormatBytes(p.missing_pages * kPageSize), cli::FormatRate(rate),
           p.requested_pages));
       continue;
     }
@@ -42,11 +42,11 @@ void ProgressThread::Run(const LiveState& s) {
     const uint64_t done =
         std::min(total, t.pages - s.pages_before_round.load());
     line_.Update(absl::StrFormat(
-        "round %d%s  %3.0f%% of %s  %.2f GB/s  dirty %s/s%s  est. "
+        "round %d%s  %3.0f%% of %s  %s  dirty %s/s%s  est. "
         "downtime %.0f ms",
         s.round.load(), s.final_round.load() ? " (final)" : "",
         total ? 100.0 * done / total : 100.0,
-        cli::FormatBytes(total * kPageSize), gbps,
+        cli::FormatBytes(total * kPageSize), cli::FormatRate(rate),
         cli::FormatBytes(
             static_cast<uint64_t>(LiveState::Value(s.dirty_rate_bits)) *
             kPageSize),

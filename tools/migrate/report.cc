@@ -371,9 +371,10 @@ void AppendTimes(const RunDescription& run, const PrecopyReport& r,
   absl::StrAppendFormat(&t, "  setup            %.3f s\n", r.setup_s);
   absl::StrAppendFormat(&t, "  transfer phase   %.3f s\n", r.transfer_s);
   absl::StrAppendFormat(&t,
-                        "  throughput       %.2f GB/s of pages covered, "
-                        "%.2f GB/s on the wire (%s)\n",
-                        Throughput(r), WireThroughput(r),
+                        "  throughput       %s of pages covered, "
+                        "%s on the wire (%s)\n",
+                        cli::FormatRate(Throughput(r) * 1e9),
+                        cli::FormatRate(WireThroughput(r) * 1e9),
                         cli::FormatBytes(WireBytes(r)));
   if (postcopy) {
     absl::StrAppendFormat(
