@@ -157,6 +157,7 @@ class PrecopyRun {
     report_.cancelled |= !control_.cancelled().ok();
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
+    report_.cpu_s = cli::ProcessCpuSeconds() - cpu_start_;
     // On failure the source keeps its workload, unless the switch to
     // post-copy began or FINISH went out: the destination may have
     // resumed it already, and one copy may run, never two.
@@ -573,6 +574,7 @@ class PrecopyRun {
   LiveControl own_control_;  // when the run has no --control
   LiveControl& control_;
   const absl::Time start_ = absl::Now();
+  const double cpu_start_ = cli::ProcessCpuSeconds();
   PrecopyReport report_;
   std::unique_ptr<Sender> sender_;
   std::vector<std::unique_ptr<Sender>> cut_senders_;  // resumed post-copy

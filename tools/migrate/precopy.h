@@ -94,6 +94,9 @@ struct PrecopyReport {
   double collect_s = 0;  // dirty collections between live rounds, summed
   double downtime_s = 0;
   double total_s = 0;  // start -> verified destination, FINISH confirmed
+  // The process's CPU over total_s (every thread: the channels, the
+  // tracking, the workload's writers, the check).
+  double cpu_s = 0;
   std::vector<RoundRecord> rounds;
   uint64_t bytes_sent = 0;
   uint64_t bytes_resent = 0;  // beyond one copy of the region

@@ -218,6 +218,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["max_bandwidth_bytes_per_s"] = run.max_bandwidth;
   j["outcome"] = Outcome(r);
   j["total_s"] = r.total_s;
+  j["cpu_s"] = r.cpu_s;
   j["prepare_s"] = r.prepare_s;
   j["setup_s"] = r.setup_s;
   j["transfer_s"] = r.transfer_s;
