@@ -102,10 +102,17 @@ class SenderImpl {
   bool finish_sent() const {
     return finish_sent_.load(std::memory_order_acquire);
   }
+  CommitOutcome commit_outcome() const;
 
  private:
-  // `cause`, said to have come after the commit point.
-  static absl::Status OutcomeUnknown(const absl::Status& cause);
+  // Under events_.mu: the destination's ERROR came and no confirmation
+  // (`confirmed`) before it, so it did not commit.
+  bool RefusedBeforeConfirmed(bool confirmed) const;
+  // The session failed with `cause` after the commit point `what` (FINISH,
+  // or post-copy's switch) left: the destination's own refusal
+  // (kNotCommitted) or no word from it (kUnknown), recorded in outcome_
+  // and said in the status.
+  absl::Status CommitFailed(const absl::Status& cause, const char* what);
 
   // ---- session set-up (sender_setup.cc) ----
   // Sends the control Hello; the reply fixes the session's features.
@@ -275,6 +282,10 @@ class SenderImpl {
   bool finished_ = false;  // caller thread only
   // The control FINISH may have left: the commit point (Sender::Finish).
   std::atomic<bool> finish_sent_{false};
+  // FINISH, or post-copy's MISSING_PAGES, may have left: the commit point.
+  std::atomic<bool> commit_sent_{false};
+  // Where the destination stands on it, once known (commit_outcome()).
+  std::atomic<CommitOutcome> outcome_{CommitOutcome::kPending};
   // Post-copy's source half: the sets, the urgent thread, the counters.
   engine::PostcopySource postcopy_{regions_};
 

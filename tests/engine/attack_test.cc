@@ -196,6 +196,9 @@ struct Outcome {
   uint64_t source_confirmed = 0;
   uint64_t destination_applied = 0;
   bool completed = false;  // every round, Verify and Finish OK
+  // Where the source stands on the destination's commit
+  // (Sender::commit_outcome): kUnknown keeps its workload paused.
+  CommitOutcome commit_outcome = CommitOutcome::kPending;
   uint64_t verify_mismatches = 0;
   bool same_bytes = false;
   // kForge: the first made-up page is in the destination's memory (where
@@ -311,6 +314,7 @@ Outcome RunSession(AttackRelay& relay, SessionOptions o, uint64_t seed,
       if (absl::Status f = (*sender)->Finish(); !f.ok()) fail(f);
     }
     run.source_confirmed = (*sender)->confirmed_rounds();
+    run.commit_outcome = (*sender)->commit_outcome();
   }
 
   const std::vector<RelayEvent> events = relay.events();
@@ -522,6 +526,12 @@ TEST_P(ForgedCutTest, NothingForgedSurvivesALostLink) {
   EXPECT_TRUE(
       SaysOneOf(run.source, {"tag never checked out", "authentication tag"}))
       << run.source;
+  // A detected attack may fail the migration, never freeze it: the source
+  // knows the destination did not commit, so its workload may resume
+  // (audit 3, F4: the refusal came after FINISH, "the outcome is unknown",
+  // and both ends kept the workload stopped).
+  EXPECT_EQ(run.commit_outcome, CommitOutcome::kNotCommitted)
+      << CommitOutcomeName(run.commit_outcome) << ": " << run.source;
 }
 
 INSTANTIATE_TEST_SUITE_P(
