@@ -318,5 +318,23 @@ TEST(MigrateReport, TheDestinationSaysWhereItHandedTheMemory) {
                    .contains("export"));
 }
 
+TEST(MigrateReport, TheCapIsTheOneInForceAndSaysWhenASetChangedIt) {
+  RunDescription run;
+  run.max_bandwidth = 50'000'000;  // set by a control client
+  run.max_bandwidth_flag = 5'000'000;
+  const std::string j = SourceJson(run, PrecopyReport{}, "");
+  EXPECT_THAT(j, HasSubstr(R"("max_bandwidth_bytes_per_s":50000000,)"
+                           R"("max_bandwidth_flag_bytes_per_s":5000000)"));
+  EXPECT_THAT(SourceTable(run, PrecopyReport{}),
+              HasSubstr("set by a control client"));
+  run.max_bandwidth = 0;  // lifted
+  EXPECT_THAT(SourceTable(run, PrecopyReport{}),
+              HasSubstr("bandwidth cap    none over all channels (set by a "
+                        "control client"));
+  run.max_bandwidth = run.max_bandwidth_flag;
+  EXPECT_THAT(SourceTable(run, PrecopyReport{}),
+              Not(HasSubstr("control client")));
+}
+
 }  // namespace
 }  // namespace ramferry::migrate

@@ -20,8 +20,11 @@
 // - The switchover is the point of no return (the source's FINISH or its
 //   switch to post-copy; the destination's post-copy armed): a cancel
 //   before it wins (Commit() fails with it), a cancel after it is refused.
-// - A new max-bandwidth is applied at once, mid-round; the convergence
-//   settings at the next round's decision (TakeConvergence).
+// - A new max-bandwidth is applied at once, mid-round (each `set` that
+//   names it applies it, the same value too); one set before the session
+//   began is applied when it begins (SetSession: a session starts with
+//   the flag's cap). The convergence settings apply at the next round's
+//   decision (TakeConvergence), the first one too.
 // - The session's hooks are called under this object's lock, so the
 //   migration clears them (SetSession({})) before its session goes.
 #ifndef RAMFERRY_TOOLS_MIGRATE_LIVE_CONTROL_H_
@@ -111,6 +114,8 @@ class LiveControl {
   // The convergence settings changed since the last call: `*c` gets them.
   bool TakeConvergence(ConvergenceConfig* c);
   bool postcopy_requested() const;
+  // The settings in force now (the flags', as `set` changed them).
+  Settings settings() const;
   // The cancel a client asked for (OK: none).
   absl::Status cancelled() const;
   // The point of no return: fails with the cancel if one came first;
@@ -136,6 +141,7 @@ class LiveControl {
   EventSink sink_;
   Settings settings_;
   bool convergence_changed_ = false;
+  const uint64_t start_max_bandwidth_;  // what a session starts with
   bool postcopy_requested_ = false;
   absl::Status cancelled_;
   bool committed_ = false;
@@ -150,6 +156,11 @@ class LiveControl {
 // `control` does).
 absl::StatusOr<std::unique_ptr<cli::ControlServer>> ServeControl(
     const std::string& path, LiveControl& control);
+
+// Whether `s` is the destination's cancel (a control client's there) as
+// the source receives it: CANCELLED, "destination reported: " and the
+// text Cancel gives it.
+bool IsPeerCancel(const absl::Status& s);
 
 }  // namespace ramferry::migrate
 

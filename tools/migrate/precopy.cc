@@ -133,7 +133,9 @@ class PrecopyRun {
         report_.bytes_sent -
         std::min<uint64_t>(report_.bytes_sent, region_bytes_);
     control_.SetSession({});
-    report_.cancelled |= !control_.cancelled().ok();
+    // A cancel on either end: this one's clients, or the destination's
+    // (its error, as the engine relays it).
+    report_.cancelled |= !control_.cancelled().ok() || IsPeerCancel(s);
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
     // On failure the source keeps its workload, unless the switch to
@@ -202,7 +204,14 @@ class PrecopyRun {
          {"pages_before_round", live_.pages_before_round.load()},
          {"final_round", final}});
     absl::StatusOr<RoundResult> r = sender_->SendRound(dirty_ptrs_);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      // A round cut short (a cancel, a failure) still sent its pages so
+      // far: the summary counts them, as query did.
+      const ChannelStats cut = sender_->stats().Total();
+      report_.bytes_sent +=
+          (cut.pages - std::min(cut.pages, before.pages)) * kPageSize;
+      return r.status();
+    }
     const double s = absl::ToDoubleSeconds(r->elapsed);
     const ChannelStats after = sender_->stats().Total();
     report_.rounds.push_back({r->pages, r->bytes,

@@ -204,6 +204,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["switchover"] = r.switchover;
   j["postcopy"] = SourcePostcopyJson(run, r);
   j["max_bandwidth_bytes_per_s"] = run.max_bandwidth;
+  j["max_bandwidth_flag_bytes_per_s"] = run.max_bandwidth_flag;
   j["outcome"] = Outcome(r);
   j["total_s"] = r.total_s;
   j["prepare_s"] = r.prepare_s;
@@ -378,9 +379,17 @@ void AppendTimes(const RunDescription& run, const PrecopyReport& r,
         run.downtime_limit_s * 1e3, r.final_collect_s * 1e3,
         r.final_round_s * 1e3, r.round_trip_s * 1e3);
   }
-  if (run.max_bandwidth != 0) {
-    absl::StrAppendFormat(&t, "  bandwidth cap    %s/s over all channels\n",
-                          cli::FormatBytes(run.max_bandwidth));
+  if (run.max_bandwidth != 0 || run.max_bandwidth_flag != 0) {
+    const auto cap = [](uint64_t b) {
+      return b == 0 ? std::string("none") : cli::FormatBytes(b) + "/s";
+    };
+    absl::StrAppendFormat(
+        &t, "  bandwidth cap    %s over all channels%s\n",
+        cap(run.max_bandwidth),
+        run.max_bandwidth == run.max_bandwidth_flag
+            ? ""
+            : absl::StrCat(" (set by a control client; ",
+                           cap(run.max_bandwidth_flag), " at the start)"));
   }
   if (postcopy) {
     // The destination runs already: nothing waits for the check but the

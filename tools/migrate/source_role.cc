@@ -253,3 +253,5 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
 }
 
 }  // namespace ramferry::migrate
+  // The cap in force at the end: a control client may have set another.
+  run.max_bandwidth = control.settings().max_bandwidth;
