@@ -278,8 +278,9 @@ DestinationReport RunDestination(
       {[&receiver] { return receiver.stats(); },
        [&receiver](const absl::Status& why) { receiver.Abort(why); }, nullptr});
   control->SetState(MigrationState::kActive);
-  // The source's FINISH arrived: a cancel that came first wins (the
-  // session fails), none after it does.
+  // The source's FINISH arrived, or with post-copy its switch: a cancel
+  // that came first wins (the session fails, and the source learns that
+  // this side did not commit), none after it does.
   receiver.OnCommit([control] { return control->Commit(); });
   std::vector<std::unique_ptr<BackgroundPrefault>> background =
       StartBackgroundPrefaults(regions, prefault, receiver);
@@ -297,11 +298,14 @@ DestinationReport RunDestination(
   }
   if (options.postcopy) {
     receiver.OnPostcopyArmed([&] {
+      // The workload may run here from now on, unless a cancel came first
+      // (the commit hook took the switch already, so none can now; this
+      // asks again rather than rely on it): then nothing starts, and the
+      // session is failing with the cancel.
+      if (!control->Commit().ok()) return;
       armed_at = absl::Now();
       armed.store(true);
       if (load.has_value()) load->Start();
-      // The workload runs here now: from this point no cancel is taken.
-      (void)control->Commit();
       control->SetState(MigrationState::kPostcopy);
       control->Publish("postcopy-armed", Json::object());
     });

@@ -140,9 +140,19 @@ class PrecopyRun {
     report_.total_s = Seconds(absl::Now() - start_);
     // On failure the source keeps its workload, unless the switch to
     // post-copy began or FINISH went out: the destination may have
-    // resumed it already, and one copy may run, never two.
+    // resumed it already, and one copy may run, never two. Unless the
+    // destination refused FINISH or the switch (its commit hook, a cancel
+    // there, pages no tag vouched for): it did not commit, and said so.
+    // (A switch that failed before its MISSING_PAGES left counts the same.)
+    const bool refused =
+        sender_ != nullptr &&
+        sender_->commit_outcome() == CommitOutcome::kNotCommitted;
     const bool committed =
-        switched_ || (sender_ != nullptr && sender_->finish_sent());
+        !refused &&
+        (switched_ || (sender_ != nullptr && sender_->finish_sent()));
+    report_.destination_refused =
+        !report_.status.ok() && refused &&
+        (switched_ || (sender_ != nullptr && sender_->finish_sent()));
     report_.outcome_unknown = !report_.status.ok() && !switched_ && committed;
     if (!report_.status.ok() && paused_ && !committed) load_.Resume();
     report_.workload_kept_paused = !report_.status.ok() && committed;

@@ -206,6 +206,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["max_bandwidth_bytes_per_s"] = run.max_bandwidth;
   j["max_bandwidth_flag_bytes_per_s"] = run.max_bandwidth_flag;
   j["outcome"] = Outcome(r);
+  j["destination_refused"] = r.destination_refused;
   j["total_s"] = r.total_s;
   j["prepare_s"] = r.prepare_s;
   j["setup_s"] = r.setup_s;
@@ -301,6 +302,11 @@ void AppendFailure(const RunDescription& run, const PrecopyReport& r,
            "out, so the destination may be running the memory; the "
            "workload is kept paused here (resume it only once the "
            "destination is known not to run)\n";
+    }
+    if (r.destination_refused) {
+      t += "  outcome          NOT COMMITTED: the destination refused to "
+           "commit (FINISH or the switch; the error says why) and discards "
+           "what it received; the workload resumed here\n";
     }
     absl::StrAppendFormat(&t,
                           "  confirmed rounds %d (the destination applied "
