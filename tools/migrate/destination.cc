@@ -246,10 +246,11 @@ DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,
     Prefault prefault, bool progress,
     const std::function<void(uint16_t)>& on_listening,
-    std::optional<Memload::Options> workload, LiveControl* control) {
+    std::optional<Memload::Options> workload, LiveControl* control,
+    bool publish_rounds) {
   // Without a control client, the run still goes through one (nobody
   // asks it anything), and nothing watches the rounds for events.
-  const bool watched = control != nullptr;
+  const bool watched = control != nullptr && publish_rounds;
   LiveControl own_control(LiveControl::Role::kDestination, {}, {});
   if (control == nullptr) control = &own_control;
   uint64_t total_pages = 0;

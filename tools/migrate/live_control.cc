@@ -359,6 +359,19 @@ absl::Status LiveControl::Commit() {
   return absl::OkStatus();
 }
 
+absl::Status LiveControl::CancelWith(absl::Status why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status ended = Ended(); !ended.ok()) return ended;
+  if (committed_) {
+    return absl::FailedPreconditionError("the commit point has passed");
+  }
+  if (cancelled_.ok()) {
+    cancelled_ = std::move(why);
+    if (session_.abort) session_.abort(cancelled_);
+  }
+  return absl::OkStatus();
+}
+
 void LiveControl::Finished(const absl::Status& status, bool cancelled,
                            Json summary) {
   const MigrationState end = cancelled     ? MigrationState::kCancelled
@@ -367,6 +380,12 @@ void LiveControl::Finished(const absl::Status& status, bool cancelled,
   SetState(end);
   if (!status.ok()) summary["error"] = std::string(status.message());
   Publish(MigrationStateName(end), std::move(summary));
+}
+
+bool IsPeerCancel(const absl::Status& s) {
+  return absl::IsCancelled(s) &&
+         absl::StartsWith(s.message(), "destination reported") &&
+         absl::StrContains(s.message(), kCancelledBy);
 }
 
 absl::StatusOr<std::unique_ptr<cli::ControlServer>> ServeControl(
@@ -382,12 +401,6 @@ absl::StatusOr<std::unique_ptr<cli::ControlServer>> ServeControl(
     s->Publish(event, std::move(data));
   });
   return server;
-bool IsPeerCancel(const absl::Status& s) {
-  return absl::IsCancelled(s) &&
-         absl::StartsWith(s.message(), "destination reported") &&
-         absl::StrContains(s.message(), kCancelledBy);
-}
-
 }
 
 }  // namespace ramferry::migrate

@@ -121,6 +121,11 @@ class LiveControl {
   // The point of no return: fails with the cancel if one came first;
   // after it, cancel is refused.
   absl::Status Commit();
+  // A cancel from this process itself (a stop signal), for `why`, under
+  // a client's cancel's rule: before the commit point it ends the session
+  // (or the one to come, at once); after it, or once the run ended, it is
+  // refused (FailedPrecondition).
+  absl::Status CancelWith(absl::Status why);
   // The run's end: its state (completed, failed or cancelled) and event.
   void Finished(const absl::Status& status, bool cancelled, Json summary);
 
@@ -136,12 +141,12 @@ class LiveControl {
 
   const Role role_;
   const Abilities abilities_;
+  const uint64_t start_max_bandwidth_;  // what a session starts with
 
   mutable std::mutex mu_;
   EventSink sink_;
   Settings settings_;
   bool convergence_changed_ = false;
-  const uint64_t start_max_bandwidth_;  // what a session starts with
   bool postcopy_requested_ = false;
   absl::Status cancelled_;
   bool committed_ = false;
@@ -152,15 +157,15 @@ class LiveControl {
   std::deque<std::pair<absl::Time, uint64_t>> samples_;
 };
 
-// --control=PATH: serves `control` on PATH until the server goes (before
-// `control` does).
-absl::StatusOr<std::unique_ptr<cli::ControlServer>> ServeControl(
-    const std::string& path, LiveControl& control);
-
 // Whether `s` is the destination's cancel (a control client's there) as
 // the source receives it: CANCELLED, "destination reported: " and the
 // text Cancel gives it.
 bool IsPeerCancel(const absl::Status& s);
+
+// --control=PATH: serves `control` on PATH until the server goes (before
+// `control` does).
+absl::StatusOr<std::unique_ptr<cli::ControlServer>> ServeControl(
+    const std::string& path, LiveControl& control);
 
 }  // namespace ramferry::migrate
 
