@@ -347,11 +347,14 @@ absl::Status SenderImpl::CommitFailed(const absl::Status& cause,
   }
   if (refused) {
     outcome_.store(CommitOutcome::kNotCommitted, std::memory_order_release);
-    return base::Annotate(
-        cause, absl::StrFormat(
-                   "not committed: the destination refused %s and discards "
-                   "what it received; the source's workload may resume",
-                   what));
+    // The destination's word first, as after a failure before the commit
+    // point: the cause is its own.
+    return absl::Status(
+        cause.code(),
+        absl::StrFormat("%s; not committed: the destination refused %s and "
+                        "discards what it received; the source's workload "
+                        "may resume",
+                        cause.message(), what));
   }
   outcome_.store(CommitOutcome::kUnknown, std::memory_order_release);
   return base::Annotate(
