@@ -268,6 +268,7 @@ TEST(Precopy, ADestinationCancelAtTheSwitchStartsNothingAndResumesTheSource) {
   EXPECT_THAT(std::string(r.status.message()),
               ::testing::HasSubstr("test at the switch"));
   EXPECT_TRUE(r.destination_refused) << r.status;
+  EXPECT_TRUE(r.cancelled) << r.status;  // a cancel, on either end
   EXPECT_FALSE(r.workload_kept_paused) << r.status;
   EXPECT_TRUE(r.workload_running_after);
 }
