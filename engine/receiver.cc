@@ -231,6 +231,16 @@ absl::Status ReceiverImpl::StartChannels() {
   endpoints_ = std::move(admitted.endpoints);
   barrier_ = std::make_unique<engine::RoundBarrier>(
       transports.size(), [this](uint64_t round, uint64_t pages) {
+        // A page no tag vouched for, left as its round completes: a lost
+        // channel's cut packet comes again within the round it was cut in
+        // (before the SYNCs that complete it), so what is left was forged.
+        // Refused here, before ROUND_DONE, the source fails before its
+        // commit point and resumes, rather than meet it at FINISH.
+        if (absl::Status s = CheckAuthentic(
+                absl::StrFormat("round %d cannot be confirmed", round));
+            !s.ok()) {
+          return s;
+        }
         applied_rounds_.store(round + 1);
         return control_->Send(proto::EncodeRoundDone({round, pages}));
       });
@@ -464,7 +474,8 @@ bool ReceiverImpl::Commit() {
 
 absl::Status ReceiverImpl::CheckAuthentic(absl::string_view when) const {
   const engine::UnauthenticPages* u = admission_.unauthentic_pages();
-  return u == nullptr ? absl::OkStatus() : u->CheckEmpty(when);
+  return u == nullptr || u->count() == 0 ? absl::OkStatus()
+                                         : u->CheckEmpty(when);
 }
 
 void ReceiverImpl::OnFailure(const absl::Status& status,
