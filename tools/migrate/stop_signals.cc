@@ -63,16 +63,20 @@ void Watch(State* st) {
       const timespec poll{0, 50'000'000};
       sig = sigtimedwait(&set, nullptr, &poll);
       if (sig < 0) {
-        if (absl::Now() < force_at) continue;
         std::lock_guard<std::mutex> lock(st->mu);
-        if (!st->role.may_force || st->role.may_force()) {
-          EndNow(*st,
-                 absl::StrCat(Name(first),
-                              " received and the run did not end within ",
-                              absl::FormatDuration(kGrace), ": ending now"),
-                 128 + first);
+        if (st->role.may_force && !st->role.may_force()) {
+          // Paused: the clean path resumes the workload, or completes
+          // the migration past the commit point; its end gets the whole
+          // grace from the pause's end.
+          force_at = absl::Now() + kGrace;
+          continue;
         }
-        continue;
+        if (absl::Now() < force_at) continue;
+        EndNow(*st,
+               absl::StrCat(Name(first),
+                            " received and the run did not end within ",
+                            absl::FormatDuration(kGrace), ": ending now"),
+               128 + first);
       }
     }
     std::lock_guard<std::mutex> lock(st->mu);

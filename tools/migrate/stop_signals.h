@@ -10,9 +10,11 @@
 //    its session as a control client's cancel does, so the commit point
 //    decides (before it the workload is resumed, after it the migration
 //    completes); the destination cancels its session;
-//  - where the process has not ended kGrace later and `may_force` says
-//    it loses nothing (no paused workload waits on this process to
-//    resume it), or at a second signal, it ends at once.
+//  - where the process has not ended kGrace later, counted from the
+//    signal or from the last moment `may_force` said no (a paused
+//    workload waits on this process to resume it, or a migration past
+//    its commit point to complete), or at a second signal, it ends at
+//    once.
 // With no role set (before one starts, or after it ended), a signal ends
 // the process at once. Ending at once removes the control socket
 // (StartControlSocket) and exits 128 + the signal; a --demo's destination,
