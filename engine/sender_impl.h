@@ -72,8 +72,11 @@ class SenderImpl {
   // SendRound without its check that no started round is pending: also
   // how StartRound sends where rounds go one at a time.
   absl::StatusOr<RoundResult> RunRound(absl::Span<DirtyBitmap* const> dirty);
-  // SessionOptions::delta: the cache of sent copies, where the session
-  // negotiated deltas (a warning where the transport cannot take them).
+  // SessionOptions::delta, before connecting: the page size the cache will
+  // be for (delta_page_size_), or none, with a warning for what goes whole
+  // (or, with on, a refusal where nothing can take deltas).
+  absl::Status PlanDeltas();
+  // The cache of sent copies, where the session negotiated deltas.
   absl::Status CreateDeltaCache();
   absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
   absl::StatusOr<RoundResult> AwaitRound();
@@ -259,6 +262,7 @@ class SenderImpl {
   std::unique_ptr<engine::FrozenDigests> frozen_digests_;
   // kFeatureDeltaPages: the copies of the pages sent, for deltas, and
   // whether deltas may still go (not after post-copy's switch).
+  uint32_t delta_page_size_ = 0;  // PlanDeltas: 0, no deltas
   std::unique_ptr<engine::DeltaCache> delta_cache_;
   std::atomic<bool> delta_allowed_{true};
   // Every channel's packets pass it (SessionOptions::max_bandwidth);
