@@ -150,7 +150,12 @@ def test_the_attach_path(tmp_path):
             s.send_round(dirty)
             s.verify()
             s.finish()
+            # The sender reads the Attach's mapping: it may not go away.
+            assert code_of(att.close) == "FAILED_PRECONDITION"
         att.migrated()
+    # Closed, the Attach unmapped it: no session may be made from it.
+    assert code_of(lambda: ramferry.Sender(options(rx.port), regions)) == \
+        "FAILED_PRECONDITION"
     server.join()
     rx.close()
     workload_digest = workload.communicate(timeout=60)[0].strip()
