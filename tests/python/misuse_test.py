@@ -287,6 +287,10 @@ class Sequence:
 
         self.call(f"Regions.add({rid!r}, {kind} of {b.n}, page_size="
                   f"{page_size!r})", add, must_refuse=overlap)
+        if rng.random() < 0.1:
+            fd = rng.choice([-1, 0, 999, "3", None])
+            self.call(f"Regions.set_file({rid!r}, {fd!r})",
+                      lambda: r.set_file(rid, fd))
 
     def step_bitmap(self):
         rng = self.rng
@@ -414,7 +418,8 @@ class Sequence:
             tx, pages = self.pick(self.senders)
             what = rng.choice(["round", "round", "round", "postcopy", "verify",
                                "finish", "abort", "stats", "bandwidth",
-                               "warnings", "progress"])
+                               "warnings", "progress", "start_verify",
+                               "complete_postcopy", "counter"])
             if what in ("round", "postcopy"):
                 maps, wrong = self.bitmaps_for(pages, what)
                 fn = (lambda: tx.send_round(maps)) if what == "round" else \
@@ -434,6 +439,13 @@ class Sequence:
                     "progress": (lambda: tx.set_progress(
                         lambda p: tx.close(), rng.choice([0, 1])),
                         "Sender.set_progress(closes its sender)"),
+                    "start_verify": (tx.start_verify, "Sender.start_verify()"),
+                    "complete_postcopy": (tx.complete_postcopy,
+                                          "Sender.complete_postcopy()"),
+                    "counter": (lambda: tx.channel_counter(
+                        rng.choice([0, 1, -1, 2**40]),
+                        rng.choice(["packets", "nope", 3, "a\0b"])),
+                        "Sender.channel_counter"),
                 }[what]
             if rng.random() < 0.3:
                 self.in_thread(label, fn, wait=rng.random() < 0.5,
@@ -442,11 +454,16 @@ class Sequence:
                 self.call(label, fn, must_refuse=wrong)
         elif self.receivers:
             rx, _ = self.pick(self.receivers)
-            what = rng.choice(["stats", "rounds", "abort", "commit", "port"])
+            what = rng.choice(["stats", "rounds", "abort", "commit", "port",
+                               "verified", "armed", "progress"])
             fn = {"stats": rx.stats, "rounds": rx.applied_rounds,
-                  "abort": lambda: rx.abort("misuse"),
+                  "abort": lambda: rx.abort(rng.choice(["misuse", 7, None])),
                   "commit": lambda: rx.on_commit(lambda: rx.close()),
-                  "port": lambda: rx.port}[what]
+                  "port": lambda: rx.port,
+                  "verified": rx.verified_pages,
+                  "armed": lambda: rx.on_armed(rng.choice([print, None])),
+                  "progress": lambda: rx.set_progress(
+                      lambda p: rx.stats(), rng.choice([0, 1, -1]))}[what]
             if rng.random() < 0.3:
                 self.in_thread(f"Receiver.{what}", fn, wait=False)
             else:
@@ -501,6 +518,16 @@ class Sequence:
         self.handoff.append(shared)
         path = os.path.join(self.tmpdir, f"h{self.seed}-{self.steps}")
         if rng.random() < 0.5:
+            if rng.random() < 0.3:
+                def closed_while_waiting():
+                    a = ramferry.Adopt(path)
+                    self.in_thread("Adopt.close() during wait", a.close,
+                                   wait=False)
+                    a.wait(200)
+                self.call("Adopt.wait, closed meanwhile",
+                          closed_while_waiting)
+                return
+
             def adopted():
                 a = ramferry.Adopt(path)
                 t = self.in_thread("hand_over_memory", lambda:
@@ -539,6 +566,12 @@ class Sequence:
         maps, wrong = self.bitmaps_for([length // PAGE], "collect")
         self.call("Attach.collect", lambda: att.collect(maps),
                   must_refuse=wrong)
+        for name, fn in (("pause", lambda: att.pause(500)),
+                         ("resume", att.resume),
+                         ("paused_at_ns", exp.paused_at_ns),
+                         ("wait_migrated", lambda: exp.wait_migrated(50))):
+            if rng.random() < 0.3:
+                self.call(f"{name}()", fn)
         if rng.random() < 0.5:
             self.call("Attach.close()", att.close)
             if rng.random() < 0.5:
