@@ -178,6 +178,27 @@ ramferry_status ramferry_sender_finish(ramferry_sender* sender) {
       sender, [&] { return Check(&sender->error, sender->sender->Finish()); });
 }
 
+ramferry_status ramferry_sender_commit_outcome(const ramferry_sender* sender,
+                                               uint32_t* outcome) {
+  if (sender == nullptr) return NullArgument("sender");
+  if (outcome == nullptr) return NullArgument("outcome");
+  switch (sender->sender->commit_outcome()) {
+    case ramferry::CommitOutcome::kPending:
+      *outcome = RAMFERRY_COMMIT_PENDING;
+      break;
+    case ramferry::CommitOutcome::kCommitted:
+      *outcome = RAMFERRY_COMMIT_YES;
+      break;
+    case ramferry::CommitOutcome::kNotCommitted:
+      *outcome = RAMFERRY_COMMIT_NO;
+      break;
+    case ramferry::CommitOutcome::kUnknown:
+      *outcome = RAMFERRY_COMMIT_UNKNOWN;
+      break;
+  }
+  return RAMFERRY_OK;
+}
+
 ramferry_status ramferry_sender_abort(ramferry_sender* sender,
                                       const char* reason) {
   if (sender == nullptr) return NullArgument("sender");

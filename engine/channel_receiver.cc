@@ -9,6 +9,7 @@
 #include "engine/delta/delta_apply.h"
 #include "engine/page_runs.h"
 #include "engine/region_file.h"
+#include "proto/page_delta.h"
 
 namespace ramferry::engine {
 
@@ -228,6 +229,19 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   for (const iovec& v : iov_) page_bytes += v.iov_len;
   record_bytes_ =
       held_ != nullptr ? DeltaRecordBytes(offsets, region->page_size) : 0;
+  // The records are read aside, into a buffer sized by them, before the
+  // packet is authentic: bounded by what a source sends before anything
+  // is sized by them (review F8).
+  if (record_bytes_ != 0 &&
+      (region->page_size > proto::kMaxDeltaPayloadBytes ||
+       page_bytes + record_bytes_ > proto::kMaxDeltaPayloadBytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad packet %d: %d bytes of %d-byte pages and %d bytes of delta "
+        "records; a packet with delta records carries at most %d bytes, of "
+        "pages of at most that",
+        h.packet_num, page_bytes, region->page_size, record_bytes_,
+        proto::kMaxDeltaPayloadBytes));
+  }
   // Rounds are ordered and the switch comes between them, so a packet is
   // wholly before it or wholly after.
   const bool placing = postcopy_ != nullptr && postcopy_->armed();

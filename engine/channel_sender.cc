@@ -10,6 +10,7 @@
 #include "engine/page_runs.h"
 #include "engine/region_file.h"
 #include "proto/packet.h"
+#include "proto/page_delta.h"
 
 namespace ramferry::engine {
 
@@ -253,8 +254,11 @@ absl::Status ChannelSender::GatherPages(OutgoingData& p) {
 bool ChannelSender::UseDelta(const Command& c) {
   // A page's first send has no copy to be a delta of: round 0 fills no
   // cache (most pages are sent once, ever).
+  // A packet over the bound (none, as the scheduler cuts them) goes whole.
   if (packer_ == nullptr || c.round == 0 ||
       regions_[c.region].page_size != packer_->page_size() ||
+      uint64_t{c.page_count} * packer_->page_size() >
+          proto::kMaxDeltaPayloadBytes ||
       (delta_allowed_ != nullptr &&
        !delta_allowed_->load(std::memory_order_acquire))) {
     return false;

@@ -28,6 +28,7 @@
 #include "engine/rate_limiter.h"
 #include "engine/verify.h"
 #include "proto/packet.h"
+#include "proto/page_delta.h"
 #include "proto/seal.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
@@ -40,6 +41,8 @@ namespace ramferry::engine {
 // (Scheduler's max_batch_bytes), so the staging buffers stay bounded,
 // whatever the page size. A page larger than this cannot be sealed.
 inline constexpr uint64_t kMaxStagedPayloadBytes = 8u << 20;
+// A delta packet is built in a staging buffer too.
+static_assert(proto::kMaxDeltaPayloadBytes <= kMaxStagedPayloadBytes);
 
 class ChannelSender {
  public:

@@ -77,6 +77,9 @@ absl::Status ReceiverImpl::EndSession(const absl::Status& served) {
   if (engine::PostcopyTarget* p = postcopy(); p != nullptr) p->Detach();
   // After the shutdown, so a beat blocked on a stopped source wakes.
   heartbeat_.reset();
+  // Whatever came after the commit point (an Abort, the confirmation
+  // lost) cannot undo it: the memory is the caller's to run.
+  if (committed_.load(std::memory_order_acquire)) return absl::OkStatus();
   if (!served.ok()) return served;
   return failure_.status();
 }
@@ -228,6 +231,16 @@ absl::Status ReceiverImpl::StartChannels() {
   endpoints_ = std::move(admitted.endpoints);
   barrier_ = std::make_unique<engine::RoundBarrier>(
       transports.size(), [this](uint64_t round, uint64_t pages) {
+        // A page no tag vouched for, left as its round completes: a lost
+        // channel's cut packet comes again within the round it was cut in
+        // (before the SYNCs that complete it), so what is left was forged.
+        // Refused here, before ROUND_DONE, the source fails before its
+        // commit point and resumes, rather than meet it at FINISH.
+        if (absl::Status s = CheckAuthentic(
+                absl::StrFormat("round %d cannot be confirmed", round));
+            !s.ok()) {
+          return s;
+        }
         applied_rounds_.store(round + 1);
         return control_->Send(proto::EncodeRoundDone({round, pages}));
       });
@@ -275,6 +288,7 @@ absl::Status ReceiverImpl::MakePostcopyLocked(
         table_, admission_.arrival_digests(), control_.get(), std::move(urgent),
         &failure_);
     postcopy_->SetOnArmed(on_postcopy_armed_);
+    postcopy_->SetArmGate([this] { return ArmGate(); });
   }
   admitted.config.postcopy = postcopy_.get();
   return absl::OkStatus();
@@ -344,13 +358,7 @@ std::optional<absl::Status> ReceiverImpl::Dispatch(
       return OnPeerError(m.payload);
     case proto::ControlType::kMissingPages:
       if (engine::PostcopyTarget* p = postcopy(); p != nullptr) {
-        // The switch makes this memory live.
-        if (absl::Status s =
-                CheckAuthentic("post-copy cannot make the memory live");
-            !s.ok()) {
-          return EndIfError(s);
-        }
-        return EndIfError(p->OnMissingPages(m.payload));
+        return EndIfError(OnMissingPages(*p, m.payload));
       }
       return absl::InvalidArgumentError(
           "MISSING_PAGES in a session that did not negotiate post-copy");
@@ -369,6 +377,40 @@ absl::Status ReceiverImpl::OnFinish(const ControlChannel::Message& m) {
     if (absl::Status s = p->CheckFinished(); !s.ok()) return s;
   }
   return AwaitFinished();
+}
+
+absl::Status ReceiverImpl::OnMissingPages(engine::PostcopyTarget& p,
+                                          absl::Span<const uint8_t> payload) {
+  // The switch makes this memory live.
+  if (absl::Status s = CheckAuthentic("post-copy cannot make the memory live");
+      !s.ok()) {
+    return s;
+  }
+  // Post-copy's commit point on this side: the caller may still refuse (a
+  // cancel that came first), before any page is dropped; from here it
+  // refuses no cancel. Once, at the switch's first message.
+  if (on_commit_ && !commit_asked_) {
+    commit_asked_ = true;
+    if (absl::Status s = on_commit_(); !s.ok()) return s;
+  }
+  absl::Status s = p.OnMissingPages(payload);
+  std::lock_guard<std::mutex> lock(objects_mu_);
+  // POSTCOPY_ARMED went out (the source takes an ERROR after it as a
+  // failure after the switch), or arming never began (ArmGate): an ERROR
+  // may go again. Armed but its send failed: the source may not know, and
+  // none does.
+  if (s.ok() || !p.armed()) arming_.store(false, std::memory_order_release);
+  return s;
+}
+
+absl::Status ReceiverImpl::ArmGate() {
+  std::lock_guard<std::mutex> lock(objects_mu_);
+  // As Commit(): a failure recorded first has sent its ERROR, or will,
+  // and this side does not arm; one after it sends none until
+  // POSTCOPY_ARMED is out, ahead of it.
+  if (failure_.failed()) return failure_.status();
+  arming_.store(true, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 absl::Status ReceiverImpl::OnPeerError(absl::Span<const uint8_t> payload) {
@@ -405,17 +447,35 @@ absl::Status ReceiverImpl::AwaitFinished() {
   if (absl::Status s = CheckAuthentic("the session cannot end"); !s.ok()) {
     return s;
   }
-  // The commit point: the caller may still refuse (a cancel that came
-  // first); after FINISH_ACK the source takes the migration as done.
-  if (on_commit_) {
+  // The caller may still refuse (a cancel that came first). Every refusal
+  // until Commit() ends the session with an ERROR to the source, which it
+  // takes as proof that this side did not commit.
+  if (on_commit_ && !commit_asked_) {
+    commit_asked_ = true;
     if (absl::Status s = on_commit_(); !s.ok()) return s;
   }
-  return control_->Send(proto::EncodeFinishAck());
+  if (!Commit()) return failure_.status();
+  // Committed: the memory is the caller's whatever happens to the
+  // confirmation. If it is lost, the source reports the outcome unknown
+  // and keeps its workload paused, so this side is the one that runs it.
+  (void)control_->Send(proto::EncodeFinishAck());
+  return absl::OkStatus();
+}
+
+bool ReceiverImpl::Commit() {
+  std::lock_guard<std::mutex> lock(objects_mu_);
+  // OnFailure sends its ERROR under the same lock: a failure recorded
+  // before this point has sent it, or will, and this side never commits;
+  // one recorded after it sends none.
+  if (failure_.failed()) return false;
+  committed_.store(true, std::memory_order_release);
+  return true;
 }
 
 absl::Status ReceiverImpl::CheckAuthentic(absl::string_view when) const {
   const engine::UnauthenticPages* u = admission_.unauthentic_pages();
-  return u == nullptr ? absl::OkStatus() : u->CheckEmpty(when);
+  return u == nullptr || u->count() == 0 ? absl::OkStatus()
+                                         : u->CheckEmpty(when);
 }
 
 void ReceiverImpl::OnFailure(const absl::Status& status,
@@ -430,7 +490,12 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
     // The reason next, then the sockets: the source can tell the cause
     // from the echo. The control connection stays open for the Serve
     // thread, which reads a last ERROR from the source and closes it.
-    if (control_ != nullptr && origin == engine::Origin::kLocal) {
+    // Never once committed: the source takes an ERROR that comes before
+    // FINISH_ACK as proof that this side did not commit (and resumes its
+    // workload), so after the commit point there is nothing to report.
+    if (control_ != nullptr && origin == engine::Origin::kLocal &&
+        !committed_.load(std::memory_order_acquire) &&
+        !arming_.load(std::memory_order_acquire)) {
       control_->TrySend(proto::EncodeError(proto::MakeErrorMessage(status)),
                         absl::Seconds(1));
     }

@@ -106,6 +106,18 @@ class ReceiverImpl {
   absl::Status OnFinish(const engine::ControlChannel::Message& message);
   absl::Status OnPeerError(absl::Span<const uint8_t> payload);
   absl::Status AwaitFinished();
+  // The destination's commit point, right before FINISH_ACK: false if the
+  // session failed first (its ERROR then tells the source this side did
+  // not commit); else committed_ is set, and no ERROR goes out from then
+  // on.
+  bool Commit();
+  // MISSING_PAGES: post-copy's switch, where the commit hook runs (once,
+  // at the first) and the last one arms.
+  absl::Status OnMissingPages(engine::PostcopyTarget& postcopy,
+                              absl::Span<const uint8_t> payload);
+  // PostcopyTarget's arm gate: as Commit(), right before POSTCOPY_ARMED;
+  // sets arming_ until it went.
+  absl::Status ArmGate();
   // A sealed session's pages that no tag vouched for (unauthentic_pages.h)
   // hold it back from what `when` says.
   absl::Status CheckAuthentic(absl::string_view when) const;
@@ -143,6 +155,15 @@ class ReceiverImpl {
   std::unique_ptr<engine::ControlChannel> resumed_urgent_;
   bool resuming_ = false;             // Serve thread
   std::atomic<bool> aborted_{false};  // Abort() was called
+  // Commit() passed: Serve returns OK and no ERROR is sent. Written under
+  // objects_mu_, where OnFailure reads it.
+  std::atomic<bool> committed_{false};
+  // ArmGate() passed and POSTCOPY_ARMED is not known to be out: no ERROR
+  // goes meanwhile. Written under objects_mu_.
+  std::atomic<bool> arming_{false};
+  // The commit hook ran (at post-copy's switch, or at FINISH). Serve
+  // thread.
+  bool commit_asked_ = false;
   // The local address each channel arrived on (ChannelStats::endpoint).
   std::vector<std::string> endpoints_;
   std::atomic<uint64_t> applied_rounds_{0};

@@ -294,15 +294,17 @@ absl::Status SenderImpl::Finish() {
   // confirmation looks like any other failure: it is set before the send,
   // since a send that fails may still have delivered the message.
   finish_sent_.store(true, std::memory_order_release);
-  if (absl::Status s = control_->Send(proto::EncodeFinish()); !s.ok()) {
+  commit_sent_.store(true, std::memory_order_release);
+  absl::Status s = control_->Send(proto::EncodeFinish());
+  if (!s.ok()) {
     failure_.Fail(s);
-    return OutcomeUnknown(FinalStatus());
+    s = FinalStatus();
+  } else {
+    s = AwaitControl([&] { return events_.finish_acked; },
+                     options_.round_timeout, "finish");
   }
-  if (absl::Status s = AwaitControl([&] { return events_.finish_acked; },
-                                    options_.round_timeout, "finish");
-      !s.ok()) {
-    return OutcomeUnknown(s);
-  }
+  if (!s.ok()) return CommitFailed(s, "FINISH");
+  outcome_.store(CommitOutcome::kCommitted, std::memory_order_release);
   finished_ = true;
   for (auto& c : channels_) c->Join();
   control_->Shutdown();
@@ -314,12 +316,63 @@ absl::Status SenderImpl::Finish() {
   return absl::OkStatus();
 }
 
-absl::Status SenderImpl::OutcomeUnknown(const absl::Status& cause) {
+bool SenderImpl::RefusedBeforeConfirmed(bool confirmed) const {
+  // The destination sends an ERROR only before its commit point, never
+  // between it and the confirmation (ReceiverImpl::Commit, ArmGate), and
+  // the confirmation only after it: its ERROR read before the
+  // confirmation proves it did not commit. On a sealed session the
+  // control channel's tag proves the ERROR is the destination's (a forged
+  // frame fails the session with a tag error instead, and the outcome
+  // stays unknown); an unsealed session takes it at its word, as it takes
+  // every page and ROUND_DONE.
+  return events_.peer_error.has_value() && !confirmed;
+}
+
+absl::Status SenderImpl::CommitFailed(const absl::Status& cause,
+                                      const char* what) {
+  bool refused, armed;
+  {
+    std::unique_lock<std::mutex> lock(events_.mu);
+    armed = events_.postcopy_armed;
+    refused = RefusedBeforeConfirmed(armed || events_.finish_acked);
+  }
+  if (armed) {
+    // Post-copy armed before this FINISH: the destination runs the
+    // workload, whatever it says now.
+    outcome_.store(CommitOutcome::kCommitted, std::memory_order_release);
+    return base::Annotate(
+        cause,
+        "the destination took the workload over at post-copy's switch; do "
+        "not resume the source's workload");
+  }
+  if (refused) {
+    outcome_.store(CommitOutcome::kNotCommitted, std::memory_order_release);
+    // The destination's word first, as after a failure before the commit
+    // point: the cause is its own.
+    return absl::Status(
+        cause.code(),
+        absl::StrFormat("%s; not committed: the destination refused %s and "
+                        "discards what it received; the source's workload "
+                        "may resume",
+                        cause.message(), what));
+  }
+  outcome_.store(CommitOutcome::kUnknown, std::memory_order_release);
   return base::Annotate(
-      cause,
-      "the outcome is unknown: FINISH was sent, so the destination may have "
-      "committed and be running the memory; do not resume the source's "
-      "workload");
+      cause, absl::StrFormat(
+                 "the outcome is unknown: %s was sent, so the destination may "
+                 "have committed and be running the memory; do not resume "
+                 "the source's workload",
+                 what));
+}
+
+CommitOutcome SenderImpl::commit_outcome() const {
+  const CommitOutcome o = outcome_.load(std::memory_order_acquire);
+  if (o != CommitOutcome::kPending) return o;
+  // Failed before the commit point: the destination cannot commit.
+  if (failure_.failed() && !commit_sent_.load(std::memory_order_acquire)) {
+    return CommitOutcome::kNotCommitted;
+  }
+  return CommitOutcome::kPending;
 }
 
 SessionStats SenderImpl::stats() const {
@@ -402,6 +455,21 @@ void Sender::SetMaxBandwidth(uint64_t bytes_per_second) {
 SessionStats Sender::stats() const { return impl_->stats(); }
 uint64_t Sender::confirmed_rounds() const { return impl_->confirmed_rounds(); }
 bool Sender::finish_sent() const { return impl_->finish_sent(); }
+CommitOutcome Sender::commit_outcome() const { return impl_->commit_outcome(); }
+
+const char* CommitOutcomeName(CommitOutcome outcome) {
+  switch (outcome) {
+    case CommitOutcome::kPending:
+      return "pending";
+    case CommitOutcome::kCommitted:
+      return "committed";
+    case CommitOutcome::kNotCommitted:
+      return "not-committed";
+    case CommitOutcome::kUnknown:
+      return "unknown";
+  }
+  return "?";
+}
 std::vector<std::string> Sender::warnings() const { return impl_->warnings(); }
 
 }  // namespace ramferry

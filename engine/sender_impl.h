@@ -72,8 +72,11 @@ class SenderImpl {
   // SendRound without its check that no started round is pending: also
   // how StartRound sends where rounds go one at a time.
   absl::StatusOr<RoundResult> RunRound(absl::Span<DirtyBitmap* const> dirty);
-  // SessionOptions::delta: the cache of sent copies, where the session
-  // negotiated deltas (a warning where the transport cannot take them).
+  // SessionOptions::delta, before connecting: the page size the cache will
+  // be for (delta_page_size_), or none, with a warning for what goes whole
+  // (or, with on, a refusal where nothing can take deltas).
+  absl::Status PlanDeltas();
+  // The cache of sent copies, where the session negotiated deltas.
   absl::Status CreateDeltaCache();
   absl::Status StartRound(absl::Span<DirtyBitmap* const> dirty);
   absl::StatusOr<RoundResult> AwaitRound();
@@ -102,10 +105,17 @@ class SenderImpl {
   bool finish_sent() const {
     return finish_sent_.load(std::memory_order_acquire);
   }
+  CommitOutcome commit_outcome() const;
 
  private:
-  // `cause`, said to have come after the commit point.
-  static absl::Status OutcomeUnknown(const absl::Status& cause);
+  // Under events_.mu: the destination's ERROR came and no confirmation
+  // (`confirmed`) before it, so it did not commit.
+  bool RefusedBeforeConfirmed(bool confirmed) const;
+  // The session failed with `cause` after the commit point `what` (FINISH,
+  // or post-copy's switch) left: the destination's own refusal
+  // (kNotCommitted) or no word from it (kUnknown), recorded in outcome_
+  // and said in the status.
+  absl::Status CommitFailed(const absl::Status& cause, const char* what);
 
   // ---- session set-up (sender_setup.cc) ----
   // Sends the control Hello; the reply fixes the session's features.
@@ -252,6 +262,7 @@ class SenderImpl {
   std::unique_ptr<engine::FrozenDigests> frozen_digests_;
   // kFeatureDeltaPages: the copies of the pages sent, for deltas, and
   // whether deltas may still go (not after post-copy's switch).
+  uint32_t delta_page_size_ = 0;  // PlanDeltas: 0, no deltas
   std::unique_ptr<engine::DeltaCache> delta_cache_;
   std::atomic<bool> delta_allowed_{true};
   // Every channel's packets pass it (SessionOptions::max_bandwidth);
@@ -275,6 +286,10 @@ class SenderImpl {
   bool finished_ = false;  // caller thread only
   // The control FINISH may have left: the commit point (Sender::Finish).
   std::atomic<bool> finish_sent_{false};
+  // FINISH, or post-copy's MISSING_PAGES, may have left: the commit point.
+  std::atomic<bool> commit_sent_{false};
+  // Where the destination stands on it, once known (commit_outcome()).
+  std::atomic<CommitOutcome> outcome_{CommitOutcome::kPending};
   // Post-copy's source half: the sets, the urgent thread, the counters.
   engine::PostcopySource postcopy_{regions_};
 

@@ -84,6 +84,10 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   // The destination places pages from here on (UFFDIO_COPY of whole
   // pages): nothing there applies a delta any more.
   delta_allowed_.store(false, std::memory_order_release);
+  // The commit point: from the first MISSING_PAGES on, the destination
+  // may arm and run the workload (set before the send, which may deliver
+  // what it fails to report).
+  commit_sent_.store(true, std::memory_order_release);
   if (absl::Status s =
           postcopy_.BeginSwitch(missing,
                                 [&](const std::vector<uint8_t>& frame) {
@@ -91,10 +95,14 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
                                 });
       !s.ok()) {
     failure_.Fail(Annotate(s, "post-copy switch"));
-    return FinalStatus();
+    return CommitFailed(FinalStatus(), "the switch to post-copy");
   }
   StartAnsweringRequests();
-  return AwaitArmed("post-copy switch");
+  if (absl::Status s = AwaitArmed("post-copy switch"); !s.ok()) {
+    return CommitFailed(s, "the switch to post-copy");
+  }
+  outcome_.store(CommitOutcome::kCommitted, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 void SenderImpl::StartAnsweringRequests() {
@@ -123,6 +131,9 @@ absl::Status SenderImpl::AwaitArmed(const char* what) {
 void SenderImpl::ResumeFrom(const SenderImpl& cut) {
   terms_.resume = true;
   terms_.resumed_session = cut.terms_.session;
+  // The cut session armed: the destination runs the workload already.
+  commit_sent_.store(true, std::memory_order_release);
+  outcome_.store(CommitOutcome::kCommitted, std::memory_order_release);
   postcopy_.CarryOver(cut.stats().postcopy);
 }
 

@@ -1,14 +1,15 @@
 // Session set-up: the control connection and its Hello, the region table,
 // the data channels, and the threads that run the session.
+#include <algorithm>
 #include <functional>
-#include <map>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/status_util.h"
 #include "channels/channel_factory.h"
@@ -19,6 +20,7 @@
 #include "engine/stream_seal.h"
 #include "engine/transport_decorator.h"
 #include "proto/packet.h"
+#include "proto/page_delta.h"
 
 namespace ramferry {
 
@@ -40,6 +42,7 @@ absl::Status SenderImpl::Setup() {
   terms_.seal = engine::SealModeFor(options_, terms_.transport_caps);
   terms_.session =
       terms_.resume ? terms_.resumed_session : engine::NewSessionId();
+  if (absl::Status s = PlanDeltas(); !s.ok()) return s;
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
       options_.host, options_.port, options_.connect_timeout);
@@ -72,7 +75,7 @@ absl::Status SenderImpl::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status SenderImpl::CreateDeltaCache() {
+absl::Status SenderImpl::PlanDeltas() {
   if (options_.delta == Delta::kOff) return absl::OkStatus();
   if (Has(channels::kCapRemotePlacement)) {
     terms_.warnings.push_back(absl::StrFormat(
@@ -81,22 +84,37 @@ absl::Status SenderImpl::CreateDeltaCache() {
         DeltaName(options_.delta), TransportKindName(terms_.channel_kind)));
     return absl::OkStatus();
   }
+  // One cache, for one page size; regions of another send their pages
+  // whole (review F7: with auto, never a failure).
+  const engine::DeltaPlan plan =
+      engine::PlanDeltaCache(regions_, options_.delta_cache_bytes);
+  if (plan.page_size == 0) {
+    const std::string why = absl::StrJoin(plan.whole, "; ");
+    if (options_.delta == Delta::kOn) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "delta = on: no region can send deltas: ", why,
+          "; or migrate with delta = auto, which sends such pages whole, or "
+          "off"));
+    }
+    terms_.warnings.push_back(absl::StrCat("delta = auto not used: ", why));
+    return absl::OkStatus();
+  }
+  for (const std::string& whole : plan.whole) {
+    terms_.warnings.push_back(absl::StrCat("delta: ", whole));
+  }
+  delta_page_size_ = plan.page_size;
+  return absl::OkStatus();
+}
+
+absl::Status SenderImpl::CreateDeltaCache() {
+  if (delta_page_size_ == 0) return absl::OkStatus();
   if ((terms_.features & proto::kFeatureDeltaPages) == 0) {
     return absl::FailedPreconditionError(
         "delta: the destination does not take delta-encoded pages (an older "
         "ramferry?); migrate with delta = off");
   }
-  // One cache, for the page size that covers the most memory; regions of
-  // another page size send their pages whole.
-  std::map<uint32_t, uint64_t> bytes_by_page_size;
-  for (const Region& r : regions_) bytes_by_page_size[r.page_size] += r.length;
-  uint32_t page_size = 0;
-  uint64_t most = 0;
-  for (const auto& [size, bytes] : bytes_by_page_size) {
-    if (bytes > most) std::tie(page_size, most) = std::pair{size, bytes};
-  }
   absl::StatusOr<std::unique_ptr<engine::DeltaCache>> cache =
-      engine::DeltaCache::Create(options_.delta_cache_bytes, page_size);
+      engine::DeltaCache::Create(options_.delta_cache_bytes, delta_page_size_);
   if (!cache.ok()) return Annotate(cache.status(), "delta cache");
   delta_cache_ = std::move(*cache);
   return absl::OkStatus();
@@ -186,11 +204,21 @@ void SenderImpl::StartThreads() {
   if (terms_.survive) {
     ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
   }
-  // A sealed payload may be copied to be sealed: bounded (review A3).
+  // A sealed payload may be copied to be sealed (review A3), and a delta
+  // packet is built in a buffer of its own (review F8): bounded.
+  uint64_t max_batch_bytes = 0;
+  if (terms_.seal != proto::SealMode::kNone) {
+    max_batch_bytes = engine::kMaxStagedPayloadBytes;
+  }
+  if (delta_cache_ != nullptr) {
+    max_batch_bytes =
+        max_batch_bytes == 0
+            ? proto::kMaxDeltaPayloadBytes
+            : std::min(max_batch_bytes, proto::kMaxDeltaPayloadBytes);
+  }
   scheduler_ = std::make_unique<engine::Scheduler>(
       rings, regions_, options_.packet_pages, std::move(drain), ledger_.get(),
-      terms_.seal != proto::SealMode::kNone ? engine::kMaxStagedPayloadBytes
-                                            : 0);
+      max_batch_bytes);
   if (!options_.single_thread) {
     for (auto& c : channels_) c->Start();
   }
@@ -281,9 +309,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (options_.compression != Compression::kOff) {
     caps |= proto::kFeatureCompressedPages;
   }
-  if (options_.delta != Delta::kOff && !Has(channels::kCapRemotePlacement)) {
-    caps |= proto::kFeatureDeltaPages;
-  }
+  if (delta_page_size_ != 0) caps |= proto::kFeatureDeltaPages;
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kFeatureArrivalDigests;
   }

@@ -33,6 +33,13 @@ constexpr uint32_t MaxDeltaBytes(uint32_t page_size) {
   return page_size / 2 - 1;
 }
 
+// The most payload, whole pages and records, a data packet that carries
+// delta records may have, and so the largest page a delta goes for: the
+// source builds such a packet in a buffer of its own and the destination
+// reads its records aside, before the packet is authentic, so both ends
+// bound those buffers by this, never by what a header asks for.
+inline constexpr uint64_t kMaxDeltaPayloadBytes = 8u << 20;
+
 // Brings `copy` (the page as last sent) up to `live` (the page now) one
 // 8-byte word at a time, reading each live word once, and writes each
 // word's XOR (new ^ old) into `xor_out`. Because a word is read once, what

@@ -4,20 +4,70 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/errno_status.h"
+#include "proto/page_delta.h"
 
 namespace ramferry::engine {
+
+DeltaPlan PlanDeltaCache(absl::Span<const Region> regions,
+                         uint64_t cache_bytes) {
+  struct Size {
+    uint64_t bytes = 0;
+    std::vector<uint32_t> ids;
+  };
+  std::map<uint32_t, Size> by_page_size;
+  for (const Region& r : regions) {
+    Size& s = by_page_size[r.page_size];
+    s.bytes += r.length;
+    s.ids.push_back(r.id);
+  }
+  DeltaPlan plan;
+  uint64_t most = 0;
+  for (const auto& [page_size, size] : by_page_size) {
+    if (page_size <= proto::kMaxDeltaPayloadBytes && page_size <= cache_bytes &&
+        size.bytes > most) {
+      plan.page_size = page_size;
+      most = size.bytes;
+    }
+  }
+  for (const auto& [page_size, size] : by_page_size) {
+    if (page_size == plan.page_size) continue;
+    const std::string which = absl::StrFormat(
+        "region%s %s (%d-byte pages)", size.ids.size() > 1 ? "s" : "",
+        absl::StrJoin(size.ids, ", "), page_size);
+    if (page_size > proto::kMaxDeltaPayloadBytes) {
+      plan.whole.push_back(absl::StrFormat(
+          "%s: pages go whole, deltas go for pages of at most %d bytes (a "
+          "delta packet is built and read whole)",
+          which, proto::kMaxDeltaPayloadBytes));
+    } else if (page_size > cache_bytes) {
+      plan.whole.push_back(absl::StrFormat(
+          "%s: pages go whole, the delta cache of %d bytes holds none; "
+          "give delta_cache_bytes (--delta-cache) at least %d",
+          which, cache_bytes, page_size));
+    } else {
+      plan.whole.push_back(absl::StrFormat(
+          "%s: pages go whole, the delta cache is for the %d-byte pages of "
+          "most of the memory",
+          which, plan.page_size));
+    }
+  }
+  return plan;
+}
 
 absl::StatusOr<std::unique_ptr<DeltaCache>> DeltaCache::Create(
     uint64_t bytes, uint32_t page_size) {
   const uint64_t slots = page_size == 0 ? 0 : bytes / page_size;
-  if (slots == 0 || slots >= kNoSlot) {
+  if (slots == 0 || slots >= kNoSlot ||
+      page_size > proto::kMaxDeltaPayloadBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "delta cache of %d bytes for %d-byte pages: want room for 1 to %d "
-        "pages",
-        bytes, page_size, kNoSlot - 1));
+        "pages of at most %d bytes",
+        bytes, page_size, kNoSlot - 1, proto::kMaxDeltaPayloadBytes));
   }
   const uint64_t mapped = slots * page_size;
   // Reserved, not committed: the pages of slots never used cost nothing.

@@ -21,17 +21,36 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ramferry/region.h"
 
 namespace ramferry::engine {
 
+// Which page size a session's one delta cache of `cache_bytes` is for. A
+// page size may take deltas where its pages are at most
+// proto::kMaxDeltaPayloadBytes (a delta packet is built whole on the
+// source and its records read aside on the destination, both bounded so)
+// and the cache holds at least one of them; of those, the one whose
+// regions cover the most memory. Regions of every other page size send
+// their pages whole: `whole` says which and why, a line per page size
+// (with the fix where there is one). page_size 0: no region can take
+// deltas.
+struct DeltaPlan {
+  uint32_t page_size = 0;
+  std::vector<std::string> whole;
+};
+DeltaPlan PlanDeltaCache(absl::Span<const Region> regions,
+                         uint64_t cache_bytes);
+
 class DeltaCache {
  public:
-  // `bytes` of copies of `page_size`-byte pages (at least one slot).
+  // `bytes` of copies of `page_size`-byte pages (at least one slot; pages
+  // of at most proto::kMaxDeltaPayloadBytes).
   static absl::StatusOr<std::unique_ptr<DeltaCache>> Create(uint64_t bytes,
                                                             uint32_t page_size);
   ~DeltaCache();

@@ -43,9 +43,6 @@ DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
   Packed packed;
   packed.cache = cache_->Pin(index, pages_, absl::MakeSpan(pins_));
   xor_.resize(page_size);
-  if (records_.size() < pages_.size() * max_record) {
-    records_.resize(pages_.size() * max_record);
-  }
   sent->clear();
   sent_offsets->clear();
   uint64_t whole = 0, records = 0;
@@ -59,6 +56,11 @@ DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
         pin.slot == DeltaCache::kNoSlot ? nullptr : cache_->slot_data(pin.slot);
     sent_offsets->push_back(offset);
     if (pin.hit) {
+      // Room for this record at most: the buffer grows with the records
+      // a packet takes, never to pages x max_record up front (review F8).
+      if (records_.size() < records + max_record) {
+        records_.resize(records + max_record);
+      }
       proto::RefreshCopy(live, copy, xor_.data(), page_size);
       const size_t n = proto::EncodeDelta(
           xor_, absl::MakeSpan(records_.data() + records, max_record));

@@ -13,7 +13,9 @@
 //
 // Invariants: between Pack and Finish the packet's slots are pinned
 // (DeltaCache); every Pack is followed by one Finish, which says whether
-// the payload went out.
+// the payload went out. The buffers hold one page and one packet's
+// records, which are less than its pages (at most
+// proto::kMaxDeltaPayloadBytes: the caller packs no more).
 #ifndef RAMFERRY_ENGINE_DELTA_DELTA_PACKER_H_
 #define RAMFERRY_ENGINE_DELTA_DELTA_PACKER_H_
 

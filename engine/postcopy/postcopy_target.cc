@@ -95,6 +95,9 @@ absl::Status PostcopyTarget::BeginLanding() {
 void PostcopyTarget::EndLanding() { landings_.fetch_sub(1); }
 
 absl::Status PostcopyTarget::Arm() {
+  if (arm_gate_) {
+    if (absl::Status s = arm_gate_(); !s.ok()) return s;
+  }
   missing_pages_ = checker_->missing_pages();
   remaining_.store(missing_pages_, std::memory_order_relaxed);
   switch_ns_ = static_cast<uint64_t>(

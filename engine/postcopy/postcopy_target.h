@@ -72,6 +72,12 @@ class PostcopyTarget final : public PagePlacer {
   void SetOnArmed(std::function<void()> on_armed) {
     on_armed_ = std::move(on_armed);
   }
+  // Asked on the control thread right before POSTCOPY_ARMED goes (the
+  // destination's commit point): an error refuses to arm, and the switch
+  // fails with it.
+  void SetArmGate(std::function<absl::Status()> gate) {
+    arm_gate_ = std::move(gate);
+  }
 
   // Control thread: one MISSING_PAGES payload, checked against the table
   // and applied; the last one arms.
@@ -179,6 +185,7 @@ class PostcopyTarget final : public PagePlacer {
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deferred_;
   SessionFailure* const failure_;
   std::function<void()> on_armed_;
+  std::function<absl::Status()> arm_gate_;
 
   // Control thread until armed_, read-only after.
   std::vector<std::unique_ptr<UffdPlacer>> placers_;

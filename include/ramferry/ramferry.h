@@ -352,8 +352,31 @@ ramferry_status ramferry_sender_verify(ramferry_sender* sender,
 /* Optional, once this side's memory no longer changes: starts hashing it
  * on idle CPU so verify has less left to do. */
 ramferry_status ramferry_sender_start_verify(ramferry_sender* sender);
-/* Ends the session: the destination confirms; its serve returns OK. */
+/* Ends the session: the destination confirms; its serve returns OK. On
+ * failure, ramferry_sender_commit_outcome says whether the destination
+ * committed. */
 ramferry_status ramferry_sender_finish(ramferry_sender* sender);
+/* Where the destination stands on the session's commit point (FINISH, or
+ * post-copy's switch), for the caller to decide on its own copy of the
+ * workload (ramferry::CommitOutcome). */
+typedef enum ramferry_commit_outcome {
+  /* no commit point reached and no failure yet */
+  RAMFERRY_COMMIT_PENDING = 0,
+  /* the destination confirmed (finish returned OK, or post-copy armed):
+   * it owns the memory */
+  RAMFERRY_COMMIT_YES = 1,
+  /* the destination did not commit and discards what it received: the
+   * session failed before the commit point, or the destination refused it
+   * (its commit hook, a cancel there, pages no tag vouched for); the
+   * source's workload may resume */
+  RAMFERRY_COMMIT_NO = 2,
+  /* the commit point passed and no answer came: the destination may run
+   * the memory; do not resume the source's workload */
+  RAMFERRY_COMMIT_UNKNOWN = 3
+} ramferry_commit_outcome;
+/* *outcome: a ramferry_commit_outcome. Any thread. */
+ramferry_status ramferry_sender_commit_outcome(const ramferry_sender* sender,
+                                               uint32_t* outcome);
 /* Ends the session now, from any thread; pending calls fail with
  * RAMFERRY_CANCELLED and `reason` (may be NULL). */
 ramferry_status ramferry_sender_abort(ramferry_sender* sender,
@@ -459,8 +482,11 @@ ramferry_status ramferry_receiver_on_armed(ramferry_receiver* receiver,
  * right before the destination confirms it. Return 0 to commit: the source
  * may then take the migration as done, so do not end the session after
  * it. Nonzero refuses: serve fails with RAMFERRY_CANCELLED and the source
- * learns that the outcome is unknown. NULL `fn` removes it. Set before
- * serve; keep it short. */
+ * learns that the destination did not commit (its finish fails, and
+ * ramferry_sender_commit_outcome gives RAMFERRY_COMMIT_NO). With post-copy
+ * it runs at the switch instead, before any page is dropped, and a refusal
+ * fails the source's start_postcopy the same way. NULL `fn` removes it.
+ * Set before serve; keep it short. */
 typedef int (*ramferry_commit_fn)(void* user);
 ramferry_status ramferry_receiver_on_commit(ramferry_receiver* receiver,
                                             ramferry_commit_fn fn, void* user);

@@ -34,8 +34,8 @@ class Receiver {
   uint16_t port() const;
 
   // Serves one session to its end: OK once the source finished and every
-  // channel's data is in place; otherwise the error that ended it, naming
-  // the channel and the cause.
+  // channel's data is in place (the commit point: see OnCommit);
+  // otherwise the error that ended it, naming the channel and the cause.
   absl::Status Serve();
 
   // Ends Serve() from any thread.
@@ -47,9 +47,16 @@ class Receiver {
   // returned OK the source may take the migration as done, so nothing
   // should end the session from then on (a caller that cancels on request
   // refuses to from here). An error from it refuses the FINISH instead:
-  // the session fails with that error and the source learns that the
-  // outcome is unknown, as if the confirmation were lost. Set before
-  // Serve(); keep it short.
+  // the session fails with that error, which goes to the source as its
+  // proof that the destination did not commit (Sender::finish_outcome()
+  // kNotCommitted: it may resume its workload). An Abort() before the
+  // commit refuses the same way; once committed, Serve() returns OK
+  // whatever comes after (an Abort, the confirmation lost: the source then
+  // keeps its workload paused and this side runs it). With post-copy the
+  // commit point is the switch instead: `commit` runs when the source's
+  // MISSING_PAGES arrive, before any page is dropped, and not again at
+  // FINISH; a refusal, or a failure before the destination armed, reaches
+  // the source the same way. Set before Serve(); keep it short.
   void OnCommit(std::function<absl::Status()> commit);
 
   // ---- post-copy (SessionOptions::postcopy) ----

@@ -51,6 +51,29 @@ struct VerifyReport {
   bool ok() const { return pages_mismatched == 0; }
 };
 
+// Where the destination stands on the session's commit point, for the
+// caller to decide on its own copy of the workload (Sender::commit_outcome).
+// The commit point is the control FINISH (Finish), or post-copy's switch
+// (StartPostcopy's MISSING_PAGES).
+enum class CommitOutcome {
+  // No commit point reached (not yet, or under way) and no failure.
+  kPending,
+  // The destination confirmed: Finish returned OK, or post-copy armed. It
+  // owns the memory.
+  kCommitted,
+  // The destination did not commit, and discards what it received: the
+  // session failed before the commit point, or the destination refused
+  // it with its own ERROR (its commit hook, a cancel there, pages no tag
+  // vouched for). The source's workload may resume.
+  kNotCommitted,
+  // The commit point passed and neither the confirmation nor a refusal
+  // came: the destination may have committed and run the memory. Do not
+  // resume.
+  kUnknown,
+};
+// "pending", "committed", "not-committed", "unknown".
+const char* CommitOutcomeName(CommitOutcome outcome);
+
 class SenderImpl;
 
 class Sender {
@@ -108,10 +131,17 @@ class Sender {
   // run it before its confirmation was lost, so a failure from then on
   // leaves the outcome unknown, and the caller must not let its own copy
   // of the workload run on (two live copies); its status says so. Before
-  // it, a failure means the destination did not commit.
+  // it, a failure means the destination did not commit. So does the
+  // destination's own refusal of FINISH (its ERROR before FINISH_ACK: it
+  // sends none once it committed): the status then says "not committed"
+  // and the destination's cause. commit_outcome() tells the three apart.
   absl::Status Finish();
   // Whether Finish sent the control FINISH (the commit point). Any thread.
   bool finish_sent() const;
+  // Where the destination stands on the commit point (CommitOutcome):
+  // kPending until Finish returned, post-copy armed or the session failed.
+  // Any thread.
+  CommitOutcome commit_outcome() const;
 
   // ---- post-copy (SessionOptions::postcopy) ----
   // The switch. `missing` (one bitmap per region) marks every page the
@@ -122,7 +152,10 @@ class Sender {
   // comes from, and it must not change. Awaits every started round, sends
   // the set as ranges, and returns once the destination dropped those
   // pages and armed its fault handling: the workload may resume there.
-  // The bitmaps are read, not changed.
+  // The bitmaps are read, not changed. The switch is the commit point:
+  // once MISSING_PAGES left, a failure leaves the outcome unknown, unless
+  // the destination refused the switch with its own ERROR before arming
+  // (commit_outcome() kNotCommitted: this side's workload may resume).
   absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
   // After StartPostcopy: answers the destination's page requests first
   // and pushes every other missing page on the bulk channels, restarting

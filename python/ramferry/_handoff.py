@@ -1,15 +1,24 @@
 """Memory of another process (ramferry/memory_handoff.h): a workload
 exports its shared memory to a migration process (Export, Attach), and a
 destination hands what it received to the process that runs on (Adopt,
-hand_over_memory)."""
+hand_over_memory).
+
+What this process maps for a handle (an Attach's read-only view of the
+workload, an Adopt's adopted memory) stays mapped while anything uses it:
+the views and addresses the handle gives out keep it from closing
+(close() refuses, saying what still uses it), and collecting it is safe,
+since they hold it."""
 
 import ctypes
 import enum
+import weakref
 
-from ramferry._lib import (EXPORT_FN, WORDS, Handle, RamferryError, c_int,
-                           c_size_t, c_void_p, check, last_error, lib, u32,
-                           u64, i64)
-from ramferry._memory import c_view
+from ramferry._lib import (_RETAINED, _STATE, EXPORT_FN, FAILED_PRECONDITION,
+                           Handle, RamferryError, c_int, c_size_t,
+                           c_void_p, check, i64, invalid, lib, text, u32, u64,
+                           whole)
+from ramferry._memory import (MAPPERS, PAGE_SIZE, MappedAddress, c_view,
+                              word_arrays)
 
 
 class ExportEvent(enum.IntEnum):
@@ -24,104 +33,184 @@ class SharedRegions(Handle):
     (a buffer, held), the fd it maps and the offset."""
 
     _free = "ramferry_shared_regions_free"
+    _kind = "SharedRegions"
 
     def __init__(self):
         self._h = lib.ramferry_shared_regions_new()
         if not self._h:
             raise MemoryError("ramferry_shared_regions_new")
-        self._views = []
+        self._keep = []
 
     def add(self, region_id, buffer, fd, fd_offset=0):
-        array, address, length = c_view(buffer)
-        check(lib.ramferry_shared_regions_add(self._h, region_id, address,
-                                              length, fd, fd_offset),
-              last_error)
-        self._views.append(array)
+        whole("region_id", region_id, 0, 2**32 - 1)
+        whole("fd", fd, 0, 2**31 - 1)
+        whole("fd_offset", fd_offset)
+        with self._use() as h:
+            array, address, length = c_view(buffer)
+            check(lib.ramferry_shared_regions_add(h, region_id, address,
+                                                  length, fd, fd_offset))
+            self._keep.append(array)
         return self
 
+    def _snapshot(self):
+        return list(self._keep)
+
+
+def _shared(regions):
+    if not isinstance(regions, SharedRegions):
+        raise invalid(f"regions is a ramferry.SharedRegions, not "
+                      f"{type(regions).__name__}")
+    return regions
 
 
 class _Handle(Handle):
     _prefix = ""
 
-    def _call(self, name, *args):
-        if not self._h:
-            raise RamferryError(9, f"this {self._prefix} is closed")
+    def _call(self, name, *args, exclusive=True):
         last = getattr(lib, f"ramferry_{self._prefix}_last_error")
-        check(getattr(lib, f"ramferry_{self._prefix}_{name}")(self._h, *args),
-              lambda: last(self._h))
-
+        with self._use(exclusive) as h:
+            check(getattr(lib, f"ramferry_{self._prefix}_{name}")(h, *args),
+                  lambda: last(h))
 
 
 class Export(_Handle):
     """The workload's side: serves migration processes on `socket_path`
     (mode 0600). `handler(event)` (an ExportEvent, on the export's thread)
     must stop every write at PAUSE before returning; None: the migration
-    process pauses this whole process with SIGSTOP."""
+    process pauses this whole process with SIGSTOP. The handler may close
+    its own export. Holds the regions' buffers until closed."""
 
     _prefix = "export"
     _free = "ramferry_export_free"
+    _kind = "Export"
+    _exclusive_excludes_shared = False
 
     def __init__(self, socket_path, regions, handler=None):
-        self._h = None
-        self._regions = regions
-        self._fn = EXPORT_FN(lambda _u, ev: handler(ExportEvent(ev))) \
+        path = text("socket_path", socket_path)
+        _shared(regions)
+        if handler is not None and not callable(handler):
+            raise invalid(f"handler is a function or None, not "
+                          f"{handler!r:.60}")
+        fn = EXPORT_FN(lambda _u, ev: handler(ExportEvent(ev))) \
             if handler else EXPORT_FN()
+        # A handler that frees its own export returns after the free: its
+        # thunk must outlive this object.
+        _RETAINED.append(fn)
         out = c_void_p()
-        check(lib.ramferry_export_listen(socket_path.encode(), regions._h,
-                                         self._fn, None, ctypes.byref(out)),
-              last_error)
+        with regions._use(exclusive=False) as r:
+            keep = regions._snapshot()
+            check(lib.ramferry_export_listen(path, r, fn, None,
+                                             ctypes.byref(out)))
+        self._keep = keep
         self._h = out.value
 
     def wait_migrated(self, timeout_ms):
-        self._call("wait_migrated", timeout_ms)
+        self._call("wait_migrated", whole("timeout_ms", timeout_ms))
 
     def paused_at_ns(self):
         ns = i64()
-        self._call("paused_at_ns", ctypes.byref(ns))
+        self._call("paused_at_ns", ctypes.byref(ns), exclusive=False)
         return ns.value
 
 
-def _region_view(base, length):
-    return memoryview((ctypes.c_char * length).from_address(base)).cast("B")
+class _Lease:
+    """Held by a Regions (and the sessions made from it) for memory a
+    handle maps: while one lives, that handle refuses to close."""
+
+    __slots__ = ("owner", "__weakref__")
+
+    def __init__(self, owner):
+        self.owner = owner
+
+
+def _alive(refs):
+    return [r for r in refs if r() is not None]
 
 
 class Attach(_Handle):
     """The migration process's side of an Export: the workload's regions,
-    mapped here read-only, its writes, its pause."""
+    mapped here read-only, its writes, its pause. regions() gives their
+    addresses for Regions.add_mapped; a Sender made from such regions
+    holds this Attach open (close() refuses) until the Sender is closed,
+    and none can be made from them once this Attach is closed."""
 
     _prefix = "attach"
     _free = "ramferry_attach_free"
+    _kind = "Attach"
 
     def __init__(self, socket_path, timeout_ms=10000):
-        self._h = None
+        path = text("socket_path", socket_path)
+        whole("timeout_ms", timeout_ms)
+        self._leases = []
+        self._mapped = None
         out = c_void_p()
-        check(lib.ramferry_attach_open(socket_path.encode(), timeout_ms,
-                                       ctypes.byref(out)), last_error)
+        check(lib.ramferry_attach_open(path, timeout_ms, ctypes.byref(out)))
         self._h = out.value
+        MAPPERS.add(self)
+
+    def _regions(self, h):
+        if self._mapped is None:
+            n = c_size_t()
+            check(lib.ramferry_attach_region_count(h, ctypes.byref(n)),
+                  lambda: lib.ramferry_attach_last_error(h))
+            mapped = []
+            for i in range(n.value):
+                rid, base, length = u32(), c_void_p(), u64()
+                check(lib.ramferry_attach_region(
+                    h, i, ctypes.byref(rid), ctypes.byref(base),
+                    ctypes.byref(length)),
+                    lambda: lib.ramferry_attach_last_error(h))
+                mapped.append((rid.value, base.value, length.value))
+            self._mapped = mapped
+        return self._mapped
 
     def regions(self):
-        """[(id, base address, length)]: pass to Regions via a view."""
-        n = c_size_t()
-        self._call("region_count", ctypes.byref(n))
-        out = []
-        for i in range(n.value):
-            rid, base, length = u32(), c_void_p(), u64()
-            self._call("region", i, ctypes.byref(rid), ctypes.byref(base),
-                       ctypes.byref(length))
-            out.append((rid.value, base.value, length.value))
-        return out
+        """[(id, base address, length)]: pass them to
+        Regions.add_mapped."""
+        with self._use() as h:
+            return [(rid, MappedAddress(base, self), length)
+                    for rid, base, length in self._regions(h)]
+
+    def _lease(self, address, length, only_if_mine=False):
+        with _STATE:
+            mine = any(base <= address and address + length <= base + n
+                       for _, base, n in self._mapped or ())
+            live = self._h and not self._closing
+            if only_if_mine and not (mine and live):
+                return None
+            if not live:
+                raise RamferryError(FAILED_PRECONDITION, (
+                    f"the Attach that mapped {address:#x} is closed: that "
+                    "memory is no longer mapped"))
+            if not mine:
+                raise invalid(f"[{address:#x}, {address + length:#x}) is not "
+                              "within one region this Attach maps")
+            lease = _Lease(self)
+            self._leases = _alive(self._leases) + [weakref.ref(lease)]
+            return lease
+
+    def _refuse_close(self):
+        self._leases = _alive(self._leases)
+        if self._leases:
+            return (f"{len(self._leases)} Sender(s) or Receiver(s) still "
+                    "use memory this Attach maps (Regions.add_mapped): "
+                    "close them first")
+        return None
 
     def collect(self, bitmaps):
-        """ORs the pages written since the last call into `bitmaps`."""
-        words = (WORDS * len(bitmaps))(
-            *[ctypes.cast(b.words, WORDS) for b in bitmaps])
-        reported = u64()
-        self._call("collect", words, len(bitmaps), ctypes.byref(reported))
-        return reported.value
+        """ORs the pages written since the last call into `bitmaps` (one
+        Bitmap per region, each of its region's page count)."""
+        with self._use() as h:
+            pages = [n // PAGE_SIZE for _, _, n in self._regions(h)]
+            words, count, _held = word_arrays(bitmaps, pages, "collect")
+            reported = u64()
+            check(lib.ramferry_attach_collect(h, words, count,
+                                              ctypes.byref(reported)),
+                  lambda: lib.ramferry_attach_last_error(h))
+            return reported.value
 
     def pause(self, timeout_ms=10000):
-        self._call("pause", timeout_ms)
+        self._call("pause", whole("timeout_ms", timeout_ms))
 
     def resume(self):
         self._call("resume")
@@ -132,37 +221,63 @@ class Attach(_Handle):
 
 class Adopt(_Handle):
     """The new workload's side: waits on `socket_path` for the memory a
-    destination hands over, then maps it here."""
+    destination hands over, then maps it here. The views regions() gives
+    hold this Adopt (and so the mapping): close() refuses while one
+    lives."""
 
     _prefix = "adopt"
     _free = "ramferry_adopt_free"
+    _kind = "Adopt"
 
     def __init__(self, socket_path):
-        self._h = None
+        path = text("socket_path", socket_path)
+        self._views = []
         out = c_void_p()
-        check(lib.ramferry_adopt_listen(socket_path.encode(),
-                                        ctypes.byref(out)), last_error)
+        check(lib.ramferry_adopt_listen(path, ctypes.byref(out)))
         self._h = out.value
 
     def wait(self, timeout_ms):
-        self._call("wait", timeout_ms)
+        self._call("wait", whole("timeout_ms", timeout_ms))
 
     def regions(self):
-        """[(id, memoryview, fd)]: the views are valid until close()."""
-        n = c_size_t()
-        self._call("region_count", ctypes.byref(n))
+        """[(id, memoryview, fd)]: the views (and what is made from them)
+        keep the memory mapped; close() refuses until they are gone."""
         out = []
-        for i in range(n.value):
-            rid, base, length, fd = u32(), c_void_p(), u64(), c_int()
-            self._call("region", i, ctypes.byref(rid), ctypes.byref(base),
-                       ctypes.byref(length), ctypes.byref(fd))
-            out.append((rid.value, _region_view(base.value, length.value),
-                        fd.value))
+        with self._use() as h:
+            n = c_size_t()
+            check(lib.ramferry_adopt_region_count(h, ctypes.byref(n)),
+                  lambda: lib.ramferry_adopt_last_error(h))
+            for i in range(n.value):
+                rid, base, length, fd = u32(), c_void_p(), u64(), c_int()
+                check(lib.ramferry_adopt_region(
+                    h, i, ctypes.byref(rid), ctypes.byref(base),
+                    ctypes.byref(length), ctypes.byref(fd)),
+                    lambda: lib.ramferry_adopt_last_error(h))
+                # The view's exporter holds this Adopt: no view outlives
+                # the mapping it reads.
+                kind = type("AdoptedMemory", (ctypes.c_char * length.value,),
+                            {})
+                array = kind.from_address(base.value)
+                array._adopt = self
+                with _STATE:
+                    self._views = _alive(self._views) + [weakref.ref(array)]
+                out.append((rid.value, memoryview(array).cast("B"),
+                            fd.value))
         return out
+
+    def _refuse_close(self):
+        self._views = _alive(self._views)
+        if self._views:
+            return ("views of the adopted memory (regions()) are alive; "
+                    "close() unmaps it: drop them (del, or view.release()) "
+                    "first")
+        return None
 
 
 def hand_over_memory(socket_path, regions, timeout_ms=10000):
     """Hands `regions` (SharedRegions: their fds) to the process waiting in
     Adopt.wait() at `socket_path`."""
-    check(lib.ramferry_hand_over_memory(socket_path.encode(), regions._h,
-                                        timeout_ms), last_error)
+    path = text("socket_path", socket_path)
+    whole("timeout_ms", timeout_ms)
+    with _shared(regions)._use(exclusive=False) as r:
+        check(lib.ramferry_hand_over_memory(path, r, timeout_ms))

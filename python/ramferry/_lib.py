@@ -7,9 +7,12 @@ the library gave. ctypes releases the GIL for every call, so a blocking
 call (serve, a round) leaves other Python threads running, and abort()
 from another thread ends it."""
 
+import collections
+import contextlib
 import ctypes
 import ctypes.util
 import os
+import threading
 
 _SONAME = "libramferry.so.0"
 
@@ -69,17 +72,145 @@ class RamferryError(Exception):
         super().__init__(f"{self.code}: {message}")
 
 
+INVALID_ARGUMENT, FAILED_PRECONDITION = 3, 9
+
+
+def invalid(message):
+    return RamferryError(INVALID_ARGUMENT, message)
+
+
+# Which handles' callbacks this thread is running (by id): no call may
+# be made on those handles from there.
+_local = threading.local()
+# Guards every handle's count of calls in flight (an RLock: a handle
+# collected while it is held may close itself).
+_STATE = threading.Condition(threading.RLock())
+# ctypes callbacks a library thread may still be running after the free
+# that let go of them (an export's handler may free its own export):
+# kept for the life of the process.
+_RETAINED = []
+
+
 class Handle:
     """A handle of the C library, freed by close(), at the end of a with
-    block, or when collected. Subclasses name their free call in _free."""
+    block, or when collected. Subclasses name their free call in _free.
+
+    Invariants, for every call made through _use():
+    - the handle is freed only once no call on it is in flight: close()
+      from another thread marks it closing (new calls are refused), ends
+      the calls in flight where the handle can (_interrupt: an abort), and
+      the last call to return frees it; a session's close() waits for that;
+    - what the library uses but Python owns (buffer exports, callbacks,
+      leases on mappings) is in _keep, dropped only after the free;
+    - an exclusive call excludes the other exclusive calls, and with
+      _exclusive_excludes_shared every call (a setter against a session
+      being made from the same options, say): a clash is refused at once,
+      never waited for;
+    - a call from one of the handle's own callbacks is refused (the library
+      is inside a call on it)."""
 
     _free = ""
     _h = None
+    _users = 0            # calls in flight
+    _driver = None        # the thread of the exclusive call in flight
+    _closing = False
+    _freed = False
+    _keep = ()
+    _exclusive_excludes_shared = True
+    _wait_on_close = False
+    _kind = "handle"
+
+    def _enter(self, exclusive):
+        with _STATE:
+            if id(self) in getattr(_local, "inside", ()):
+                raise RamferryError(FAILED_PRECONDITION, (
+                    f"a call on this {self._kind} from its own callback: the "
+                    "library is inside a call on it; do it after that call "
+                    "returns (from the thread that made it)"))
+            if not self._h or self._closing:
+                raise RamferryError(FAILED_PRECONDITION,
+                                    f"this {self._kind} is closed")
+            if exclusive:
+                busy = self._driver is not None or (
+                    self._exclusive_excludes_shared and self._users > 0)
+            else:
+                busy = self._exclusive_excludes_shared and \
+                    self._driver is not None
+            if busy:
+                raise RamferryError(FAILED_PRECONDITION, (
+                    f"this {self._kind} is in use by a call on another "
+                    "thread; one thread drives it (see the package's "
+                    "README: threads)"))
+            if exclusive:
+                self._driver = threading.get_ident()
+            self._users += 1
+            return self._h
+
+    def _exit(self, exclusive):
+        with _STATE:
+            self._users -= 1
+            if exclusive:
+                self._driver = None
+            h = None
+            if self._users == 0 and self._closing and self._h:
+                h, self._h = self._h, None
+        if h:
+            self._release(h)
+
+    @contextlib.contextmanager
+    def _use(self, exclusive=True):
+        """`with self._use() as h:` a call on the live handle `h`."""
+        h = self._enter(exclusive)
+        try:
+            yield h
+        finally:
+            self._exit(exclusive)
+
+    def _release(self, h):
+        try:
+            getattr(lib, self._free)(h)
+        finally:
+            with _STATE:
+                self._keep = ()
+                self._freed = True
+                _STATE.notify_all()
+
+    def _refuse_close(self):
+        """A reason close() must not free now (memory of the handle still in
+        use by Python), or None."""
+        return None
+
+    def _interrupt(self):
+        """Ends the calls in flight where the handle can (an abort)."""
 
     def close(self):
-        if self._h:
-            getattr(lib, self._free)(self._h)
-            self._h = None
+        with _STATE:
+            if not self._h or self._closing:
+                return
+            if id(self) in getattr(_local, "inside", ()):
+                raise RamferryError(FAILED_PRECONDITION, (
+                    f"close() of this {self._kind} from its own callback: the "
+                    "library is inside a call on it; close it once that "
+                    "call returned"))
+            why = self._refuse_close()
+            if why:
+                raise RamferryError(FAILED_PRECONDITION, why)
+            self._closing = True
+            if self._users == 0:
+                h, self._h = self._h, None
+            else:
+                h = None
+                self._users += 1  # the handle stays while it is interrupted
+        if h:
+            self._release(h)
+            return
+        try:
+            self._interrupt()
+        finally:
+            self._exit(False)
+        if self._wait_on_close:
+            with _STATE:
+                _STATE.wait_for(lambda: self._freed, timeout=60)
 
     def __enter__(self):
         return self
@@ -88,15 +219,42 @@ class Handle:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (at exit, or a refusal: leak it)
+            pass
 
 
-def check(status, message_fn):
-    """Raises RamferryError unless `status` is OK; `message_fn()` gives the
-    message (read at once: the library's last error is per handle or per
-    thread)."""
+class in_callback_of:  # noqa: N801 (used as a with statement)
+    """Marks the calling thread as running a callback of the handle whose
+    id() is `handle_id`."""
+
+    def __init__(self, handle_id):
+        self._id = handle_id
+
+    def __enter__(self):
+        inside = getattr(_local, "inside", None)
+        if inside is None:
+            inside = _local.inside = collections.Counter()
+        inside[self._id] += 1
+
+    def __exit__(self, *exc):
+        _local.inside[self._id] -= 1
+        if not _local.inside[self._id]:
+            del _local.inside[self._id]
+
+
+def check(status, handle_error=None):
+    """Raises RamferryError unless `status` is OK, with the message the
+    failed call left for this thread (read at once), else the handle's
+    (`handle_error()`); never an empty one."""
     if status != 0:
-        raise RamferryError(status, decode(message_fn()))
+        message = decode(lib.ramferry_last_error())
+        if not message and handle_error is not None:
+            message = decode(handle_error())
+        if not message:
+            message = "the library gave no message for this failure"
+        raise RamferryError(status, message)
 
 
 def decode(text):
@@ -107,6 +265,28 @@ def decode(text):
 
 def last_error():
     return lib.ramferry_last_error()
+
+
+def whole(name, value, low=0, high=2**64 - 1):
+    """`value` as a whole number in [low, high], or INVALID_ARGUMENT."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"{name} is a whole number, not {value!r:.60}")
+    if not low <= value <= high:
+        raise invalid(f"{name} {value} is out of range ({low} to {high})")
+    return value
+
+
+def text(name, value):
+    """`value` (str, or bytes / a path for paths) as NUL-free bytes."""
+    if isinstance(value, str):
+        data = value.encode()
+    elif isinstance(value, (bytes, os.PathLike)):
+        data = os.fsencode(value)
+    else:
+        raise invalid(f"{name} is text, not {value!r:.60}")
+    if b"\0" in data:
+        raise invalid(f"{name} {value!r:.60} holds a NUL character")
+    return data
 
 
 c_void_p = ctypes.c_void_p

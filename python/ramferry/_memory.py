@@ -2,19 +2,19 @@
 
 import ctypes
 import mmap
+import weakref
 
-from ramferry._lib import (WORDS, Handle, RamferryError, check, lib, u64)
+from ramferry._lib import (FAILED_PRECONDITION, WORDS, Handle, RamferryError,
+                           check, invalid, lib, text, u64, whole)
 
 PAGE_SIZE = 4096
-
-
-def _invalid(message):
-    return RamferryError(3, message)  # RAMFERRY_INVALID_ARGUMENT
+_invalid = invalid
 
 
 def page_aligned(nbytes):
     """Anonymous, page-aligned, zero-filled memory of `nbytes` (an mmap):
     what a region needs, where a bytearray is not page-aligned."""
+    whole("nbytes", nbytes)
     if nbytes <= 0 or nbytes % PAGE_SIZE:
         raise _invalid(f"{nbytes} bytes: a region is a nonzero multiple of "
                        f"{PAGE_SIZE} bytes")
@@ -31,6 +31,8 @@ def c_view(buffer):
     except TypeError:
         raise _invalid(f"{type(buffer).__name__} has no buffer: give an "
                        "mmap, a bytearray or a numpy array") from None
+    except ValueError as e:  # a released memoryview, a closed mmap
+        raise _invalid(f"that buffer cannot be used: {e}") from None
     if view.readonly:
         raise _invalid("region memory must be writable (the destination "
                        "writes into it, the source's rounds read it)")
@@ -39,6 +41,75 @@ def c_view(buffer):
     view = view.cast("B")
     array = (ctypes.c_char * view.nbytes).from_buffer(view)
     return array, ctypes.addressof(array), view.nbytes
+
+
+class MappedAddress(int):
+    """The address of memory a handle maps (Attach.regions()): an int that
+    remembers its mapper, so Regions.add_mapped keeps the mapper from being
+    closed while a region uses it."""
+
+    def __new__(cls, value, owner):
+        self = super().__new__(cls, value)
+        self._owner = weakref.ref(owner)
+        return self
+
+
+# Handles that map memory of their own (Attach): Regions.add_mapped asks
+# them for a lease on an address they map.
+MAPPERS = weakref.WeakSet()
+
+
+def _mapped(address, length):
+    """True when all of [address, address + length) is mapped here."""
+    end = address + length
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
+            if lo <= address < hi:
+                address = hi
+                if address >= end:
+                    return True
+    return False
+
+
+class _Ticket:
+    """A region's claim on memory a handle maps (an Attach): a session made
+    from the region turns it into a lease, which keeps that handle from
+    closing while the session lives; once the handle closed, no session
+    can be made from the region."""
+
+    def __init__(self, owner, address, length):
+        self.owner = weakref.ref(owner)
+        self.address, self.length = address, length
+
+    def lease(self):
+        owner = self.owner()
+        if owner is None:
+            raise RamferryError(FAILED_PRECONDITION, (
+                f"the memory at {self.address:#x} was mapped by a handle "
+                "that is gone (closed or collected): it is no longer mapped"))
+        return owner._lease(self.address, self.length)
+
+
+def _ticket_on(address, length):
+    """What lets a session keep the memory at `address` mapped: a ticket
+    on the handle that maps it, or None for memory this process maps
+    otherwise (checked to be mapped now; keeping it so is the caller's)."""
+    if isinstance(address, MappedAddress):
+        owner = address._owner()
+        if owner is None:
+            raise RamferryError(FAILED_PRECONDITION, (
+                f"the memory at {address:#x} was mapped by a handle that is "
+                "gone (closed or collected): it is no longer mapped"))
+        owner._lease(address, length)  # refuses a closed one, a bad range
+        return _Ticket(owner, int(address), length)
+    for owner in list(MAPPERS):
+        if owner._lease(address, length, only_if_mine=True) is not None:
+            return _Ticket(owner, address, length)
+    if not _mapped(address, length):
+        raise _invalid(f"[{address:#x}, {address + length:#x}) is not mapped "
+                       "in this process (its mapper closed?)")
+    return None
 
 
 class Options(Handle):
@@ -55,7 +126,9 @@ class Options(Handle):
         "postcopy_resume_timeout_ms": int, "connect_timeout_ms": int,
     }
     _LIMITS = {"port": 0xFFFF, "channels": 0xFFFFFFFF}
+    KEY_BYTES = 32
     _free = "ramferry_options_free"
+    _kind = "Options"
 
     def __init__(self, **settings):
         self._h = lib.ramferry_options_new()
@@ -65,97 +138,174 @@ class Options(Handle):
             self.set(name, value)
 
     def set(self, name, value):
+        """Sets option `name` (a keyword of Options, or any name
+        ramferry_options_set knows) to `value`; returns self."""
+        if not isinstance(name, str):
+            raise _invalid(f"an option's name is text, not {name!r:.60}")
         kind = self._NAMED.get(name)
-        if kind is None:
-            text = ("1" if value else "0") if isinstance(value, bool) \
-                else str(value)
-            status = lib.ramferry_options_set(
-                self._h, name.replace("_", "-").encode(), text.encode())
-        else:
-            status = self._set_named(name, kind, value)
-        check(status, lambda: lib.ramferry_options_last_error(self._h))
+        with self._use() as h:
+            if kind is None:
+                status = lib.ramferry_options_set(
+                    h, text("an option's name", name.replace("_", "-")),
+                    text(name, self._as_text(name, value)))
+            else:
+                status = self._set_named(h, name, kind, value)
+            check(status, lambda: lib.ramferry_options_last_error(h))
         return self
 
-    def _set_named(self, name, kind, value):
+    @staticmethod
+    def _as_text(name, value):
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, (int, str)):
+            return str(value)
+        raise _invalid(f"option {name} takes text, a whole number or a "
+                       f"bool, not {value!r:.60}")
+
+    def _set_named(self, h, name, kind, value):
         setter = getattr(lib, "ramferry_options_set_" + name)
         if kind is bool:
-            return setter(self._h, 1 if value else 0)
+            if not isinstance(value, int) or value not in (0, 1):
+                raise _invalid(f"{name} is True or False, not {value!r:.60}")
+            return setter(h, 1 if value else 0)
         if kind is int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise _invalid(f"{name} is a whole number, not {value!r}")
-            if not 0 <= value <= self._LIMITS.get(name, 2**64 - 1):
-                raise _invalid(f"{name} {value} is out of range")
-            return setter(self._h, value)
+            return setter(h, whole(name, value, 0,
+                                   self._LIMITS.get(name, 2**64 - 1)))
         if kind is bytes:
-            key = bytes(value)
-            return setter(self._h, key, len(key))
-        if not isinstance(value, str):
-            raise _invalid(f"{name} is text, not {value!r}")
-        return setter(self._h, value.encode())
+            key = self._key(value)
+            return setter(h, key, len(key))
+        return setter(h, text(name, value))
 
+    @classmethod
+    def _key(cls, value):
+        # bytes(32) is 32 zero bytes: an int, or anything else bytes()
+        # takes, must not become a key by accident.
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise _invalid(
+                f"key is {cls.KEY_BYTES} bytes (bytes, bytearray or "
+                f"memoryview), not {type(value).__name__}: make one with "
+                f"os.urandom({cls.KEY_BYTES}), or name a key file with "
+                "key_file=")
+        key = bytes(value)
+        if len(key) != cls.KEY_BYTES:
+            raise _invalid(
+                f"key is {len(key)} bytes; give exactly {cls.KEY_BYTES} "
+                f"(os.urandom({cls.KEY_BYTES})), or a key file of another "
+                "length (16 to 1024 bytes) with key_file=")
+        if not any(key):
+            raise _invalid(f"key is {cls.KEY_BYTES} zero bytes, which anyone "
+                           f"can guess: use os.urandom({cls.KEY_BYTES})")
+        return key
 
 
 class Regions(Handle):
     """The memory a session moves (ramferry_regions): each region an id
     both ends agree on and a writable buffer, which the Regions holds (and
-    so keeps from moving) until closed."""
+    so keeps from moving) until closed. A Sender or Receiver made from it
+    holds the buffers too, until it is closed: closing the Regions first
+    is safe."""
 
     _free = "ramferry_regions_free"
+    _kind = "Regions"
 
     def __init__(self):
         self._h = lib.ramferry_regions_new()
         if not self._h:
             raise MemoryError("ramferry_regions_new")
-        self._views = []
-        self.pages = []  # per region, in the order added
+        self._keep = []    # buffer exports and leases, in the order added
+        self._pages = []   # per region, in the order added
+        self._spans = []   # (first byte, end, region id)
+        self._ids = []
+
+    @property
+    def pages(self):
+        """The page count of each region, in the order added (a tuple)."""
+        return tuple(self._pages)
+
+    @property
+    def ids(self):
+        """The id of each region, in the order added (a tuple)."""
+        return tuple(self._ids)
 
     def add(self, region_id, buffer, page_size=PAGE_SIZE):
-        array, address, length = c_view(buffer)
-        if address % PAGE_SIZE:
-            # A bytearray's memory comes from malloc: rarely page-aligned.
-            raise _invalid(
-                f"region {region_id}'s buffer starts at {address:#x}, not on "
-                f"a {PAGE_SIZE}-byte page boundary: allocate it with "
-                "ramferry.page_aligned(n) (an mmap; wrap it in a numpy "
-                "array or a memoryview as needed)")
-        status = lib.ramferry_regions_add(self._h, region_id, address, length,
-                                          page_size)
-        check(status, lambda: lib.ramferry_regions_last_error(self._h))
-        self._views.append(array)
-        self.pages.append(length // page_size)
+        """Appends region `region_id` over `buffer` (writable, contiguous,
+        starting on a 4 KiB page); returns self."""
+        whole("region_id", region_id, 0, 2**32 - 1)
+        whole("page_size", page_size, 1, 2**32 - 1)
+        with self._use() as h:
+            array, address, length = c_view(buffer)
+            if address % PAGE_SIZE:
+                # A bytearray's memory comes from malloc: rarely aligned.
+                raise _invalid(
+                    f"region {region_id}'s buffer starts at {address:#x}, not "
+                    f"on a {PAGE_SIZE}-byte page boundary: allocate it with "
+                    "ramferry.page_aligned(n) (an mmap; wrap it in a numpy "
+                    "array or a memoryview as needed)")
+            self._add(h, region_id, address, length, page_size, array)
         return self
 
     def add_mapped(self, region_id, address, length, page_size=PAGE_SIZE):
-        """A region of memory this process maps but Python does not own
-        (an Attach's regions, a mapping made through another library):
-        the caller keeps it mapped for as long as a session uses it."""
-        status = lib.ramferry_regions_add(self._h, region_id, address, length,
-                                          page_size)
-        check(status, lambda: lib.ramferry_regions_last_error(self._h))
-        self.pages.append(length // page_size)
+        """A region of memory this process maps but Python does not own.
+        Memory an Attach maps (the addresses of Attach.regions()): a
+        Sender or Receiver made from these regions keeps that Attach from
+        closing while it lives, and none can be made once it closed. Any
+        other address must be mapped now, and the caller keeps it mapped
+        for as long as a session uses it."""
+        whole("region_id", region_id, 0, 2**32 - 1)
+        whole("address", address, 1, 2**64 - 1)
+        whole("length", length, 1, 2**64 - 1 - address)
+        whole("page_size", page_size, 1, 2**32 - 1)
+        with self._use() as h:
+            ticket = _ticket_on(address, length)
+            self._add(h, region_id, int(address), length, page_size, ticket)
         return self
+
+    def _add(self, h, region_id, address, length, page_size, keep):
+        end = address + length
+        for lo, hi, other in self._spans:
+            if address < hi and lo < end:
+                raise _invalid(
+                    f"region {region_id}'s memory [{address:#x}, {end:#x}) "
+                    f"overlaps region {other}'s [{lo:#x}, {hi:#x}): a byte "
+                    "may belong to one region only")
+        check(lib.ramferry_regions_add(h, region_id, address, length,
+                                       page_size),
+              lambda: lib.ramferry_regions_last_error(h))
+        if keep is not None:
+            self._keep.append(keep)
+        self._pages.append(length // page_size)
+        self._spans.append((address, end, region_id))
+        self._ids.append(region_id)
 
     def set_file(self, region_id, fd, offset=0):
         """The file region `region_id` maps shared (a memfd, a tmpfs file),
         so long runs of its pages move through it."""
-        status = lib.ramferry_regions_set_file(self._h, region_id, fd, offset)
-        check(status, lambda: lib.ramferry_regions_last_error(self._h))
+        whole("region_id", region_id, 0, 2**32 - 1)
+        whole("fd", fd, -1, 2**31 - 1)
+        whole("offset", offset)
+        with self._use() as h:
+            check(lib.ramferry_regions_set_file(h, region_id, fd, offset),
+                  lambda: lib.ramferry_regions_last_error(h))
         return self
 
     def __len__(self):
-        return lib.ramferry_regions_count(self._h)
+        with self._use(exclusive=False) as h:
+            return lib.ramferry_regions_count(h)
 
     def bitmaps(self, all_dirty=False):
         """One Bitmap per region, every page marked when `all_dirty`."""
-        maps = [Bitmap(p) for p in self.pages]
+        maps = [Bitmap(p) for p in self._pages]
         if all_dirty:
             for b in maps:
                 b.mark_all()
         return maps
 
-    def close(self):
-        super().close()
-        self._views = []
+    def _snapshot(self):
+        """For a session made from these regions: (what keeps their memory
+        while it lives, their page counts), as they are now. Refuses where
+        the handle that mapped a region's memory is closed."""
+        return [k.lease() if isinstance(k, _Ticket) else k
+                for k in self._keep], tuple(self._pages)
 
 
 class Bitmap:
@@ -163,15 +313,30 @@ class Bitmap:
     clears in place. mark() is atomic, so a writer thread may mark while a
     round runs."""
 
+    MAX_PAGES = 1 << 40
+
     def __init__(self, pages):
-        self.pages = pages
-        self.words = (u64 * lib.ramferry_bitmap_words(pages))()
-        self._ptr = ctypes.cast(self.words, WORDS)
+        whole("pages", pages, 1, self.MAX_PAGES)
+        self._pages = pages
+        self._words = (u64 * lib.ramferry_bitmap_words(pages))()
+        self._ptr = ctypes.cast(self._words, WORDS)
+
+    @property
+    def pages(self):
+        return self._pages
+
+    @property
+    def words(self):
+        """The words (a ctypes array of uint64): page p is bit p % 64 of
+        word p // 64. Read them; mark through mark()."""
+        return self._words
 
     def _check(self, first, count=1):
-        if first < 0 or count < 0 or first + count > self.pages:
+        whole("page", first)
+        whole("count", count)
+        if first + count > self._pages:
             raise _invalid(f"pages [{first}, {first + count}) are outside "
-                           f"the region's {self.pages}")
+                           f"the region's {self._pages}")
 
     def mark(self, page):
         self._check(page)
@@ -182,7 +347,35 @@ class Bitmap:
         lib.ramferry_bitmap_mark_range(self._ptr, first, count)
 
     def mark_all(self):
-        lib.ramferry_bitmap_mark_range(self._ptr, 0, self.pages)
+        lib.ramferry_bitmap_mark_range(self._ptr, 0, self._pages)
 
     def count(self):
-        return sum(bin(w).count("1") for w in self.words)
+        return sum(bin(w).count("1") for w in self._words)
+
+
+def word_arrays(bitmaps, pages, what):
+    """The C view of `bitmaps` for a call that reads (and may clear) them
+    in place: (array of word pointers, count, the word arrays to keep
+    alive). Refuses anything but one Bitmap per region, in order, each of
+    its region's page count: the library reads and writes as many words as
+    the region has pages."""
+    if isinstance(bitmaps, (str, bytes, Bitmap)) or not hasattr(
+            bitmaps, "__iter__"):
+        raise _invalid(f"{what} takes a list of Bitmaps (one per region), "
+                       f"not {type(bitmaps).__name__}")
+    bitmaps = list(bitmaps)
+    if len(bitmaps) != len(pages):
+        raise _invalid(f"{what}: {len(bitmaps)} bitmaps for {len(pages)} "
+                       "regions: give one per region, in the order the "
+                       "regions were added (Regions.bitmaps() makes them)")
+    for i, (b, p) in enumerate(zip(bitmaps, pages)):
+        if not isinstance(b, Bitmap):
+            raise _invalid(f"{what}: bitmap {i} is a "
+                           f"{type(b).__name__}, not a ramferry.Bitmap")
+        if b.pages != p:
+            raise _invalid(f"{what}: bitmap {i} has {b.pages} pages, and "
+                           f"region {i} has {p}: a bitmap is made for its "
+                           "region (Regions.bitmaps(), or Bitmap(pages))")
+    words = [b._words for b in bitmaps]
+    return (WORDS * len(words))(*[ctypes.cast(w, WORDS) for w in words]), \
+        len(words), words

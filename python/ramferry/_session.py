@@ -1,13 +1,20 @@
 """The two ends of a session: Sender (the source) and Receiver (the
 destination). Each is a context manager that frees its handle; a blocking
-call releases the GIL, and abort() from another thread ends it."""
+call releases the GIL, and abort() or close() from another thread ends it.
+Threads: one thread drives a session (rounds, verify, finish, serve, the
+setters of callbacks); abort, close, stats, channel_counter, warnings,
+set_max_bandwidth, port, applied_rounds and verified_pages may be called
+from any thread meanwhile. A second driving call while one runs is refused
+(FAILED_PRECONDITION), as is any call on a session from its own
+callbacks."""
 
 import ctypes
 
-from ramferry._lib import (ARMED_FN, COMMIT_FN, PROGRESS_FN, WORDS, Handle,
-                           RamferryError,
-                           RoundResult, Stats, VerifyReport, c_size_t,
-                           c_void_p, check, decode, last_error, lib, u16, u64)
+from ramferry._lib import (ARMED_FN, COMMIT_FN, PROGRESS_FN, Handle,
+                           RamferryError, RoundResult, Stats, VerifyReport,
+                           c_size_t, c_void_p, check, decode, in_callback_of,
+                           invalid, lib, text, u16, u64, whole)
+from ramferry._memory import Options, Regions, word_arrays
 
 
 def _stats_dict(stats):
@@ -15,74 +22,113 @@ def _stats_dict(stats):
             if name != "size"}
 
 
-def _word_arrays(bitmaps):
-    bitmaps = list(bitmaps)
-    return (WORDS * len(bitmaps))(
-        *[ctypes.cast(b.words, WORDS) for b in bitmaps]), len(bitmaps)
-
-
 class _End(Handle):
     """What both ends share: the handle, its errors, progress, stats."""
 
     _prefix = ""
+    _exclusive_excludes_shared = False  # any-thread calls during a drive
+    _wait_on_close = True
 
     def __init__(self, make, options, regions):
         """`make` is the C call that makes the handle (connect, listen)."""
+        if not isinstance(options, Options):
+            raise invalid(f"options is a ramferry.Options, not "
+                          f"{type(options).__name__}")
+        if not isinstance(regions, Regions):
+            raise invalid(f"regions is a ramferry.Regions, not "
+                          f"{type(regions).__name__}")
+        self._kind = type(self).__name__
         out = c_void_p()
-        check(make(options._h, regions._h, ctypes.byref(out)), last_error)
+        with options._use(exclusive=False) as o, \
+                regions._use(exclusive=False) as r:
+            # The session holds the buffers itself: the Regions may be
+            # closed (and its buffers let go by it) while the session runs.
+            keep, self._pages = regions._snapshot()
+            check(make(o, r, ctypes.byref(out)))
+        self._keep = keep + [[]]  # the last: ctypes callbacks it holds
         self._h = out.value
-        self._regions = regions  # its buffers must outlive the session
-        self._callbacks = []     # ctypes callbacks the library holds
 
-    def _call(self, name, *args):
+    def _set_callback(self, name, callback, *args):
+        """Gives the library `callback`, held until the handle is freed."""
         fn = getattr(lib, f"ramferry_{self._prefix}_{name}")
         last = getattr(lib, f"ramferry_{self._prefix}_last_error")
-        check(fn(self._live(), *args), lambda: last(self._h))
+        with self._use() as h:
+            self._keep[-1].append(callback)
+            check(fn(h, callback, *args), lambda: last(h))
 
-    def _live(self):
-        if not self._h:
-            raise RamferryError(9, f"this {self._prefix} is closed")
-        return self._h
+    def _call(self, name, *args, exclusive=True):
+        fn = getattr(lib, f"ramferry_{self._prefix}_{name}")
+        last = getattr(lib, f"ramferry_{self._prefix}_last_error")
+        with self._use(exclusive) as h:
+            check(fn(h, *args), lambda: last(h))
+
+    def _interrupt(self):
+        # close() holds the handle meanwhile: it is still live here.
+        getattr(lib, f"ramferry_{self._prefix}_abort")(
+            self._h, f"{self._kind}.close() was called on another thread "
+            "while this call ran".encode())
+
+    def _trampoline(self, fn):
+        """fn(*args), run as one of this handle's callbacks (by id: a
+        reference to the handle would make a cycle through _keep)."""
+        handle_id = id(self)
+
+        def call(*args):
+            with in_callback_of(handle_id):
+                return fn(*args)
+        return call
 
     def stats(self):
-        """Totals over every channel, as a dict (ramferry_stats)."""
+        """Totals over every channel, as a dict (ramferry_stats). Any
+        thread."""
         s = Stats(size=ctypes.sizeof(Stats))
-        self._call("stats", ctypes.byref(s))
+        self._call("stats", ctypes.byref(s), exclusive=False)
         return _stats_dict(s)
 
     def channel_counter(self, channel, name):
+        """One per-channel counter by name (ramferry_channel_counter_name
+        lists them). Any thread."""
         value = u64()
-        self._call("channel_counter", channel, name.encode(),
-                   ctypes.byref(value))
+        self._call("channel_counter", whole("channel", channel, 0,
+                                            2**32 - 1),
+                   text("counter name", name), ctypes.byref(value),
+                   exclusive=False)
         return value.value
 
     def set_progress(self, fn, interval_ms=0):
         """Calls fn(dict) with the totals so far: once per confirmed round
         (source) and every interval_ms while a call blocks. None: off. An
-        exception in fn is printed and ignored; keep fn short."""
+        exception in fn is printed and ignored; keep fn short, and make no
+        call on this session from it (refused)."""
+        whole("interval_ms", interval_ms, 0, 2**32 - 1)
         if fn is None:
-            self._call("set_progress", PROGRESS_FN(), None, 0)
+            self._set_callback("set_progress", PROGRESS_FN(), None, 0)
             return
+        if not callable(fn):
+            raise invalid(f"progress is a function or None, not {fn!r:.60}")
 
-        def trampoline(progress, _user):
+        def report(progress, _user):
             p = progress.contents
             fn({"round_done": bool(p.round_done), "rounds": p.rounds,
                 "pages": p.pages, "payload_bytes": p.payload_bytes,
                 "header_bytes": p.header_bytes})
 
-        callback = PROGRESS_FN(trampoline)
-        self._callbacks.append(callback)
-        self._call("set_progress", callback, None, interval_ms)
+        self._set_callback("set_progress",
+                           PROGRESS_FN(self._trampoline(report)), None,
+                           interval_ms)
 
     def abort(self, reason=None):
-        """Ends the session now, from any thread."""
-        self._call("abort", reason.encode() if reason else None)
-
+        """Ends the session now, from any thread: the call that blocks
+        raises CANCELLED with `reason`."""
+        self._call("abort", None if reason is None else text("reason",
+                                                             reason),
+                   exclusive=False)
 
 
 class Sender(_End):
     """Connects to the destination, agrees on the regions and opens every
-    channel (ramferry_sender_connect)."""
+    channel (ramferry_sender_connect). Holds the regions' buffers until
+    closed."""
 
     _prefix = "sender"
     _free = "ramferry_sender_free"
@@ -91,9 +137,13 @@ class Sender(_End):
         super().__init__(lib.ramferry_sender_connect, options, regions)
 
     def send_round(self, bitmaps):
-        """Sends the pages marked in `bitmaps` (one Bitmap per region) and
-        clears them; returns once the destination applied the round."""
-        words, count = _word_arrays(bitmaps)
+        """Sends the pages marked in `bitmaps` (one Bitmap per region, in
+        the order the regions were added, each of its region's page count)
+        and clears those bits; returns once the destination applied the
+        round. A page marked while the round runs goes in this round or
+        the next, never lost."""
+        words, count, _held = word_arrays(bitmaps, self._pages,
+                                          "send_round")
         r = RoundResult(size=ctypes.sizeof(RoundResult))
         self._call("send_round", words, count, ctypes.byref(r))
         return {"round": r.round, "pages": r.pages, "bytes": r.bytes,
@@ -123,18 +173,27 @@ class Sender(_End):
         self._call("finish")
 
     def set_max_bandwidth(self, bytes_per_second):
-        self._call("set_max_bandwidth", bytes_per_second)
+        """Caps the bytes per second from now on (0: no cap). Any
+        thread."""
+        self._call("set_max_bandwidth",
+                   whole("bytes_per_second", bytes_per_second),
+                   exclusive=False)
 
     def warnings(self):
-        n = c_size_t()
-        self._call("warning_count", ctypes.byref(n))
-        return [decode(lib.ramferry_sender_warning(self._h, i))
-                for i in range(n.value)]
+        """What the caller should know that did not stop the session (the
+        transport "auto" chose, and why). Any thread."""
+        with self._use(exclusive=False) as h:
+            n = c_size_t()
+            check(lib.ramferry_sender_warning_count(h, ctypes.byref(n)))
+            return [decode(lib.ramferry_sender_warning(h, i))
+                    for i in range(n.value)]
 
     def start_postcopy(self, missing):
-        """The switch: `missing` (one Bitmap per region) marks every page
-        the destination lacks; the workload here is stopped for good."""
-        words, count = _word_arrays(missing)
+        """The switch: `missing` (one Bitmap per region, as send_round
+        takes) marks every page the destination lacks; read, not changed.
+        The workload here is stopped for good."""
+        words, count, _held = word_arrays(missing, self._pages,
+                                          "start_postcopy")
         self._call("start_postcopy", words, count)
 
     def complete_postcopy(self):
@@ -143,7 +202,7 @@ class Sender(_End):
 
 class Receiver(_End):
     """Binds and listens (ramferry_receiver_listen); serve() runs one
-    session to its end."""
+    session to its end. Holds the regions' buffers until closed."""
 
     _prefix = "receiver"
     _free = "ramferry_receiver_free"
@@ -153,44 +212,49 @@ class Receiver(_End):
 
     @property
     def port(self):
+        """The port it listens on. Any thread."""
         p = u16()
-        self._call("port", ctypes.byref(p))
+        self._call("port", ctypes.byref(p), exclusive=False)
         return p.value
 
     def serve(self):
         """Blocks until the source finished (returns) or the session failed
-        (raises)."""
+        (raises). abort() or close() from another thread ends it: it
+        raises CANCELLED."""
         self._call("serve")
 
     def applied_rounds(self):
         n = u64()
-        self._call("applied_rounds", ctypes.byref(n))
+        self._call("applied_rounds", ctypes.byref(n), exclusive=False)
         return n.value
 
     def verified_pages(self):
         n = u64()
-        self._call("verified_pages", ctypes.byref(n))
+        self._call("verified_pages", ctypes.byref(n), exclusive=False)
         return n.value
 
     def on_armed(self, fn):
         """Post-copy: fn() runs once, on a library thread, when the
         destination armed (its workload may resume). Set before serve()."""
-        callback = ARMED_FN(lambda _user: fn())
-        self._callbacks.append(callback)
-        self._call("on_armed", callback, None)
+        if not callable(fn):
+            raise invalid(f"on_armed takes a function, not {fn!r:.60}")
+        self._set_callback("on_armed",
+                           ARMED_FN(self._trampoline(lambda _user: fn())),
+                           None)
 
     def on_commit(self, fn):
         """The commit point: fn() runs once, on a library thread, when the
         source's FINISH arrived, right before the destination confirms it.
         Return anything but False to commit; False (or an exception)
         refuses, and serve() raises CANCELLED. Set before serve()."""
+        if not callable(fn):
+            raise invalid(f"on_commit takes a function, not {fn!r:.60}")
 
-        def trampoline(_user):
+        def decide(_user):
             try:
                 return 0 if fn() is not False else 1
             except Exception:  # noqa: BLE001 (a refusal, not a crash)
                 return 1
 
-        callback = COMMIT_FN(trampoline)
-        self._callbacks.append(callback)
-        self._call("on_commit", callback, None)
+        self._set_callback("on_commit", COMMIT_FN(self._trampoline(decide)),
+                           None)

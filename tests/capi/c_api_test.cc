@@ -243,6 +243,7 @@ TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
   ramferry_verify_report report{};
   report.size = sizeof(report);
   uint64_t u64 = 0;
+  uint32_t u32 = 0;
   size_t count = 0;
   int flag = 0;
   uint16_t port = 0;
@@ -294,6 +295,7 @@ TEST(CApiTest, EveryEntryRefusesNullWithAMessage) {
        }},
       {"sender",
        [&] { return ramferry_sender_warning_count(nullptr, &count); }},
+      {"sender", [&] { return ramferry_sender_commit_outcome(nullptr, &u32); }},
       {"sender",
        [&] {
          return ramferry_sender_set_progress(nullptr, nullptr, nullptr, 1);
@@ -928,7 +930,7 @@ TEST(CApiTest, AbortEndsServeWithTheReason) {
 
 // The commit hook: 0 lets the destination confirm FINISH; nonzero refuses
 // it, serve fails CANCELLED with the reason, and the source, past its own
-// commit point, fails too.
+// commit point, fails too, knowing that the destination did not commit.
 int CountCommit(void* user) {
   static_cast<std::atomic<int>*>(user)->fetch_add(1);
   return 0;
@@ -963,14 +965,22 @@ TEST(CApiTest, TheCommitHookMayRefuseTheFinish) {
     const ramferry_status finished = ramferry_sender_finish(tx);
     rx.thread.join();
     EXPECT_EQ(calls.load(), 1);
+    uint32_t outcome = 99;
+    ASSERT_EQ(ramferry_sender_commit_outcome(tx, &outcome), RAMFERRY_OK);
     if (refuse) {
       EXPECT_NE(finished, RAMFERRY_OK);
       EXPECT_EQ(rx.served, RAMFERRY_CANCELLED);
       EXPECT_THAT(ramferry_receiver_last_error(rx.rx),
                   HasSubstr("commit callback refused"));
+      // The refusal reached the source as such: its workload may resume.
+      EXPECT_EQ(outcome, RAMFERRY_COMMIT_NO);
+      EXPECT_THAT(ramferry_sender_last_error(tx), HasSubstr("not committed"));
+      EXPECT_THAT(ramferry_sender_last_error(tx),
+                  HasSubstr("commit callback refused"));
     } else {
       EXPECT_EQ(finished, RAMFERRY_OK);
       EXPECT_EQ(rx.served, RAMFERRY_OK);
+      EXPECT_EQ(outcome, RAMFERRY_COMMIT_YES);
     }
     ramferry_sender_free(tx);
     ramferry_options_free(opt);

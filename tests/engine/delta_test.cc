@@ -17,8 +17,11 @@
 #include "channels/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/packet.h"
+#include "proto/page_delta.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/fake_source.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
@@ -162,16 +165,21 @@ INSTANTIATE_TEST_SUITE_P(
 // thread: round 0 sends everything, and before each later one `stores`
 // 8-byte stores go into the pages `page_of(i, rng)` picks for store i. The
 // end must be byte-identical; `sent` gets the source's totals.
+// `page_size` is the region's tracking page; `warnings` (null: not
+// wanted) gets the source's.
 void StoreRounds(
     SessionOptions opt, uint64_t bytes, uint64_t stores,
     const std::function<uint64_t(uint64_t, std::mt19937_64&)>& page_of,
-    ChannelStats* sent) {
+    ChannelStats* sent, uint32_t page_size = 4096,
+    std::vector<std::string>* warnings = nullptr) {
   auto src = MakeRegion(1, bytes, /*seed=*/4, /*fill=*/true);
   auto dst = MakeRegion(1, bytes);
+  src.region.page_size = dst.region.page_size = page_size;
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
   ASSERT_TRUE(sender.ok()) << sender.status();
+  if (warnings != nullptr) *warnings = (*sender)->warnings();
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
@@ -180,7 +188,7 @@ void StoreRounds(
     for (uint64_t i = 0; round > 0 && i < stores; ++i) {
       const uint64_t p = page_of(i, rng);
       const uint64_t v = rng();
-      std::memcpy(src.region.page(p) + (v % 512) * 8, &v, 8);
+      std::memcpy(src.region.page(p) + (v % (page_size / 8)) * 8, &v, 8);
       dirty.Set(p);
     }
     ASSERT_OK((*sender)->SendRound(bitmaps).status());
@@ -229,6 +237,166 @@ TEST(DeltaSessionTest, AutoEncodesWhereTheLinkIsTheBottleneck) {
   // Rounds 2 to 4 re-send every page; most go as deltas.
   EXPECT_GT(sent.delta_pages, kPages);
 }
+
+// Review F7: with --delta=auto, pages larger than the cache go whole, with
+// a warning that says why; the session does not fail.
+TEST(DeltaSessionTest, AutoSendsPagesLargerThanTheCacheWhole) {
+  SessionOptions opt =
+      Options(TransportKind::kTcp, Protection::kNone, Compression::kOff, 1);
+  opt.delta = Delta::kAuto;
+  opt.delta_cache_bytes = 1 << 20;
+  ChannelStats sent;
+  std::vector<std::string> warnings;
+  ASSERT_NO_FATAL_FAILURE(StoreRounds(
+      opt, 8 << 20, 4, [](uint64_t i, std::mt19937_64&) { return i; }, &sent,
+      2 << 20, &warnings));
+  EXPECT_EQ(sent.delta_pages, 0u);
+  EXPECT_THAT(warnings, ::testing::Contains(::testing::AllOf(
+                            HasSubstr("2097152-byte pages"),
+                            HasSubstr("1048576"), HasSubstr("whole"))));
+}
+
+// With --delta=on the same is refused before a connection is made, with
+// the page size, the cache's size and what to do.
+TEST(DeltaSessionTest, OnIsRefusedWherePagesAreLargerThanTheCache) {
+  SessionOptions opt =
+      Options(TransportKind::kTcp, Protection::kNone, Compression::kOff, 1);
+  opt.delta_cache_bytes = 1 << 20;
+  opt.port = 1;  // nothing listens: the refusal comes first
+  opt.connect_timeout = absl::Seconds(1);
+  auto src = MakeRegion(1, 8 << 20);
+  src.region.page_size = 2 << 20;
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_FALSE(sender.ok());
+  EXPECT_THAT(
+      sender.status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               ::testing::AllOf(
+                   HasSubstr("2097152-byte pages"), HasSubstr("1048576"),
+                   HasSubstr("delta_cache_bytes"), HasSubstr("delta = auto"))));
+}
+
+// Review F8: huge pages as deltas, sealed or not, on or auto: every packet
+// of the session carries at most proto::kMaxDeltaPayloadBytes of pages
+// (4 of 2 MiB; 128, as asked, would stage 256 MiB a packet), and the end
+// is byte-identical.
+class HugeDeltaTest
+    : public ::testing::TestWithParam<std::tuple<Delta, Protection>> {};
+
+TEST_P(HugeDeltaTest, HugePagesGoInBoundedPackets) {
+  const auto [delta, protect] = GetParam();
+  constexpr uint32_t kHuge = 2 << 20;
+  SessionOptions opt =
+      Options(TransportKind::kTcp, protect, Compression::kOff, 1);
+  opt.delta = delta;
+  opt.delta_cache_bytes = 16 << 20;  // every page
+  ChannelStats sent;
+  ASSERT_NO_FATAL_FAILURE(StoreRounds(
+      opt, 8 * uint64_t{kHuge}, 8,
+      [](uint64_t i, std::mt19937_64&) { return i; }, &sent, kHuge));
+  EXPECT_LE(sent.pages * kHuge, sent.packets * (8u << 20));
+  if (delta == Delta::kOn) EXPECT_GT(sent.delta_pages, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Huge, HugeDeltaTest,
+    ::testing::Combine(::testing::Values(Delta::kOn, Delta::kAuto),
+                       ::testing::Values(Protection::kNone, Protection::kMac)),
+    [](const auto& info) {
+      return absl::StrCat(DeltaName(std::get<0>(info.param)), "_",
+                          ProtectionName(std::get<1>(info.param)));
+    });
+
+// The largest page the destination accepts (1 GiB), with a cache that
+// holds it: a delta packet of one such page would stage 1 GiB, and its
+// records' buffer 512 MiB a page. auto sends the pages whole and says so;
+// on is refused and says what to do. Nothing is sent: the memory is never
+// touched.
+TEST(DeltaSessionTest, PagesOverTheDeltaBoundGoWholeOrAreRefused) {
+  constexpr uint32_t kGiB = 1u << 30;
+  auto src = MakeRegion(1, kGiB);
+  auto dst = MakeRegion(1, kGiB);
+  src.region.page_size = dst.region.page_size = kGiB;
+  SessionOptions opt =
+      Options(TransportKind::kTcp, Protection::kNone, Compression::kOff, 1);
+  opt.delta_cache_bytes = kGiB;
+  // No arrival digests: the destination's digest of a zero page would
+  // hash a zeroed 1 GiB buffer (engine/verify.cc).
+  opt.verify = VerifyMode::kReread;
+  {
+    SessionOptions on = opt;
+    on.port = 1;
+    on.connect_timeout = absl::Seconds(1);
+    auto sender = Sender::Connect(on, {&src.region, 1});
+    ASSERT_FALSE(sender.ok());
+    EXPECT_THAT(sender.status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::AllOf(HasSubstr("1073741824-byte pages"),
+                                          HasSubstr("8388608"))));
+  }
+  opt.delta = Delta::kAuto;
+  ServingReceiver rx(opt, {dst.region});
+  opt.port = rx.port();
+  auto sender = Sender::Connect(opt, {&src.region, 1});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  EXPECT_THAT((*sender)->warnings(),
+              ::testing::Contains(::testing::AllOf(
+                  HasSubstr("1073741824-byte pages"), HasSubstr("whole"))));
+  ASSERT_OK((*sender)->Finish());
+  ASSERT_OK(rx.result());
+}
+
+// Review F8, the destination: a forged header whose entries name the
+// largest records their pages allow (16 of 1 MiB at 2 MiB pages, one of
+// 512 MiB at 1 GiB pages) is refused before a buffer is sized by it, with
+// the bound: its records would be read aside before the tag is checked.
+class ForgedRecordsTest : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(ForgedRecordsTest, AHeaderAskingForHugeRecordsIsRefusedFirst) {
+  const uint32_t page_size = GetParam();
+  // 16 records of 1 MiB: twice the bound.
+  const uint32_t pages = page_size == (1u << 30) ? 1 : 16;
+  const uint64_t bytes = uint64_t{page_size} * pages;
+  auto dst = MakeRegion(1, bytes);
+  dst.region.page_size = page_size;
+  SessionOptions opt = ::ramferry::testing::InsecureOptions();
+  opt.channels = 1;
+  ServingReceiver rx(opt, {dst.region});
+  testing::FakeSource src(rx.port(), 1, 128);
+  // No arrival digests: the destination's digest of a zero page would
+  // hash a zeroed 1 GiB buffer (engine/verify.cc).
+  src.set_capabilities(proto::kKnownFeatures &
+                       ~(proto::kFeatureSurviveChannelLoss |
+                         proto::kFeatureSealMac | proto::kFeatureSealEncrypt |
+                         proto::kFeaturePostcopyResume |
+                         proto::kFeatureArrivalDigests));
+  const proto::RegionInfo table[] = {{1, page_size, bytes, "huge"}};
+  ASSERT_OK(src.OpenControl(table));
+  ASSERT_OK(src.OpenAllChannels());
+  proto::PacketHeader h;
+  h.region_id = 1;
+  h.page_size = page_size;
+  h.page_count = pages;
+  std::vector<uint64_t> entries;
+  for (uint32_t i = 0; i < pages; ++i) {
+    entries.push_back(proto::DeltaPageEntry(uint64_t{i} * page_size,
+                                            proto::MaxDeltaBytes(page_size)));
+  }
+  std::vector<uint8_t> packet(proto::PacketHeaderBytes(pages));
+  proto::EncodePacketHeader(h, entries, absl::MakeSpan(packet));
+  // No payload follows: the header alone must be refused.
+  (void)src.Send(0, packet);
+  src.CloseChannel(0);
+  const absl::Status s = rx.result();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          ::testing::AllOf(HasSubstr("channel 0"),
+                                           HasSubstr("delta records"),
+                                           HasSubstr("8388608"))));
+  if (pages > 1) EXPECT_TRUE(testing::AllZero(dst.region));
+}
+
+INSTANTIATE_TEST_SUITE_P(PageSizes, ForgedRecordsTest,
+                         ::testing::Values(2u << 20, 1u << 30));
 
 TEST(DeltaSessionTest, DeltaOnIsRefusedOnRdmaWithTheReason) {
   SessionOptions opt =

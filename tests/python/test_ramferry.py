@@ -150,7 +150,12 @@ def test_the_attach_path(tmp_path):
             s.send_round(dirty)
             s.verify()
             s.finish()
+            # The sender reads the Attach's mapping: it may not go away.
+            assert code_of(att.close) == "FAILED_PRECONDITION"
         att.migrated()
+    # Closed, the Attach unmapped it: no session may be made from it.
+    assert code_of(lambda: ramferry.Sender(options(rx.port), regions)) == \
+        "FAILED_PRECONDITION"
     server.join()
     rx.close()
     workload_digest = workload.communicate(timeout=60)[0].strip()
@@ -333,3 +338,167 @@ def test_the_commit_hook_may_refuse_the_finish():
         assert outcome == (["CANCELLED"] if refuse else ["ok"])
         assert refuse or dst[:] == src[:]
         rx.close()
+
+
+def serve_in_thread(rx):
+    """Runs rx.serve() on a thread: (thread, [outcome])."""
+    outcome = []
+
+    def serve():
+        try:
+            rx.serve()
+            outcome.append("ok")
+        except ramferry.RamferryError as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t, outcome
+
+
+def test_a_session_holds_its_buffers_after_the_regions_close():
+    """Closing the Regions (the end of its with block) while a Receiver
+    lives must not let its memory go: the mmap refuses to close, and the
+    round lands in the buffer, not in whatever is mapped there next."""
+    src = ramferry.page_aligned(MiB)
+    src[:] = os.urandom(MiB)
+    dst = ramferry.page_aligned(MiB)
+    with ramferry.Regions() as rreg:
+        rreg.add(1, dst)
+        rx = ramferry.Receiver(options(0), rreg)
+    with pytest.raises(BufferError):
+        dst.close()
+    t, outcome = serve_in_thread(rx)
+    with ramferry.Regions() as sreg:
+        sreg.add(1, src)
+        tx = ramferry.Sender(options(rx.port), sreg)
+    with pytest.raises(BufferError):
+        src.close()
+    tx.send_round([_all_dirty(MiB // ramferry.PAGE_SIZE)])
+    tx.finish()
+    t.join(timeout=30)
+    assert outcome == ["ok"]
+    assert dst[:] == src[:]
+    tx.close()
+    rx.close()
+    src.close()  # nothing holds them now
+    dst.close()
+
+
+def _all_dirty(pages):
+    b = ramferry.Bitmap(pages)
+    b.mark_all()
+    return b
+
+
+def test_bitmaps_must_fit_their_regions():
+    """The library reads and clears as many words as a region has pages:
+    a bitmap of another size, a list of another length or anything but a
+    Bitmap is refused before the call."""
+    pages = 4 * MiB // ramferry.PAGE_SIZE  # 1024 pages, 16 words
+    rx = ramferry.Receiver(options(0), ramferry.Regions().add(
+        1, ramferry.page_aligned(4 * MiB)))
+    t, outcome = serve_in_thread(rx)
+    regions = ramferry.Regions().add(1, ramferry.page_aligned(4 * MiB))
+    with ramferry.Sender(options(rx.port), regions) as tx:
+        for wrong in ([_all_dirty(1)], [_all_dirty(pages + 64)],
+                      [_all_dirty(pages), _all_dirty(pages)], [], [1],
+                      None, _all_dirty(pages)):
+            assert code_of(lambda: tx.send_round(wrong)) == "INVALID_ARGUMENT"
+            assert code_of(lambda: tx.start_postcopy(wrong)) == \
+                "INVALID_ARGUMENT"
+        assert tx.send_round([_all_dirty(pages)])["pages"] == pages
+        tx.finish()
+    t.join(timeout=30)
+    assert outcome == ["ok"]
+    for bad in (-1, 0, 2**64, "8", 1.5, None):
+        assert code_of(lambda: ramferry.Bitmap(bad)) == "INVALID_ARGUMENT"
+    with pytest.raises(AttributeError):
+        ramferry.Bitmap(8).words = (ramferry._lib.u64 * 1)()
+
+
+def test_a_key_is_32_bytes_of_bytes():
+    for bad in (32, "k" * 32, os.urandom(16), os.urandom(33), bytes(32),
+                [1] * 32, None, 3.5):
+        assert code_of(lambda: ramferry.Options(key=bad)) == \
+            "INVALID_ARGUMENT"
+        assert code_of(lambda: ramferry.Options().set("key", bad)) == \
+            "INVALID_ARGUMENT"
+    for good in (os.urandom(32), bytearray(os.urandom(32)),
+                 memoryview(os.urandom(32))):
+        ramferry.Options(key=good).close()
+    for bad in ("no", 2, None):
+        assert code_of(lambda: ramferry.Options(insecure=bad)) == \
+            "INVALID_ARGUMENT"
+
+
+def test_close_from_another_thread_ends_a_blocked_serve():
+    rx = ramferry.Receiver(options(0), ramferry.Regions().add(
+        1, ramferry.page_aligned(MiB)))
+    serving = threading.Event()
+    rx.set_progress(lambda _: serving.set(), interval_ms=1)  # serve() runs
+    t, outcome = serve_in_thread(rx)
+    assert serving.wait(30)
+    closer = threading.Thread(target=rx.close, daemon=True)
+    closer.start()
+    closer.join(timeout=30)
+    t.join(timeout=30)
+    assert not closer.is_alive() and not t.is_alive()
+    assert outcome[0].code == "CANCELLED"
+    assert "close()" in outcome[0].message
+    assert code_of(rx.serve) == "FAILED_PRECONDITION"
+
+
+def test_overlapping_regions_and_closed_handles_are_refused_with_a_message():
+    mem = ramferry.page_aligned(64 * 1024)
+    view = memoryview(mem)
+    r = ramferry.Regions().add(1, view[:32 * 1024])
+    assert code_of(lambda: r.add(2, view)) == "INVALID_ARGUMENT"
+    assert code_of(lambda: r.add(2, view[16 * 1024:48 * 1024])) == \
+        "INVALID_ARGUMENT"
+    r.add(2, view[32 * 1024:])  # adjacent, not overlapping
+    assert r.pages == (8, 8)
+    r.close()
+    assert code_of(lambda: r.add(3, ramferry.page_aligned(4096))) == \
+        "FAILED_PRECONDITION"
+    assert code_of(lambda: len(r)) == "FAILED_PRECONDITION"
+    o = ramferry.Options()
+    o.close()
+    assert code_of(lambda: o.set("channels", 2)) == "FAILED_PRECONDITION"
+    assert code_of(lambda: ramferry.Receiver(o, ramferry.Regions())) == \
+        "FAILED_PRECONDITION"
+
+
+def test_adopted_views_keep_their_memory_mapped(tmp_path):
+    """A view of adopted memory holds its Adopt: returned from a helper
+    that drops the Adopt, it still reads; close() refuses while a view
+    lives, and works once none does."""
+    import gc
+    import mmap
+    path = str(tmp_path / "adopt")
+    fd = os.memfd_create("w")
+    os.ftruncate(fd, MiB)
+    mm = mmap.mmap(fd, MiB, flags=mmap.MAP_SHARED)
+    mm[:5] = b"hello"
+    shared = ramferry.SharedRegions().add(1, mm, fd)
+
+    def adopted():
+        a = ramferry.Adopt(path)
+        t = threading.Thread(target=ramferry.hand_over_memory,
+                             args=(path, shared, 5000))
+        t.start()
+        a.wait(5000)
+        t.join()
+        return a, [v for _, v, _ in a.regions()]
+
+    views = adopted()[1]
+    gc.collect()
+    assert bytes(views[0][:5]) == b"hello"
+    head = views[0][:5]  # a slice holds it too
+    del views
+    gc.collect()
+    assert bytes(head) == b"hello"
+    a, more = adopted()
+    assert code_of(a.close) == "FAILED_PRECONDITION"
+    del more
+    a.close()

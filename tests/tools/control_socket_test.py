@@ -147,6 +147,34 @@ class Pair:
                 p.wait()
 
 
+def free_port():
+    """A loopback port nothing listens on, from 47500-47999."""
+    for port in range(47500 + os.getpid() % 400, 48000):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in 47500-47999")
+
+
+def start_source(tmp, port, size, args):
+    """A source that keeps retrying 127.0.0.1:port (--connect-timeout) until
+    a destination listens there: it stays in setup until then."""
+    ctl = os.path.join(tmp, "late-src.sock")
+    key = os.path.join(tmp, "late-key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(32))
+    os.chmod(key, 0o600)
+    common = ["--size=" + size, "--key-file=" + key]
+    src = subprocess.Popen(
+        [MIGRATE, "--role=source", "--connect=127.0.0.1:%d" % port, "--json",
+         "--connect_timeout=60s", "--control=" + ctl] + common + list(args),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return src, ctl, common
+
+
 class ControlSocketTest(unittest.TestCase):
 
     def setUp(self):
@@ -268,6 +296,62 @@ class ControlSocketTest(unittest.TestCase):
         self.assertIn("maintenance window closed", report["error"])
         self.assertNotEqual(drc, 0)
         self.assertFalse(dreport["ok"])
+
+    def test_cancel_on_the_destination_is_a_cancel_on_both_ends(self):
+        p = self.pair(size="256MiB", source_args=["--max-bandwidth=20MB"])
+        src = Client(p.src_ctl)
+        dst = Client(p.dst_ctl)
+        src.call("subscribe")
+        src.wait_state("active")
+        # Mid-round 0: pages went out, and no round is complete.
+        while src.call("query")["result"].get("bytes_sent", 0) < 4 * MB:
+            time.sleep(0.05)
+        r = dst.call("cancel", reason="rack moved")
+        self.assertTrue(r["ok"], r)
+        ev = src.wait_event("cancelled", timeout=30)
+        self.assertIn("rack moved", ev["data"]["error"])
+        self.assertGreater(ev["data"]["bytes_sent"], 0)
+        rc, report, err, drc, dreport = p.wait(timeout=30)
+        self.assertEqual(rc, 1, err)
+        self.assertEqual(report["outcome"], "cancelled")
+        self.assertIn("rack moved", report["error"])
+        self.assertTrue(report["workload"]["running_after"])
+        self.assertGreater(report["bytes_sent"], 0)
+        self.assertEqual(drc, 1)
+        names = [e["event"] for e in src.events]
+        self.assertNotIn("failed", names)
+
+    def test_a_set_during_setup_is_applied_when_the_session_starts(self):
+        port = free_port()
+        src, ctl, common = start_source(
+            self.tmp.name, port, "128MiB", ["--max-bandwidth=2MB"])
+        dest = None
+        try:
+            c = Client(ctl)
+            self.assertEqual(c.call("query")["result"]["state"], "setup")
+            r = c.call("set", **{"max-bandwidth": "400MB"})
+            self.assertTrue(r["ok"], r)
+            dest = subprocess.Popen(
+                [MIGRATE, "--role=dest", "--listen=127.0.0.1:%d" % port,
+                 "--json"] + common,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            c.wait_state("active")
+            q = c.call("query")["result"]
+            self.assertEqual(q["settings"]["max-bandwidth"], 400 * MB)
+            # 128 MiB at the flag's 2 MB/s would take a minute: the cap
+            # set during setup is the one the session runs at.
+            out, err = src.communicate(timeout=45)
+            dest.communicate(timeout=30)
+            self.assertEqual(src.returncode, 0, err)
+            report = json.loads(out)
+            self.assertEqual(report["max_bandwidth_bytes_per_s"], 400 * MB)
+            self.assertEqual(report["max_bandwidth_flag_bytes_per_s"], 2 * MB)
+            c.close()
+        finally:
+            for proc in (src, dest):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
 
     def test_bad_requests_get_errors_and_the_migration_goes_on(self):
         p = self.pair(size="128MiB", source_args=["--max-bandwidth=50MB"])

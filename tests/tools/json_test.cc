@@ -34,5 +34,20 @@ TEST(ParseForeignJson, TextThatIsNotJsonIsQuotedNotLost) {
   EXPECT_FALSE(Json::parse(DumpJson(j), nullptr, false).is_discarded());
 }
 
+TEST(ParseRequestJson, RefusesAKeyTwiceAtAnyDepthAndNamesIt) {
+  EXPECT_EQ(ParseRequestJson("{\"a\":1,\"b\":[{\"a\":2}]}")->at("a"), 1);
+  for (const char* dup :
+       {"{\"cmd\":\"query\",\"cmd\":\"cancel\"}", "[{\"k\":1,\"k\":1}]",
+        "{\"o\":{\"p\":{},\"p\":{}}}"}) {
+    absl::StatusOr<Json> j = ParseRequestJson(dup);
+    EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument) << dup;
+    EXPECT_NE(j.status().message().find("appears twice"),
+              absl::string_view::npos)
+        << dup;
+  }
+  EXPECT_EQ(ParseRequestJson("{\"a\":").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ramferry::cli

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/region.h"
@@ -195,6 +196,44 @@ TEST(LiveControl, TheEndIsAStateAndAnEvent) {
   EXPECT_THAT(
       Ask(c, Json{{"cmd", "set"}, {"max-rounds", 2}}).status().message(),
       HasSubstr("has ended"));
+}
+
+TEST(LiveControl, ASetDuringSetUpIsAppliedWhenTheSessionStarts) {
+  LiveControl c = Source();
+  ASSERT_OK(Ask(c, Json{{"cmd", "set"},
+                        {"max-bandwidth", "400mbit"},
+                        {"downtime-limit", 40},
+                        {"max-rounds", 3}}));
+  EXPECT_EQ(c.settings().max_bandwidth, 50'000'000u);
+  // The session starts at the flag's cap: it gets the one set since.
+  FakeSession session;
+  c.SetSession(session.Hooks());
+  EXPECT_EQ(session.bandwidths, std::vector<uint64_t>{50'000'000u});
+  ConvergenceConfig conv;
+  ASSERT_TRUE(c.TakeConvergence(&conv));
+  EXPECT_EQ(conv.downtime_limit, absl::Milliseconds(40));
+  EXPECT_EQ(conv.max_rounds, 3u);
+  // The same cap again is applied again, not taken for a no-op.
+  ASSERT_OK(Ask(c, Json{{"cmd", "set"}, {"max-bandwidth", 50'000'000}}));
+  EXPECT_EQ(session.bandwidths,
+            (std::vector<uint64_t>{50'000'000u, 50'000'000u}));
+  // A session that starts with the flag's cap, nothing set: left alone.
+  LiveControl untouched = Source();
+  FakeSession other;
+  untouched.SetSession(other.Hooks());
+  EXPECT_TRUE(other.bandwidths.empty());
+}
+
+TEST(LiveControl, TheSourceKnowsTheDestinationsCancelFromItsError) {
+  LiveControl dest(LiveControl::Role::kDestination, {}, {});
+  ASSERT_OK(Ask(dest, Json{{"cmd", "cancel"}, {"reason", "rack moved"}}));
+  // What the engine makes of the destination's error on the source.
+  const absl::Status relayed = absl::CancelledError(
+      absl::StrCat("destination reported: ", dest.cancelled().message()));
+  EXPECT_TRUE(IsPeerCancel(relayed));
+  EXPECT_FALSE(IsPeerCancel(dest.cancelled()));  // the source's own
+  EXPECT_FALSE(IsPeerCancel(absl::CancelledError("the session is ending")));
+  EXPECT_FALSE(IsPeerCancel(absl::InternalError(relayed.message())));
 }
 
 }  // namespace

@@ -2,15 +2,20 @@
 // the pre-copy loop, a workload writing all along, real dirty tracking.
 #include "tools/migrate/precopy.h"
 
+#include <future>
 #include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ramferry/receiver.h"
 #include "tests/support/faulty_transport.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
+#include "tests/support/uffd_skip.h"
+#include "tools/migrate/destination.h"
+#include "tools/migrate/live_control.h"
 #include "tools/migrate/memload.h"
 
 namespace ramferry::migrate {
@@ -230,6 +235,110 @@ TEST(Precopy, UnreachableDestinationFailsCleanlyAndTheWorkloadRuns) {
   EXPECT_EQ(r.confirmed_rounds, 0u);
   EXPECT_TRUE(r.workload_running_after);
   EXPECT_FALSE(r.verified);
+}
+
+// Audit 3, F4: the destination refuses FINISH at its commit point (its
+// commit hook, where ramferry-migrate's destination takes a cancel that
+// came first). The source learns that it did not commit: the workload
+// resumes and the report says the destination refused, where before it
+// said the outcome was unknown and kept the workload paused, while the
+// destination discarded the memory.
+TEST(Precopy, TheDestinationsRefusalAtFinishResumesTheWorkload) {
+  const uint64_t bytes = 8 << 20;
+  auto src = MakeRegion(1, bytes, 23, true);
+  auto dst = MakeRegion(1, bytes);
+  PrecopyConfig config;
+  config.session.auth_key = "precopy-test-key-0123456789abcdef";
+  config.progress = false;
+  absl::StatusOr<std::unique_ptr<Receiver>> rx =
+      Receiver::Listen(config.session, {&dst.region, 1});
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  (*rx)->OnCommit([] {
+    return absl::CancelledError("cancelled on the destination by the test");
+  });
+  config.session.port = (*rx)->port();
+  Receiver* receiver = rx->get();
+  std::future<absl::Status> served =
+      std::async(std::launch::async, [receiver] { return receiver->Serve(); });
+  auto tracker = MakeBitmapTracker(src.region.page_count());
+  Memload::Options lo{.dirty_set_pages = 64, .pages_per_second = 10000};
+  Memload load(static_cast<uint8_t*>(src.region.base), src.region.page_count(),
+               lo, tracker.get());
+  load.Start();
+  const PrecopyReport r = RunPrecopy(config, src.region, *tracker, load);
+  const absl::Status destination = served.get();
+  load.Stop();
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_THAT(std::string(r.status.message()),
+              ::testing::HasSubstr("cancelled on the destination by the test"));
+  EXPECT_TRUE(r.destination_refused) << r.status;
+  EXPECT_FALSE(r.outcome_unknown) << r.status;
+  EXPECT_FALSE(r.workload_kept_paused);
+  EXPECT_TRUE(r.workload_running_after);
+  EXPECT_TRUE(absl::IsCancelled(destination)) << destination;
+}
+
+// Audit 3, F10 (and F4 at the switch): a cancel on the destination that
+// lands while the source is switching to post-copy (here: as the source
+// pauses its workload, before its MISSING_PAGES). The destination's
+// post-copy hook starts nothing (no workload, never armed), and the
+// source, whose switch had begun, learns that the destination did not
+// commit and resumes its workload, where before it kept it paused for
+// good while the destination discarded the memory.
+TEST(Precopy, ADestinationCancelAtTheSwitchStartsNothingAndResumesTheSource) {
+  SKIP_WITHOUT_USERFAULTFD();
+  const uint64_t bytes = 8 << 20;
+  auto src = MakeRegion(1, bytes, 24, true);
+  auto dst = MakeRegion(1, bytes);
+  SessionOptions options;
+  options.auth_key = "precopy-test-key-0123456789abcdef";
+  options.postcopy = true;
+  options.stall_timeout = absl::Seconds(5);
+  LiveControl dest_control(LiveControl::Role::kDestination, {}, {});
+  std::promise<uint16_t> port;
+  std::future<DestinationReport> destination =
+      std::async(std::launch::async, [&] {
+        return RunDestination(
+            options, {&dst.region, 1}, Prefault::kOff, /*progress=*/false,
+            [&port](uint16_t p) { port.set_value(p); },
+            Memload::Options{.dirty_set_pages = 64, .pages_per_second = 10000},
+            &dest_control);
+      });
+  PrecopyConfig config;
+  config.session = options;
+  config.session.port = port.get_future().get();
+  config.progress = false;
+  config.postcopy = PostcopyMode::kNow;
+  LiveControl src_control(LiveControl::Role::kSource, {}, {.postcopy = true});
+  absl::StatusOr<Json> cancelled;
+  src_control.OnEvent([&](absl::string_view event, const Json&) {
+    if (event != "paused") return;
+    cancelled = dest_control.Handle(
+        "cancel", Json{{"cmd", "cancel"}, {"reason", "test at the switch"}});
+  });
+  config.control = &src_control;
+  auto tracker = MakeBitmapTracker(src.region.page_count());
+  Memload::Options lo{.dirty_set_pages = 64, .pages_per_second = 10000};
+  Memload load(static_cast<uint8_t*>(src.region.base), src.region.page_count(),
+               lo, tracker.get());
+  load.Start();
+  const PrecopyReport r = RunPrecopy(config, src.region, *tracker, load);
+  const DestinationReport d = destination.get();
+  load.Stop();
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  // The destination: cancelled, never armed, its workload never started.
+  EXPECT_TRUE(absl::IsCancelled(d.status)) << d.status;
+  EXPECT_FALSE(d.postcopy_armed);
+  EXPECT_EQ(d.workload_pages_written, 0u);
+  EXPECT_EQ(dest_control.state(), MigrationState::kCancelled);
+  // The source: told the destination did not commit, its workload runs.
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_THAT(std::string(r.status.message()),
+              ::testing::HasSubstr("test at the switch"));
+  EXPECT_TRUE(r.destination_refused) << r.status;
+  EXPECT_TRUE(r.cancelled) << r.status;  // a cancel, on either end
+  EXPECT_FALSE(r.workload_kept_paused) << r.status;
+  EXPECT_TRUE(r.workload_running_after);
 }
 
 // What never converges: a dirty set rewritten faster than any estimate

@@ -217,6 +217,27 @@ TEST(MigrateReport, FailedAfterTheSwitchSaysTheWorkloadStaysPaused) {
   EXPECT_THAT(SourceJson(AutoRun(), r, ""), HasSubstr(R"("outcome":"failed")"));
 }
 
+// Audit 3, F4: the destination refused FINISH (or the switch) and said
+// so: the report says the migration did not commit and the workload
+// resumed, not that the outcome is unknown.
+TEST(MigrateReport, ARefusalByTheDestinationSaysNotCommitted) {
+  PrecopyReport r;
+  r.status = absl::CancelledError(
+      "not committed: the destination refused FINISH ...: destination "
+      "reported: cancelled there");
+  r.destination_refused = true;
+  r.workload_running_after = true;
+  const std::string t = SourceTable(RunDescription{}, r);
+  EXPECT_THAT(t, HasSubstr("NOT COMMITTED: the destination refused to "
+                           "commit"));
+  EXPECT_THAT(t, HasSubstr("the workload resumed here"));
+  EXPECT_THAT(t, Not(HasSubstr("UNKNOWN")));
+  EXPECT_THAT(SourceJson(RunDescription{}, r, ""),
+              HasSubstr(R"("destination_refused":true)"));
+  EXPECT_THAT(SourceJson(RunDescription{}, PrecopyReport{}, ""),
+              HasSubstr(R"("destination_refused":false)"));
+}
+
 TEST(MigrateReport, AResumedPostcopySaysHowOftenAndWhy) {
   PrecopyReport r = SwitchedToPostcopy();
   r.postcopy_resumes = 2;
@@ -316,6 +337,24 @@ TEST(MigrateReport, TheDestinationSaysWhereItHandedTheMemory) {
   EXPECT_EQ(j["export"]["handed_over"], true);
   EXPECT_FALSE(nlohmann::json::parse(DestinationJson(DestinationReport{}))
                    .contains("export"));
+}
+
+TEST(MigrateReport, TheCapIsTheOneInForceAndSaysWhenASetChangedIt) {
+  RunDescription run;
+  run.max_bandwidth = 50'000'000;  // set by a control client
+  run.max_bandwidth_flag = 5'000'000;
+  const std::string j = SourceJson(run, PrecopyReport{}, "");
+  EXPECT_THAT(j, HasSubstr(R"("max_bandwidth_bytes_per_s":50000000,)"
+                           R"("max_bandwidth_flag_bytes_per_s":5000000)"));
+  EXPECT_THAT(SourceTable(run, PrecopyReport{}),
+              HasSubstr("set by a control client"));
+  run.max_bandwidth = 0;  // lifted
+  EXPECT_THAT(SourceTable(run, PrecopyReport{}),
+              HasSubstr("bandwidth cap    none over all channels (set by a "
+                        "control client"));
+  run.max_bandwidth = run.max_bandwidth_flag;
+  EXPECT_THAT(SourceTable(run, PrecopyReport{}),
+              Not(HasSubstr("control client")));
 }
 
 }  // namespace

@@ -19,7 +19,11 @@ struct ForkedChild {
 
 // Forks; the child runs `body` with the pipe's write end and must not
 // return (it exits, _exit(1) if it does). Output buffered before the fork
-// is flushed first, so it is not written twice.
+// is flushed first, so it is not written twice. The child is SIGKILLed
+// when the thread that called this ends (PR_SET_PDEATHSIG: the parent's
+// thread, not its process), so call it from the thread that lives as
+// long as the process does (main's): no child outlives its parent. It
+// inherits the caller's signal mask.
 absl::StatusOr<ForkedChild> ForkWithPipe(
     absl::FunctionRef<void(int write_fd)> body);
 

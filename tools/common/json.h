@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace ramferry::cli {
@@ -21,6 +22,13 @@ std::string DumpJson(const Json& j);
 // kept as {"unparsed": text}, so the report stays a valid document and
 // the text is not lost.
 Json ParseForeignJson(absl::string_view text);
+
+// One JSON document from a peer that steers this process (a control
+// request). Refused with INVALID_ARGUMENT: text that is not JSON, and an
+// object with a key twice at any depth (parsers disagree on which one
+// counts, so a filter in front could read another request than this
+// process would run).
+absl::StatusOr<Json> ParseRequestJson(absl::string_view text);
 
 }  // namespace ramferry::cli
 

@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
@@ -28,6 +31,7 @@
 #include "tools/migrate/report.h"
 #include "tools/migrate/roles.h"
 #include "tools/migrate/settings.h"
+#include "tools/migrate/stop_signals.h"
 
 namespace ramferry::migrate {
 
@@ -96,6 +100,11 @@ absl::StatusOr<std::string> DemoDestinationFile() {
                                        const std::string& dest_file,
                                        const cli::LinkTestbed* links,
                                        FILE* out) {
+  // This process has none of its parent's threads, the signals' one
+  // included (their mask it has: blocked); its own cancels its session.
+  stop_signals::Start();
+  LiveControl control(LiveControl::Role::kDestination, {}, {});
+  StopDestinationOnSignals(control);
   opt.host = absl::GetFlag(FLAGS_demo_host);
   if (links != nullptr) {
     if (absl::Status s = links->EnterDestination(); !s.ok()) {
@@ -121,7 +130,7 @@ absl::StatusOr<std::string> DemoDestinationFile() {
         std::fprintf(out, "%d\n", port);
         std::fflush(out);
       },
-      DestinationWorkload());
+      DestinationWorkload(), &control, /*publish_rounds=*/false);
   HandOver(*mem, &r);
   std::fprintf(out, "%s\n%s", DestinationJson(r).c_str(),
                DestinationTable(r).c_str());
@@ -184,6 +193,16 @@ PeerReport FetchDestinationReport(const DemoDestination& d, bool connected) {
   if (std::optional<std::string> json = ReadLine(d.report)) {
     p.json = *std::move(json);
     p.table = ReadRest(d.report);
+    return p;
+  }
+  // Its output ended without a report: it was killed. Left unreaped
+  // (WNOWAIT), so its pid stays its own until RunDemo reaps it.
+  siginfo_t info{};
+  if (waitid(P_PID, d.pid, &info, WEXITED | WNOWAIT) == 0 &&
+      (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED)) {
+    p.table = absl::StrCat("destination: ended by ",
+                           stop_signals::Name(info.si_status),
+                           " before its report\n");
   }
   return p;
 }
@@ -248,6 +267,22 @@ int RunDemo(SessionOptions opt) {
                  std::string(d.status().message()).c_str());
     return 1;
   }
+  // A destination that ends before the session was set up (a signal, a
+  // crash) leaves the source waiting on a port nobody listens on, for
+  // --connect-timeout: it is stopped then, and the run ends.
+  std::atomic<bool> demo_over{false};
+  std::thread watch([pid = d->pid, &demo_over] {
+    siginfo_t info{};
+    while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT) != 0 &&
+           errno == EINTR) {
+    }
+    if (demo_over.load()) return;
+    stop_signals::EndIfUnstarted(absl::StrCat(
+        "the destination process ended (",
+        info.si_code == CLD_EXITED ? absl::StrCat("exit ", info.si_status)
+                                   : stop_signals::Name(info.si_status),
+        ")"));
+  });
   opt.host = absl::GetFlag(FLAGS_demo_host);
   opt.port = d->port;
   if (*links != nullptr) {
@@ -264,7 +299,9 @@ int RunDemo(SessionOptions opt) {
       [&](bool connected) { return FetchDestinationReport(*d, connected); },
       links->get());
   std::fclose(d->report);
+  demo_over.store(true);
   kill(d->pid, SIGKILL);  // no-op when it already exited
+  watch.join();           // it saw the end, without reaping it
   waitpid(d->pid, nullptr, 0);
   return rc;
 }

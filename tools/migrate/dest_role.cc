@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "ramferry/memory_handoff.h"
@@ -16,6 +17,7 @@
 #include "tools/migrate/report.h"
 #include "tools/migrate/roles.h"
 #include "tools/migrate/settings.h"
+#include "tools/migrate/stop_signals.h"
 
 namespace ramferry::migrate {
 
@@ -107,10 +109,33 @@ std::optional<Memload::Options> DestinationWorkload() {
   return lo;
 }
 
+void StopDestinationOnSignals(LiveControl& control) {
+  stop_signals::SetRole({.stop = [&control](int sig) {
+    const std::string name = stop_signals::Name(sig);
+    absl::Status s = control.CancelWith(absl::CancelledError(absl::StrCat(
+        "interrupted by ", name,
+        " on the destination before the commit point: it discards what it "
+        "received, and the source keeps its workload")));
+    if (!s.ok()) {
+      std::fprintf(stderr,
+                   "ramferry-migrate: destination: %s came after the commit "
+                   "point: the session goes on to its end (a second %s ends "
+                   "it now)\n",
+                   name.c_str(), name.c_str());
+    }
+  }});
+}
+
 int RunDestRole(SessionOptions opt) {
   LiveControl control(LiveControl::Role::kDestination, {}, {});
-  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server =
-      ControlFromFlag(control);
+  StopDestinationOnSignals(control);
+  // Before `control` goes.
+  absl::Cleanup no_stop_role = [] { stop_signals::ClearRole(); };
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server;
+  stop_signals::StartControlSocket(absl::GetFlag(FLAGS_control), [&] {
+    server = ControlFromFlag(control);
+    return server.ok() && *server != nullptr;
+  });
   if (!server.ok()) return Usage(std::string(server.status().message()));
   absl::StatusOr<DestinationMemories> mem =
       DestinationMemory(absl::GetFlag(FLAGS_region_file));
@@ -126,13 +151,16 @@ int RunDestRole(SessionOptions opt) {
         std::fprintf(stderr, "ramferry-migrate: listening on %s:%d\n",
                      opt.host.c_str(), port);
       },
-      DestinationWorkload(), *server != nullptr ? &control : nullptr);
+      DestinationWorkload(), &control,
+      /*publish_rounds=*/*server != nullptr);
   HandOver(*mem, &r);
   std::printf("%s\n",
               json ? DestinationJson(r).c_str() : DestinationTable(r).c_str());
   // Verification is the source's (--verify); the destination's part is to
   // have applied every round and seen FINISH confirmed.
-  return r.status.ok() ? 0 : 1;
+  if (r.status.ok()) return 0;
+  const int sig = stop_signals::Received();
+  return sig != 0 ? 128 + sig : 1;
 }
 
 }  // namespace ramferry::migrate

@@ -246,10 +246,11 @@ DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,
     Prefault prefault, bool progress,
     const std::function<void(uint16_t)>& on_listening,
-    std::optional<Memload::Options> workload, LiveControl* control) {
+    std::optional<Memload::Options> workload, LiveControl* control,
+    bool publish_rounds) {
   // Without a control client, the run still goes through one (nobody
   // asks it anything), and nothing watches the rounds for events.
-  const bool watched = control != nullptr;
+  const bool watched = control != nullptr && publish_rounds;
   LiveControl own_control(LiveControl::Role::kDestination, {}, {});
   if (control == nullptr) control = &own_control;
   uint64_t total_pages = 0;
@@ -278,8 +279,9 @@ DestinationReport RunDestination(
       {[&receiver] { return receiver.stats(); },
        [&receiver](const absl::Status& why) { receiver.Abort(why); }, nullptr});
   control->SetState(MigrationState::kActive);
-  // The source's FINISH arrived: a cancel that came first wins (the
-  // session fails), none after it does.
+  // The source's FINISH arrived, or with post-copy its switch: a cancel
+  // that came first wins (the session fails, and the source learns that
+  // this side did not commit), none after it does.
   receiver.OnCommit([control] { return control->Commit(); });
   std::vector<std::unique_ptr<BackgroundPrefault>> background =
       StartBackgroundPrefaults(regions, prefault, receiver);
@@ -297,11 +299,14 @@ DestinationReport RunDestination(
   }
   if (options.postcopy) {
     receiver.OnPostcopyArmed([&] {
+      // The workload may run here from now on, unless a cancel came first
+      // (the commit hook took the switch already, so none can now; this
+      // asks again rather than rely on it): then nothing starts, and the
+      // session is failing with the cancel.
+      if (!control->Commit().ok()) return;
       armed_at = absl::Now();
       armed.store(true);
       if (load.has_value()) load->Start();
-      // The workload runs here now: from this point no cancel is taken.
-      (void)control->Commit();
       control->SetState(MigrationState::kPostcopy);
       control->Publish("postcopy-armed", Json::object());
     });

@@ -69,14 +69,15 @@ struct DestinationReport {
 // starts writing the region once the destination armed, without dirty
 // tracking, as the source's workload would have: its writes to pages not
 // yet here fault and wait for them. It stops when the session ends.
-// `control` (--control) sees the session and may cancel it; with one, the
-// applied rounds are also published as round-done events.
+// `control` (--control, or a stop signal's cancel) sees the session and
+// may cancel it; with `publish_rounds`, the applied rounds are also
+// published on it as round-done events (for a --control server's clients).
 DestinationReport RunDestination(
     const SessionOptions& options, absl::Span<const Region> regions,
     Prefault prefault, bool progress,
     const std::function<void(uint16_t)>& on_listening,
     std::optional<Memload::Options> workload = std::nullopt,
-    LiveControl* control = nullptr);
+    LiveControl* control = nullptr, bool publish_rounds = true);
 
 }  // namespace ramferry::migrate
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/named_enum.h"
@@ -12,6 +13,10 @@
 
 namespace ramferry::migrate {
 namespace {
+
+// How a cancel's error begins, on the end that took it.
+constexpr absl::string_view kCancelledBy =
+    "migration cancelled by a control client (";
 
 constexpr const char* kSettable[] = {"max-bandwidth", "downtime-limit",
                                      "max-rounds", "auto-converge"};
@@ -79,7 +84,10 @@ std::vector<std::string> LiveEventNames() {
 }
 
 LiveControl::LiveControl(Role role, Settings settings, Abilities abilities)
-    : role_(role), abilities_(abilities), settings_(settings) {}
+    : role_(role),
+      abilities_(abilities),
+      start_max_bandwidth_(settings.max_bandwidth),
+      settings_(settings) {}
 
 absl::StatusOr<Json> LiveControl::Handle(absl::string_view cmd,
                                          const Json& request) {
@@ -175,6 +183,7 @@ absl::StatusOr<Json> LiveControl::Set(const Json& request) {
     next = settings_;
   }
   bool any = false;
+  bool bandwidth = false;
   for (const auto& [key, value] : request.items()) {
     if (key == "cmd" || key == "id") continue;
     any = true;
@@ -182,6 +191,7 @@ absl::StatusOr<Json> LiveControl::Set(const Json& request) {
       absl::StatusOr<uint64_t> b = BandwidthValue(value);
       if (!b.ok()) return b.status();
       next.max_bandwidth = *b;
+      bandwidth = true;
     } else if (key == "downtime-limit") {
       absl::StatusOr<absl::Duration> d = DowntimeValue(value);
       if (!d.ok()) return d.status();
@@ -217,8 +227,8 @@ absl::StatusOr<Json> LiveControl::Set(const Json& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (absl::Status ended = Ended(); !ended.ok()) return ended;
-    if (next.max_bandwidth != settings_.max_bandwidth &&
-        session_.set_max_bandwidth) {
+    // Applied whenever named: a client that re-sends a cap means it.
+    if (bandwidth && session_.set_max_bandwidth) {
       session_.set_max_bandwidth(next.max_bandwidth);
     }
     settings_ = next;
@@ -266,7 +276,7 @@ absl::StatusOr<Json> LiveControl::Cancel(const Json& request) {
   }
   if (cancelled_.ok()) {
     cancelled_ = absl::CancelledError(absl::StrCat(
-        "migration cancelled by a control client (", reason,
+        kCancelledBy, reason,
         "): the source keeps running and the destination discards what it "
         "received"));
     if (session_.abort) session_.abort(cancelled_);
@@ -278,6 +288,11 @@ void LiveControl::SetSession(SessionHooks hooks) {
   std::lock_guard<std::mutex> lock(mu_);
   session_ = std::move(hooks);
   samples_.clear();
+  // A set that came before the session: it started with the flag's cap.
+  if (session_.set_max_bandwidth &&
+      settings_.max_bandwidth != start_max_bandwidth_) {
+    session_.set_max_bandwidth(settings_.max_bandwidth);
+  }
   if (!cancelled_.ok() && session_.abort) session_.abort(cancelled_);
 }
 
@@ -327,6 +342,11 @@ bool LiveControl::postcopy_requested() const {
   return postcopy_requested_;
 }
 
+LiveControl::Settings LiveControl::settings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return settings_;
+}
+
 absl::Status LiveControl::cancelled() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cancelled_;
@@ -339,6 +359,19 @@ absl::Status LiveControl::Commit() {
   return absl::OkStatus();
 }
 
+absl::Status LiveControl::CancelWith(absl::Status why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status ended = Ended(); !ended.ok()) return ended;
+  if (committed_) {
+    return absl::FailedPreconditionError("the commit point has passed");
+  }
+  if (cancelled_.ok()) {
+    cancelled_ = std::move(why);
+    if (session_.abort) session_.abort(cancelled_);
+  }
+  return absl::OkStatus();
+}
+
 void LiveControl::Finished(const absl::Status& status, bool cancelled,
                            Json summary) {
   const MigrationState end = cancelled     ? MigrationState::kCancelled
@@ -347,6 +380,12 @@ void LiveControl::Finished(const absl::Status& status, bool cancelled,
   SetState(end);
   if (!status.ok()) summary["error"] = std::string(status.message());
   Publish(MigrationStateName(end), std::move(summary));
+}
+
+bool IsPeerCancel(const absl::Status& s) {
+  return absl::IsCancelled(s) &&
+         absl::StartsWith(s.message(), "destination reported") &&
+         absl::StrContains(s.message(), kCancelledBy);
 }
 
 absl::StatusOr<std::unique_ptr<cli::ControlServer>> ServeControl(

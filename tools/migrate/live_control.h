@@ -20,8 +20,11 @@
 // - The switchover is the point of no return (the source's FINISH or its
 //   switch to post-copy; the destination's post-copy armed): a cancel
 //   before it wins (Commit() fails with it), a cancel after it is refused.
-// - A new max-bandwidth is applied at once, mid-round; the convergence
-//   settings at the next round's decision (TakeConvergence).
+// - A new max-bandwidth is applied at once, mid-round (each `set` that
+//   names it applies it, the same value too); one set before the session
+//   began is applied when it begins (SetSession: a session starts with
+//   the flag's cap). The convergence settings apply at the next round's
+//   decision (TakeConvergence), the first one too.
 // - The session's hooks are called under this object's lock, so the
 //   migration clears them (SetSession({})) before its session goes.
 #ifndef RAMFERRY_TOOLS_MIGRATE_LIVE_CONTROL_H_
@@ -111,11 +114,18 @@ class LiveControl {
   // The convergence settings changed since the last call: `*c` gets them.
   bool TakeConvergence(ConvergenceConfig* c);
   bool postcopy_requested() const;
+  // The settings in force now (the flags', as `set` changed them).
+  Settings settings() const;
   // The cancel a client asked for (OK: none).
   absl::Status cancelled() const;
   // The point of no return: fails with the cancel if one came first;
   // after it, cancel is refused.
   absl::Status Commit();
+  // A cancel from this process itself (a stop signal), for `why`, under
+  // a client's cancel's rule: before the commit point it ends the session
+  // (or the one to come, at once); after it, or once the run ended, it is
+  // refused (FailedPrecondition).
+  absl::Status CancelWith(absl::Status why);
   // The run's end: its state (completed, failed or cancelled) and event.
   void Finished(const absl::Status& status, bool cancelled, Json summary);
 
@@ -131,6 +141,7 @@ class LiveControl {
 
   const Role role_;
   const Abilities abilities_;
+  const uint64_t start_max_bandwidth_;  // what a session starts with
 
   mutable std::mutex mu_;
   EventSink sink_;
@@ -145,6 +156,11 @@ class LiveControl {
   // (when, bytes moved) at the last queries: the rate over about a second.
   std::deque<std::pair<absl::Time, uint64_t>> samples_;
 };
+
+// Whether `s` is the destination's cancel (a control client's there) as
+// the source receives it: CANCELLED, "destination reported: " and the
+// text Cancel gives it.
+bool IsPeerCancel(const absl::Status& s);
 
 // --control=PATH: serves `control` on PATH until the server goes (before
 // `control` does).

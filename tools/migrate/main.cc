@@ -21,6 +21,7 @@
 #include "tools/migrate/region_memory.h"
 #include "tools/migrate/roles.h"
 #include "tools/migrate/settings.h"
+#include "tools/migrate/stop_signals.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -63,6 +64,8 @@ int RunMakeImage(const std::string& path) {
 }  // namespace ramferry::migrate
 
 int main(int argc, char** argv) {
+  // Before any thread: every thread inherits the signals' mask.
+  ramferry::migrate::stop_signals::Start();
   // --postcopy alone means on.
   ramferry::cli::AcceptBareFlag(argc, argv, "postcopy", "--postcopy=on");
   ramferry::cli::InitBinary(

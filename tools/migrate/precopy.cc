@@ -154,15 +154,27 @@ class PrecopyRun {
         report_.bytes_sent -
         std::min<uint64_t>(report_.bytes_sent, region_bytes_);
     control_.SetSession({});
-    report_.cancelled |= !control_.cancelled().ok();
+    // A cancel on either end: this one's clients, or the destination's
+    // (its error, as the engine relays it).
+    report_.cancelled |= !control_.cancelled().ok() || IsPeerCancel(s);
     report_.status = std::move(s);
     report_.total_s = Seconds(absl::Now() - start_);
     report_.cpu_s = cli::ProcessCpuSeconds() - cpu_start_;
     // On failure the source keeps its workload, unless the switch to
     // post-copy began or FINISH went out: the destination may have
-    // resumed it already, and one copy may run, never two.
+    // resumed it already, and one copy may run, never two. Unless the
+    // destination refused FINISH or the switch (its commit hook, a cancel
+    // there, pages no tag vouched for): it did not commit, and said so.
+    // (A switch that failed before its MISSING_PAGES left counts the same.)
+    const bool refused =
+        sender_ != nullptr &&
+        sender_->commit_outcome() == CommitOutcome::kNotCommitted;
     const bool committed =
-        switched_ || (sender_ != nullptr && sender_->finish_sent());
+        !refused &&
+        (switched_ || (sender_ != nullptr && sender_->finish_sent()));
+    report_.destination_refused =
+        !report_.status.ok() && refused &&
+        (switched_ || (sender_ != nullptr && sender_->finish_sent()));
     report_.outcome_unknown = !report_.status.ok() && !switched_ && committed;
     if (!report_.status.ok() && paused_ && !committed) load_.Resume();
     report_.workload_kept_paused = !report_.status.ok() && committed;
@@ -224,7 +236,14 @@ class PrecopyRun {
          {"pages_before_round", live_.pages_before_round.load()},
          {"final_round", final}});
     absl::StatusOr<RoundResult> r = sender_->SendRound(dirty_ptrs_);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      // A round cut short (a cancel, a failure) still sent its pages so
+      // far: the summary counts them, as query did.
+      const ChannelStats cut = sender_->stats().Total();
+      report_.bytes_sent +=
+          (cut.pages - std::min(cut.pages, before.pages)) * kPageSize;
+      return r.status();
+    }
     const double s = absl::ToDoubleSeconds(r->elapsed);
     const ChannelStats after = sender_->stats().Total();
     report_.rounds.push_back({r->pages, r->bytes,

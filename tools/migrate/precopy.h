@@ -148,6 +148,11 @@ struct PrecopyReport {
   // The session failed after FINISH went out: the destination may hold and
   // run the memory, or may not.
   bool outcome_unknown = false;
+  // The destination refused FINISH or the switch to post-copy
+  // (Sender::commit_outcome kNotCommitted: its commit hook, a cancel
+  // there, pages no tag vouched for): it discards the memory, and the
+  // workload resumed here.
+  bool destination_refused = false;
   uint64_t workload_pages_written = 0;
   SessionStats stats;
 };

@@ -4,13 +4,17 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 #include "absl/strings/str_format.h"
 #include "ramferry/region.h"
+#include "tools/common/cli.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -37,6 +41,34 @@ absl::Status CheckSize(uint64_t bytes) {
         "region size %d is not a positive multiple of 4 KiB", bytes));
   }
   return absl::OkStatus();
+}
+
+// A file that must grow to `bytes` on a filesystem without room for it
+// fails only once pages land in it (ENOSPC on a write through the file,
+// SIGBUS or EFAULT through the mapping), with the source already sending:
+// refused here, before anything is mapped. Resized, the file starts over
+// (its blocks are freed first); reused, its holes are filled: either way
+// it needs `bytes` of its filesystem's free space and what it holds.
+absl::Status CheckRoom(int fd, const std::string& path, uint64_t bytes,
+                       const struct stat& st) {
+  struct statvfs vfs;
+  if (fstatvfs(fd, &vfs) != 0) return absl::OkStatus();  // cannot tell
+  // Root may use the blocks a filesystem reserves (ext4's 5%).
+  const uint64_t free_blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
+  const uint64_t free = free_blocks * vfs.f_frsize;
+  const uint64_t held = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (bytes <= free + held) return absl::OkStatus();
+  const std::string dir =
+      path.find('/') == std::string::npos
+          ? std::string(".")
+          : path.substr(0, std::max<size_t>(path.rfind('/'), 1));
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "region file %s is %s (%s of it allocated) and --size is %s, but its "
+      "filesystem has %s free: %s short. Free space there (df -h %s), give "
+      "a smaller --size, or put --region-file on a filesystem with room",
+      path, cli::FormatBytes(static_cast<uint64_t>(st.st_size)),
+      cli::FormatBytes(held), cli::FormatBytes(bytes), cli::FormatBytes(free),
+      cli::FormatBytes(bytes - free - held), dir));
 }
 
 }  // namespace
@@ -96,12 +128,18 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
     const std::string& path, uint64_t bytes, bool* existed) {
   if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
+  struct stat st;
+  const bool created = stat(path.c_str(), &st) != 0 && errno == ENOENT;
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("cannot create region file", path);
-  struct stat st;
   if (fstat(fd, &st) != 0) {
     absl::Status s = Errno("cannot stat region file", path);
     close(fd);
+    return s;
+  }
+  if (absl::Status s = CheckRoom(fd, path, bytes, st); !s.ok()) {
+    close(fd);
+    if (created) unlink(path.c_str());  // leave nothing of a refused run
     return s;
   }
   const bool reuse = static_cast<uint64_t>(st.st_size) == bytes;

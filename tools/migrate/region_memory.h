@@ -25,6 +25,9 @@ class RegionMemory {
   // A file of `bytes` mapped shared: created, or reused as it is when it
   // already has that size (its pages stay allocated: a warm destination),
   // or resized from zero otherwise. `existed` says whether it was reused.
+  // Refused (RESOURCE_EXHAUSTED, saying the sizes and the free space)
+  // before anything is mapped where its filesystem has no room for
+  // `bytes`.
   static absl::StatusOr<std::unique_ptr<RegionMemory>> CreateFile(
       const std::string& path, uint64_t bytes, bool* existed = nullptr);
   // A fresh memfd of `bytes` mapped shared (reads as zero): memory another

@@ -216,7 +216,9 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["switchover"] = r.switchover;
   j["postcopy"] = SourcePostcopyJson(run, r);
   j["max_bandwidth_bytes_per_s"] = run.max_bandwidth;
+  j["max_bandwidth_flag_bytes_per_s"] = run.max_bandwidth_flag;
   j["outcome"] = Outcome(r);
+  j["destination_refused"] = r.destination_refused;
   j["total_s"] = r.total_s;
   j["cpu_s"] = r.cpu_s;
   j["prepare_s"] = r.prepare_s;
@@ -318,6 +320,11 @@ void AppendFailure(const RunDescription& run, const PrecopyReport& r,
            "workload is kept paused here (resume it only once the "
            "destination is known not to run)\n";
     }
+    if (r.destination_refused) {
+      t += "  outcome          NOT COMMITTED: the destination refused to "
+           "commit (FINISH or the switch; the error says why) and discards "
+           "what it received; the workload resumed here\n";
+    }
     absl::StrAppendFormat(&t,
                           "  confirmed rounds %d (the destination applied "
                           "these in full)\n",
@@ -405,9 +412,17 @@ void AppendTimes(const RunDescription& run, const PrecopyReport& r,
                           "ms in all)\n",
                           r.switchovers_resumed, r.resumed_stall_s * 1e3);
   }
-  if (run.max_bandwidth != 0) {
-    absl::StrAppendFormat(&t, "  bandwidth cap    %s/s over all channels\n",
-                          cli::FormatBytes(run.max_bandwidth));
+  if (run.max_bandwidth != 0 || run.max_bandwidth_flag != 0) {
+    const auto cap = [](uint64_t b) {
+      return b == 0 ? std::string("none") : cli::FormatBytes(b) + "/s";
+    };
+    absl::StrAppendFormat(
+        &t, "  bandwidth cap    %s over all channels%s\n",
+        cap(run.max_bandwidth),
+        run.max_bandwidth == run.max_bandwidth_flag
+            ? ""
+            : absl::StrCat(" (set by a control client; ",
+                           cap(run.max_bandwidth_flag), " at the start)"));
   }
   if (postcopy) {
     // The destination runs already: nothing waits for the check but the

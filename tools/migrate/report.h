@@ -31,7 +31,11 @@ struct RunDescription {
   std::string on_timeout;        // cancel, force or postcopy, as it applies
   std::string postcopy = "off";  // --postcopy: off, on, now, auto
   bool postcopy_urgent = true;   // --postcopy-urgent
-  uint64_t max_bandwidth = 0;    // bytes per second; 0: none
+  // The bandwidth cap in bytes per second (0: none): in force at the end,
+  // and as the run started (--max-bandwidth); they differ where a control
+  // client set another.
+  uint64_t max_bandwidth = 0;
+  uint64_t max_bandwidth_flag = 0;
   bool authenticated = false;    // a pre-shared key authenticated every link
   std::string protect = "none";  // what guarded the stream: none, mac, encrypt
   std::string verify_mode;       // --verify: full, sent or off

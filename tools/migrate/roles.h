@@ -46,6 +46,9 @@ void HandOver(const DestinationMemories& mems, DestinationReport* r);
 std::vector<Region> DestinationRegions(const DestinationMemories& mems);
 absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem);
 std::optional<Memload::Options> DestinationWorkload();
+// A stop signal (stop_signals.h) cancels the destination's session
+// through `control`, until the commit point.
+void StopDestinationOnSignals(LiveControl& control);
 
 // --demo: both ends on loopback, the destination a child process.
 int RunDemo(SessionOptions opt);

@@ -271,6 +271,7 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   d.postcopy = PostcopyModeName(PostcopyFlag());
   d.postcopy_urgent = o.postcopy_urgent_channel;
   d.max_bandwidth = o.max_bandwidth;
+  d.max_bandwidth_flag = o.max_bandwidth;
   d.authenticated = !o.auth_key.empty();
   d.protect = ProtectionName(ResolvedProtection(o));
   d.verify_mode = absl::GetFlag(FLAGS_verify);

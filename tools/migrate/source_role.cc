@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +24,7 @@
 #include "tools/migrate/report.h"
 #include "tools/migrate/roles.h"
 #include "tools/migrate/settings.h"
+#include "tools/migrate/stop_signals.h"
 
 namespace ramferry::migrate {
 
@@ -163,6 +165,64 @@ absl::StatusOr<SourceMemory> AttachedSourceMemory(absl::Duration* prepare) {
   return src;
 }
 
+// A stop signal (stop_signals.h) is a cancel under the commit point's
+// rule; before the session, the process just ends (nothing to undo, its
+// workload never paused); and it may be ended without its clean path only
+// while no workload is paused (an attached one would stay paused for
+// good).
+void StopOnSignals(LiveControl& control) {
+  stop_signals::SetRole(
+      {.stop =
+           [&control](int sig) {
+             const std::string name = stop_signals::Name(sig);
+             absl::Status s = control.CancelWith(absl::CancelledError(
+                 absl::StrCat("interrupted by ", name,
+                              " on the source before the commit point: the "
+                              "source keeps its workload and the "
+                              "destination discards what it received")));
+             if (!s.ok()) {
+               std::fprintf(stderr,
+                            "ramferry-migrate: %s came after the commit "
+                            "point: the migration goes on to its end (a "
+                            "second %s ends it now)\n",
+                            name.c_str(), name.c_str());
+             }
+           },
+       .may_force =
+           [&control] {
+             const MigrationState s = control.state();
+             return s != MigrationState::kStopAndCopy &&
+                    s != MigrationState::kPostcopy &&
+                    s != MigrationState::kVerifying;
+           },
+       .unstarted =
+           [&control] { return control.state() == MigrationState::kSetup; }});
+}
+
+// The last line after a stop signal: where it found the migration, and
+// so where the workload is.
+std::string InterruptedLine(int sig, const PrecopyReport& r) {
+  const std::string name = stop_signals::Name(sig);
+  if (r.status.ok()) {
+    return absl::StrCat(name,
+                        " came after the commit point: the migration "
+                        "completed, and the destination runs the workload");
+  }
+  if (r.workload_kept_paused) {
+    return absl::StrCat(name,
+                        " came after the commit point and the migration "
+                        "failed after it: the workload stays paused here "
+                        "(the destination may run it)");
+  }
+  if (r.switchover.empty()) {
+    return absl::StrCat("interrupted by ", name,
+                        " before the commit point: the workload was never "
+                        "paused and runs on");
+  }
+  return absl::StrCat("interrupted by ", name,
+                      " before the commit point: the workload was resumed");
+}
+
 }  // namespace
 
 int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
@@ -181,8 +241,14 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
                       {opt.max_bandwidth, *convergence},
                       {.postcopy = PostcopyFlag() != PostcopyMode::kOff,
                        .throttle = absl::GetFlag(FLAGS_attach).empty()});
-  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server =
-      ControlFromFlag(control);
+  StopOnSignals(control);
+  // Before `control` goes.
+  absl::Cleanup no_stop_role = [] { stop_signals::ClearRole(); };
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server;
+  stop_signals::StartControlSocket(absl::GetFlag(FLAGS_control), [&] {
+    server = ControlFromFlag(control);
+    return server.ok() && *server != nullptr;
+  });
   if (!server.ok()) return Usage(std::string(server.status().message()));
   // Mapping the memory and arming the dirty tracking are part of the
   // migration's cost (a file's pages are mapped in here); the one-time
@@ -240,6 +306,8 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
     run.writers = 0;
   }
   run.transport_reason = *transport_reason;
+  // The cap in force at the end: a control client may have set another.
+  run.max_bandwidth = control.settings().max_bandwidth;
   for (size_t i = 0; links != nullptr && i < links->links(); ++i) {
     run.link_rates.emplace_back(links->destination_address(i), links->rate(i));
   }
@@ -249,7 +317,14 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   } else {
     std::printf("%s%s", SourceTable(run, r).c_str(), peer.table.c_str());
   }
-  return r.status.ok() && (r.verified || !config.verify) ? 0 : 1;
+  const int sig = stop_signals::Received();
+  if (sig != 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ramferry-migrate: %s\n",
+                 InterruptedLine(sig, r).c_str());
+  }
+  if (r.status.ok() && (r.verified || !config.verify)) return 0;
+  return sig != 0 ? 128 + sig : 1;
 }
 
 }  // namespace ramferry::migrate

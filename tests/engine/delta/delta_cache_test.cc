@@ -2,13 +2,16 @@
 
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/page_delta.h"
 #include "tests/support/status_matchers.h"
 
 namespace ramferry::engine {
 namespace {
 
 using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
 
 constexpr uint32_t kPage = 4096;
 
@@ -122,6 +125,44 @@ TEST(DeltaCacheTest, ALostChannelsCopiesOfTheOpenRoundAreForgotten) {
 TEST(DeltaCacheTest, ACacheWithoutRoomForAPageIsRefused) {
   EXPECT_THAT(DeltaCache::Create(kPage - 1, kPage).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // Nor for pages over the delta bound, whatever its size.
+  EXPECT_THAT(DeltaCache::Create(2 * proto::kMaxDeltaPayloadBytes,
+                                 2 * proto::kMaxDeltaPayloadBytes)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+Region RegionOf(uint32_t id, uint32_t page_size, uint64_t length) {
+  Region r;
+  r.id = id;
+  r.page_size = page_size;
+  r.length = length;
+  return r;
+}
+
+// Review F7: the cache is for the page size of most memory among those it
+// can hold; every other goes whole, each with why.
+TEST(DeltaPlanTest, TheCacheIsForTheMostMemoryItCanHold) {
+  const uint64_t kGiB = 1ull << 30;
+  const std::vector<Region> regions = {
+      RegionOf(1, 1u << 30, 4 * kGiB), RegionOf(2, 2u << 20, 2 * kGiB),
+      RegionOf(3, kPage, kGiB), RegionOf(4, 2u << 20, kGiB)};
+  DeltaPlan plan = PlanDeltaCache(regions, 256 << 20);
+  EXPECT_EQ(plan.page_size, 2u << 20);  // regions 2 and 4: 3 GiB
+  ASSERT_EQ(plan.whole.size(), 2u);
+  EXPECT_THAT(plan.whole[0], HasSubstr("region 3 (4096-byte pages)"));
+  EXPECT_THAT(plan.whole[1], HasSubstr("region 1 (1073741824-byte pages)"));
+  EXPECT_THAT(plan.whole[1], HasSubstr("at most 8388608"));
+  // A cache smaller than a 2 MiB page: 4 KiB pages it is.
+  plan = PlanDeltaCache(regions, 1 << 20);
+  EXPECT_EQ(plan.page_size, kPage);
+  ASSERT_EQ(plan.whole.size(), 2u);
+  EXPECT_THAT(plan.whole[0], HasSubstr("regions 2, 4 (2097152-byte pages)"));
+  EXPECT_THAT(plan.whole[0], HasSubstr("at least 2097152"));
+  // Nothing fits: no cache, and why.
+  plan = PlanDeltaCache({regions.data(), 1}, 8 * kGiB);
+  EXPECT_EQ(plan.page_size, 0u);
+  ASSERT_EQ(plan.whole.size(), 1u);
 }
 
 }  // namespace
