@@ -38,7 +38,8 @@ ChannelSender::ChannelSender(uint32_t index,
               ? Compression::kOff
               : config.compression),
       delta_(config.delta),
-      delta_allowed_(config.delta_allowed) {
+      delta_allowed_(config.delta_allowed),
+      peer_on_this_host_(config.peer_on_this_host) {
   if (config.delta_cache != nullptr && config.delta != Delta::kOff &&
       (transport_->capabilities() & channels::kCapRemotePlacement) == 0) {
     packer_ = std::make_unique<DeltaPacker>(config.delta_cache);
@@ -268,6 +269,11 @@ bool ChannelSender::UseDelta(const Command& c) {
 
 absl::Status ChannelSender::PackDelta(OutgoingData& p) {
   const uint64_t start = base::MonotonicNs();
+  // kAuto judges the encoder by its CPU, as it judges the sends (a thread
+  // preempted meanwhile did not encode any slower), and leaves out the
+  // cache fills, a cost paid once per slot; not where the peer shares the
+  // CPUs (Config::peer_on_this_host).
+  const uint64_t cpu_start = delta_ == Delta::kAuto ? base::ThreadCpuNs() : 0;
   const uint32_t count = p.c.page_count;
   if (zero_pages_) {
     p.zeros = FlagZeroPages(p.region, p.offsets, nullptr);
@@ -290,8 +296,11 @@ absl::Status ChannelSender::PackDelta(OutgoingData& p) {
   if (packed.payload_bytes != 0) iov_.push_back({*out, packed.payload_bytes});
   const uint64_t ns = base::MonotonicNs() - start;
   if (delta_ == Delta::kAuto) {
-    delta_choice_.Compressed(uint64_t{count - p.zeros} * p.region.page_size,
-                             std::max<uint64_t>(packed.payload_bytes, 1), ns);
+    delta_choice_.Compressed(
+        uint64_t{count - p.zeros} * p.region.page_size,
+        std::max<uint64_t>(packed.payload_bytes, 1),
+        peer_on_this_host_ ? ns : base::ThreadCpuNs() - cpu_start,
+        peer_on_this_host_ ? 0 : packed.fill_cpu_ns);
   }
   counters_.delta_ns.Add(ns);
   counters_.delta_pages.Add(packed.delta_pages);
@@ -408,7 +417,10 @@ absl::Status ChannelSender::SendData(const Command& c,
     const uint64_t ns = base::MonotonicNs() - wire_start;
     if (compression_ == Compression::kAuto) choice_.Sent(payload_bytes, ns);
     if (judge_delta) {
-      delta_choice_.Sent(payload_bytes, ns, base::ThreadCpuNs() - cpu_start);
+      // Preparing the packet (encoding it, filling cache slots) counts as
+      // the link's time where the send then waited for it.
+      delta_choice_.Sent(payload_bytes, ns, base::ThreadCpuNs() - cpu_start,
+                         peer_on_this_host_ ? 0 : wire_start - start);
     }
   }
   // From memory the send path just read.

@@ -84,6 +84,14 @@ class ChannelSender {
     DeltaCache* delta_cache = nullptr;
     Delta delta = Delta::kOff;
     const std::atomic<bool>* delta_allowed = nullptr;
+    // The peer has an address of this host (loopback): its receive takes
+    // the CPUs this channel encodes on, so Delta::kAuto judges a packet's
+    // encoding at its whole wall time, cache fills included, and credits
+    // no link with the time a send waited (the destination's CPU, not a
+    // link, made it wait). Elsewhere a fill is left out of the encoder and
+    // the link gets the time the packet took to prepare where its send
+    // then waited (CompressionChoice).
+    bool peer_on_this_host = false;
   };
 
   // A failure ends the session through `failure`, unless `on_loss` is set
@@ -219,6 +227,7 @@ class ChannelSender {
   // a packet's digests read lie (the copies, not the payload).
   const Delta delta_;
   const std::atomic<bool>* const delta_allowed_;
+  const bool peer_on_this_host_;
   std::unique_ptr<DeltaPacker> packer_;
   CompressionChoice delta_choice_{CompressionChoice::Rule::kNoSlower};
   std::vector<iovec> sent_runs_;

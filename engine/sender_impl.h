@@ -134,6 +134,7 @@ class SenderImpl {
   struct OpenedChannel {
     std::unique_ptr<channels::Transport> transport;
     std::unique_ptr<proto::Sealer> sealer;
+    bool peer_on_this_host = false;  // ChannelSender::Config's
   };
   absl::StatusOr<OpenedChannel> OpenChannel(
       const proto::Hello& hello, const Endpoint& endpoint,

@@ -1,6 +1,12 @@
 // Session set-up: the control connection and its Hello, the region table,
 // the data channels, and the threads that run the session.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -23,6 +29,44 @@
 #include "proto/page_delta.h"
 
 namespace ramferry {
+namespace {
+
+// Whether the peer of connected socket `fd` has an address of this host
+// (in this network namespace): loopback, or any interface's.
+bool PeerOnThisHost(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  if (fd < 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+    return false;
+  }
+  auto same = [](const sockaddr* a, const sockaddr_storage& b) {
+    if (a->sa_family != b.ss_family) return false;
+    if (a->sa_family == AF_INET) {
+      return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+             reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
+    }
+    return a->sa_family == AF_INET6 &&
+           std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr,
+                       sizeof(in6_addr)) == 0;
+  };
+  if (peer.ss_family == AF_INET &&
+      (ntohl(reinterpret_cast<sockaddr_in*>(&peer)->sin_addr.s_addr) >> 24) ==
+          127) {
+    return true;
+  }
+  bool local = false;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return false;
+  for (ifaddrs* i = ifs; i != nullptr && !local; i = i->ifa_next) {
+    local = i->ifa_addr != nullptr && same(i->ifa_addr, peer);
+  }
+  freeifaddrs(ifs);
+  return local;
+}
+
+}  // namespace
 
 using base::Annotate;
 using engine::ChannelSender;
@@ -258,8 +302,10 @@ absl::Status SenderImpl::OpenChannels(absl::Time deadline) {
         OnChannelLoss(c, cause);
       };
     }
+    ChannelSender::Config config = ChannelConfig();
+    config.peer_on_this_host = opened->peer_on_this_host;
     channels_.push_back(std::make_unique<ChannelSender>(
-        i, std::move(opened->transport), regions_, ChannelConfig(), &failure_,
+        i, std::move(opened->transport), regions_, config, &failure_,
         std::move(on_loss), std::move(opened->sealer)));
   }
   return absl::OkStatus();
@@ -351,6 +397,7 @@ absl::StatusOr<SenderImpl::OpenedChannel> SenderImpl::OpenChannel(
   if (!sealer.ok()) return sealer.status();
   OpenedChannel opened;
   opened.sealer = std::move(*sealer);
+  opened.peer_on_this_host = PeerOnThisHost(d->socket_fd);
   opened.transport = engine::DecorateTransport(
       std::move(d->transport),
       {.source = true, .channel = hello.channel_index, .fd = d->socket_fd});

@@ -10,7 +10,7 @@ repeat):
             1gbit) between two network namespaces; memload stores 8 bytes
             at a time into --dirty-set (256MiB) at --stores per second, a
             rate that keeps pre-copy alone from converging within
-            --downtime-limit (300ms). Modes: --delta=off and --delta=auto.
+            --downtime-limit (300ms). Modes: --delta=off, on and auto.
             Reported: how pre-copy ended, rounds, the bytes each re-sent
             round put on the wire (rounds after the first; round 1 fills
             the cache, so rounds 2 and later are shown apart), downtime,
@@ -20,9 +20,9 @@ repeat):
             random words (--dirty-write=page, where no delta can help)
             over the whole region, --loop-stores per second, 5 live
             rounds (--downtime-limit=1us: none stops early) and the final
-            one. Modes: --delta=off and
-            --delta=auto. Reported: the migration's time (transfer_s),
-            median per mode and the ratio auto / off.
+            one. Modes: --delta=off, on and auto. Reported: the
+            migration's time (transfer_s), median per mode and the ratios
+            auto / off and on / off.
 
 Writes delta.jsonl (every report, with the experiment, mode and repeat)
 and delta.md (the tables, with the commands) to --out.
@@ -43,7 +43,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-MODES = ["off", "auto"]
+MODES = ["off", "on", "auto"]
 
 
 def find_migrate(path):
@@ -117,14 +117,35 @@ def link_table(rows):
     return out
 
 
-def link_ratio(rows):
-    """Mean bytes per re-sent round (rounds 2+) with auto over rounds 1+
-    without, each side's runs pooled."""
-    auto = [b for r in rows if r["mode"] == "auto"
-            for b in resent(r["report"], 2)]
-    off = [b for r in rows if r["mode"] == "off"
-           for b in resent(r["report"], 1)]
-    return mean(auto) / mean(off) if auto and off else float("nan")
+def link_ratio(rows, mode="auto", base="off"):
+    """Mean bytes per re-sent round after round 1 (rounds 2+) with `mode`
+    over the same with `base`, each side's runs pooled."""
+    def pooled(m):
+        return [b for r in rows if r["mode"] == m
+                for b in resent(r["report"], 2)]
+    a, b = pooled(mode), pooled(base)
+    return mean(a) / mean(b) if a and b and mean(b) else float("nan")
+
+
+def per_mode(rows, key):
+    return {m: mean([key(r["report"]) for r in rows if r["mode"] == m])
+            for m in MODES if any(r["mode"] == m for r in rows)}
+
+
+def ratio_rows(rows):
+    out = []
+    for name, key, fmt in [
+            ("rounds", lambda r: r["rounds"], "{:.1f}"),
+            ("downtime (ms)", lambda r: r["downtime_s"] * 1e3, "{:.0f}"),
+            ("wire bytes, rounds 2+ (MiB)",
+             lambda r: sum(resent(r, 2)) / 2**20, "{:.2f}")]:
+        v = per_mode(rows, key)
+        ratio = [v["auto"] / v[b] if v.get(b) else float("nan")
+                 for b in ("on", "off")]
+        out.append(f"| {name} | " + " | ".join(
+            fmt.format(v[m]) if m in v else "-" for m in MODES) +
+            f" | {ratio[0]:.3f}x | {ratio[1]:.3f}x |")
+    return out
 
 
 def summarize(args, rows, out):
@@ -137,9 +158,13 @@ def summarize(args, rows, out):
             f"## Link: {args.rate} tbf, memload {args.stores} stores/s of 8 "
             f"bytes into {args.dirty_set}, --downtime-limit=300ms", "",
             *link_table(link), "",
-            f"Bytes per re-sent round, --delta=auto (rounds 2+: round 1 "
-            f"fills the cache) over --delta=off (every re-sent round): "
-            f"**{link_ratio(link):.4f}x**.", "",
+            "Rounds 2+ (round 1 fills the cache), mean wire bytes per "
+            f"round: auto / on **{link_ratio(link, 'auto', 'on'):.3f}x**, "
+            f"auto / off **{link_ratio(link, 'auto', 'off'):.4f}x**, "
+            f"on / off {link_ratio(link, 'on', 'off'):.4f}x.", "",
+            "| mean over runs | " + " | ".join(MODES) + " | auto / on | "
+            "auto / off |", "|---|---|---|---|---|---|",
+            *ratio_rows(link), "",
             "```", " ".join(link_command("ramferry-migrate", args, "auto")),
             "```", ""]
     if loop:
@@ -154,7 +179,7 @@ def summarize(args, rows, out):
             lines.append(f"| {m} | {', '.join(f'{x:.2f}' for x in by[m])} | "
                          f"{med[m]:.2f} |")
         lines += ["", f"auto / off, medians: **{med['auto'] / med['off']:.3f}"
-                  "x**", "", "```",
+                  f"x** (on / off {med['on'] / med['off']:.3f}x)", "", "```",
                   " ".join(loopback_command("ramferry-migrate", args, "auto")),
                   "```", ""]
     with open(os.path.join(out, "delta.md"), "w") as f:
@@ -184,7 +209,8 @@ def main():
     if args.only in (None, "loopback"):
         plan += [("loopback", i) for i in range(args.loop_repeats)]
     for experiment, i in plan:
-        modes = MODES[i % 2:] + MODES[:i % 2]
+        k = i % len(MODES)
+        modes = MODES[k:] + MODES[:k]
         for mode in modes:
             make = link_command if experiment == "link" else loopback_command
             rep = run_one(make(migrate, args, mode))

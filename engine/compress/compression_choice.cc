@@ -19,8 +19,9 @@ constexpr double kKeep = 1.05;
 // sends (its buffer empty, or its first waits) say little of the link.
 constexpr uint64_t kLinkSamples = 8;
 // Rule::kNoSlower starts on and judges the encoder only over this many
-// packets: a channel's first encodes fault in its staging buffer and the
-// cache's fresh slots, and run several times slower than the rest.
+// packets: a channel's first encodes fault in its staging buffer, and
+// run several times slower than the rest (the cache's fresh slots are
+// committed apart: fill_ns).
 constexpr uint64_t kEncoderSamples = 8;
 // Rule::kNoSlower: encoding starts where the channel keeps this much of
 // its speed, and stays on while it keeps this much.
@@ -40,15 +41,18 @@ double CompressionChoice::ratio() const {
 }
 
 void CompressionChoice::Compressed(uint64_t page_bytes, uint64_t wire_bytes,
-                                   uint64_t ns) {
-  compressor_.Add(page_bytes, std::max<uint64_t>(ns, 1), kCompressorKeep);
+                                   uint64_t ns, uint64_t fill_ns) {
+  compressor_.Add(page_bytes, std::max<uint64_t>(ns - std::min(fill_ns, ns), 1),
+                  kCompressorKeep);
   ratio_out_ = kCompressorKeep * ratio_out_ + static_cast<double>(wire_bytes);
   ++encodes_;
 }
 
-void CompressionChoice::Sent(uint64_t wire_bytes, uint64_t ns,
-                             uint64_t cpu_ns) {
-  link_.Add(wire_bytes, std::max<uint64_t>(ns, 1), kLinkKeep);
+void CompressionChoice::Sent(uint64_t wire_bytes, uint64_t ns, uint64_t cpu_ns,
+                             uint64_t before_ns) {
+  const bool waited = rule_ == Rule::kNoSlower && ns > 2 * cpu_ns;
+  link_.Add(wire_bytes, std::max<uint64_t>(ns + (waited ? before_ns : 0), 1),
+            kLinkKeep);
   send_cpu_.Add(wire_bytes, std::max<uint64_t>(cpu_ns, 1), kLinkKeep);
   ++sends_;
 }

@@ -24,12 +24,18 @@
 // channel thread encodes, then sends; while the link is the bottleneck the
 // socket drains meanwhile, so encoded the channel moves min(link * ratio,
 // 1 / (1/encoder + 1/(send_cpu * ratio))) page bytes a second, send_cpu
-// being the wire bytes a CPU second of sending puts out. The encoding
+// being the wire bytes a CPU second of sending puts out (the encoder is
+// timed in CPU too). The encoding
 // stays on while that keeps the link's speed, to a few percent. A delta's
 // first sends of a page shrink nothing (ratio 1) but fill the cache the
 // next round's deltas come from: on a link that waits (1 Gbit) they cost
 // nothing, which this rule says; on loopback, where sending is a copy as
 // fast as the encoder and the link is the channel's own CPU, it says off.
+// Filling a slot first commits its memory, a cost paid once per slot
+// (a first touch: on a VM that shadows page tables, up to tens of ms a
+// packet): the caller passes it apart (fill_ns), and it is not judged as
+// the encoder's speed, which would turn encoding off on a link that waits
+// and keep it off, its probes filling fresh slots too (issue 42).
 //
 // Invariants: the first packet is compressed (nothing is known of the
 // compressor until then); until the link is measured over a few sends,
@@ -58,11 +64,21 @@ class CompressionChoice {
   // Whether to compress the next packet.
   bool Next();
   // A packet went through the compressor: `page_bytes` in, `wire_bytes`
-  // out (page_bytes where it would not shrink), taking `ns`.
-  void Compressed(uint64_t page_bytes, uint64_t wire_bytes, uint64_t ns);
+  // out (page_bytes where it would not shrink), taking `ns`, of which
+  // `fill_ns` went to committing memory written for the first time (a delta
+  // cache's fresh slots): paid once per slot, so not the encoder's speed,
+  // and left out of it.
+  void Compressed(uint64_t page_bytes, uint64_t wire_bytes, uint64_t ns,
+                  uint64_t fill_ns = 0);
   // A packet's `wire_bytes` took `ns` to be handed to the link, `cpu_ns`
-  // of it this thread's CPU (kNoSlower; otherwise ignored).
-  void Sent(uint64_t wire_bytes, uint64_t ns, uint64_t cpu_ns = 0);
+  // of it this thread's CPU, after `before_ns` of preparing the packet
+  // (kNoSlower; otherwise ignored). A send that waited for the link (most
+  // of its time off the CPU) found the socket full: the link was busy
+  // draining what came before all the while the packet was prepared, so
+  // that time is the link's too. Judged by the send alone, a link that
+  // drains while the channel encodes looks as fast as the encoding is slow.
+  void Sent(uint64_t wire_bytes, uint64_t ns, uint64_t cpu_ns = 0,
+            uint64_t before_ns = 0);
 
   bool compressing() const { return compressing_; }
   // The estimates, bytes per second (0: not measured yet).

@@ -165,7 +165,13 @@ DeltaCache::PinCounts DeltaCache::Pin(uint32_t region,
     }
     ++counts.misses;
     bool evicted = false;
+    // Under the lock free_ only shrinks, so this call's fresh slots are
+    // consecutive.
+    const bool fresh = free_.empty() && unused_ < slots_;
     const uint32_t slot = Take(&evicted);
+    if (fresh) {
+      if (counts.fresh++ == 0) counts.first_fresh = slot;
+    }
     counts.evictions += evicted ? 1 : 0;
     out[i] = {slot, false};
     if (slot == kNoSlot) continue;

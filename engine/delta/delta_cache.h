@@ -64,6 +64,10 @@ class DeltaCache {
   };
   struct PinCounts {
     uint64_t hits = 0, misses = 0, evictions = 0;
+    // Misses given a slot never written before (its memory not committed
+    // yet): slots first_fresh .. first_fresh + fresh - 1, consecutive.
+    uint32_t fresh = 0;
+    uint32_t first_fresh = kNoSlot;
   };
 
   // Pins a slot for each of `pages` (page indexes of region `region`,

@@ -40,6 +40,9 @@ class DeltaPacker {
     uint32_t delta_pages = 0;    // pages that went as records
     uint64_t record_bytes = 0;   // their records' bytes
     DeltaCache::PinCounts cache;
+    // This thread's CPU time committing the cache slots the packet wrote
+    // first (before it packed them): a cost paid once per slot.
+    uint64_t fill_cpu_ns = 0;
   };
   // Packs a data packet of `region` (index `index` of the session's
   // regions) whose page entries are `entries`, zero pages flagged: the

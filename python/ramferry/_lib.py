@@ -381,6 +381,7 @@ _PROTOTYPES = {
     "ramferry_sender_verify": (status_t, [c_void_p, P(VerifyReport)]),
     "ramferry_sender_start_verify": (status_t, [c_void_p]),
     "ramferry_sender_finish": (status_t, [c_void_p]),
+    "ramferry_sender_commit_outcome": (status_t, [c_void_p, P(u32)]),
     "ramferry_sender_abort": (status_t, [c_void_p, c_char_p]),
     "ramferry_sender_set_max_bandwidth": (status_t, [c_void_p, u64]),
     "ramferry_sender_stats": (status_t, [c_void_p, P(Stats)]),

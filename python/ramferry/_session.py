@@ -13,7 +13,7 @@ import ctypes
 from ramferry._lib import (ARMED_FN, COMMIT_FN, PROGRESS_FN, Handle,
                            RamferryError, RoundResult, Stats, VerifyReport,
                            c_size_t, c_void_p, check, decode, in_callback_of,
-                           invalid, lib, text, u16, u64, whole)
+                           invalid, lib, text, u16, u32, u64, whole)
 from ramferry._memory import Options, Regions, word_arrays
 
 
@@ -170,7 +170,23 @@ class Sender(_End):
         self._call("start_verify")
 
     def finish(self):
+        """Ends the session; on failure, commit_outcome() says whether the
+        destination committed."""
         self._call("finish")
+
+    _COMMIT_OUTCOMES = ("pending", "committed", "not-committed", "unknown")
+
+    def commit_outcome(self):
+        """Where the destination stands on the commit point (finish, or
+        post-copy's switch), to decide on this side's copy of the
+        workload: "pending" (not reached, no failure), "committed" (the
+        destination owns the memory), "not-committed" (it discards it:
+        the workload may resume here), or "unknown" (the commit point
+        passed and no answer came: do not resume it). Any thread."""
+        with self._use(exclusive=False) as h:
+            v = u32()
+            check(lib.ramferry_sender_commit_outcome(h, ctypes.byref(v)))
+            return self._COMMIT_OUTCOMES[v.value]
 
     def set_max_bandwidth(self, bytes_per_second):
         """Caps the bytes per second from now on (0: no cap). Any
@@ -244,9 +260,12 @@ class Receiver(_End):
 
     def on_commit(self, fn):
         """The commit point: fn() runs once, on a library thread, when the
-        source's FINISH arrived, right before the destination confirms it.
+        source's FINISH arrived, right before the destination confirms it
+        (with post-copy: at the switch, before the destination arms).
         Return anything but False to commit; False (or an exception)
-        refuses, and serve() raises CANCELLED. Set before serve()."""
+        refuses: serve() raises CANCELLED, and the source learns the
+        destination did not commit (Sender.commit_outcome() gives
+        "not-committed"). Set before serve()."""
         if not callable(fn):
             raise invalid(f"on_commit takes a function, not {fn!r:.60}")
 

@@ -9,6 +9,7 @@
 // is ForgedCutTest's, in attack_test.cc; a lost FINISH_ACK, which must
 // stay "unknown", is FinishCutTest's there.
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <string>
@@ -18,8 +19,10 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/control.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/attack_relay.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/uffd_skip.h"
@@ -192,6 +195,74 @@ TEST(CommitPointTest, ACancelJustBeforeFinishIsNotCommitted) {
   EXPECT_THAT(std::string(source.message()),
               HasSubstr("cancelled before FINISH"));
 }
+
+// The other side of the rule: an ERROR the destination never sent. A relay
+// makes one up just before the destination's FINISH_ACK. On a sealed
+// session it fails its tag: the source cannot tell what the destination
+// did and says the outcome is unknown, while the destination committed;
+// it must never say "not committed" (the source would resume beside the
+// destination: two live copies). Unsealed (a key, --protect=none), the
+// stream is taken at its word, as its pages and its FINISH_ACK are (whoever
+// can forge this ERROR can as well forge FINISH_ACK, so the source stops a
+// workload no destination runs): the source believes it, as documented
+// (docs/protocol.md 5.6, docs/security.md).
+class ForgedRefusalTest : public ::testing::TestWithParam<Protection> {};
+
+TEST_P(ForgedRefusalTest, OnlyTheDestinationsOwnErrorIsARefusal) {
+  const Protection protect = GetParam();
+  auto src = MakeRegion(1, 1 << 20, /*seed=*/17, /*fill=*/true);
+  auto dst = MakeRegion(1, 1 << 20);
+  SessionOptions opt = testing::InsecureOptions();
+  opt.insecure = false;
+  opt.auth_key = kKey;
+  opt.protect = protect;
+  opt.stall_timeout = absl::Seconds(5);
+  opt.round_timeout = absl::Seconds(10);
+  testing::ServingReceiver rx(opt, {dst.region});
+  testing::AttackRelay relay(rx.port());
+  testing::Attack forge;
+  forge.kind = testing::AttackKind::kForgeErrorAtFrame;
+  forge.control = true;
+  forge.frame_type = static_cast<uint32_t>(proto::ControlType::kFinishAck);
+  relay.Arm(forge);
+  opt.port = relay.port();
+  absl::Status source;
+  CommitOutcome outcome = CommitOutcome::kPending;
+  {
+    absl::StatusOr<std::unique_ptr<Sender>> sender =
+        Sender::Connect(opt, {&src.region, 1});
+    ASSERT_OK(sender);
+    DirtyBitmap dirty(src.region.page_count());
+    dirty.SetAll();
+    DirtyBitmap* bitmaps[] = {&dirty};
+    ASSERT_OK((*sender)->SendRound(bitmaps));
+    source = (*sender)->Finish();
+    outcome = (*sender)->commit_outcome();
+  }
+  const absl::Status destination = rx.result();
+  ASSERT_FALSE(relay.events().empty()) << relay.Log();
+  std::printf(
+      "[commit-point] forged ERROR before FINISH_ACK | %s | source %s "
+      "(%s) | destination %s\n",
+      ProtectionName(protect), CommitOutcomeName(outcome),
+      source.ToString().c_str(), destination.ToString().c_str());
+  EXPECT_OK(destination);  // it committed: FINISH_ACK went
+  EXPECT_FALSE(source.ok());
+  if (protect == Protection::kNone) {
+    EXPECT_EQ(outcome, CommitOutcome::kNotCommitted);
+    return;
+  }
+  EXPECT_EQ(outcome, CommitOutcome::kUnknown) << CommitOutcomeName(outcome);
+  EXPECT_THAT(std::string(source.message()), HasSubstr("outcome is unknown"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Protect, ForgedRefusalTest,
+                         ::testing::Values(Protection::kMac,
+                                           Protection::kEncrypt,
+                                           Protection::kNone),
+                         [](const auto& info) {
+                           return std::string(ProtectionName(info.param));
+                         });
 
 // Post-copy's switch is the commit point there (audit 3, F10): the
 // destination's hook runs when MISSING_PAGES arrive, before it arms, and

@@ -328,11 +328,15 @@ def test_the_commit_hook_may_refuse_the_finish():
         regions = ramferry.Regions().add(1, src)
         with ramferry.Sender(options(rx.port), regions) as tx:
             tx.send_round(regions.bitmaps(all_dirty=True))
+            assert tx.commit_outcome() == "pending"
             if refuse:
                 with pytest.raises(ramferry.RamferryError):
                     tx.finish()
+                # The destination's refusal is definite (audit F4).
+                assert tx.commit_outcome() == "not-committed"
             else:
                 tx.finish()
+                assert tx.commit_outcome() == "committed"
         t.join(timeout=60)
         assert calls == [1]
         assert outcome == (["CANCELLED"] if refuse else ["ok"])

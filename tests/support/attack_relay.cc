@@ -85,7 +85,9 @@ bool Downward(AttackKind kind) { return kind == AttackKind::kForgeRoundDone; }
 
 // Whether `kind` is aimed at a control connection (or a data channel).
 bool OnControl(AttackKind kind) {
-  return kind == AttackKind::kCutAtFrame || kind == AttackKind::kStripGranted ||
+  return kind == AttackKind::kCutAtFrame ||
+         kind == AttackKind::kForgeErrorAtFrame ||
+         kind == AttackKind::kStripGranted ||
          kind == AttackKind::kFloodHeartbeats ||
          kind == AttackKind::kFloodRandom || kind == AttackKind::kReplayFrame ||
          Downward(kind);
@@ -165,6 +167,8 @@ const char* AttackKindName(AttackKind kind) {
       return "forge-round-done";
     case AttackKind::kCutAtFrame:
       return "cut-at-frame";
+    case AttackKind::kForgeErrorAtFrame:
+      return "forge-error-at-frame";
     case AttackKind::kStripGranted:
       return "strip-granted";
     case AttackKind::kFlipNextHeader:
@@ -444,6 +448,7 @@ void AttackRelay::DownstreamFrames(const std::shared_ptr<Conn>& c,
       return c->Sever();
     }
     if (MaybeCut(c, frame, /*downstream=*/true)) return;
+    MaybeForgeError(c, frame, tag);
     {
       std::lock_guard<std::mutex> w(c->down_write_mu);
       if (!WriteAll(c->src, frame)) return c->Sever();
@@ -525,7 +530,8 @@ void AttackRelay::Upstream(std::shared_ptr<Conn> c) {
         sessions_[c->info.session].forge = a;
       } else {
         // A cut downstream needs the destination's frames parsed.
-        if (kind == AttackKind::kCutAtFrame && a->attack.downstream) {
+        if ((kind == AttackKind::kCutAtFrame && a->attack.downstream) ||
+            kind == AttackKind::kForgeErrorAtFrame) {
           c->forged_downstream = true;
         }
         c->attacks.push_back(a);
@@ -968,6 +974,34 @@ void AttackRelay::MaybeStripGranted(const std::shared_ptr<Conn>& c,
   }
 }
 
+void AttackRelay::MaybeForgeError(const std::shared_ptr<Conn>& c,
+                                  const std::vector<uint8_t>& frame,
+                                  size_t tag) {
+  const uint32_t type = proto::Load32(frame.data());
+  for (const auto& a : c->attacks) {
+    if (a->attack.kind != AttackKind::kForgeErrorAtFrame ||
+        a->attack.frame_type != type) {
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (a->fired) continue;
+      a->fired = true;
+    }
+    std::vector<uint8_t> forged = proto::EncodeError(
+        proto::MakeErrorMessage(absl::CancelledError("forged by the relay")));
+    std::mt19937_64 rng(std::random_device{}());
+    for (size_t t = 0; t < tag; ++t)
+      forged.push_back(static_cast<uint8_t>(rng()));
+    Record(c, AttackKind::kForgeErrorAtFrame, 0, 0,
+           absl::StrFormat("an ERROR made up ahead of frame type %d from the "
+                           "destination",
+                           type));
+    std::lock_guard<std::mutex> w(c->down_write_mu);
+    (void)WriteAll(c->src, forged);
+  }
+}
+
 bool AttackRelay::MaybeCut(const std::shared_ptr<Conn>& c,
                            const std::vector<uint8_t>& frame, bool downstream) {
   const uint32_t type = proto::Load32(frame.data());
@@ -1035,7 +1069,8 @@ void AttackRelay::ControlLoop(const std::shared_ptr<Conn>& c) {
     if (!WriteAll(c->dst, frame)) return c->Sever();
     for (const auto& a : c->attacks) {
       if (index < a->attack.at_index ||
-          a->attack.kind == AttackKind::kCutAtFrame) {
+          a->attack.kind == AttackKind::kCutAtFrame ||
+          a->attack.kind == AttackKind::kForgeErrorAtFrame) {
         continue;
       }
       {

@@ -90,6 +90,11 @@ enum class AttackKind {
   // connection, both ways, before that frame goes on or, with `forward`,
   // right after it: a link lost at that step of the protocol.
   kCutAtFrame,
+  // Control connection, destination to source: when the destination's
+  // frame of type `frame_type` comes, an ERROR frame the relay made up
+  // (CANCELLED, "forged by the relay"; a garbage tag when sealed) goes to
+  // the source just before it: a refusal the destination never sent.
+  kForgeErrorAtFrame,
   // Clears `strip` (capability bits) from the HelloReply of the control
   // connection on its way to the source: a granted feature taken away
   // (review A4), which nothing but the key schedule authenticates.
@@ -126,7 +131,7 @@ struct Attack {
   int count = 2000;
   // kStripGranted.
   uint64_t strip = 0;
-  // kCutAtFrame.
+  // kCutAtFrame, kForgeErrorAtFrame.
   uint32_t frame_type = 0;
   bool downstream = false;
   bool forward = false;
@@ -237,6 +242,11 @@ class AttackRelay {
   // control frame going the way `downstream` says); true once cut.
   bool MaybeCut(const std::shared_ptr<Conn>& c,
                 const std::vector<uint8_t>& frame, bool downstream);
+  // kForgeErrorAtFrame: writes a made-up ERROR (with `tag` garbage bytes)
+  // to the source ahead of the destination's `frame` if an armed attack
+  // wants it.
+  void MaybeForgeError(const std::shared_ptr<Conn>& c,
+                       const std::vector<uint8_t>& frame, size_t tag);
   // Applies this connection's armed attacks to `p`; false when the
   // connection is over (truncated, or a write failed).
   bool ForwardPacket(const std::shared_ptr<Conn>& c, Packet& p);

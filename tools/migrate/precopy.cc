@@ -166,9 +166,8 @@ class PrecopyRun {
     // destination refused FINISH or the switch (its commit hook, a cancel
     // there, pages no tag vouched for): it did not commit, and said so.
     // (A switch that failed before its MISSING_PAGES left counts the same.)
-    const bool refused =
-        sender_ != nullptr &&
-        sender_->commit_outcome() == CommitOutcome::kNotCommitted;
+    const bool refused = sender_ != nullptr && sender_->commit_outcome() ==
+                                                   CommitOutcome::kNotCommitted;
     const bool committed =
         !refused &&
         (switched_ || (sender_ != nullptr && sender_->finish_sent()));

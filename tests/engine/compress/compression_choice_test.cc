@@ -154,5 +154,67 @@ TEST(CompressionChoiceTest, NoSlowerEncodesOnAFastLinkWhereDeltasShrink) {
   EXPECT_TRUE(c.compressing());
 }
 
+// --delta=auto on this machine's 1 Gbit link (issue 42): a delta's first
+// re-send round copies every page into a cache slot never written before,
+// and a first touch costs a host exit here (1.3-4.8 s/GiB, now and then
+// tens of ms a packet). That fill is paid once per slot; judged as the
+// encoder's speed, it turned the encoding off for good (its probes fill
+// fresh slots too), and rounds 2+ went whole: 0.64x off where on was
+// 0.003x. Fed apart, the fill leaves the encoder's steady speed, and the
+// encoding stays on where the link waits, and off on loopback.
+//
+// Drives `packets` re-sends of one channel with every page a fill: the
+// channel encodes, at `encoder` bytes per ms of CPU, after filling the
+// packet's fresh slots for `fill_ms` (every 8th packet `slow_fill_ms`),
+// then sends into a socket that drains at `link` bytes per ms: the send
+// waits for what did not drain meanwhile, and its CPU is its wire bytes at
+// `send_cpu` bytes per ms (`cpu_bound`, loopback: the send is all CPU, at
+// the link's speed). Returns the packets encoded.
+uint64_t DriveFills(CompressionChoice& c, uint64_t packets, double link,
+                    double send_cpu, double encoder, double fill_ms,
+                    double slow_fill_ms, bool cpu_bound = false) {
+  uint64_t encoded = 0;
+  for (uint64_t i = 0; i < packets; ++i) {
+    double before = 0;
+    if (c.Next()) {
+      ++encoded;
+      const double fill = (i % 8 == 7 ? slow_fill_ms : fill_ms) * kMs;
+      before = kPacket / encoder * kMs + fill;
+      c.Compressed(kPacket, kPacket, static_cast<uint64_t>(before),
+                   static_cast<uint64_t>(fill));
+    }
+    const double drain = kPacket / link * kMs;
+    double ns = drain, cpu = drain;
+    if (!cpu_bound) {
+      cpu = kPacket / send_cpu * kMs;
+      ns = std::max(cpu, drain - before);
+    }
+    c.Sent(kPacket, static_cast<uint64_t>(ns), static_cast<uint64_t>(cpu),
+           static_cast<uint64_t>(before));
+  }
+  return encoded;
+}
+
+TEST(CompressionChoiceTest, NoSlowerLeavesTheCacheFillOutOfTheEncoder) {
+  // A channel's share of 1 Gbit (62 MB/s), sends at 300 MB/s of CPU (veth's
+  // softirq included), a 1 GB/s encoder; filling a 128 KiB packet's fresh
+  // slots 0.6 ms (4.8 s/GiB), every 8th 30 ms: 28 MB/s with the fill.
+  CompressionChoice c(CompressionChoice::Rule::kNoSlower);
+  const uint64_t n = DriveFills(c, 256, 62'000, 300'000, 1'000'000, 0.6, 30);
+  EXPECT_TRUE(c.compressing());
+  EXPECT_EQ(n, 256u);
+  EXPECT_GT(c.compressor_bytes_per_s(), 900e6);
+}
+
+TEST(CompressionChoiceTest, NoSlowerStaysOffOnLoopbackWhateverTheFill) {
+  // Loopback whole-page rewrites: the same fills left out, the encoder
+  // (3 GB/s) still costs a 2 GB/s link whose sends are all CPU a third.
+  CompressionChoice c(CompressionChoice::Rule::kNoSlower);
+  const uint64_t n = DriveFills(c, 256, 2'000'000, 0, 3'000'000, 0.6, 30,
+                                /*cpu_bound=*/true);
+  EXPECT_FALSE(c.compressing());
+  EXPECT_LE(n, 256u / CompressionChoice::kProbeEvery + 10);
+}
+
 }  // namespace
 }  // namespace ramferry::engine
