@@ -131,11 +131,8 @@ int RunDestRole(SessionOptions opt) {
   StopDestinationOnSignals(control);
   // Before `control` goes.
   absl::Cleanup no_stop_role = [] { stop_signals::ClearRole(); };
-  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server;
-  stop_signals::StartControlSocket(absl::GetFlag(FLAGS_control), [&] {
-    server = ControlFromFlag(control);
-    return server.ok() && *server != nullptr;
-  });
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server =
+      ControlFromFlag(control);
   if (!server.ok()) return Usage(std::string(server.status().message()));
   absl::StatusOr<DestinationMemories> mem =
       DestinationMemory(absl::GetFlag(FLAGS_region_file));

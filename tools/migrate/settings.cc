@@ -19,6 +19,7 @@
 #include "tools/migrate/flags.h"
 #include "tools/migrate/postcopy_mode.h"
 #include "tools/migrate/report.h"
+#include "tools/migrate/stop_signals.h"
 
 namespace ramferry::migrate {
 
@@ -234,7 +235,12 @@ absl::StatusOr<std::unique_ptr<cli::ControlServer>> ControlFromFlag(
     LiveControl& control) {
   const std::string path = absl::GetFlag(FLAGS_control);
   if (path.empty()) return nullptr;
-  return ServeControl(path, control);
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server;
+  stop_signals::StartControlSocket(path, [&] {
+    server = ServeControl(path, control);
+    return server.ok();
+  });
+  return server;
 }
 
 double DirtyPagesPerSecond(bool file_backed) {

@@ -36,7 +36,9 @@ absl::Status CheckHandoffFlags(const std::string& role);
 // role, a network or a destination; everything of those is refused.
 absl::Status CheckHandOverFlags();
 absl::StatusOr<ConvergenceConfig> Convergence();
-// --control: serves `control` on the flag's path; none without the flag.
+// --control: serves `control` on the flag's path (registered with
+// stop_signals, so a stop signal at any point removes it); none without
+// the flag.
 absl::StatusOr<std::unique_ptr<cli::ControlServer>> ControlFromFlag(
     LiveControl& control);
 // --dirty-rate in pages per second; auto by the memory's kind.

@@ -244,11 +244,8 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   StopOnSignals(control);
   // Before `control` goes.
   absl::Cleanup no_stop_role = [] { stop_signals::ClearRole(); };
-  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server;
-  stop_signals::StartControlSocket(absl::GetFlag(FLAGS_control), [&] {
-    server = ControlFromFlag(control);
-    return server.ok() && *server != nullptr;
-  });
+  absl::StatusOr<std::unique_ptr<cli::ControlServer>> server =
+      ControlFromFlag(control);
   if (!server.ok()) return Usage(std::string(server.status().message()));
   // Mapping the memory and arming the dirty tracking are part of the
   // migration's cost (a file's pages are mapped in here); the one-time
