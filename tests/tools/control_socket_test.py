@@ -233,12 +233,13 @@ class ControlSocketTest(unittest.TestCase):
 
     def test_postcopy_started_by_command(self):
         # Never converges alone: 64 MiB rewritten as fast as the link
-        # carries, a 1 ms downtime limit, no stall detection.
+        # carries, a zero downtime limit (no estimate fits it, however
+        # little a starved writer dirtied), no stall detection.
         flags = ["--postcopy=auto", "--dirty-rate=256MiB",
                  "--dirty-set=64MiB"]
         p = self.pair(size="128MiB",
                       source_args=flags + ["--max-bandwidth=100MB",
-                                           "--downtime-limit=1ms",
+                                           "--downtime-limit=0",
                                            "--stall-rounds=0",
                                            "--max-rounds=10000"],
                       dest_args=flags)
@@ -441,7 +442,7 @@ class ControlSocketTest(unittest.TestCase):
                  "--dirty-set=64MiB"]
         p = self.pair(size="128MiB",
                       source_args=flags + ["--max-bandwidth=200MB",
-                                           "--downtime-limit=1ms",
+                                           "--downtime-limit=0",
                                            "--stall-rounds=0",
                                            "--max-rounds=10000"],
                       dest_args=flags)
