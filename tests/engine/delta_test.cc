@@ -53,6 +53,13 @@ class SmallWriter {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
   }
+  // Returns once the writer stored `n` more times: rounds that find
+  // nothing dirty (a writer starved of CPU) would leave no page to send
+  // twice, and so none as a delta.
+  void AwaitStores(uint64_t n) {
+    const uint64_t until = stores_.load() + n;
+    while (stores_.load() < until) std::this_thread::yield();
+  }
 
  private:
   __attribute__((no_sanitize("thread"))) void Run() {
@@ -70,6 +77,7 @@ class SmallWriter {
         words[v % (r_.page_size / 8)] = rng();
       }
       dirty_->Set(p);
+      stores_.fetch_add(1, std::memory_order_relaxed);
       // A live workload, not a spin: rounds get a chance to send.
       if (rng() % 16 == 0) std::this_thread::yield();
     }
@@ -77,6 +85,7 @@ class SmallWriter {
   const Region& r_;
   DirtyBitmap* const dirty_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> stores_{0};
   std::thread thread_;
 };
 
@@ -119,6 +128,9 @@ TEST_P(DeltaTest, LiveRoundsEndByteIdenticalWithReSentPagesAsDeltas) {
   SmallWriter writer(src.region, &dirty);
   writer.Start();
   for (int round = 0; round < 6; ++round) {
+    // 256 stores over 512 hot pages between rounds: pages re-sent in two
+    // rounds, the second time as deltas.
+    if (round > 0) writer.AwaitStores(256);
     ASSERT_OK((*sender)->SendRound(bitmaps).status());
   }
   writer.Stop();
