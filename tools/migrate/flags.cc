@@ -83,9 +83,11 @@ ABSL_FLAG(std::string, connect, "",
           "spread over all of them (channel i to item i % count), the "
           "control connection goes to the first");
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
-          "dest: HOST:PORT to listen on");
+          "dest: HOST:PORT to listen on (not --demo's: its destination takes "
+          "a free port on --demo-host, named in its report)");
 ABSL_FLAG(bool, demo, false,
-          "run a destination process and a source on loopback, one report");
+          "run a destination process and a source on loopback, one report "
+          "(the destination on a free port of --demo-host)");
 ABSL_FLAG(std::string, demo_host, "127.0.0.1",
           "--demo: the local address both ends use (rdma: an address of the "
           "RDMA device's netdev, e.g. a Soft-RoCE one's; loopback has none)");
