@@ -174,6 +174,42 @@ TEST(MigrateReport, SourceTableSaysThePostcopyDowntimeEndsWhenArmed) {
   EXPECT_THAT(t, HasSubstr("verification     full, 0.0 ms once the "
                            "destination held every page"));
   EXPECT_THAT(t, Not(HasSubstr("final round")));
+  // No round was sent paused: no legend for a mark nothing carries.
+  EXPECT_THAT(t, Not(HasSubstr("* = workload paused")));
+}
+
+TEST(MigrateReport, ADowntimeOverItsLimitIsFlaggedWithBothEstimates) {
+  RunDescription run;
+  run.downtime_limit_s = 0.020;
+  PrecopyReport r;
+  r.switchover = "stop-and-copy";
+  r.downtime_s = 0.0242;
+  r.estimated_downtime_s = 0.0011;
+  r.switchover_estimate_s = 0.015;
+  r.final_collect_s = 0.0128;
+  r.final_round_s = 0.0113;
+  r.rounds = {{100, 409600, 409600, 0.5, false},
+              {10, 40960, 40960, 0.01, true}};
+  r.switchovers_resumed = 1;
+  r.resumed_stall_s = 0.031;
+  std::string t = SourceTable(run, r);
+  EXPECT_THAT(t, HasSubstr("downtime         24.2 ms OVER THE LIMIT "
+                           "(estimated 1.1 ms before the pause, 15.0 ms once "
+                           "paused; limit 20 ms): pause and last collect "
+                           "12.8 ms, final round 11.3 ms (predicted 2.2 ms)"));
+  EXPECT_THAT(t, HasSubstr("pages per round  100 10*  (* = workload paused)"));
+  EXPECT_THAT(t, HasSubstr("given up         1 stop-and-copy attempt(s)"));
+  EXPECT_THAT(t, HasSubstr("stalled 31.0 ms in all"));
+  nlohmann::json j = nlohmann::json::parse(SourceJson(run, r, ""));
+  EXPECT_TRUE(j["downtime_over_limit"].get<bool>());
+  EXPECT_EQ(j["switchovers_resumed"], 1);
+  EXPECT_DOUBLE_EQ(j["switchover_estimate_s"].get<double>(), 0.015);
+
+  r.downtime_s = 0.019;
+  t = SourceTable(run, r);
+  EXPECT_THAT(t, HasSubstr("downtime         19.0 ms (estimated"));
+  j = nlohmann::json::parse(SourceJson(run, r, ""));
+  EXPECT_FALSE(j["downtime_over_limit"].get<bool>());
 }
 
 // A run without --postcopy keeps the report it had.

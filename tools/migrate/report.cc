@@ -461,11 +461,15 @@ void AppendRounds(const RunDescription& run, const PrecopyReport& r,
                           absl::StrJoin(throttles, " "));
   }
   std::vector<std::string> pages;
+  bool paused_round = false;
   for (const RoundRecord& rr : r.rounds) {
     pages.push_back(absl::StrCat(rr.pages, rr.final ? "*" : ""));
+    paused_round |= rr.final;
   }
-  absl::StrAppendFormat(&t, "  pages per round  %s  (* = workload paused)\n",
-                        absl::StrJoin(pages, " "));
+  // The legend only where a round carries the mark (post-copy has none).
+  absl::StrAppendFormat(&t, "  pages per round  %s%s\n",
+                        absl::StrJoin(pages, " "),
+                        paused_round ? "  (* = workload paused)" : "");
   absl::StrAppendFormat(&t, "  sent / re-sent   %s / %s\n",
                         cli::FormatBytes(r.bytes_sent),
                         cli::FormatBytes(r.bytes_resent));
