@@ -121,6 +121,14 @@ absl::Status SenderImpl::OnRoundDone(absl::Span<const uint8_t> payload) {
 absl::Status SenderImpl::OnFinishAck(const ControlChannel::Message& m) {
   absl::Status bad = proto::DecodeEmpty(m.type, m.payload);
   std::unique_lock<std::mutex> lock(events_.mu);
+  // The destination sends no confirmation after its ERROR (it sends that
+  // only before its commit point): one read after an ERROR is not the
+  // destination's, and the ERROR before it stands (RefusedBeforeConfirmed),
+  // however the caller's wait and this reader interleave.
+  if (events_.peer_error.has_value()) {
+    return absl::InvalidArgumentError(
+        "FINISH_ACK after the destination's ERROR: not its confirmation");
+  }
   events_.finish_acked = true;
   events_.cv.notify_all();
   return bad;
