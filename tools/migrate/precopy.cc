@@ -473,11 +473,15 @@ class PrecopyRun {
     if (!paused_already) pause_start_ = absl::Now();
     const absl::Time pause = pause_start_;
     paused_ = true;
-    if (!paused_already) {
+    if (paused_already) {
+      // "paused" went out with the stop-and-copy's pause: only the state
+      // changes.
+      control_.SetState(MigrationState::kPostcopy);
+    } else {
       if (absl::Status p = load_.Pause(); !p.ok()) return p;
       report_.pause_s = Seconds(absl::Now() - pause);
+      PublishPaused();
     }
-    PublishPaused();
     absl::Status s = Collect().status();
     report_.final_collect_s = Seconds(absl::Now() - pause);
     report_.postcopy_missing_pages = DirtyPages();
