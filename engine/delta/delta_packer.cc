@@ -107,7 +107,8 @@ DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
     whole += page_size;
     sent->push_back({copy != nullptr ? copy : at, page_size});
   }
-  std::memcpy(out + whole, records_.data(), records);
+  // records_ may be empty (its data() null) when no page went as a delta.
+  if (records != 0) std::memcpy(out + whole, records_.data(), records);
   packed.record_bytes = records;
   packed.payload_bytes = whole + records;
   return packed;
