@@ -100,8 +100,8 @@ absl::StatusOr<std::string> DemoDestinationFile() {
                                        const std::string& dest_file,
                                        const cli::LinkTestbed* links,
                                        FILE* out) {
-  // This process has none of its parent's threads, the signals' one
-  // included (their mask it has: blocked); its own cancels its session.
+  // Forked before its parent started its stop signals' thread: this
+  // process starts its own, which cancels its session.
   stop_signals::Start();
   LiveControl control(LiveControl::Role::kDestination, {}, {});
   StopDestinationOnSignals(control);
@@ -153,6 +153,9 @@ absl::StatusOr<DemoDestination> ForkDestination(const SessionOptions& opt,
   absl::StatusOr<cli::ForkedChild> forked = cli::ForkWithPipe([&](int out) {
     ServeDemoDestination(opt, dest_file, links, fdopen(out, "w"));
   });
+  // This process's stop signals, from here (main leaves them to the demo,
+  // so that it forks with one thread).
+  stop_signals::Start();
   if (!forked.ok()) return forked.status();
   const pid_t child = forked->pid;
   DemoDestination d{child, 0, fdopen(forked->from_child.Release(), "r")};

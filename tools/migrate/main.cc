@@ -64,8 +64,6 @@ int RunMakeImage(const std::string& path) {
 }  // namespace ramferry::migrate
 
 int main(int argc, char** argv) {
-  // Before any thread: every thread inherits the signals' mask.
-  ramferry::migrate::stop_signals::Start();
   // --postcopy alone means on.
   ramferry::cli::AcceptBareFlag(argc, argv, "postcopy", "--postcopy=on");
   ramferry::cli::InitBinary(
@@ -79,6 +77,11 @@ int main(int argc, char** argv) {
       "                                                  nothing copied",
       ramferry::migrate::kFlagsFile);
   using namespace ramferry::migrate;
+  // Before any thread: every thread inherits the signals' mask. A --demo
+  // starts it once its destination is forked (ForkDestination): a fork
+  // after a thread started is one TSan cannot follow, and the child has
+  // none of the parent's threads anyway. Parsing the flags starts none.
+  if (!absl::GetFlag(FLAGS_demo)) stop_signals::Start();
   if (const std::string path = absl::GetFlag(FLAGS_make_image); !path.empty()) {
     return RunMakeImage(path);
   }

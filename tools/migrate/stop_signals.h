@@ -1,8 +1,9 @@
 // SIGTERM, SIGINT and SIGHUP ask ramferry-migrate to stop, and no process
 // of a migration may outlive it (docs/migrate.md, "Stopping").
 //
-// The signals are blocked in every thread (Start(), first thing in main,
-// before any thread exists, so every thread inherits the mask) and taken
+// The signals are blocked in every thread (Start(), in main before any
+// thread exists, or in each --demo process right after its fork, so every
+// thread inherits the mask) and taken
 // by one thread of their own (sigwait), which does what the role set:
 //  - before a session exists (`unstarted`: nothing to undo, no workload
 //    paused), the process ends at once, saying so;
@@ -35,8 +36,9 @@ namespace ramferry::migrate::stop_signals {
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread (and so in
 // every thread it starts) and starts the thread that takes them. Call it
-// before any other thread starts: first in main, and again in a forked
-// child (which has none of its parent's threads), which starts afresh.
+// once per process, before any other thread starts: in main, or for a
+// --demo in both processes right after the destination's fork (a fork
+// after a thread started is one ThreadSanitizer cannot follow).
 void Start();
 
 struct Role {
