@@ -35,6 +35,17 @@ using testing::MakeRegion;
 
 const std::string kKey = "commit point test key, 32 bytes!";
 
+// A keyed session whose stalls and rounds end within seconds, so a
+// broken commit point fails the test rather than hanging it.
+SessionOptions KeyedOptions() {
+  SessionOptions opt = testing::InsecureOptions();
+  opt.insecure = false;
+  opt.auth_key = kKey;
+  opt.stall_timeout = absl::Seconds(5);
+  opt.round_timeout = absl::Seconds(10);
+  return opt;
+}
+
 // What the destination does at its commit point.
 enum class AtCommit {
   kCommit,           // the hook says yes
@@ -212,12 +223,8 @@ TEST_P(ForgedRefusalTest, OnlyTheDestinationsOwnErrorIsARefusal) {
   const Protection protect = GetParam();
   auto src = MakeRegion(1, 1 << 20, /*seed=*/17, /*fill=*/true);
   auto dst = MakeRegion(1, 1 << 20);
-  SessionOptions opt = testing::InsecureOptions();
-  opt.insecure = false;
-  opt.auth_key = kKey;
+  SessionOptions opt = KeyedOptions();
   opt.protect = protect;
-  opt.stall_timeout = absl::Seconds(5);
-  opt.round_timeout = absl::Seconds(10);
   testing::ServingReceiver rx(opt, {dst.region});
   testing::AttackRelay relay(rx.port());
   testing::Attack forge;
@@ -277,12 +284,8 @@ TEST_P(PostcopyCommitTest, TheHookDecidesTheSwitch) {
   const bool refuse = at != AtCommit::kCommit;
   auto src = MakeRegion(1, 2 << 20, /*seed=*/13, /*fill=*/true);
   auto dst = MakeRegion(1, 2 << 20);
-  SessionOptions opt = testing::InsecureOptions();
-  opt.insecure = false;
-  opt.auth_key = kKey;
+  SessionOptions opt = KeyedOptions();
   opt.postcopy = true;
-  opt.stall_timeout = absl::Seconds(5);
-  opt.round_timeout = absl::Seconds(10);
   absl::StatusOr<std::unique_ptr<Receiver>> rx =
       Receiver::Listen(opt, {&dst.region, 1});
   ASSERT_OK(rx);
