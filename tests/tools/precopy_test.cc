@@ -17,6 +17,7 @@
 #include "tools/migrate/destination.h"
 #include "tools/migrate/live_control.h"
 #include "tools/migrate/memload.h"
+#include "tools/migrate/switchover_estimate.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -168,10 +169,83 @@ TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
   EXPECT_EQ(r.converged_by, "max-rounds");
   // Any estimate after the resume counts the pause (0: none was given,
   // the final round too small against the measured ones).
-  if (r.estimated_downtime_s != 0) EXPECT_GE(r.estimated_downtime_s, 0.150);
+  if (r.estimated_downtime_s != 0) {
+    EXPECT_GE(r.estimated_downtime_s, 0.150);
+  }
   EXPECT_TRUE(r.verified);
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   EXPECT_TRUE(rx.result().ok()) << rx.result();
+}
+
+TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
+  // The pause takes 150 ms while the workload writes 64 MiB/s: paused,
+  // the final round is over 4 MiB and the estimate within 3x the 60 ms
+  // limit, so its first quarter goes as a probe; with the probe counted
+  // it does not fit and the workload resumes. The probe's pages were
+  // sent and are clean: those written after the resume go again, and the
+  // destination ends identical.
+  const uint64_t bytes = ScaledBytes(64ull << 20);
+  auto src = MakeRegion(1, bytes, 21, true);
+  auto dst = MakeRegion(1, bytes);
+  PrecopyConfig config;
+  config.progress = false;
+  config.convergence.downtime_limit = absl::Milliseconds(60);
+  config.convergence.stall_rounds = 0;
+  config.convergence.max_rounds = 8;
+  config.session.auth_key = "precopy-test-key-0123456789abcdef";
+  ServingReceiver rx(config.session, {dst.region});
+  config.session.port = rx.port();
+  std::unique_ptr<DirtyTracker> tracker =
+      MakeBitmapTracker(src.region.page_count());
+  Memload::Options options;
+  options.dirty_set_pages = (16 << 20) / 4096;
+  options.pages_per_second = (64 << 20) / 4096;
+  Memload load(static_cast<uint8_t*>(src.region.base), src.region.page_count(),
+               options, tracker.get());
+  load.Start();
+  SlowPause slow(load, absl::Milliseconds(150));
+  const PrecopyReport r = RunPrecopy(config, src.region, *tracker, slow);
+  load.Stop();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_GE(r.switchovers_resumed, 1);
+  // A paused round (the probe) that live rounds followed.
+  bool probe_then_live = false;
+  for (size_t i = 0; i + 1 < r.rounds.size(); ++i) {
+    probe_then_live |= r.rounds[i].final && !r.rounds[i + 1].final;
+  }
+  EXPECT_TRUE(probe_then_live);
+  EXPECT_TRUE(r.verified);
+  EXPECT_EQ(r.pages_mismatched, 0u);
+  EXPECT_TRUE(SameBytes(src.region, dst.region));
+  EXPECT_TRUE(rx.result().ok()) << rx.result();
+}
+
+TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
+  // 32 MiB written at 1 GiB/s, stopped by the round limit: the final
+  // round is large, and its first quarter goes as a round of its own.
+  const uint64_t bytes = ScaledBytes(128ull << 20);
+  Memload::Options load;
+  load.dirty_set_pages = (32 << 20) / 4096;
+  load.pages_per_second = (1ull << 30) / 4096;
+  PrecopyConfig config;
+  config.convergence.downtime_limit = -absl::Nanoseconds(1);
+  config.convergence.max_rounds = 2;
+  Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
+  const PrecopyReport& r = run.report;
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.rounds.size(), 4u);  // 2 live, the probe, the rest
+  const uint64_t final_pages = r.rounds[2].pages + r.rounds[3].pages;
+  ASSERT_GE(final_pages * 4096, SwitchoverEstimate::kProbeFromBytes);
+  EXPECT_TRUE(r.rounds[2].final);
+  EXPECT_TRUE(r.rounds[3].final);
+  EXPECT_EQ(r.final_probe_pages, r.rounds[2].pages);
+  // A quarter, in whole bitmap words.
+  EXPECT_GE(r.final_probe_pages, final_pages / 4);
+  EXPECT_LT(r.final_probe_pages, final_pages / 4 + 64);
+  EXPECT_DOUBLE_EQ(r.final_round_s, r.rounds[2].seconds + r.rounds[3].seconds);
+  EXPECT_GE(r.downtime_s, r.final_round_s + r.final_collect_s);
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(run.identical);
 }
 
 TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
@@ -187,7 +261,9 @@ TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
   Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
   ASSERT_TRUE(run.report.status.ok()) << run.report.status;
   EXPECT_EQ(run.report.converged_by, "max-rounds");
-  EXPECT_EQ(run.report.rounds.size(), 3u);  // 2 live + the final one
+  // 2 live + the final one (a first quarter probed where it is large).
+  EXPECT_EQ(run.report.rounds.size(),
+            run.report.final_probe_pages > 0 ? 4u : 3u);
   EXPECT_TRUE(run.report.verified);
   EXPECT_TRUE(run.identical);
 }

@@ -82,6 +82,43 @@ TEST(SwitchoverEstimate, OncePausedOnlyTheFinalRoundIsPredicted) {
   EXPECT_DOUBLE_EQ(*e.Paused(0.025, 0), 0.025 + link.RoundTripSeconds());
 }
 
+TEST(SwitchoverEstimate, OnlyAFinalRoundOf4MiBOrMoreIsProbed) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  const uint64_t from = SwitchoverEstimate::kProbeFromBytes / kPage;
+  EXPECT_EQ(e.ProbePages(from - 1, 0.001, 0.300), 0u);
+  EXPECT_EQ(e.ProbePages(from, 0.001, 0.300), from / 4);
+  // Unmeasured (no estimate once paused): probed all the same.
+  EXPECT_EQ(e.ProbePages(4 * from, std::nullopt, 0.300), from);
+}
+
+TEST(SwitchoverEstimate, AHopelessFinalRoundIsNotProbed) {
+  const LinkRate link = Link();
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  const uint64_t pages = 100'000;
+  // 3x the limit may still fit once measured; more than that is given
+  // up on the estimate alone, as the probe would overrun the limit.
+  EXPECT_EQ(e.ProbePages(pages, 0.060, 0.020), pages / 4);
+  EXPECT_EQ(e.ProbePages(pages, 0.061, 0.020), 0u);
+  // No limit (0): always probed.
+  EXPECT_EQ(e.ProbePages(pages, 10.0, 0), pages / 4);
+}
+
+TEST(SwitchoverEstimate, TheRestGoesAtTheProbesRateItsRoundTripOnce) {
+  const LinkRate link = Link();  // a 1 ms round trip
+  ASSERT_DOUBLE_EQ(link.RoundTripSeconds(), 0.001);
+  SwitchoverEstimate e(link, kRegionPages, kPage);
+  // The probe: 1000 pages in 11 ms, of which 1 ms is the round trip; the
+  // rest, 3000 pages, at 10 us each. 20 ms have passed since the pause.
+  EXPECT_DOUBLE_EQ(e.AfterProbe(0.020, 1000, 0.011, 3000),
+                   0.020 + 0.001 + 0.030);
+  // A probe faster than the live rounds (a paused workload no longer
+  // competes for CPU) predicts a faster rest, whatever the rounds said.
+  EXPECT_LT(e.AfterProbe(0.020, 1000, 0.004, 3000), *e.Paused(0.020, 3000));
+  // The round trip counts at most half of a short probe.
+  EXPECT_DOUBLE_EQ(e.AfterProbe(0, 1000, 0.001, 1000), 0.0005 + 0.0005);
+}
+
 TEST(SwitchoverEstimate, TheLongestPauseMeasuredCounts) {
   const LinkRate link = Link();
   SwitchoverEstimate e(link, kRegionPages, kPage);

@@ -109,6 +109,8 @@ class PrecopyRun {
       region_bytes_ += r.length;
     }
     for (DirtyBitmap& d : dirty_) dirty_ptrs_.push_back(&d);
+    for (const Region& r : regions_) probe_.emplace_back(r.page_count());
+    for (DirtyBitmap& d : probe_) probe_ptrs_.push_back(&d);
   }
 
   PrecopyReport Run() {
@@ -223,9 +225,27 @@ class PrecopyRun {
     return n;
   }
 
-  absl::Status SendRound(bool final) {
+  // Moves the first `n` dirty pages or a few more (whole bitmap words)
+  // into probe_; returns how many it moved.
+  uint64_t TakeProbe(uint64_t n) {
+    uint64_t taken = 0;
+    for (size_t i = 0; i < dirty_.size() && taken < n; ++i) {
+      for (size_t w = 0; w < dirty_[i].words() && taken < n; ++w) {
+        const uint64_t bits = dirty_[i].TakeWord(w);
+        probe_[i].OrWord(w, bits);
+        taken += std::popcount(bits);
+      }
+    }
+    return taken;
+  }
+
+  // Sends the pages marked in `pages` (all of dirty_, or probe_).
+  absl::Status SendRound(bool final) { return SendRound(final, dirty_ptrs_); }
+  absl::Status SendRound(bool final, absl::Span<DirtyBitmap* const> pages) {
+    uint64_t marked = 0;
+    for (const DirtyBitmap* d : pages) marked += d->Count();
     live_.round.store(report_.rounds.size());
-    live_.round_pages.store(DirtyPages());
+    live_.round_pages.store(marked);
     const ChannelStats before = sender_->stats().Total();
     live_.pages_before_round.store(before.pages);
     live_.final_round.store(final);
@@ -234,7 +254,7 @@ class PrecopyRun {
          {"round_pages", live_.round_pages.load()},
          {"pages_before_round", live_.pages_before_round.load()},
          {"final_round", final}});
-    absl::StatusOr<RoundResult> r = sender_->SendRound(dirty_ptrs_);
+    absl::StatusOr<RoundResult> r = sender_->SendRound(pages);
     if (!r.ok()) {
       // A round cut short (a cancel, a failure) still sent its pages so
       // far: the summary counts them, as query did.
@@ -417,10 +437,26 @@ class PrecopyRun {
     PublishPaused();
     if (absl::Status c = Collect().status(); !c.ok()) return c;
     report_.final_collect_s = Seconds(absl::Now() - pause);
-    const std::optional<double> estimate =
+    std::optional<double> estimate =
         estimate_.Paused(report_.final_collect_s, DirtyPages());
-    report_.switchover_estimate_s = estimate.value_or(0);
     const double limit = absl::ToDoubleSeconds(policy_.config().downtime_limit);
+    // A large final round is measured before it is decided on: its first
+    // pages go as a round of their own, with the workload paused. Should
+    // it resume, they are sent and clean (its writes mark them again);
+    // memory is not yet frozen, so the probe goes as live rounds do.
+    report_.final_probe_pages = 0;
+    double probe_s = 0;
+    if (const uint64_t probe =
+            estimate_.ProbePages(DirtyPages(), estimate, limit);
+        probe > 0) {
+      report_.final_probe_pages = TakeProbe(probe);
+      if (absl::Status p = SendRound(true, probe_ptrs_); !p.ok()) return p;
+      probe_s = report_.rounds.back().seconds;
+      estimate = estimate_.AfterProbe(Seconds(absl::Now() - pause),
+                                      report_.final_probe_pages, probe_s,
+                                      DirtyPages());
+    }
+    report_.switchover_estimate_s = estimate.value_or(0);
     if (report_.converged_by == "downtime-limit" && estimate &&
         *estimate > limit) {
       if (config_.postcopy == PostcopyMode::kAuto) {
@@ -446,7 +482,7 @@ class PrecopyRun {
     // Switchover: the destination confirmed the final round.
     report_.downtime_s = Seconds(absl::Now() - pause);
     if (!report_.rounds.empty() && report_.rounds.back().final) {
-      report_.final_round_s = report_.rounds.back().seconds;
+      report_.final_round_s = probe_s + report_.rounds.back().seconds;
     }
     if (!s.ok()) return s;
     PublishSwitchover();
@@ -602,6 +638,9 @@ class PrecopyRun {
   std::vector<std::unique_ptr<Sender>> cut_senders_;  // resumed post-copy
   std::vector<DirtyBitmap> dirty_;                    // one per region
   std::vector<DirtyBitmap*> dirty_ptrs_;
+  // The final round's first pages, sent first to measure it (StopAndCopy).
+  std::vector<DirtyBitmap> probe_;
+  std::vector<DirtyBitmap*> probe_ptrs_;
   LiveState live_;
   LinkRate link_;
   SwitchoverEstimate estimate_{link_, region_pages_, kPageSize};

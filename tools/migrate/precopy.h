@@ -82,6 +82,9 @@ struct PrecopyReport {
   double pause_s = 0;          // the workload's pause taking effect
   double final_collect_s = 0;  // the last dirty collection
   double final_round_s = 0;    // the final round's pages + its round trip
+  // Of the final round: the pages sent first as a probe of its rate
+  // (SwitchoverEstimate::ProbePages; 0: none), in their own round.
+  uint64_t final_probe_pages = 0;
   // Post-copy: StartPostcopy, the missing set sent as ranges until the
   // destination armed (the rest of the downtime), and CompletePostcopy,
   // every missing page requested or pushed until the destination held it.
@@ -120,9 +123,10 @@ struct PrecopyReport {
   // What the last live round estimated the downtime at, before the
   // pause (SwitchoverEstimate::Before). Compare with downtime_s.
   double estimated_downtime_s = 0;
-  // Stop-and-copy, paused and collected: the downtime so far and the
-  // final round as predicted then, which decided the switchover (0: not
-  // reached). SwitchoverEstimate says what each counts.
+  // Stop-and-copy, paused and collected (and the final round probed,
+  // where it was): the downtime so far and the final round as predicted
+  // then, which decided the switchover (0: not reached).
+  // SwitchoverEstimate says what each counts.
   double switchover_estimate_s = 0;
   // Stop-and-copy attempts given up once paused, the final round not
   // fitting the limit: the workload resumed for more live rounds, and

@@ -228,6 +228,7 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["downtime_s"] = r.downtime_s;
   j["downtime_final_collect_s"] = r.final_collect_s;
   j["downtime_final_round_s"] = r.final_round_s;
+  j["downtime_final_probe_pages"] = r.final_probe_pages;
   j["downtime_if_verified_first_s"] = r.downtime_s + r.verify_s;
   j["collect_s"] = r.collect_s;
   j["verify_mode"] = run.verify_mode;
@@ -398,11 +399,15 @@ void AppendTimes(const RunDescription& run, const PrecopyReport& r,
         &t,
         "  downtime         %.1f ms%s (estimated %.1f ms before the "
         "pause, %.1f ms once paused; limit %.0f ms): pause and last "
-        "collect %.1f ms, final round %.1f ms (predicted %.1f ms)\n",
+        "collect %.1f ms, final round %.1f ms (predicted %.1f ms%s)\n",
         r.downtime_s * 1e3, OverLimitNote(run, r), r.estimated_downtime_s * 1e3,
         r.switchover_estimate_s * 1e3, run.downtime_limit_s * 1e3,
         r.final_collect_s * 1e3, r.final_round_s * 1e3,
-        std::max(0.0, r.switchover_estimate_s - r.final_collect_s) * 1e3);
+        std::max(0.0, r.switchover_estimate_s - r.final_collect_s) * 1e3,
+        r.final_probe_pages == 0
+            ? ""
+            : absl::StrFormat(", once its first %d pages went",
+                              r.final_probe_pages));
   }
   if (r.switchovers_resumed > 0) {
     absl::StrAppendFormat(&t,

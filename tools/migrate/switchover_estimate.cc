@@ -60,4 +60,24 @@ std::optional<double> SwitchoverEstimate::Paused(double elapsed_s,
   return elapsed_s + *round;
 }
 
+uint64_t SwitchoverEstimate::ProbePages(uint64_t final_pages,
+                                        std::optional<double> paused,
+                                        double limit_s) const {
+  if (final_pages * page_bytes_ < kProbeFromBytes) return 0;
+  if (paused && limit_s > 0 && *paused > kHopelessOverLimit * limit_s) {
+    return 0;
+  }
+  return final_pages / 4;
+}
+
+double SwitchoverEstimate::AfterProbe(double elapsed_s, uint64_t probe_pages,
+                                      double probe_s,
+                                      uint64_t rest_pages) const {
+  if (probe_pages == 0) return elapsed_s + probe_s;
+  const double fixed_s = std::min(link_.RoundTripSeconds(), probe_s / 2);
+  const double per_page_s =
+      (probe_s - fixed_s) / static_cast<double>(probe_pages);
+  return elapsed_s + fixed_s + per_page_s * static_cast<double>(rest_pages);
+}
+
 }  // namespace ramferry::migrate
