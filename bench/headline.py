@@ -30,20 +30,14 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import common  # bench/common.py
 
-
-def binary(build, rel):
-    p = os.path.join(build, rel)
-    if not os.access(p, os.X_OK):
-        sys.exit(f"headline: {p} not found: build it or pass --build")
-    return p
+common.set_prog("headline")
 
 
 def free_port():
@@ -57,18 +51,15 @@ def gib(size):
     for u, m in units.items():
         if size.endswith(u):
             return int(size[:-len(u)]) * m / (1 << 30)
-    sys.exit(f"headline: --size {size}: give MiB or GiB")
+    common.fail(f"--size {size}: give MiB or GiB")
 
 
 def run_raw(args, bench):
     cmd = [bench, "--transport=raw", f"--channels={args.channels}",
            f"--size={args.size}", "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if r.returncode != 0:
-        sys.exit(f"headline: {' '.join(cmd)} failed:\n{r.stderr}")
-    j = json.loads(r.stdout.strip().splitlines()[-1])
+    j = common.run_report(cmd, timeout=900, verified=False)
     if not j["verified"]:
-        sys.exit("headline: the raw baseline's copy differs")
+        common.fail("the raw baseline's copy differs")
     return {"seconds": j["seconds"],
             "cpu_s_per_gib": j["sender_cpu_s_per_gib"] +
             j["receiver_cpu_s_per_gib"], "command": cmd}
@@ -76,11 +67,11 @@ def run_raw(args, bench):
 
 def run_migrate(args, migrate, key, verify):
     port = free_port()
-    common = [f"--size={args.size}", f"--key-file={key}", "--json",
-              f"--verify={verify}"]
-    dst_cmd = [migrate, "--role=dest", f"--listen=127.0.0.1:{port}"] + common
+    both = [f"--size={args.size}", f"--key-file={key}", "--json",
+            f"--verify={verify}"]
+    dst_cmd = [migrate, "--role=dest", f"--listen=127.0.0.1:{port}"] + both
     src_cmd = [migrate, "--role=source", f"--connect=127.0.0.1:{port}",
-               f"--channels={args.channels}", "--dirty-rate=0"] + common
+               f"--channels={args.channels}", "--dirty-rate=0"] + both
     dst = subprocess.Popen(dst_cmd, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
@@ -89,18 +80,13 @@ def run_migrate(args, migrate, key, verify):
     src_out, src_err = src.communicate(timeout=900)
     dst_out, dst_err = dst.communicate(timeout=120)
     if src.returncode != 0 or dst.returncode != 0:
-        sys.exit(f"headline: migration failed:\n{src_out}{src_err}{dst_err}")
-    j = json.loads(src_out.strip().splitlines()[-1])
-    d = json.loads(dst_out.strip().splitlines()[-1])
+        common.fail(f"migration failed:\n{src_out}{src_err}{dst_err}")
+    j, d = common.last_json(src_out), common.last_json(dst_out)
     # Each end's CPU over its session (the source's connect to FINISH,
     # the destination's serving), every thread of the process.
     return {"seconds": j["transfer_s"], "total_s": j["total_s"],
             "cpu_s_per_gib": (j["cpu_s"] + d["cpu_s"]) / gib(args.size),
             "command": [dst_cmd, src_cmd]}
-
-
-def med(xs):
-    return statistics.median(xs), min(xs), max(xs)
 
 
 def main():
@@ -109,10 +95,10 @@ def main():
     ap.add_argument("--size", default="2GiB")
     ap.add_argument("--channels", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--build", default=os.path.join(common.ROOT, "build"))
     args = ap.parse_args()
-    bench = binary(args.build, "bench/ramferry-bench")
-    migrate = binary(args.build, "tools/migrate/ramferry-migrate")
+    bench = common.find_binary(args.build, "bench/ramferry-bench")
+    migrate = common.find_migrate(build=args.build)
     os.makedirs(args.out, exist_ok=True)
     engines = ["raw", "migrate", "verified"]
     runs = {e: [] for e in engines}
@@ -124,8 +110,7 @@ def main():
             f.write(os.urandom(32))
         os.chmod(key, 0o600)
         for rep in range(args.repeats):
-            order = engines[rep % 3:] + engines[:rep % 3]
-            for e in order:
+            for e in common.rotated(engines, rep):
                 print(f"headline: repeat {rep + 1}/{args.repeats}: {e} "
                       f"({time.time() - start:.0f} s)", file=sys.stderr,
                       flush=True)
@@ -135,8 +120,8 @@ def main():
                 r.update(engine=e, repeat=rep)
                 runs[e].append(r)
                 out.write(json.dumps(r) + "\n")
-    raw_s = statistics.median(r["seconds"] for r in runs["raw"])
-    raw_cpu = statistics.median(r["cpu_s_per_gib"] for r in runs["raw"])
+    raw_s = common.median(runs["raw"], "seconds")
+    raw_cpu = common.median(runs["raw"], "cpu_s_per_gib")
     lines = [
         f"# Headline ({time.strftime('%Y-%m-%d')}, {platform.node()}, "
         f"{os.cpu_count()} cores, {platform.release()})",
@@ -151,8 +136,8 @@ def main():
              "migrate": "ramferry-migrate, key + mac, --verify=off",
              "verified": "ramferry-migrate, key + mac, --verify=full"}
     for e in engines:
-        s = med([r["seconds"] for r in runs[e]])
-        c = med([r["cpu_s_per_gib"] for r in runs[e]])
+        s = common.spread(r["seconds"] for r in runs[e])
+        c = common.spread(r["cpu_s_per_gib"] for r in runs[e])
         lines.append(f"| {names[e]} | {s[0]:.2f} ({s[1]:.2f}-{s[2]:.2f}) | "
                      f"{s[0] / raw_s:.2f}x | {c[0]:.2f} ({c[1]:.2f}-"
                      f"{c[2]:.2f}) | {c[0] / raw_cpu:.2f}x |")

@@ -11,12 +11,14 @@ of the whole process, and their ratios Python / C.
 import argparse
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+import common  # bench/common.py
+
+ROOT = common.ROOT
+common.set_prog("python_vs_c")
 
 
 def run(cmd, env):
@@ -25,7 +27,7 @@ def run(cmd, env):
                          timeout=600)
     wall = time.monotonic() - start
     if out.returncode != 0:
-        sys.exit(f"{cmd[0]} failed:\n{out.stdout}\n{out.stderr}")
+        common.fail(f"{cmd[0]} failed:\n{out.stdout}\n{out.stderr}")
     m = re.search(r"connect to finish: ([0-9.]+) s", out.stdout)
     return float(m.group(1)), wall
 
@@ -53,8 +55,8 @@ def main():
                   f"{results[name][-1][0]:.3f} s, process "
                   f"{results[name][-1][1]:.3f} s", file=sys.stderr,
                   flush=True)
-    med = {k: (statistics.median(m for m, _ in v),
-               statistics.median(w for _, w in v)) for k, v in results.items()}
+    med = {k: (common.median(v, lambda r: r[0]),
+               common.median(v, lambda r: r[1])) for k, v in results.items()}
     print(f"| {args.size_mib} MiB, --fork, {args.runs} runs each, in turn "
           "| C | Python | Python / C |")
     print("|---|---|---|---|")

@@ -32,40 +32,17 @@ Usage: bench/attach/hand_over.py [--out DIR] [--size-mib 4096]
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
+
+common.set_prog("hand_over")
 MODES = ("hand-over verify=off", "hand-over verify=full", "loopback")
-
-
-def binary(build, rel):
-    p = os.path.join(build, rel)
-    if not os.access(p, os.X_OK):
-        sys.exit(f"hand_over: {p} not found: build it (cmake --build {build})")
-    return p
-
-
-def wait_for(proc, text, timeout=300):
-    """Reads proc's stderr until a line holds `text`; returns that line."""
-    seen = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return line
-    sys.exit(f"hand_over: no '{text}' from {proc.args}:\n{''.join(seen)}")
-
-
-def last_json(text):
-    return json.loads(text.strip().splitlines()[-1])
 
 
 def migrate_cmds(args, migrate, mode, d, s1, s2):
@@ -104,19 +81,19 @@ def one_run(args, workload, migrate, mode, rep):
             adopt = subprocess.Popen(adopt_cmd, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
             procs = [exp, adopt]
-            wait_for(exp, "listening")
-            wait_for(adopt, "waiting")
+            common.wait_for(exp, "listening")
+            common.wait_for(adopt, "waiting")
             dest = None
             if dest_cmd:
                 dest = subprocess.Popen(dest_cmd, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
                 procs.append(dest)
-                line = wait_for(dest, "listening on 127.0.0.1:")
+                line = common.wait_for(dest, "listening on 127.0.0.1:")
                 port = line.strip().rsplit(":", 1)[1].split()[0]
                 mig_cmd = [c.replace("PORT", port) for c in mig_cmd]
             t0 = time.monotonic()
-            mig = subprocess.run(mig_cmd, capture_output=True, text=True,
-                                 timeout=900)
+            rep_json = common.run_report(mig_cmd, timeout=900,
+                                         verified=False)
             wall = time.monotonic() - t0
             e_out, _ = exp.communicate(timeout=300)
             a_out, _ = adopt.communicate(timeout=300)
@@ -126,13 +103,10 @@ def one_run(args, workload, migrate, mode, rep):
             for p in procs:
                 if p.poll() is None:
                     p.kill()
-        if mig.returncode != 0:
-            sys.exit(f"hand_over: {mode} failed:\n{mig.stdout}{mig.stderr}")
-        rep_json = last_json(mig.stdout)
-        w, a = last_json(e_out), last_json(a_out)
+        w, a = common.last_json(e_out), common.last_json(a_out)
         if w["digest"] != a["digest"] or rep_json["outcome"] != "migrated":
-            sys.exit(f"hand_over: {mode}: memory differs or not migrated: "
-                     f"{rep_json} {w} {a}")
+            common.fail(f"{mode}: memory differs or not migrated: "
+                        f"{rep_json} {w} {a}")
         return {"mode": mode, "repeat": rep, "wall_s": wall,
                 "downtime_s": rep_json["downtime_s"],
                 "lived_pause_s": (a["resumed_at_ns"] - w["paused_at_ns"]) / 1e9,
@@ -143,7 +117,7 @@ def one_run(args, workload, migrate, mode, rep):
 
 
 def med(runs, mode, key):
-    return statistics.median(r[key] for r in runs if r["mode"] == mode)
+    return common.median([r for r in runs if r["mode"] == mode], key)
 
 
 def report(args, runs):
@@ -183,13 +157,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default="bench-results/hand-over")
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--build", default=os.path.join(common.ROOT, "build"))
     ap.add_argument("--size-mib", type=int, default=4096)
     ap.add_argument("--rate", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    workload = binary(args.build, "tests/capi/ramferry-attached-workload")
-    migrate = binary(args.build, "tools/migrate/ramferry-migrate")
+    workload = common.find_binary(args.build, common.WORKLOAD)
+    migrate = common.find_migrate(build=args.build)
     os.makedirs(args.out, exist_ok=True)
     runs = []
     with open(os.path.join(args.out, "hand_over.jsonl"), "w") as log:

@@ -27,35 +27,15 @@ Usage: bench/attach/run.py [--out DIR] [--size-mib 1024] [--rate 100000]
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
 
-
-def binary(build, rel):
-    p = os.path.join(build, rel)
-    if not os.access(p, os.X_OK):
-        sys.exit(f"attach: {p} not found: build it (cmake --build {build})")
-    return p
-
-
-def wait_for(proc, text, timeout=60):
-    """Reads proc's stderr until a line holds `text`; returns what it read."""
-    seen = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return "".join(seen)
-    sys.exit(f"attach: no '{text}' from {proc.args[0]}:\n{''.join(seen)}")
+common.set_prog("attach")
 
 
 def one_run(args, workload, migrate, verify, rep):
@@ -77,27 +57,23 @@ def one_run(args, workload, migrate, verify, rep):
         adopt = subprocess.Popen(adopt_cmd, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(exp, "listening")
-            wait_for(adopt, "waiting")
+            common.wait_for(exp, "listening", timeout=60)
+            common.wait_for(adopt, "waiting", timeout=60)
             # Stores under tracking before the migration starts too: the
             # latency the workload lives while it is exported.
-            mig = subprocess.run(mig_cmd, capture_output=True, text=True,
-                                 timeout=900)
+            rep_json = common.run_report(mig_cmd, timeout=900,
+                                         verified=False)
             e_out, e_err = exp.communicate(timeout=120)
             a_out, a_err = adopt.communicate(timeout=120)
         finally:
             for p in (exp, adopt):
                 if p.poll() is None:
                     p.kill()
-        if mig.returncode != 0:
-            sys.exit(f"attach: migration failed:\n{mig.stdout}{mig.stderr}")
-        rep_json = json.loads(mig.stdout.strip().splitlines()[-1])
-        w = json.loads(e_out.strip().splitlines()[-1])
-        a = json.loads(a_out.strip().splitlines()[-1])
+        w, a = common.last_json(e_out), common.last_json(a_out)
         if w["digest"] != a["digest"]:
-            sys.exit(f"attach: the adopter's memory differs: {w} {a}")
+            common.fail(f"the adopter's memory differs: {w} {a}")
         if rep_json["outcome"] != "migrated":
-            sys.exit(f"attach: not migrated: {rep_json.get('error')}")
+            common.fail(f"not migrated: {rep_json.get('error')}")
         return {"verify": verify, "migration": rep_json, "workload": w,
                 "adopter": a,
                 "commands": [exp_cmd, adopt_cmd, mig_cmd]}
@@ -107,7 +83,7 @@ def summarize(runs, verify):
     rs = [r for r in runs if r["verify"] == verify]
 
     def med(f):
-        return statistics.median(f(r) for r in rs)
+        return common.median(rs, f)
     pause = med(lambda r: (r["adopter"]["resumed_at_ns"]
                            - r["workload"]["paused_at_ns"]) / 1e6)
     downtime = med(lambda r: r["migration"]["downtime_s"] * 1e3)
@@ -145,7 +121,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default="bench-results/attach")
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--build", default=os.path.join(common.ROOT, "build"))
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--rate", type=int, default=100000)
     ap.add_argument("--pattern", default="mixed")
@@ -156,8 +132,8 @@ def main():
     ap.add_argument("--channels", type=int, default=2)
     ap.add_argument("--transport", default="tcp")
     args = ap.parse_args()
-    workload = binary(args.build, "tests/capi/ramferry-attached-workload")
-    migrate = binary(args.build, "tools/migrate/ramferry-migrate")
+    workload = common.find_binary(args.build, common.WORKLOAD)
+    migrate = common.find_migrate(build=args.build)
     os.makedirs(args.out, exist_ok=True)
     verifies = args.verify.split(",")
     runs = []

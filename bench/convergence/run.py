@@ -36,13 +36,13 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
+
+common.set_prog("convergence")
 POLICIES = {
     "max-rounds": ["--stall-rounds=0"],
     "stall": [],
@@ -51,21 +51,8 @@ POLICIES = {
 }
 
 
-def find_migrate(path):
-    for p in ([path] if path else []) + [
-            os.path.join(ROOT, "build/tools/migrate/ramferry-migrate"),
-            shutil.which("ramferry-migrate") or ""]:
-        if p and os.access(p, os.X_OK):
-            return p
-    sys.exit("convergence: ramferry-migrate not found: build it (cmake "
-             "--build build --target ramferry-migrate) or pass --migrate")
-
-
 def rate_bytes(text):
-    for suffix, mult in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if text.endswith(suffix):
-            return float(text[:-len(suffix)]) * mult / 8
-    sys.exit(f"convergence: rate '{text}': want a tc rate such as 1gbit")
+    return common.rate_bits(text) / 8
 
 
 def command(migrate, args, policy):
@@ -76,21 +63,7 @@ def command(migrate, args, policy):
             f"--max-rounds={args.max_rounds}"] + POLICIES[policy]
 
 
-def run_one(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    try:
-        rep = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"convergence: {' '.join(cmd)} printed no report (exit "
-                 f"{r.returncode}): {r.stderr.strip()[-500:]}")
-    if r.returncode != 0 or not rep.get("verified"):
-        sys.exit(f"convergence: {' '.join(cmd)} failed: "
-                 f"{rep.get('error') or r.stderr.strip()[-500:]}")
-    return rep
-
-
-def med(rows, f):
-    return statistics.median(f(r) for r in rows)
+med = common.median
 
 
 def switched(r):
@@ -192,24 +165,23 @@ def main():
                     help="rewrite convergence.md from --out's jsonl")
     args = ap.parse_args()
     if args.resummarize:
-        with open(os.path.join(args.out, "convergence.jsonl")) as f:
-            summarize(args, [json.loads(line) for line in f], args.out)
+        summarize(args, common.read_jsonl(
+            os.path.join(args.out, "convergence.jsonl")), args.out)
         return
     if os.geteuid() != 0:
         sys.exit("convergence: needs root: --demo-link creates network "
                  "namespaces")
-    migrate = find_migrate(args.migrate)
+    migrate = common.find_migrate(args.migrate)
     os.makedirs(args.out, exist_ok=True)
     rows = []
     names = list(POLICIES)
     with open(os.path.join(args.out, "convergence.jsonl"), "w") as jsonl:
         for rep in range(args.repeats):
-            order = names[rep % len(names):] + names[:rep % len(names)]
-            for policy in order:
+            for policy in common.rotated(names, rep):
                 print(f"convergence: repeat {rep + 1}/{args.repeats}, "
                       f"{policy}", file=sys.stderr)
                 load = os.getloadavg()[0]
-                r = run_one(command(migrate, args, policy))
+                r = common.run_report(command(migrate, args, policy))
                 r.update({"policy": policy, "repeat": rep + 1,
                           "loadavg": load})
                 jsonl.write(json.dumps(r) + "\n")

@@ -36,24 +36,14 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
+
+common.set_prog("delta")
 MODES = ["off", "on", "auto"]
-
-
-def find_migrate(path):
-    for p in ([path] if path else []) + [
-            os.path.join(ROOT, "build/tools/migrate/ramferry-migrate"),
-            shutil.which("ramferry-migrate") or ""]:
-        if p and os.access(p, os.X_OK):
-            return p
-    sys.exit("delta: ramferry-migrate not found: build it (cmake --build "
-             "build --target ramferry-migrate) or pass --migrate")
 
 
 def link_command(migrate, args, mode):
@@ -71,17 +61,10 @@ def loopback_command(migrate, args, mode):
 
 
 def run_one(cmd):
+    """The report of one run; a run that did not converge exits non-zero
+    but counts, where it verified."""
     print("delta: " + " ".join(cmd[1:]), file=sys.stderr, flush=True)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    try:
-        rep = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"delta: {' '.join(cmd)} printed no report (exit "
-                 f"{r.returncode}): {r.stderr.strip()[-500:]}")
-    if not rep.get("verified"):
-        sys.exit(f"delta: {' '.join(cmd)} did not verify: "
-                 f"{rep.get('error') or r.stderr.strip()[-500:]}")
-    return rep
+    return common.run_report(cmd, check_exit=False)
 
 
 def resent(rep, first):
@@ -170,7 +153,7 @@ def summarize(args, rows, out):
     if loop:
         by = {m: [r["report"]["transfer_s"] for r in loop if r["mode"] == m]
               for m in MODES}
-        med = {m: statistics.median(v) for m, v in by.items() if v}
+        med = {m: common.median(v) for m, v in by.items() if v}
         lines += [
             f"## Loopback: whole pages rewritten at {args.loop_stores} pages/s "
             f"over all of {args.size}, 5 live rounds + the final one", "",
@@ -200,7 +183,7 @@ def main():
     ap.add_argument("--only", choices=["link", "loopback"])
     ap.add_argument("--migrate")
     args = ap.parse_args()
-    migrate = find_migrate(args.migrate)
+    migrate = common.find_migrate(args.migrate)
     os.makedirs(args.out, exist_ok=True)
     rows = []
     plan = []
@@ -209,9 +192,7 @@ def main():
     if args.only in (None, "loopback"):
         plan += [("loopback", i) for i in range(args.loop_repeats)]
     for experiment, i in plan:
-        k = i % len(MODES)
-        modes = MODES[k:] + MODES[:k]
-        for mode in modes:
+        for mode in common.rotated(MODES, i):
             make = link_command if experiment == "link" else loopback_command
             rep = run_one(make(migrate, args, mode))
             rows.append({"experiment": experiment, "mode": mode, "repeat": i,

@@ -37,8 +37,11 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
+
+common.set_prog("downtime")
 WRITERS = {
     # memload --dirty-set/--dirty-rate, attached workload --rate
     "idle": ({"set": "64MiB", "rate": "0"}, 0),
@@ -46,23 +49,6 @@ WRITERS = {
     "hot": ({"set": None, "rate": "1GiB"}, 2000000),
 }
 MEMORY = ["anon", "file", "attached"]
-
-
-def binary(build, rel):
-    p = os.path.join(build, rel)
-    if not os.access(p, os.X_OK):
-        sys.exit(f"downtime: {p} not found: build it (cmake --build {build}"
-                 f" --target {os.path.basename(rel)}) or pass --build")
-    return p
-
-
-def wait_for(proc, text):
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if text in line:
-            return
-    sys.exit(f"downtime: no '{text}' from {proc.args[0]}:\n{''.join(seen)}")
 
 
 def one_run(args, migrate, workload, limit_ms, writer, memory, d):
@@ -81,7 +67,7 @@ def one_run(args, migrate, workload, limit_ms, writer, memory, d):
                    "--baseline-seconds=0", "--timeout-s=300"]
         exp = subprocess.Popen(exp_cmd, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-        wait_for(exp, "listening")
+        common.wait_for(exp, "listening", stream=exp.stdout)
         cmd += [f"--attach={sock}"]
     else:
         dirty_set = load["set"] or f"{args.size_mib // 2}MiB"
@@ -94,7 +80,7 @@ def one_run(args, migrate, workload, limit_ms, writer, memory, d):
                     f.write(os.urandom(1 << 20))
             cmd += [f"--region-file={path}"]
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        j = common.run_report(cmd, timeout=600)
     finally:
         if exp is not None:
             try:
@@ -110,13 +96,8 @@ def one_run(args, migrate, workload, limit_ms, writer, memory, d):
                     os.unlink(leftover)
                 except FileNotFoundError:
                     pass
-    lines = run.stdout.strip().splitlines()
-    if run.returncode != 0 or not lines:
-        sys.exit(f"downtime: run failed ({' '.join(cmd)}):\n"
-                 f"{run.stdout}{run.stderr}")
-    j = json.loads(lines[-1])
-    if j.get("outcome") != "migrated" or not j.get("verified"):
-        sys.exit(f"downtime: not migrated and verified: {j.get('error')}")
+    if j.get("outcome") != "migrated":
+        common.fail(f"not migrated: {j.get('error')}")
     return {"limit_ms": limit_ms, "writer": writer, "memory": memory,
             "command": cmd, "report": j}
 
@@ -149,10 +130,10 @@ def main():
     ap.add_argument("--size-mib", type=int, default=512)
     ap.add_argument("--limits", default="20,50,300")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--build", default=os.path.join(common.ROOT, "build"))
     args = ap.parse_args()
-    migrate = binary(args.build, "tools/migrate/ramferry-migrate")
-    workload = binary(args.build, "tests/capi/ramferry-attached-workload")
+    migrate = common.find_migrate(build=args.build)
+    workload = common.find_binary(args.build, common.WORKLOAD)
     os.makedirs(args.out, exist_ok=True)
     cells = [(int(l), w, m) for l in args.limits.split(",")
              for w in WRITERS for m in MEMORY]
@@ -161,8 +142,7 @@ def main():
     start = time.time()
     with open(os.path.join(args.out, "matrix.jsonl"), "w") as out:
         for rep in range(args.repeats):
-            order = cells[rep % len(cells):] + cells[:rep % len(cells)]
-            for limit_ms, writer, memory in order:
+            for limit_ms, writer, memory in common.rotated(cells, rep):
                 print(f"downtime: run {len(runs) + 1}/{total}: limit "
                       f"{limit_ms} ms, {writer}, {memory} "
                       f"({time.time() - start:.0f} s)", file=sys.stderr,

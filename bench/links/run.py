@@ -26,24 +26,14 @@ import json
 import os
 import platform
 import resource
-import shutil
-import statistics
-import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
 
-
-def find_migrate(path):
-    for p in ([path] if path else []) + [
-            os.path.join(ROOT, "build/tools/migrate/ramferry-migrate"),
-            shutil.which("ramferry-migrate") or ""]:
-        if p and os.access(p, os.X_OK):
-            return p
-    sys.exit("links: ramferry-migrate not found: build it (cmake --build "
-             "build --target ramferry-migrate) or pass --migrate")
+common.set_prog("links")
 
 
 def command(migrate, args, rate, links):
@@ -56,25 +46,16 @@ def run_one(cmd, timeout=600):
     """The report of one run with the CPU both ends used, or exits."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    rep = common.run_report(cmd, timeout=timeout)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        rep = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"links: {' '.join(cmd)} printed no report (exit "
-                 f"{r.returncode}): {r.stderr.strip()[-500:]}")
-    if r.returncode != 0 or not rep.get("verified"):
-        sys.exit(f"links: {' '.join(cmd)} failed: "
-                 f"{rep.get('error') or r.stderr.strip()[-500:]}")
     rep["cpu_s"] = (after.ru_utime - before.ru_utime +
                     after.ru_stime - before.ru_stime)
     rep["wall_s"] = wall
     return rep
 
 
-def med(rows, f):
-    return statistics.median(f(r) for r in rows)
+med = common.median
 
 
 def summarize(args, migrate, rows, out):
@@ -103,7 +84,7 @@ def summarize(args, migrate, rows, out):
     for rate in args.rates:
         one = [r for r in rows if r["rate"] == rate and r["links_n"] == 1]
         two = [r for r in rows if r["rate"] == rate and r["links_n"] == 2]
-        bps = parse_rate(rate)
+        bps = common.rate_bits(rate)
         g1 = med(one, lambda r: r["throughput_gb_per_s"])
         g2 = med(two, lambda r: r["throughput_gb_per_s"])
         for n, rs, g in ((1, one, g1), (2, two, g2)):
@@ -137,16 +118,6 @@ def summarize(args, migrate, rows, out):
     print("\n".join(lines))
 
 
-def parse_rate(text):
-    units = [("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3),
-             ("bit", 1), ("gbps", 8e9), ("mbps", 8e6), ("kbps", 8e3),
-             ("bps", 8)]
-    for suffix, mult in units:
-        if text.endswith(suffix):
-            return float(text[:-len(suffix)]) * mult
-    sys.exit(f"links: rate '{text}': want a tc rate such as 1gbit")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench-links")
@@ -160,15 +131,14 @@ def main():
     args = ap.parse_args()
     args.rates = args.rates.split(",")
     for r in args.rates:
-        parse_rate(r)
+        common.rate_bits(r)
     if args.resummarize:
-        with open(os.path.join(args.out, "links.jsonl")) as f:
-            rows = [json.loads(line) for line in f]
+        rows = common.read_jsonl(os.path.join(args.out, "links.jsonl"))
         summarize(args, None, rows, args.out)
         return
     if os.geteuid() != 0:
         sys.exit("links: needs root: --demo-link creates network namespaces")
-    migrate = find_migrate(args.migrate)
+    migrate = common.find_migrate(args.migrate)
     os.makedirs(args.out, exist_ok=True)
     rows = []
     with open(os.path.join(args.out, "links.jsonl"), "w") as jsonl:

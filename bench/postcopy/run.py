@@ -32,31 +32,18 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
+import common  # noqa: E402  (bench/common.py)
+
+common.set_prog("postcopy")
 PARTS = ("auto", "urgent")
 
 
-def find_migrate(path):
-    for p in ([path] if path else []) + [
-            os.path.join(ROOT, "build/tools/migrate/ramferry-migrate"),
-            shutil.which("ramferry-migrate") or ""]:
-        if p and os.access(p, os.X_OK):
-            return p
-    sys.exit("postcopy: ramferry-migrate not found: build it (cmake --build "
-             "build --target ramferry-migrate) or pass --migrate")
-
-
 def rate_bytes(text):
-    for suffix, mult in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if text.endswith(suffix):
-            return float(text[:-len(suffix)]) * mult / 8
-    sys.exit(f"postcopy: rate '{text}': want a tc rate such as 1gbit")
+    return common.rate_bits(text) / 8
 
 
 def auto_command(migrate, args):
@@ -78,21 +65,7 @@ def urgent_command(migrate, args, urgent):
             f"--postcopy-urgent={urgent}"]
 
 
-def run_one(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    try:
-        rep = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"postcopy: {' '.join(cmd)} printed no report (exit "
-                 f"{r.returncode}): {r.stderr.strip()[-500:]}")
-    if r.returncode != 0 or not rep.get("verified"):
-        sys.exit(f"postcopy: {' '.join(cmd)} failed: "
-                 f"{rep.get('error') or r.stderr.strip()[-500:]}")
-    return rep
-
-
-def med(rows, f):
-    return statistics.median(f(r) for r in rows)
+med = common.median
 
 
 def dst(r):
@@ -217,13 +190,6 @@ def summarize(args, rows, out):
     print("\n".join(lines))
 
 
-def read_jsonl(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench-postcopy")
@@ -249,14 +215,15 @@ def main():
             sys.exit(f"postcopy: unknown part '{p}': want "
                      f"{' or '.join(PARTS)}")
     if args.resummarize:
-        summarize(args, read_jsonl(os.path.join(args.out, "auto.jsonl")) +
-                  read_jsonl(os.path.join(args.out, "urgent.jsonl")),
+        summarize(args,
+                  common.read_jsonl(os.path.join(args.out, "auto.jsonl")) +
+                  common.read_jsonl(os.path.join(args.out, "urgent.jsonl")),
                   args.out)
         return
     if "auto" in args.parts and os.geteuid() != 0:
         sys.exit("postcopy: the auto part needs root: --demo-link creates "
                  "network namespaces (or run --parts urgent)")
-    migrate = find_migrate(args.migrate)
+    migrate = common.find_migrate(args.migrate)
     os.makedirs(args.out, exist_ok=True)
     rows = []
     if "auto" in args.parts:
@@ -264,7 +231,7 @@ def main():
             for rep in range(args.repeats):
                 print(f"postcopy: auto, repeat {rep + 1}/{args.repeats}",
                       file=sys.stderr)
-                r = run_one(auto_command(migrate, args))
+                r = common.run_report(auto_command(migrate, args))
                 r.update({"part": "auto", "repeat": rep + 1,
                           "loadavg": os.getloadavg()[0]})
                 jsonl.write(json.dumps(r) + "\n")
@@ -279,7 +246,8 @@ def main():
                 for urgent in order:
                     print(f"postcopy: urgent={urgent}, repeat "
                           f"{rep + 1}/{args.repeats}", file=sys.stderr)
-                    r = run_one(urgent_command(migrate, args, urgent))
+                    r = common.run_report(urgent_command(migrate, args,
+                                                         urgent))
                     r.update({"part": "urgent", "urgent": urgent,
                               "repeat": rep + 1,
                               "loadavg": os.getloadavg()[0]})
