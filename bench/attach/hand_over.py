@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Local migration by hand-over against the same migration over loopback.
 
-One exported workload (examples/c/attached_workload.c: a memfd filled with
+One exported workload (bench/attach/workload.c: a memfd filled with
 pseudo-random words, a quarter of the pages zero, storing at --rate while
 it runs), moved to an adopting process in one of three ways per repeat:
 

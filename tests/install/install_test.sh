@@ -8,7 +8,7 @@
 #      Requires.private list
 #   3. a CMake project with find_package(ramferry) (examples/c/CMakeLists.txt)
 # and a C++ program using the C++ API through the same package
-# (tests/install/cxx_consumer); examples/c/attached_workload.c is built with
+# (tests/install/cxx_consumer); bench/attach/workload.c is built with
 # pkg-config too and migrated by the installed ramferry-migrate --attach
 # into a second copy of itself.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR LIBDIR CC [SIZE_MIB]
@@ -64,8 +64,8 @@ fi
 
 # The example must build from the installed headers alone.
 mkdir "$tmp/example"
-cp "$src/examples/c/migrate_self.c" "$src/examples/c/CMakeLists.txt" \
-  "$tmp/example/"
+cp "$src/examples/c/migrate_self.c" "$src/examples/c/export_memory.c" \
+  "$src/examples/c/CMakeLists.txt" "$tmp/example/"
 cd "$tmp"
 
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
@@ -87,10 +87,10 @@ ldd ./migrate_self_pc | grep -q "libramferry.so.0 => $prefix" ||
 ./migrate_self_pc --size-mib="$size" || fail "migrate_self (pkg-config)"
 
 echo "== pkg-config: an attached workload, migrated by the installed tool"
-# examples/c/attached_workload.c exports its memfd; the installed
+# bench/attach/workload.c exports its memfd; the installed
 # ramferry-migrate attaches to it and hands the memory to a second copy
 # that adopts it; both report a digest of the memory, which must match.
-cp "$src/examples/c/attached_workload.c" example/
+cp "$src/bench/attach/workload.c" example/attached_workload.c
 # shellcheck disable=SC2046
 "$cc" -std=c11 -Wall -Wextra -pedantic -Werror $san \
   example/attached_workload.c $(pkg-config --cflags --libs ramferry) \

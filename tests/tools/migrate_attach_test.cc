@@ -1,5 +1,5 @@
 // ramferry-migrate --attach and --export as they are meant to be used:
-// a workload process (examples/c/attached_workload.c, through the C API
+// a workload process (bench/attach/workload.c, through the C API
 // only) exports its memfd and keeps storing into it; the tool migrates it
 // from another process; the destination hands the received memfd to a
 // third process that adopts it. The adopting process's digest of what it

@@ -1,5 +1,5 @@
 // ramferry-migrate --attach --hand-over as it is meant to be used: a
-// workload process (examples/c/attached_workload.c, through the C API
+// workload process (bench/attach/workload.c, through the C API
 // only) exports its memfd with consent to hand it over and keeps storing
 // into it; the tool pauses it and passes its memfds, uncopied, to an
 // adopting process. The adopter's digest of what it got must be the

@@ -1,5 +1,9 @@
 /* attached_workload: a workload whose memory another process migrates,
- * through ramferry's C API ("memory of another process" in ramferry.h).
+ * through ramferry's C API ("memory of another process" in ramferry.h),
+ * that measures the latency of its own stores. Built as
+ * ramferry-attached-workload (tests/capi/CMakeLists.txt) for the attach
+ * tests and bench/attach, bench/downtime; examples/c/export_memory.c is
+ * the short version of its export.
  *
  * Two modes, one per end of a migration:
  *
@@ -37,8 +41,8 @@
  * ramferry or the system failed, 2 on a bad command line.
  *
  * Build against an installed ramferry:
- *   cc -std=c11 attached_workload.c $(pkg-config --cflags --libs ramferry) \
- *     -pthread
+ *   cc -std=c11 workload.c $(pkg-config --cflags --libs ramferry) \
+ *     -pthread -o attached_workload
  */
 #define _GNU_SOURCE
 #include <errno.h>
