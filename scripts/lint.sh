@@ -5,8 +5,10 @@
 #     <- engine <- handoff, capi, tools, bench; the public headers in
 #     include/ramferry);
 #   - clang-tidy, with the repo's .clang-tidy, clean over the library, the
-#     tools and the benchmarks (warnings are errors here).
-#   scripts/lint.sh                 all three (clang-tidy configures its
+#     tools and the benchmarks (warnings are errors here);
+#   - every commit since f70821d with a subject of at most 72 characters
+#     (`room: what`) and, where it has a body, a blank line before it.
+#   scripts/lint.sh                 all four (clang-tidy configures its
 #                                   own build-lint/; files found clean
 #                                   before with the same inputs are not
 #                                   checked again: scripts/clang_tidy_cached.py)
@@ -80,6 +82,39 @@ if ((layering == 0)); then
   echo "every room includes only the rooms below it"
 else
   status=1
+fi
+
+step "commit messages"
+# From f70821d on (the commits before it keep their long subjects): a
+# subject git log --oneline shows whole, then a blank line before any body.
+since=f70821d
+if ! git cat-file -e "$since^{commit}" 2>/dev/null; then
+  echo "skipped: $since is not in this history (a shallow clone?)"
+else
+  messages=0
+  for c in $(git rev-list "$since..HEAD"); do
+    msg=$(git log -1 --format=%B "$c")
+    subject=$(sed -n 1p <<<"$msg")
+    second=$(sed -n 2p <<<"$msg")
+    # Characters, not bytes: a subject may hold a UTF-8 sign or two.
+    length=$(LC_ALL=C.UTF-8 && echo "${#subject}")
+    if ((length > 72)); then
+      echo "${c:0:7}: the subject has $length characters (at most 72):" \
+        "$(LC_ALL=C.UTF-8 && echo "${subject:0:72}")..."
+      messages=1
+    fi
+    if [[ -n $second ]]; then
+      echo "${c:0:7}: no blank line between the subject and the body"
+      messages=1
+    fi
+  done
+  if ((messages == 0)); then
+    echo "every commit since $since has a short subject, then a blank line"
+  else
+    echo "reword them (git rebase -i $since): a subject of at most 72" \
+      "characters in the form 'room: what', a blank line, then the body"
+    status=1
+  fi
 fi
 
 if [[ ${LINT_TIDY:-1} != 0 ]]; then
