@@ -1,17 +1,25 @@
 """Regions, dirty bitmaps and the options of a session."""
 
+from __future__ import annotations
+
 import ctypes
 import mmap
 import weakref
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from ramferry._lib import (FAILED_PRECONDITION, WORDS, Handle, RamferryError,
-                           check, invalid, lib, text, u64, whole)
+from ramferry._lib import (WORDS, Handle, invalid, lib, refused, text, u64,
+                           whole)
 
 PAGE_SIZE = 4096
 _invalid = invalid
 
+# What a region takes: anything with a writable, C-contiguous buffer (an
+# mmap, a bytearray, a memoryview, a numpy array). typing has no name for
+# the buffer protocol before Python 3.12 (collections.abc.Buffer).
+WritableBuffer = Any
 
-def page_aligned(nbytes):
+
+def page_aligned(nbytes: int) -> mmap.mmap:
     """Anonymous, page-aligned, zero-filled memory of `nbytes` (an mmap):
     what a region needs, where a bytearray is not page-aligned."""
     whole("nbytes", nbytes)
@@ -21,7 +29,7 @@ def page_aligned(nbytes):
     return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
-def c_view(buffer):
+def c_view(buffer: WritableBuffer) -> Tuple[ctypes.Array[Any], int, int]:
     """A ctypes char array over `buffer`'s bytes, holding the buffer so it
     can neither move nor shrink while the array lives: (array, address,
     length). `buffer` is anything with a writable, contiguous buffer: an
@@ -48,7 +56,9 @@ class MappedAddress(int):
     remembers its mapper, so Regions.add_mapped keeps the mapper from being
     closed while a region uses it."""
 
-    def __new__(cls, value, owner):
+    _owner: weakref.ref[Any]
+
+    def __new__(cls, value: int, owner: Any) -> MappedAddress:
         self = super().__new__(cls, value)
         self._owner = weakref.ref(owner)
         return self
@@ -56,10 +66,10 @@ class MappedAddress(int):
 
 # Handles that map memory of their own (Attach): Regions.add_mapped asks
 # them for a lease on an address they map.
-MAPPERS = weakref.WeakSet()
+MAPPERS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def _mapped(address, length):
+def _mapped(address: int, length: int) -> bool:
     """True when all of [address, address + length) is mapped here."""
     end = address + length
     with open("/proc/self/maps") as maps:
@@ -78,29 +88,29 @@ class _Ticket:
     closing while the session lives; once the handle closed, no session
     can be made from the region."""
 
-    def __init__(self, owner, address, length):
+    def __init__(self, owner: Any, address: int, length: int) -> None:
         self.owner = weakref.ref(owner)
         self.address, self.length = address, length
 
-    def lease(self):
+    def lease(self) -> Any:
         owner = self.owner()
         if owner is None:
-            raise RamferryError(FAILED_PRECONDITION, (
+            raise refused(
                 f"the memory at {self.address:#x} was mapped by a handle "
-                "that is gone (closed or collected): it is no longer mapped"))
+                "that is gone (closed or collected): it is no longer mapped")
         return owner._lease(self.address, self.length)
 
 
-def _ticket_on(address, length):
+def _ticket_on(address: int, length: int) -> Optional[_Ticket]:
     """What lets a session keep the memory at `address` mapped: a ticket
     on the handle that maps it, or None for memory this process maps
     otherwise (checked to be mapped now; keeping it so is the caller's)."""
     if isinstance(address, MappedAddress):
         owner = address._owner()
         if owner is None:
-            raise RamferryError(FAILED_PRECONDITION, (
+            raise refused(
                 f"the memory at {address:#x} was mapped by a handle that is "
-                "gone (closed or collected): it is no longer mapped"))
+                "gone (closed or collected): it is no longer mapped")
         owner._lease(address, length)  # refuses a closed one, a bad range
         return _Ticket(owner, int(address), length)
     for owner in list(MAPPERS):
@@ -125,19 +135,17 @@ class Options(Handle):
         "postcopy": bool, "postcopy_urgent_channel": bool,
         "postcopy_resume_timeout_ms": int, "connect_timeout_ms": int,
     }
-    _LIMITS = {"port": 0xFFFF, "channels": 0xFFFFFFFF}
     KEY_BYTES = 32
-    _free = "ramferry_options_free"
-    _kind = "Options"
+    _prefix = "options"
 
-    def __init__(self, **settings):
+    def __init__(self, **settings: Any) -> None:
         self._h = lib.ramferry_options_new()
         if not self._h:
             raise MemoryError("ramferry_options_new")
         for name, value in settings.items():
             self.set(name, value)
 
-    def set(self, name, value):
+    def set(self, name: str, value: Any) -> Options:
         """Sets option `name` (a keyword of Options, or any name
         ramferry_options_set knows) to `value`; returns self."""
         if not isinstance(name, str):
@@ -150,11 +158,11 @@ class Options(Handle):
                     text(name, self._as_text(name, value)))
             else:
                 status = self._set_named(h, name, kind, value)
-            check(status, lambda: lib.ramferry_options_last_error(h))
+            self._check(status, h)
         return self
 
     @staticmethod
-    def _as_text(name, value):
+    def _as_text(name: str, value: Any) -> str:
         if isinstance(value, bool):
             return "1" if value else "0"
         if isinstance(value, (int, str)):
@@ -162,22 +170,31 @@ class Options(Handle):
         raise _invalid(f"option {name} takes text, a whole number or a "
                        f"bool, not {value!r:.60}")
 
-    def _set_named(self, h, name, kind, value):
+    def _set_named(self, h: int, name: str, kind: type, value: Any) -> int:
         setter = getattr(lib, "ramferry_options_set_" + name)
         if kind is bool:
             if not isinstance(value, int) or value not in (0, 1):
                 raise _invalid(f"{name} is True or False, not {value!r:.60}")
             return setter(h, 1 if value else 0)
         if kind is int:
-            return setter(h, whole(name, value, 0,
-                                   self._LIMITS.get(name, 2**64 - 1)))
+            # The option's own range is the library's to check (channels:
+            # ramferry_options_set_channels refuses 0 or 1000 with its
+            # message). Only what the setter's C parameter cannot carry is
+            # refused here: ctypes would wrap it (port -1 or 70000 into a
+            # uint16_t port 65535 or 4464) and the library never see it.
+            high = (1 << 8 * ctypes.sizeof(setter.argtypes[1])) - 1
+            if not 0 <= whole(name, value) <= high:
+                raise _invalid(f"{name} {value} does not fit the library's "
+                               f"setter (ramferry_options_set_{name} takes "
+                               f"0 to {high})")
+            return setter(h, value)
         if kind is bytes:
             key = self._key(value)
             return setter(h, key, len(key))
         return setter(h, text(name, value))
 
     @classmethod
-    def _key(cls, value):
+    def _key(cls, value: Any) -> bytes:
         # bytes(32) is 32 zero bytes: an int, or anything else bytes()
         # takes, must not become a key by accident.
         if not isinstance(value, (bytes, bytearray, memoryview)):
@@ -205,29 +222,30 @@ class Regions(Handle):
     holds the buffers too, until it is closed: closing the Regions first
     is safe."""
 
-    _free = "ramferry_regions_free"
-    _kind = "Regions"
+    _prefix = "regions"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._h = lib.ramferry_regions_new()
         if not self._h:
             raise MemoryError("ramferry_regions_new")
-        self._keep = []    # buffer exports and leases, in the order added
-        self._pages = []   # per region, in the order added
-        self._spans = []   # (first byte, end, region id)
-        self._ids = []
+        # buffer exports and tickets, in the order added
+        self._keep: List[Any] = []
+        self._pages: List[int] = []  # per region, in the order added
+        self._spans: List[Tuple[int, int, int]] = []  # (first, end, id)
+        self._ids: List[int] = []
 
     @property
-    def pages(self):
+    def pages(self) -> Tuple[int, ...]:
         """The page count of each region, in the order added (a tuple)."""
         return tuple(self._pages)
 
     @property
-    def ids(self):
+    def ids(self) -> Tuple[int, ...]:
         """The id of each region, in the order added (a tuple)."""
         return tuple(self._ids)
 
-    def add(self, region_id, buffer, page_size=PAGE_SIZE):
+    def add(self, region_id: int, buffer: WritableBuffer,
+            page_size: int = PAGE_SIZE) -> Regions:
         """Appends region `region_id` over `buffer` (writable, contiguous,
         starting on a 4 KiB page); returns self."""
         whole("region_id", region_id, 0, 2**32 - 1)
@@ -244,7 +262,8 @@ class Regions(Handle):
             self._add(h, region_id, address, length, page_size, array)
         return self
 
-    def add_mapped(self, region_id, address, length, page_size=PAGE_SIZE):
+    def add_mapped(self, region_id: int, address: int, length: int,
+                   page_size: int = PAGE_SIZE) -> Regions:
         """A region of memory this process maps but Python does not own.
         Memory an Attach maps (the addresses of Attach.regions()): a
         Sender or Receiver made from these regions keeps that Attach from
@@ -260,7 +279,8 @@ class Regions(Handle):
             self._add(h, region_id, int(address), length, page_size, ticket)
         return self
 
-    def _add(self, h, region_id, address, length, page_size, keep):
+    def _add(self, h: int, region_id: int, address: int, length: int,
+             page_size: int, keep: Any) -> None:
         end = address + length
         for lo, hi, other in self._spans:
             if address < hi and lo < end:
@@ -268,31 +288,30 @@ class Regions(Handle):
                     f"region {region_id}'s memory [{address:#x}, {end:#x}) "
                     f"overlaps region {other}'s [{lo:#x}, {hi:#x}): a byte "
                     "may belong to one region only")
-        check(lib.ramferry_regions_add(h, region_id, address, length,
-                                       page_size),
-              lambda: lib.ramferry_regions_last_error(h))
+        self._check(lib.ramferry_regions_add(h, region_id, address, length,
+                                             page_size), h)
         if keep is not None:
             self._keep.append(keep)
         self._pages.append(length // page_size)
         self._spans.append((address, end, region_id))
         self._ids.append(region_id)
 
-    def set_file(self, region_id, fd, offset=0):
+    def set_file(self, region_id: int, fd: int, offset: int = 0) -> Regions:
         """The file region `region_id` maps shared (a memfd, a tmpfs file),
         so long runs of its pages move through it."""
         whole("region_id", region_id, 0, 2**32 - 1)
         whole("fd", fd, -1, 2**31 - 1)
         whole("offset", offset)
         with self._use() as h:
-            check(lib.ramferry_regions_set_file(h, region_id, fd, offset),
-                  lambda: lib.ramferry_regions_last_error(h))
+            self._check(lib.ramferry_regions_set_file(h, region_id, fd,
+                                                      offset), h)
         return self
 
-    def __len__(self):
+    def __len__(self) -> int:
         with self._use(exclusive=False) as h:
             return lib.ramferry_regions_count(h)
 
-    def bitmaps(self, all_dirty=False):
+    def bitmaps(self, all_dirty: bool = False) -> List[Bitmap]:
         """One Bitmap per region, every page marked when `all_dirty`."""
         maps = [Bitmap(p) for p in self._pages]
         if all_dirty:
@@ -300,7 +319,7 @@ class Regions(Handle):
                 b.mark_all()
         return maps
 
-    def _snapshot(self):
+    def _snapshot(self) -> Tuple[List[Any], Tuple[int, ...]]:
         """For a session made from these regions: (what keeps their memory
         while it lives, their page counts), as they are now. Refuses where
         the handle that mapped a region's memory is closed."""
@@ -315,45 +334,46 @@ class Bitmap:
 
     MAX_PAGES = 1 << 40
 
-    def __init__(self, pages):
+    def __init__(self, pages: int) -> None:
         whole("pages", pages, 1, self.MAX_PAGES)
         self._pages = pages
         self._words = (u64 * lib.ramferry_bitmap_words(pages))()
         self._ptr = ctypes.cast(self._words, WORDS)
 
     @property
-    def pages(self):
+    def pages(self) -> int:
         return self._pages
 
     @property
-    def words(self):
+    def words(self) -> ctypes.Array[Any]:
         """The words (a ctypes array of uint64): page p is bit p % 64 of
         word p // 64. Read them; mark through mark()."""
         return self._words
 
-    def _check(self, first, count=1):
+    def _check(self, first: int, count: int = 1) -> None:
         whole("page", first)
         whole("count", count)
         if first + count > self._pages:
             raise _invalid(f"pages [{first}, {first + count}) are outside "
                            f"the region's {self._pages}")
 
-    def mark(self, page):
+    def mark(self, page: int) -> None:
         self._check(page)
         lib.ramferry_bitmap_mark(self._ptr, page)
 
-    def mark_range(self, first, count):
+    def mark_range(self, first: int, count: int) -> None:
         self._check(first, count)
         lib.ramferry_bitmap_mark_range(self._ptr, first, count)
 
-    def mark_all(self):
+    def mark_all(self) -> None:
         lib.ramferry_bitmap_mark_range(self._ptr, 0, self._pages)
 
-    def count(self):
+    def count(self) -> int:
         return sum(bin(w).count("1") for w in self._words)
 
 
-def word_arrays(bitmaps, pages, what):
+def word_arrays(bitmaps: Iterable[Bitmap], pages: Sequence[int], what: str
+                ) -> Tuple[Any, int, List[Any]]:
     """The C view of `bitmaps` for a call that reads (and may clear) them
     in place: (array of word pointers, count, the word arrays to keep
     alive). Refuses anything but one Bitmap per region, in order, each of

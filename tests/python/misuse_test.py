@@ -21,7 +21,8 @@ How a stray access is seen:
   at once with PROT_NONE: the library touching it after that faults.
 - Calls that must be refused are checked to be refused: a bitmap whose
   page count is not its region's, a key that is not 32 bytes of bytes, two
-  regions over the same memory, and every RamferryError has a message.
+  regions over the same memory, and every RamferryError has a message
+  and is the subclass for its status.
 
 Any signal, hang, canary change or accepted misuse fails the test, with
 the failing seeds and the steps each took (rerun one alone with
@@ -153,6 +154,10 @@ class Sequence:
             outcome += ":" + exc.code
             if not exc.message.strip():
                 raise Violation(f"{label}: {exc.code} with an empty message")
+            if type(exc) is not type(ramferry.RamferryError.of(exc.status,
+                                                               "")):
+                raise Violation(f"{label}: {exc.code} raised as "
+                                f"{type(exc).__name__}, not its subclass")
         self.calls[outcome] += 1
         if exc is not None:
             self.trace(f"  -> {outcome}: {str(exc)[:120]}")

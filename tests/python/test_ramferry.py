@@ -6,8 +6,12 @@ is handed to a Python adopter), and the errors every bad argument gets.
 Run by ctest (tests/python/run.sh), which points RAMFERRY_LIBRARY at the
 built libramferry.so and PYTHONPATH at python/."""
 
+import dataclasses
+import ctypes
 import hashlib
+import inspect
 import json
+import pickle
 import os
 import random
 import subprocess
@@ -85,15 +89,60 @@ def test_two_process_migration_of_a_live_written_buffer():
         s.finish()
         stats = s.stats()
     result = finish_peer(child)
-    assert writes[0] > 0 and rounds[0]["pages"] == size // ramferry.PAGE_SIZE
-    assert all(r["pages"] <= dirty_pages for r in rounds[1:])
-    assert report["pages_mismatched"] == 0
-    assert report["pages_checked"] == size // ramferry.PAGE_SIZE
+    assert writes[0] > 0 and rounds[0].pages == size // ramferry.PAGE_SIZE
+    assert all(r.pages <= dirty_pages for r in rounds[1:])
+    assert report.pages_mismatched == 0 and report.first_mismatch is None
+    assert report.pages_checked == size // ramferry.PAGE_SIZE
     assert result["ok"], result["error"]
     assert result["sha256"] == hashlib.sha256(mem).hexdigest()
-    assert result["rounds"] == len(rounds) == stats["rounds"]
-    assert stats["channels"] == 4
-    assert sum(p["round_done"] for p in progress) == len(rounds)
+    assert result["rounds"] == len(rounds) == stats.rounds
+    assert stats.channels == 4
+    assert sum(p.round_done for p in progress) == len(rounds)
+    # Typed results, which still answer to the keys of the dicts they
+    # replaced (for one release).
+    for value, cls, keys in (
+            (rounds[0], ramferry.RoundResult,
+             ["round", "pages", "bytes", "seconds"]),
+            (report, ramferry.VerifyReport,
+             ["pages_checked", "pages_mismatched", "first_mismatch"]),
+            (progress[0], ramferry.Progress,
+             ["round_done", "rounds", "pages", "payload_bytes",
+              "header_bytes"]),
+            (stats, ramferry.Stats, STATS_KEYS)):
+        assert type(value) is cls and dataclasses.is_dataclass(value)
+        assert value.keys() == keys and list(value) == keys
+        assert all(value[k] == getattr(value, k) for k in keys)
+        assert dict(value) == value.as_dict() == dict(value.items())
+        assert value.get(keys[0]) == value[keys[0]]
+        assert value.get("nope", 7) == 7 and "nope" not in value
+        with pytest.raises(KeyError):
+            value["nope"]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, keys[0], 1)
+    assert rounds[0]["pages"] == size // ramferry.PAGE_SIZE
+    assert stats["rounds"] == len(rounds) and report["pages_mismatched"] == 0
+    assert json.loads(json.dumps(stats.as_dict()))["channels"] == 4
+
+
+# What stats() returned as a dict before it was ramferry.Stats: the fields
+# of ramferry_stats, less `size`.
+STATS_KEYS = [
+    "channels", "rounds", "packets", "pages", "payload_bytes",
+    "header_bytes", "zero_pages", "untouched_pages", "compressed_packets",
+    "compressed_input_bytes", "compressed_output_bytes",
+    "connections_refused", "auth_failures", "channels_lost", "resent_pages",
+    "postcopy_started", "postcopy_urgent_channel", "postcopy_missing_pages",
+    "postcopy_requested_pages", "postcopy_urgent_pages",
+    "postcopy_pushed_pages", "postcopy_duplicate_pages", "postcopy_faults",
+    "postcopy_latency_p50_us", "postcopy_latency_p99_us",
+    "postcopy_latency_max_us", "postcopy_blocked_us", "postcopy_switch_ns",
+    "postcopy_duration_ns", "postcopy_resumes"]
+
+
+def test_stats_has_every_field_of_the_c_struct():
+    c_fields = [name for name, _ in ramferry._lib.CStats._fields_]
+    assert c_fields == ["size"] + STATS_KEYS
+    assert ramferry.Stats(*range(len(STATS_KEYS))).keys() == STATS_KEYS
 
 
 def test_numpy_arrays_are_regions():
@@ -167,11 +216,132 @@ def test_the_attach_path(tmp_path):
 
 
 def code_of(call):
+    """The code of the RamferryError call() raises, checked to be of the
+    subclass for its status."""
     with pytest.raises(ramferry.RamferryError) as e:
         call()
     assert e.value.message
-    assert e.value.code == ramferry.STATUS_NAMES[e.value.status]
+    assert isinstance(e.value.status, ramferry.Status)
+    assert e.value.code == e.value.status.name
+    assert type(e.value) is ERROR_CLASSES[e.value.status]
     return e.value.code
+
+
+ERROR_CLASSES = {
+    ramferry.Status.CANCELLED: ramferry.Cancelled,
+    ramferry.Status.UNKNOWN: ramferry.Unknown,
+    ramferry.Status.INVALID_ARGUMENT: ramferry.InvalidArgument,
+    ramferry.Status.DEADLINE_EXCEEDED: ramferry.DeadlineExceeded,
+    ramferry.Status.NOT_FOUND: ramferry.NotFound,
+    ramferry.Status.ALREADY_EXISTS: ramferry.AlreadyExists,
+    ramferry.Status.PERMISSION_DENIED: ramferry.PermissionDenied,
+    ramferry.Status.RESOURCE_EXHAUSTED: ramferry.ResourceExhausted,
+    ramferry.Status.FAILED_PRECONDITION: ramferry.FailedPrecondition,
+    ramferry.Status.ABORTED: ramferry.Aborted,
+    ramferry.Status.OUT_OF_RANGE: ramferry.OutOfRange,
+    ramferry.Status.UNIMPLEMENTED: ramferry.Unimplemented,
+    ramferry.Status.INTERNAL: ramferry.Internal,
+    ramferry.Status.UNAVAILABLE: ramferry.Unavailable,
+    ramferry.Status.DATA_LOSS: ramferry.DataLoss,
+    ramferry.Status.UNAUTHENTICATED: ramferry.Unauthenticated,
+}
+
+
+def test_each_status_has_its_exception_class():
+    lib = ramferry._lib.lib
+    lib.ramferry_status_name.restype = ctypes.c_char_p
+    lib.ramferry_status_name.argtypes = [ctypes.c_int]
+    # Status is the C enum: every value the library names, by that name.
+    for n in range(17):
+        assert ramferry.Status(n).name == \
+            lib.ramferry_status_name(n).decode()
+    assert len(ramferry.Status) == 17
+    assert lib.ramferry_status_name(17) == b"UNKNOWN"
+    assert set(ERROR_CLASSES) == set(ramferry.Status) - {ramferry.Status.OK}
+    for status, cls in ERROR_CLASSES.items():
+        e = ramferry.RamferryError.of(status, "what and why")
+        assert type(e) is cls and cls.status is status
+        assert isinstance(e, ramferry.RamferryError)
+        assert e.status is status and e.code == status.name
+        assert e.message == "what and why"
+        assert str(e) == f"{status.name}: what and why"
+        assert type(ramferry.RamferryError.of(int(status), "m")) is cls
+        assert cls("direct").status is status
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is cls and back.message == e.message
+        with pytest.raises(ramferry.RamferryError):
+            raise e
+        # The deprecated table agrees, for one release.
+        assert ramferry.STATUS_NAMES[status] == status.name
+    # A value outside the enum: UNKNOWN, and the message keeps the value.
+    e = ramferry.RamferryError.of(99, "odd")
+    assert type(e) is ramferry.Unknown and "99" in e.message
+    # The old constructor still works, and so do .code and .status.
+    old = ramferry.RamferryError(3, "m")
+    assert old.code == "INVALID_ARGUMENT" and old.status == 3
+    # The library's errors arrive as their subclass.
+    with pytest.raises(ramferry.InvalidArgument):
+        ramferry.Options().set("transport", "warp")
+    with pytest.raises(ramferry.NotFound):
+        ramferry.Options().set("no_such_option", 1)
+    closed = ramferry.Options()
+    closed.close()
+    with pytest.raises(ramferry.FailedPrecondition):
+        closed.set("channels", 2)
+
+
+def test_an_option_out_of_range_gets_the_librarys_message():
+    """Options checks no option's range itself: the library's setter
+    refuses, and the error carries its message, the same one
+    ramferry_options_set gives."""
+    lib = ramferry._lib.lib
+    for value in (0, 1000, 2**31):
+        with pytest.raises(ramferry.InvalidArgument) as e:
+            ramferry.Options(channels=value)
+        with ramferry.Options() as o, o._use() as h:
+            assert lib.ramferry_options_set(
+                h, b"channels", str(value).encode()) == \
+                ramferry.Status.INVALID_ARGUMENT
+            assert e.value.message == \
+                ramferry.decode(lib.ramferry_options_last_error(h))
+    # What the C parameter cannot carry is refused before the call (ctypes
+    # would wrap it): a port is a uint16_t.
+    for value in (-1, 70000):
+        assert code_of(lambda: ramferry.Options(port=value)) == \
+            "INVALID_ARGUMENT"
+    ramferry.Options(port=65535, channels=256).close()
+
+
+def test_the_package_is_typed():
+    """py.typed ships (PEP 561), and every public function and method has
+    its type hints."""
+    package = os.path.dirname(ramferry.__file__)
+    assert os.path.isfile(os.path.join(package, "py.typed"))
+    unhinted, checked = [], set()
+    for name in ramferry.__all__:
+        obj = getattr(ramferry, name)
+        if inspect.isclass(obj) and not issubclass(
+                obj, (BaseException, tuple, int)):
+            members = [(f"{klass.__name__}.{m}", fn)
+                       for klass in obj.__mro__
+                       if klass.__module__.startswith("ramferry")
+                       for m, fn in vars(klass).items()
+                       if not m.startswith("_") or m == "__init__"]
+        elif inspect.isfunction(obj):
+            members = [(name, obj)]
+        else:
+            continue
+        for label, fn in members:
+            if isinstance(fn, property):
+                fn = fn.fget
+            fn = getattr(fn, "__func__", fn)
+            if inspect.isfunction(fn) and \
+                    "return" not in fn.__annotations__:
+                unhinted.append(label)
+            checked.add(label)
+    assert not unhinted
+    assert {"Handle.close", "_End.stats", "Sender.send_round",
+            "Result.keys", "hand_over_memory"} <= checked
 
 
 def test_every_bad_argument_gets_an_error_with_its_cause(tmp_path):
@@ -250,6 +420,7 @@ def test_abort_ends_a_blocked_serve_and_closed_handles_refuse():
     t.join(timeout=30)
     assert not t.is_alive()
     assert errors and errors[0].code == "CANCELLED"
+    assert isinstance(errors[0], ramferry.Cancelled)
     assert "test over" in errors[0].message
     rx.close()
     assert code_of(rx.applied_rounds) == "FAILED_PRECONDITION"
@@ -304,6 +475,7 @@ def test_pip_installs_the_package_without_the_network(tmp_path):
         env={**os.environ, "PYTHONPATH": str(site)}, timeout=60)
     assert check.returncode == 0, check.stderr
     assert str(site) in check.stdout
+    assert (site / "ramferry" / "py.typed").is_file()  # PEP 561
 
 
 def test_the_commit_hook_may_refuse_the_finish():
@@ -411,7 +583,7 @@ def test_bitmaps_must_fit_their_regions():
             assert code_of(lambda: tx.send_round(wrong)) == "INVALID_ARGUMENT"
             assert code_of(lambda: tx.start_postcopy(wrong)) == \
                 "INVALID_ARGUMENT"
-        assert tx.send_round([_all_dirty(pages)])["pages"] == pages
+        assert tx.send_round([_all_dirty(pages)]).pages == pages
         tx.finish()
     t.join(timeout=30)
     assert outcome == ["ok"]
