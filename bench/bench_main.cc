@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "bench/loopback_transfer.h"
 #include "bench/raw_baseline.h"
 #include "ramferry/pinning.h"
@@ -89,23 +90,23 @@ absl::Status ApplyTransportFlags(BenchRun& run) {
     run.config.listen_host =
         s.host.find(':') == std::string::npos ? "0.0.0.0" : "::";
   }
-  if (absl::Status ok = cli::ApplyChannelFlags(&s); !ok.ok()) return ok;
+  RAMFERRY_RETURN_IF_ERROR(cli::ApplyChannelFlags(&s));
   if (transport == "auto") {
-    absl::StatusOr<std::string> reason =
-        cli::ChooseTransportFor(s.host, "ramferry-bench", &s);
-    if (!reason.ok()) return reason.status();
-    run.transport_reason = *reason;
+    RAMFERRY_ASSIGN_OR_RETURN(
+        std::string reason,
+        cli::ChooseTransportFor(s.host, "ramferry-bench", &s));
+    run.transport_reason = reason;
   } else if (!run.raw) {
-    absl::StatusOr<TransportKind> kind = ParseTransportKind(transport);
-    if (!kind.ok()) return kind.status();
-    s.transport = *kind;
+    RAMFERRY_ASSIGN_OR_RETURN(TransportKind kind,
+                              ParseTransportKind(transport));
+    s.transport = kind;
   }
   s.rdma_pin_all = absl::GetFlag(FLAGS_rdma_pin_all);
   s.rdma_reg_batch = absl::GetFlag(FLAGS_rdma_reg_batch);
   s.rdma_chunk_bytes = absl::GetFlag(FLAGS_rdma_chunk).bytes;
   s.rdma_max_inline = absl::GetFlag(FLAGS_rdma_max_inline);
   s.single_thread = absl::GetFlag(FLAGS_single_thread);
-  if (absl::Status ok = cli::ApplyAuthFlags(&s); !ok.ok()) return ok;
+  RAMFERRY_RETURN_IF_ERROR(cli::ApplyAuthFlags(&s));
   // Both ends are the bench's own, on this machine: without a key it
   // measures the stream as it is (unauthenticated), and a protected one
   // (--protect=mac|encrypt) under a key only its two ends hold.
@@ -121,7 +122,7 @@ absl::Status ApplyTransportFlags(BenchRun& run) {
 
 absl::StatusOr<BenchRun> RunFromFlags() {
   BenchRun run;
-  if (absl::Status ok = ApplyTransportFlags(run); !ok.ok()) return ok;
+  RAMFERRY_RETURN_IF_ERROR(ApplyTransportFlags(run));
   bench::TransferConfig& c = run.config;
   c.bytes = absl::GetFlag(FLAGS_size).bytes;
   c.rounds = absl::GetFlag(FLAGS_rounds);

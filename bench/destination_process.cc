@@ -10,16 +10,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "tools/common/fork_with_pipe.h"
 
 namespace ramferry::bench {
 
 absl::StatusOr<std::unique_ptr<DestinationProcess>> DestinationProcess::Fork(
     absl::FunctionRef<void(int report_fd)> body) {
-  absl::StatusOr<cli::ForkedChild> child = cli::ForkWithPipe(body);
-  if (!child.ok()) return child.status();
+  RAMFERRY_ASSIGN_OR_RETURN(cli::ForkedChild child, cli::ForkWithPipe(body));
   return std::unique_ptr<DestinationProcess>(
-      new DestinationProcess(child->pid, child->from_child.Release()));
+      new DestinationProcess(child.pid, child.from_child.Release()));
 }
 
 DestinationProcess::~DestinationProcess() {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "bench/destination_process.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/receiver.h"
@@ -152,20 +153,19 @@ absl::StatusOr<TransferResult> RunSource(const TransferConfig& c,
                      c.seed * 1000 + r, &dirty);
     }
     const absl::Time round_start = absl::Now();
-    absl::StatusOr<RoundResult> rr = (*sender)->SendRound(bitmaps);
-    if (!rr.ok()) return rr.status();
+    RAMFERRY_ASSIGN_OR_RETURN(RoundResult rr, (*sender)->SendRound(bitmaps));
     sending += absl::Now() - round_start;
-    result.bytes += rr->bytes;
+    result.bytes += rr.bytes;
     result.rounds++;
-    double s = absl::ToDoubleSeconds(rr->elapsed);
+    double s = absl::ToDoubleSeconds(rr.elapsed);
     progress.Update(
         absl::StrFormat("round %d: %s in %.2fs (%.2f GB/s)", r,
-                        cli::FormatBytes(rr->bytes), s, rr->bytes / s / 1e9),
+                        cli::FormatBytes(rr.bytes), s, rr.bytes / s / 1e9),
         /*force=*/true);
   }
   result.seconds = absl::ToDoubleSeconds(sending);
   result.sender_cpu_s = cli::ProcessCpuSeconds() - cpu0;
-  if (absl::Status s = (*sender)->Finish(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR((*sender)->Finish());
   result.sender = (*sender)->stats();
   progress.Done();
   result.source_digest = XXH3_64bits(base, c.bytes);

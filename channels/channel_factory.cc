@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "channels/rdma.h"
 #include "channels/socket_dial.h"
 #include "channels/socket_io.h"
@@ -54,22 +55,23 @@ struct Connector {
 absl::StatusOr<DialedChannel> DialRdma(const ConnectSpec& spec,
                                        const proto::Hello& hello) {
   DialedChannel d;
-  absl::StatusOr<std::unique_ptr<Transport>> t =
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<Transport> t,
       ConnectRdma(spec.host, spec.port, hello, spec.options,
-                  RdmaConfigFor(spec), spec.auth_key, &d.reply);
-  if (!t.ok()) return t.status();
-  d.transport = std::move(*t);
+                  RdmaConfigFor(spec), spec.auth_key, &d.reply));
+  d.transport = std::move(t);
   return d;
 }
 
 absl::StatusOr<std::unique_ptr<ChannelListener>> ListenRdma(
     const ConnectSpec& spec, ChannelListener::Admit admit,
     ChannelListener::Deliver deliver, ChannelListener::Admit preview) {
-  absl::StatusOr<std::unique_ptr<RdmaListener>> l = RdmaListener::Listen(
-      spec.host, spec.port, spec.options, RdmaConfigFor(spec), spec.auth_key,
-      std::move(admit), std::move(deliver), std::move(preview));
-  if (!l.ok()) return l.status();
-  return std::make_unique<RdmaChannelListener>(std::move(*l));
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<RdmaListener> l,
+      RdmaListener::Listen(spec.host, spec.port, spec.options,
+                           RdmaConfigFor(spec), spec.auth_key, std::move(admit),
+                           std::move(deliver), std::move(preview)));
+  return std::make_unique<RdmaChannelListener>(std::move(l));
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> OpenTcpChannel(
@@ -148,23 +150,21 @@ absl::StatusOr<DialedChannel> DialChannel(TransportKind kind,
         "transport ", static_cast<int>(kind), " is not one this build has"));
   }
   if (c->dial != nullptr) return c->dial(spec, hello);
-  absl::StatusOr<int> fd =
-      ConnectWithRetry(spec.host, spec.port, spec.connect_timeout);
-  if (!fd.ok()) return fd.status();
+  RAMFERRY_ASSIGN_OR_RETURN(
+      int fd, ConnectWithRetry(spec.host, spec.port, spec.connect_timeout));
   proto::SealKeys keys;
   absl::StatusOr<proto::HelloReply> reply =
-      ExchangeHello(*fd, hello, spec.auth_key, spec.deadline, &keys);
+      ExchangeHello(fd, hello, spec.auth_key, spec.deadline, &keys);
   if (!reply.ok()) {
-    close(*fd);
+    close(fd);
     return reply.status();
   }
-  absl::StatusOr<std::unique_ptr<Transport>> t =
-      OpenSocketChannel(kind, *fd, spec.options);
-  if (!t.ok()) return t.status();
+  RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<Transport> t,
+                            OpenSocketChannel(kind, fd, spec.options));
   DialedChannel d;
-  d.transport = std::move(*t);
+  d.transport = std::move(t);
   d.reply = *reply;
-  d.socket_fd = *fd;
+  d.socket_fd = fd;
   if (!spec.auth_key.empty()) d.keys = keys;
   return d;
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
+#include "base/status_macros.h"
 
 namespace ramferry::channels {
 
@@ -31,9 +32,7 @@ absl::Status HeaderSlots::WaitUntil(Pred done) {
 absl::StatusOr<absl::Span<uint8_t>> HeaderSlots::Acquire() {
   if (policy_ == CompletionPolicy::kSlot && busy_slots_ > slot_count_ / 2) {
     // Cheap, non-blocking: keeps the slot ahead free most of the time.
-    if (absl::Status s = source_->Reap(*this, /*block=*/false); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(source_->Reap(*this, /*block=*/false));
   }
   const uint32_t slot = current_;
   if (absl::Status s = WaitUntil([&] { return !busy(slot); }); !s.ok()) {

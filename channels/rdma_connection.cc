@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "channels/transport_family.h"
 
 namespace ramferry::channels {
@@ -176,9 +177,8 @@ namespace {
 // Awaits the event `want` on `ec`; any other is an error `during`.
 absl::Status AwaitEvent(rdma_event_channel* ec, rdma_cm_event_type want,
                         absl::Time deadline, absl::string_view during) {
-  absl::StatusOr<CmEvent> ev = NextCmEvent(ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type != want) return UnexpectedEvent(*ev, during);
+  RAMFERRY_ASSIGN_OR_RETURN(CmEvent ev, NextCmEvent(ec, deadline));
+  if (ev.type != want) return UnexpectedEvent(ev, during);
   return absl::OkStatus();
 }
 
@@ -226,23 +226,17 @@ absl::StatusOr<std::unique_ptr<Connection>> ResolveRoute(
   int r = rdma_resolve_addr(conn->id, nullptr, res->ai_dst_addr, ms);
   rdma_freeaddrinfo(res);
   if (r != 0) return RdmaErrno(absl::StrCat(where, ": rdma_resolve_addr"));
-  if (absl::Status s = AwaitEvent(
-          conn->ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline,
-          absl::StrCat(where,
-                       ": resolving the address (no RDMA device has a route "
-                       "to it?)"));
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(AwaitEvent(
+      conn->ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline,
+      absl::StrCat(where,
+                   ": resolving the address (no RDMA device has a route "
+                   "to it?)")));
   if (rdma_resolve_route(conn->id, ms) != 0) {
     return RdmaErrno(absl::StrCat(where, ": rdma_resolve_route"));
   }
-  if (absl::Status s =
-          AwaitEvent(conn->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline,
-                     absl::StrCat(where, ": resolving the route"));
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      AwaitEvent(conn->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline,
+                 absl::StrCat(where, ": resolving the route")));
   return conn;
 }
 
@@ -255,28 +249,27 @@ absl::StatusOr<RdmaAccept> ConnectWithHello(Connection& conn,
   if (rdma_connect(conn.id, &param) != 0) {
     return RdmaErrno(absl::StrCat(where, ": rdma_connect"));
   }
-  absl::StatusOr<CmEvent> ev = NextCmEvent(conn.ec, deadline);
-  if (!ev.ok()) return ev.status();
-  if (ev->type == RDMA_CM_EVENT_REJECTED &&
-      ev->private_data.size() >= proto::kHelloReplyBytes) {
+  RAMFERRY_ASSIGN_OR_RETURN(CmEvent ev, NextCmEvent(conn.ec, deadline));
+  if (ev.type == RDMA_CM_EVENT_REJECTED &&
+      ev.private_data.size() >= proto::kHelloReplyBytes) {
     absl::StatusOr<proto::HelloReply> refused =
-        proto::DecodeHelloReply(ev->private_data);
+        proto::DecodeHelloReply(ev.private_data);
     if (refused.ok()) return proto::HelloReplyStatus(*refused);
   }
   // The CM's own refusal, not the destination's: no listener holds that
   // port (IB_CM_REJ_INVALID_SERVICE_ID).
-  if (ev->type == RDMA_CM_EVENT_REJECTED && ev->status == kNoListener) {
+  if (ev.type == RDMA_CM_EVENT_REJECTED && ev.status == kNoListener) {
     return absl::UnavailableError(absl::StrFormat(
         "%s: nothing listens on that port at the destination (status %d): "
         "it is not running there, or it gave the session up (a handshake "
         "window ran out)",
-        where, ev->status));
+        where, ev.status));
   }
-  if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
-    return UnexpectedEvent(*ev, where);
+  if (ev.type != RDMA_CM_EVENT_ESTABLISHED) {
+    return UnexpectedEvent(ev, where);
   }
   conn.connected = true;
-  return DecodeRdmaAccept(ev->private_data);
+  return DecodeRdmaAccept(ev.private_data);
 }
 
 RdmaListener::Impl::Impl(const TransportOptions& options,
@@ -300,7 +293,7 @@ RdmaListener::Impl::~Impl() {
 
 absl::Status RdmaListener::Impl::Listen(const std::string& host,
                                         uint16_t port) {
-  if (absl::Status s = ProbeRdma(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(ProbeRdma());
   ec_ = rdma_create_event_channel();
   if (ec_ == nullptr) return RdmaErrno("rdma_create_event_channel");
   if (rdma_create_id(ec_, &listen_id_, nullptr, RDMA_PS_TCP) != 0) {

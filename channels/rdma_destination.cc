@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/header_slots.h"
 #include "channels/rdma.h"
 #include "channels/rdma_auth.h"
@@ -53,7 +54,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
                          bool at_packet_boundary) override {
     if (!started_) {
       started_ = true;
-      if (absl::Status s = Start(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Start());
     }
     if (at_packet_boundary && cur_left_ > 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -62,7 +63,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
     size_t got = 0;
     while (got < buf.size()) {
       if (cur_left_ == 0) {
-        if (absl::Status s = ReleaseCurrent(); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(ReleaseCurrent());
         if (!at_packet_boundary || got > 0) {
           // A packet is one message: its end is the packet's end.
           return absl::InvalidArgumentError(absl::StrFormat(
@@ -70,7 +71,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
               "bytes",
               got, buf.size()));
         }
-        if (absl::Status s = NextPacketMessage(); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(NextPacketMessage());
         continue;
       }
       const size_t n = std::min(cur_left_, buf.size() - got);
@@ -97,7 +98,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
   // for the channel's reader.
   absl::StatusOr<bool> TakeSourceProof(
       const proto::AuthMac& expected) override {
-    if (absl::Status s = queue_.ProgressArmed(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(queue_.ProgressArmed());
     if (inbox_.empty()) return false;
     const Message m = inbox_.front();
     inbox_.pop_front();
@@ -108,7 +109,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
     }
     // Before any grant: this posts the receive again, and no credit is
     // owed for it.
-    if (absl::Status s = queue_.Release(m.index); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(queue_.Release(m.index));
     return true;
   }
 
@@ -123,7 +124,7 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
   // of pinned regions, and the receive credits where they are counted.
   absl::Status Start() {
     if (pin_all()) {
-      if (absl::Status s = SendRegionKeys(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(SendRegionKeys());
     }
     if ((config_.capabilities & proto::kFeatureRdmaCredits) != 0) {
       return queue_.GrantReceiveQueue();
@@ -174,21 +175,21 @@ class RdmaDestinationTransport final : public RdmaTransportBase,
   }
 
   absl::Status ServeControl(absl::Span<const uint8_t> bytes) {
-    absl::StatusOr<proto::RdmaControl> c = proto::DecodeRdmaControl(bytes);
-    if (!c.ok()) return c.status();
-    if (c->type == proto::RdmaControlType::kCompress) {
-      return chunks_.MarkCompressed(c->chunks);
+    RAMFERRY_ASSIGN_OR_RETURN(proto::RdmaControl c,
+                              proto::DecodeRdmaControl(bytes));
+    if (c.type == proto::RdmaControlType::kCompress) {
+      return chunks_.MarkCompressed(c.chunks);
     }
-    if (c->type != proto::RdmaControlType::kRegisterRequest) {
+    if (c.type != proto::RdmaControlType::kRegisterRequest) {
       return absl::InvalidArgumentError(
           absl::StrFormat("unexpected RDMA control type %d from the source",
-                          static_cast<int>(c->type)));
+                          static_cast<int>(c.type)));
     }
     proto::RdmaControl result;
     result.type = proto::RdmaControlType::kRegisterResult;
     absl::StatusOr<std::vector<proto::ChunkKey>> keys =
         chunks_.AnswerRegisterRequest(
-            c->chunks,
+            c.chunks,
             [&](const proto::ChunkRef& ref,
                 absl::Span<uint8_t>) -> absl::StatusOr<uint32_t> {
               // ChunkSpan checked the reference: a region added here.
@@ -229,7 +230,7 @@ absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
     const RdmaConfig& config, absl::string_view key, Admit admit,
     Deliver deliver, Admit preview) {
   if (!key.empty()) {
-    if (absl::Status s = proto::ValidateAuthKey(key); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(proto::ValidateAuthKey(key));
   }
   auto impl = std::make_unique<Impl>(
       options, config, std::string(key), std::move(admit), std::move(deliver),
@@ -243,7 +244,7 @@ absl::StatusOr<std::unique_ptr<RdmaListener>> RdmaListener::Listen(
         made->transport = std::move(transport);
         return s;
       });
-  if (absl::Status s = impl->Listen(host, port); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(impl->Listen(host, port));
   return std::unique_ptr<RdmaListener>(new RdmaListener(std::move(impl)));
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 
 namespace ramferry::channels {
 namespace {
@@ -64,7 +65,7 @@ absl::Status RdmaQueue::Init() {
     return RdmaErrno("ibv_reg_mr of the channel's own buffers");
   }
   for (uint32_t i = 0; i < recv_queue_; ++i) {
-    if (absl::Status s = PostRecv(i); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(PostRecv(i));
   }
   if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
     return RdmaErrno("ibv_req_notify_cq");
@@ -98,7 +99,7 @@ absl::Status RdmaQueue::Progress() {
     int n = ibv_poll_cq(conn_->cq, 32, wc);
     if (n < 0) return absl::InternalError("ibv_poll_cq failed");
     for (int i = 0; i < n; ++i) {
-      if (absl::Status s = HandleCompletion(wc[i]); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(HandleCompletion(wc[i]));
     }
     if (n < 32) return absl::OkStatus();
   }
@@ -121,7 +122,7 @@ absl::Status RdmaQueue::WaitFor(absl::FunctionRef<bool()> ready,
                                 absl::Duration timeout, const char* what) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    if (absl::Status s = Progress(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Progress());
     if (ready()) return absl::OkStatus();
     if (stopping()) {
       return absl::AbortedError(absl::StrCat(what, ": channel shut down"));
@@ -131,7 +132,7 @@ absl::Status RdmaQueue::WaitFor(absl::FunctionRef<bool()> ready,
     if (ibv_req_notify_cq(conn_->cq, 0) != 0) {
       return RdmaErrno("ibv_req_notify_cq");
     }
-    if (absl::Status s = Progress(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Progress());
     if (ready()) return absl::OkStatus();
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -182,7 +183,7 @@ absl::Status RdmaQueue::HandleCompletion(const ibv_wc& wc) {
     case kPacketSend:
     case kMarkerSend:
     case kControlSend:
-      if (absl::Status s = Retire(wc.wr_id); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Retire(wc.wr_id));
       if (kind == kControlSend) {
         if (value != kInlineControl) ctl_busy_[value] = false;
         return absl::OkStatus();
@@ -314,7 +315,7 @@ absl::Status RdmaQueue::GrantReceiveQueue() {
 }
 
 absl::Status RdmaQueue::Release(uint32_t index) {
-  if (absl::Status s = PostRecv(index); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(PostRecv(index));
   if (!returns_.has_value()) return absl::OkStatus();
   returns_->Reposted();
   const uint32_t due = returns_->TakeDue();

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "base/zero_page.h"
 
 namespace ramferry::channels {
@@ -111,7 +112,7 @@ absl::Status ChunkRegistry::ApplyRegionKeys(
 absl::Status ChunkRegistry::MarkCompressed(
     absl::Span<const proto::ChunkRef> chunks) {
   for (const proto::ChunkRef& ref : chunks) {
-    if (absl::Status s = ChunkSpan(ref).status(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(ChunkSpan(ref).status());
     SetZeroChunk(ref, true);
   }
   return absl::OkStatus();
@@ -122,12 +123,10 @@ ChunkRegistry::AnswerRegisterRequest(absl::Span<const proto::ChunkRef> chunks,
                                      RegisterChunk register_chunk) {
   std::vector<proto::ChunkKey> keys;
   for (const proto::ChunkRef& ref : chunks) {
-    absl::StatusOr<absl::Span<uint8_t>> span = ChunkSpan(ref);
-    if (!span.ok()) return span.status();
+    RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint8_t> span, ChunkSpan(ref));
     SetZeroChunk(ref, false);
-    absl::StatusOr<uint32_t> rkey = register_chunk(ref, *span);
-    if (!rkey.ok()) return rkey.status();
-    keys.push_back({*rkey, reinterpret_cast<uint64_t>(span->data())});
+    RAMFERRY_ASSIGN_OR_RETURN(uint32_t rkey, register_chunk(ref, span));
+    keys.push_back({rkey, reinterpret_cast<uint64_t>(span.data())});
   }
   return keys;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/header_slots.h"
 #include "channels/rdma.h"
 #include "channels/rdma_auth.h"
@@ -96,7 +97,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   absl::Status Submit() override { return PostPending(); }
 
   absl::Status Flush() override {
-    if (absl::Status s = PostPending(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(PostPending());
     return slots_.Flush();
   }
 
@@ -127,7 +128,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   // HeaderSlots waits through here: post what is queued, then wait.
   absl::Status Reap(HeaderSlots&, bool block) override {
     if (!pending_.empty() && !posting_) {
-      if (absl::Status s = PostPending(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(PostPending());
     }
     if (!block) return queue_.Progress();
     const uint64_t before = queue_.completions();
@@ -143,18 +144,14 @@ class RdmaSourceTransport final : public RdmaTransportBase,
   absl::Status OnReceive(uint32_t index, uint32_t length) override {
     absl::StatusOr<proto::RdmaControl> c =
         proto::DecodeRdmaControl({queue_.message(index), length});
-    if (absl::Status s = queue_.PostRecv(index); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(queue_.PostRecv(index));
     if (!c.ok()) return c.status();
     switch (c->type) {
       case proto::RdmaControlType::kRegisterResult:
         results_.push_back(std::move(c->results));
         return absl::OkStatus();
       case proto::RdmaControlType::kRegionKeys:
-        if (absl::Status s = chunks_.ApplyRegionKeys(c->region_keys); !s.ok()) {
-          return s;
-        }
+        RAMFERRY_RETURN_IF_ERROR(chunks_.ApplyRegionKeys(c->region_keys));
         region_keys_ = true;
         return absl::OkStatus();
       case proto::RdmaControlType::kCredits:
@@ -193,14 +190,14 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       proto::RdmaControl c;
       c.type = proto::RdmaControlType::kCompress;
       c.chunks = zero;
-      if (absl::Status s = queue_.SendControl(c); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(queue_.SendControl(c));
       stats_.chunks_compressed.Add(c.chunks.size());
     }
     for (const std::vector<proto::ChunkRef>& batch : plan.register_batches) {
       proto::RdmaControl q;
       q.type = proto::RdmaControlType::kRegisterRequest;
       q.chunks = batch;
-      if (absl::Status s = queue_.SendControl(q); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(queue_.SendControl(q));
       if (absl::Status s = queue_.WaitFor([&] { return !results_.empty(); },
                                           options_.stall_timeout,
                                           "awaiting REGISTER_RESULT");
@@ -211,9 +208,7 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       results_.pop_front();
       stats_.register_round_trips.Add();
       stats_.register_batch_max.RaiseTo(q.chunks.size());
-      if (absl::Status s = chunks_.ApplyKeys(q.chunks, keys); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(chunks_.ApplyKeys(q.chunks, keys));
     }
     return absl::OkStatus();
   }
@@ -294,12 +289,8 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       last.send_flags |= IBV_SEND_SIGNALED;
       // Only the last part ends with the header's SEND.
       const uint32_t sends = end == wrs_.size() ? 1 : 0;
-      if (absl::Status s =
-              queue_.Post(&wrs_[first], static_cast<uint32_t>(end - first),
-                          last.wr_id, sends);
-          !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(queue_.Post(
+          &wrs_[first], static_cast<uint32_t>(end - first), last.wr_id, sends));
     }
     return absl::OkStatus();
   }
@@ -322,7 +313,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
     const std::string& host, uint16_t port, proto::Hello hello,
     const TransportOptions& options, RdmaConfig config, absl::string_view key,
     proto::HelloReply* reply) {
-  if (absl::Status s = ProbeRdma(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(ProbeRdma());
   const std::string where =
       absl::StrFormat("RDMA connect to %s:%d", host, port);
   const absl::Time deadline = absl::Now() + config.connect_timeout;
@@ -332,25 +323,19 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
   absl::StatusOr<std::unique_ptr<Connection>> conn =
       ResolveRoute(host, port, config.connect_timeout, deadline, where);
   if (!conn.ok()) return conn.status();
-  if (absl::Status s =
-          (*conn)->CreateQp(config, hello.session, RdmaDomain::End::kSource);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      (*conn)->CreateQp(config, hello.session, RdmaDomain::End::kSource));
   Connection* c = conn->get();
   auto transport =
       std::make_unique<RdmaSourceTransport>(*std::move(conn), options, config);
-  if (absl::Status s = transport->Init(); !s.ok()) return s;
-  absl::StatusOr<RdmaAccept> accepted =
-      ConnectWithHello(*c, hello_bytes, deadline, where);
-  if (!accepted.ok()) return accepted.status();
+  RAMFERRY_RETURN_IF_ERROR(transport->Init());
+  RAMFERRY_ASSIGN_OR_RETURN(RdmaAccept accepted,
+                            ConnectWithHello(*c, hello_bytes, deadline, where));
   // Nothing is sent to a destination that has not proven the key.
-  if (absl::Status s = CheckDestination(key, hello_bytes, *accepted); !s.ok()) {
-    return s;
-  }
-  if (accepted->challenge.has_value()) {
+  RAMFERRY_RETURN_IF_ERROR(CheckDestination(key, hello_bytes, accepted));
+  if (accepted.challenge.has_value()) {
     if (absl::Status s = transport->SendProof(
-            SourceProof(key, hello_bytes, *accepted->challenge));
+            SourceProof(key, hello_bytes, *accepted.challenge));
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(where,
                                                  ": sending the "
@@ -358,11 +343,11 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectRdma(
                                                  s.message()));
     }
   }
-  transport->set_capabilities(accepted->reply.capabilities &
+  transport->set_capabilities(accepted.reply.capabilities &
                               (proto::kFeatureRdmaPinAll |
                                proto::kFeatureRdmaRegBatch |
                                proto::kFeatureRdmaCredits));
-  *reply = accepted->reply;
+  *reply = accepted.reply;
   return transport;
 }
 

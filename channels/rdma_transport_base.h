@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 #include "channels/rdma.h"
 #include "channels/rdma_connection.h"
 #include "channels/rdma_queue.h"
@@ -98,20 +99,19 @@ class RdmaTransportBase : public Transport, protected RdmaQueue::Handler {
   absl::StatusOr<ibv_mr*> WholeMr(uint32_t id) {
     LocalRegion& l = local_[id];
     if (l.whole != nullptr) return l.whole;
-    absl::StatusOr<RdmaDomain::Registered> r = conn_->domain->Whole(l.domain);
-    if (!r.ok()) return r.status();
-    Count(*r);
-    l.whole = r->mr;
+    RAMFERRY_ASSIGN_OR_RETURN(RdmaDomain::Registered r,
+                              conn_->domain->Whole(l.domain));
+    Count(r);
+    l.whole = r.mr;
     return l.whole;
   }
 
   // On demand: chunk `chunk` of region `id`, registered where nobody has.
   absl::StatusOr<ibv_mr*> ChunkMr(uint32_t id, uint64_t chunk) {
-    absl::StatusOr<RdmaDomain::Registered> r =
-        conn_->domain->Chunk(local_[id].domain, chunk);
-    if (!r.ok()) return r.status();
-    Count(*r);
-    return r->mr;
+    RAMFERRY_ASSIGN_OR_RETURN(RdmaDomain::Registered r,
+                              conn_->domain->Chunk(local_[id].domain, chunk));
+    Count(r);
+    return r.mr;
   }
 
   bool pin_all() const {

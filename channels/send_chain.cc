@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 
 namespace ramferry::channels {
 
@@ -60,10 +61,8 @@ absl::Status SendChain::OnCompletion(uint64_t user_data, int32_t result,
   }
   if (!notification_follows) {
     // Nothing pinned, or nothing more will be said: the slot is free of it.
-    if (absl::Status s = slots_->Complete(token, false, /*zero_copy=*/false);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        slots_->Complete(token, false, /*zero_copy=*/false));
   }
   if (pending_ == 0) RequeueUnfinished();
   return absl::OkStatus();

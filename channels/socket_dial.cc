@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "channels/socket_io.h"
 #include "proto/auth.h"
 #include "proto/wire.h"
@@ -110,9 +111,7 @@ absl::Status WriteWithDeadline(int fd, absl::Span<const uint8_t> data,
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (absl::Status s = PollUntil(fd, POLLOUT, deadline, "send"); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(PollUntil(fd, POLLOUT, deadline, "send"));
       continue;
     }
     return base::ErrnoStatus(n < 0 ? errno : EPIPE, "send");
@@ -131,10 +130,7 @@ absl::Status ReadWithDeadline(int fd, absl::Span<uint8_t> buf,
     if (n == 0) return absl::UnavailableError("connection closed by peer");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (absl::Status s = PollUntil(fd, POLLIN, deadline, "receive");
-          !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(PollUntil(fd, POLLIN, deadline, "receive"));
       continue;
     }
     return base::ErrnoStatus(errno, "recv");
@@ -168,20 +164,19 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
           "destination demands authentication: give the source the "
           "destination's key");
     }
-    absl::StatusOr<proto::AuthChallenge> challenge =
-        proto::DecodeAuthChallenge(first);
-    if (!challenge.ok()) return challenge.status();
+    RAMFERRY_ASSIGN_OR_RETURN(proto::AuthChallenge challenge,
+                              proto::DecodeAuthChallenge(first));
     const proto::AuthMac expected = proto::ComputeAuthMac(
-        key, proto::AuthSide::kDestination, out, challenge->nonce);
-    if (!proto::AuthMacEquals(expected, challenge->proof)) {
+        key, proto::AuthSide::kDestination, out, challenge.nonce);
+    if (!proto::AuthMacEquals(expected, challenge.proof)) {
       return absl::UnauthenticatedError(
           "destination failed to prove it holds the key (a different key, "
           "or not the destination meant); nothing was sent");
     }
-    nonce = challenge->nonce;
+    nonce = challenge.nonce;
     proto::AuthProof proof;
     proof.proof = proto::ComputeAuthMac(key, proto::AuthSide::kSource, out,
-                                        challenge->nonce);
+                                        challenge.nonce);
     uint8_t proof_bytes[proto::kAuthProofBytes];
     proto::EncodeAuthProof(proof, absl::MakeSpan(proof_bytes));
     if (absl::Status s = WriteWithDeadline(fd, proof_bytes, deadline);
@@ -197,7 +192,7 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
   }
   absl::StatusOr<proto::HelloReply> reply = proto::DecodeHelloReply(in);
   if (!reply.ok()) return reply.status();
-  if (absl::Status s = proto::HelloReplyStatus(*reply); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(proto::HelloReplyStatus(*reply));
   // Fail closed: with a key, an unauthenticated destination gets nothing.
   if (!key.empty() && !challenged) {
     return absl::UnauthenticatedError(
@@ -205,10 +200,9 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
         "send it memory");
   }
   if (keys != nullptr && challenged) {
-    absl::StatusOr<proto::SealKeys> derived =
-        proto::DeriveSealKeys(key, out, in, nonce);
-    if (!derived.ok()) return derived.status();
-    *keys = *derived;
+    RAMFERRY_ASSIGN_OR_RETURN(proto::SealKeys derived,
+                              proto::DeriveSealKeys(key, out, in, nonce));
+    *keys = derived;
   }
   return reply;
 }

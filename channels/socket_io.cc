@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 
 namespace ramferry::channels {
 
@@ -85,7 +86,7 @@ absl::Status SendAll(int fd, absl::Span<iovec> iov, int flags,
     }
     if (err == EINTR) continue;
     if (err == ENOBUFS) {
-      if (absl::Status s = hooks.on_no_buffers(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(hooks.on_no_buffers());
       continue;
     }
     if (err == EAGAIN || err == EWOULDBLOCK) {

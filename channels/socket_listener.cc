@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "channels/socket_io.h"
 #include "channels/transport_family.h"
 #include "proto/auth.h"
@@ -268,7 +269,7 @@ absl::StatusOr<std::unique_ptr<SocketListener>> SocketListener::Listen(
     const Options& options, Admit admit, Deliver deliver) {
   auto impl =
       std::make_unique<Impl>(options, std::move(admit), std::move(deliver));
-  if (absl::Status s = impl->Bind(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(impl->Bind());
   return std::unique_ptr<SocketListener>(new SocketListener(std::move(impl)));
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "channels/header_slots.h"
 #include "channels/socket_transport.h"
 #include "channels/transport_family.h"
@@ -63,7 +64,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
 
   absl::Status Poll() override {
     if (slots_.outstanding_tokens() != 0) {
-      if (absl::Status s = Reap(slots_, /*block=*/false); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Reap(slots_, /*block=*/false));
     }
     return CheckDelivery();
   }
@@ -93,9 +94,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
       msg.msg_controllen = sizeof control;
       ssize_t n = recvmsg(fd_, &msg, MSG_ERRQUEUE | MSG_DONTWAIT);
       if (n >= 0) {
-        if (absl::Status s = HandleNotification(msg, slots); !s.ok()) {
-          return s;
-        }
+        RAMFERRY_RETURN_IF_ERROR(HandleNotification(msg, slots));
         got_any = true;
         continue;
       }
@@ -105,7 +104,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
         return base::ErrnoStatus(err, "reading MSG_ZEROCOPY completions");
       }
       if (got_any || !block) return absl::OkStatus();
-      if (absl::Status s = WaitForErrqueue(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(WaitForErrqueue());
     }
   }
 
@@ -129,7 +128,7 @@ class TcpZeroCopyTransport final : public SocketTransport,
       const bool copied = (err.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) != 0;
       // [ee_info, ee_data] inclusive; ids are u32 and may wrap.
       for (uint32_t id = err.ee_info;; ++id) {
-        if (absl::Status s = slots.Complete(id, copied); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(slots.Complete(id, copied));
         if (id == err.ee_data) break;
       }
       return absl::OkStatus();

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/counters.h"
+#include "base/status_macros.h"
 #include "ramferry/channel_counters.h"
 #include "ramferry/stats.h"
 #include "ramferry/transport.h"
@@ -149,7 +150,7 @@ class Transport {
   // does them one after the other.
   virtual absl::Status ReadPayloadAndHeader(absl::Span<const iovec> dst,
                                             absl::Span<uint8_t> next_header) {
-    if (absl::Status s = ReadPayload(dst); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(ReadPayload(dst));
     return ReadExact(next_header, /*at_packet_boundary=*/true);
   }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "channels/header_slots.h"
 #include "channels/send_chain.h"
 #include "channels/socket_io.h"
@@ -94,9 +95,7 @@ class UringZeroCopyTransport final : public SocketTransport,
     } else if (options_.registered_buffers && !packet.payload_offsets.empty()) {
       // A payload without offsets is not region memory (a sealed or
       // compressed copy): no registered buffer holds it, so it goes below.
-      if (absl::Status s = QueueFixed(slot, header, packet); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(QueueFixed(slot, header, packet));
     } else {
       QueueMessage(slot, header, packet);
     }
@@ -106,24 +105,24 @@ class UringZeroCopyTransport final : public SocketTransport,
   absl::Status Submit() override {
     while (chain_.has_queued()) {
       if (chain_.in_flight() || chain_.starved()) {
-        if (absl::Status s = Reap(slots_, /*block=*/true); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(Reap(slots_, /*block=*/true));
         continue;
       }
-      if (absl::Status s = SubmitChain(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(SubmitChain());
     }
     return absl::OkStatus();
   }
 
   absl::Status Flush() override {
-    if (absl::Status s = Submit(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Submit());
     while (chain_.in_flight()) {
-      if (absl::Status s = Reap(slots_, /*block=*/true); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Reap(slots_, /*block=*/true));
     }
     return slots_.Flush();
   }
 
   absl::Status Poll() override {
-    if (absl::Status s = Reap(slots_, /*block=*/false); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Reap(slots_, /*block=*/false));
     return CheckDelivery();
   }
 
@@ -347,7 +346,7 @@ class UringZeroCopyTransport final : public SocketTransport,
 
   absl::Status Reap(HeaderSlots&, bool block) override {
     while (true) {
-      if (absl::Status s = SubmitQueued(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(SubmitQueued());
       if (!chain_.in_flight() && chain_.has_queued()) {
         if (chain_.starved() && notifications_due_ == 0) {
           return absl::ResourceExhaustedError(
@@ -356,14 +355,14 @@ class UringZeroCopyTransport final : public SocketTransport,
               "raise RLIMIT_MEMLOCK (ulimit -l) or net.core.optmem_max, or "
               "run with CAP_IPC_LOCK");
         }
-        if (absl::Status s = SubmitChain(); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(SubmitChain());
       }
       bool got = false;
       io_uring_cqe* cqe;
       while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
         const io_uring_cqe copy = *cqe;
         io_uring_cqe_seen(&ring_, cqe);
-        if (absl::Status s = HandleCqe(copy); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(HandleCqe(copy));
         got = true;
       }
       if (got || !block) return absl::OkStatus();
@@ -462,7 +461,7 @@ absl::StatusOr<std::unique_ptr<Transport>> OpenUringZeroCopy(
   // The session probed the kernel once (ResolveTransport); each channel
   // checks its own ring's opcodes instead of making a second ring.
   auto t = std::make_unique<UringZeroCopyTransport>(fd, options);
-  if (absl::Status s = t->Init(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(t->Init());
   return t;
 }
 

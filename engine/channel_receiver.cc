@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/delta/delta_apply.h"
 #include "engine/page_runs.h"
@@ -132,37 +133,35 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
 }
 
 absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
-  absl::StatusOr<proto::PacketHeader> h = NextHeader();
-  if (!h.ok()) return h.status();
-  counters_.header_bytes.Add(proto::PacketHeaderBytes(h->page_count));
-  if (h->packet_num != next_packet_) {
+  RAMFERRY_ASSIGN_OR_RETURN(proto::PacketHeader h, NextHeader());
+  counters_.header_bytes.Add(proto::PacketHeaderBytes(h.page_count));
+  if (h.packet_num != next_packet_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("bad packet header: packet number %d, expected %d",
-                        h->packet_num, next_packet_));
+                        h.packet_num, next_packet_));
   }
   ++next_packet_;
-  if (h->round != round_) {
+  if (h.round != round_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "bad packet header: packet %d is for round %d, channel is in round %d",
-        h->packet_num, h->round, round_));
+        h.packet_num, h.round, round_));
   }
-  if ((h->flags & (proto::kPacketFinish | proto::kPacketSync)) != 0 &&
+  if ((h.flags & (proto::kPacketFinish | proto::kPacketSync)) != 0 &&
       opener_ != nullptr) {
-    if (absl::Status s = OpenHeaderOnly(*h); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(OpenHeaderOnly(h));
   }
-  if (h->flags & proto::kPacketFinish) {
+  if (h.flags & proto::kPacketFinish) {
     counters_.finishes.Add();
     finished_.store(true, std::memory_order_release);
     return Step::kFinished;
   }
-  if (h->flags & proto::kPacketSync) {
+  if (h.flags & proto::kPacketSync) {
     counters_.syncs.Add();
-    absl::StatusOr<bool> round_done =
-        barrier_->Arrive(index_, round_, round_pages_);
-    if (!round_done.ok()) return round_done.status();
+    RAMFERRY_ASSIGN_OR_RETURN(bool round_done,
+                              barrier_->Arrive(index_, round_, round_pages_));
     // Not done: a channel was lost in this round, and its batches come
     // again on this one (still round_) before another SYNC.
-    if (*round_done) ++round_;
+    if (round_done) ++round_;
     round_pages_ = 0;
     return Step::kContinue;
   }
@@ -171,10 +170,9 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
   // placed, and no such write is made.
   const bool plain = postcopy_ != nullptr && !postcopy_->armed();
   if (plain) {
-    if (absl::Status s = postcopy_->BeginLanding(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(postcopy_->BeginLanding());
   }
-  absl::Status s =
-      h->is_zero_ranges() ? ReceiveZeroRanges(*h) : ReceiveData(*h);
+  absl::Status s = h.is_zero_ranges() ? ReceiveZeroRanges(h) : ReceiveData(h);
   if (plain) postcopy_->EndLanding();
   if (!s.ok()) return s;
   return Step::kContinue;
@@ -264,21 +262,16 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   const size_t index = regions_->IndexOf(*region);
   // Before a byte of the payload is read: what the landing may clear.
   landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
-  if (absl::Status s = ReadPayload(h, page_bytes, index, *region, in_place);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      ReadPayload(h, page_bytes, index, *region, in_place));
   header_ahead_ = HeaderAhead();
   uint64_t zeros = 0;
   if (placing) {
-    if (absl::Status s = PlaceStaged(index, *region); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(PlaceStaged(index, *region));
   } else {
     if (through_file) {
-      if (absl::Status s =
-              WriteRuns(*region, run_offsets_, iov_, placing_.data());
-          !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(
+          WriteRuns(*region, run_offsets_, iov_, placing_.data()));
     }
     ClearUnauthentic(index, *region);
     if (arrival_digests_ != nullptr) {
@@ -289,9 +282,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
     }
   }
   if (record_bytes_ != 0) {
-    if (absl::Status s = ApplyDeltas(h, index, *region, offsets); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(ApplyDeltas(h, index, *region, offsets));
   }
   if (held_ != nullptr) {
     for (size_t i = 0; i < iov_.size(); ++i) {
@@ -300,9 +291,9 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
     }
   }
   if (zero_pages_ != nullptr) {
-    absl::StatusOr<uint64_t> applied = ApplyZeroPages(index, *region, offsets);
-    if (!applied.ok()) return applied.status();
-    zeros = *applied;
+    RAMFERRY_ASSIGN_OR_RETURN(uint64_t applied,
+                              ApplyZeroPages(index, *region, offsets));
+    zeros = applied;
   }
   counters_.packets.Add();
   counters_.pages.Add(h.page_count);
@@ -351,13 +342,10 @@ absl::Status ChannelReceiver::ApplyDeltas(const proto::PacketHeader& h,
                                           size_t index, const Region& region,
                                           absl::Span<const uint64_t> entries) {
   const uint64_t start = base::MonotonicNs();
-  if (absl::Status s = ApplyPacketDeltas(
-          region, index, entries,
-          absl::MakeConstSpan(records_.data(), record_bytes_), *held_,
-          h.packet_num, &delta_runs_, &delta_offsets_);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      ApplyPacketDeltas(region, index, entries,
+                        absl::MakeConstSpan(records_.data(), record_bytes_),
+                        *held_, h.packet_num, &delta_runs_, &delta_offsets_));
   if (arrival_digests_ != nullptr) {
     arrival_digests_->Record(index, delta_offsets_, delta_runs_);
   }
@@ -403,10 +391,9 @@ absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
         kMaxCompressedPayload));
   }
   if (decompressor_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<PacketDecompressor>> d =
-        PacketDecompressor::Create();
-    if (!d.ok()) return d.status();
-    decompressor_ = std::move(*d);
+    RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<PacketDecompressor> d,
+                              PacketDecompressor::Create());
+    decompressor_ = std::move(d);
     staging_.resize(proto::kMaxCompressedBytes);
   }
   const iovec frame{staging_.data(), h.compressed_bytes};
@@ -445,17 +432,13 @@ absl::StatusOr<uint64_t> ChannelReceiver::ApplyZeroPages(
       continue;
     }
     if (run_count != 0) {
-      if (absl::Status s = CountZeroed(index, run_first, run_count); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(CountZeroed(index, run_first, run_count));
     }
     run_first = page;
     run_count = 1;
   }
   if (run_count != 0) {
-    if (absl::Status s = CountZeroed(index, run_first, run_count); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(CountZeroed(index, run_first, run_count));
   }
   return zeros;
 }
@@ -521,7 +504,7 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
     return base::Annotate(s, "bad packet");
   }
   if (opener_ != nullptr) {
-    if (absl::Status s = OpenHeaderOnly(h); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(OpenHeaderOnly(h));
   }
   landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
   // Nothing follows the header: the next header is read at the boundary.
@@ -530,7 +513,7 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
   for (const proto::ZeroRange& r : ranges) {
     const uint64_t first = r.offset / region->page_size;
     const uint64_t count = r.length / region->page_size;
-    if (absl::Status s = CountZeroed(index, first, count); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(CountZeroed(index, first, count));
     pages += count;
   }
   counters_.zero_range_packets.Add();

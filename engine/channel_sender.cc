@@ -5,6 +5,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "base/zero_page.h"
 #include "engine/page_runs.h"
@@ -88,9 +89,8 @@ void ChannelSender::Run() {
 
 absl::Status ChannelSender::DrainInline() {
   while (const uint32_t n = ring_.Peek(kMaxDrain)) {
-    absl::StatusOr<bool> finished = ProcessBatch(n);
-    if (!finished.ok()) return finished.status();
-    if (*finished) break;
+    RAMFERRY_ASSIGN_OR_RETURN(bool finished, ProcessBatch(n));
+    if (finished) break;
   }
   return absl::OkStatus();
 }
@@ -148,17 +148,14 @@ absl::Status ChannelSender::Execute(const Command& c, const Command* next) {
     case CommandType::kSync:
       // Every page of the round must be out of the kernel's hands before
       // the round counts as sent: flush, then mark the boundary.
-      if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(transport_->Flush());
       counters_.syncs.Add();
       return SendMarker(proto::kPacketSync, c.round, NextHeaderBytes(next));
     case CommandType::kFinish:
-      if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(transport_->Flush());
       counters_.finishes.Add();
       // Nothing follows FINISH, so it announces nothing.
-      if (absl::Status s = SendMarker(proto::kPacketFinish, c.round, 0);
-          !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(SendMarker(proto::kPacketFinish, c.round, 0));
       return transport_->Flush();
   }
   return absl::InternalError("unknown command type");
@@ -317,11 +314,8 @@ absl::Status ChannelSender::SealPayload(OutgoingData& p) {
   }
   if (p.frozen && p.compressed == 0 &&
       sealer_->mode() == proto::SealMode::kMac) {
-    if (absl::Status s = Seal(p.header, p.packet_num, iov_, nullptr,
-                              frozen_digests_, p.c.region, run_offsets_);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(Seal(p.header, p.packet_num, iov_, nullptr,
+                                  frozen_digests_, p.c.region, run_offsets_));
     if (sent_digests_ != nullptr) RecordSent(sent_digests_, p, true);
     if (frozen_digests_ != nullptr) RecordSent(frozen_digests_, p, false);
     p.recorded = true;
@@ -358,9 +352,9 @@ absl::Status ChannelSender::SendData(const Command& c,
     if (p.delta) packer_->Finish(delivered, index_, c.round);
   };
   if (UseDelta(c)) {
-    if (absl::Status s = PackDelta(p); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(PackDelta(p));
   } else {
-    if (absl::Status s = GatherPages(p); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(GatherPages(p));
     // Sent as they are: any copies of them in the cache are stale now.
     // (Round 0 caches nothing, so it has nothing to forget.)
     if (packer_ != nullptr && c.round != 0) {
@@ -394,7 +388,7 @@ absl::Status ChannelSender::SendData(const Command& c,
   p.staged = {nullptr, p.compressed};
   if (p.compressed != 0) p.staged.iov_base = staging_[next_staging_].data();
   if (sealer_ != nullptr) {
-    if (absl::Status s = SealPayload(p); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(SealPayload(p));
   }
   if (p.staged.iov_base != nullptr) {
     packet.payload = {&p.staged, 1};
@@ -404,12 +398,10 @@ absl::Status ChannelSender::SendData(const Command& c,
   const uint64_t payload_bytes =
       p.compressed != 0 ? p.compressed : p.page_bytes;
   if (limiter_ != nullptr) {
-    if (absl::Status s = limiter_->Acquire(p.header.size() + payload_bytes);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        limiter_->Acquire(p.header.size() + payload_bytes));
   }
-  if (absl::Status s = transport_->SendPacket(packet); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(transport_->SendPacket(packet));
   delivered = true;
   // How long the link took this packet's bytes (kAuto judges the link by
   // it): sealing them, waiting for the rate limit, sending.
@@ -453,9 +445,7 @@ absl::StatusOr<uint8_t*> ChannelSender::ReadThroughFile(
   if (!ThroughFile(region, iov_.size(), offsets.size(), bytes)) return nullptr;
   absl::StatusOr<uint8_t*> buffer = StagingBuffer(bytes);
   if (!buffer.ok()) return buffer.status();
-  if (absl::Status s = ReadRuns(region, run_offsets_, iov_, *buffer); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(ReadRuns(region, run_offsets_, iov_, *buffer));
   UseStagingBuffer();
   counters_.file_bytes.Add(bytes);
   return *buffer;
@@ -488,7 +478,7 @@ absl::StatusOr<uint8_t*> ChannelSender::StagingBuffer(size_t bytes) {
   // The buffer about to be reused may still be in a zero-copy send.
   if (next_staging_ == 0 && staging_wrapped_ &&
       (transport_->capabilities() & channels::kCapZeroCopy) != 0) {
-    if (absl::Status s = transport_->Flush(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(transport_->Flush());
   }
   std::vector<uint8_t>& buffer = staging_[next_staging_];
   if (buffer.size() < bytes) buffer.resize(bytes);
@@ -534,10 +524,8 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
     }
     done += v.iov_len;
   }
-  absl::StatusOr<proto::SealTag> tag = sealer_->FinishSeal();
-  if (!tag.ok()) return tag.status();
-  std::memcpy(header.data() + proto::kPacketTagOffset, tag->data(),
-              tag->size());
+  RAMFERRY_ASSIGN_OR_RETURN(proto::SealTag tag, sealer_->FinishSeal());
+  std::memcpy(header.data() + proto::kPacketTagOffset, tag.data(), tag.size());
   counters_.sealed_bytes.Add(header.size() + done);
   counters_.seal_ns.Add(base::MonotonicNs() - start);
   return absl::OkStatus();
@@ -572,17 +560,14 @@ __attribute__((no_sanitize("thread"))) uint32_t ChannelSender::FlagZeroPages(
 absl::Status ChannelSender::SendZeroRanges(const Command& c,
                                            uint32_t next_header_bytes) {
   const Region& region = regions_[c.region];
-  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
-  if (!header.ok()) return header.status();
+  RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint8_t> header,
+                            transport_->AcquireHeader());
   const proto::PacketHeader h =
       RegionHeader(proto::kPacketZeroRanges, c, region, next_header_bytes);
   auto words = absl::MakeConstSpan(c.offsets, c.page_count);
-  size_t header_bytes = proto::EncodePacketHeader(h, words, *header);
-  if (absl::Status s =
-          SealHeader(header->subspan(0, header_bytes), h.packet_num);
-      !s.ok()) {
-    return s;
-  }
+  size_t header_bytes = proto::EncodePacketHeader(h, words, header);
+  RAMFERRY_RETURN_IF_ERROR(
+      SealHeader(header.subspan(0, header_bytes), h.packet_num));
   if (absl::Status s =
           transport_->SendPacket({header_bytes, region.id, {}, {}});
       !s.ok()) {
@@ -608,21 +593,18 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
 
 absl::Status ChannelSender::SendMarker(uint16_t flags, uint64_t round,
                                        uint32_t next_header_bytes) {
-  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
-  if (!header.ok()) return header.status();
+  RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint8_t> header,
+                            transport_->AcquireHeader());
   proto::PacketHeader h;
   h.flags = flags;
   h.channel = index_;
   h.packet_num = packet_num_++;
   h.round = round;
   h.next_header_bytes = next_header_bytes;
-  size_t header_bytes = proto::EncodePacketHeader(h, {}, *header);
+  size_t header_bytes = proto::EncodePacketHeader(h, {}, header);
   counters_.header_bytes.Add(header_bytes);
-  if (absl::Status s =
-          SealHeader(header->subspan(0, header_bytes), h.packet_num);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      SealHeader(header.subspan(0, header_bytes), h.packet_num));
   return transport_->SendPacket({header_bytes, 0, {}, {}});
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "proto/auth.h"
 #include "proto/wire.h"
@@ -103,7 +104,7 @@ absl::StatusOr<ControlChannel::Message> ControlChannel::Receive(
                                              proto::ControlTypeName(h->type)));
   }
   if (receive_sealer_ != nullptr) {
-    if (absl::Status s = OpenFrame(&m, head, deadline); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(OpenFrame(&m, head, deadline));
   }
   return m;
 }
@@ -181,9 +182,9 @@ absl::StatusOr<std::vector<uint8_t>> ReceiveExpected(ControlChannel& channel,
   }
   if (!m.ok()) return m.status();
   if (m->type == proto::ControlType::kError) {
-    absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
-    if (!e.ok()) return e.status();
-    return proto::ErrorMessageStatus(*e);
+    RAMFERRY_ASSIGN_OR_RETURN(proto::ErrorMessage e,
+                              proto::DecodeError(m->payload));
+    return proto::ErrorMessageStatus(e);
   }
   if (m->type != type) {
     return absl::InvalidArgumentError(absl::StrFormat(

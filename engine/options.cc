@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "base/named_enum.h"
+#include "base/status_macros.h"
 #include "channels/transport_family.h"
 #include "engine/channel_sender.h"
 #include "engine/option_rules.h"
@@ -192,10 +193,7 @@ absl::Status ValidateOptions(const SessionOptions& o) {
   }
   const uint32_t caps = channels::StaticCapabilities(o.transport);
   for (const engine::NumericOptionRule& rule : kNumericRules) {
-    if (absl::Status s = engine::CheckNumericOption(rule, rule.get(o));
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(engine::CheckNumericOption(rule, rule.get(o)));
   }
   for (auto [name, d] : {std::pair{"connect_timeout", o.connect_timeout},
                          std::pair{"handshake_timeout", o.handshake_timeout},
@@ -206,16 +204,16 @@ absl::Status ValidateOptions(const SessionOptions& o) {
     }
   }
   if (o.host.empty()) return bad("host is empty");
-  if (absl::Status s = CheckEndpoints(o); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckEndpoints(o));
   if (o.auth_key.empty() && !o.insecure) {
     return absl::FailedPreconditionError(
         "no key: give both ends the same pre-shared key (auth_key, "
         "--key-file), or ask for an unauthenticated session explicitly "
         "(insecure, --insecure) on a network you trust");
   }
-  if (absl::Status s = CheckProtection(o, caps); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckProtection(o, caps));
   if (!o.auth_key.empty()) {
-    if (absl::Status s = proto::ValidateAuthKey(o.auth_key); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(proto::ValidateAuthKey(o.auth_key));
     // Fail closed: a family whose channels cannot prove the key would
     // carry it for nothing. (Every family this build has can.)
     if ((caps & channels::kCapAuthenticatedHello) == 0) {
@@ -282,7 +280,7 @@ bool TransportAuthenticates(TransportKind kind) {
 
 absl::Status ValidateSession(const SessionOptions& o,
                              absl::Span<const Region> regions) {
-  if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(ValidateOptions(o));
   const bool sealed =
       engine::SealModeFor(o, channels::StaticCapabilities(o.transport)) !=
       proto::SealMode::kNone;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/control.h"
 #include "engine/postcopy/postcopy_memory.h"
@@ -22,17 +23,10 @@ using engine::ChannelReceiver;
 using engine::ControlChannel;
 
 absl::Status ReceiverImpl::Listen() {
-  if (absl::Status s = ValidateSession(options_, table_.regions()); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = engine::ValidateRegions(table_.regions()); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(ValidateSession(options_, table_.regions()));
+  RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(table_.regions()));
   for (const Region& r : table_.regions()) {
-    if (absl::Status s = engine::CheckRegionFile(r, /*writable=*/true);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(engine::CheckRegionFile(r, /*writable=*/true));
     // Memory post-copy cannot place into is refused now, not when a
     // source asks for it (admission checks again then: mappings change).
     if (options_.postcopy) {
@@ -116,7 +110,7 @@ absl::Status ReceiverImpl::ResumeSession(const absl::Status& cause) {
     }
     AbandonSession(opened);
   }
-  if (absl::Status s = StartChannels(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(StartChannels());
   heartbeat_ = std::make_unique<engine::HeartbeatSender>(
       control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
   if (absl::Status s =
@@ -138,31 +132,27 @@ absl::Status ReceiverImpl::ServeSession() {
     if (failure_.failed()) return failure_.status();
     AbandonSession(opened);
   }
-  if (absl::Status s = StartChannels(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(StartChannels());
   heartbeat_ = std::make_unique<engine::HeartbeatSender>(
       control_.get(), engine::HeartbeatInterval(options_.stall_timeout));
   return ControlLoop();
 }
 
 absl::Status ReceiverImpl::OpenSession(absl::Time deadline) {
-  absl::StatusOr<engine::AdmittedControl> admitted =
-      admission_.TakeControl(deadline);
-  if (!admitted.ok()) return admitted.status();
+  RAMFERRY_ASSIGN_OR_RETURN(engine::AdmittedControl admitted,
+                            admission_.TakeControl(deadline));
   auto control =
-      std::make_unique<ControlChannel>(admitted->fd, options_.stall_timeout);
+      std::make_unique<ControlChannel>(admitted.fd, options_.stall_timeout);
   // Sealed before it is shared: a teardown's last ERROR goes out sealed.
-  if (absl::Status s = engine::SealControl(
-          admitted->seal, admitted->keys ? &*admitted->keys : nullptr,
-          engine::SealEnd::kDestination, *control);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(engine::SealControl(
+      admitted.seal, admitted.keys ? &*admitted.keys : nullptr,
+      engine::SealEnd::kDestination, *control));
   {
     std::lock_guard<std::mutex> lock(objects_mu_);
     control_ = std::move(control);
   }
   const absl::Time handshake = absl::Now() + options_.handshake_timeout;
-  if (absl::Status s = NegotiateRegions(handshake); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(NegotiateRegions(handshake));
   return admission_.AwaitChannels(handshake);
 }
 
@@ -198,10 +188,7 @@ absl::Status ReceiverImpl::NegotiateRegions(absl::Time deadline) {
       proto::DecodeRegionTable(*payload);
   absl::Status s = remote.ok() ? table_.Matches(*remote) : remote.status();
   proto::RegionReply reply{s.ok(), std::string(s.message())};
-  if (absl::Status w = control_->Send(proto::EncodeRegionReply(reply));
-      !w.ok()) {
-    return w;
-  }
+  RAMFERRY_RETURN_IF_ERROR(control_->Send(proto::EncodeRegionReply(reply)));
   if (!s.ok()) return Annotate(s, "refused the source's region table");
   return absl::OkStatus();
 }
@@ -219,14 +206,12 @@ absl::Status ReceiverImpl::StartChannels() {
   // Transports that place data remotely (RDMA) need the regions first.
   for (auto& t : transports) {
     for (const Region& r : table_.regions()) {
-      if (absl::Status s = t->RegisterRegion(r.id, r.base, r.length); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(t->RegisterRegion(r.id, r.base, r.length));
     }
   }
   std::lock_guard<std::mutex> lock(objects_mu_);
   if (admitted.postcopy) {
-    if (absl::Status s = MakePostcopyLocked(admitted); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(MakePostcopyLocked(admitted));
   }
   endpoints_ = std::move(admitted.endpoints);
   barrier_ = std::make_unique<engine::RoundBarrier>(
@@ -236,11 +221,8 @@ absl::Status ReceiverImpl::StartChannels() {
         // (before the SYNCs that complete it), so what is left was forged.
         // Refused here, before ROUND_DONE, the source fails before its
         // commit point and resumes, rather than meet it at FINISH.
-        if (absl::Status s = CheckAuthentic(
-                absl::StrFormat("round %d cannot be confirmed", round));
-            !s.ok()) {
-          return s;
-        }
+        RAMFERRY_RETURN_IF_ERROR(CheckAuthentic(
+            absl::StrFormat("round %d cannot be confirmed", round)));
         applied_rounds_.store(round + 1);
         return control_->Send(proto::EncodeRoundDone({round, pages}));
       });
@@ -370,11 +352,9 @@ std::optional<absl::Status> ReceiverImpl::Dispatch(
 }
 
 absl::Status ReceiverImpl::OnFinish(const ControlChannel::Message& m) {
-  if (absl::Status s = proto::DecodeEmpty(m.type, m.payload); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(proto::DecodeEmpty(m.type, m.payload));
   if (engine::PostcopyTarget* p = postcopy(); p != nullptr) {
-    if (absl::Status s = p->CheckFinished(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(p->CheckFinished());
   }
   return AwaitFinished();
 }
@@ -382,16 +362,14 @@ absl::Status ReceiverImpl::OnFinish(const ControlChannel::Message& m) {
 absl::Status ReceiverImpl::OnMissingPages(engine::PostcopyTarget& p,
                                           absl::Span<const uint8_t> payload) {
   // The switch makes this memory live.
-  if (absl::Status s = CheckAuthentic("post-copy cannot make the memory live");
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      CheckAuthentic("post-copy cannot make the memory live"));
   // Post-copy's commit point on this side: the caller may still refuse (a
   // cancel that came first), before any page is dropped; from here it
   // refuses no cancel. Once, at the switch's first message.
   if (on_commit_ && !commit_asked_) {
     commit_asked_ = true;
-    if (absl::Status s = on_commit_(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(on_commit_());
   }
   absl::Status s = p.OnMissingPages(payload);
   std::lock_guard<std::mutex> lock(objects_mu_);
@@ -414,10 +392,9 @@ absl::Status ReceiverImpl::ArmGate() {
 }
 
 absl::Status ReceiverImpl::OnPeerError(absl::Span<const uint8_t> payload) {
-  absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(payload);
-  if (!e.ok()) return e.status();
-  absl::Status peer(static_cast<absl::StatusCode>(e->code),
-                    absl::StrCat("source reported: ", e->text));
+  RAMFERRY_ASSIGN_OR_RETURN(proto::ErrorMessage e, proto::DecodeError(payload));
+  absl::Status peer(static_cast<absl::StatusCode>(e.code),
+                    absl::StrCat("source reported: ", e.text));
   if (failure_.Fail(peer, engine::Origin::kPeer)) return peer;
   return base::PreferRootCause(failure_.status(), peer);
 }
@@ -444,15 +421,13 @@ absl::Status ReceiverImpl::AwaitFinished() {
   // the regions (each queue pair goes to error) before the session is
   // reported done, not whenever the Receiver is destroyed.
   for (auto& c : channels_) c->transport().Shutdown();
-  if (absl::Status s = CheckAuthentic("the session cannot end"); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(CheckAuthentic("the session cannot end"));
   // The caller may still refuse (a cancel that came first). Every refusal
   // until Commit() ends the session with an ERROR to the source, which it
   // takes as proof that this side did not commit.
   if (on_commit_ && !commit_asked_) {
     commit_asked_ = true;
-    if (absl::Status s = on_commit_(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(on_commit_());
   }
   if (!Commit()) return failure_.status();
   // Committed: the memory is the caller's whatever happens to the
@@ -529,7 +504,7 @@ SessionStats ReceiverImpl::stats() const {
 absl::StatusOr<std::unique_ptr<Receiver>> Receiver::Listen(
     const SessionOptions& options, absl::Span<const Region> regions) {
   auto impl = std::make_unique<ReceiverImpl>(options, regions);
-  if (absl::Status s = impl->Listen(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(impl->Listen());
   return std::unique_ptr<Receiver>(new Receiver(std::move(impl)));
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"
 #include "engine/endpoint.h"
@@ -254,10 +255,9 @@ absl::Status Admission::OpenSession(const proto::Hello& h,
   if ((h.capabilities & OfferedCapabilities() &
        proto::kFeatureArrivalDigests) != 0 &&
       arrival_digests_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<DigestTable>> t =
-        DigestTable::Create(table_.regions());
-    if (!t.ok()) return t.status();
-    arrival_digests_ = std::move(*t);
+    RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<DigestTable> t,
+                              DigestTable::Create(table_.regions()));
+    arrival_digests_ = std::move(t);
   }
   seal_ = seal;
   session_ = h.session;
@@ -331,7 +331,7 @@ absl::Status Admission::CheckPostcopy(
         "post-copy does not survive channel loss yet; drop one of the two");
   }
   for (const Region& r : table_.regions()) {
-    if (absl::Status s = CheckPostcopyRegion(r); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(CheckPostcopyRegion(r));
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "engine/receiver_impl.h"
 #include "engine/verify.h"
 #include "proto/control.h"
@@ -10,22 +11,22 @@
 namespace ramferry {
 
 absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
-  absl::StatusOr<proto::VerifyRequest> q = proto::DecodeVerifyRequest(payload);
-  if (!q.ok()) return q.status();
-  const Region* region = table_.Find(q->region_id);
+  RAMFERRY_ASSIGN_OR_RETURN(proto::VerifyRequest q,
+                            proto::DecodeVerifyRequest(payload));
+  const Region* region = table_.Find(q.region_id);
   if (region == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("verify request for unknown region %d", q->region_id));
+        absl::StrFormat("verify request for unknown region %d", q.region_id));
   }
-  if (q->first_page > region->page_count() ||
-      q->page_count > region->page_count() - q->first_page) {
+  if (q.first_page > region->page_count() ||
+      q.page_count > region->page_count() - q.first_page) {
     return absl::OutOfRangeError(absl::StrFormat(
         "verify request for pages [%d, +%d) of region %d with %d pages",
-        q->first_page, q->page_count, q->region_id, region->page_count()));
+        q.first_page, q.page_count, q.region_id, region->page_count()));
   }
   proto::VerifyResult result;
-  result.region_id = q->region_id;
-  result.first_page = q->first_page;
+  result.region_id = q.region_id;
+  result.first_page = q.first_page;
   if (const engine::DigestTable* arrival = admission_.arrival_digests();
       arrival != nullptr) {
     // What landed, not what memory holds now: the destination may already
@@ -42,11 +43,11 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
     }
     absl::Span<const uint64_t> landed =
         arrival->region(table_.IndexOf(*region))
-            .subspan(q->first_page, q->page_count);
+            .subspan(q.first_page, q.page_count);
     result.page_digests.assign(landed.begin(), landed.end());
   } else {
-    result.page_digests.resize(q->page_count);
-    engine::PageDigests(*region, q->first_page,
+    result.page_digests.resize(q.page_count);
+    engine::PageDigests(*region, q.first_page,
                         absl::MakeSpan(result.page_digests));
   }
   // A page no tag vouched for holds bytes that never came from the source,
@@ -56,13 +57,13 @@ absl::Status ReceiverImpl::AnswerVerify(absl::Span<const uint8_t> payload) {
   if (const engine::UnauthenticPages* u = admission_.unauthentic_pages();
       u != nullptr && u->count() != 0) {
     const size_t index = table_.IndexOf(*region);
-    for (uint64_t i = 0; i < q->page_count; ++i) {
-      if (u->Test(index, q->first_page + i)) {
+    for (uint64_t i = 0; i < q.page_count; ++i) {
+      if (u->Test(index, q.first_page + i)) {
         result.page_digests[i] = ~result.page_digests[i];
       }
     }
   }
-  verified_pages_.fetch_add(q->page_count);
+  verified_pages_.fetch_add(q.page_count);
   return control_->Send(proto::EncodeVerifyResult(result));
 }
 

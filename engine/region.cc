@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "engine/region_file.h"
 #include "proto/control.h"
 
@@ -21,7 +22,7 @@ namespace ramferry {
 
 absl::Status ValidateRegion(const Region& r) {
   proto::RegionInfo info{r.id, r.page_size, r.length, r.name};
-  if (absl::Status s = proto::ValidateRegionInfo(info); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(proto::ValidateRegionInfo(info));
   // Pages are tracked at page_size granularity, but memory only needs to
   // be aligned like the host's pages (a 2 MiB tracking page may sit in
   // ordinary 4 KiB-aligned memory).

@@ -1,6 +1,7 @@
 #include "engine/region_table.h"
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace ramferry::engine {
 
@@ -50,7 +51,7 @@ absl::Status ValidateRegions(absl::Span<const Region> regions) {
   }
   absl::flat_hash_map<uint32_t, size_t> seen;
   for (size_t i = 0; i < regions.size(); ++i) {
-    if (absl::Status s = ValidateRegion(regions[i]); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(ValidateRegion(regions[i]));
     if (!seen.emplace(regions[i].id, i).second) {
       return absl::InvalidArgumentError(
           absl::StrFormat("region id %d is used twice", regions[i].id));

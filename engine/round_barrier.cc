@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace ramferry::engine {
 
@@ -86,7 +87,7 @@ absl::StatusOr<bool> RoundBarrier::Arrive(uint32_t party, uint64_t round,
   me.arrived = true;
   const uint64_t releases = releases_;
   if (++arrived_ == remaining_) {
-    if (absl::Status s = Advance(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Advance());
     return completed_ > round;
   }
   while (!aborted_ && !me.detached && releases_ == releases) {
@@ -136,7 +137,7 @@ absl::StatusOr<uint64_t> RoundBarrier::RemoveParty(uint32_t party,
   // Those already parked in this generation go on to the next one (the
   // round cannot complete here: it now needs one more generation).
   if (remaining_ > 0 && arrived_ == remaining_) {
-    if (absl::Status s = Advance(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Advance());
   }
   return completed_;
 }

@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace ramferry::engine {
 
@@ -82,7 +83,7 @@ absl::StatusOr<uint64_t> Scheduler::ScheduleZeroRanges(
       }
     }
     if (batch != nullptr && batch->page_count == max_words) {
-      if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Commit(ring, *batch));
       batch = nullptr;
     }
     if (batch == nullptr) {
@@ -109,14 +110,14 @@ absl::StatusOr<uint64_t> Scheduler::ScheduleZeroRanges(
       while (got != 0) {
         const uint64_t lo = std::countr_zero(got);
         const uint64_t run = std::countr_one(got >> lo);
-        if (absl::Status s = add(p / 64 * 64 + lo, run); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(add(p / 64 * 64 + lo, run));
         got = run + lo >= 64 ? 0 : got & (~uint64_t{0} << (lo + run));
       }
       p += in_word;
     }
   }
   if (batch != nullptr) {
-    if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Commit(ring, *batch));
   }
   return taken_pages;
 }
@@ -165,7 +166,7 @@ absl::Status Scheduler::CheckRound(
 absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
     absl::Span<DirtyBitmap* const> dirty, uint64_t round,
     absl::Span<const std::vector<proto::ZeroRange>> zero_ranges) {
-  if (absl::Status s = CheckRound(dirty, zero_ranges); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckRound(dirty, zero_ranges));
   const auto aborted = [] {
     return absl::AbortedError("every channel stopped while scheduling");
   };
@@ -173,12 +174,11 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
   for (uint32_t r = 0; r < regions_.size(); ++r) {
     DirtyBitmap& bits = *dirty[r];
     if (!zero_ranges.empty() && !zero_ranges[r].empty()) {
-      absl::StatusOr<uint64_t> zeroed =
-          ScheduleZeroRanges(r, bits, zero_ranges[r], round);
-      if (!zeroed.ok()) return zeroed.status();
-      total.pages += *zeroed;
-      total.bytes += *zeroed * regions_[r].page_size;
-      total.zero_range_pages += *zeroed;
+      RAMFERRY_ASSIGN_OR_RETURN(
+          uint64_t zeroed, ScheduleZeroRanges(r, bits, zero_ranges[r], round));
+      total.pages += zeroed;
+      total.bytes += zeroed * regions_[r].page_size;
+      total.zero_range_pages += zeroed;
     }
     const uint64_t page_size = regions_[r].page_size;
     uint32_t batch_pages = packet_pages_;
@@ -205,13 +205,13 @@ absl::StatusOr<Scheduler::Scheduled> Scheduler::ScheduleRound(
         ++total.pages;
         total.bytes += page_size;
         if (batch->page_count == batch_pages) {
-          if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
+          RAMFERRY_RETURN_IF_ERROR(Commit(ring, *batch));
           batch = nullptr;
         }
       }
     }
     if (batch != nullptr) {
-      if (absl::Status s = Commit(ring, *batch); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Commit(ring, *batch));
     }
   }
   return total;

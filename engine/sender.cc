@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/sender_impl.h"
 #include "engine/untouched.h"
@@ -98,7 +99,7 @@ absl::Status SenderImpl::AwaitRings() {
     }
     if (failure_.failed()) return FinalStatus();
     if (!terms_.survive || !losses_.pending()) return absl::OkStatus();
-    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(HandleLosses());
   }
 }
 
@@ -146,7 +147,7 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
     ledger_->ClearAll();
     open_round_ = round;
     // Losses since the last round: their extra SYNCs belong to this one.
-    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(HandleLosses());
   }
   absl::StatusOr<engine::Scheduler::Scheduled> sent =
       scheduler_->ScheduleRound(dirty, round, UntouchedRanges(round));
@@ -154,12 +155,12 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
     if (failure_.failed()) return FinalStatus();
     if (absl::IsAborted(sent.status()) && terms_.survive) {
       // Every channel died while scheduling: declaring them ends it.
-      if (absl::Status s = HandleLosses(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(HandleLosses());
       return FinalStatus();
     }
     return sent.status();  // a bad argument: nothing was taken
   }
-  if (absl::Status s = Barrier(CommandType::kSync, round); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Barrier(CommandType::kSync, round));
   const absl::Time deadline = absl::Now() + options_.round_timeout;
   while (true) {
     if (absl::Status s = AwaitControl(
@@ -176,11 +177,11 @@ absl::StatusOr<RoundResult> SenderImpl::RunRound(
       if (events_.confirmed_rounds > round) break;
     }
     // A channel died before the destination confirmed the round.
-    if (absl::Status s = HandleLosses(); !s.ok()) return s;
-    if (absl::Status s = AwaitRings(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(HandleLosses());
+    RAMFERRY_RETURN_IF_ERROR(AwaitRings());
   }
   open_round_.reset();
-  if (absl::Status s = CheckApplied(round, sent->pages); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckApplied(round, sent->pages));
   ++next_round_;
   return RoundResult{round, sent->pages, sent->bytes, absl::Now() - start};
 }
@@ -224,9 +225,8 @@ absl::Status SenderImpl::StartRound(absl::Span<DirtyBitmap* const> dirty) {
   // the destination first.
   if (terms_.survive || Has(channels::kCapRemotePlacement) ||
       delta_cache_ != nullptr) {
-    absl::StatusOr<RoundResult> r = RunRound(dirty);
-    if (!r.ok()) return r.status();
-    started_.push_back({r->round, r->pages, r->bytes, absl::Now(), *r});
+    RAMFERRY_ASSIGN_OR_RETURN(RoundResult r, RunRound(dirty));
+    started_.push_back({r.round, r.pages, r.bytes, absl::Now(), r});
     return absl::OkStatus();
   }
   const absl::Time start = absl::Now();
@@ -266,7 +266,7 @@ absl::StatusOr<RoundResult> SenderImpl::AwaitRound() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckApplied(r.round, r.pages); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckApplied(r.round, r.pages));
   return RoundResult{r.round, r.pages, r.bytes, absl::Now() - r.start};
 }
 
@@ -282,14 +282,12 @@ absl::Status SenderImpl::AwaitStartedRounds() {
 absl::Status SenderImpl::Finish() {
   if (finished_) return absl::OkStatus();
   if (failure_.failed()) return FinalStatus();
-  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(AwaitStartedRounds());
   finishing_ = true;
   if (terms_.survive) {
-    if (absl::Status s = HandleLosses(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(HandleLosses());
   }
-  if (absl::Status s = Barrier(CommandType::kFinish, next_round_); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(Barrier(CommandType::kFinish, next_round_));
   // From here the destination may commit at any moment, and a lost
   // confirmation looks like any other failure: it is set before the send,
   // since a send that fails may still have delivered the message.
@@ -399,7 +397,7 @@ SessionStats SenderImpl::stats() const {
 absl::StatusOr<std::unique_ptr<Sender>> Sender::Connect(
     const SessionOptions& options, absl::Span<const Region> regions) {
   auto impl = std::make_unique<SenderImpl>(options, regions);
-  if (absl::Status s = impl->Setup(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(impl->Setup());
   return std::unique_ptr<Sender>(new Sender(std::move(impl)));
 }
 

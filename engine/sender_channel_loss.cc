@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "engine/sender_impl.h"
 
 namespace ramferry {
@@ -29,9 +30,7 @@ void SenderImpl::OnChannelLoss(uint32_t channel, const absl::Status& cause) {
 absl::Status SenderImpl::HandleLosses() {
   while (std::optional<std::pair<uint32_t, absl::Status>> loss =
              losses_.TakeNext()) {
-    if (absl::Status s = DeclareGone(loss->first, loss->second); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(DeclareGone(loss->first, loss->second));
   }
   return absl::OkStatus();
 }
@@ -74,9 +73,9 @@ absl::Status SenderImpl::DeclareGone(uint32_t channel,
         absl::StrFormat("all %d channels lost: %s", channels_.size(), losses)));
     return FinalStatus();
   }
-  absl::StatusOr<uint64_t> effective = AgreeGone(channel, declared, cause);
-  if (!effective.ok()) return effective.status();
-  return ResendShare(channel, *effective);
+  RAMFERRY_ASSIGN_OR_RETURN(uint64_t effective,
+                            AgreeGone(channel, declared, cause));
+  return ResendShare(channel, effective);
 }
 
 absl::StatusOr<uint64_t> SenderImpl::AgreeGone(uint32_t channel,

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/sender_impl.h"
 
@@ -74,9 +75,7 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       return OnPeerError(m.payload);
     case proto::ControlType::kPostcopyArmed:
     case proto::ControlType::kPostcopyComplete: {
-      if (absl::Status s = proto::DecodeEmpty(m.type, m.payload); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(proto::DecodeEmpty(m.type, m.payload));
       std::unique_lock<std::mutex> lock(events_.mu);
       if (m.type == proto::ControlType::kPostcopyArmed
               ? !postcopy_.may_arm()
@@ -135,57 +134,52 @@ absl::Status SenderImpl::OnFinishAck(const ControlChannel::Message& m) {
 }
 
 absl::Status SenderImpl::OnVerifyResult(absl::Span<const uint8_t> payload) {
-  absl::StatusOr<proto::VerifyResult> v = proto::DecodeVerifyResult(payload);
-  if (!v.ok()) return v.status();
+  RAMFERRY_ASSIGN_OR_RETURN(proto::VerifyResult v,
+                            proto::DecodeVerifyResult(payload));
   std::unique_lock<std::mutex> lock(events_.mu);
-  events_.verify_results.push_back(std::move(*v));
+  events_.verify_results.push_back(std::move(v));
   events_.cv.notify_all();
   return absl::OkStatus();
 }
 
 absl::Status SenderImpl::OnChannelLost(const ControlChannel::Message& m) {
-  absl::StatusOr<proto::ChannelLoss> l =
-      proto::DecodeChannelLoss(m.type, m.payload);
-  if (!l.ok()) return l.status();
-  if (!terms_.survive || l->channel >= channels_.size()) {
+  RAMFERRY_ASSIGN_OR_RETURN(proto::ChannelLoss l,
+                            proto::DecodeChannelLoss(m.type, m.payload));
+  if (!terms_.survive || l.channel >= channels_.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "CHANNEL_LOST for channel %d (%d channels%s)", l->channel,
+        "CHANNEL_LOST for channel %d (%d channels%s)", l.channel,
         channels_.size(), terms_.survive ? "" : ", not surviving losses"));
   }
-  absl::Status cause = proto::ChannelLossStatus(*l);
+  absl::Status cause = proto::ChannelLossStatus(l);
   OnChannelLoss(
-      l->channel,
+      l.channel,
       absl::Status(cause.code(),
                    absl::StrFormat("destination lost it in round %d: %s",
-                                   l->round, cause.message())));
+                                   l.round, cause.message())));
   return absl::OkStatus();
 }
 
 absl::Status SenderImpl::OnChannelGoneAck(absl::Span<const uint8_t> payload) {
-  absl::StatusOr<proto::ChannelGoneAck> a =
-      proto::DecodeChannelGoneAck(payload);
-  if (!a.ok()) return a.status();
+  RAMFERRY_ASSIGN_OR_RETURN(proto::ChannelGoneAck a,
+                            proto::DecodeChannelGoneAck(payload));
   if (!terms_.survive) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "unexpected CHANNEL_GONE_ACK for channel %d", a->channel));
+        "unexpected CHANNEL_GONE_ACK for channel %d", a.channel));
   }
-  if (absl::Status s = losses_.Acknowledge(a->channel, a->round); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(losses_.Acknowledge(a.channel, a.round));
   events_.Wake();
   return absl::OkStatus();
 }
 
 absl::Status SenderImpl::OnPeerError(absl::Span<const uint8_t> payload) {
-  absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(payload);
-  if (!e.ok()) return e.status();
+  RAMFERRY_ASSIGN_OR_RETURN(proto::ErrorMessage e, proto::DecodeError(payload));
   absl::Status peer(absl::Status(
-      static_cast<absl::StatusCode>(e->code),
+      static_cast<absl::StatusCode>(e.code),
       absl::StrCat("destination reported",
-                   e->channel == proto::kNoChannel
+                   e.channel == proto::kNoChannel
                        ? ""
-                       : absl::StrFormat(" (channel %d)", e->channel),
-                   ": ", e->text)));
+                       : absl::StrFormat(" (channel %d)", e.channel),
+                   ": ", e.text)));
   {
     std::unique_lock<std::mutex> lock(events_.mu);
     events_.peer_error = peer;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "channels/socket_dial.h"
 #include "engine/sender_impl.h"
@@ -79,8 +80,8 @@ absl::Status SenderImpl::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   if (postcopy_.started()) {
     return absl::FailedPreconditionError("StartPostcopy: called twice");
   }
-  if (absl::Status s = CheckMissingSets(missing); !s.ok()) return s;
-  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckMissingSets(missing));
+  RAMFERRY_RETURN_IF_ERROR(AwaitStartedRounds());
   // The destination places pages from here on (UFFDIO_COPY of whole
   // pages): nothing there applies a delta any more.
   delta_allowed_.store(false, std::memory_order_release);
@@ -138,7 +139,7 @@ void SenderImpl::ResumeFrom(const SenderImpl& cut) {
 }
 
 absl::Status SenderImpl::AwaitResumed() {
-  if (absl::Status s = AwaitArmed("post-copy resume"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(AwaitArmed("post-copy resume"));
   StartAnsweringRequests();
   return absl::OkStatus();
 }
@@ -164,12 +165,11 @@ absl::Status SenderImpl::CompletePostcopy() {
     const uint64_t n = postcopy_.FillPushChunk(chunk, kPushChunkPages);
     if (n > 0) {
       postcopy_.Pushed(n);
-      if (absl::Status s = StartRound(chunk); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(StartRound(chunk));
     }
     if (n == 0 && started_.empty()) break;
     if (n == 0 || started_.size() >= kPushChunksInFlight) {
-      absl::StatusOr<RoundResult> r = AwaitRound();
-      if (!r.ok()) return r.status();
+      RAMFERRY_RETURN_IF_ERROR(AwaitRound().status());
     }
   }
   if (absl::Status s = AwaitControl([&] { return events_.postcopy_complete; },

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "channels/channel_factory.h"
 #include "channels/transport_family.h"
@@ -74,43 +75,41 @@ using engine::CommandRing;
 using engine::ControlChannel;
 
 absl::Status SenderImpl::Setup() {
-  if (absl::Status s = ValidateSession(options_, regions_); !s.ok()) return s;
-  if (absl::Status s = engine::ValidateRegions(regions_); !s.ok()) return s;
-  absl::StatusOr<channels::ResolvedTransport> resolved =
+  RAMFERRY_RETURN_IF_ERROR(ValidateSession(options_, regions_));
+  RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(regions_));
+  RAMFERRY_ASSIGN_OR_RETURN(
+      channels::ResolvedTransport resolved,
       channels::ResolveTransport(options_.transport,
-                                 options_.fallback_to_tcp_zerocopy);
-  if (!resolved.ok()) return resolved.status();
-  terms_.channel_kind = resolved->kind;
-  if (!resolved->warning.empty()) terms_.warnings.push_back(resolved->warning);
+                                 options_.fallback_to_tcp_zerocopy));
+  terms_.channel_kind = resolved.kind;
+  if (!resolved.warning.empty()) terms_.warnings.push_back(resolved.warning);
   terms_.transport_caps = channels::StaticCapabilities(terms_.channel_kind);
   terms_.seal = engine::SealModeFor(options_, terms_.transport_caps);
   terms_.session =
       terms_.resume ? terms_.resumed_session : engine::NewSessionId();
-  if (absl::Status s = PlanDeltas(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(PlanDeltas());
 
   absl::StatusOr<int> fd = channels::ConnectWithRetry(
       options_.host, options_.port, options_.connect_timeout);
   if (!fd.ok()) return Annotate(fd.status(), "control connection");
   control_ = std::make_unique<ControlChannel>(*fd, options_.stall_timeout);
   const absl::Time deadline = absl::Now() + options_.handshake_timeout;
-  if (absl::Status s = ExchangeControlHello(*fd, deadline); !s.ok()) return s;
-  if (absl::Status s = AgreeRegions(deadline); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(ExchangeControlHello(*fd, deadline));
+  RAMFERRY_RETURN_IF_ERROR(AgreeRegions(deadline));
   if (options_.verify == VerifyMode::kSent) {
-    absl::StatusOr<std::unique_ptr<engine::DigestTable>> t =
-        engine::DigestTable::Create(regions_);
-    if (!t.ok()) return t.status();
-    sent_digests_ = std::move(*t);
+    RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<engine::DigestTable> t,
+                              engine::DigestTable::Create(regions_));
+    sent_digests_ = std::move(t);
   }
   if (options_.verify == VerifyMode::kFull) {
-    absl::StatusOr<std::unique_ptr<engine::FrozenDigests>> f =
-        engine::FrozenDigests::Create(regions_);
-    if (!f.ok()) return f.status();
-    frozen_digests_ = std::move(*f);
+    RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<engine::FrozenDigests> f,
+                              engine::FrozenDigests::Create(regions_));
+    frozen_digests_ = std::move(f);
   }
-  if (absl::Status s = CreateDeltaCache(); !s.ok()) return s;
-  if (absl::Status s = OpenChannels(deadline); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CreateDeltaCache());
+  RAMFERRY_RETURN_IF_ERROR(OpenChannels(deadline));
   if ((terms_.features & proto::kFeaturePostcopyUrgent) != 0) {
-    if (absl::Status s = OpenUrgent(deadline); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(OpenUrgent(deadline));
   }
   // The destination answers the resumed control Hello with what it still
   // lacks, which the control thread hands to postcopy_.
@@ -190,12 +189,9 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
         "(an older ramferry?)",
         proto::SealModeName(terms_.seal)));
   }
-  if (absl::Status s = engine::SealControl(
-          terms_.seal, options_.auth_key.empty() ? nullptr : &keys,
-          engine::SealEnd::kSource, *control_);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(engine::SealControl(
+      terms_.seal, options_.auth_key.empty() ? nullptr : &keys,
+      engine::SealEnd::kSource, *control_));
   if (terms_.resume && (terms_.features & proto::kFeaturePostcopyResume) == 0) {
     return absl::FailedPreconditionError(
         "post-copy resume: the destination did not take the session back");
@@ -218,20 +214,16 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
 
 absl::Status SenderImpl::AgreeRegions(absl::Time deadline) {
   engine::RegionTable table(regions_);
-  if (absl::Status s =
-          control_->Send(proto::EncodeRegionTable(table.Describe()));
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      control_->Send(proto::EncodeRegionTable(table.Describe())));
   absl::StatusOr<std::vector<uint8_t>> payload = engine::ReceiveExpected(
       *control_, proto::ControlType::kRegionReply, deadline);
   if (!payload.ok()) return Annotate(payload.status(), "region table");
-  absl::StatusOr<proto::RegionReply> regions =
-      proto::DecodeRegionReply(*payload);
-  if (!regions.ok()) return regions.status();
-  if (!regions->accepted) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "destination refused the region table: ", regions->reason));
+  RAMFERRY_ASSIGN_OR_RETURN(proto::RegionReply regions,
+                            proto::DecodeRegionReply(*payload));
+  if (!regions.accepted) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("destination refused the region table: ", regions.reason));
   }
   return absl::OkStatus();
 }
@@ -388,19 +380,19 @@ absl::StatusOr<SenderImpl::OpenedChannel> SenderImpl::OpenChannel(
   spec.chunk_bytes = options_.rdma_chunk_bytes;
   spec.max_inline = options_.rdma_max_inline;
   spec.connect_timeout = options_.handshake_timeout;
-  absl::StatusOr<channels::DialedChannel> d =
-      channels::DialChannel(terms_.channel_kind, spec, hello);
-  if (!d.ok()) return d.status();
+  RAMFERRY_ASSIGN_OR_RETURN(
+      channels::DialedChannel d,
+      channels::DialChannel(terms_.channel_kind, spec, hello));
   absl::StatusOr<std::unique_ptr<proto::Sealer>> sealer =
-      engine::MakeChannelSealer(terms_.seal, d->keys ? &*d->keys : nullptr,
+      engine::MakeChannelSealer(terms_.seal, d.keys ? &*d.keys : nullptr,
                                 engine::SealEnd::kSource);
   if (!sealer.ok()) return sealer.status();
   OpenedChannel opened;
   opened.sealer = std::move(*sealer);
-  opened.peer_on_this_host = PeerOnThisHost(d->socket_fd);
+  opened.peer_on_this_host = PeerOnThisHost(d.socket_fd);
   opened.transport = engine::DecorateTransport(
-      std::move(d->transport),
-      {.source = true, .channel = hello.channel_index, .fd = d->socket_fd});
+      std::move(d.transport),
+      {.source = true, .channel = hello.channel_index, .fd = d.socket_fd});
   return opened;
 }
 

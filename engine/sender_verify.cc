@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "engine/sender_impl.h"
 
 namespace ramferry {
@@ -24,10 +25,10 @@ absl::Status SenderImpl::StartVerify() {
   // Pages sent since the memory froze have their digests already (taken
   // as they went); a page sent from here on is hashed twice, to the same
   // digest.
-  absl::StatusOr<std::unique_ptr<engine::BackgroundDigests>> d =
-      engine::BackgroundDigests::Start(regions_, 0, frozen_digests_.get());
-  if (!d.ok()) return d.status();
-  local_digests_ = std::move(*d);
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::BackgroundDigests> d,
+      engine::BackgroundDigests::Start(regions_, 0, frozen_digests_.get()));
+  local_digests_ = std::move(d);
   return absl::OkStatus();
 }
 
@@ -37,19 +38,16 @@ absl::StatusOr<VerifyReport> SenderImpl::Verify() {
   if ((terms_.features & proto::kFeatureVerify) == 0) {
     return absl::UnimplementedError("destination cannot verify pages");
   }
-  if (absl::Status s = AwaitStartedRounds(); !s.ok()) return s;
-  if (absl::Status s = StartVerify(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(AwaitStartedRounds());
+  RAMFERRY_RETURN_IF_ERROR(StartVerify());
   // A later Verify hashes memory again: it may have changed since.
   std::unique_ptr<engine::BackgroundDigests> local_digests =
       std::move(local_digests_);
   bool hashed = sent_digests_ != nullptr;
   VerifyReport report;
   for (const Region& region : regions_) {
-    if (absl::Status s =
-            VerifyRegion(region, local_digests.get(), &hashed, &report);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        VerifyRegion(region, local_digests.get(), &hashed, &report));
   }
   return report;
 }
@@ -63,15 +61,11 @@ absl::Status SenderImpl::VerifyRegion(const Region& region,
   uint64_t compared = 0;
   int in_flight = 0;
   while (compared < pages) {
-    if (absl::Status s = RequestDigests(region, &requested, &in_flight);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(RequestDigests(region, &requested, &in_flight));
     const uint64_t count =
         std::min<uint64_t>(proto::kMaxVerifyPages, pages - compared);
-    absl::StatusOr<proto::VerifyResult> result =
-        NextVerifyResult(region, compared, count);
-    if (!result.ok()) return result.status();
+    RAMFERRY_ASSIGN_OR_RETURN(proto::VerifyResult result,
+                              NextVerifyResult(region, compared, count));
     --in_flight;
     if (!*hashed) {
       // Every core, while the destination answers the requests already
@@ -89,7 +83,7 @@ absl::Status SenderImpl::VerifyRegion(const Region& region,
                   frozen_digests_->Has(index, compared + i)
               ? frozen_digests_->digests().region(index)[compared + i]
               : mine[i];
-      if (digest == result->page_digests[i]) continue;
+      if (digest == result.page_digests[i]) continue;
       ++report->pages_mismatched;
       if (report->first_mismatches.size() < 16) {
         report->first_mismatches.emplace_back(region.id, compared + i);

@@ -1,5 +1,6 @@
 #include "engine/stream_seal.h"
 
+#include "base/status_macros.h"
 #include "channels/transport.h"
 
 namespace ramferry::engine {
@@ -49,7 +50,7 @@ absl::Status NeedKeys(proto::SealMode mode, const proto::SealKeys* keys) {
 
 absl::StatusOr<std::unique_ptr<proto::Sealer>> MakeChannelSealer(
     proto::SealMode mode, const proto::SealKeys* keys, SealEnd end) {
-  if (absl::Status s = NeedKeys(mode, keys); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(NeedKeys(mode, keys));
   if (mode == proto::SealMode::kNone) return std::unique_ptr<proto::Sealer>();
   // Packets go one way only: from the source.
   return proto::Sealer::Create(mode, keys->to_destination,
@@ -60,16 +61,16 @@ absl::StatusOr<std::unique_ptr<proto::Sealer>> MakeChannelSealer(
 
 absl::Status SealControl(proto::SealMode mode, const proto::SealKeys* keys,
                          SealEnd end, ControlChannel& control) {
-  if (absl::Status s = NeedKeys(mode, keys); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(NeedKeys(mode, keys));
   if (mode == proto::SealMode::kNone) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<proto::Sealer>> send = proto::Sealer::Create(
-      mode, KeyFrom(*keys, end), proto::Sealer::Use::kSeal);
-  if (!send.ok()) return send.status();
-  absl::StatusOr<std::unique_ptr<proto::Sealer>> receive =
+  RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<proto::Sealer> send,
+                            proto::Sealer::Create(mode, KeyFrom(*keys, end),
+                                                  proto::Sealer::Use::kSeal));
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<proto::Sealer> receive,
       proto::Sealer::Create(mode, KeyFrom(*keys, Peer(end)),
-                            proto::Sealer::Use::kOpen);
-  if (!receive.ok()) return receive.status();
-  control.Seal(std::move(*send), std::move(*receive));
+                            proto::Sealer::Use::kOpen));
+  control.Seal(std::move(send), std::move(receive));
   return absl::OkStatus();
 }
 

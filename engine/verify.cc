@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "engine/region_file.h"
 #include "engine/untouched.h"
 
@@ -122,11 +123,10 @@ void DigestTable::HashPages(size_t index, uint64_t first, uint64_t count) {
 
 absl::StatusOr<std::unique_ptr<FrozenDigests>> FrozenDigests::Create(
     absl::Span<const Region> regions) {
-  absl::StatusOr<std::unique_ptr<DigestTable>> table =
-      DigestTable::Create(regions);
-  if (!table.ok()) return table.status();
+  RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<DigestTable> table,
+                            DigestTable::Create(regions));
   std::unique_ptr<FrozenDigests> d(new FrozenDigests());
-  d->table_ = std::move(*table);
+  d->table_ = std::move(table);
   for (const Region& r : regions) {
     d->recorded_.push_back(std::make_unique<AtomicPageSet>(r.page_count()));
     d->page_sizes_.push_back(r.page_size);
@@ -150,11 +150,9 @@ void FrozenDigests::RecordZero(size_t index, uint64_t first, uint64_t count) {
 
 absl::StatusOr<std::unique_ptr<BackgroundDigests>> BackgroundDigests::Start(
     absl::Span<const Region> regions, int threads, const FrozenDigests* known) {
-  absl::StatusOr<std::unique_ptr<DigestTable>> table =
-      DigestTable::Create(regions);
-  if (!table.ok()) return table.status();
-  std::unique_ptr<BackgroundDigests> d(
-      new BackgroundDigests(std::move(*table)));
+  RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<DigestTable> table,
+                            DigestTable::Create(regions));
+  std::unique_ptr<BackgroundDigests> d(new BackgroundDigests(std::move(table)));
   // Slices small enough to spread evenly, big enough to cost nothing to
   // hand out: 64 MiB of 4 KiB pages.
   constexpr uint64_t kSliceBytes = 64u << 20;

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "handoff/unix_seqpacket.h"
 
 namespace ramferry::handoff {
@@ -33,11 +34,12 @@ absl::StatusOr<std::vector<uint8_t>> EncodeOfferOf(
 
 absl::StatusOr<ReceivedOffer> ReceiveOffer(int fd, proto::OfferKind want,
                                            absl::Duration timeout) {
-  absl::StatusOr<Packet> p = ReceivePacket(
-      fd, proto::kMaxOfferBytes,
-      proto::kExportFixedFds + proto::kMaxHandoffRegions, timeout);
-  if (!p.ok()) return p.status();
-  absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p->bytes);
+  RAMFERRY_ASSIGN_OR_RETURN(
+      Packet p,
+      ReceivePacket(fd, proto::kMaxOfferBytes,
+                    proto::kExportFixedFds + proto::kMaxHandoffRegions,
+                    timeout));
+  absl::StatusOr<proto::Offer> offer = proto::DecodeOffer(p.bytes);
   if (!offer.ok()) return offer.status();
   if (offer->kind != want) {
     return absl::InvalidArgumentError(
@@ -47,12 +49,12 @@ absl::StatusOr<ReceivedOffer> ReceiveOffer(int fd, proto::OfferKind want,
             : "it offers a workload's export; adopt memory a destination "
               "hands over instead");
   }
-  if (p->fds.size() != offer->fd_count()) {
+  if (p.fds.size() != offer->fd_count()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "memory offer for %d regions came with %d descriptors, not %d",
-        offer->regions.size(), p->fds.size(), offer->fd_count()));
+        offer->regions.size(), p.fds.size(), offer->fd_count()));
   }
-  return ReceivedOffer{*std::move(offer), std::move(p->fds)};
+  return ReceivedOffer{*std::move(offer), std::move(p.fds)};
 }
 
 absl::Status SendCommand(int fd, proto::HandoffCommand type, uint64_t value) {
@@ -61,46 +63,45 @@ absl::Status SendCommand(int fd, proto::HandoffCommand type, uint64_t value) {
 
 absl::StatusOr<proto::CommandMessage> ReceiveCommand(int fd,
                                                      absl::Duration timeout) {
-  absl::StatusOr<Packet> p =
-      ReceivePacket(fd, proto::kCommandBytes, 0, timeout);
-  if (!p.ok()) return p.status();
-  if (p->bytes.empty()) {
+  RAMFERRY_ASSIGN_OR_RETURN(
+      Packet p, ReceivePacket(fd, proto::kCommandBytes, 0, timeout));
+  if (p.bytes.empty()) {
     return absl::UnavailableError("the peer closed the hand-off connection");
   }
-  return proto::DecodeCommand(p->bytes);
+  return proto::DecodeCommand(p.bytes);
 }
 
 absl::StatusOr<ReceivedCommand> ReceiveCommandWithFds(int fd,
                                                       absl::Duration timeout) {
-  absl::StatusOr<Packet> p = ReceivePacket(fd, proto::kCommandBytes,
-                                           proto::kMaxHandoffRegions, timeout);
-  if (!p.ok()) return p.status();
-  if (p->bytes.empty()) {
+  RAMFERRY_ASSIGN_OR_RETURN(Packet p,
+                            ReceivePacket(fd, proto::kCommandBytes,
+                                          proto::kMaxHandoffRegions, timeout));
+  if (p.bytes.empty()) {
     return absl::UnavailableError("the peer closed the hand-off connection");
   }
-  absl::StatusOr<proto::CommandMessage> c = proto::DecodeCommand(p->bytes);
-  if (!c.ok()) return c.status();
-  const size_t want = c->type == proto::HandoffCommand::kHandOverGrant
-                          ? static_cast<size_t>(c->value)
+  RAMFERRY_ASSIGN_OR_RETURN(proto::CommandMessage c,
+                            proto::DecodeCommand(p.bytes));
+  const size_t want = c.type == proto::HandoffCommand::kHandOverGrant
+                          ? static_cast<size_t>(c.value)
                           : 0;
-  if (p->fds.size() != want) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s came with %d descriptors, not %d",
-        proto::HandoffCommandName(c->type), p->fds.size(), want));
+  if (p.fds.size() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s came with %d descriptors, not %d",
+                        proto::HandoffCommandName(c.type), p.fds.size(), want));
   }
-  return ReceivedCommand{*c, std::move(p->fds)};
+  return ReceivedCommand{c, std::move(p.fds)};
 }
 
 absl::Status OfferToAdopter(int conn, const std::string& path,
                             absl::Span<const SharedRegion> regions,
                             absl::Span<const uint64_t> digests,
                             absl::Duration timeout) {
-  absl::StatusOr<std::vector<uint8_t>> encoded =
-      EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions, digests);
-  if (!encoded.ok()) return encoded.status();
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> encoded,
+      EncodeOfferOf(proto::OfferKind::kHandOver, 0, regions, digests));
   std::vector<int> fds;
   for (const SharedRegion& r : regions) fds.push_back(r.fd);
-  if (absl::Status s = SendPacket(conn, *encoded, fds); !s.ok()) {
+  if (absl::Status s = SendPacket(conn, encoded, fds); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("offering the memory to ", path,
                                                ": ", s.message()));
   }

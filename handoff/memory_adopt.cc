@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/owned_fd.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "handoff/handoff_io.h"
 #include "handoff/shared_mapping.h"
@@ -58,30 +59,26 @@ class AdoptedMemoryImpl final : public AdoptedMemory {
 
  private:
   absl::Status Adopt(int conn) {
-    absl::StatusOr<handoff::ReceivedOffer> p = handoff::ReceiveOffer(
-        conn, proto::OfferKind::kHandOver, absl::Seconds(10));
-    if (!p.ok()) return p.status();
-    const proto::Offer* offer = &p->offer;
+    RAMFERRY_ASSIGN_OR_RETURN(
+        handoff::ReceivedOffer p,
+        handoff::ReceiveOffer(conn, proto::OfferKind::kHandOver,
+                              absl::Seconds(10)));
+    const proto::Offer* offer = &p.offer;
     std::vector<handoff::SharedMapping> maps;
     std::vector<SharedRegion> regions;
     for (size_t i = 0; i < offer->regions.size(); ++i) {
       const proto::OfferedRegion& r = offer->regions[i];
       absl::StatusOr<handoff::SharedMapping> m = handoff::SharedMapping::Map(
-          p->fds[i].get(), r.fd_offset, r.length, /*writable=*/true);
+          p.fds[i].get(), r.fd_offset, r.length, /*writable=*/true);
       if (!m.ok()) return m.status();
       regions.push_back(
-          {r.id, r.name, m->data(), r.length, p->fds[i].get(), r.fd_offset});
+          {r.id, r.name, m->data(), r.length, p.fds[i].get(), r.fd_offset});
       maps.push_back(*std::move(m));
     }
-    if (absl::Status s = CheckDigests(conn, *offer, regions); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s =
-            handoff::SendCommand(conn, proto::HandoffCommand::kAdopted);
-        !s.ok()) {
-      return s;
-    }
-    fds_ = std::move(p->fds);
+    RAMFERRY_RETURN_IF_ERROR(CheckDigests(conn, *offer, regions));
+    RAMFERRY_RETURN_IF_ERROR(
+        handoff::SendCommand(conn, proto::HandoffCommand::kAdopted));
+    fds_ = std::move(p.fds);
     maps_ = std::move(maps);
     regions_ = std::move(regions);
     return absl::OkStatus();
@@ -131,11 +128,10 @@ absl::Status HandOverMemory(const std::string& socket_path,
     return encoded.status();
   }
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<OwnedFd> conn =
-      handoff::ConnectSeqpacket(socket_path, timeout);
-  if (!conn.ok()) return conn.status();
+  RAMFERRY_ASSIGN_OR_RETURN(OwnedFd conn,
+                            handoff::ConnectSeqpacket(socket_path, timeout));
   return handoff::OfferToAdopter(
-      conn->get(), socket_path, regions, {},
+      conn.get(), socket_path, regions, {},
       std::max(deadline - absl::Now(), absl::Seconds(1)));
 }
 

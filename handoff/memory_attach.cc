@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
 #include "base/owned_fd.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/untouched.h"
 #include "handoff/handoff_io.h"
@@ -250,11 +251,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
           "%d bitmaps for %d attached regions", dirty.size(), regions_.size()));
     }
     // Still where they were offered: see CheckRanges.
-    if (absl::Status s = CheckRanges(peer_, ranges_, /*registered=*/false);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = CheckFileSizes(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(CheckRanges(peer_, ranges_, /*registered=*/false));
+    RAMFERRY_RETURN_IF_ERROR(CheckFileSizes());
     uint64_t total = 0;
     for (size_t i = 0; i < regions_.size(); ++i) {
       if (dirty[i]->pages() != regions_[i].page_count()) {
@@ -298,9 +296,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
     paused_ = false;
     if (stopped_) {
       stopped_ = false;
-      if (absl::Status s = handoff::SignalPeer(peer_, SIGCONT); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(handoff::SignalPeer(peer_, SIGCONT));
       // A pause the handler answered late is still in force there.
       if (pauses_itself_ && late_pause_) {
         return Command(HandoffCommand::kResume, HandoffCommand::kResumed,
@@ -325,11 +321,8 @@ class AttachedMemoryImpl final : public AttachedMemory {
           "paused it (Pause first; a workload stopped with SIGSTOP cannot "
           "answer)");
     }
-    if (absl::Status s =
-            handoff::SendCommand(conn_.get(), HandoffCommand::kHandOverRequest);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        handoff::SendCommand(conn_.get(), HandoffCommand::kHandOverRequest));
     absl::StatusOr<handoff::ReceivedCommand> c =
         handoff::ReceiveCommandWithFds(conn_.get(), timeout);
     if (!c.ok()) {
@@ -363,9 +356,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
   // sent after its pause had timed out.
   absl::Status Command(HandoffCommand cmd, HandoffCommand want,
                        absl::Duration timeout) {
-    if (absl::Status s = handoff::SendCommand(conn_.get(), cmd); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(handoff::SendCommand(conn_.get(), cmd));
     const absl::Time deadline = absl::Now() + timeout;
     for (;;) {
       absl::StatusOr<CommandMessage> c =
@@ -423,9 +414,7 @@ class AttachedMemoryImpl final : public AttachedMemory {
   }
 
   absl::Status StopBySignal(absl::Duration timeout) {
-    if (absl::Status s = handoff::SignalPeer(peer_, SIGSTOP); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(handoff::SignalPeer(peer_, SIGSTOP));
     stopped_ = true;
     paused_ = true;
     // The signal is delivered to each thread as it next enters the kernel;
@@ -503,11 +492,8 @@ absl::StatusOr<MappedOffer> MapOffer(handoff::ReceivedOffer& p) {
 // the scan probed: an offer that is not what it says fails here, not in
 // the first round. What the probe reports is sent by round 0.
 absl::Status ProbeTracking(AttachedMemoryImpl& attached) {
-  if (absl::Status s = CheckRanges(attached.peer(), attached.ranges(),
-                                   /*registered=*/true);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      CheckRanges(attached.peer(), attached.ranges(), /*registered=*/true));
   std::vector<DirtyBitmap> probe;
   std::vector<DirtyBitmap*> ptrs;
   probe.reserve(attached.regions().size());
@@ -548,16 +534,13 @@ absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachedMemory::Attach(
   // The pagemap must be the workload's own (its writes, not another
   // process's); that its memory is registered for write tracking, the
   // probe below shows (PAGEMAP_SCAN with PM_SCAN_CHECK_WPASYNC).
-  if (absl::Status s = CheckPagemap(p->fds[0].get(), peer->pid); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<MappedOffer> mapped = MapOffer(*p);
-  if (!mapped.ok()) return mapped.status();
+  RAMFERRY_RETURN_IF_ERROR(CheckPagemap(p->fds[0].get(), peer->pid));
+  RAMFERRY_ASSIGN_OR_RETURN(MappedOffer mapped, MapOffer(*p));
   auto attached = std::make_unique<AttachedMemoryImpl>(
       *std::move(conn), *std::move(peer), p->offer.flags, std::move(p->fds[0]),
-      std::move(mapped->maps), std::move(mapped->files),
-      std::move(mapped->regions), std::move(mapped->remote_bases));
-  if (absl::Status s = ProbeTracking(*attached); !s.ok()) return s;
+      std::move(mapped.maps), std::move(mapped.files),
+      std::move(mapped.regions), std::move(mapped.remote_bases));
+  RAMFERRY_RETURN_IF_ERROR(ProbeTracking(*attached));
   return attached;
 }
 

@@ -20,6 +20,7 @@
 #include "base/errno_status.h"
 #include "base/named_enum.h"
 #include "base/owned_fd.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "handoff/handoff_io.h"
 #include "handoff/shared_mapping.h"
@@ -283,8 +284,7 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
   // The descriptors travel as read-only reopenings of the caller's: the
   // attacher only reads, and the caller keeps its own.
   std::vector<OwnedFd> fds;
-  absl::StatusOr<OwnedFd> pagemap = handoff::OpenOwnPagemap();
-  if (!pagemap.ok()) return pagemap.status();
+  RAMFERRY_ASSIGN_OR_RETURN(OwnedFd pagemap, handoff::OpenOwnPagemap());
   absl::StatusOr<OwnedFd> uffd = handoff::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
   for (const SharedRegion& r : regions) {
@@ -320,7 +320,7 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
     if (!w.ok()) return w.status();
     writable = *std::move(w);
   }
-  fds.insert(fds.begin(), std::move(*pagemap));
+  fds.insert(fds.begin(), std::move(pagemap));
   absl::StatusOr<handoff::SeqpacketListener> listener =
       handoff::ListenSeqpacket(socket_path);
   if (!listener.ok()) return listener.status();

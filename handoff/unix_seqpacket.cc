@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace ramferry::handoff {
 namespace {
@@ -106,9 +107,8 @@ absl::StatusOr<SeqpacketListener> ListenSeqpacket(const std::string& path) {
       return SysError(absl::StrCat("bind ", path), errno);
     }
     // A socket file is there: replace it only if nobody listens on it.
-    absl::StatusOr<base::OwnedFd> probe = NewSocket();
-    if (!probe.ok()) return probe.status();
-    if (connect(probe->get(), reinterpret_cast<const sockaddr*>(&*a),
+    RAMFERRY_ASSIGN_OR_RETURN(base::OwnedFd probe, NewSocket());
+    if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&*a),
                 sizeof *a) == 0 ||
         errno != ECONNREFUSED) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -142,10 +142,9 @@ absl::StatusOr<base::OwnedFd> AcceptSeqpacket(int listener,
                                               pid_t* peer) {
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
-    absl::StatusOr<bool> ready =
-        WaitFor(listener, POLLIN, deadline - absl::Now());
-    if (!ready.ok()) return ready.status();
-    if (!*ready) {
+    RAMFERRY_ASSIGN_OR_RETURN(
+        bool ready, WaitFor(listener, POLLIN, deadline - absl::Now()));
+    if (!ready) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "nobody connected within %s", absl::FormatDuration(timeout)));
     }
@@ -154,10 +153,9 @@ absl::StatusOr<base::OwnedFd> AcceptSeqpacket(int listener,
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
       return SysError("accept", errno);
     }
-    absl::StatusOr<ucred> cred = PeerCredentials(fd.get());
-    if (!cred.ok()) return cred.status();
-    if (!Trusted(*cred)) continue;  // not ours to serve
-    if (peer != nullptr) *peer = cred->pid;
+    RAMFERRY_ASSIGN_OR_RETURN(ucred cred, PeerCredentials(fd.get()));
+    if (!Trusted(cred)) continue;  // not ours to serve
+    if (peer != nullptr) *peer = cred.pid;
     return fd;
   }
 }
@@ -172,15 +170,14 @@ absl::StatusOr<base::OwnedFd> ConnectSeqpacket(const std::string& path,
     if (!fd.ok()) return fd.status();
     if (connect(fd->get(), reinterpret_cast<const sockaddr*>(&*a), sizeof *a) ==
         0) {
-      absl::StatusOr<ucred> cred = PeerCredentials(fd->get());
-      if (!cred.ok()) return cred.status();
-      if (!Trusted(*cred)) {
+      RAMFERRY_ASSIGN_OR_RETURN(ucred cred, PeerCredentials(fd->get()));
+      if (!Trusted(cred)) {
         return absl::PermissionDeniedError(absl::StrFormat(
             "the process listening at %s (pid %d) runs as uid %d, not as "
             "this process's uid %d or root: another user may have taken the "
             "path, so nothing was sent; put the socket in a directory only "
             "this user can write",
-            path, cred->pid, cred->uid, geteuid()));
+            path, cred.pid, cred.uid, geteuid()));
       }
       return fd;
     }
@@ -199,16 +196,15 @@ absl::StatusOr<base::OwnedFd> ConnectSeqpacket(const std::string& path,
 }
 
 absl::StatusOr<PeerProcess> Peer(int fd) {
-  absl::StatusOr<ucred> cred = PeerCredentials(fd);
-  if (!cred.ok()) return cred.status();
-  if (cred->pid <= 0) {
+  RAMFERRY_ASSIGN_OR_RETURN(ucred cred, PeerCredentials(fd));
+  if (cred.pid <= 0) {
     return absl::FailedPreconditionError(
         "the peer process lives in a pid namespace this process cannot see "
         "(the kernel reports its pid as 0), so it could not be paused or "
         "watched: run both in one pid namespace, or this one in an "
         "ancestor of the peer's");
   }
-  PeerProcess peer{cred->pid, base::OwnedFd()};
+  PeerProcess peer{cred.pid, base::OwnedFd()};
   int pidfd = -1;
   socklen_t len = sizeof pidfd;
   if (getsockopt(fd, SOL_SOCKET, kSoPeerPidfd, &pidfd, &len) == 0) {
@@ -260,9 +256,8 @@ absl::Status SendPacket(int fd, absl::Span<const uint8_t> bytes,
 
 absl::StatusOr<Packet> ReceivePacket(int fd, size_t max_bytes, size_t max_fds,
                                      absl::Duration timeout) {
-  absl::StatusOr<bool> ready = WaitFor(fd, POLLIN, timeout);
-  if (!ready.ok()) return ready.status();
-  if (!*ready) {
+  RAMFERRY_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLIN, timeout));
+  if (!ready) {
     return absl::DeadlineExceededError(absl::StrFormat(
         "the peer sent nothing within %s", absl::FormatDuration(timeout)));
   }

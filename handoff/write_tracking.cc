@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "ramferry/region.h"
 #include "ramferry/untouched.h"
 #include "ramferry/write_tracker.h"
@@ -205,10 +206,7 @@ absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Track(
     void* base, uint64_t length) {
   absl::StatusOr<base::OwnedFd> uffd = handoff::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
-  if (absl::Status s = handoff::ArmWriteProtect(uffd->get(), base, length);
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(handoff::ArmWriteProtect(uffd->get(), base, length));
   absl::StatusOr<base::OwnedFd> pagemap = handoff::OpenOwnPagemap();
   if (!pagemap.ok()) return pagemap.status();
   auto tracker = std::make_unique<KernelWriteTracker>(

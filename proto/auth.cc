@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
 
@@ -94,10 +95,8 @@ absl::StatusOr<AuthChallenge> DecodeAuthChallenge(
                         kAuthChallengeBytes));
   }
   const uint8_t* p = in.data();
-  if (absl::Status s = CheckHeader(p, kAuthChallengeMagic, "auth challenge");
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      CheckHeader(p, kAuthChallengeMagic, "auth challenge"));
   if (uint16_t m = Load16(p + 6); m != kAuthHmacSha256) {
     return absl::InvalidArgumentError(
         absl::StrFormat("auth challenge method %d; this end knows only "
@@ -128,9 +127,7 @@ absl::StatusOr<AuthProof> DecodeAuthProof(absl::Span<const uint8_t> in) {
         "auth proof truncated: %d of %d bytes", in.size(), kAuthProofBytes));
   }
   const uint8_t* p = in.data();
-  if (absl::Status s = CheckHeader(p, kAuthProofMagic, "auth proof"); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(CheckHeader(p, kAuthProofMagic, "auth proof"));
   if (Load16(p + 6) != 0 || Load64(p + 40) != 0) {
     return absl::InvalidArgumentError("auth proof reserved field is not zero");
   }

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/postcopy.h"
 #include "proto/wire.h"
 
@@ -231,14 +232,14 @@ absl::StatusOr<std::vector<RegionInfo>> DecodeRegionTable(
       return absl::InvalidArgumentError(
           absl::StrFormat("region table truncated in entry %d", i));
     }
-    if (absl::Status s = ValidateRegionInfo(info); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(ValidateRegionInfo(info));
     if (!ids.insert(info.id).second) {
       return absl::InvalidArgumentError(
           absl::StrFormat("region table lists region id %d twice", info.id));
     }
     regions.push_back(std::move(info));
   }
-  if (absl::Status s = Finished(r, "region table"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "region table"));
   return regions;
 }
 
@@ -254,7 +255,7 @@ absl::StatusOr<RegionReply> DecodeRegionReply(absl::Span<const uint8_t> p) {
   RegionReply reply;
   uint8_t accepted = r.U8();
   reply.reason = r.Str16();
-  if (absl::Status s = Finished(r, "region reply"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "region reply"));
   // The encoder clips the reason to kMaxErrorTextBytes. The frame bound
   // leaves no room for more, but the decoder must not rely on its caller
   // having checked a frame: a longer reason would be accepted here and
@@ -287,7 +288,7 @@ absl::StatusOr<RoundDone> DecodeRoundDone(absl::Span<const uint8_t> p) {
   RoundDone d;
   d.round = r.U64();
   d.pages = r.U64();
-  if (absl::Status s = Finished(r, "round done"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "round done"));
   return d;
 }
 
@@ -305,7 +306,7 @@ absl::StatusOr<ErrorMessage> DecodeError(absl::Span<const uint8_t> p) {
   e.channel = r.U32();
   e.code = r.U16();
   e.text = r.Str16();
-  if (absl::Status s = Finished(r, "error message"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "error message"));
   // As for the region reply's reason: the bound the encoder and the frame
   // apply, enforced by the decoder itself (found by error_message_fuzzer:
   // a 2176-byte text decoded, re-encoded clipped, and decoded differently).
@@ -373,7 +374,7 @@ absl::StatusOr<VerifyRequest> DecodeVerifyRequest(absl::Span<const uint8_t> p) {
   q.region_id = r.U32();
   q.first_page = r.U64();
   q.page_count = r.U32();
-  if (absl::Status s = Finished(r, "verify request"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "verify request"));
   if (q.page_count == 0 || q.page_count > kMaxVerifyPages) {
     return absl::InvalidArgumentError(
         absl::StrFormat("verify request for %d pages; want [1, %d]",
@@ -404,7 +405,7 @@ absl::StatusOr<VerifyResult> DecodeVerifyResult(absl::Span<const uint8_t> p) {
   }
   v.page_digests.resize(n);
   for (uint64_t& d : v.page_digests) d = r.U64();
-  if (absl::Status s = Finished(r, "verify result"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "verify result"));
   return v;
 }
 
@@ -442,7 +443,7 @@ absl::StatusOr<ChannelLoss> DecodeChannelLoss(ControlType type,
   loss.round = r.U64();
   loss.code = r.U16();
   loss.text = r.Str16();
-  if (absl::Status s = Finished(r, what); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, what));
   // The encoder clips to this bound: a longer text would not survive a
   // round trip.
   if (loss.text.size() > kMaxErrorTextBytes) {
@@ -475,7 +476,7 @@ absl::StatusOr<ChannelGoneAck> DecodeChannelGoneAck(
   ChannelGoneAck ack;
   ack.channel = r.U32();
   ack.round = r.U64();
-  if (absl::Status s = Finished(r, "channel gone ack"); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(Finished(r, "channel gone ack"));
   if (ack.channel == kNoChannel) {
     return absl::InvalidArgumentError("CHANNEL_GONE_ACK names no channel");
   }

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -82,7 +83,7 @@ absl::Status CheckRegions(const std::vector<OfferedRegion>& regions) {
 }  // namespace
 
 absl::StatusOr<std::vector<uint8_t>> EncodeOffer(const Offer& offer) {
-  if (absl::Status s = CheckRegions(offer.regions); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckRegions(offer.regions));
   const uint16_t kind = static_cast<uint16_t>(offer.kind);
   if (!KnownKind(kind) || (offer.flags & ~FlagsOf(kind)) != 0) {
     return absl::InvalidArgumentError("memory offer: unknown kind or flags");
@@ -170,7 +171,7 @@ absl::StatusOr<Offer> DecodeOffer(absl::Span<const uint8_t> message) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "memory offer has %d bytes after its last region", r.remaining()));
   }
-  if (absl::Status s = CheckRegions(o.regions); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckRegions(o.regions));
   return o;
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -145,9 +146,9 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
         absl::StrFormat("packet names channel %d but arrived on channel %d",
                         h.channel, channel));
   }
-  if (absl::Status s = CheckReserved(p, features); !s.ok()) return s;
-  if (absl::Status s = CheckPayloadShape(h, max_pages); !s.ok()) return s;
-  if (absl::Status s = CheckNextHeader(h, max_pages); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckReserved(p, features));
+  RAMFERRY_RETURN_IF_ERROR(CheckPayloadShape(h, max_pages));
+  RAMFERRY_RETURN_IF_ERROR(CheckNextHeader(h, max_pages));
   return h;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -146,11 +147,8 @@ absl::StatusOr<MissingPages> DecodeMissingPages(
   }
   const std::string what =
       absl::StrFormat("missing-pages message for region %d", m.region_id);
-  if (absl::Status s = ValidatePageRanges(
-          m.ranges, region->length / region->page_size, 0, what.c_str());
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(ValidatePageRanges(
+      m.ranges, region->length / region->page_size, 0, what.c_str()));
   return m;
 }
 

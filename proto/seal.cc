@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/status_macros.h"
 #include "proto/aes_ctr.h"
 #include "proto/handshake.h"
 #include "proto/wire.h"
@@ -65,7 +66,7 @@ absl::StatusOr<SealKeys> DeriveSealKeys(absl::string_view psk,
                                         absl::Span<const uint8_t> hello,
                                         absl::Span<const uint8_t> reply,
                                         const AuthNonce& nonce) {
-  if (absl::Status s = ValidateAuthKey(psk); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(ValidateAuthKey(psk));
   std::string info(kSealLabel);
   info.append(reinterpret_cast<const char*>(hello.data()), hello.size());
   info.append(reinterpret_cast<const char*>(reply.data()), reply.size());

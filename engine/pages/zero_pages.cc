@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/status_macros.h"
 #include "base/zero_page.h"
 #include "engine/region_file.h"
 
@@ -106,10 +107,9 @@ absl::StatusOr<ZeroPages::Applied> ZeroPages::Zero(size_t index, uint64_t first,
       continue;
     }
     if (t.data->Test(p)) {
-      absl::StatusOr<Applied> one = ZeroUnknown(t.region, p, 1);
-      if (!one.ok()) return one.status();
-      a.written += one->written;
-      a.skipped += one->skipped;
+      RAMFERRY_ASSIGN_OR_RETURN(Applied one, ZeroUnknown(t.region, p, 1));
+      a.written += one.written;
+      a.skipped += one.skipped;
     } else {
       ++a.skipped;
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "engine/untouched.h"
 
 namespace ramferry::engine {
@@ -92,10 +93,9 @@ absl::Status CheckPostcopyRegion(const Region& region) {
         "(huge pages are not supported yet)",
         region.id, region.page_size));
   }
-  absl::StatusOr<std::string> maps = ReadProcSelfMaps();
-  if (!maps.ok()) return maps.status();
+  RAMFERRY_ASSIGN_OR_RETURN(std::string maps, ReadProcSelfMaps());
   const auto begin = reinterpret_cast<uint64_t>(region.base);
-  return CheckPostcopyMappings(*maps, begin, begin + region.length, region.id);
+  return CheckPostcopyMappings(maps, begin, begin + region.length, region.id);
 }
 
 }  // namespace ramferry::engine

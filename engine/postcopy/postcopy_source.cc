@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/clock.h"
+#include "base/status_macros.h"
 #include "base/zero_page.h"
 #include "engine/postcopy/page_ranges.h"
 #include "engine/region_table.h"
@@ -72,9 +73,7 @@ absl::Status PostcopySource::BeginSwitch(
       m.last = done;
       m.ranges = std::move(scan.ranges);
       if (m.ranges.empty() && !m.last) continue;
-      if (absl::Status s = send(proto::EncodeMissingPagesFrame(m)); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(send(proto::EncodeMissingPagesFrame(m)));
     }
   }
   missing_.store(total);
@@ -117,10 +116,10 @@ void PostcopySource::UrgentLoop(
                                "unexpected ", proto::ControlTypeName(m->type),
                                " (only PAGE_REQUEST)"))
                          : [&]() -> absl::Status {
-      absl::StatusOr<proto::PageRequest> q =
-          proto::DecodePageRequest(m->payload, region_infos_);
-      if (!q.ok()) return q.status();
-      return AnswerRequest(*q, priority);
+      RAMFERRY_ASSIGN_OR_RETURN(
+          proto::PageRequest q,
+          proto::DecodePageRequest(m->payload, region_infos_));
+      return AnswerRequest(q, priority);
     }();
     if (!s.ok()) {
       fail(s);
@@ -157,12 +156,9 @@ absl::Status PostcopySource::AnswerRequest(const proto::PageRequest& q,
     }
     const auto* bytes = static_cast<const uint8_t*>(region.page(q.pages[at]));
     const bool zero = base::IsAllZero(bytes, n * region.page_size);
-    if (absl::Status s = urgent_->Send(proto::EncodePageData(
-            region.id, q.pages[at], static_cast<uint32_t>(n),
-            zero ? nullptr : bytes));
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(urgent_->Send(
+        proto::EncodePageData(region.id, q.pages[at], static_cast<uint32_t>(n),
+                              zero ? nullptr : bytes)));
     urgent_pages_.fetch_add(n, std::memory_order_relaxed);
     priority.Worked();
     at += n;
@@ -180,18 +176,17 @@ absl::Status PostcopySource::OnPageRequest(absl::Span<const uint8_t> payload) {
     return absl::InvalidArgumentError(
         "PAGE_REQUEST on the control connection out of turn");
   }
-  absl::StatusOr<proto::PageRequest> q =
-      proto::DecodePageRequest(payload, region_infos_);
-  if (!q.ok()) return q.status();
-  requested_pages_.fetch_add(q->pages.size(), std::memory_order_relaxed);
-  NoteRequest(*q);
+  RAMFERRY_ASSIGN_OR_RETURN(proto::PageRequest q,
+                            proto::DecodePageRequest(payload, region_infos_));
+  requested_pages_.fetch_add(q.pages.size(), std::memory_order_relaxed);
+  NoteRequest(q);
   // Kept as a set, not as the requests: however many come, and however
   // often they repeat a page, what waits is a bit a page and a queue
   // entry a word of them.
-  const size_t index = RegionIndex(q->region_id);
+  const size_t index = RegionIndex(q.region_id);
   std::unique_lock<std::mutex> lock(mu_);
   DirtyBitmap& asked = *requested_[index];
-  for (uint64_t page : q->pages) {
+  for (uint64_t page : q.pages) {
     if (asked.PeekWord(page / 64) == 0) {
       requested_words_.emplace_back(index, page / 64);
     }
@@ -207,11 +202,10 @@ absl::Status PostcopySource::OnResumeMissing(
         "MISSING_PAGES from the destination, which only a resumed session "
         "takes");
   }
-  absl::StatusOr<proto::MissingPages> m =
-      proto::DecodeMissingPages(payload, region_infos_);
-  if (!m.ok()) return m.status();
-  if (absl::Status s = resume_checker_->Accept(*m); !s.ok()) return s;
-  MarkRanges(m->ranges, *push_[RegionIndex(m->region_id)]);
+  RAMFERRY_ASSIGN_OR_RETURN(proto::MissingPages m,
+                            proto::DecodeMissingPages(payload, region_infos_));
+  RAMFERRY_RETURN_IF_ERROR(resume_checker_->Accept(m));
+  MarkRanges(m.ranges, *push_[RegionIndex(m.region_id)]);
   return absl::OkStatus();
 }
 

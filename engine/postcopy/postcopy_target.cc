@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "base/clock.h"
 #include "base/counters.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/postcopy/thread_priority.h"
 #include "proto/control.h"
@@ -67,15 +68,14 @@ absl::Status PostcopyTarget::OnMissingPages(absl::Span<const uint8_t> payload) {
     }
     checker_.emplace(regions);
   }
-  absl::StatusOr<proto::MissingPages> msg =
-      proto::DecodeMissingPages(payload, regions);
-  if (!msg.ok()) return msg.status();
-  if (absl::Status s = checker_->Accept(*msg); !s.ok()) return s;
-  const Region* region = table_.Find(msg->region_id);
+  RAMFERRY_ASSIGN_OR_RETURN(proto::MissingPages msg,
+                            proto::DecodeMissingPages(payload, regions));
+  RAMFERRY_RETURN_IF_ERROR(checker_->Accept(msg));
+  const Region* region = table_.Find(msg.region_id);
   UffdPlacer& placer = *placers_[table_.IndexOf(*region)];
-  if (absl::Status s = placer.DropPages(msg->ranges); !s.ok()) {
+  if (absl::Status s = placer.DropPages(msg.ranges); !s.ok()) {
     return base::Annotate(
-        s, absl::StrFormat("post-copy switch, region %d", msg->region_id));
+        s, absl::StrFormat("post-copy switch, region %d", msg.region_id));
   }
   if (!checker_->complete()) return absl::OkStatus();
   return Arm();
@@ -96,7 +96,7 @@ void PostcopyTarget::EndLanding() { landings_.fetch_sub(1); }
 
 absl::Status PostcopyTarget::Arm() {
   if (arm_gate_) {
-    if (absl::Status s = arm_gate_(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(arm_gate_());
   }
   missing_pages_ = checker_->missing_pages();
   remaining_.store(missing_pages_, std::memory_order_relaxed);
@@ -107,11 +107,8 @@ absl::Status PostcopyTarget::Arm() {
   // ARMED before the threads start: the completer of a set with nothing
   // missing sends POSTCOPY_COMPLETE at once, which must not overtake it.
   // (A fault meanwhile waits in the userfaultfd for its reader.)
-  if (absl::Status s = SendFrame(
-          false, proto::StartFrame(proto::ControlType::kPostcopyArmed));
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      SendFrame(false, proto::StartFrame(proto::ControlType::kPostcopyArmed)));
   StartThreads();
   if (on_armed_) on_armed_();
   return absl::OkStatus();
@@ -181,28 +178,20 @@ absl::Status PostcopyTarget::Reattach(ControlChannel* control,
       m.ranges = p->AwaitedRanges(from, proto::kMaxMissingRanges, &next);
       from = next;
       m.last = from >= pages;
-      if (absl::Status s = SendFrame(false, proto::EncodeMissingPagesFrame(m));
-          !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(
+          SendFrame(false, proto::EncodeMissingPagesFrame(m)));
     } while (from < pages);
   }
-  if (absl::Status s = SendFrame(
-          false, proto::StartFrame(proto::ControlType::kPostcopyArmed));
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      SendFrame(false, proto::StartFrame(proto::ControlType::kPostcopyArmed)));
   StartThreads();
   // What was asked for and never answered went with the old connection,
   // and what RequestPages was asked for while detached never left.
   for (const auto& p : placers_) {
-    if (absl::Status s = SendRequests(p->region().id, p->PendingFaults());
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(SendRequests(p->region().id, p->PendingFaults()));
   }
   for (const auto& [region_id, pages] : deferred) {
-    if (absl::Status s = SendRequests(region_id, pages); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(SendRequests(region_id, pages));
   }
   return absl::OkStatus();
 }
@@ -215,7 +204,7 @@ absl::Status PostcopyTarget::SendRequests(uint32_t region_id,
     const size_t n =
         std::min<size_t>(proto::kMaxPageRequestPages, pages.size() - at);
     q.pages.assign(pages.begin() + at, pages.begin() + at + n);
-    if (absl::Status s = SendRequest(q); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(SendRequest(q));
   }
   return absl::OkStatus();
 }
@@ -302,12 +291,12 @@ void PostcopyTarget::UrgentLoop() {
 
 absl::Status PostcopyTarget::OnPageData(absl::Span<const uint8_t> payload) {
   const std::vector<proto::RegionInfo> regions = table_.Describe();
-  absl::StatusOr<proto::PageData> d = proto::DecodePageData(payload, regions);
-  if (!d.ok()) return d.status();
-  const size_t index = table_.IndexOf(*table_.Find(d->region_id));
-  urgent_pages_.fetch_add(d->page_count, std::memory_order_relaxed);
-  return d->zero ? PlaceZero(index, d->first_page, d->page_count)
-                 : Place(index, d->first_page, d->bytes.data(), d->page_count);
+  RAMFERRY_ASSIGN_OR_RETURN(proto::PageData d,
+                            proto::DecodePageData(payload, regions));
+  const size_t index = table_.IndexOf(*table_.Find(d.region_id));
+  urgent_pages_.fetch_add(d.page_count, std::memory_order_relaxed);
+  return d.zero ? PlaceZero(index, d.first_page, d.page_count)
+                : Place(index, d.first_page, d.bytes.data(), d.page_count);
 }
 
 absl::Status PostcopyTarget::Place(size_t index, uint64_t first_page,
@@ -448,7 +437,7 @@ absl::Status PostcopyTarget::RequestPages(uint32_t region_id,
     if (placer.IsResident(p, 1)) continue;
     q.pages.push_back(p);
     if (q.pages.size() == proto::kMaxPageRequestPages) {
-      if (absl::Status s = flush(); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(flush());
     }
   }
   return flush();
@@ -458,9 +447,8 @@ absl::StatusOr<uint64_t> PostcopyTarget::ReleaseAll() {
   uint64_t released = 0;
   if (!armed()) return released;
   for (auto& p : placers_) {
-    absl::StatusOr<uint64_t> n = p->ReleaseAll();
-    if (!n.ok()) return n.status();
-    released += *n;
+    RAMFERRY_ASSIGN_OR_RETURN(uint64_t n, p->ReleaseAll());
+    released += n;
   }
   return released;
 }

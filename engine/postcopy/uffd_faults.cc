@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "engine/postcopy/uffd_placer.h"
 
 namespace ramferry::engine {
@@ -38,9 +39,8 @@ absl::StatusOr<std::vector<uint64_t>> UffdPlacer::ReadFaults(
     ~Done() { flag.store(false); }
   } done{reading_};
 
-  absl::StatusOr<bool> readable = AwaitFaults(timeout);
-  if (!readable.ok()) return readable.status();
-  if (!*readable) return std::vector<uint64_t>{};
+  RAMFERRY_ASSIGN_OR_RETURN(bool readable, AwaitFaults(timeout));
+  if (!readable) return std::vector<uint64_t>{};
   std::vector<uffd_msg> msgs(std::clamp<size_t>(max_messages, 1, 4096));
   ssize_t n;
   do {
@@ -113,9 +113,8 @@ absl::Status UffdPlacer::TakeFault(uint64_t address, int64_t now,
   if (!awaited_.Test(page)) {
     // Never owed by the source: it reads as zero. A thread that faulted
     // on it waited for the reader only.
-    absl::StatusOr<bool> zeroed = ResolveLocally(page);
-    if (!zeroed.ok()) return zeroed.status();
-    if (*zeroed) local_zero_faults_.fetch_add(1, std::memory_order_relaxed);
+    RAMFERRY_ASSIGN_OR_RETURN(bool zeroed, ResolveLocally(page));
+    if (zeroed) local_zero_faults_.fetch_add(1, std::memory_order_relaxed);
     latency_.Add(
         static_cast<uint64_t>(std::max<int64_t>(0, SteadyNowNs() - now)));
     return absl::OkStatus();

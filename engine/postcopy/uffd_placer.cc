@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/postcopy/postcopy_memory.h"
 
@@ -102,31 +103,26 @@ absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
         "not supported yet: use 4 KiB pages for a post-copy destination)",
         region.id, region.page_size, sysconf(_SC_PAGESIZE)));
   }
-  absl::StatusOr<std::string> maps = ReadProcSelfMaps();
-  if (!maps.ok()) return maps.status();
+  RAMFERRY_ASSIGN_OR_RETURN(std::string maps, ReadProcSelfMaps());
   const uint64_t begin = reinterpret_cast<uint64_t>(region.base);
-  if (absl::Status s =
-          CheckPostcopyMappings(*maps, begin, begin + region.length, region.id);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<int> uffd = OpenUserfaultfd();
-  if (!uffd.ok()) return uffd.status();
+  RAMFERRY_RETURN_IF_ERROR(
+      CheckPostcopyMappings(maps, begin, begin + region.length, region.id));
+  RAMFERRY_ASSIGN_OR_RETURN(int uffd, OpenUserfaultfd());
   uffdio_api api{};
   api.api = UFFD_API;
   api.features = 0;
-  if (ioctl(*uffd, UFFDIO_API, &api) != 0) {
+  if (ioctl(uffd, UFFDIO_API, &api) != 0) {
     const int err = errno;
-    close(*uffd);
+    close(uffd);
     return ErrnoStatus(err, "post-copy: UFFDIO_API");
   }
   const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int err = errno;
-    close(*uffd);
+    close(uffd);
     return ErrnoStatus(err, "post-copy: eventfd");
   }
-  return std::unique_ptr<UffdPlacer>(new UffdPlacer(region, *uffd, wake));
+  return std::unique_ptr<UffdPlacer>(new UffdPlacer(region, uffd, wake));
 }
 
 UffdPlacer::UffdPlacer(const Region& region, int uffd, int wake_fd)
@@ -165,9 +161,7 @@ absl::Status UffdPlacer::CheckRange(uint64_t first_page, uint64_t pages,
 
 absl::Status UffdPlacer::DropPages(absl::Span<const PageRange> ranges) {
   for (const PageRange& r : ranges) {
-    if (absl::Status s = CheckRange(r.first, r.count, "drop"); !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(CheckRange(r.first, r.count, "drop"));
   }
   if (!registered_.load()) {
     // Dropped unregistered, a page could be filled again before the
@@ -271,9 +265,7 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
                                                   const uint8_t* src,
                                                   uint64_t pages, Fill fill,
                                                   OnPlaced on_placed) {
-  if (absl::Status s = CheckRange(first_page, pages, "placement"); !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(CheckRange(first_page, pages, "placement"));
   PlaceResult result;
   const uint64_t end = first_page + pages;
   uint64_t p = first_page;
@@ -299,11 +291,8 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
     const uint64_t run_end = awaited_.NextClear(run, end);
     const uint8_t* run_src =
         src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
-    if (absl::Status s =
-            FillRun(run, run_end, run_src, fill, result, on_placed);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        FillRun(run, run_end, run_src, fill, result, on_placed));
     p = run_end;
   }
   return result;
@@ -474,10 +463,7 @@ bool UffdPlacer::IsResident(uint64_t first_page, uint64_t pages) const {
 
 absl::Status UffdPlacer::WaitResident(uint64_t first_page, uint64_t pages,
                                       absl::Time deadline) {
-  if (absl::Status s = CheckRange(first_page, pages, "residency wait");
-      !s.ok()) {
-    return s;
-  }
+  RAMFERRY_RETURN_IF_ERROR(CheckRange(first_page, pages, "residency wait"));
   std::unique_lock<std::mutex> lock(wait_mu_);
   // Counted before the test (both sequentially consistent): a placement
   // that cleared the last bit after the test sees the waiter and signals.
@@ -535,11 +521,8 @@ absl::StatusOr<uint64_t> UffdPlacer::ReleaseAll() {
   while ((p = awaited_.NextSet(p, page_count_)) < page_count_) {
     const uint64_t end = awaited_.NextClear(p, page_count_);
     PlaceResult r;
-    if (absl::Status s =
-            FillRun(p, end, nullptr, Fill::kZero, r, PlacedNowhere);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        FillRun(p, end, nullptr, Fill::kZero, r, PlacedNowhere));
     released += r.placed;
     p = end;
   }

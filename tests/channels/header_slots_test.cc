@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -155,7 +156,7 @@ class FakeSource : public CompletionSource {
           break;
         }
       }
-      if (absl::Status s = Deliver(slots, token); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Deliver(slots, token));
     }
     return absl::OkStatus();
   }

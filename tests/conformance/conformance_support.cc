@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/channel_factory.h"
 #include "channels/rdma.h"
 #include "channels/tcp.h"
@@ -168,9 +169,9 @@ absl::StatusOr<TransportPair> OpenTransportPair(
 absl::StatusOr<uint32_t> CapabilitiesOf(TransportKind kind) {
   channels::TransportOptions options;
   options.max_header_bytes = kTagHeaderBytes;
-  absl::StatusOr<TransportPair> pair = OpenTransportPair(kind, options);
-  if (!pair.ok()) return pair.status();
-  return pair->tx->capabilities();
+  RAMFERRY_ASSIGN_OR_RETURN(TransportPair pair,
+                            OpenTransportPair(kind, options));
+  return pair.tx->capabilities();
 }
 
 std::optional<ZeroCopyPeer> ZeroCopyPeerFromEnv() {
@@ -240,20 +241,19 @@ absl::Status SendTagged(channels::Transport& tx, uint32_t tag,
                         const std::vector<PayloadRun>& runs,
                         const uint8_t** header_out) {
   if (runs.size() > kMaxRuns) return absl::InvalidArgumentError("runs");
-  absl::StatusOr<absl::Span<uint8_t>> header = tx.AcquireHeader();
-  if (!header.ok()) return header.status();
-  if (header->size() < kTagHeaderBytes) {
+  RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint8_t> header, tx.AcquireHeader());
+  if (header.size() < kTagHeaderBytes) {
     return absl::InternalError(
         absl::StrFormat("AcquireHeader gave %d bytes, asked for %d",
-                        header->size(), kTagHeaderBytes));
+                        header.size(), kTagHeaderBytes));
   }
-  if (header_out != nullptr) *header_out = header->data();
+  if (header_out != nullptr) *header_out = header.data();
   TagHeader h{};
   h.tag = tag;
   h.runs = static_cast<uint32_t>(runs.size());
   std::copy(runs.begin(), runs.end(), h.run);
-  std::memset(header->data(), 0, kTagHeaderBytes);
-  std::memcpy(header->data(), &h, sizeof h);
+  std::memset(header.data(), 0, kTagHeaderBytes);
+  std::memcpy(header.data(), &h, sizeof h);
   std::vector<iovec> iov;
   std::vector<uint64_t> offsets;
   for (const PayloadRun& r : runs) {
@@ -279,10 +279,7 @@ absl::Status PacketReader::Run() {
   std::vector<uint8_t> header(kTagHeaderBytes), body;
   for (uint32_t i = 0; i < packets_; ++i) {
     if (i > 0 && pause_ > absl::ZeroDuration()) absl::SleepFor(pause_);
-    if (absl::Status s = rx_->ReadExact(absl::MakeSpan(header), true);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(rx_->ReadExact(absl::MakeSpan(header), true));
     TagHeader h;
     std::memcpy(&h, header.data(), sizeof h);
     if (h.runs > kMaxRuns) {
@@ -299,10 +296,7 @@ absl::Status PacketReader::Run() {
         spans.push_back({dest_ + h.run[r].offset, h.run[r].length});
       }
       if (total > 0) {
-        if (absl::Status s = rx_->ReadPayload(absl::MakeConstSpan(spans));
-            !s.ok()) {
-          return s;
-        }
+        RAMFERRY_RETURN_IF_ERROR(rx_->ReadPayload(absl::MakeConstSpan(spans)));
       }
       tags_.push_back(h.tag);
       bool same = true;
@@ -317,9 +311,7 @@ absl::Status PacketReader::Run() {
     body.assign(total, 0);
     iovec v{body.data(), body.size()};
     if (total > 0) {
-      if (absl::Status s = rx_->ReadPayload(absl::MakeSpan(&v, 1)); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(rx_->ReadPayload(absl::MakeSpan(&v, 1)));
     }
     tags_.push_back(h.tag);
     uint64_t at = 0;

@@ -657,12 +657,16 @@ TEST_P(FinishCutTest, NeverTwoLiveCopies) {
     EXPECT_EQ(source.ok(), step.source_finishes == FinishCut::kYes);
   }
   // A source that finished was told so by a destination that committed.
-  if (source.ok()) EXPECT_OK(destination);
+  if (source.ok()) {
+    EXPECT_OK(destination);
+  }
   if (!source.ok() && finish_sent) {
     EXPECT_THAT(std::string(source.message()),
                 ::testing::HasSubstr("the outcome is unknown"));
   }
-  if (source.ok()) EXPECT_TRUE(testing::SameBytes(src.region, dst.region));
+  if (source.ok()) {
+    EXPECT_TRUE(testing::SameBytes(src.region, dst.region));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/transport.h"
 #include "engine/control.h"
 #include "gmock/gmock.h"
@@ -160,9 +161,9 @@ class RawHandshake {
         !s.ok()) {
       return s;
     }
-    absl::StatusOr<proto::HelloReply> reply = proto::DecodeHelloReply(in);
-    if (!reply.ok()) return reply.status();
-    return proto::HelloReplyStatus(*reply);
+    RAMFERRY_ASSIGN_OR_RETURN(proto::HelloReply reply,
+                              proto::DecodeHelloReply(in));
+    return proto::HelloReplyStatus(reply);
   }
 
  private:

@@ -307,7 +307,9 @@ TEST_P(HugeDeltaTest, HugePagesGoInBoundedPackets) {
       opt, 8 * uint64_t{kHuge}, 8,
       [](uint64_t i, std::mt19937_64&) { return i; }, &sent, kHuge));
   EXPECT_LE(sent.pages * kHuge, sent.packets * (8u << 20));
-  if (delta == Delta::kOn) EXPECT_GT(sent.delta_pages, 0u);
+  if (delta == Delta::kOn) {
+    EXPECT_GT(sent.delta_pages, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -404,7 +406,9 @@ TEST_P(ForgedRecordsTest, AHeaderAskingForHugeRecordsIsRefusedFirst) {
                           ::testing::AllOf(HasSubstr("channel 0"),
                                            HasSubstr("delta records"),
                                            HasSubstr("8388608"))));
-  if (pages > 1) EXPECT_TRUE(testing::AllZero(dst.region));
+  if (pages > 1) {
+    EXPECT_TRUE(testing::AllZero(dst.region));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(PageSizes, ForgedRecordsTest,

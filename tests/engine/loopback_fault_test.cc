@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -187,13 +188,11 @@ absl::Status RunRounds(Sender& sender, uint8_t* src, OnRound on_round) {
     DirtyBitmap dirty(kPages);
     StampRound(src, r, dirty);
     DirtyBitmap* bitmaps[] = {&dirty};
-    absl::StatusOr<RoundResult> result = sender.SendRound(bitmaps);
-    if (!result.ok()) return result.status();
+    RAMFERRY_RETURN_IF_ERROR(sender.SendRound(bitmaps).status());
     on_round(r + 1);
   }
-  absl::StatusOr<VerifyReport> v = sender.Verify();
-  if (!v.ok()) return v.status();
-  if (!v->ok()) return absl::DataLossError("verify found mismatches");
+  RAMFERRY_ASSIGN_OR_RETURN(VerifyReport v, sender.Verify());
+  if (!v.ok()) return absl::DataLossError("verify found mismatches");
   return sender.Finish();
 }
 

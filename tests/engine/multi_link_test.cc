@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "engine/endpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -170,9 +171,9 @@ struct TwoLinkSession {
     if (!bed.ok()) return bed.status();
     opt.channels = 4;
     opt.host = "0.0.0.0";
-    if (absl::Status s = (*bed)->EnterDestination(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR((*bed)->EnterDestination());
     rx = std::make_unique<ServingReceiver>(opt, std::vector{dst.region});
-    if (absl::Status s = (*bed)->EnterSource(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR((*bed)->EnterSource());
     opt.host = (*bed)->destination_address(0);
     opt.port = rx->port();
     opt.channel_endpoints = {{(*bed)->destination_address(0)},

@@ -130,7 +130,9 @@ TEST_P(ProtectTest, LiveRoundsEndByteIdenticalAndVerified) {
   const ChannelStats got = rx.receiver().stats().Total();
   EXPECT_EQ(sent.sealed_bytes, sent.payload_bytes + sent.header_bytes);
   EXPECT_EQ(got.sealed_bytes, sent.sealed_bytes);
-  if (compression == Compression::kOn) EXPECT_GT(sent.compressed_packets, 0u);
+  if (compression == Compression::kOn) {
+    EXPECT_GT(sent.compressed_packets, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

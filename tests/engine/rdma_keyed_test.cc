@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/rdma.h"
 #include "channels/rdma_auth.h"
 #include "channels/rdma_connection.h"
@@ -192,17 +193,14 @@ class RoguePeer {
     uint8_t hello_bytes[proto::kHelloBytes];
     proto::EncodeHello(hello, absl::MakeSpan(hello_bytes));
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    absl::StatusOr<std::unique_ptr<channels::Connection>> conn =
+    RAMFERRY_ASSIGN_OR_RETURN(
+        std::unique_ptr<channels::Connection> conn,
         channels::ResolveRoute(host, port, absl::Seconds(10), deadline,
-                               "rogue");
-    if (!conn.ok()) return conn.status();
-    channels::Connection& c = **conn;
+                               "rogue"));
+    channels::Connection& c = *conn;
     channels::RdmaConfig config;
-    if (absl::Status s = c.CreateQp(config, hello.session,
-                                    channels::RdmaDomain::End::kSource);
-        !s.ok()) {
-      return s;
-    }
+    RAMFERRY_RETURN_IF_ERROR(
+        c.CreateQp(config, hello.session, channels::RdmaDomain::End::kSource));
     // Receives posted, so anything the destination sends is seen.
     std::vector<uint8_t> buf(kRecvs * kRecvBytes);
     ibv_mr* mr =
@@ -221,17 +219,17 @@ class RoguePeer {
         return absl::InternalError("ibv_post_recv");
       }
     }
-    absl::StatusOr<channels::RdmaAccept> accept =
-        channels::ConnectWithHello(c, hello_bytes, deadline, "rogue");
-    if (!accept.ok()) return accept.status();
+    RAMFERRY_ASSIGN_OR_RETURN(
+        channels::RdmaAccept accept,
+        channels::ConnectWithHello(c, hello_bytes, deadline, "rogue"));
     Outcome out;
-    out.challenged = accept->challenge.has_value();
+    out.challenged = accept.challenge.has_value();
     if (!out.challenged) return out;
     const absl::Time connected = absl::Now();
     std::vector<uint8_t> first;
     if (rogue == Rogue::kWrongKeyProof) {
       const auto proof =
-          channels::SourceProof(kOtherKey, hello_bytes, *accept->challenge);
+          channels::SourceProof(kOtherKey, hello_bytes, *accept.challenge);
       first.assign(proof.begin(), proof.end());
     } else if (rogue == Rogue::kRegisterFirst) {
       proto::RdmaControl q;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/transport.h"
 #include "channels/transport_family.h"
 #include "channels/uring_zerocopy.h"
@@ -415,7 +416,7 @@ class ChannelGoneProtocolTest : public ::testing::Test {
   }
   // How the destination ends after a declaration it must refuse.
   absl::Status Refusal(uint32_t channel, uint64_t round) {
-    if (absl::Status s = Gone(channel, round); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Gone(channel, round));
     absl::Status s = rx_.result();
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
     return s;

@@ -130,7 +130,9 @@ TEST_P(ThroughFileTest, RoundsEndByteIdenticalAndVerified) {
     EXPECT_EQ(sent.file_bytes, 0u);
   }
   EXPECT_GT(sent.zero_pages, 0u);
-  if (compression == Compression::kOn) EXPECT_GT(sent.compressed_packets, 0u);
+  if (compression == Compression::kOn) {
+    EXPECT_GT(sent.compressed_packets, 0u);
+  }
   if (protect != Protection::kNone) {
     EXPECT_EQ(got.sealed_bytes, sent.sealed_bytes);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 #include "proto/control.h"
 #include "proto/postcopy.h"
 #include "proto/wire.h"
@@ -53,7 +54,7 @@ absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
     case proto::ControlType::kFinish:
     case proto::ControlType::kFinishAck:
     case proto::ControlType::kHeartbeat: {
-      if (absl::Status s = proto::DecodeEmpty(type, payload); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(proto::DecodeEmpty(type, payload));
       return EncodeEmpty(type);
     }
     case proto::ControlType::kVerifyRequest: {
@@ -81,9 +82,7 @@ absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
     }
     case proto::ControlType::kPostcopyArmed:
     case proto::ControlType::kPostcopyComplete: {
-      if (absl::Status s = proto::DecodeEmpty(type, payload); !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(proto::DecodeEmpty(type, payload));
       std::vector<uint8_t> frame = proto::StartFrame(type);
       proto::FinishFrame(frame);
       return frame;

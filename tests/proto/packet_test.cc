@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/wire.h"
@@ -485,14 +486,14 @@ absl::Status DecodeRanges(const std::vector<uint64_t>& words,
                           std::vector<ZeroRange>* out = nullptr) {
   const PacketHeader h = ZeroRangesHeader(static_cast<uint32_t>(words.size()));
   std::vector<uint8_t> buf = Encode(h, words);
-  absl::StatusOr<PacketHeader> got =
+  RAMFERRY_ASSIGN_OR_RETURN(
+      PacketHeader got,
       DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel, kMaxPages,
-                        {.zero_pages = true});
-  if (!got.ok()) return got.status();
+                        {.zero_pages = true}));
   std::vector<ZeroRange> local(words.size() / 2);
   std::vector<ZeroRange>& dst = out ? *out : local;
   dst.resize(words.size() / 2);
-  return DecodeZeroRanges(*got, absl::MakeConstSpan(buf).subspan(64),
+  return DecodeZeroRanges(got, absl::MakeConstSpan(buf).subspan(64),
                           region_length, absl::MakeSpan(dst));
 }
 

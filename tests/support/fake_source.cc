@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "ramferry/transport.h"
 
 namespace ramferry::testing {
@@ -32,47 +33,43 @@ proto::Hello FakeSource::MakeHello(proto::Role role, uint32_t index) const {
 }
 
 absl::StatusOr<int> FakeSource::Connect(const proto::Hello& hello) {
-  absl::StatusOr<int> fd =
-      channels::ConnectWithRetry(host_, port_, absl::Seconds(5));
-  if (!fd.ok()) return fd.status();
-  other_fds_.push_back(*fd);
-  absl::StatusOr<proto::HelloReply> reply =
-      channels::ExchangeHello(*fd, hello, key_, absl::Now() + absl::Seconds(5));
-  if (!reply.ok()) return reply.status();
-  return *fd;
+  RAMFERRY_ASSIGN_OR_RETURN(
+      int fd, channels::ConnectWithRetry(host_, port_, absl::Seconds(5)));
+  other_fds_.push_back(fd);
+  RAMFERRY_ASSIGN_OR_RETURN(
+      proto::HelloReply reply,
+      channels::ExchangeHello(fd, hello, key_, absl::Now() + absl::Seconds(5)));
+  return fd;
 }
 
 absl::Status FakeSource::OpenControl(
     absl::Span<const proto::RegionInfo> regions) {
-  absl::StatusOr<int> fd = Connect(MakeHello(proto::Role::kControl, 0));
-  if (!fd.ok()) return fd.status();
+  RAMFERRY_ASSIGN_OR_RETURN(int fd,
+                            Connect(MakeHello(proto::Role::kControl, 0)));
   other_fds_.pop_back();  // owned by the ControlChannel now
-  control_ = std::make_unique<engine::ControlChannel>(*fd, absl::Seconds(5));
-  if (absl::Status s = control_->Send(proto::EncodeRegionTable(regions));
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::vector<uint8_t>> payload =
+  control_ = std::make_unique<engine::ControlChannel>(fd, absl::Seconds(5));
+  RAMFERRY_RETURN_IF_ERROR(control_->Send(proto::EncodeRegionTable(regions)));
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> payload,
       engine::ReceiveExpected(*control_, proto::ControlType::kRegionReply,
-                              absl::Now() + absl::Seconds(5));
-  if (!payload.ok()) return payload.status();
-  absl::StatusOr<proto::RegionReply> reply = proto::DecodeRegionReply(*payload);
-  if (!reply.ok()) return reply.status();
-  if (!reply->accepted) return absl::FailedPreconditionError(reply->reason);
+                              absl::Now() + absl::Seconds(5)));
+  RAMFERRY_ASSIGN_OR_RETURN(proto::RegionReply reply,
+                            proto::DecodeRegionReply(payload));
+  if (!reply.accepted) return absl::FailedPreconditionError(reply.reason);
   return absl::OkStatus();
 }
 
 absl::Status FakeSource::OpenChannel(uint32_t index) {
-  absl::StatusOr<int> fd = Connect(MakeHello(proto::Role::kData, index));
-  if (!fd.ok()) return fd.status();
+  RAMFERRY_ASSIGN_OR_RETURN(int fd,
+                            Connect(MakeHello(proto::Role::kData, index)));
   other_fds_.pop_back();
-  data_fds_[index] = *fd;
+  data_fds_[index] = fd;
   return absl::OkStatus();
 }
 
 absl::Status FakeSource::OpenAllChannels() {
   for (uint32_t i = 0; i < channels_; ++i) {
-    if (absl::Status s = OpenChannel(i); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(OpenChannel(i));
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "channels/socket_io.h"
 
 namespace ramferry::testing {
@@ -60,7 +61,7 @@ class FaultyTransport final : public channels::Transport {
 
   absl::StatusOr<absl::Span<uint8_t>> AcquireHeader() override {
     if (Hit(FaultOp::kAcquireHeader)) {
-      if (absl::Status s = Apply(FaultOp::kAcquireHeader); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kAcquireHeader));
     }
     absl::StatusOr<absl::Span<uint8_t>> h = inner_->AcquireHeader();
     if (h.ok()) header_ = *h;
@@ -75,28 +76,28 @@ class FaultyTransport final : public channels::Transport {
       case FaultKind::kShortContinue:
         return SendInTwoPieces(packet);
       default:
-        if (absl::Status s = Apply(FaultOp::kSendPacket); !s.ok()) return s;
+        RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kSendPacket));
         return inner_->SendPacket(packet);
     }
   }
 
   absl::Status Flush() override {
     if (Hit(FaultOp::kFlush)) {
-      if (absl::Status s = Apply(FaultOp::kFlush); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kFlush));
     }
     return inner_->Flush();
   }
 
   absl::Status Submit() override {
     if (Hit(FaultOp::kSubmit)) {
-      if (absl::Status s = Apply(FaultOp::kSubmit); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kSubmit));
     }
     return inner_->Submit();
   }
 
   absl::Status Poll() override {
     if (Hit(FaultOp::kPoll)) {
-      if (absl::Status s = Apply(FaultOp::kPoll); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kPoll));
     }
     return inner_->Poll();
   }
@@ -116,16 +117,13 @@ class FaultyTransport final : public channels::Transport {
     }
     if (injector_->plan().kind == FaultKind::kShortThenFail) {
       const size_t half = buf.size() / 2;
-      if (absl::Status s =
-              inner_->ReadExact(buf.subspan(0, half), at_packet_boundary);
-          !s.ok()) {
-        return s;
-      }
+      RAMFERRY_RETURN_IF_ERROR(
+          inner_->ReadExact(buf.subspan(0, half), at_packet_boundary));
       return Injected(FaultOp::kReadExact, injector_->nth(),
                       absl::StrFormat("short read (%d of %d bytes), then error",
                                       half, buf.size()));
     }
-    if (absl::Status s = Apply(FaultOp::kReadExact); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kReadExact));
     return inner_->ReadExact(buf, at_packet_boundary);
   }
 
@@ -134,12 +132,12 @@ class FaultyTransport final : public channels::Transport {
     if (injector_->plan().kind == FaultKind::kShortThenFail) {
       const size_t total = channels::IovBytes(dst);
       IovSplit split = SplitIov(dst, {}, total / 2);
-      if (absl::Status s = inner_->ReadPayload(split.head); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(inner_->ReadPayload(split.head));
       return Injected(FaultOp::kReadPayload, injector_->nth(),
                       absl::StrFormat("short read (%d of %d bytes), then error",
                                       total / 2, total));
     }
-    if (absl::Status s = Apply(FaultOp::kReadPayload); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(Apply(FaultOp::kReadPayload));
     return inner_->ReadPayload(dst);
   }
 
@@ -210,9 +208,9 @@ class FaultyTransport final : public channels::Transport {
       first.payload = split.head;
       first.payload_offsets = split.head_offsets;
     }
-    if (absl::Status s = inner_->SendPacket(first); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(inner_->SendPacket(first));
     // Batching transports queue until Submit: push the part out.
-    if (absl::Status s = inner_->Submit(); !s.ok()) return s;
+    RAMFERRY_RETURN_IF_ERROR(inner_->Submit());
     return Injected(FaultOp::kSendPacket, injector_->nth(),
                     absl::StrFormat("short write (%d of %d bytes), then error",
                                     half, total));
@@ -232,11 +230,10 @@ class FaultyTransport final : public channels::Transport {
                  at > packet.header_bytes ? at - packet.header_bytes : 0);
     channels::OutgoingPacket first{head_header, packet.region_id, split.head,
                                    split.head_offsets};
-    if (absl::Status s = inner_->SendPacket(first); !s.ok()) return s;
-    absl::StatusOr<absl::Span<uint8_t>> h = inner_->AcquireHeader();
-    if (!h.ok()) return h.status();
+    RAMFERRY_RETURN_IF_ERROR(inner_->SendPacket(first));
+    RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint8_t> h, inner_->AcquireHeader());
     if (!header_rest.empty()) {  // memcpy's pointers must be valid even for 0
-      std::memcpy(h->data(), header_rest.data(), header_rest.size());
+      std::memcpy(h.data(), header_rest.data(), header_rest.size());
     }
     channels::OutgoingPacket second{header_rest.size(), packet.region_id,
                                     split.tail, split.tail_offsets};

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "channels/rdma.h"
 #include "channels/transport_family.h"
 #include "channels/uring_zerocopy.h"
@@ -62,10 +63,9 @@ absl::Status OpenRdmaSession() {
   opt.handshake_timeout = absl::Seconds(5);
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
-  absl::StatusOr<std::unique_ptr<Sender>> sender =
-      Sender::Connect(opt, {&src.region, 1});
-  if (!sender.ok()) return sender.status();
-  return (*sender)->Finish();
+  RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<Sender> sender,
+                            Sender::Connect(opt, {&src.region, 1}));
+  return sender->Finish();
 }
 
 std::string WhyRdmaUnavailable() {

@@ -6,6 +6,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "ramferry/auth_key.h"
 
 ABSL_FLAG(std::string, key_file, "",
@@ -41,9 +42,8 @@ absl::StatusOr<std::string> AuthKeyFromFlags() {
 }
 
 absl::Status ApplyAuthFlags(SessionOptions* options) {
-  absl::StatusOr<std::string> key = AuthKeyFromFlags();
-  if (!key.ok()) return key.status();
-  options->auth_key = *key;
+  RAMFERRY_ASSIGN_OR_RETURN(std::string key, AuthKeyFromFlags());
+  options->auth_key = key;
   options->insecure = absl::GetFlag(FLAGS_insecure);
   absl::StatusOr<Protection> protect =
       ParseProtection(absl::GetFlag(FLAGS_protect));

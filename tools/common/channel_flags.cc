@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 #include "ramferry/options.h"
 #include "ramferry/transport.h"
@@ -77,12 +78,11 @@ absl::Status ApplyChannelFlags(SessionOptions* options) {
 absl::StatusOr<std::string> ChooseTransportFor(const std::string& host,
                                                const char* program,
                                                SessionOptions* options) {
-  absl::StatusOr<TransportChoice> choice = ChooseTransport(host);
-  if (!choice.ok()) return choice.status();
-  options->transport = choice->kind;
+  RAMFERRY_ASSIGN_OR_RETURN(TransportChoice choice, ChooseTransport(host));
+  options->transport = choice.kind;
   std::fprintf(stderr, "%s: --transport=auto chose %s\n", program,
-               choice->reason.c_str());
-  return choice->reason;
+               choice.reason.c_str());
+  return choice.reason;
 }
 
 }  // namespace ramferry::cli

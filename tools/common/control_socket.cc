@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 
 namespace ramferry::cli {
 
@@ -95,9 +96,8 @@ Json ErrorReply(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
     const std::string& path, std::vector<std::string> events, Handler handler) {
-  absl::StatusOr<sockaddr_un> addr = UnixAddress(path);
-  if (!addr.ok()) return addr.status();
-  if (absl::Status s = ClearStaleSocket(path, *addr); !s.ok()) return s;
+  RAMFERRY_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
+  RAMFERRY_RETURN_IF_ERROR(ClearStaleSocket(path, addr));
   base::OwnedFd fd(
       socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return base::ErrnoStatus(errno, "socket(AF_UNIX)");
@@ -106,8 +106,8 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
   if (fchmod(fd.get(), 0600) != 0) {
     return base::ErrnoStatus(errno, "fchmod(control socket)");
   }
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr),
-           sizeof(*addr)) != 0) {
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
+      0) {
     return base::ErrnoStatus(errno,
                              absl::StrCat("binding control socket ", path));
   }

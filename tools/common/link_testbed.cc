@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace ramferry::cli {
 namespace {
@@ -192,16 +193,14 @@ absl::StatusOr<std::unique_ptr<LinkTestbed>> LinkTestbed::Create(
   }
   std::unique_ptr<LinkTestbed> bed(
       new LinkTestbed({rates.begin(), rates.end()}));
-  if (absl::Status s = bed->Build(); !s.ok()) return s;  // bed cleans up
+  RAMFERRY_RETURN_IF_ERROR(bed->Build());  // bed cleans up
   return bed;
 }
 
 absl::Status LinkTestbed::Build() {
-  absl::StatusOr<std::string> ip = FindTool("ip");
-  if (!ip.ok()) return ip.status();
-  absl::StatusOr<std::string> tc = FindTool("tc");
-  if (!tc.ok()) return tc.status();
-  DeleteLeftovers(*ip);
+  RAMFERRY_ASSIGN_OR_RETURN(std::string ip, FindTool("ip"));
+  RAMFERRY_ASSIGN_OR_RETURN(std::string tc, FindTool("tc"));
+  DeleteLeftovers(ip);
   {
     std::lock_guard<std::mutex> lock(live_mu);
     LiveNamespaces().insert(src_);
@@ -216,17 +215,17 @@ absl::Status LinkTestbed::Build() {
     }
     return s;
   };
-  if (absl::Status s = made(Run({*ip, "netns", "add", src_}), &made_src_);
+  if (absl::Status s = made(Run({ip, "netns", "add", src_}), &made_src_);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = made(Run({*ip, "netns", "add", dst_}), &made_dst_);
+  if (absl::Status s = made(Run({ip, "netns", "add", dst_}), &made_dst_);
       !s.ok()) {
     return s;
   }
   std::vector<std::vector<std::string>> steps = {
-      {*ip, "-n", src_, "link", "set", "dev", "lo", "up"},
-      {*ip, "-n", dst_, "link", "set", "dev", "lo", "up"},
+      {ip, "-n", src_, "link", "set", "dev", "lo", "up"},
+      {ip, "-n", dst_, "link", "set", "dev", "lo", "up"},
   };
   for (size_t i = 0; i < links(); ++i) {
     const std::string dev = device(i);
@@ -234,15 +233,15 @@ absl::Status LinkTestbed::Build() {
     const std::string rate = absl::StrCat(bits, "bit");
     const std::string burst =
         absl::StrCat(std::max<uint64_t>(bits / 8 / 250, kMinBurstBytes));
-    steps.push_back({*ip, "-n", src_, "link", "add", dev, "type", "veth",
-                     "peer", "name", dev, "netns", dst_});
-    steps.push_back({*ip, "-n", src_, "addr", "add", source_address(i) + "/24",
-                     "dev", dev});
-    steps.push_back({*ip, "-n", dst_, "addr", "add",
+    steps.push_back({ip, "-n", src_, "link", "add", dev, "type", "veth", "peer",
+                     "name", dev, "netns", dst_});
+    steps.push_back(
+        {ip, "-n", src_, "addr", "add", source_address(i) + "/24", "dev", dev});
+    steps.push_back({ip, "-n", dst_, "addr", "add",
                      destination_address(i) + "/24", "dev", dev});
     for (const std::string* ns : {&src_, &dst_}) {
-      steps.push_back({*ip, "-n", *ns, "link", "set", "dev", dev, "up"});
-      steps.push_back({*tc, "-n", *ns, "qdisc", "replace", "dev", dev, "root",
+      steps.push_back({ip, "-n", *ns, "link", "set", "dev", dev, "up"});
+      steps.push_back({tc, "-n", *ns, "qdisc", "replace", "dev", dev, "root",
                        "tbf", "rate", rate, "burst", burst, "latency", "50ms"});
     }
   }
@@ -298,10 +297,9 @@ absl::Status LinkTestbed::SetLinkUp(size_t link, bool up) const {
     return absl::OutOfRangeError(
         absl::StrFormat("link %d: the testbed has %d", link, links()));
   }
-  absl::StatusOr<std::string> ip = FindTool("ip");
-  if (!ip.ok()) return ip.status();
-  return Run({*ip, "-n", src_, "link", "set", "dev", device(link),
-              up ? "up" : "down"});
+  RAMFERRY_ASSIGN_OR_RETURN(std::string ip, FindTool("ip"));
+  return Run(
+      {ip, "-n", src_, "link", "set", "dev", device(link), up ? "up" : "down"});
 }
 
 SavedNetworkNamespace::SavedNetworkNamespace()

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "ramferry/region.h"
 #include "tools/common/auth_flags.h"
 #include "tools/common/cli.h"
@@ -67,12 +68,12 @@ absl::StatusOr<std::string> DemoDestinationFile() {
   if (const std::string path = absl::GetFlag(FLAGS_attach); !path.empty()) {
     // The destination is sized like the exported region: a look at the
     // offer, given up at once (the export then serves the source).
-    absl::StatusOr<std::unique_ptr<AttachedWorkload>> probe =
+    RAMFERRY_ASSIGN_OR_RETURN(
+        std::unique_ptr<AttachedWorkload> probe,
         AttachedWorkload::Attach(path, absl::GetFlag(FLAGS_connect_timeout),
-                                 absl::ZeroDuration());
-    if (!probe.ok()) return probe.status();
+                                 absl::ZeroDuration()));
     RegionSizes sizes;
-    for (const Region& r : (*probe)->regions(RegionName)) {
+    for (const Region& r : probe->regions(RegionName)) {
       sizes.bytes.push_back(r.length);
     }
     absl::SetFlag(&FLAGS_size, sizes);
@@ -86,10 +87,9 @@ absl::StatusOr<std::string> DemoDestinationFile() {
         "--dest-region-file must differ from --region-file");
   }
   // The destination must be sized like the source file.
-  absl::StatusOr<std::unique_ptr<RegionMemory>> probe =
-      RegionMemory::OpenFile(src);
-  if (!probe.ok()) return probe.status();
-  absl::SetFlag(&FLAGS_size, RegionSizes{{(*probe)->size()}});
+  RAMFERRY_ASSIGN_OR_RETURN(std::unique_ptr<RegionMemory> probe,
+                            RegionMemory::OpenFile(src));
+  absl::SetFlag(&FLAGS_size, RegionSizes{{probe->size()}});
   return dest_file;
 }
 
@@ -236,7 +236,7 @@ absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> MakeDemoLinks() {
     std::fprintf(stderr, "ramferry-migrate: demo %s\n",
                  (*links)->Describe(i).c_str());
   }
-  if (absl::Status s = (*links)->EnterSource(); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR((*links)->EnterSource());
   return links;
 }
 

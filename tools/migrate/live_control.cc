@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/named_enum.h"
+#include "base/status_macros.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
 #include "tools/common/stats_json.h"
@@ -188,18 +189,15 @@ absl::StatusOr<Json> LiveControl::Set(const Json& request) {
     if (key == "cmd" || key == "id") continue;
     any = true;
     if (key == "max-bandwidth") {
-      absl::StatusOr<uint64_t> b = BandwidthValue(value);
-      if (!b.ok()) return b.status();
-      next.max_bandwidth = *b;
+      RAMFERRY_ASSIGN_OR_RETURN(uint64_t b, BandwidthValue(value));
+      next.max_bandwidth = b;
       bandwidth = true;
     } else if (key == "downtime-limit") {
-      absl::StatusOr<absl::Duration> d = DowntimeValue(value);
-      if (!d.ok()) return d.status();
-      next.convergence.downtime_limit = *d;
+      RAMFERRY_ASSIGN_OR_RETURN(absl::Duration d, DowntimeValue(value));
+      next.convergence.downtime_limit = d;
     } else if (key == "max-rounds") {
-      absl::StatusOr<uint32_t> n = RoundsValue(value);
-      if (!n.ok()) return n.status();
-      next.convergence.max_rounds = *n;
+      RAMFERRY_ASSIGN_OR_RETURN(uint32_t n, RoundsValue(value));
+      next.convergence.max_rounds = n;
     } else if (key == "auto-converge") {
       if (!value.is_boolean()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -226,7 +224,7 @@ absl::StatusOr<Json> LiveControl::Set(const Json& request) {
   Json settings;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status ended = Ended(); !ended.ok()) return ended;
+    RAMFERRY_RETURN_IF_ERROR(Ended());
     // Applied whenever named: a client that re-sends a cap means it.
     if (bandwidth && session_.set_max_bandwidth) {
       session_.set_max_bandwidth(next.max_bandwidth);
@@ -268,7 +266,7 @@ absl::StatusOr<Json> LiveControl::Cancel(const Json& request) {
     reason = r->get<std::string>();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status ended = Ended(); !ended.ok()) return ended;
+  RAMFERRY_RETURN_IF_ERROR(Ended());
   if (committed_) {
     return absl::FailedPreconditionError(
         "too late to cancel: the switchover has begun, and the destination "
@@ -361,7 +359,7 @@ absl::Status LiveControl::Commit() {
 
 absl::Status LiveControl::CancelWith(absl::Status why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status ended = Ended(); !ended.ok()) return ended;
+  RAMFERRY_RETURN_IF_ERROR(Ended());
   if (committed_) {
     return absl::FailedPreconditionError("the commit point has passed");
   }

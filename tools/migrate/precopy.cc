@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "ramferry/region.h"
 #include "ramferry/sender.h"
 #include "tools/common/cli.h"
@@ -295,17 +296,16 @@ class PrecopyRun {
   absl::Status LiveRounds() {
     ConvergencePolicy& policy = policy_;
     while (true) {
-      if (absl::Status s = SendRound(false); !s.ok()) return s;
+      RAMFERRY_RETURN_IF_ERROR(SendRound(false));
       const absl::Time collect_start = absl::Now();
-      absl::StatusOr<uint64_t> collected = Collect();
-      if (!collected.ok()) return collected.status();
+      RAMFERRY_ASSIGN_OR_RETURN(uint64_t collected, Collect());
       const absl::Time now = absl::Now();
       // The wire idles while this runs, between one round's confirmation
       // and the next one's first packet.
       const double collect_s = Seconds(now - collect_start);
       report_.collect_s += collect_s;
       const double interval_s = Seconds(now - last_collect_);
-      dirty_pages_seen_ += *collected;
+      dirty_pages_seen_ += collected;
       dirty_seconds_ += interval_s;
       last_collect_ = now;
       report_.dirty_pages_per_s =
@@ -313,8 +313,8 @@ class PrecopyRun {
       // The workload as it writes now (auto-converge's throttle shows
       // here), not averaged over the whole run.
       const double dirty_pages_per_s =
-          interval_s > 0 ? *collected / interval_s : 0;
-      estimate_.NoteCollect(collect_s, *collected);
+          interval_s > 0 ? collected / interval_s : 0;
+      estimate_.NoteCollect(collect_s, collected);
 
       RoundObservation o;
       o.live_rounds = report_.rounds.size();
@@ -431,11 +431,11 @@ class PrecopyRun {
     const absl::Time pause = pause_start_ = absl::Now();
     // A failed pause may have half-happened: Run() resumes it.
     paused_ = true;
-    if (absl::Status p = load_.Pause(); !p.ok()) return p;
+    RAMFERRY_RETURN_IF_ERROR(load_.Pause());
     report_.pause_s = Seconds(absl::Now() - pause);
     report_.switchover = SwitchoverName(Switchover::kStopAndCopy);
     PublishPaused();
-    if (absl::Status c = Collect().status(); !c.ok()) return c;
+    RAMFERRY_RETURN_IF_ERROR(Collect().status());
     report_.final_collect_s = Seconds(absl::Now() - pause);
     std::optional<double> estimate =
         estimate_.Paused(report_.final_collect_s, DirtyPages());
@@ -450,7 +450,7 @@ class PrecopyRun {
             estimate_.ProbePages(DirtyPages(), estimate, limit);
         probe > 0) {
       report_.final_probe_pages = TakeProbe(probe);
-      if (absl::Status p = SendRound(true, probe_ptrs_); !p.ok()) return p;
+      RAMFERRY_RETURN_IF_ERROR(SendRound(true, probe_ptrs_));
       probe_s = report_.rounds.back().seconds;
       estimate = estimate_.AfterProbe(Seconds(absl::Now() - pause),
                                       report_.final_probe_pages, probe_s,
@@ -489,7 +489,7 @@ class PrecopyRun {
     // The check's hashing starts once the downtime ended, not inside it
     // (its threads' start and their CPU would lengthen the final round).
     if (config_.verify) {
-      if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+      RAMFERRY_RETURN_IF_ERROR(sender_->StartVerify());
     }
     return SwitchoverTry::kDone;
   }
@@ -514,7 +514,7 @@ class PrecopyRun {
       // changes.
       control_.SetState(MigrationState::kPostcopy);
     } else {
-      if (absl::Status p = load_.Pause(); !p.ok()) return p;
+      RAMFERRY_RETURN_IF_ERROR(load_.Pause());
       report_.pause_s = Seconds(absl::Now() - pause);
       PublishPaused();
     }
@@ -539,7 +539,7 @@ class PrecopyRun {
     // Memory is frozen for good: the check's hashing may start beside the
     // pages still to push, on idle CPU only.
     if (config_.verify) {
-      if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+      RAMFERRY_RETURN_IF_ERROR(sender_->StartVerify());
     }
     const absl::Time complete_start = absl::Now();
     s = sender_->CompletePostcopy();
@@ -576,7 +576,7 @@ class PrecopyRun {
       live_.sender.store(sender_.get());
       control_.SetSession(SenderHooks(sender_.get()));
       if (config_.verify) {
-        if (absl::Status v = sender_->StartVerify(); !v.ok()) return v;
+        RAMFERRY_RETURN_IF_ERROR(sender_->StartVerify());
       }
       last = sender_->CompletePostcopy();
       if (last.ok()) return last;

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "ramferry/region.h"
 #include "tools/common/cli.h"
 
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::MapFile(
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Anonymous(
     uint64_t bytes, bool huge_pages) {
-  if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckSize(bytes));
   // Anonymous memory is filled (source) or received into (destination):
   // more than the machine has could only end in the OOM killer, late.
   const uint64_t machine = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::OpenFile(
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
     const std::string& path, uint64_t bytes, bool* existed) {
-  if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckSize(bytes));
   struct stat st;
   const bool created = stat(path.c_str(), &st) != 0 && errno == ENOENT;
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -159,7 +160,7 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::CreateFile(
 
 absl::StatusOr<std::unique_ptr<RegionMemory>> RegionMemory::Memfd(
     uint64_t bytes) {
-  if (absl::Status s = CheckSize(bytes); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(CheckSize(bytes));
   const int fd = memfd_create("ramferry-received", MFD_CLOEXEC);
   if (fd < 0) return Errno("cannot create", "a memfd");
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {

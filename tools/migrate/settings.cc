@@ -13,6 +13,7 @@
 #include "absl/flags/reflection.h"  // GetAllFlags
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/status_macros.h"
 #include "ramferry/region.h"
 #include "tools/common/auth_flags.h"
 #include "tools/common/channel_flags.h"
@@ -36,12 +37,12 @@ bool AutoTransport() { return absl::GetFlag(FLAGS_transport) == "auto"; }
 absl::StatusOr<SessionOptions> Session() {
   SessionOptions o;
   // auto: tcp until the source knows where it connects (ChooseFor).
-  absl::StatusOr<TransportKind> t =
+  RAMFERRY_ASSIGN_OR_RETURN(
+      TransportKind t,
       AutoTransport() ? TransportKind::kTcp
-                      : ParseTransportKind(absl::GetFlag(FLAGS_transport));
-  if (!t.ok()) return t.status();
-  o.transport = *t;
-  if (absl::Status s = cli::ApplyChannelFlags(&o); !s.ok()) return s;
+                      : ParseTransportKind(absl::GetFlag(FLAGS_transport)));
+  o.transport = t;
+  RAMFERRY_RETURN_IF_ERROR(cli::ApplyChannelFlags(&o));
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
@@ -50,10 +51,10 @@ absl::StatusOr<SessionOptions> Session() {
       ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy));
   if (!postcopy.ok()) return postcopy.status();
   o.postcopy = *postcopy != PostcopyMode::kOff;
-  absl::StatusOr<bool> urgent =
-      ParseOnOff("postcopy-urgent", absl::GetFlag(FLAGS_postcopy_urgent));
-  if (!urgent.ok()) return urgent.status();
-  o.postcopy_urgent_channel = *urgent;
+  RAMFERRY_ASSIGN_OR_RETURN(
+      bool urgent,
+      ParseOnOff("postcopy-urgent", absl::GetFlag(FLAGS_postcopy_urgent)));
+  o.postcopy_urgent_channel = urgent;
   o.postcopy_resume_timeout = absl::GetFlag(FLAGS_postcopy_resume_timeout);
   if (o.postcopy_resume_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -73,7 +74,7 @@ absl::StatusOr<SessionOptions> Session() {
     return absl::InvalidArgumentError(
         "--verify must be full, sent or off, not '" + verify + "'");
   }
-  if (absl::Status s = cli::ApplyAuthFlags(&o); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(cli::ApplyAuthFlags(&o));
   // --demo starts both ends: a key only they hold authenticates them,
   // unless asked to run without one.
   if (absl::GetFlag(FLAGS_demo) && o.auth_key.empty() && !o.insecure) {
@@ -83,7 +84,7 @@ absl::StatusOr<SessionOptions> Session() {
       o.auth_key = cli::EphemeralAuthKey();
     }
   }
-  if (absl::Status s = ValidateOptions(o); !s.ok()) return s;
+  RAMFERRY_RETURN_IF_ERROR(ValidateOptions(o));
   return o;
 }
 
@@ -102,11 +103,10 @@ absl::StatusOr<TimeoutAction> TimeoutActionFlag() {
 // (the engine checks the rest: the destination's memory, the peer's
 // consent). `receives`: this process runs a destination (dest, --demo).
 absl::Status CheckPostcopy(bool receives) {
-  absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
-  if (!on.ok()) return on.status();
+  RAMFERRY_ASSIGN_OR_RETURN(TimeoutAction on, TimeoutActionFlag());
   PostcopyFlagCheck c;
   c.mode = PostcopyFlag();
-  c.on_timeout = *on;
+  c.on_timeout = on;
   c.transport = absl::GetFlag(FLAGS_transport);
   c.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
   c.region_file = absl::GetFlag(FLAGS_region_file);

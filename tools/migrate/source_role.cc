@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "ramferry/pinning.h"
 #include "ramferry/region.h"
 #include "tools/common/channel_flags.h"
@@ -57,10 +58,10 @@ struct SourceMemory {
 // A --region-file that other processes map: refused (ABORTED, exit 2)
 // unless --allow-foreign-writers; then who maps it, for the report.
 absl::StatusOr<std::string> CheckForeignWriters(const std::string& file) {
-  absl::StatusOr<std::vector<FileMapper>> others = OtherProcessesMapping(file);
-  if (!others.ok()) return others.status();
-  if (others->empty()) return std::string();
-  const std::string who = DescribeMappers(*others);
+  RAMFERRY_ASSIGN_OR_RETURN(std::vector<FileMapper> others,
+                            OtherProcessesMapping(file));
+  if (others.empty()) return std::string();
+  const std::string who = DescribeMappers(others);
   if (!absl::GetFlag(FLAGS_allow_foreign_writers)) {
     return absl::AbortedError(absl::StrFormat(
         "refusing to start: other processes map %s (%s). Their writes would "
@@ -83,9 +84,8 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
   SourceMemory src;
   const std::string file = absl::GetFlag(FLAGS_region_file);
   if (!file.empty()) {
-    absl::StatusOr<std::string> who = CheckForeignWriters(file);
-    if (!who.ok()) return who.status();
-    src.untracked_writers = *who;
+    RAMFERRY_ASSIGN_OR_RETURN(std::string who, CheckForeignWriters(file));
+    src.untracked_writers = who;
   }
   absl::StatusOr<std::unique_ptr<RegionMemory>> m =
       file.empty() ? RegionMemory::Anonymous(absl::GetFlag(FLAGS_size).bytes[0])
@@ -152,12 +152,12 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
 absl::StatusOr<SourceMemory> AttachedSourceMemory(absl::Duration* prepare) {
   const absl::Time prepare_start = absl::Now();
   SourceMemory src;
-  absl::StatusOr<std::unique_ptr<AttachedWorkload>> a =
+  RAMFERRY_ASSIGN_OR_RETURN(
+      std::unique_ptr<AttachedWorkload> a,
       AttachedWorkload::Attach(absl::GetFlag(FLAGS_attach),
                                absl::GetFlag(FLAGS_connect_timeout),
-                               absl::GetFlag(FLAGS_attach_pause_timeout));
-  if (!a.ok()) return a.status();
-  src.attached = std::move(*a);
+                               absl::GetFlag(FLAGS_attach_pause_timeout)));
+  src.attached = std::move(a);
   src.regions = src.attached->regions(RegionName);
   src.tracker = src.attached->MakeTracker();
   src.workload = src.attached.get();
