@@ -29,7 +29,7 @@ install(TARGETS ramferry-migrate ramferry-bench
 # (python/ramferry/_lib.py looks there first).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/ramferry
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
-  FILES_MATCHING PATTERN "*.py")
+  FILES_MATCHING PATTERN "*.py" PATTERN "py.typed")
 
 set(cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/ramferry)
 install(EXPORT ramferryTargets NAMESPACE ramferry:: DESTINATION ${cmake_dir})

@@ -77,8 +77,8 @@ def run_source(memories, key, port, args):
     opts = make_options(key, args).set("port", port)
     regions = regions_of(memories, args.size_mib)
     with ramferry.Sender(opts, regions) as tx:
-        tx.set_progress(lambda p: p["round_done"] and print(
-            f"source: round {p['rounds']} confirmed, {p['pages']} pages so "
+        tx.set_progress(lambda p: p.round_done and print(
+            f"source: round {p.rounds} confirmed, {p.pages} pages so "
             "far", flush=True))
         bitmaps = regions.bitmaps(all_dirty=True)
         stop, stores = threading.Event(), [0]
@@ -89,24 +89,24 @@ def run_source(memories, key, port, args):
             previous = None
             for _ in range(args.max_rounds):
                 r = tx.send_round(bitmaps)
-                print(f"source: live round {r['round']}: {r['pages']} pages "
-                      f"in {r['seconds'] * 1e3:.1f} ms")
-                if previous is not None and r["pages"] >= previous:
+                print(f"source: live round {r.round}: {r.pages} pages "
+                      f"in {r.seconds * 1e3:.1f} ms")
+                if previous is not None and r.pages >= previous:
                     break  # down to the dirty set
-                previous = r["pages"]
+                previous = r.pages
         finally:
             stop.set()
             writer.join()
         r = tx.send_round(bitmaps)
-        print(f"source: final round: {r['pages']} pages, {stores[0]} stores "
+        print(f"source: final round: {r.pages} pages, {stores[0]} stores "
               "during the migration")
         v = tx.verify()
-        print(f"source: verified {v['pages_checked']} pages, "
-              f"{v['pages_mismatched']} differ")
+        print(f"source: verified {v.pages_checked} pages, "
+              f"{v.pages_mismatched} differ")
         tx.finish()
         st = tx.stats()
-        print(f"source: {st['rounds']} rounds, {st['pages']} pages, "
-              f"{st['payload_bytes'] / MiB:.1f} MiB over {st['channels']} "
+        print(f"source: {st.rounds} rounds, {st.pages} pages, "
+              f"{st.payload_bytes / MiB:.1f} MiB over {st.channels} "
               "channels")
     print(f"source: connect to finish: {time.monotonic() - start:.3f} s")
 

@@ -56,8 +56,8 @@ def main():
         r = tx.send_round(regions.bitmaps(all_dirty=True))
         tx.verify()  # every page's digest, compared on both ends
         tx.finish()
-    print(f"parent: {r['bytes'] >> 20} MiB in {r['seconds']:.2f} s "
-          f"({r['bytes'] / r['seconds'] / 1e9:.2f} GB/s), verified")
+    print(f"parent: {r.bytes >> 20} MiB in {r.seconds:.2f} s "
+          f"({r.bytes / r.seconds / 1e9:.2f} GB/s), verified")
     _, status = os.waitpid(child, 0)
     return os.waitstatus_to_exitcode(status)
 
