@@ -36,7 +36,7 @@ absl::Time At(double seconds) { return kT0 + absl::Seconds(seconds); }
 
 TEST(DeliveryWatchTest, NothingUndeliveredNeverStalls) {
   DeliveryWatch w(kStall);
-  for (int s = 0; s < 100; s += 5) EXPECT_TRUE(w.Look(0, 7, At(s)).ok()) << s;
+  for (int s = 0; s < 100; s += 5) EXPECT_OK(w.Look(0, 7, At(s))) << s;
 }
 
 TEST(DeliveryWatchTest, ACountThatStandsForTheStallTimeoutFails) {
@@ -152,7 +152,7 @@ TEST_P(SocketDeliveryTest, PollFailsOnceSentBytesStandStill) {
   TcpPair pair;
   FillUntilFull(pair.local);
   absl::StatusOr<std::unique_ptr<Transport>> t = GetParam().open(pair.local);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   EXPECT_EQ((*t)->idle_poll_interval(), absl::Milliseconds(100));
   const absl::Time start = absl::Now();
   absl::Status s;
@@ -171,7 +171,7 @@ TEST_P(SocketDeliveryTest, PollStaysQuietWhileThePeerTakesTheBytes) {
   TcpPair pair;
   FillUntilFull(pair.local);
   absl::StatusOr<std::unique_ptr<Transport>> t = GetParam().open(pair.local);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   std::atomic<bool> done{false};
   std::thread reader([&] {
     std::vector<char> buf(256 << 10);
@@ -187,7 +187,7 @@ TEST_P(SocketDeliveryTest, PollStaysQuietWhileThePeerTakesTheBytes) {
   }
   done = true;
   reader.join();
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_OK(s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, SocketDeliveryTest,

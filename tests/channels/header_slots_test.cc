@@ -281,7 +281,7 @@ TEST_P(NeverBusyTest, AcquireNeverReturnsSlotWithOutstandingToken) {
     // Vary the number of send calls per packet around the parameter.
     uint32_t sends =
         p.sends_per_packet == 1 ? 1 : 1 + rng() % p.sends_per_packet;
-    ASSERT_TRUE(d.SendPacket(sends).ok()) << "packet " << i;
+    ASSERT_OK(d.SendPacket(sends)) << "packet " << i;
     ASSERT_FALSE(HasFailure()) << "packet " << i;
     ASSERT_EQ(d.slots().outstanding_tokens(), source.outstanding());
     ASSERT_LE(d.slots().busy_slots(), kSlots);
@@ -328,7 +328,7 @@ TEST(HeaderSlotsWrapTest, FlushesExactlyWhenTheArrayWraps) {
   uint64_t since_flush = 0;
   for (int i = 0; i < 100; ++i) {
     const uint32_t sends = 1 + i % 3;
-    ASSERT_TRUE(d.SendPacket(sends).ok()) << i;
+    ASSERT_OK(d.SendPacket(sends)) << i;
     since_flush += sends;
     if ((i + 1) % kSlots == 0) {
       EXPECT_EQ(d.slots().current(), 0u) << i;
@@ -388,7 +388,7 @@ TEST(HeaderSlotsSlotTest, BlocksOnlyForTheSlotAboutToBeReused) {
   constexpr uint32_t kSlots = 8;
   Driver d(kSlots, CompletionPolicy::kSlot, &source);
   for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(d.SendPacket(1).ok()) << i;
+    ASSERT_OK(d.SendPacket(1)) << i;
     // Never more than the array holds, and nothing waited for early.
     EXPECT_EQ(d.slots().outstanding_tokens(), std::min<uint64_t>(i + 1, kSlots))
         << i;
@@ -414,7 +414,7 @@ TEST(HeaderSlotsSlotTest, NoBlockingWhenOpportunisticReapsKeepUp) {
   source.set_per_nonblocking_reap(SIZE_MAX);  // everything sent is ready
   constexpr uint32_t kSlots = 8;
   Driver d(kSlots, CompletionPolicy::kSlot, &source);
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(d.SendPacket(2).ok()) << i;
+  for (int i = 0; i < 100; ++i) ASSERT_OK(d.SendPacket(2)) << i;
   EXPECT_EQ(source.blocking_reaps(), 0);
   EXPECT_GT(source.nonblocking_reaps(), 0);
   EXPECT_EQ(d.stats().flushes.get(), 0u);

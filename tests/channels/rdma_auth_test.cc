@@ -53,7 +53,7 @@ TEST(RdmaAuthTest, KeyedAcceptFitsOneRepAndRoundTrips) {
   EXPECT_EQ(bytes.size(), kRdmaKeyedAcceptBytes);
   EXPECT_LE(bytes.size(), kRdmaAcceptPrivateDataMax);
   absl::StatusOr<RdmaAccept> got = DecodeRdmaAccept(AsDelivered(bytes));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_TRUE(got->reply.accepted());
   EXPECT_EQ(got->reply.capabilities, Accepted().capabilities);
   ASSERT_TRUE(got->challenge.has_value());
@@ -66,7 +66,7 @@ TEST(RdmaAuthTest, KeylessAcceptCarriesNoChallengeEvenPadded) {
   EXPECT_EQ(bytes.size(), proto::kHelloReplyBytes);
   for (const std::vector<uint8_t>& in : {bytes, AsDelivered(bytes)}) {
     absl::StatusOr<RdmaAccept> got = DecodeRdmaAccept(in);
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     EXPECT_FALSE(got->challenge.has_value());
   }
 }

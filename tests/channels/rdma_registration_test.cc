@@ -249,7 +249,7 @@ TEST_F(RdmaRegistrationTest, RegisterRequestClearsZeroAndAnswersKeys) {
             registered.push_back({span.data(), span.size()});
             return 100 + ref.chunk;
           });
-  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_OK(keys);
   ASSERT_EQ(keys->size(), 2u);
   EXPECT_EQ((*keys)[0].rkey, 102u);
   EXPECT_EQ((*keys)[0].addr, reinterpret_cast<uint64_t>(base + 2 * kChunk));

@@ -97,8 +97,7 @@ TEST_F(SendChainTest, RetryableErrorsResendTheWholeRemainder) {
   for (int err : {EAGAIN, EINTR, ENOBUFS}) {
     chain_.Queue(Make(0, 100));
     Start();
-    ASSERT_TRUE(chain_.OnCompletion(chain_.UserData(0), -err, false).ok())
-        << err;
+    ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), -err, false)) << err;
     if (err == ENOBUFS) chain_.RoomFreed();  // see the test below
     auto again = Start();
     ASSERT_EQ(again.size(), 1u);

@@ -74,7 +74,7 @@ TEST(SendAll, ResumesShortWritesAcrossManySpans) {
   absl::Status s = SendAll(p.fds[0], absl::MakeSpan(iov), 0, absl::Seconds(10),
                            stop, {on_call, no_buffers});
   reader.join();
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(bytes, data.size());
   EXPECT_GT(partial, 0u) << "the test did not provoke a short write";
   EXPECT_EQ(calls, partial + 1);
@@ -102,7 +102,7 @@ TEST(ReadAll, ResumesPartialReadsIntoScatteredSpans) {
   absl::Status s = ReadAll(p.fds[1], absl::MakeSpan(iov), kNoIdle,
                            absl::Seconds(10), stop, &calls);
   writer.join();
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_GT(calls, 1u);
   EXPECT_EQ(got, data);
 }
@@ -161,7 +161,7 @@ TEST(ReadAll, IdleAtThePacketBoundaryInsideTheBufferIsNotAStall) {
   absl::Status s =
       ReadPayloadThenHeader(p.fds[1], absl::Milliseconds(100), header);
   writer.join();
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(header), 3), "HDR");
 }
 

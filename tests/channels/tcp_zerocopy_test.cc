@@ -42,7 +42,7 @@ TEST_P(TcpZeroCopyTest, OneSendPerPacketAndEveryCompletionReaped) {
   opt.completion = GetParam();
   ASSERT_OK(SetStallTimeouts(send_fd, absl::Seconds(10)));
   absl::StatusOr<std::unique_ptr<Transport>> tx = OpenTcpZeroCopy(send_fd, opt);
-  ASSERT_TRUE(tx.ok()) << tx.status();
+  ASSERT_OK(tx);
   std::unique_ptr<Transport> rx = OpenTcp(recv_fd, opt);
 
   std::vector<uint8_t> payload(kPayload);
@@ -62,7 +62,7 @@ TEST_P(TcpZeroCopyTest, OneSendPerPacketAndEveryCompletionReaped) {
   });
   for (uint32_t i = 0; i < kPackets; ++i) {
     absl::StatusOr<absl::Span<uint8_t>> h = (*tx)->AcquireHeader();
-    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_OK(h);
     std::memset(h->data(), 0, kHeader);
     std::memcpy(h->data(), &i, sizeof i);
     iovec v{payload.data(), payload.size()};

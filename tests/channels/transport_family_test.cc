@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/handshake.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::channels {
 namespace {
@@ -39,7 +40,7 @@ TEST(DecodeChannelHello, EveryFamilyAcceptsItsOwnHello) {
   for (const TransportFamily& f : TransportFamilies()) {
     absl::StatusOr<proto::Hello> h =
         DecodeChannelHello(Encode(ValidHello(f.kind)));
-    ASSERT_TRUE(h.ok()) << f.name << ": " << h.status();
+    ASSERT_OK(h) << f.name;
     EXPECT_EQ(h->transport, static_cast<uint16_t>(f.kind));
   }
 }

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 
 namespace ramferry {
@@ -18,7 +19,7 @@ using testing::RunCommand;
 TEST(ChooseTransport, LoopbackPeerGetsCopyingTcp) {
   for (const char* host : {"127.0.0.1", "::1", "localhost"}) {
     absl::StatusOr<TransportChoice> c = ChooseTransport(host);
-    ASSERT_TRUE(c.ok()) << host << ": " << c.status();
+    ASSERT_OK(c) << host;
     EXPECT_EQ(c->kind, TransportKind::kTcp) << host;
     EXPECT_THAT(c->reason, HasSubstr("on this host")) << host;
     EXPECT_THAT(c->reason, HasSubstr("copies every zero-copy payload"));
@@ -48,7 +49,7 @@ TEST(ChooseTransport, PeerBehindAVethInAnotherNamespaceGetsTcp) {
   absl::StatusOr<TransportChoice> c = ChooseTransport("10.213.7.2");
   RunCommand({ip, "netns", "del", ns});
   RunCommand({ip, "link", "del", a});
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->kind, TransportKind::kTcp);
   EXPECT_THAT(c->reason, HasSubstr(a));
   EXPECT_THAT(c->reason, HasSubstr("virtual interface"));

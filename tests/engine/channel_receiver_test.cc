@@ -210,7 +210,7 @@ TEST(ChannelReceiverTest, AppliesPagesAndReportsEachRound) {
   Fixture f(s);
 
   absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
-  ASSERT_TRUE(end.ok()) << end.status();
+  ASSERT_OK(end);
   EXPECT_EQ(*end, ChannelReceiver::Step::kFinished);
   EXPECT_TRUE(f.rx.finished());
   EXPECT_THAT(f.rounds, ElementsAre(Pair(0, 2), Pair(1, 1)));
@@ -366,7 +366,7 @@ TEST(ChannelReceiverTest, AnnouncedHeadersGiveTheSameResult) {
   Fixture f(s, /*next_header_size=*/true);
 
   absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
-  ASSERT_TRUE(end.ok()) << end.status();
+  ASSERT_OK(end);
   EXPECT_THAT(f.rounds, ElementsAre(Pair(0, 3), Pair(1, 1)));
   EXPECT_EQ(f.byte_at(4096 * 3), 0xaa);
   EXPECT_EQ(f.byte_at(0), 0xaa);
@@ -417,7 +417,7 @@ TEST(ChannelReceiverTest, ArrivalDigestsAreThoseOfTheLandedPages) {
   RegionTable table({&region.region, 1});
   absl::StatusOr<std::unique_ptr<DigestTable>> digests =
       DigestTable::Create(table.regions());
-  ASSERT_TRUE(digests.ok()) << digests.status();
+  ASSERT_OK(digests);
   RoundBarrier barrier(std::vector<uint32_t>{kChannel},
                        [](uint64_t, uint64_t) { return absl::OkStatus(); });
   SessionFailure failure([](const absl::Status&, Origin) {});
@@ -427,7 +427,7 @@ TEST(ChannelReceiverTest, ArrivalDigestsAreThoseOfTheLandedPages) {
       &failure);
   while (true) {
     absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
-    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_OK(step);
     if (*step == ChannelReceiver::Step::kFinished) break;
   }
   std::vector<uint64_t> now(4);
@@ -723,7 +723,7 @@ TEST_P(SealedReceiveTest, AnAuthenticPayloadLandsAndLeavesNothingMarked) {
   SealedFixture f(s, mode, &unauthentic);
 
   absl::StatusOr<ChannelReceiver::Step> end = f.RunToEnd();
-  ASSERT_TRUE(end.ok()) << end.status();
+  ASSERT_OK(end);
   EXPECT_EQ(f.byte_at(4096 * 3 + 17), 0xaa);  // decrypted in place
   EXPECT_EQ(f.byte_at(0), 0xaa);
   EXPECT_EQ(unauthentic.count(), 0u);
@@ -768,7 +768,7 @@ TEST_P(SealedReceiveTest, APayloadCutMidWayStaysMarkedUntilAnAuthenticCopy) {
   Append(&s, SealedMarker(proto::kPacketFinish, 1, 0, mode));
   SealedFixture other(s, mode, &unauthentic);
   absl::StatusOr<ChannelReceiver::Step> end = other.RunToEnd();
-  ASSERT_TRUE(end.ok()) << end.status();
+  ASSERT_OK(end);
   EXPECT_EQ(unauthentic.count(), 1u);
   EXPECT_TRUE(unauthentic.Test(0, 0));
   EXPECT_FALSE(unauthentic.Test(0, 1));

@@ -35,7 +35,7 @@ TEST(NumericOptionRules, FoundByEitherSpellingOfTheName) {
     EXPECT_EQ(FindNumericOptionRule(rule.name), &rule);
     EXPECT_LE(rule.min, rule.max) << rule.name;
     // The default is valid: a session left at its defaults runs.
-    EXPECT_TRUE(CheckNumericOption(rule, rule.get(SessionOptions{})).ok())
+    EXPECT_OK(CheckNumericOption(rule, rule.get(SessionOptions{})))
         << rule.name;
   }
 }

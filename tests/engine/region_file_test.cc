@@ -33,7 +33,7 @@ absl::Status Check(const Region& r, bool writable = true) {
 TEST(RegionFileTest, AMemfdMappedSharedAtItsOffsetIsAccepted) {
   testing::FileRegion f = MakeFileRegion(1, 64 * kPage, 0, false,
                                          /*lead=*/3 * kPage);
-  EXPECT_TRUE(Check(f.region).ok()) << Check(f.region);
+  EXPECT_OK(Check(f.region));
   EXPECT_OK(ValidateRegion(f.region));
   // No file: nothing to check.
   Region none = f.region;
@@ -157,14 +157,14 @@ TEST(RegionFileTest, ZeroPagesAreAppliedThroughTheFile) {
   f.region.page(150)[kPage - 1] = 1;  // only the last byte
   ZeroPages z({&f.region, 1});
   absl::StatusOr<ZeroPages::Applied> a = z.Zero(0, 0, 300);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_EQ(a->written, 6u);
   EXPECT_EQ(a->skipped, 294u);
   EXPECT_TRUE(testing::AllZero(f.region));
   // A short run goes through the mapping, the same way.
   std::memset(f.region.page(9), 0x11, kPage);
   a = z.Zero(0, 8, 2);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_EQ(a->written, 1u);
   EXPECT_TRUE(testing::AllZero(f.region));
 }

@@ -69,7 +69,7 @@ TEST(RoundBarrierTest, AllReturnAfterLastArrivesCallbackOnce) {
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int i = 0; i < kParties; ++i) EXPECT_TRUE(results[i].ok()) << results[i];
+  for (int i = 0; i < kParties; ++i) EXPECT_OK(results[i]);
   EXPECT_EQ(early.load(), 0);
   EXPECT_EQ(callback_missing.load(), 0);
   ASSERT_EQ(rec.calls.size(), 1u);
@@ -92,7 +92,7 @@ TEST(RoundBarrierTest, ParkedChannelWaitsForTheOthers) {
   EXPECT_EQ(barrier.completed_rounds(), 0u);
   EXPECT_OK(Done(barrier.Arrive(1, 0, 7)));
   t.join();
-  EXPECT_TRUE(first.ok()) << first;
+  EXPECT_OK(first);
   ASSERT_EQ(rec.calls.size(), 1u);
   EXPECT_EQ(rec.calls[0].second, 12u);
 }
@@ -233,13 +233,13 @@ TEST(RoundBarrierTest, RemovalReleasesTheParkedForOneMoreSync) {
   absl::SleepFor(kStillBlocked);
   EXPECT_EQ(rec.count(), 0u);
   absl::StatusOr<uint64_t> effective = barrier.RemoveParty(2, 0);
-  ASSERT_TRUE(effective.ok()) << effective.status();
+  ASSERT_OK(effective);
   EXPECT_EQ(*effective, 0u);
   t0.join();
   t1.join();
   // Released within the round: the re-sent batches and one more SYNC come.
-  ASSERT_TRUE(a0.ok()) << a0.status();
-  ASSERT_TRUE(a1.ok()) << a1.status();
+  ASSERT_OK(a0);
+  ASSERT_OK(a1);
   EXPECT_FALSE(*a0);
   EXPECT_FALSE(*a1);
   EXPECT_EQ(rec.count(), 0u);
@@ -247,7 +247,8 @@ TEST(RoundBarrierTest, RemovalReleasesTheParkedForOneMoreSync) {
   std::thread t2([&] { a0 = barrier.Arrive(0, 0, 5); });
   a1 = barrier.Arrive(1, 0, 7);
   t2.join();
-  ASSERT_TRUE(a0.ok() && a1.ok());
+  ASSERT_OK(a0);
+  ASSERT_OK(a1);
   EXPECT_TRUE(*a0);
   EXPECT_TRUE(*a1);
   ASSERT_EQ(rec.calls.size(), 1u);
@@ -257,7 +258,8 @@ TEST(RoundBarrierTest, RemovalReleasesTheParkedForOneMoreSync) {
   std::thread t3([&] { a0 = barrier.Arrive(0, 1, 1); });
   a1 = barrier.Arrive(1, 1, 2);
   t3.join();
-  ASSERT_TRUE(a0.ok() && a1.ok());
+  ASSERT_OK(a0);
+  ASSERT_OK(a1);
   EXPECT_TRUE(*a0 && *a1);
   ASSERT_EQ(rec.calls.size(), 2u);
   EXPECT_EQ(rec.calls[1], std::make_pair(uint64_t{1}, uint64_t{3}));
@@ -275,7 +277,7 @@ TEST(RoundBarrierTest, RemovedPartysPagesDoNotCountInItsRound) {
   t2.join();
   EXPECT_EQ(a2.status().code(), absl::StatusCode::kCancelled) << a2.status();
   absl::StatusOr<uint64_t> effective = barrier.RemoveParty(2, 0);
-  ASSERT_TRUE(effective.ok()) << effective.status();
+  ASSERT_OK(effective);
   EXPECT_EQ(*effective, 0u);
   absl::StatusOr<bool> a0;
   std::thread t0([&] {
@@ -283,10 +285,11 @@ TEST(RoundBarrierTest, RemovedPartysPagesDoNotCountInItsRound) {
     if (a0.ok() && !*a0) a0 = barrier.Arrive(0, 0, 50);  // the extra one
   });
   absl::StatusOr<bool> a1 = barrier.Arrive(1, 0, 2);
-  ASSERT_TRUE(a1.ok()) << a1.status();
+  ASSERT_OK(a1);
   if (!*a1) a1 = barrier.Arrive(1, 0, 50);
   t0.join();
-  ASSERT_TRUE(a0.ok() && a1.ok());
+  ASSERT_OK(a0);
+  ASSERT_OK(a1);
   EXPECT_TRUE(*a0 && *a1);
   ASSERT_EQ(rec.calls.size(), 1u);
   EXPECT_EQ(rec.calls[0].second, 1u + 2 + 50 + 50);
@@ -306,16 +309,16 @@ TEST(RoundBarrierTest, RemovalAfterItsRoundCompletedTakesEffectInTheNext) {
   // The source declared party 1 gone before it saw round 0 confirmed:
   // round 0 stands (party 1's SYNC came after all its pages).
   absl::StatusOr<uint64_t> effective = barrier.RemoveParty(1, 0);
-  ASSERT_TRUE(effective.ok()) << effective.status();
+  ASSERT_OK(effective);
   EXPECT_EQ(*effective, 1u);
   ASSERT_EQ(rec.calls.size(), 1u);
   EXPECT_EQ(rec.calls[0], std::make_pair(uint64_t{0}, uint64_t{7}));
   // Round 1: the extra SYNC, then the round's own.
   absl::StatusOr<bool> a = barrier.Arrive(0, 1, 0);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_FALSE(*a);
   a = barrier.Arrive(0, 1, 9);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_TRUE(*a);
   ASSERT_EQ(rec.calls.size(), 2u);
   EXPECT_EQ(rec.calls[1], std::make_pair(uint64_t{1}, uint64_t{9}));
@@ -329,11 +332,11 @@ TEST(RoundBarrierTest, TwoRemovalsInOneRoundNeedTwoMoreSyncs) {
   EXPECT_EQ(barrier.remaining(), 1u);
   for (int extra = 0; extra < 2; ++extra) {
     absl::StatusOr<bool> a = barrier.Arrive(0, 0, 1);
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_OK(a);
     EXPECT_FALSE(*a) << extra;
   }
   absl::StatusOr<bool> a = barrier.Arrive(0, 0, 1);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_TRUE(*a);
   ASSERT_EQ(rec.calls.size(), 1u);
   EXPECT_EQ(rec.calls[0].second, 3u);
@@ -362,7 +365,8 @@ TEST(RoundBarrierTest, RejectsBadRemovals) {
     absl::StatusOr<bool> a2 = barrier.Arrive(2, round, 1);
     if (a2.ok() && !*a2) a2 = barrier.Arrive(2, round, 1);
     t.join();
-    ASSERT_TRUE(Done(a1).ok() && Done(a2).ok()) << round;
+    ASSERT_OK(Done(a1)) << round;
+    ASSERT_OK(Done(a2)) << round;
   }
   s = barrier.RemoveParty(1, 0).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -403,7 +407,7 @@ TEST(RoundBarrierTest, ConcurrentArrivalsAndRemovalsKeepRoundsExact) {
     absl::SleepFor(absl::Milliseconds(1));
   for (uint32_t gone : {2u, 3u}) {
     absl::StatusOr<uint64_t> e = barrier.RemoveParty(gone, kLossRound);
-    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_OK(e);
     EXPECT_EQ(*e, static_cast<uint64_t>(kLossRound));
   }
   for (std::thread& t : threads) t.join();

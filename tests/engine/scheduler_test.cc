@@ -96,7 +96,7 @@ TEST(SchedulerTest, EveryDirtyPageExactlyOnce) {
   }
   std::vector<DirtyBitmap*> bitmaps = {&dirty};
   auto got = sched.ScheduleRound(bitmaps, /*round=*/5);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->pages, want.size());
   EXPECT_EQ(got->bytes, want.size() * 4096);
   EXPECT_EQ(dirty.Count(), 0u) << "the round takes every bit";
@@ -143,7 +143,7 @@ TEST(SchedulerTest, TwoRegionsWithDifferentPageSizes) {
   b.Set(0);             // 11
   std::vector<DirtyBitmap*> bitmaps = {&a, &b};
   auto got = sched.ScheduleRound(bitmaps, 9);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->pages, 41u + 11u);
   EXPECT_EQ(got->bytes, 41u * 4096 + 11u * 65536);
   EXPECT_EQ(a.Count(), 0u);
@@ -216,7 +216,7 @@ TEST(SchedulerTest, MismatchedBitmapsRejectedUntouched) {
   // The right bitmaps go through.
   std::vector<DirtyBitmap*> bitmaps = {&good, &right};
   auto got = sched.ScheduleRound(bitmaps, 0);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->pages, 80u);
 }
 
@@ -241,7 +241,7 @@ TEST(SchedulerTest, NewBatchesGoToLeastLoadedRings) {
   dirty.SetRange(0, 96);  // 12 batches: fits rings 1 and 2 below 64 each
   std::vector<DirtyBitmap*> bitmaps = {&dirty};
   auto got = sched.ScheduleRound(bitmaps, 1);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(rings.ptrs[0]->Peek(100), 8u) << "the loaded ring got new work";
   EXPECT_EQ(rings.ptrs[0]->backlog_pages(), 64u);
   EXPECT_EQ(rings.ptrs[1]->backlog_pages(), 48u);
@@ -251,7 +251,7 @@ TEST(SchedulerTest, NewBatchesGoToLeastLoadedRings) {
   DrainRing(*rings.ptrs[0], 0);
   dirty.SetRange(200, 16);
   got = sched.ScheduleRound(bitmaps, 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(rings.ptrs[0]->backlog_pages(), 16u);
   EXPECT_EQ(rings.ptrs[1]->backlog_pages(), 48u);
   EXPECT_EQ(rings.ptrs[2]->backlog_pages(), 48u);
@@ -307,7 +307,7 @@ TEST(SchedulerTest, ZeroRangesTakeOnlyTheirDirtyPages) {
   }};
   std::vector<DirtyBitmap*> bitmaps = {&dirty};
   auto got = sched.ScheduleRound(bitmaps, 2, ranges);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   const uint64_t zeroed = 23 + 98 + 1;
   EXPECT_EQ(got->zero_range_pages, zeroed);
   EXPECT_EQ(got->pages, kPages - 3);

@@ -265,7 +265,7 @@ Region RegionAt(void* base, uint64_t length, uint32_t page_size = kPage) {
 
 std::vector<ByteRange> Find(const Region& r) {
   absl::StatusOr<std::vector<ByteRange>> got = FindUntouchedRanges(r);
-  EXPECT_TRUE(got.ok()) << got.status();
+  EXPECT_OK(got);
   return got.ok() ? *got : std::vector<ByteRange>{};
 }
 
@@ -417,7 +417,7 @@ void PwritePage(int fd, uint64_t page) {
 // write (30), then checks exactly the holes are reported.
 void CheckSharedFile(int fd) {
   Mapping m(64 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
-  ASSERT_TRUE(m.ok()) << strerror(errno);
+  ASSERT_OK(m) << strerror(errno);
   EXPECT_THAT(Find(RegionAt(m.data(), 64 * kPage)),
               ElementsAre(ByteRange{0, 64 * kPage}));
   *m.page(1) = 1;
@@ -468,7 +468,7 @@ TEST(FindUntouchedRanges, SharedFileMappedAtAnOffset) {
   PwritePage(fd, 10);  // before the mapping
   PwritePage(fd, 20);  // page 4 of the mapping
   Mapping m(32 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 16 * kPage);
-  ASSERT_TRUE(m.ok()) << strerror(errno);
+  ASSERT_OK(m) << strerror(errno);
   // A region that starts inside the mapping.
   EXPECT_EQ(Find(RegionAt(m.page(2), 30 * kPage)), Complement(30, {2}));
   close(fd);
@@ -479,7 +479,7 @@ TEST(FindUntouchedRanges, SharedPagesPastEndOfFileAreNotReported) {
   int fd = SparseFile(memfd_create("ramferry-untouched", MFD_CLOEXEC), 60);
   ASSERT_GE(fd, 0) << strerror(errno);
   Mapping m(64 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
-  ASSERT_TRUE(m.ok()) << strerror(errno);
+  ASSERT_OK(m) << strerror(errno);
   *m.page(2) = 1;
   EXPECT_THAT(
       Find(RegionAt(m.data(), 64 * kPage)),
@@ -498,7 +498,7 @@ TEST(FindUntouchedRanges, SwappedOutShmemIsNotReported) {
   int fd = SparseFile(memfd_create("ramferry-untouched", MFD_CLOEXEC), 8);
   ASSERT_GE(fd, 0) << strerror(errno);
   Mapping m(8 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
-  ASSERT_TRUE(m.ok()) << strerror(errno);
+  ASSERT_OK(m) << strerror(errno);
   memset(m.page(3), 0x5a, kPage);
   // Swap-out writes back asynchronously; the page leaves the swap cache
   // (which mincore still counts) only on a later pass.
@@ -531,7 +531,7 @@ TEST(FindUntouchedRanges, PrivateFileMappingReportsNothing) {
   PwritePage(fd, 0);
   PwritePage(fd, 33);
   Mapping m(64 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd);
-  ASSERT_TRUE(m.ok()) << strerror(errno);
+  ASSERT_OK(m) << strerror(errno);
   EXPECT_THAT(Find(RegionAt(m.data(), 64 * kPage)), IsEmpty());
   *m.page(5) = 1;  // a private copy now
   (void)*static_cast<volatile uint8_t*>(m.page(6));
@@ -630,7 +630,7 @@ TEST(FindUntouchedRanges, RegionOverTwoMappingsFollowsEachOnesRule) {
   // File holes only: the memfd half's holes, none of the anonymous half.
   absl::StatusOr<std::vector<ByteRange>> holes = FindUntouchedRanges(
       RegionAt(m.data(), 64 * kPage), UntouchedScope::kFileHolesOnly);
-  ASSERT_TRUE(holes.ok()) << holes.status();
+  ASSERT_OK(holes);
   EXPECT_EQ(*holes, (std::vector<ByteRange>{{32 * kPage, 8 * kPage},
                                             {41 * kPage, 9 * kPage},
                                             {51 * kPage, 13 * kPage}}));

@@ -27,7 +27,7 @@ TEST(DigestTableTest, RecordHashesExactlyThePagesOfEachRun) {
   auto a = testing::MakeRegion(1, 16 * 4096, /*seed=*/1, /*fill=*/true);
   std::vector<Region> regions = {a.region};
   absl::StatusOr<std::unique_ptr<DigestTable>> t = DigestTable::Create(regions);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   // Runs as BuildPageRuns makes them: pages 2-4 and 9.
   std::vector<iovec> runs = {{a.region.page(2), 3 * 4096},
                              {a.region.page(9), 4096}};
@@ -53,7 +53,7 @@ TEST(BackgroundDigestsTest, HashesEveryPageOfEveryRegion) {
   for (int threads : {1, 3}) {
     absl::StatusOr<std::unique_ptr<BackgroundDigests>> d =
         BackgroundDigests::Start(regions, threads);
-    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_OK(d);
     (*d)->Finish();
     for (size_t i = 0; i < regions.size(); ++i) {
       const std::vector<uint64_t> want = Expected(regions[i]);
@@ -70,7 +70,7 @@ TEST(BackgroundDigestsTest, DestroyedBeforeFinishStopsItsThreads) {
   std::vector<Region> regions = {a.region};
   absl::StatusOr<std::unique_ptr<BackgroundDigests>> d =
       BackgroundDigests::Start(regions, 2);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   d->reset();  // joins without hashing the rest
 }
 
@@ -89,7 +89,7 @@ TEST(BackgroundDigestsTest, HolesOfASharedFileAreZeroWithoutBeingRead) {
   std::fill_n(r.page(3), 4096, 0x33);
   std::fill_n(r.page(40), 100, 0x44);
   auto d = BackgroundDigests::Start({&r, 1}, 2);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   (*d)->Finish();
   std::vector<uint64_t> want(kPages);
   PageDigests(r, 0, absl::MakeSpan(want));  // reads every page, after

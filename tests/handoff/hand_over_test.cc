@@ -29,6 +29,7 @@
 #include "proto/memory_handoff.h"
 #include "ramferry/memory_handoff.h"
 #include "ramferry/ramferry.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/uffd_skip.h"
 
 namespace ramferry {
@@ -78,7 +79,7 @@ class HandOverAttachedTest : public ::testing::Test {
           events_.push_back(std::string(ExportEventName(ev)));
         },
         o);
-    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_OK(e);
     exp_ = *std::move(e);
   }
   std::vector<std::string> Events() {
@@ -105,15 +106,15 @@ TEST_F(HandOverAttachedTest, TheAdopterGetsTheWorkloadsOwnPagesVerified) {
   Export(true);
   absl::StatusOr<std::unique_ptr<AdoptedMemory>> adopt =
       AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   absl::Status waited;
   std::thread t([&] { waited = (*adopt)->Wait(absl::Seconds(10)); });
   const HandOverReport r =
       HandOverAttached(Path("export.sock"), Path("adopt.sock"), Options(true));
   t.join();
   ASSERT_EQ(r.outcome, Outcome::kMigrated) << r.status;
-  EXPECT_TRUE(r.status.ok()) << r.status;
-  ASSERT_TRUE(waited.ok()) << waited;
+  EXPECT_OK(r.status);
+  ASSERT_OK(waited);
   EXPECT_EQ(r.workload_pid, getpid());
   EXPECT_EQ(r.regions, 2u);
   EXPECT_EQ(r.bytes, 24 * kPage);
@@ -121,7 +122,7 @@ TEST_F(HandOverAttachedTest, TheAdopterGetsTheWorkloadsOwnPagesVerified) {
   EXPECT_GT(r.verify_ns, 0);
   EXPECT_GE(r.downtime_ns,
             r.pause_ns + r.grant_ns + r.verify_ns + r.hand_over_ns);
-  EXPECT_TRUE(exp_->WaitMigrated(absl::Seconds(5)).ok());
+  EXPECT_OK(exp_->WaitMigrated(absl::Seconds(5)));
   EXPECT_THAT(Events(), ElementsAre("pause", "migrated"));
   absl::Span<const SharedRegion> got = (*adopt)->regions();
   ASSERT_EQ(got.size(), 2u);
@@ -160,30 +161,27 @@ TEST_F(HandOverAttachedTest, TheExportGrantsOnlyWithConsentAndWhilePaused) {
     Export(allow);
     absl::StatusOr<base::OwnedFd> c =
         handoff::ConnectSeqpacket(Path("export.sock"), absl::Seconds(5));
-    ASSERT_TRUE(c.ok()) << c.status();
-    ASSERT_TRUE(handoff::ReceiveOffer(c->get(), proto::OfferKind::kExport,
-                                      absl::Seconds(5))
-                    .ok());
+    ASSERT_OK(c);
+    ASSERT_OK(handoff::ReceiveOffer(c->get(), proto::OfferKind::kExport,
+                                    absl::Seconds(5)));
     auto ask = [&] {
-      EXPECT_TRUE(handoff::SendCommand(c->get(),
-                                       proto::HandoffCommand::kHandOverRequest)
-                      .ok());
+      EXPECT_OK(handoff::SendCommand(c->get(),
+                                     proto::HandoffCommand::kHandOverRequest));
       return handoff::ReceiveCommandWithFds(c->get(), absl::Seconds(5));
     };
     absl::StatusOr<handoff::ReceivedCommand> early = ask();
-    ASSERT_TRUE(early.ok()) << early.status();
+    ASSERT_OK(early);
     EXPECT_EQ(early->command.type, proto::HandoffCommand::kRefused);
     EXPECT_EQ(early->command.value,
               static_cast<uint64_t>(allow ? proto::RefusalReason::kNotPaused
                                           : proto::RefusalReason::kNotAllowed));
-    ASSERT_TRUE(
-        handoff::SendCommand(c->get(), proto::HandoffCommand::kPause).ok());
+    ASSERT_OK(handoff::SendCommand(c->get(), proto::HandoffCommand::kPause));
     absl::StatusOr<proto::CommandMessage> paused =
         handoff::ReceiveCommand(c->get(), absl::Seconds(5));
-    ASSERT_TRUE(paused.ok()) << paused.status();
+    ASSERT_OK(paused);
     EXPECT_EQ(paused->type, proto::HandoffCommand::kPaused);
     absl::StatusOr<handoff::ReceivedCommand> later = ask();
-    ASSERT_TRUE(later.ok()) << later.status();
+    ASSERT_OK(later);
     if (!allow) {
       EXPECT_EQ(later->command.type, proto::HandoffCommand::kRefused);
       continue;
@@ -215,16 +213,15 @@ TEST_F(HandOverAttachedTest, ASilentAdopterTimesOutAndCannotAcknowledgeLate) {
   Export(true);
   absl::StatusOr<handoff::SeqpacketListener> l =
       handoff::ListenSeqpacket(Path("adopt.sock"));
-  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_OK(l);
   std::atomic<bool> done{false};
   int late_send = 0;
   std::thread adopter([&] {
     absl::StatusOr<base::OwnedFd> c =
         handoff::AcceptSeqpacket(l->get(), absl::Seconds(5), nullptr);
-    ASSERT_TRUE(c.ok()) << c.status();
-    ASSERT_TRUE(handoff::ReceiveOffer(c->get(), proto::OfferKind::kHandOver,
-                                      absl::Seconds(5))
-                    .ok());
+    ASSERT_OK(c);
+    ASSERT_OK(handoff::ReceiveOffer(c->get(), proto::OfferKind::kHandOver,
+                                    absl::Seconds(5)));
     while (!done.load()) absl::SleepFor(absl::Milliseconds(5));
     late_send =
         handoff::SendCommand(c->get(), proto::HandoffCommand::kAdopted).ok()
@@ -248,12 +245,12 @@ TEST_F(HandOverAttachedTest, ASilentAdopterTimesOutAndCannotAcknowledgeLate) {
 TEST_F(HandOverAttachedTest, TheAdopterRefusesADigestMismatch) {
   absl::StatusOr<std::unique_ptr<AdoptedMemory>> adopt =
       AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   absl::Status waited;
   std::thread t([&] { waited = (*adopt)->Wait(absl::Seconds(2)); });
   absl::StatusOr<base::OwnedFd> c =
       handoff::ConnectSeqpacket(Path("adopt.sock"), absl::Seconds(5));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const std::vector<uint64_t> digests = {
       RegionDigest(regions_[0].base, regions_[0].length),
       RegionDigest(regions_[1].base, regions_[1].length) ^ 1};

@@ -164,13 +164,13 @@ TEST_F(MemoryHandoffTest, ExportAndAttachInOneProcessCollectExactWrites) {
   std::atomic<int> events{0};
   absl::StatusOr<std::unique_ptr<MemoryExport>> exp = MemoryExport::Listen(
       Path("export.sock"), regions, [&](ExportEvent) { ++events; });
-  ASSERT_TRUE(exp.ok()) << exp.status();
+  ASSERT_OK(exp);
   EXPECT_EQ((*exp)->socket_path(), Path("export.sock"));
   EXPECT_EQ((*exp)->paused_at_ns(), 0);
 
   absl::StatusOr<std::unique_ptr<AttachedMemory>> att =
       AttachedMemory::Attach(Path("export.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   EXPECT_EQ((*att)->pid(), getpid());
   EXPECT_TRUE((*att)->pauses_itself());
   absl::Span<const Region> got = (*att)->regions();
@@ -198,7 +198,7 @@ TEST_F(MemoryHandoffTest, ExportAndAttachInOneProcessCollectExactWrites) {
   DirtyBitmap d1(1024), d2(16), d3(8);
   std::vector<DirtyBitmap*> ds = {&d1, &d2, &d3};
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten(ds);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 6u);
   EXPECT_THAT(SetPages(d1), UnorderedElementsAre(0, 5, 7, 8, 1000));
   EXPECT_TRUE(SetPages(d2).empty());
@@ -214,14 +214,14 @@ TEST_F(MemoryHandoffTest, ExportAndAttachInOneProcessCollectExactWrites) {
   DirtyBitmap e1(1024), e2(16), e3(8);
   std::vector<DirtyBitmap*> es = {&e1, &e2, &e3};
   n = (*att)->CollectWritten(es);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 0u);
   EXPECT_EQ(e1.Count() + e2.Count() + e3.Count(), 0u);
 
   // Re-armed: a write to the second region of the same memfd shows.
   r2[15 * kPage] = 9;
   n = (*att)->CollectWritten(es);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 1u);
   EXPECT_THAT(SetPages(e2), UnorderedElementsAre(15));
   EXPECT_EQ(static_cast<const uint8_t*>(got[1].base)[15 * kPage], 9);
@@ -258,9 +258,9 @@ TEST_F(MemoryHandoffTest, SecondAttacherGetsAnErrorNotAHang) {
   ASSERT_NE(base, nullptr);
   const SharedRegion r{1, "r", base, 4 * kPage, fd, 0};
   auto exp = MemoryExport::Listen(Path("e.sock"), {&r, 1}, nullptr);
-  ASSERT_TRUE(exp.ok()) << exp.status();
+  ASSERT_OK(exp);
   auto first = AttachedMemory::Attach(Path("e.sock"), absl::Seconds(10));
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   EXPECT_FALSE((*first)->pauses_itself());
   const absl::Time start = absl::Now();
   auto second = AttachedMemory::Attach(Path("e.sock"), absl::Milliseconds(300));
@@ -289,7 +289,7 @@ TEST_F(HandOverTest, AttachWithNobodyListeningFailsWithinTheTimeout) {
 
 TEST_F(MemoryHandoffTest, AttachToAnAdopterIsAnError) {
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   const absl::Time start = absl::Now();
   auto att =
       AttachedMemory::Attach(Path("adopt.sock"), absl::Milliseconds(300));
@@ -491,7 +491,7 @@ TEST_F(MemoryHandoffTest, ForkedWorkloadPausesResumesAndMigrates) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   EXPECT_EQ((*att)->pid(), w.pid());
   EXPECT_TRUE((*att)->pauses_itself());
   ASSERT_EQ((*att)->regions().size(), 1u);
@@ -507,14 +507,14 @@ TEST_F(MemoryHandoffTest, ForkedWorkloadPausesResumesAndMigrates) {
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 2u);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(3, 11));
   EXPECT_EQ(m[3 * kPage + 3], 4);
   EXPECT_EQ(m[11 * kPage + 11], 12);
   d.ClearAll();
   n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 0u);
 
   EXPECT_EQ(w.PausedAtNs(), 0);
@@ -536,7 +536,7 @@ TEST_F(MemoryHandoffTest, ForkedWorkloadPausesResumesAndMigrates) {
   EXPECT_EQ(ReadByte(w.events(), 0), 'R');
   ASSERT_TRUE(w.Write(5));
   n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(5));
 
   ASSERT_OK((*att)->Pause(absl::Seconds(10)));
@@ -554,7 +554,7 @@ TEST_F(MemoryHandoffTest, NoHandlerPausesWithSigstopAndResumesWithSigcont) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   EXPECT_FALSE((*att)->pauses_itself());
   ASSERT_OK((*att)->Pause(absl::Seconds(5)));
   EXPECT_TRUE((*att)->stopped_by_signal());
@@ -568,7 +568,7 @@ TEST_F(MemoryHandoffTest, NoHandlerPausesWithSigstopAndResumesWithSigcont) {
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(2));
   // Migrated: a stopped workload stays stopped; this one runs and is told.
   ASSERT_OK((*att)->Pause(absl::Seconds(5)));
@@ -586,7 +586,7 @@ TEST_F(MemoryHandoffTest, HandlerThatDoesNotAnswerFallsBackToSigstop) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   EXPECT_TRUE((*att)->pauses_itself());
   const absl::Time start = absl::Now();
   ASSERT_OK((*att)->Pause(absl::Milliseconds(200)));
@@ -610,14 +610,14 @@ TEST_F(MemoryHandoffTest, DetachWhilePausedTellsTheWorkload) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   ASSERT_OK((*att)->Pause(absl::Seconds(10)));
   EXPECT_EQ(ReadByte(w.events(), 0), 'P');
   att->reset();
   EXPECT_EQ(ReadByte(w.events(), 10000), 'D');
   // It serves the next migration process, which finds it paused.
   auto again = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   again->reset();
   EXPECT_TRUE(w.Quit());
 }
@@ -632,7 +632,7 @@ TEST_F(MemoryHandoffTest, AWorkloadWhoseMainThreadExitedIsPausedAndTracked) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   ASSERT_TRUE(w.ExitMainThread());
   for (int i = 0; i < 1000 && ProcState(w.pid()) != 'Z'; ++i) {
     absl::SleepFor(absl::Milliseconds(2));
@@ -642,16 +642,16 @@ TEST_F(MemoryHandoffTest, AWorkloadWhoseMainThreadExitedIsPausedAndTracked) {
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(6));
   const absl::Status paused = (*att)->Pause(absl::Seconds(2));
-  ASSERT_TRUE(paused.ok()) << paused;
+  ASSERT_OK(paused);
   EXPECT_TRUE((*att)->stopped_by_signal());
   ASSERT_OK((*att)->Resume());
   ASSERT_TRUE(w.Write(9)) << "the workload runs again";
   d.ClearAll();
   n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(9));
   att->reset();
   EXPECT_TRUE(w.Quit());
@@ -662,7 +662,7 @@ TEST_F(MemoryHandoffTest, WorkloadDiedCollectFails) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   const pid_t pid = w.pid();
   w.Kill();
   // The killed child could not unlink its socket.
@@ -681,7 +681,7 @@ TEST_F(MemoryHandoffTest, WorkloadFreedItsExportCollectFails) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   ASSERT_TRUE(w.FreeExport());
   ASSERT_TRUE(w.Write(4));
   DirtyBitmap d(kChildPages);
@@ -704,7 +704,7 @@ TEST_F(MemoryHandoffTest, WorkloadUnmappedItsMemoryCollectFails) {
   ASSERT_GT(w.pid(), 0);
   ASSERT_EQ(w.Started(), 'L');
   auto att = AttachedMemory::Attach(Path("w.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
   ASSERT_OK((*att)->CollectWritten({&dp, 1}));
@@ -727,9 +727,9 @@ TEST_F(MemoryHandoffTest, WorkloadShrankItsFileCollectFailsAndNoSealStays) {
   ASSERT_NE(base, nullptr);
   const SharedRegion r{1, "r", base, 4 * kPage, fd, 0};
   auto exp = MemoryExport::Listen(Path("s.sock"), {&r, 1}, nullptr);
-  ASSERT_TRUE(exp.ok()) << exp.status();
+  ASSERT_OK(exp);
   auto att = AttachedMemory::Attach(Path("s.sock"), absl::Seconds(10));
-  ASSERT_TRUE(att.ok()) << att.status();
+  ASSERT_OK(att);
   EXPECT_EQ(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK, 0);
   DirtyBitmap d(4);
   DirtyBitmap* dp = &d;
@@ -752,7 +752,7 @@ TEST_F(HandOverTest, HandOverAndAdoptShareTheBytes) {
   for (uint64_t i = 0; i < 6 * kPage; ++i)
     base[i] = static_cast<uint8_t>(i * 7);
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   absl::Status waited;
   std::thread t([&] { waited = (*adopt)->Wait(absl::Seconds(20)); });
   const SharedRegion regions[] = {
@@ -761,8 +761,8 @@ TEST_F(HandOverTest, HandOverAndAdoptShareTheBytes) {
   absl::Status s =
       HandOverMemory(Path("adopt.sock"), regions, absl::Seconds(10));
   t.join();
-  ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(waited.ok()) << waited;
+  ASSERT_OK(s);
+  ASSERT_OK(waited);
   // Gone once adopted.
   EXPECT_FALSE(std::filesystem::exists(Path("adopt.sock")));
   absl::Span<const SharedRegion> got = (*adopt)->regions();
@@ -795,7 +795,7 @@ TEST_F(HandOverTest, AdopterRefusesShortFdAndKeepsWaiting) {
   ASSERT_GE(good, 0);
   ASSERT_EQ(pwrite(good, "abc", 3, kPage), 3);
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   absl::Status waited;
   std::thread t([&] { waited = (*adopt)->Wait(absl::Seconds(30)); });
   const SharedRegion too_short{
@@ -808,8 +808,8 @@ TEST_F(HandOverTest, AdopterRefusesShortFdAndKeepsWaiting) {
                            4 * kPage, good, 0};
   s = HandOverMemory(Path("adopt.sock"), {&right, 1}, absl::Seconds(10));
   t.join();
-  EXPECT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(waited.ok()) << waited;
+  EXPECT_OK(s);
+  ASSERT_OK(waited);
   ASSERT_EQ((*adopt)->regions().size(), 1u);
   EXPECT_EQ(
       std::memcmp(static_cast<uint8_t*>((*adopt)->regions()[0].base) + kPage,
@@ -822,7 +822,7 @@ TEST_F(HandOverTest, AdopterRefusesShortFdAndKeepsWaiting) {
 
 TEST_F(HandOverTest, AdoptWaitTimesOut) {
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   const absl::Time start = absl::Now();
   absl::Status s = (*adopt)->Wait(absl::Milliseconds(150));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
@@ -885,7 +885,7 @@ std::vector<uint8_t> HandOverOffer(uint32_t regions, uint64_t pages = 1) {
 
 TEST_F(HandOverTest, AdopterRefusesBadOffersWithoutCrashing) {
   auto adopt = AdoptedMemory::Listen(Path("adopt.sock"));
-  ASSERT_TRUE(adopt.ok()) << adopt.status();
+  ASSERT_OK(adopt);
   absl::Status waited;
   std::thread t([&] { waited = (*adopt)->Wait(absl::Seconds(60)); });
   const int memfd = NewMemfd(2);
@@ -929,8 +929,8 @@ TEST_F(HandOverTest, AdopterRefusesBadOffersWithoutCrashing) {
   absl::Status s =
       HandOverMemory(Path("adopt.sock"), {&r, 1}, absl::Seconds(10));
   t.join();
-  EXPECT_TRUE(s.ok()) << s;
-  EXPECT_TRUE(waited.ok()) << waited;
+  EXPECT_OK(s);
+  EXPECT_OK(waited);
   adopt->reset();
   close(memfd);
   close(pfd[0]);
@@ -1030,14 +1030,14 @@ TEST_F(MemoryHandoffTest, AnExportSendsItsPagemapAndReadOnlyFilesOnly) {
   ASSERT_NE(base, nullptr);
   const SharedRegion r{3, "r", base, 4 * kPage, memfd, 0};
   auto exp = MemoryExport::Listen(Path("w.sock"), {&r, 1}, nullptr);
-  ASSERT_TRUE(exp.ok()) << exp.status();
+  ASSERT_OK(exp);
   {
     absl::StatusOr<base::OwnedFd> conn =
         handoff::ConnectSeqpacket(Path("w.sock"), absl::Seconds(10));
-    ASSERT_TRUE(conn.ok()) << conn.status();
+    ASSERT_OK(conn);
     absl::StatusOr<handoff::Packet> offer = handoff::ReceivePacket(
         conn->get(), proto::kMaxOfferBytes, 16, absl::Seconds(10));
-    ASSERT_TRUE(offer.ok()) << offer.status();
+    ASSERT_OK(offer);
     ASSERT_EQ(offer->fds.size(), 2u);  // pagemap, the region's file
     EXPECT_EQ(FdTarget(offer->fds[0].get()),
               absl::StrCat("/proc/", getpid(), "/pagemap"));
@@ -1227,7 +1227,7 @@ TEST_F(MemoryHandoffTest, ListenRefusesBadRegions) {
   // And a good one, after all that, works (nothing was left registered).
   const SharedRegion good{1, "r", base, 4 * kPage, fd, 0};
   auto exp = MemoryExport::Listen(Path("good.sock"), {&good, 1}, nullptr);
-  EXPECT_TRUE(exp.ok()) << exp.status();
+  EXPECT_OK(exp);
   exp->reset();
   munmap(base, 4 * kPage);
   close(fd);
@@ -1241,7 +1241,7 @@ TEST_F(MemoryHandoffTest, ListenRefusesALivePathAndReplacesAStaleOne) {
   const SharedRegion r1{1, "a", b1, kPage, fd, 0};
   const SharedRegion r2{2, "b", b2, kPage, fd, kPage};
   auto first = MemoryExport::Listen(Path("e.sock"), {&r1, 1}, nullptr);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   auto second = MemoryExport::Listen(Path("e.sock"), {&r2, 1}, nullptr);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists)
       << second.status();
@@ -1249,7 +1249,7 @@ TEST_F(MemoryHandoffTest, ListenRefusesALivePathAndReplacesAStaleOne) {
   EXPECT_EQ(adopter.status().code(), absl::StatusCode::kAlreadyExists);
   // The first still serves.
   auto att = AttachedMemory::Attach(Path("e.sock"), absl::Seconds(10));
-  EXPECT_TRUE(att.ok()) << att.status();
+  EXPECT_OK(att);
   att->reset();
   first->reset();
   EXPECT_FALSE(std::filesystem::exists(Path("e.sock")));
@@ -1266,9 +1266,9 @@ TEST_F(MemoryHandoffTest, ListenRefusesALivePathAndReplacesAStaleOne) {
   }
   ASSERT_TRUE(std::filesystem::exists(Path("stale.sock")));
   auto replaced = MemoryExport::Listen(Path("stale.sock"), {&r2, 1}, nullptr);
-  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  ASSERT_OK(replaced);
   att = AttachedMemory::Attach(Path("stale.sock"), absl::Seconds(10));
-  EXPECT_TRUE(att.ok()) << att.status();
+  EXPECT_OK(att);
   att->reset();
   replaced->reset();
   // A regular file at the path is not a socket to replace.
@@ -1292,21 +1292,21 @@ TEST_F(MemoryHandoffTest, WriteTrackerOnAnonymousMemory) {
   base[kPage] = 1;  // before tracking
   absl::StatusOr<std::unique_ptr<WriteTracker>> t =
       WriteTracker::Track(base, kPages * kPage);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   DirtyBitmap d(kPages);
   absl::StatusOr<uint64_t> n = (*t)->Collect(d);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   d.ClearAll();
   base[2 * kPage] = 1;
   base[31 * kPage + 4095] = 1;
   base[kPage] = 2;
   n = (*t)->Collect(d);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 3u);
   EXPECT_THAT(SetPages(d), UnorderedElementsAre(1, 2, 31));
   d.ClearAll();
   n = (*t)->Collect(d);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 0u);
   EXPECT_EQ(d.Count(), 0u);
   base[2 * kPage + 5] = 3;  // re-armed: reported again
@@ -1329,7 +1329,7 @@ TEST_F(MemoryHandoffTest, WriteTrackerRefusesAWrongSizeBitmap) {
   uint8_t* base = static_cast<uint8_t*>(p);
   absl::StatusOr<std::unique_ptr<WriteTracker>> t =
       WriteTracker::Track(base, kPages * kPage);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_OK(t);
   base[30 * kPage] = 1;
   DirtyBitmap small(4);
   absl::StatusOr<uint64_t> n = (*t)->Collect(small);
@@ -1502,7 +1502,7 @@ TEST_F(MemoryHandoffTest, APathTakenOverSinceIsLeftToItsNewOwner) {
   };
   {
     auto exp = MemoryExport::Listen(Path("x.sock"), {&r, 1}, nullptr);
-    ASSERT_TRUE(exp.ok()) << exp.status();
+    ASSERT_OK(exp);
     const int newcomer = take_over(Path("x.sock"));
     exp->reset();
     EXPECT_TRUE(std::filesystem::exists(Path("x.sock")));
@@ -1511,7 +1511,7 @@ TEST_F(MemoryHandoffTest, APathTakenOverSinceIsLeftToItsNewOwner) {
   }
   {
     auto adopter = AdoptedMemory::Listen(Path("y.sock"));
-    ASSERT_TRUE(adopter.ok()) << adopter.status();
+    ASSERT_OK(adopter);
     const int newcomer = take_over(Path("y.sock"));
     adopter->reset();
     EXPECT_TRUE(std::filesystem::exists(Path("y.sock")));
@@ -1520,7 +1520,7 @@ TEST_F(MemoryHandoffTest, APathTakenOverSinceIsLeftToItsNewOwner) {
   }
   // Its own file, still there, goes with it.
   auto exp = MemoryExport::Listen(Path("z.sock"), {&r, 1}, nullptr);
-  ASSERT_TRUE(exp.ok()) << exp.status();
+  ASSERT_OK(exp);
   exp->reset();
   EXPECT_FALSE(std::filesystem::exists(Path("z.sock")));
   munmap(base, kPage);

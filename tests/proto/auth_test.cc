@@ -79,7 +79,7 @@ TEST(AuthChallengeTest, RoundTripAndLayout) {
   EXPECT_EQ(buf[8], 1);
   EXPECT_EQ(buf[24], 0x80);
   absl::StatusOr<AuthChallenge> back = DecodeAuthChallenge(buf);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(back->nonce, c.nonce);
   EXPECT_EQ(back->proof, c.proof);
 }
@@ -123,7 +123,7 @@ TEST(AuthProofTest, RoundTripAndBadFields) {
   std::vector<uint8_t> buf(kAuthProofBytes);
   EncodeAuthProof(p, absl::MakeSpan(buf));
   absl::StatusOr<AuthProof> back = DecodeAuthProof(buf);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(back->proof, p.proof);
   EXPECT_THAT(
       DecodeAuthProof(absl::MakeSpan(buf).subspan(1)).status().message(),

@@ -28,7 +28,7 @@ std::vector<uint8_t> Payload(const std::vector<uint8_t>& frame,
                              ControlType want) {
   EXPECT_GE(frame.size(), kFrameHeaderBytes);
   auto h = DecodeFrameHeader(frame);
-  EXPECT_TRUE(h.ok()) << h.status();
+  EXPECT_OK(h);
   if (!h.ok()) return {};
   EXPECT_EQ(h->type, want);
   EXPECT_EQ(h->length, frame.size() - kFrameHeaderBytes);
@@ -84,7 +84,7 @@ TEST(FrameHeaderTest, EnforcesEachTypesBound) {
     const uint32_t t = static_cast<uint32_t>(c.type);
     EXPECT_STREQ(ControlTypeName(c.type), c.name);
     auto ok = DecodeFrameHeader(FrameHeaderBytes(t, c.bound));
-    ASSERT_TRUE(ok.ok()) << c.name << ": " << ok.status();
+    ASSERT_OK(ok) << c.name;
     EXPECT_EQ(ok->type, c.type);
     EXPECT_EQ(ok->length, c.bound);
     for (uint32_t len : {c.bound + 1, 0xFFFFFFFFu}) {
@@ -116,7 +116,7 @@ TEST(RegionTableTest, RoundTrip) {
   std::vector<uint8_t> payload = Payload(frame, ControlType::kRegionTable);
   EXPECT_EQ(Load32(payload.data()), 4u);
   auto got = DecodeRegionTable(payload);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, regions);
 }
 
@@ -164,7 +164,7 @@ TEST(RegionTableTest, AcceptsMaxRegions) {
   }
   std::vector<uint8_t> frame = EncodeRegionTable(regions);
   auto got = DecodeRegionTable(Payload(frame, ControlType::kRegionTable));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(*got, regions);
 }
 
@@ -216,17 +216,15 @@ TEST(RegionTableTest, RejectsLongOrNonPrintableName) {
     EXPECT_THAT(s.message(), AllOf(HasSubstr("region 13"), HasSubstr("name")));
   }
   // Exactly 255 printable bytes is fine.
-  EXPECT_TRUE(
-      DecodeTable(
-          TableBuilder(1).Entry(12, 4096, 4096, std::string(255, '~')).bytes())
-          .ok());
+  EXPECT_OK(DecodeTable(
+      TableBuilder(1).Entry(12, 4096, 4096, std::string(255, '~')).bytes()));
 }
 
 TEST(RegionTableTest, EncoderClipsLongNames) {
   std::vector<RegionInfo> regions = {{1, 4096, 4096, std::string(300, 'k')}};
   auto got = DecodeRegionTable(
       Payload(EncodeRegionTable(regions), ControlType::kRegionTable));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ((*got)[0].name, std::string(255, 'k'));
 }
 
@@ -274,7 +272,7 @@ TEST(RegionReplyTest, RoundTrip) {
        {RegionReply{true, ""}, RegionReply{false, "region 3 is too small"}}) {
     auto got = DecodeRegionReply(
         Payload(EncodeRegionReply(r), ControlType::kRegionReply));
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     EXPECT_EQ(got->accepted, r.accepted);
     EXPECT_EQ(got->reason, r.reason);
   }
@@ -282,7 +280,7 @@ TEST(RegionReplyTest, RoundTrip) {
   RegionReply big{false, std::string(5000, 'r')};
   std::vector<uint8_t> frame = EncodeRegionReply(big);
   auto got = DecodeRegionReply(Payload(frame, ControlType::kRegionReply));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->reason.size(), kMaxErrorTextBytes);
 }
 
@@ -344,7 +342,7 @@ TEST(RoundDoneTest, RoundTripAndRejects) {
   EXPECT_EQ(p[0], 0x01);
   EXPECT_EQ(p[7], 0x08);
   auto got = DecodeRoundDone(p);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->round, d.round);
   EXPECT_EQ(got->pages, d.pages);
 
@@ -364,7 +362,7 @@ TEST(ErrorTest, RoundTrip) {
   e.code = static_cast<uint16_t>(absl::StatusCode::kDataLoss);
   e.text = "page 12 checksum mismatch";
   auto got = DecodeError(Payload(EncodeError(e), ControlType::kError));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->channel, 3u);
   EXPECT_EQ(got->code, e.code);
   EXPECT_EQ(got->text, e.text);
@@ -377,7 +375,7 @@ TEST(ErrorTest, RoundTrip) {
   EXPECT_EQ(m.channel, kNoChannel);
   EXPECT_EQ(m.code, static_cast<uint16_t>(absl::StatusCode::kUnavailable));
   auto got2 = DecodeError(Payload(EncodeError(m), ControlType::kError));
-  ASSERT_TRUE(got2.ok()) << got2.status();
+  ASSERT_OK(got2);
   EXPECT_EQ(got2->channel, kNoChannel);
   EXPECT_THAT(ErrorMessageStatus(*got2).message(),
               AllOf(HasSubstr("gone"), ::testing::Not(HasSubstr("channel"))));
@@ -397,7 +395,7 @@ TEST(ErrorTest, NonPrintableTextReplaced) {
   e.code = 13;
   e.text = "a\x1b[31mb\xc3";
   auto got = DecodeError(Payload(EncodeError(e), ControlType::kError));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->text, "a?[31mb?");
 }
 
@@ -435,7 +433,7 @@ TEST(ErrorTest, RejectsTextLongerThanBound) {
   ErrorMessage e = MakeErrorMessage(
       absl::InternalError(std::string(kMaxErrorTextBytes, 'e')));
   auto got = DecodeError(Payload(EncodeError(e), ControlType::kError));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->text.size(), kMaxErrorTextBytes);
 }
 
@@ -463,7 +461,7 @@ TEST(VerifyRequestTest, RoundTripAndRejects) {
       Payload(EncodeVerifyRequest(q), ControlType::kVerifyRequest);
   ASSERT_EQ(p.size(), 16u);
   auto got = DecodeVerifyRequest(p);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->region_id, 17u);
   EXPECT_EQ(got->first_page, q.first_page);
   EXPECT_EQ(got->page_count, kMaxVerifyPages);
@@ -491,7 +489,7 @@ TEST(VerifyResultTest, RoundTrip) {
   v.page_digests = {1, ~uint64_t{0}, 0x1234567890abcdefull};
   auto got = DecodeVerifyResult(
       Payload(EncodeVerifyResult(v), ControlType::kVerifyResult));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->region_id, 4u);
   EXPECT_EQ(got->first_page, 1000u);
   EXPECT_EQ(got->page_digests, v.page_digests);
@@ -499,14 +497,14 @@ TEST(VerifyResultTest, RoundTrip) {
   VerifyResult empty;
   auto got0 = DecodeVerifyResult(
       Payload(EncodeVerifyResult(empty), ControlType::kVerifyResult));
-  ASSERT_TRUE(got0.ok()) << got0.status();
+  ASSERT_OK(got0);
   EXPECT_TRUE(got0->page_digests.empty());
 
   VerifyResult full;
   full.page_digests.assign(kMaxVerifyPages, 7);
   std::vector<uint8_t> frame = EncodeVerifyResult(full);
   auto gotf = DecodeVerifyResult(Payload(frame, ControlType::kVerifyResult));
-  ASSERT_TRUE(gotf.ok()) << gotf.status();
+  ASSERT_OK(gotf);
   EXPECT_EQ(gotf->page_digests.size(), kMaxVerifyPages);
 }
 
@@ -546,7 +544,7 @@ TEST(ChannelLossTest, LostAndGoneRoundTrip) {
     ASSERT_EQ(p.size(), 4 + 8 + 2 + 2 + loss.text.size());
     EXPECT_EQ(Load32(p.data()), 3u);
     auto got = DecodeChannelLoss(type, p);
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got);
     EXPECT_EQ(got->channel, 3u);
     EXPECT_EQ(got->round, loss.round);
     EXPECT_EQ(got->code, loss.code);
@@ -559,10 +557,10 @@ TEST(ChannelLossTest, LostAndGoneRoundTrip) {
   loss.text = std::string(5000, 'x');
   std::vector<uint8_t> frame = EncodeChannelGone(loss);
   auto h = DecodeFrameHeader(frame);
-  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_OK(h);
   auto got = DecodeChannelLoss(ControlType::kChannelGone,
                                Payload(frame, ControlType::kChannelGone));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->text.size(), kMaxErrorTextBytes);
 }
 
@@ -615,7 +613,7 @@ TEST(ChannelLossTest, RejectsBadFields) {
   auto got = DecodeChannelLoss(
       ControlType::kChannelLost,
       Payload(EncodeChannelLost(odd), ControlType::kChannelLost));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->text, "a?[2Jb?");
 }
 
@@ -625,7 +623,7 @@ TEST(ChannelLossTest, GoneAckRoundTripAndRejects) {
       Payload(EncodeChannelGoneAck(ack), ControlType::kChannelGoneAck);
   ASSERT_EQ(p.size(), 12u);
   auto got = DecodeChannelGoneAck(p);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->channel, 7u);
   EXPECT_EQ(got->round, ack.round);
 

@@ -48,7 +48,7 @@ TEST(HelloTest, RoundTrip) {
   Hello h = ValidHello();
   std::vector<uint8_t> buf = EncodeH(h);
   auto got = DecodeHello(buf);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->role, Role::kData);
   EXPECT_EQ(got->session, h.session);
   EXPECT_EQ(got->channel_index, 3u);
@@ -63,7 +63,7 @@ TEST(HelloTest, RoundTrip) {
   c.channel_count = kMaxChannels;
   c.max_packet_pages = kMaxPacketPagesLimit;
   auto got2 = DecodeHello(EncodeH(c));
-  ASSERT_TRUE(got2.ok()) << got2.status();
+  ASSERT_OK(got2);
   EXPECT_EQ(got2->role, Role::kControl);
   EXPECT_EQ(got2->channel_count, kMaxChannels);
   EXPECT_EQ(got2->max_packet_pages, kMaxPacketPagesLimit);
@@ -191,7 +191,7 @@ TEST(HelloTest, AuthMethodRoundTripsAndUnknownOnesAreRefused) {
   Hello h = ValidHello();
   h.auth = kAuthHmacSha256;
   absl::StatusOr<Hello> back = DecodeHello(EncodeH(h));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(back->auth, kAuthHmacSha256);
   for (uint16_t method : {2, 0x100, 0xFFFF}) {
     h.auth = method;
@@ -217,7 +217,7 @@ TEST(HelloTest, RejectsAChunkSizeOfTheWrongForm) {
        {uint64_t{4096}, uint64_t{1} << 20, uint64_t{1} << 30}) {
     Hello h = ValidHello();
     h.rdma_chunk_bytes = bytes;
-    EXPECT_TRUE(DecodeHello(EncodeH(h)).ok()) << bytes;
+    EXPECT_OK(DecodeHello(EncodeH(h))) << bytes;
   }
 }
 
@@ -230,7 +230,7 @@ TEST(HelloReplyTest, AcceptedRoundTrip) {
   EXPECT_EQ(std::string(buf.begin(), buf.begin() + 4), "RFHR");
   for (size_t i = 16; i < kHelloReplyBytes; ++i) EXPECT_EQ(buf[i], 0) << i;
   auto got = DecodeHelloReply(buf);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_TRUE(got->accepted());
   EXPECT_EQ(got->status, 0);
   EXPECT_EQ(got->capabilities, kFeatureVerify);
@@ -243,7 +243,7 @@ TEST(HelloReplyTest, RefusalRoundTripMapsStatusCode) {
   r.status = static_cast<uint16_t>(absl::StatusCode::kResourceExhausted);
   r.reason = "too many channels";
   auto got = DecodeHelloReply(EncodeR(r));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_FALSE(got->accepted());
   EXPECT_EQ(got->reason, "too many channels");
   absl::Status s = HelloReplyStatus(*got);
@@ -255,7 +255,7 @@ TEST(HelloReplyTest, RefusalRoundTripMapsStatusCode) {
     rr.status = static_cast<uint16_t>(code);
     rr.reason = "x";
     auto g = DecodeHelloReply(EncodeR(rr));
-    ASSERT_TRUE(g.ok()) << code << " " << g.status();
+    ASSERT_OK(g) << code;
     EXPECT_EQ(HelloReplyStatus(*g).code(), static_cast<absl::StatusCode>(code));
   }
 }
@@ -269,7 +269,7 @@ TEST(HelloReplyTest, ReasonTruncatedTo111Chars) {
   std::vector<uint8_t> buf = EncodeR(r);
   EXPECT_EQ(buf[kHelloReplyBytes - 1], 0) << "reason must stay terminated";
   auto got = DecodeHelloReply(buf);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->reason.size(), 111u);
   EXPECT_EQ(got->reason, r.reason.substr(0, 111));
 
@@ -288,7 +288,7 @@ TEST(HelloReplyTest, UnterminatedReasonOnWireIsBounded) {
   // A longer buffer: bytes past 128 must not leak into the reason.
   buf.push_back('!');
   auto got = DecodeHelloReply(buf);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->reason, std::string(112, 'q'));
 }
 
@@ -297,7 +297,7 @@ TEST(HelloReplyTest, NonPrintableReasonCharsReplaced) {
   r.status = static_cast<uint16_t>(absl::StatusCode::kPermissionDenied);
   r.reason = std::string("bad\x01\n\x7f\xff") + "end";
   auto got = DecodeHelloReply(EncodeR(r));
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->reason, "bad????end");
   EXPECT_THAT(HelloReplyStatus(*got).message(), HasSubstr("bad????end"));
 }

@@ -92,10 +92,10 @@ Offer ValidOffer(size_t regions, OfferKind kind = OfferKind::kExport,
 
 void ExpectRoundTrip(const Offer& o) {
   absl::StatusOr<std::vector<uint8_t>> bytes = EncodeOffer(o);
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_OK(bytes);
   EXPECT_LE(bytes->size(), kMaxOfferBytes);
   absl::StatusOr<Offer> back = DecodeOffer(*bytes);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, o);
   absl::StatusOr<std::vector<uint8_t>> again = EncodeOffer(*back);
   ASSERT_OK(again);
@@ -136,7 +136,7 @@ TEST(MemoryOfferTest, EncodesTheDocumentedLayout) {
   o.pid = 1234;
   EXPECT_EQ(*EncodeOffer(o), want);
   absl::StatusOr<Offer> d = DecodeOffer(want);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->pid, 1234u);
   EXPECT_EQ(d->flags, kOfferPausesItself);
 }
@@ -145,7 +145,7 @@ TEST(MemoryOfferTest, RegionsInAnyAddressOrderAndAdjacentAreFine) {
   absl::StatusOr<Offer> d =
       DecodeOffer(RawOffer({{2, kHandoffPageSize, 4 * kPage, kPage},
                             {1, kHandoffPageSize, 3 * kPage, kPage}}));
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->regions[0].id, 2u);
 }
 
@@ -200,9 +200,9 @@ TEST(MemoryOfferTest, EachKindHasItsOwnFlags) {
           .ok());
   absl::StatusOr<std::vector<uint8_t>> consent = EncodeOffer(ValidOffer(
       2, OfferKind::kExport, kOfferPausesItself | kOfferAllowsHandOver));
-  ASSERT_TRUE(consent.ok()) << consent.status();
+  ASSERT_OK(consent);
   absl::StatusOr<Offer> back = DecodeOffer(*consent);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(back->flags, kOfferPausesItself | kOfferAllowsHandOver);
 }
 
@@ -212,16 +212,16 @@ TEST(MemoryOfferTest, DigestsRideEachRegionAndRoundTrip) {
     o.regions[i].digest = 0x0123456789abcdefull * (i + 1);
   }
   absl::StatusOr<std::vector<uint8_t>> b = EncodeOffer(o);
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   // Eight bytes after each region's name, nothing else.
   absl::StatusOr<std::vector<uint8_t>> plain =
       EncodeOffer(ValidOffer(3, OfferKind::kHandOver));
-  ASSERT_TRUE(plain.ok());
+  ASSERT_OK(plain);
   EXPECT_EQ(b->size(), plain->size() + 3 * 8);
   EXPECT_EQ(std::vector<uint8_t>(b->end() - 8, b->end()),
             Bytes().U64(o.regions[2].digest).b);
   absl::StatusOr<Offer> d = DecodeOffer(*b);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(*d, o);
   // Cut inside the last digest: refused.
   b->pop_back();
@@ -235,7 +235,7 @@ TEST(MemoryOfferTest, DigestsRideEachRegionAndRoundTrip) {
       ValidOffer(kMaxHandoffRegions, OfferKind::kHandOver, kOfferRegionDigests);
   for (OfferedRegion& r : big.regions) r.name.assign(kMaxHandoffName, 'n');
   absl::StatusOr<std::vector<uint8_t>> max = EncodeOffer(big);
-  ASSERT_TRUE(max.ok()) << max.status();
+  ASSERT_OK(max);
   EXPECT_LE(max->size(), kMaxOfferBytes);
 }
 
@@ -419,7 +419,7 @@ TEST(MemoryCommandTest, RoundTripsEveryType) {
                        .U64(v)
                        .b);
       absl::StatusOr<CommandMessage> d = DecodeCommand(b);
-      ASSERT_TRUE(d.ok()) << d.status();
+      ASSERT_OK(d);
       EXPECT_EQ(*d, c);
     }
     EXPECT_STRNE(HandoffCommandName(t), "UNKNOWN");
@@ -446,7 +446,7 @@ TEST(MemoryCommandTest, GrantsAndRefusalsCarryOnlyTheirValues) {
   for (uint64_t v : {uint64_t{1}, uint64_t{kMaxHandoffRegions}}) {
     absl::StatusOr<CommandMessage> d =
         DecodeCommand(EncodeCommand({HandoffCommand::kHandOverGrant, v}));
-    ASSERT_TRUE(d.ok()) << v;
+    ASSERT_OK(d) << v;
     EXPECT_EQ(d->value, v);
   }
   for (uint64_t v :
@@ -461,7 +461,7 @@ TEST(MemoryCommandTest, GrantsAndRefusalsCarryOnlyTheirValues) {
     const uint64_t v = static_cast<uint64_t>(r);
     absl::StatusOr<CommandMessage> d =
         DecodeCommand(EncodeCommand({HandoffCommand::kRefused, v}));
-    ASSERT_TRUE(d.ok()) << v;
+    ASSERT_OK(d) << v;
     EXPECT_STRNE(RefusalReasonText(r), "unknown reason");
   }
   for (uint64_t v : {uint64_t{0}, uint64_t{5}, ~uint64_t{0}}) {

@@ -62,7 +62,7 @@ TEST(PacketTest, DataRoundTrip) {
 
   auto got = DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
                                kMaxPages, {});
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->flags, kPacketData);
   EXPECT_TRUE(got->is_data());
   EXPECT_EQ(got->channel, kChannel);
@@ -75,7 +75,7 @@ TEST(PacketTest, DataRoundTrip) {
   std::vector<uint64_t> out(3, 0xdead);
   absl::Status s = DecodePageOffsets(*got, absl::MakeConstSpan(buf).subspan(64),
                                      4096 * 8, false, absl::MakeSpan(out));
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(out, offsets);
 }
 
@@ -88,7 +88,7 @@ TEST(PacketTest, SyncRoundTrip) {
   std::vector<uint8_t> buf = Encode(h, {});
   ASSERT_EQ(buf.size(), 64u);
   auto got = DecodePacketFixed(buf, kChannel, kMaxPages, {});
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->flags, kPacketSync);
   EXPECT_FALSE(got->is_data());
   EXPECT_EQ(got->page_count, 0u);
@@ -106,7 +106,7 @@ TEST(PacketTest, FinishRoundTrip) {
   h.round = 3;
   std::vector<uint8_t> buf = Encode(h, {});
   auto got = DecodePacketFixed(buf, kChannel, kMaxPages, {});
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->flags, kPacketFinish);
   EXPECT_FALSE(got->is_data());
   EXPECT_EQ(got->packet_num, 1000u);
@@ -312,7 +312,7 @@ absl::Status DecodeOffsets(uint32_t page_size, uint64_t region_length,
 TEST(PageOffsetsTest, AcceptsFirstAndLastPage) {
   std::vector<uint64_t> out;
   absl::Status s = DecodeOffsets(4096, 4096 * 10, {0, 4096 * 9}, &out);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_EQ(out, (std::vector<uint64_t>{0, 4096 * 9}));
   // A one-page region.
   EXPECT_OK(DecodeOffsets(512, 512, {0}));
@@ -394,7 +394,7 @@ TEST(PacketTest, NextHeaderSizeRoundTripsWhenNegotiated) {
   EXPECT_EQ(Load32(buf.data() + 40), PacketHeaderBytes(kMaxPages));
   auto got = DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
                                kMaxPages, {.next_header_size = true});
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->next_header_bytes, PacketHeaderBytes(kMaxPages));
 
   PacketHeader sync;
@@ -403,7 +403,7 @@ TEST(PacketTest, NextHeaderSizeRoundTripsWhenNegotiated) {
   sync.next_header_bytes = 64;
   got = DecodePacketFixed(Encode(sync, {}), kChannel, kMaxPages,
                           {.next_header_size = true});
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got);
   EXPECT_EQ(got->next_header_bytes, 64u);
 }
 

@@ -84,7 +84,7 @@ TEST(MissingPagesTest, RoundTripsWholeRegionAndEdges) {
         MissingPages{9, false, {{0, 1}, {2, 1}, {4, 4}}},
         MissingPages{9, true, {}}}) {
     absl::StatusOr<MissingPages> d = DecodeMissingPages(Encode(m), Table());
-    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_OK(d);
     EXPECT_EQ(*d, m);
   }
 }
@@ -102,7 +102,7 @@ TEST(MissingPagesTest, SplitsIntoOrderedMessagesTheCheckerAccepts) {
   std::vector<PageRange> back;
   for (const MissingPages& m : msgs) {
     absl::StatusOr<MissingPages> d = DecodeMissingPages(Encode(m), Table());
-    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_OK(d);
     ASSERT_OK(checker.Accept(*d));
     back.insert(back.end(), d->ranges.begin(), d->ranges.end());
   }
@@ -142,7 +142,7 @@ TEST(MissingPagesTest, LargestMessageFitsItsBound) {
   std::vector<uint8_t> first = Encode(msgs[0]);
   EXPECT_EQ(first.size(), kMaxMissingPagesPayload);
   absl::StatusOr<MissingPages> d = DecodeMissingPages(first, table);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->ranges.size(), kMaxMissingRanges);
 }
 
@@ -300,7 +300,7 @@ std::vector<uint8_t> PayloadOf(const std::vector<uint8_t>& frame,
                                ControlType type) {
   EXPECT_GE(frame.size(), kFrameHeaderBytes);
   absl::StatusOr<FrameHeader> h = DecodeFrameHeader(frame);
-  EXPECT_TRUE(h.ok()) << h.status();
+  EXPECT_OK(h);
   if (h.ok()) {
     EXPECT_EQ(h->type, type);
     EXPECT_EQ(h->length, frame.size() - kFrameHeaderBytes);
@@ -333,7 +333,7 @@ TEST(PageRequestTest, LayoutAndRoundTrip) {
   EXPECT_EQ(Load64(b.data() + 16), 5u);
   EXPECT_EQ(Load64(b.data() + 24), 99u);
   absl::StatusOr<PageRequest> d = DecodePageRequest(b, PostcopyTable());
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(*d, q);
 }
 
@@ -347,7 +347,7 @@ TEST(PageRequestTest, BoundsOfTheCountAndTheRegion) {
       PayloadOf(EncodePageRequest(most), ControlType::kPageRequest);
   EXPECT_EQ(b.size(), kMaxPageRequestPayload);
   absl::StatusOr<PageRequest> d = DecodePageRequest(b, PostcopyTable());
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(*d, most);
   // One more is refused, before anything is allocated for it.
   EXPECT_EQ(RequestStatus(RawRequest(2, kMaxPageRequestPages + 1, {0})).code(),
@@ -431,7 +431,7 @@ TEST(PageDataTest, LayoutAndRoundTripOfBytes) {
   EXPECT_EQ(Load32(b.data() + 16), 3u);
   EXPECT_EQ(Load32(b.data() + 20), 0u);
   absl::StatusOr<PageData> d = DecodePageData(b, PostcopyTable());
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->region_id, 1u);
   EXPECT_FALSE(d->zero);
   EXPECT_EQ(d->first_page, 97u);
@@ -450,7 +450,7 @@ TEST(PageDataTest, ZeroRunsCarryNoBytes) {
   ASSERT_EQ(b.size(), kPageDataFixedBytes);
   EXPECT_EQ(Load32(b.data() + 4), kPageDataZero);
   absl::StatusOr<PageData> d = DecodePageData(b, PostcopyTable());
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_TRUE(d->zero);
   EXPECT_TRUE(d->bytes.empty());
   EXPECT_EQ(d->page_count, kMaxPageDataPages);

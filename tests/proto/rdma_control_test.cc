@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::proto {
 namespace {
@@ -18,7 +19,7 @@ TEST(RdmaControlTest, CreditsRoundTrip) {
   EXPECT_EQ(b.size(), kRdmaControlHeaderBytes + 8);
   EXPECT_LE(b.size(), RdmaControlMaxBytes());
   absl::StatusOr<RdmaControl> d = DecodeRdmaControl(b);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   EXPECT_EQ(d->type, RdmaControlType::kCredits);
   EXPECT_EQ(d->credits, 0xfffffffeu);
 }

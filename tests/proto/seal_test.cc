@@ -35,7 +35,7 @@ SealKeys Derive(const std::string& key, uint32_t channel, uint8_t session,
                 uint8_t nonce, uint64_t granted = kFeatureZeroPages) {
   absl::StatusOr<SealKeys> k = DeriveSealKeys(
       key, HelloBytes(channel, session), ReplyBytes(granted), Nonce(nonce));
-  EXPECT_TRUE(k.ok()) << k.status();
+  EXPECT_OK(k);
   return k.ok() ? *k : SealKeys{};
 }
 

@@ -15,6 +15,7 @@
 
 #include "base/pagemap_scan.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::testing {
 
@@ -68,7 +69,7 @@ uint64_t ScaledBytes(uint64_t bytes) {
 
 TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed, bool fill) {
   auto mem = MappedMemory::Allocate(bytes, {.guard_pages = true});
-  EXPECT_TRUE(mem.ok()) << mem.status();
+  EXPECT_OK(mem);
   TestRegion r;
   r.memory = std::move(*mem);
   r.region =
@@ -101,7 +102,7 @@ ServingReceiver::ServingReceiver(const SessionOptions& options,
                                  std::vector<Region> regions)
     : regions_(std::move(regions)) {
   auto rx = Receiver::Listen(options, regions_);
-  EXPECT_TRUE(rx.ok()) << rx.status();
+  EXPECT_OK(rx);
   receiver_ = std::move(*rx);
   status_ = std::async(std::launch::async, [this] {
               absl::Status s = receiver_->Serve();
@@ -125,7 +126,7 @@ LoopbackPair::LoopbackPair(uint64_t bytes, uint64_t seed,
                                          std::vector<Region>{dst.region});
   options.port = rx->port();
   auto s = Sender::Connect(options, {&src.region, 1});
-  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_OK(s);
   if (s.ok()) sender = std::move(*s);
 }
 

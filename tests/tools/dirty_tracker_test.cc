@@ -30,7 +30,7 @@ TEST(UffdWpTracker, ReportsExactlyThePagesWrittenSinceTheLastCollect) {
   uint8_t* p = (*mem)->data();
   std::memset(p, 1, kPages * 4096);
   auto tracker = MakeUffdWpTracker(p, kPages * 4096);
-  ASSERT_TRUE(tracker.ok()) << tracker.status();
+  ASSERT_OK(tracker);
   EXPECT_EQ((*tracker)->name(), "uffd-wp");
 
   p[5 * 4096] = 2;
@@ -38,7 +38,7 @@ TEST(UffdWpTracker, ReportsExactlyThePagesWrittenSinceTheLastCollect) {
   p[(kPages - 1) * 4096 + 4095] = 4;
   DirtyBitmap first(kPages);
   absl::StatusOr<uint64_t> n = (*tracker)->Collect(first);
-  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 3u);
   EXPECT_EQ(Pages(first), (std::vector<uint64_t>{5, 100, kPages - 1}));
 
@@ -73,7 +73,7 @@ TEST_P(NoLostWriteTest, WritesRacingWithCollectsAreAllReported) {
   std::unique_ptr<DirtyTracker> tracker;
   if (GetParam()) {
     auto t = MakeUffdWpTracker(base, kPages * 4096);
-    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_OK(t);
     tracker = std::move(*t);
   } else {
     tracker = MakeBitmapTracker(kPages);

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tools/common/link_summary.h"
 
 namespace ramferry::cli {
@@ -13,11 +14,11 @@ using ::testing::HasSubstr;
 
 TEST(EndpointsTest, HostPortTakesIpv6InBracketsAndListenersPortZero) {
   absl::StatusOr<Endpoint> e = ParseHostPort("10.0.0.2:7070");
-  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_OK(e);
   EXPECT_EQ(e->host, "10.0.0.2");
   EXPECT_EQ(e->port, 7070);
   e = ParseHostPort("[fd00::2]:7070");
-  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_OK(e);
   EXPECT_EQ(e->host, "fd00::2");
   EXPECT_EQ(ParseHostPort("0.0.0.0:0")->port, 0);
   for (const char* bad : {"host", ":7070", "h:70000", "h:x", "h:"}) {
@@ -30,7 +31,7 @@ TEST(EndpointsTest, HostPortTakesIpv6InBracketsAndListenersPortZero) {
 TEST(EndpointsTest, AListNamesItsBadItem) {
   absl::StatusOr<std::vector<Endpoint>> l =
       ParseEndpointList("10.0.0.2:7070, 10.0.1.2:7071");
-  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_OK(l);
   ASSERT_EQ(l->size(), 2u);
   EXPECT_EQ((*l)[1].host, "10.0.1.2");
   EXPECT_EQ((*l)[1].port, 7071);

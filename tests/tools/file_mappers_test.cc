@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -48,7 +49,7 @@ TEST(OtherProcessesMapping, FindsAChildThatMapsTheFileButNotThisProcess) {
   void* mine = mmap(nullptr, 1 << 20, PROT_READ, MAP_SHARED, fd, 0);
   ASSERT_NE(mine, MAP_FAILED);
   absl::StatusOr<std::vector<FileMapper>> none = OtherProcessesMapping(path);
-  ASSERT_TRUE(none.ok()) << none.status();
+  ASSERT_OK(none);
   EXPECT_TRUE(none->empty()) << DescribeMappers(*none);
 
   int ready[2];
@@ -72,7 +73,7 @@ TEST(OtherProcessesMapping, FindsAChildThatMapsTheFileButNotThisProcess) {
   close(ready[0]);
   close(ready[1]);
   unlink(path.c_str());
-  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_OK(found);
   ASSERT_EQ(found->size(), 1u) << DescribeMappers(*found);
   EXPECT_EQ((*found)[0].pid, child);
   EXPECT_TRUE((*found)[0].writable);

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry::migrate {
 namespace {
@@ -17,7 +18,7 @@ using ::testing::HasSubstr;
 
 TEST(MemoryImageTest, ParsesPercentagesAndNamesTheBadPart) {
   absl::StatusOr<MemoryImage> i = MemoryImage::Parse("zero=70,random=30");
-  ASSERT_TRUE(i.ok()) << i.status();
+  ASSERT_OK(i);
   EXPECT_EQ(i->percent[static_cast<int>(PageKind::kZero)], 70u);
   EXPECT_EQ(i->percent[static_cast<int>(PageKind::kRandom)], 30u);
   EXPECT_EQ(i->ToString(), "zero=70,random=30");

@@ -15,7 +15,7 @@ TEST(PostcopyMode, ParsesEveryModeAndNamesItBack) {
   for (PostcopyMode m : {PostcopyMode::kOff, PostcopyMode::kOn,
                          PostcopyMode::kNow, PostcopyMode::kAuto}) {
     absl::StatusOr<PostcopyMode> back = ParsePostcopyMode(PostcopyModeName(m));
-    ASSERT_TRUE(back.ok()) << PostcopyModeName(m);
+    ASSERT_OK(back) << PostcopyModeName(m);
     EXPECT_EQ(*back, m);
   }
   EXPECT_EQ(*ParsePostcopyMode("true"), PostcopyMode::kOn);
@@ -116,12 +116,12 @@ TEST(CheckPostcopyFlags, APlainPostcopyRunPasses) {
   for (const char* t : {"tcp-zerocopy", "uring-zc", "auto"}) {
     PostcopyFlagCheck c = Allowed();
     c.transport = t;
-    EXPECT_TRUE(CheckPostcopyFlags(c).ok()) << t;
+    EXPECT_OK(CheckPostcopyFlags(c)) << t;
   }
   for (const char* p : {"before", "off", "auto"}) {
     PostcopyFlagCheck c = Allowed();
     c.prefault = p;
-    EXPECT_TRUE(CheckPostcopyFlags(c).ok()) << p;
+    EXPECT_OK(CheckPostcopyFlags(c)) << p;
   }
 }
 

@@ -73,7 +73,8 @@ std::vector<uint8_t> Frame(const std::vector<uint8_t>& data, bool pledge) {
 TEST(CompressorTest, TextRoundTripsAcrossRuns) {
   auto comp = PacketCompressor::Create(1);
   auto decomp = PacketDecompressor::Create();
-  ASSERT_TRUE(comp.ok() && decomp.ok());
+  ASSERT_OK(comp);
+  ASSERT_OK(decomp);
   std::vector<uint8_t> text = TextBytes(5 * 4096, 1);
   std::vector<iovec> src;
   for (size_t i = 0; i < 5; ++i) src.push_back({text.data() + i * 4096, 4096});
@@ -82,9 +83,8 @@ TEST(CompressorTest, TextRoundTripsAcrossRuns) {
   ASSERT_GT(n, 0u);
   EXPECT_LT(n, text.size() / 2) << "text should shrink well";
   Pages dst(5);
-  ASSERT_TRUE((*decomp)
-                  ->Decompress(absl::MakeConstSpan(frame.data(), n), dst.runs)
-                  .ok());
+  ASSERT_OK(
+      (*decomp)->Decompress(absl::MakeConstSpan(frame.data(), n), dst.runs));
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(std::memcmp(dst.runs[i].iov_base, text.data() + i * 4096, 4096),
               0);

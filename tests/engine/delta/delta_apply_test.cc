@@ -63,7 +63,7 @@ TEST(DeltaApplyTest, PackedRoundsApplyToTheSourcesBytes) {
   std::mt19937_64 rng(5);
   for (auto& b : src.bytes) b = static_cast<uint8_t>(rng());
   auto cache = DeltaCache::Create(32 * kPage, kPage);  // half the pages
-  ASSERT_TRUE(cache.ok());
+  ASSERT_OK(cache);
   DeltaPacker packer(cache->get());
   Region src_region = src.region();
   HeldPages held(std::vector<Region>{dst.region()});

@@ -18,7 +18,7 @@ constexpr uint32_t kPage = 4096;
 std::unique_ptr<DeltaCache> Cache(uint32_t slots) {
   absl::StatusOr<std::unique_ptr<DeltaCache>> c =
       DeltaCache::Create(uint64_t{slots} * kPage, kPage);
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
   return c.ok() ? std::move(*c) : nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::engine {
@@ -28,7 +29,7 @@ TEST(ZeroPagesTest, MemoryNotKnownZeroIsWrittenOnlyWhereNotZero) {
   r.region.page(5)[4095] = 1;  // only the last byte
   ZeroPages z({&r.region, 1});
   const absl::StatusOr<ZeroPages::Applied> a = z.Zero(0, 0, 8);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_EQ(a->written, 2u);
   EXPECT_EQ(a->skipped, 6u);
   for (uint64_t off = 0; off < r.region.length; ++off) {
@@ -43,7 +44,7 @@ TEST(ZeroPagesTest, MemoryKnownZeroStaysUntouchedUntilDataLands) {
   ZeroPages z({&r.region, 1});
   const uint64_t before = Resident(r.region.base, r.region.length);
   absl::StatusOr<ZeroPages::Applied> a = z.Zero(0, 0, 200);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_EQ(a->written, 0u);
   EXPECT_EQ(a->skipped, 200u);
   // Nothing was read or written: no page was faulted in.
@@ -57,7 +58,7 @@ TEST(ZeroPagesTest, MemoryKnownZeroStaysUntouchedUntilDataLands) {
   const uint64_t run_offsets[] = {70 * 4096, 150 * 4096};
   z.NoteData(0, run_offsets, runs);
   a = z.Zero(0, 0, 200);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_EQ(a->written, 3u);
   EXPECT_EQ(a->skipped, 197u);
   for (uint64_t p : {70u, 71u, 150u}) {
