@@ -1,12 +1,15 @@
 // ramferry-bench: moves a region between two processes on loopback and
 // reports throughput, CPU and the transport's counters.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "bench/loopback_transfer.h"
 #include "bench/raw_baseline.h"
@@ -21,7 +24,34 @@
 #include "tools/common/link_summary.h"
 #include "tools/common/stats_json.h"
 
-ABSL_FLAG(std::string, transport, "tcp",
+namespace ramferry {
+
+// --transport: migrate's choices (cli::TransportFlag: a kind or auto) and
+// raw, refused as the command line is parsed when it names none of them.
+struct BenchTransport {
+  bool raw = false;
+  cli::TransportFlag engine;
+};
+bool AbslParseFlag(absl::string_view text, BenchTransport* out,
+                   std::string* error) {
+  out->raw = text == "raw";
+  if (out->raw) return true;
+  if (!AbslParseFlag(text, &out->engine, error)) {
+    absl::StrAppend(error, ", raw");
+    return false;
+  }
+  return true;
+}
+std::string AbslUnparseFlag(const BenchTransport& t) {
+  return t.raw ? "raw" : AbslUnparseFlag(t.engine);
+}
+
+}  // namespace ramferry
+
+ABSL_FLAG(ramferry::BenchTransport, transport,
+          (ramferry::BenchTransport{
+              false,
+              ramferry::cli::TransportFlag{ramferry::TransportKind::kTcp}}),
           "tcp | tcp-zerocopy | uring-zc | rdma | auto (chosen for --host, "
           "and the reason printed) | raw (a plain socket send loop, no "
           "engine: the yardstick)");
@@ -71,8 +101,8 @@ struct BenchRun {
 
 absl::Status ApplyTransportFlags(BenchRun& run) {
   SessionOptions& s = run.config.session;
-  const std::string transport = absl::GetFlag(FLAGS_transport);
-  run.raw = transport == "raw";
+  const BenchTransport transport = absl::GetFlag(FLAGS_transport);
+  run.raw = transport.raw;
   absl::StatusOr<std::vector<std::string>> hosts =
       cli::ParseHostList(absl::GetFlag(FLAGS_host));
   if (!hosts.ok()) {
@@ -91,15 +121,15 @@ absl::Status ApplyTransportFlags(BenchRun& run) {
         s.host.find(':') == std::string::npos ? "0.0.0.0" : "::";
   }
   RAMFERRY_RETURN_IF_ERROR(cli::ApplyChannelFlags(&s));
-  if (transport == "auto") {
+  if (run.raw) {
+    // No engine: the kind is not read.
+  } else if (const std::optional<TransportKind> kind = transport.engine.kind) {
+    s.transport = *kind;
+  } else {  // auto
     RAMFERRY_ASSIGN_OR_RETURN(
         std::string reason,
         cli::ChooseTransportFor(s.host, "ramferry-bench", &s));
     run.transport_reason = reason;
-  } else if (!run.raw) {
-    RAMFERRY_ASSIGN_OR_RETURN(TransportKind kind,
-                              ParseTransportKind(transport));
-    s.transport = kind;
   }
   s.rdma_pin_all = absl::GetFlag(FLAGS_rdma_pin_all);
   s.rdma_reg_batch = absl::GetFlag(FLAGS_rdma_reg_batch);

@@ -253,7 +253,7 @@ TEST_F(MigrateHandOver, FlagsThatMakeNoSenseAreRefusedUpFront) {
             "--key-file does not go"},
            {{attach, to, "--protect=encrypt"}, "--protect does not go"},
            {{attach, to, "--delta=on"}, "--delta does not go"},
-           {{attach, to, "--compress=zstd"}, "--compress does not go"},
+           {{attach, to, "--compress=on"}, "--compress does not go"},
            {{attach, to, "--survive-channel-loss"},
             "--survive-channel-loss does not go"},
            {{attach, to, "--stall-rounds=9"}, "--stall-rounds does not go"},

@@ -5,9 +5,14 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ramferry/auth_key.h"
+#include "ramferry/options.h"
+#include "tools/common/enum_flag.h"
+
+namespace ramferry {
+RAMFERRY_ENUM_FLAG_VIA(Protection, ParseProtection, ProtectionName);
+}  // namespace ramferry
 
 ABSL_FLAG(std::string, key_file, "",
           "pre-shared key file (16-1024 bytes, mode 0600; e.g. head -c 32 "
@@ -21,7 +26,7 @@ ABSL_FLAG(bool, insecure, false,
           "that reaches the destination's port can connect and write into "
           "its memory, and the source may be sending to an impostor. Only "
           "on a network you trust");
-ABSL_FLAG(std::string, protect, "auto",
+ABSL_FLAG(ramferry::Protection, protect, ramferry::Protection::kAuto,
           "what guards the stream after each connection's handshake: mac "
           "(every message and packet carries an AES-256-GCM tag; the "
           "default with a key), encrypt (and every payload is encrypted), "
@@ -45,13 +50,7 @@ absl::Status ApplyAuthFlags(SessionOptions* options) {
   RAMFERRY_ASSIGN_OR_RETURN(std::string key, AuthKeyFromFlags());
   options->auth_key = key;
   options->insecure = absl::GetFlag(FLAGS_insecure);
-  absl::StatusOr<Protection> protect =
-      ParseProtection(absl::GetFlag(FLAGS_protect));
-  if (!protect.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--protect: ", protect.status().message()));
-  }
-  options->protect = *protect;
+  options->protect = absl::GetFlag(FLAGS_protect);
   return absl::OkStatus();
 }
 

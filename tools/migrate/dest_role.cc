@@ -85,8 +85,9 @@ std::vector<Region> DestinationRegions(const DestinationMemories& mems) {
 // a background pre-fault beside the receivers; a file's pages are written
 // through the file (Region::fd), so its page tables here are never needed.
 absl::StatusOr<Prefault> DestinationPrefault(const RegionMemory& mem) {
-  const std::string flag = absl::GetFlag(FLAGS_prefault);
-  if (flag != "auto") return ParsePrefault(flag);
+  if (const std::optional<Prefault> flag = absl::GetFlag(FLAGS_prefault).mode) {
+    return *flag;
+  }
   // Post-copy drops the pages it lacks at the switch: a background
   // pre-fault must be over by then, so it runs before listening; with
   // --postcopy=now every page is dropped, so none is faulted in at all.

@@ -1,6 +1,7 @@
 // ramferry-migrate's flags, defined here, where --help looks for them.
 #include "tools/migrate/flags.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ramferry/region.h"
+#include "ramferry/transport.h"
+#include "tools/common/channel_flags.h"
 #include "tools/common/cli.h"
 
 namespace ramferry::migrate {
@@ -75,7 +78,7 @@ std::string RegionName(size_t i) {
 
 }  // namespace ramferry::migrate
 
-ABSL_FLAG(std::string, role, "",
+ABSL_FLAG(std::optional<ramferry::migrate::Role>, role, std::nullopt,
           "source | dest (or use --demo to run both on loopback)");
 ABSL_FLAG(std::string, connect, "",
           "source: destination HOST:PORT, or a comma list A:P,B:P of the "
@@ -98,7 +101,8 @@ ABSL_FLAG(std::string, demo_link, "",
           "and deleted after it (root). The destination listens on all "
           "links, the source spreads its channels over them; each link is "
           "described on stderr");
-ABSL_FLAG(std::string, transport, "tcp",
+ABSL_FLAG(ramferry::cli::TransportFlag, transport,
+          ramferry::cli::TransportFlag{ramferry::TransportKind::kTcp},
           "tcp | tcp-zerocopy | uring-zc | rdma | auto (source: chosen for "
           "the destination's address, and why printed; the destination "
           "follows the source)");
@@ -114,7 +118,8 @@ ABSL_FLAG(std::string, region_file, "",
 ABSL_FLAG(std::string, dest_region_file, "",
           "--demo with --region-file: the destination's file (default: the "
           "source's path + \".dest\")");
-ABSL_FLAG(std::string, dirty_tracking, "uffd",
+ABSL_FLAG(ramferry::migrate::DirtyTracking, dirty_tracking,
+          ramferry::migrate::DirtyTracking::kUffd,
           "uffd (userfaultfd write-protect + PAGEMAP_SCAN, Linux 6.7+) | "
           "bitmap (the workload marks its own writes)");
 ABSL_FLAG(ramferry::cli::ByteSize, dirty_set, ramferry::cli::ByteSize{64 << 20},
@@ -125,7 +130,8 @@ ABSL_FLAG(ramferry::migrate::DirtyRate, dirty_rate,
           "or pages (50000pages); 0 for an idle workload; auto: 256MiB into "
           "anonymous memory, 0 into a --region-file");
 ABSL_FLAG(int, writers, 1, "memload writer threads");
-ABSL_FLAG(std::string, dirty_write, "word",
+ABSL_FLAG(ramferry::migrate::DirtyWrite, dirty_write,
+          ramferry::migrate::DirtyWrite::kWord,
           "memload: what one write changes: word (8 random bytes at a random "
           "place of the page, as a running program's stores do) | page "
           "(the whole page, new random words: what no delta can shrink)");
@@ -144,14 +150,16 @@ ABSL_FLAG(bool, auto_converge, false,
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(),
           "source: give the live rounds this long from the first round's "
           "start, then act as --on-timeout says (inf: no timeout)");
-ABSL_FLAG(std::string, on_timeout, "",
+ABSL_FLAG(std::optional<ramferry::migrate::TimeoutAction>, on_timeout,
+          std::nullopt,
           "source, with --timeout: cancel (the default without --postcopy: "
           "stop at once, even mid-round; "
           "the source keeps running and the destination discards what it "
           "received), force (stop and copy after the round in flight, "
           "whatever the downtime) or postcopy (switch to post-copy after "
           "the round in flight; the default with --postcopy=on or auto)");
-ABSL_FLAG(std::string, postcopy, "off",
+ABSL_FLAG(ramferry::migrate::PostcopyMode, postcopy,
+          ramferry::migrate::PostcopyMode::kOff,
           "post-copy, on both ends (--postcopy alone: on): on (when the "
           "live rounds end, switch instead of the stop-and-copy round: the "
           "source's workload stops for good, the destination resumes it at "
@@ -163,7 +171,8 @@ ABSL_FLAG(std::string, postcopy, "off",
           "private anonymous memory (no --region-file) and runs memload "
           "from the switch at --dirty-rate over --dirty-set. Not with "
           "--transport=rdma nor --survive-channel-loss");
-ABSL_FLAG(std::string, postcopy_urgent, "on",
+ABSL_FLAG(ramferry::migrate::OnOff, postcopy_urgent,
+          ramferry::migrate::OnOff::kOn,
           "post-copy: on (page requests and their answers have a connection "
           "of their own, never queued behind pushed pages) or off (requests "
           "ride the control connection and are answered on the bulk "
@@ -177,7 +186,8 @@ ABSL_FLAG(absl::Duration, postcopy_resume_timeout, absl::ZeroDuration(),
 ABSL_FLAG(ramferry::cli::ByteRate, max_bandwidth, ramferry::cli::ByteRate{},
           "source: the most all channels together send per second, as bits "
           "(1gbit, 500mbit) or bytes (100MB); 0: no limit");
-ABSL_FLAG(std::string, prefault, "auto",
+ABSL_FLAG(ramferry::migrate::PrefaultFlag, prefault,
+          ramferry::migrate::PrefaultFlag{},
           "dest: fault the region in ahead of the data: before (all of it, on "
           "every core, before listening), during (one background thread "
           "from the first page on, while the data arrives), idle (that thread "
@@ -186,7 +196,8 @@ ABSL_FLAG(std::string, prefault, "auto",
           "also gets huge pages), off for a file, whose pages are written "
           "through it and never through this process's page tables (chosen "
           "by measurement, see docs/migrate.md); true/false mean before/off");
-ABSL_FLAG(std::string, verify, "full",
+ABSL_FLAG(ramferry::migrate::VerifyFlag, verify,
+          ramferry::migrate::VerifyFlag::kFull,
           "source: after the final round, check the destination page by "
           "page: full (the source's memory now against a digest the "
           "destination took of each page as it landed; catches a write the "

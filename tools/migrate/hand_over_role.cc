@@ -16,7 +16,7 @@ int RunHandOver() {
   HandOverRun run;
   run.attach = absl::GetFlag(FLAGS_attach);
   run.hand_over = absl::GetFlag(FLAGS_hand_over);
-  run.verify = absl::GetFlag(FLAGS_verify) == "full";
+  run.verify = absl::GetFlag(FLAGS_verify) == VerifyFlag::kFull;
   HandOverOptions o;
   o.attach_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.adopt_timeout = absl::GetFlag(FLAGS_hand_over_timeout);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -92,8 +93,9 @@ int main(int argc, char** argv) {
     }
     return RunHandOver();
   }
-  const std::string role = absl::GetFlag(FLAGS_role);
-  if (!absl::GetFlag(FLAGS_demo) && role != "source" && role != "dest") {
+  using ramferry::migrate::Role;
+  const std::optional<Role> role = absl::GetFlag(FLAGS_role);
+  if (!absl::GetFlag(FLAGS_demo) && !role.has_value()) {
     return Usage("choose --role=source, --role=dest or --demo");
   }
   if (!absl::GetFlag(FLAGS_demo) && !absl::GetFlag(FLAGS_demo_link).empty()) {
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = ramferry::migrate::CheckHandoffFlags(role); !s.ok()) {
     return Usage(std::string(s.message()));
   }
-  if (absl::GetFlag(FLAGS_size).bytes.size() > 1 && role != "dest") {
+  if (absl::GetFlag(FLAGS_size).bytes.size() > 1 && role != Role::kDest) {
     return Usage(
         "a list of sizes is for --role=dest (one region each); a source "
         "migrates its one region or the regions its attached workload "
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
   }
   // Before Session(): its checks name options, these name the flags.
   if (absl::Status s =
-          CheckPostcopy(role == "dest" || absl::GetFlag(FLAGS_demo));
+          CheckPostcopy(role == Role::kDest || absl::GetFlag(FLAGS_demo));
       !s.ok()) {
     return Usage(std::string(s.message()));
   }
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
   if (!opt.ok()) return Usage(std::string(opt.status().message()));
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
   ramferry::cli::WarnIfUnauthenticated(*opt, "ramferry-migrate");
-  if (role == "source") {
+  if (role == Role::kSource) {
     absl::StatusOr<std::vector<ramferry::Endpoint>> to =
         ramferry::cli::ParseEndpointList(absl::GetFlag(FLAGS_connect));
     if (!to.ok()) {
@@ -136,7 +138,7 @@ int main(int argc, char** argv) {
     }
     return RunSourceRole(*opt);
   }
-  absl::StatusOr<ramferry::Endpoint> at =  // role == "dest"
+  absl::StatusOr<ramferry::Endpoint> at =  // Role::kDest
       ramferry::cli::ParseHostPort(absl::GetFlag(FLAGS_listen));
   if (!at.ok()) {
     return Usage("--listen: " + std::string(at.status().message()));

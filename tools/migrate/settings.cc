@@ -2,6 +2,7 @@
 #include "tools/migrate/settings.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,47 +33,39 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-bool AutoTransport() { return absl::GetFlag(FLAGS_transport) == "auto"; }
+bool AutoTransport() { return !absl::GetFlag(FLAGS_transport).kind; }
 
 absl::StatusOr<SessionOptions> Session() {
   SessionOptions o;
   // auto: tcp until the source knows where it connects (ChooseFor).
-  RAMFERRY_ASSIGN_OR_RETURN(
-      TransportKind t,
-      AutoTransport() ? TransportKind::kTcp
-                      : ParseTransportKind(absl::GetFlag(FLAGS_transport)));
-  o.transport = t;
+  o.transport =
+      absl::GetFlag(FLAGS_transport).kind.value_or(TransportKind::kTcp);
   RAMFERRY_RETURN_IF_ERROR(cli::ApplyChannelFlags(&o));
   o.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   o.stall_timeout = absl::GetFlag(FLAGS_stall_timeout);
   o.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
   o.max_bandwidth = absl::GetFlag(FLAGS_max_bandwidth).bytes_per_s;
-  absl::StatusOr<PostcopyMode> postcopy =
-      ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy));
-  if (!postcopy.ok()) return postcopy.status();
-  o.postcopy = *postcopy != PostcopyMode::kOff;
-  RAMFERRY_ASSIGN_OR_RETURN(
-      bool urgent,
-      ParseOnOff("postcopy-urgent", absl::GetFlag(FLAGS_postcopy_urgent)));
-  o.postcopy_urgent_channel = urgent;
+  o.postcopy = PostcopyFlag() != PostcopyMode::kOff;
+  o.postcopy_urgent_channel =
+      absl::GetFlag(FLAGS_postcopy_urgent) == OnOff::kOn;
   o.postcopy_resume_timeout = absl::GetFlag(FLAGS_postcopy_resume_timeout);
   if (o.postcopy_resume_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--postcopy-resume-timeout must not be negative");
   }
-  const std::string verify = absl::GetFlag(FLAGS_verify);
-  if (verify == "full") {
-    o.verify = VerifyMode::kFull;
-  } else if (verify == "sent") {
-    o.verify = VerifyMode::kSent;
-  } else if (verify == "off") {
-    // Nothing recorded and Verify not called; post-copy refuses kReread
-    // (the destination's workload writes before a Verify could re-read),
-    // so it records the destination's digests it will not use.
-    o.verify = o.postcopy ? VerifyMode::kFull : VerifyMode::kReread;
-  } else {
-    return absl::InvalidArgumentError(
-        "--verify must be full, sent or off, not '" + verify + "'");
+  switch (absl::GetFlag(FLAGS_verify)) {
+    case VerifyFlag::kFull:
+      o.verify = VerifyMode::kFull;
+      break;
+    case VerifyFlag::kSent:
+      o.verify = VerifyMode::kSent;
+      break;
+    case VerifyFlag::kOff:
+      // Nothing recorded and Verify not called; post-copy refuses kReread
+      // (the destination's workload writes before a Verify could re-read),
+      // so it records the destination's digests it will not use.
+      o.verify = o.postcopy ? VerifyMode::kFull : VerifyMode::kReread;
+      break;
   }
   RAMFERRY_RETURN_IF_ERROR(cli::ApplyAuthFlags(&o));
   // --demo starts both ends: a key only they hold authenticates them,
@@ -88,47 +81,45 @@ absl::StatusOr<SessionOptions> Session() {
   return o;
 }
 
-PostcopyMode PostcopyFlag() {
-  // Checked by Session() before any run.
-  return ParsePostcopyMode(absl::GetFlag(FLAGS_postcopy))
-      .value_or(PostcopyMode::kOff);
-}
+PostcopyMode PostcopyFlag() { return absl::GetFlag(FLAGS_postcopy); }
 
-// --on-timeout, whose default ("") follows --postcopy.
-absl::StatusOr<TimeoutAction> TimeoutActionFlag() {
-  return ParseTimeoutAction(absl::GetFlag(FLAGS_on_timeout), PostcopyFlag());
+// --on-timeout, whose default (none) follows --postcopy.
+TimeoutAction TimeoutActionFlag() {
+  if (const std::optional<TimeoutAction> on = absl::GetFlag(FLAGS_on_timeout)) {
+    return *on;
+  }
+  return *ParseTimeoutAction("", PostcopyFlag());
 }
 
 // What the flags allow of post-copy, checked before either end starts
 // (the engine checks the rest: the destination's memory, the peer's
 // consent). `receives`: this process runs a destination (dest, --demo).
 absl::Status CheckPostcopy(bool receives) {
-  RAMFERRY_ASSIGN_OR_RETURN(TimeoutAction on, TimeoutActionFlag());
   PostcopyFlagCheck c;
   c.mode = PostcopyFlag();
-  c.on_timeout = on;
-  c.transport = absl::GetFlag(FLAGS_transport);
+  c.on_timeout = TimeoutActionFlag();
+  c.transport = AbslUnparseFlag(absl::GetFlag(FLAGS_transport));
   c.survive_channel_loss = absl::GetFlag(FLAGS_survive_channel_loss);
   c.region_file = absl::GetFlag(FLAGS_region_file);
   c.export_to = absl::GetFlag(FLAGS_export);
   c.destination = receives;
-  c.prefault = absl::GetFlag(FLAGS_prefault);
-  c.urgent = absl::GetFlag(FLAGS_postcopy_urgent);
+  c.prefault = AbslUnparseFlag(absl::GetFlag(FLAGS_prefault));
+  c.urgent = AbslUnparseFlag(absl::GetFlag(FLAGS_postcopy_urgent));
   return CheckPostcopyFlags(c);
 }
 
 // --attach and --export: which role takes which, and what they replace.
-absl::Status CheckHandoffFlags(const std::string& role) {
+absl::Status CheckHandoffFlags(std::optional<Role> role) {
   const bool demo = absl::GetFlag(FLAGS_demo);
   if (!absl::GetFlag(FLAGS_attach).empty()) {
-    if (!demo && role != "source") {
+    if (!demo && role != Role::kSource) {
       return absl::InvalidArgumentError("--attach is the source's");
     }
     if (!absl::GetFlag(FLAGS_region_file).empty()) {
       return absl::InvalidArgumentError(
           "--attach migrates the exported memory: drop --region-file");
     }
-    if (absl::GetFlag(FLAGS_dirty_tracking) != "uffd") {
+    if (absl::GetFlag(FLAGS_dirty_tracking) != DirtyTracking::kUffd) {
       return absl::InvalidArgumentError(
           "--attach tracks the workload's writes with its userfaultfd "
           "registration: drop --dirty-tracking");
@@ -139,7 +130,7 @@ absl::Status CheckHandoffFlags(const std::string& role) {
           "workload's are its own: drop one of them");
     }
   }
-  if (!absl::GetFlag(FLAGS_export).empty() && !demo && role != "dest") {
+  if (!absl::GetFlag(FLAGS_export).empty() && !demo && role != Role::kDest) {
     return absl::InvalidArgumentError("--export is the destination's");
   }
   return absl::OkStatus();
@@ -151,19 +142,20 @@ absl::Status CheckHandOverFlags() {
         "--hand-over passes an attached workload's memory on: give "
         "--attach=SOCKET (the workload's export)");
   }
-  const std::string role = absl::GetFlag(FLAGS_role);
-  if (!role.empty() && role != "source") {
-    return absl::InvalidArgumentError(
+  const std::optional<Role> role = absl::GetFlag(FLAGS_role);
+  if (role.has_value() && *role != Role::kSource) {
+    return absl::InvalidArgumentError(absl::StrCat(
         "--hand-over is a local migration from the workload's side: drop "
-        "--role=" +
-        role + " (the adopter is the process at --hand-over)");
+        "--role=",
+        AbslUnparseFlag(*role),
+        " (the adopter is the process at --hand-over)"));
   }
-  const std::string verify = absl::GetFlag(FLAGS_verify);
-  if (verify != "full" && verify != "off") {
-    return absl::InvalidArgumentError(
-        "--hand-over: --verify=" + verify +
+  const VerifyFlag verify = absl::GetFlag(FLAGS_verify);
+  if (verify != VerifyFlag::kFull && verify != VerifyFlag::kOff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hand-over: --verify=", AbslUnparseFlag(verify),
         " makes no sense (nothing is sent): use --verify=full (a digest "
-        "per region, checked by the adopter) or --verify=off");
+        "per region, checked by the adopter) or --verify=off"));
   }
   // A hand-over has no network, no destination process and no rounds:
   // every flag of the tool but the few it reads would be silently
@@ -212,9 +204,7 @@ absl::StatusOr<ConvergenceConfig> Convergence() {
   if (c.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--timeout must be positive (or inf)");
   }
-  absl::StatusOr<TimeoutAction> on = TimeoutActionFlag();
-  if (!on.ok()) return on.status();
-  switch (*on) {
+  switch (TimeoutActionFlag()) {
     case TimeoutAction::kCancel:
       c.on_timeout = OnTimeout::kCancel;
       break;
@@ -272,15 +262,14 @@ RunDescription Describe(const SessionOptions& o, uint64_t bytes,
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   d.timeout_s =
       timeout == absl::InfiniteDuration() ? 0 : absl::ToDoubleSeconds(timeout);
-  d.on_timeout =
-      TimeoutActionName(TimeoutActionFlag().value_or(TimeoutAction::kCancel));
+  d.on_timeout = TimeoutActionName(TimeoutActionFlag());
   d.postcopy = PostcopyModeName(PostcopyFlag());
   d.postcopy_urgent = o.postcopy_urgent_channel;
   d.max_bandwidth = o.max_bandwidth;
   d.max_bandwidth_flag = o.max_bandwidth;
   d.authenticated = !o.auth_key.empty();
   d.protect = ProtectionName(ResolvedProtection(o));
-  d.verify_mode = absl::GetFlag(FLAGS_verify);
+  d.verify_mode = AbslUnparseFlag(absl::GetFlag(FLAGS_verify));
   d.image = d.region == "anonymous" ? absl::GetFlag(FLAGS_image) : "the file's";
   return d;
 }

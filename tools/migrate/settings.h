@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "ramferry/convergence.h"
 #include "ramferry/options.h"
 #include "tools/common/control_socket.h"
+#include "tools/migrate/flags.h"
 #include "tools/migrate/live_control.h"
 #include "tools/migrate/postcopy_mode.h"
 #include "tools/migrate/report.h"
@@ -27,11 +29,12 @@ bool AutoTransport();
 // The session's options from the flags (the library's checks included).
 absl::StatusOr<SessionOptions> Session();
 PostcopyMode PostcopyFlag();
-absl::StatusOr<TimeoutAction> TimeoutActionFlag();
+// --on-timeout, or what it is without one (ParseTimeoutAction).
+TimeoutAction TimeoutActionFlag();
 // The post-copy flags, checked for the end that `receives` or sends.
 absl::Status CheckPostcopy(bool receives);
 // --attach/--export and their companions, checked for `role`.
-absl::Status CheckHandoffFlags(const std::string& role);
+absl::Status CheckHandoffFlags(std::optional<Role> role);
 // --hand-over: a local migration of an --attach'ed workload, without a
 // role, a network or a destination; everything of those is refused.
 absl::Status CheckHandOverFlags();

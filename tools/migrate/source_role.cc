@@ -113,32 +113,27 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
   // A file's pages go through it, not through this mapping
   // (engine/region_file.h).
   src.regions[0].fd = src.own->fd();
-  const std::string tracking = absl::GetFlag(FLAGS_dirty_tracking);
-  if (tracking == "uffd") {
-    absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
-        MakeUffdWpTracker(src.own->data(), src.own->size());
-    if (!t.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("dirty tracking: ", t.status().message()));
+  switch (absl::GetFlag(FLAGS_dirty_tracking)) {
+    case DirtyTracking::kUffd: {
+      absl::StatusOr<std::unique_ptr<DirtyTracker>> t =
+          MakeUffdWpTracker(src.own->data(), src.own->size());
+      if (!t.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("dirty tracking: ", t.status().message()));
+      }
+      src.tracker = std::move(*t);
+      break;
     }
-    src.tracker = std::move(*t);
-  } else if (tracking == "bitmap") {
-    src.tracker = MakeBitmapTracker(src.regions[0].page_count());
-  } else {
-    return absl::InvalidArgumentError(
-        "--dirty-tracking must be uffd or bitmap");
+    case DirtyTracking::kBitmap:
+      src.tracker = MakeBitmapTracker(src.regions[0].page_count());
+      break;
   }
   Memload::Options lo;
   lo.dirty_set_pages = absl::GetFlag(FLAGS_dirty_set).bytes / kPageSize;
   lo.pages_per_second = DirtyPagesPerSecond(src.own->file_backed());
   lo.writers = absl::GetFlag(FLAGS_writers);
   lo.seed = absl::GetFlag(FLAGS_seed);
-  const std::string write = absl::GetFlag(FLAGS_dirty_write);
-  if (write != "word" && write != "page") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dirty-write=", write, ": want word or page"));
-  }
-  lo.whole_pages = write == "page";
+  lo.whole_pages = absl::GetFlag(FLAGS_dirty_write) == DirtyWrite::kPage;
   src.memload = std::make_unique<Memload>(
       src.own->data(), src.regions[0].page_count(), lo, src.tracker.get());
   src.memload->Start();
@@ -274,9 +269,9 @@ int RunSourceRole(SessionOptions opt, const FetchPeerReport& fetch_peer,
   PrecopyConfig config;
   config.session = opt;
   config.convergence = *convergence;
-  config.verify = absl::GetFlag(FLAGS_verify) != "off";
+  config.verify = absl::GetFlag(FLAGS_verify) != VerifyFlag::kOff;
   config.postcopy = PostcopyFlag();
-  config.on_timeout = TimeoutActionFlag().value_or(TimeoutAction::kCancel);
+  config.on_timeout = TimeoutActionFlag();
   config.resume_timeout = opt.postcopy_resume_timeout;
   config.progress = !absl::GetFlag(FLAGS_json);
   // Nobody else maps the memory (an attached workload's memfd can be
