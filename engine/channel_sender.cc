@@ -197,12 +197,21 @@ struct ChannelSender::OutgoingData {
   // The payload before compression: the pages that are not zero or,
   // through the delta cache, the whole pages and then the records.
   uint64_t page_bytes = 0;
-  size_t compressed = 0;       // the compressed payload's size, or 0
-  absl::Span<uint8_t> header;  // as encoded
-  uint64_t packet_num = 0;
+  size_t compressed = 0;  // the compressed payload's size, or 0
+  // When the pages' digests are taken (BuildPayload decides, once).
+  DigestPoint digests = DigestPoint::kAfterSend;
+  proto::PacketHeader h;              // BeginPacket's, encoded by Protect
+  absl::Span<uint8_t> header_buffer;  // the transport's slot for it
+  absl::Span<uint8_t> header;         // as encoded
+  channels::OutgoingPacket packet;    // what Transmit hands the transport
   // A payload staged apart from iov_ (compressed or sealed), or none.
   iovec staged{nullptr, 0};
-  bool recorded = false;  // the digests are taken
+  uint64_t start_ns = 0;       // SendData's start
+  uint64_t wire_start_ns = 0;  // Protect's: the link's share from here
+  // --delta=auto judges the link by the CPU a send takes: the thread's
+  // CPU clock at wire_start_ns, or 0 when not judging.
+  bool judge_delta = false;
+  uint64_t cpu_start_ns = 0;
 };
 
 // What the destination will hold for the packet's pages unless a later
@@ -309,27 +318,24 @@ absl::Status ChannelSender::PackDelta(OutgoingData& p) {
 }
 
 absl::Status ChannelSender::SealPayload(OutgoingData& p) {
-  if (p.copy != nullptr && p.compressed == 0) {
-    return Seal(p.header, p.packet_num, iov_, nullptr);
-  }
-  if (p.frozen && p.compressed == 0 &&
-      sealer_->mode() == proto::SealMode::kMac) {
-    RAMFERRY_RETURN_IF_ERROR(Seal(p.header, p.packet_num, iov_, nullptr,
+  if (p.digests == DigestPoint::kWhileSealing) {
+    RAMFERRY_RETURN_IF_ERROR(Seal(p.header, p.h.packet_num, iov_, nullptr,
                                   frozen_digests_, p.c.region, run_offsets_));
     if (sent_digests_ != nullptr) RecordSent(sent_digests_, p, true);
     if (frozen_digests_ != nullptr) RecordSent(frozen_digests_, p, false);
-    p.recorded = true;
     counters_.sealed_in_place_bytes.Add(p.page_bytes);
     return absl::OkStatus();
+  }
+  if (p.copy != nullptr && p.compressed == 0) {
+    return Seal(p.header, p.h.packet_num, iov_, nullptr);
   }
   // A compressed frame is sealed where it lies; pages are sealed into a
   // buffer of their own, which is what goes on the wire.
   if (p.compressed == 0) {
-    absl::StatusOr<uint8_t*> out = StagingBuffer(p.page_bytes);
-    if (!out.ok()) return out.status();
-    p.staged = {*out, p.page_bytes};
+    RAMFERRY_ASSIGN_OR_RETURN(uint8_t * out, StagingBuffer(p.page_bytes));
+    p.staged = {out, p.page_bytes};
   }
-  return Seal(p.header, p.packet_num,
+  return Seal(p.header, p.h.packet_num,
               p.compressed != 0 ? absl::MakeConstSpan(&p.staged, 1)
                                 : absl::MakeConstSpan(iov_),
               static_cast<uint8_t*>(p.staged.iov_base));
@@ -337,93 +343,128 @@ absl::Status ChannelSender::SealPayload(OutgoingData& p) {
 
 absl::Status ChannelSender::SendData(const Command& c,
                                      uint32_t next_header_bytes) {
-  const uint64_t start = base::MonotonicNs();
-  const Region& region = regions_[c.region];
-  absl::StatusOr<absl::Span<uint8_t>> header = transport_->AcquireHeader();
-  if (!header.ok()) return header.status();
-  proto::PacketHeader h =
-      RegionHeader(proto::kPacketData, c, region, next_header_bytes);
-  OutgoingData p{c, region, absl::MakeConstSpan(c.offsets, c.page_count)};
-  p.frozen = Frozen();
+  OutgoingData p{c, regions_[c.region],
+                 absl::MakeConstSpan(c.offsets, c.page_count)};
+  RAMFERRY_RETURN_IF_ERROR(BeginPacket(p, next_header_bytes));
   // Pages sent through the cache stay pinned there until the payload is
   // handed to the transport, and are forgotten if it never is.
   bool delivered = false;
   absl::Cleanup finish_delta = [&] {
     if (p.delta) packer_->Finish(delivered, index_, c.round);
   };
-  if (UseDelta(c)) {
+  RAMFERRY_RETURN_IF_ERROR(BuildPayload(p));
+  RAMFERRY_RETURN_IF_ERROR(Protect(p));
+  RAMFERRY_RETURN_IF_ERROR(Transmit(p));
+  delivered = true;
+  Account(p);
+  return absl::OkStatus();
+}
+
+absl::Status ChannelSender::BeginPacket(OutgoingData& p,
+                                        uint32_t next_header_bytes) {
+  p.start_ns = base::MonotonicNs();
+  RAMFERRY_ASSIGN_OR_RETURN(p.header_buffer, transport_->AcquireHeader());
+  p.h = RegionHeader(proto::kPacketData, p.c, p.region, next_header_bytes);
+  p.frozen = Frozen();
+  return absl::OkStatus();
+}
+
+absl::Status ChannelSender::BuildPayload(OutgoingData& p) {
+  if (UseDelta(p.c)) {
     RAMFERRY_RETURN_IF_ERROR(PackDelta(p));
   } else {
     RAMFERRY_RETURN_IF_ERROR(GatherPages(p));
     // Sent as they are: any copies of them in the cache are stale now.
     // (Round 0 caches nothing, so it has nothing to forget.)
-    if (packer_ != nullptr && c.round != 0) {
-      packer_->Forget(region, c.region, p.offsets);
+    if (packer_ != nullptr && p.c.round != 0) {
+      packer_->Forget(p.region, p.c.region, p.offsets);
     }
   }
-  // A copy is recorded now, from cache, before a seal may encrypt it.
-  if (p.copy != nullptr) RecordSent(p);
-  p.recorded = p.copy != nullptr;
   if (!p.delta) {
-    p.page_bytes = uint64_t{c.page_count - p.zeros} * region.page_size;
+    p.page_bytes = uint64_t{p.c.page_count - p.zeros} * p.region.page_size;
   }
-  absl::StatusOr<size_t> compressed = MaybeCompress(p.page_bytes);
-  if (!compressed.ok()) return compressed.status();
-  p.compressed = *compressed;
-  const uint64_t wire_start = base::MonotonicNs();
+  RAMFERRY_ASSIGN_OR_RETURN(p.compressed, MaybeCompress(p.page_bytes));
+  p.digests = DigestPointFor(p);
+  // A copy is recorded now, from cache, before a seal may encrypt it.
+  if (p.digests == DigestPoint::kFromCopy) RecordSent(p);
+  return absl::OkStatus();
+}
+
+ChannelSender::DigestPoint ChannelSender::DigestPointFor(
+    const OutgoingData& p) const {
+  if (p.copy != nullptr) return DigestPoint::kFromCopy;
+  // Frozen memory is sealed in place, not copied: the mac's pass over it
+  // takes the digests from cache.
+  if (sealer_ != nullptr && p.frozen && p.compressed == 0 &&
+      sealer_->mode() == proto::SealMode::kMac) {
+    return DigestPoint::kWhileSealing;
+  }
+  return DigestPoint::kAfterSend;
+}
+
+absl::Status ChannelSender::Protect(OutgoingData& p) {
+  p.wire_start_ns = base::MonotonicNs();
   // --delta=auto tells a link that waits from one that works by the CPU
   // its sends take (a clock_gettime per packet), judged from round 1 on:
   // round 0 sends no delta, and goes exactly as without them.
-  const bool judge_delta =
-      delta_ == Delta::kAuto && packer_ != nullptr && c.round != 0;
-  const uint64_t cpu_start = judge_delta ? base::ThreadCpuNs() : 0;
-  h.compressed_bytes = static_cast<uint32_t>(p.compressed);
-  p.header =
-      header->subspan(0, proto::EncodePacketHeader(h, p.offsets, *header));
-  p.packet_num = h.packet_num;
-  channels::OutgoingPacket packet{p.header.size(), region.id, iov_,
-                                  run_offsets_};
+  p.judge_delta =
+      delta_ == Delta::kAuto && packer_ != nullptr && p.c.round != 0;
+  p.cpu_start_ns = p.judge_delta ? base::ThreadCpuNs() : 0;
+  p.h.compressed_bytes = static_cast<uint32_t>(p.compressed);
+  p.header = p.header_buffer.subspan(
+      0, proto::EncodePacketHeader(p.h, p.offsets, p.header_buffer));
+  p.packet = channels::OutgoingPacket{p.header.size(), p.region.id, iov_,
+                                      run_offsets_};
   // A copy is not region memory: no registered buffer holds it.
-  if (p.copy != nullptr) packet.payload_offsets = {};
+  if (p.copy != nullptr) p.packet.payload_offsets = {};
   p.staged = {nullptr, p.compressed};
   if (p.compressed != 0) p.staged.iov_base = staging_[next_staging_].data();
   if (sealer_ != nullptr) {
     RAMFERRY_RETURN_IF_ERROR(SealPayload(p));
   }
   if (p.staged.iov_base != nullptr) {
-    packet.payload = {&p.staged, 1};
-    packet.payload_offsets = {};
+    p.packet.payload = {&p.staged, 1};
+    p.packet.payload_offsets = {};
     UseStagingBuffer();
   }
-  const uint64_t payload_bytes =
-      p.compressed != 0 ? p.compressed : p.page_bytes;
+  return absl::OkStatus();
+}
+
+uint64_t ChannelSender::OutgoingBytes(const OutgoingData& p) {
+  return p.compressed != 0 ? p.compressed : p.page_bytes;
+}
+
+absl::Status ChannelSender::Transmit(OutgoingData& p) {
   if (limiter_ != nullptr) {
     RAMFERRY_RETURN_IF_ERROR(
-        limiter_->Acquire(p.header.size() + payload_bytes));
+        limiter_->Acquire(p.header.size() + OutgoingBytes(p)));
   }
-  RAMFERRY_RETURN_IF_ERROR(transport_->SendPacket(packet));
-  delivered = true;
+  return transport_->SendPacket(p.packet);
+}
+
+void ChannelSender::Account(const OutgoingData& p) {
+  const uint64_t payload_bytes = OutgoingBytes(p);
   // How long the link took this packet's bytes (kAuto judges the link by
   // it): sealing them, waiting for the rate limit, sending.
   if (p.page_bytes != 0) {
-    const uint64_t ns = base::MonotonicNs() - wire_start;
+    const uint64_t ns = base::MonotonicNs() - p.wire_start_ns;
     if (compression_ == Compression::kAuto) choice_.Sent(payload_bytes, ns);
-    if (judge_delta) {
+    if (p.judge_delta) {
       // Preparing the packet (encoding it, filling cache slots) counts as
       // the link's time where the send then waited for it.
-      delta_choice_.Sent(payload_bytes, ns, base::ThreadCpuNs() - cpu_start,
-                         peer_on_this_host_ ? 0 : wire_start - start);
+      delta_choice_.Sent(payload_bytes, ns,
+                         base::ThreadCpuNs() - p.cpu_start_ns,
+                         peer_on_this_host_ ? 0 : p.wire_start_ns - p.start_ns);
     }
   }
   // From memory the send path just read.
-  if (!p.recorded) RecordSent(p);
-  send_latency_.Record(base::MonotonicNs() - start);
+  if (p.digests == DigestPoint::kAfterSend) RecordSent(p);
+  send_latency_.Record(base::MonotonicNs() - p.start_ns);
   counters_.packets.Add();
-  counters_.pages.Add(c.page_count);
+  counters_.pages.Add(p.c.page_count);
   counters_.zero_pages.Add(p.zeros);
   counters_.payload_bytes.Add(payload_bytes);
   counters_.header_bytes.Add(p.header.size());
-  return absl::OkStatus();
 }
 
 absl::StatusOr<uint8_t*> ChannelSender::ReadThroughFile(

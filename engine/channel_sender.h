@@ -132,6 +132,23 @@ class ChannelSender {
   // region's file, zero pages flagged) into iov_; the digests of what was
   // sent; the seal over the payload.
   struct OutgoingData;
+  // Where a data packet's page digests are taken, decided once per packet
+  // (DigestPointFor) from how its payload is built: from a copy the
+  // channel made (before a seal may encrypt it), in the mac's pass over
+  // frozen memory sealed in place, or after the send from the memory it
+  // read.
+  enum class DigestPoint { kFromCopy, kWhileSealing, kAfterSend };
+  // SendData's steps, in order: the header's slot and fields; the payload
+  // (gathered or delta-packed, compressed) and its DigestPoint; the header
+  // encoded and the payload sealed; the rate limit and the send; the
+  // choices' timings, the digests where taken after the send, counters.
+  absl::Status BeginPacket(OutgoingData& packet, uint32_t next_header_bytes);
+  absl::Status BuildPayload(OutgoingData& packet);
+  DigestPoint DigestPointFor(const OutgoingData& packet) const;
+  absl::Status Protect(OutgoingData& packet);
+  absl::Status Transmit(OutgoingData& packet);
+  void Account(const OutgoingData& packet);
+  static uint64_t OutgoingBytes(const OutgoingData& packet);
   absl::Status GatherPages(OutgoingData& packet);
   // Whether command `c`'s pages go through the delta cache.
   bool UseDelta(const Command& c);
