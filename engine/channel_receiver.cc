@@ -25,12 +25,14 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       regions_(regions),
       max_pages_(config.max_pages),
       next_header_size_(config.next_header_size),
-      arrival_digests_(config.arrival_digests),
       zero_pages_(config.zero_pages),
       compressed_pages_(config.compressed_pages),
       held_(config.held),
       postcopy_(config.postcopy),
-      unauthentic_(config.unauthentic),
+      landings_(Landings::Tables{.held = config.held,
+                                 .zeros = config.zero_pages,
+                                 .unauthentic = config.unauthentic,
+                                 .digests = config.arrival_digests}),
       opener_(std::move(opener)),
       barrier_(barrier),
       failure_(failure),
@@ -261,7 +263,7 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   }
   const size_t index = regions_->IndexOf(*region);
   // Before a byte of the payload is read: what the landing may clear.
-  landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
+  landing_epoch_ = landings_.Epoch();
   RAMFERRY_RETURN_IF_ERROR(
       ReadPayload(h, page_bytes, index, *region, in_place));
   header_ahead_ = HeaderAhead();
@@ -273,23 +275,13 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
       RAMFERRY_RETURN_IF_ERROR(
           WriteRuns(*region, run_offsets_, iov_, placing_.data()));
     }
-    ClearUnauthentic(index, *region);
-    if (arrival_digests_ != nullptr) {
-      arrival_digests_->Record(index, run_offsets_, iov_);
-    }
-    if (zero_pages_ != nullptr) {
-      zero_pages_->NoteData(index, run_offsets_, iov_);
-    }
+    landings_.Data(index, region->page_size, run_offsets_, iov_,
+                   landing_epoch_);
   }
   if (record_bytes_ != 0) {
     RAMFERRY_RETURN_IF_ERROR(ApplyDeltas(h, index, *region, offsets));
   }
-  if (held_ != nullptr) {
-    for (size_t i = 0; i < iov_.size(); ++i) {
-      held_->Set(index, run_offsets_[i] / region->page_size,
-                 iov_[i].iov_len / region->page_size);
-    }
-  }
+  landings_.Held(index, region->page_size, run_offsets_, iov_);
   if (zero_pages_ != nullptr) {
     RAMFERRY_ASSIGN_OR_RETURN(uint64_t applied,
                               ApplyZeroPages(index, *region, offsets));
@@ -346,12 +338,7 @@ absl::Status ChannelReceiver::ApplyDeltas(const proto::PacketHeader& h,
       ApplyPacketDeltas(region, index, entries,
                         absl::MakeConstSpan(records_.data(), record_bytes_),
                         *held_, h.packet_num, &delta_runs_, &delta_offsets_));
-  if (arrival_digests_ != nullptr) {
-    arrival_digests_->Record(index, delta_offsets_, delta_runs_);
-  }
-  if (zero_pages_ != nullptr) {
-    zero_pages_->NoteData(index, delta_offsets_, delta_runs_);
-  }
+  landings_.Delta(index, delta_offsets_, delta_runs_);
   counters_.delta_pages.Add(delta_runs_.size());
   counters_.delta_record_bytes.Add(record_bytes_);
   counters_.delta_ns.Add(base::MonotonicNs() - start);
@@ -359,22 +346,8 @@ absl::Status ChannelReceiver::ApplyDeltas(const proto::PacketHeader& h,
 }
 
 void ChannelReceiver::NoteUnfinished(size_t index, const Region& region) {
-  // Whatever it wrote is data now: a later zero page for any of them must
-  // be written, not skipped as reading as zero already.
-  if (zero_pages_ != nullptr) zero_pages_->NoteData(index, run_offsets_, iov_);
-  if (opener_ == nullptr || unauthentic_ == nullptr) return;
-  for (size_t i = 0; i < iov_.size(); ++i) {
-    unauthentic_->Mark(index, run_offsets_[i] / region.page_size,
-                       iov_[i].iov_len / region.page_size);
-  }
-}
-
-void ChannelReceiver::ClearUnauthentic(size_t index, const Region& region) {
-  if (unauthentic_ == nullptr) return;
-  for (size_t i = 0; i < iov_.size(); ++i) {
-    unauthentic_->Clear(index, run_offsets_[i] / region.page_size,
-                        iov_[i].iov_len / region.page_size, landing_epoch_);
-  }
+  landings_.Unfinished(index, region.page_size, run_offsets_, iov_,
+                       opener_ != nullptr);
 }
 
 absl::Status ChannelReceiver::ReadCompressed(const proto::PacketHeader& h,
@@ -477,16 +450,10 @@ absl::Status ChannelReceiver::CountZeroed(size_t index, uint64_t first,
     counters_.zero_pages_written.Add(count);
     return absl::OkStatus();
   }
-  if (held_ != nullptr) held_->Set(index, first, count);
   absl::StatusOr<ZeroPages::Applied> a = zero_pages_->Zero(index, first, count);
   if (!a.ok()) return base::Annotate(a.status(), "zero pages");
   counters_.zero_pages_written.Add(a->written);
-  if (unauthentic_ != nullptr) {
-    unauthentic_->Clear(index, first, count, landing_epoch_);
-  }
-  if (arrival_digests_ != nullptr) {
-    arrival_digests_->RecordZero(index, first, count);
-  }
+  landings_.Zero(index, first, count, landing_epoch_);
   return absl::OkStatus();
 }
 
@@ -506,7 +473,7 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
   if (opener_ != nullptr) {
     RAMFERRY_RETURN_IF_ERROR(OpenHeaderOnly(h));
   }
-  landing_epoch_ = unauthentic_ != nullptr ? unauthentic_->Epoch() : 0;
+  landing_epoch_ = landings_.Epoch();
   // Nothing follows the header: the next header is read at the boundary.
   const size_t index = regions_->IndexOf(*region);
   uint64_t pages = 0;

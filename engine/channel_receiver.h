@@ -26,6 +26,7 @@
 #include "engine/failure.h"
 #include "engine/page_placer.h"
 #include "engine/pages/held_pages.h"
+#include "engine/pages/landings.h"
 #include "engine/pages/unauthentic_pages.h"
 #include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
@@ -160,8 +161,6 @@ class ChannelReceiver {
   // marked unauthentic. On this thread, before the error is reported, so
   // before the source can know to re-send them.
   void NoteUnfinished(size_t index, const Region& region);
-  // An authentic payload landed on the pages iov_ names.
-  void ClearUnauthentic(size_t index, const Region& region);
   // How much of the next header to read with a payload. On a sealed
   // stream only its fixed part: the size announced for the rest is trusted
   // only once the announcing packet's tag checked out, so a forged
@@ -186,8 +185,7 @@ class ChannelReceiver {
   const RegionTable* const regions_;
   const uint32_t max_pages_;
   const bool next_header_size_;
-  DigestTable* const arrival_digests_;
-  ZeroPages* const zero_pages_;
+  ZeroPages* const zero_pages_;  // applies zero pages
   const bool compressed_pages_;
   HeldPages* const held_;
   // The packet's delta records, read aside (on first need), and the pages
@@ -198,8 +196,10 @@ class ChannelReceiver {
   std::vector<iovec> delta_runs_;
   std::vector<uint64_t> delta_offsets_;
   PagePlacer* const postcopy_;
-  UnauthenticPages* const unauthentic_;
-  // unauthentic_->Epoch() before the packet being landed was read.
+  // What every landing notes (held, zero, unauthentic, digests), from
+  // the Config's tables.
+  Landings landings_;
+  // landings_.Epoch() before the packet being landed was read.
   uint64_t landing_epoch_ = 0;
   std::vector<uint8_t> placing_;  // StageRuns's, on first need
   std::unique_ptr<PacketDecompressor> decompressor_;  // on first need

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/pages/atomic_page_set.h"
+#include "engine/pages/landings.h"
 #include "ramferry/region.h"
 
 namespace ramferry::engine {
@@ -29,12 +30,12 @@ void PageDigests(const Region& region, uint64_t first_page,
 // the round barrier, so no two threads write one entry concurrently.
 // Storage is reserved address space (8 bytes per page) that the kernel
 // backs only where digests are written.
-class DigestTable {
+class DigestTable : public LandingDigests {
  public:
   // Fails only when the address space cannot be reserved.
   static absl::StatusOr<std::unique_ptr<DigestTable>> Create(
       absl::Span<const Region> regions);
-  ~DigestTable();
+  ~DigestTable() override;
   DigestTable(const DigestTable&) = delete;
   DigestTable& operator=(const DigestTable&) = delete;
 
@@ -42,19 +43,19 @@ class DigestTable {
   // the pages of region `index` from region offset run_offsets[i], in
   // the region's memory (as BuildPageRuns makes them) or in a copy of it.
   void Record(size_t index, absl::Span<const uint64_t> run_offsets,
-              absl::Span<const iovec> runs);
+              absl::Span<const iovec> runs) override;
   // Records pages [first, first + count) of region `index` as all zero,
   // without reading them (they travelled as zero pages, and the
   // destination may not have touched them at all).
-  void RecordZero(size_t index, uint64_t first, uint64_t count);
+  void RecordZero(size_t index, uint64_t first, uint64_t count) override;
   // Post-copy placement: records pages [first, first + count) of region
   // `index` as the `count` pages at `src` (outside the region) hold them,
   // or as zero. Two placement paths may race for one page; only the one
   // that placed it records it, but the stores are atomic all the same, so
   // a reader synchronised with the placement never sees a torn entry.
   void RecordPlaced(size_t index, uint64_t first, uint64_t count,
-                    const uint8_t* src);
-  void RecordZeroPlaced(size_t index, uint64_t first, uint64_t count);
+                    const uint8_t* src) override;
+  void RecordZeroPlaced(size_t index, uint64_t first, uint64_t count) override;
   // Hashes pages [first, first + count) of region `index` from memory:
   // through the region's file where it has one (Region::fd), so pages
   // this process never touched are not faulted into its page tables.

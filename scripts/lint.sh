@@ -38,7 +38,7 @@ rules=(
   "engine/:base/ proto/ channels/ engine/ ramferry/"
   "engine/compress/:base/ ramferry/ engine/compress/"
   "engine/pages/:base/ ramferry/ engine/pages/ engine/region_file.h"
-  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/page_placer.h engine/pages/atomic_page_set.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
+  "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/page_placer.h engine/pages/atomic_page_set.h engine/pages/landings.h engine/control.h engine/failure.h engine/region_table.h engine/untouched.h engine/verify.h"
   "handoff/:base/ proto/ handoff/ ramferry/ engine/untouched.h"
   "capi/:capi/ ramferry/ engine/option_rules.h"
   "include/ramferry/:ramferry/"

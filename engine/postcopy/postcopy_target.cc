@@ -32,7 +32,7 @@ PostcopyTarget::PostcopyTarget(const RegionTable& table,
                                std::unique_ptr<ControlChannel> urgent,
                                SessionFailure* failure)
     : table_(table),
-      arrival_digests_(arrival_digests),
+      page_landings_(Landings::Tables{.digests = arrival_digests}),
       control_(control),
       urgent_(std::move(urgent)),
       had_urgent_(urgent_ != nullptr),
@@ -303,8 +303,7 @@ absl::Status PostcopyTarget::Place(size_t index, uint64_t first_page,
                                    const uint8_t* src, uint64_t pages) {
   absl::StatusOr<PlaceResult> r = placers_[index]->Place(
       first_page, src, pages, [&](uint64_t first, uint64_t end) {
-        if (arrival_digests_ == nullptr) return;
-        arrival_digests_->RecordPlaced(
+        page_landings_.Placed(
             index, first, end - first,
             src + (first - first_page) * proto::kPostcopyPageSize);
       });
@@ -317,8 +316,7 @@ absl::Status PostcopyTarget::PlaceZero(size_t index, uint64_t first_page,
                                        uint64_t pages) {
   absl::StatusOr<PlaceResult> r = placers_[index]->PlaceZero(
       first_page, pages, [&](uint64_t first, uint64_t end) {
-        if (arrival_digests_ == nullptr) return;
-        arrival_digests_->RecordZeroPlaced(index, first, end - first);
+        page_landings_.ZeroPlaced(index, first, end - first);
       });
   if (!r.ok()) return r.status();
   CountPlaced(r->placed);

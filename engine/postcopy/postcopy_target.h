@@ -47,6 +47,7 @@
 #include "engine/control.h"
 #include "engine/failure.h"
 #include "engine/page_placer.h"
+#include "engine/pages/landings.h"
 #include "engine/postcopy/uffd_placer.h"
 #include "engine/region_table.h"
 #include "engine/verify.h"
@@ -168,7 +169,8 @@ class PostcopyTarget final : public PagePlacer {
   void Fail(const absl::Status& status);
 
   const RegionTable& table_;
-  DigestTable* const arrival_digests_;
+  // Records the digests of what a placement placed (Landings::Placed).
+  Landings page_landings_;
   // The session's connections: dropped by Detach and replaced by Reattach
   // under conn_mu_, with none of this object's threads running, but
   // RequestPages may be called from any thread at any time: every send
