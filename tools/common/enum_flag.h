@@ -43,6 +43,9 @@ bool EnumFlagFrom(const absl::StatusOr<Enum>& parsed, Enum* out,
 
 }  // namespace ramferry::cli
 
+// `Enum` names a type (`Enum* out`), which cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
+
 // Parses a flag of `Enum` by `table`, refusing in the words of
 // base::ParseName with `what` (the flag, "--verify", or what it names).
 #define RAMFERRY_ENUM_FLAG(Enum, table, what)                                 \
@@ -67,5 +70,6 @@ bool EnumFlagFrom(const absl::StatusOr<Enum>& parsed, Enum* out,
     return std::string(name(value));                                          \
   }                                                                           \
   static_assert(true, "a semicolon follows the macro")
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // RAMFERRY_TOOLS_COMMON_ENUM_FLAG_H_
