@@ -22,6 +22,8 @@
 namespace ramferry::base {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 TEST(ErrnoStatusTest, TheCodeFitsTheErrno) {
@@ -137,11 +139,19 @@ TEST(NamedEnumTest, AnAliasParsesButIsNeitherPrintedNorOffered) {
 }
 
 TEST(NamedEnumTest, MatchingIsExactAndAnUnlistedValueIsUnknown) {
-  EXPECT_FALSE(ParseName(kColorNames, "color", "Red").ok());
-  EXPECT_FALSE(ParseName(kColorNames, "color", "red ").ok());
-  EXPECT_FALSE(ParseName(kColorNames, "color", "").ok());
+  EXPECT_THAT(
+      ParseName(kColorNames, "color", "Red"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown color")));
+  EXPECT_THAT(
+      ParseName(kColorNames, "color", "red "),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown color")));
+  EXPECT_THAT(
+      ParseName(kColorNames, "color", ""),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown color")));
   EXPECT_STREQ(NameOf(kColorNames, static_cast<Color>(7)), "unknown");
-  EXPECT_FALSE(ParseName(kColorNames, "color", "unknown").ok());
+  EXPECT_THAT(
+      ParseName(kColorNames, "color", "unknown"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown color")));
 }
 
 }  // namespace

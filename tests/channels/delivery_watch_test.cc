@@ -27,6 +27,8 @@
 namespace ramferry::channels {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kStall = absl::Seconds(2);
@@ -54,7 +56,9 @@ TEST(DeliveryWatchTest, AMovingCountIsProgress) {
   EXPECT_OK(w.Look(100, 5, At(0)));
   EXPECT_OK(w.Look(90, 5, At(1.5)));
   EXPECT_OK(w.Look(90, 5, At(3.0)));  // 1.5 s since it moved
-  EXPECT_FALSE(w.Look(90, 5, At(3.5)).ok());
+  EXPECT_THAT(w.Look(90, 5, At(3.5)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("the link or the peer is down")));
 }
 
 // A send between two looks restarts the watch even where the count came
@@ -65,7 +69,9 @@ TEST(DeliveryWatchTest, ASendRestartsTheWatch) {
   EXPECT_OK(w.Look(80, 5, At(0)));
   EXPECT_OK(w.Look(80, 6, At(1.9)));
   EXPECT_OK(w.Look(80, 6, At(3.8)));
-  EXPECT_FALSE(w.Look(80, 6, At(3.9)).ok());
+  EXPECT_THAT(w.Look(80, 6, At(3.9)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("the link or the peer is down")));
 }
 
 TEST(DeliveryWatchTest, DrainingToNothingRestartsTheWatch) {
@@ -74,7 +80,9 @@ TEST(DeliveryWatchTest, DrainingToNothingRestartsTheWatch) {
   EXPECT_OK(w.Look(0, 5, At(1)));
   EXPECT_OK(w.Look(100, 5, At(2.5)));
   EXPECT_OK(w.Look(100, 5, At(4.4)));
-  EXPECT_FALSE(w.Look(100, 5, At(4.5)).ok());
+  EXPECT_THAT(w.Look(100, 5, At(4.5)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("the link or the peer is down")));
 }
 
 // A connected TCP pair on loopback; `peer` is the accepted end.

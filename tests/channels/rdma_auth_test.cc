@@ -14,6 +14,8 @@
 namespace ramferry::channels {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 const std::string kKey = "correct horse battery staple 42!";
@@ -80,10 +82,13 @@ TEST(RdmaAuthTest, GarbageAfterTheReplyOrABrokenChallengeIsRefused) {
   std::vector<uint8_t> keyed = AsDelivered(
       EncodeRdmaAccept({Accepted(), ChallengeSource(kKey, hello).challenge}));
   keyed[proto::kHelloReplyBytes + 60] = 1;  // the challenge's reserved field
-  EXPECT_FALSE(DecodeRdmaAccept(keyed).ok());
+  EXPECT_THAT(DecodeRdmaAccept(keyed),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("auth challenge reserved field is not zero")));
   // Truncated in the reply: no accept at all.
-  EXPECT_FALSE(
-      DecodeRdmaAccept(absl::MakeConstSpan(keyed).subspan(0, 100)).ok());
+  EXPECT_THAT(DecodeRdmaAccept(absl::MakeConstSpan(keyed).subspan(0, 100)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hello reply truncated")));
 }
 
 TEST(RdmaAuthTest, HonestEndsProveTheKeyToEachOther) {

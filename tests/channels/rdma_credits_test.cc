@@ -8,6 +8,8 @@
 namespace ramferry::channels {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 TEST(SendCreditsTest, UncountedSendsAlwaysGo) {
@@ -16,7 +18,13 @@ TEST(SendCreditsTest, UncountedSendsAlwaysGo) {
   EXPECT_TRUE(c.CanSend(1000));
   c.Take(1000);
   EXPECT_TRUE(c.CanSend(1));
-  EXPECT_FALSE(c.Grant(4).ok()) << "credits nobody negotiated";
+  EXPECT_THAT(
+      c.Grant(4),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "RDMA credits from a destination that did not negotiate them")))
+      << "credits nobody negotiated";
 }
 
 TEST(SendCreditsTest, NothingGoesBeforeTheFirstGrant) {
@@ -51,7 +59,9 @@ TEST(SendCreditsTest, ReturningMoreThanInUseIsThePeersError) {
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("2 in use"));
   EXPECT_EQ(c.available(), 2u) << "a refused grant changes nothing";
-  EXPECT_FALSE(c.Grant(0).ok());
+  EXPECT_THAT(c.Grant(0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("RDMA credits message grants none")));
 }
 
 TEST(CreditReturnTest, ReturnsInBatchesOfAnEighth) {

@@ -14,6 +14,8 @@
 namespace ramferry::channels {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -75,7 +77,12 @@ TEST_F(RdmaRegistrationTest, ChunkSpansEndAtTheRegionAndRejectOthers) {
   EXPECT_EQ(last->size(), 100u);  // the last chunk is partial
   EXPECT_THAT(registry_.ChunkSpan({1, 3}).status().message(),
               HasSubstr("chunk 3 of region 1, which does not exist"));
-  EXPECT_FALSE(registry_.ChunkSpan({2, 0}).ok());
+  EXPECT_THAT(
+      registry_.ChunkSpan({2, 0}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "RDMA control names chunk 0 of region 2, which does not exist")));
 }
 
 TEST_F(RdmaRegistrationTest, PiecesSplitAtChunkBoundaries) {
@@ -219,7 +226,11 @@ TEST_F(RdmaRegistrationTest, RegionKeysMustNameARegionOfItsLength) {
   Add(4, 3 * kChunk);
   EXPECT_THAT(registry_.ApplyRegionKeys({{{5, 1, 2, 3 * kChunk}}}).message(),
               HasSubstr("region 5"));
-  EXPECT_FALSE(registry_.ApplyRegionKeys({{{4, 1, 2, kChunk}}}).ok());
+  EXPECT_THAT(
+      registry_.ApplyRegionKeys({{{4, 1, 2, kChunk}}}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(
+                   "destination sent keys for region 4 of 4096 bytes, which")));
   ASSERT_OK(registry_.ApplyRegionKeys({{{4, 9, 0x5000, 3 * kChunk}}}));
   EXPECT_EQ(registry_.region(4).remote_rkey, 9u);
   EXPECT_EQ(registry_.region(4).remote_addr, 0x5000u);
@@ -232,8 +243,18 @@ TEST_F(RdmaRegistrationTest, DestinationCountsCompressedChunks) {
   EXPECT_EQ(registry_.zero_chunks(), 3);
   ASSERT_OK(registry_.MarkCompressed({{0, 0}}));  // again: no change
   EXPECT_EQ(registry_.zero_chunks(), 3);
-  EXPECT_FALSE(registry_.MarkCompressed({{0, 3}}).ok());
-  EXPECT_FALSE(registry_.MarkCompressed({{2, 0}}).ok());
+  EXPECT_THAT(
+      registry_.MarkCompressed({{0, 3}}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "RDMA control names chunk 3 of region 0, which does not exist")));
+  EXPECT_THAT(
+      registry_.MarkCompressed({{2, 0}}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "RDMA control names chunk 0 of region 2, which does not exist")));
   EXPECT_EQ(registry_.zero_chunks(), 3);
 }
 
@@ -265,7 +286,12 @@ TEST_F(RdmaRegistrationTest, RegisterRequestFailures) {
   Add(0, kChunk);
   auto ok = [](const proto::ChunkRef&,
                absl::Span<uint8_t>) -> absl::StatusOr<uint32_t> { return 1; };
-  EXPECT_FALSE(registry_.AnswerRegisterRequest({{0, 1}}, ok).ok());
+  EXPECT_THAT(
+      registry_.AnswerRegisterRequest({{0, 1}}, ok),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "RDMA control names chunk 1 of region 0, which does not exist")));
   absl::StatusOr<std::vector<proto::ChunkKey>> failed =
       registry_.AnswerRegisterRequest(
           {{0, 0}},

@@ -11,6 +11,8 @@
 namespace ramferry::channels {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 // The chain never waits on completions itself.
@@ -143,12 +145,26 @@ TEST_F(SendChainTest, FatalErrorsNameTheErrno) {
 TEST_F(SendChainTest, UnknownOrRepeatedCompletionsAreErrors) {
   chain_.Queue(Make(0, 100));
   Start();
-  EXPECT_FALSE(
-      chain_.OnCompletion(chain_.UserData(0) + (5ull << 32), 100, true).ok());
-  EXPECT_FALSE(chain_.OnCompletion(chain_.UserData(0) + 1, 100, true).ok());
+  EXPECT_THAT(
+      chain_.OnCompletion(chain_.UserData(0) + (5ull << 32), 100, true),
+      StatusIs(
+          absl::StatusCode::kInternal,
+          HasSubstr(
+              "completion for send 0 (position 5), which is not in flight")));
+  EXPECT_THAT(
+      chain_.OnCompletion(chain_.UserData(0) + 1, 100, true),
+      StatusIs(
+          absl::StatusCode::kInternal,
+          HasSubstr(
+              "completion for send 1 (position 0), which is not in flight")));
   ASSERT_OK(chain_.OnCompletion(chain_.UserData(0), 50, true));
   // The chain is over; the same tag again is not in flight.
-  EXPECT_FALSE(chain_.OnCompletion((0ull << 32) | 0, 50, true).ok());
+  EXPECT_THAT(
+      chain_.OnCompletion((0ull << 32) | 0, 50, true),
+      StatusIs(
+          absl::StatusCode::kInternal,
+          HasSubstr(
+              "completion for send 0 (position 0), which is not in flight")));
 }
 
 TEST_F(SendChainTest, ChainsAreCappedAtTheQueueSize) {

@@ -33,6 +33,8 @@
 namespace ramferry::engine {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -629,7 +631,9 @@ TEST(ChannelReceiverTest, BadCompressedPayloadsAreRefused) {
     AppendMarker(&c.stream, proto::kPacketFinish, 1, 0);
     Fixture f(c.stream, false, false, false, /*prefill=*/0x33, c.compressed);
     absl::StatusOr<ChannelReceiver::Step> step = f.RunToEnd();
-    ASSERT_FALSE(step.ok()) << c.want;
+    ASSERT_THAT(step, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("bad packet")))
+        << c.want;
     EXPECT_THAT(std::string(step.status().message()), HasSubstr(c.want));
     EXPECT_EQ(f.byte_at(2 * 4096), 0x33) << c.want;
     EXPECT_EQ(f.byte_at(3 * 4096), 0x33) << c.want;
@@ -760,7 +764,10 @@ TEST_P(SealedReceiveTest, APayloadCutMidWayStaysMarkedUntilAnAuthenticCopy) {
     absl::StatusOr<ChannelReceiver::Step> end = lost.RunToEnd();
     EXPECT_TRUE(absl::IsUnavailable(end.status())) << end.status();
     EXPECT_EQ(unauthentic.count(), 2u);
-    EXPECT_FALSE(unauthentic.CheckEmpty("the session cannot end").ok());
+    EXPECT_THAT(unauthentic.CheckEmpty("the session cannot end"),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("the stream was tampered with or a lost "
+                                   "channel's packet was")));
   }
   // The re-send, on another channel: page 1 comes again, page 0 does not.
   std::vector<uint8_t> s;

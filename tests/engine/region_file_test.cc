@@ -21,6 +21,8 @@
 namespace ramferry::engine {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 using testing::MakeFileRegion;
 
@@ -70,7 +72,12 @@ TEST(RegionFileTest, ADescriptorThatDoesNotBackTheMemoryIsRefused) {
   // Memory past the mapping's end: the next mapping is not the file.
   Region longer = f.region;
   longer.length = 32 * kPage;
-  EXPECT_FALSE(Check(longer).ok());
+  EXPECT_THAT(
+      Check(longer),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "leave Region::fd at -1 to move its pages through the mapping")));
   // Every failure names the region and what to do.
   EXPECT_THAT(Check(wrong_file).message(), HasSubstr("region 1"));
   EXPECT_THAT(Check(wrong_file).message(), HasSubstr("Region::fd at -1"));
@@ -141,7 +148,8 @@ TEST(RegionFileTest, AnIoErrorSaysWhatAndWhere) {
   const uint64_t offset = 3 * kPage;
   const iovec run{nullptr, kPage};
   absl::Status s = WriteRuns(r, {&offset, 1}, {&run, 1}, buf.data());
-  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          HasSubstr("Bad file descriptor")));
   EXPECT_THAT(s.message(),
               HasSubstr("writing region 7's file at offset 12288"));
   close(r.fd);

@@ -50,6 +50,8 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
@@ -264,7 +266,8 @@ TEST_F(MemoryHandoffTest, SecondAttacherGetsAnErrorNotAHang) {
   EXPECT_FALSE((*first)->pauses_itself());
   const absl::Time start = absl::Now();
   auto second = AttachedMemory::Attach(Path("e.sock"), absl::Milliseconds(300));
-  EXPECT_FALSE(second.ok());
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                               HasSubstr("the peer sent nothing within")));
   EXPECT_EQ(second.status().code(), absl::StatusCode::kDeadlineExceeded)
       << second.status();
   EXPECT_THAT(second.status().message(), HasSubstr("another migration"));
@@ -279,7 +282,8 @@ TEST_F(HandOverTest, AttachWithNobodyListeningFailsWithinTheTimeout) {
   const absl::Time start = absl::Now();
   auto att =
       AttachedMemory::Attach(Path("nobody.sock"), absl::Milliseconds(200));
-  ASSERT_FALSE(att.ok());
+  ASSERT_THAT(att, StatusIs(absl::StatusCode::kUnavailable,
+                            HasSubstr("No such file or directory")));
   EXPECT_THAT(att.status().message(), HasSubstr("nobody.sock"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   // A path too long for a unix socket.
@@ -293,7 +297,8 @@ TEST_F(MemoryHandoffTest, AttachToAnAdopterIsAnError) {
   const absl::Time start = absl::Now();
   auto att =
       AttachedMemory::Attach(Path("adopt.sock"), absl::Milliseconds(300));
-  ASSERT_FALSE(att.ok());
+  ASSERT_THAT(att, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                            HasSubstr("the peer sent nothing within")));
   EXPECT_THAT(att.status().message(), HasSubstr("adopt.sock"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   // The adopter, waiting meanwhile, is not disturbed by an attacher that
@@ -670,10 +675,13 @@ TEST_F(MemoryHandoffTest, WorkloadDiedCollectFails) {
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_FALSE(n.ok());
+  ASSERT_THAT(n, StatusIs(absl::StatusCode::kUnavailable,
+                          HasSubstr("did it end, or free its export?")));
   EXPECT_THAT(n.status().message(), HasSubstr(absl::StrCat("pid ", pid)));
   // Pausing a process that is gone is an error too, not a crash.
-  EXPECT_FALSE((*att)->Pause(absl::Milliseconds(200)).ok());
+  EXPECT_THAT(
+      (*att)->Pause(absl::Milliseconds(200)),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("No such process")));
 }
 
 TEST_F(MemoryHandoffTest, WorkloadFreedItsExportCollectFails) {
@@ -687,8 +695,9 @@ TEST_F(MemoryHandoffTest, WorkloadFreedItsExportCollectFails) {
   DirtyBitmap d(kChildPages);
   DirtyBitmap* dp = &d;
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  EXPECT_FALSE(n.ok()) << "collected " << *n
-                       << " pages from an export the workload freed";
+  EXPECT_THAT(n, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          HasSubstr("did it end, or free its export?")))
+      << "collected " << *n << " pages from an export the workload freed";
   att->reset();
   EXPECT_TRUE(w.Quit());
 }
@@ -710,7 +719,8 @@ TEST_F(MemoryHandoffTest, WorkloadUnmappedItsMemoryCollectFails) {
   ASSERT_OK((*att)->CollectWritten({&dp, 1}));
   ASSERT_TRUE(w.Unmap());
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_FALSE(n.ok());
+  ASSERT_THAT(n, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          HasSubstr("is no longer mapped at")));
   EXPECT_THAT(n.status().message(), HasSubstr("no longer mapped"));
   att->reset();
   EXPECT_TRUE(w.Quit());
@@ -736,7 +746,8 @@ TEST_F(MemoryHandoffTest, WorkloadShrankItsFileCollectFailsAndNoSealStays) {
   ASSERT_OK((*att)->CollectWritten({&dp, 1}));
   ASSERT_EQ(ftruncate(fd, kPage), 0);
   absl::StatusOr<uint64_t> n = (*att)->CollectWritten({&dp, 1});
-  ASSERT_FALSE(n.ok());
+  ASSERT_THAT(n, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          HasSubstr("those pages are gone")));
   EXPECT_EQ(n.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(n.status().message(), HasSubstr("shrank region 1's file"));
   att->reset();
@@ -802,7 +813,9 @@ TEST_F(HandOverTest, AdopterRefusesShortFdAndKeepsWaiting) {
       1, "r", reinterpret_cast<void*>(0x100000), 4 * kPage, small, 0};
   absl::Status s =
       HandOverMemory(Path("adopt.sock"), {&too_short, 1}, absl::Seconds(10));
-  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("the peer closed the hand-off connection")));
   EXPECT_THAT(s.message(), HasSubstr("refused"));
   const SharedRegion right{1,         "r",  reinterpret_cast<void*>(0x100000),
                            4 * kPage, good, 0};
@@ -835,8 +848,10 @@ TEST_F(HandOverTest, HandOverToNobodyFails) {
   const int fd = NewMemfd(1);
   const SharedRegion r{1, "r", reinterpret_cast<void*>(0x100000), kPage, fd, 0};
   const absl::Time start = absl::Now();
-  EXPECT_FALSE(
-      HandOverMemory(Path("none.sock"), {&r, 1}, absl::Milliseconds(200)).ok());
+  EXPECT_THAT(
+      HandOverMemory(Path("none.sock"), {&r, 1}, absl::Milliseconds(200)),
+      StatusIs(absl::StatusCode::kUnavailable,
+               HasSubstr("No such file or directory")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   // Not even encodable: refused before connecting.
   const SharedRegion bad{1,     "r", reinterpret_cast<void*>(0x100001),
@@ -1007,7 +1022,8 @@ TEST_F(MemoryHandoffTest, AttachRefusesAnotherProcesssPagemap) {
     FakeExport fake(Path("fake.sock"), ExportOffer(0x100000, kPage),
                     {foreign, memfd});
     auto att = AttachedMemory::Attach(Path("fake.sock"), absl::Seconds(10));
-    ASSERT_FALSE(att.ok());
+    ASSERT_THAT(att, StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("the memory offer's pagemap is")));
     EXPECT_EQ(att.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(att.status().message(), HasSubstr("pagemap"));
     EXPECT_THAT(att.status().message(),
@@ -1136,7 +1152,11 @@ TEST_F(MemoryHandoffTest, ASquatterOfAnotherUserGetsNothing) {
   close(ready[1]);
   ASSERT_EQ(ReadByte(ready[0], 10000), 'L');
   auto att = AttachedMemory::Attach(path, absl::Seconds(2));
-  ASSERT_FALSE(att.ok());
+  ASSERT_THAT(
+      att,
+      StatusIs(
+          absl::StatusCode::kPermissionDenied,
+          HasSubstr("put the socket in a directory only this user can write")));
   EXPECT_EQ(att.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(att.status().message(), HasSubstr("uid 65534"));
 
@@ -1274,7 +1294,8 @@ TEST_F(MemoryHandoffTest, ListenRefusesALivePathAndReplacesAStaleOne) {
   // A regular file at the path is not a socket to replace.
   { std::ofstream(Path("file.sock")) << "x"; }
   auto on_file = AdoptedMemory::Listen(Path("file.sock"));
-  EXPECT_FALSE(on_file.ok());
+  EXPECT_THAT(on_file, StatusIs(absl::StatusCode::kUnavailable,
+                                HasSubstr("Connection refused")));
   std::filesystem::remove(Path("file.sock"));
   munmap(b1, kPage);
   munmap(b2, kPage);
@@ -1333,7 +1354,10 @@ TEST_F(MemoryHandoffTest, WriteTrackerRefusesAWrongSizeBitmap) {
   base[30 * kPage] = 1;
   DirtyBitmap small(4);
   absl::StatusOr<uint64_t> n = (*t)->Collect(small);
-  EXPECT_FALSE(n.ok()) << "reported " << *n << " pages into a 4-page bitmap";
+  EXPECT_THAT(n,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a bitmap of 4 pages for 32 tracked pages")))
+      << "reported " << *n << " pages into a 4-page bitmap";
   if (n.ok()) {
     // The write to page 30 is gone: the next Collect does not report it.
     DirtyBitmap full(kPages);

@@ -17,6 +17,8 @@
 namespace ramferry::proto {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 constexpr uint64_t kPage = 4096;
@@ -193,11 +195,14 @@ TEST(MemoryOfferTest, RefusesUnknownFlags) {
 TEST(MemoryOfferTest, EachKindHasItsOwnFlags) {
   ExpectRefused(RawOffer({kGood}, 1, kOfferRegionDigests), "flags 0x4,");
   ExpectRefused(RawOffer({kGood}, 2, kOfferAllowsHandOver), "flags 0x2,");
-  EXPECT_FALSE(
-      EncodeOffer(ValidOffer(1, OfferKind::kExport, kOfferRegionDigests)).ok());
-  EXPECT_FALSE(
-      EncodeOffer(ValidOffer(1, OfferKind::kHandOver, kOfferAllowsHandOver))
-          .ok());
+  EXPECT_THAT(
+      EncodeOffer(ValidOffer(1, OfferKind::kExport, kOfferRegionDigests)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("unknown kind or flags")));
+  EXPECT_THAT(
+      EncodeOffer(ValidOffer(1, OfferKind::kHandOver, kOfferAllowsHandOver)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("unknown kind or flags")));
   absl::StatusOr<std::vector<uint8_t>> consent = EncodeOffer(ValidOffer(
       2, OfferKind::kExport, kOfferPausesItself | kOfferAllowsHandOver));
   ASSERT_OK(consent);
@@ -225,11 +230,18 @@ TEST(MemoryOfferTest, DigestsRideEachRegionAndRoundTrip) {
   EXPECT_EQ(*d, o);
   // Cut inside the last digest: refused.
   b->pop_back();
-  EXPECT_FALSE(DecodeOffer(*b).ok());
+  EXPECT_THAT(
+      DecodeOffer(*b),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("memory offer of 148 bytes ends inside region 2 of 3")));
   // A digest without the flag cannot be encoded (it would be lost).
   Offer stray = ValidOffer(1, OfferKind::kHandOver);
   stray.regions[0].digest = 1;
-  EXPECT_FALSE(EncodeOffer(stray).ok());
+  EXPECT_THAT(
+      EncodeOffer(stray),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("a region digest without kOfferRegionDigests")));
   // The largest offer, digests included, fits the receive buffer.
   Offer big =
       ValidOffer(kMaxHandoffRegions, OfferKind::kHandOver, kOfferRegionDigests);
@@ -432,12 +444,21 @@ std::vector<uint8_t> RawCommand(uint32_t magic, uint16_t type, uint16_t zero,
 }
 
 TEST(MemoryCommandTest, RefusesBadMagic) {
-  EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic + 1, 1, 0, 0)).ok());
+  EXPECT_THAT(
+      DecodeCommand(RawCommand(kHandoffMagic + 1, 1, 0, 0)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad memory hand-off command (16 bytes, type 1)")));
 }
 
 TEST(MemoryCommandTest, RefusesNonzeroReserved) {
-  EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic, 1, 1, 0)).ok());
-  EXPECT_FALSE(DecodeCommand(RawCommand(kHandoffMagic, 1, 0x8000, 0)).ok());
+  EXPECT_THAT(
+      DecodeCommand(RawCommand(kHandoffMagic, 1, 1, 0)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad memory hand-off command (16 bytes, type 1)")));
+  EXPECT_THAT(
+      DecodeCommand(RawCommand(kHandoffMagic, 1, 0x8000, 0)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad memory hand-off command (16 bytes, type 1)")));
 }
 
 // A grant's value is its descriptor count, one per region; a refusal's a
@@ -451,8 +472,10 @@ TEST(MemoryCommandTest, GrantsAndRefusalsCarryOnlyTheirValues) {
   }
   for (uint64_t v :
        {uint64_t{0}, uint64_t{kMaxHandoffRegions + 1}, ~uint64_t{0}}) {
-    EXPECT_FALSE(
-        DecodeCommand(EncodeCommand({HandoffCommand::kHandOverGrant, v})).ok())
+    EXPECT_THAT(
+        DecodeCommand(EncodeCommand({HandoffCommand::kHandOverGrant, v})),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("bad memory hand-off command (16 bytes, type 8)")))
         << v;
   }
   for (RefusalReason r :
@@ -465,8 +488,10 @@ TEST(MemoryCommandTest, GrantsAndRefusalsCarryOnlyTheirValues) {
     EXPECT_STRNE(RefusalReasonText(r), "unknown reason");
   }
   for (uint64_t v : {uint64_t{0}, uint64_t{5}, ~uint64_t{0}}) {
-    EXPECT_FALSE(
-        DecodeCommand(EncodeCommand({HandoffCommand::kRefused, v})).ok())
+    EXPECT_THAT(
+        DecodeCommand(EncodeCommand({HandoffCommand::kRefused, v})),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("bad memory hand-off command (16 bytes, type 9)")))
         << v;
   }
 }
@@ -475,7 +500,10 @@ TEST(MemoryCommandTest, RefusesUnknownType) {
   for (uint16_t t : {uint16_t{0}, uint16_t{10}, uint16_t{0xffff}}) {
     absl::StatusOr<CommandMessage> d =
         DecodeCommand(RawCommand(kHandoffMagic, t, 0, 0));
-    EXPECT_FALSE(d.ok()) << t;
+    EXPECT_THAT(
+        d, StatusIs(absl::StatusCode::kInvalidArgument,
+                    HasSubstr("bad memory hand-off command (16 bytes, type")))
+        << t;
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   }
 }
@@ -483,13 +511,22 @@ TEST(MemoryCommandTest, RefusesUnknownType) {
 TEST(MemoryCommandTest, RefusesWrongLength) {
   const std::vector<uint8_t> good = EncodeCommand({HandoffCommand::kPause, 0});
   for (size_t n = 0; n < good.size(); ++n) {
-    EXPECT_FALSE(DecodeCommand(absl::MakeConstSpan(good.data(), n)).ok()) << n;
+    EXPECT_THAT(DecodeCommand(absl::MakeConstSpan(good.data(), n)),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("bad memory hand-off command")))
+        << n;
   }
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
-  EXPECT_FALSE(DecodeCommand(longer).ok());
+  EXPECT_THAT(
+      DecodeCommand(longer),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad memory hand-off command (17 bytes, type 1)")));
   // An offer is not a command.
-  EXPECT_FALSE(DecodeCommand(*EncodeOffer(ValidOffer(1))).ok());
+  EXPECT_THAT(
+      DecodeCommand(*EncodeOffer(ValidOffer(1))),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("bad memory hand-off command (54 bytes, type 2)")));
 }
 
 }  // namespace

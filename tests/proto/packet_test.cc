@@ -17,6 +17,8 @@
 namespace ramferry::proto {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -467,8 +469,12 @@ TEST(ZeroPagesTest, ZeroFlagOnlyWithTheCapability) {
   // The flag is bit 0 alone: other low bits are still misalignment, and
   // a flagged page must lie inside the region like any other.
   Store64(raw.data(), 4096 | 2);
-  EXPECT_FALSE(
-      DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)).ok());
+  EXPECT_THAT(
+      DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "page offset 4098 (index 0) is not aligned to page size 4096")));
   Store64(raw.data(), (4096 * 4) | kZeroPageFlag);
   EXPECT_EQ(
       DecodePageOffsets(h, raw, 4096 * 4, true, absl::MakeSpan(out)).code(),
@@ -527,9 +533,11 @@ TEST(ZeroPagesTest, ZeroRangesPacketShapeIsChecked) {
   // Two kinds at once is not a packet.
   buf = Encode(ZeroRangesHeader(2), {0, 4096});
   Store16(buf.data() + 6, kPacketZeroRanges | kPacketSync);
-  EXPECT_FALSE(DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel,
-                                 kMaxPages, {.zero_pages = true})
-                   .ok());
+  EXPECT_THAT(
+      DecodePacketFixed(absl::MakeConstSpan(buf).first(64), kChannel, kMaxPages,
+                        {.zero_pages = true}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("packet flags 0x0005 are not a valid combination")));
 }
 
 TEST(ZeroPagesTest, BadZeroRangesAreRefused) {

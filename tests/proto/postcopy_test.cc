@@ -20,6 +20,8 @@
 namespace ramferry::proto {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -254,7 +256,12 @@ TEST(MissingPagesCheckerTest, RefusesAContinuationThatOverlapsOrTouches) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("across messages"));
   // Adjacent to it: the encoder never splits a range, so this is not one.
-  EXPECT_FALSE(c.Accept({7, false, {{15, 1}}}).ok());
+  EXPECT_THAT(
+      c.Accept({7, false, {{15, 1}}}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "ranges must ascend across messages too, with a gap between")));
   // The refusals changed nothing: the right continuation still fits.
   EXPECT_OK(c.Accept({7, true, {{16, 1}}}));
   EXPECT_EQ(c.missing_pages(), 6u);
@@ -266,12 +273,21 @@ TEST(MissingPagesCheckerTest, RefusesAnythingAfterTheLastMessage) {
   absl::Status s = c.Accept({9, true, {}});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("after its last one"));
-  EXPECT_FALSE(c.Accept({9, false, {{5, 1}}}).ok());
+  EXPECT_THAT(
+      c.Accept({9, false, {{5, 1}}}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("each region's set ends with exactly one last message")));
 }
 
 TEST(MissingPagesCheckerTest, RefusesUnknownRegionsAndCompletesPerRegion) {
   MissingPagesChecker c(Table());
-  EXPECT_FALSE(c.Accept({8, true, {}}).ok());
+  EXPECT_THAT(
+      c.Accept({8, true, {}}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "missing-pages message names region 8, which is not in the")));
   EXPECT_FALSE(c.complete());
   ASSERT_OK(c.Accept({7, true, {}}));
   EXPECT_FALSE(c.complete());
@@ -355,38 +371,76 @@ TEST(PageRequestTest, BoundsOfTheCountAndTheRegion) {
   EXPECT_EQ(RequestStatus(RawRequest(2, 0xFFFFFFFFu, {})).code(),
             absl::StatusCode::kInvalidArgument);
   // None at all is not a request.
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 0, {})).ok());
+  EXPECT_THAT(
+      RequestStatus(RawRequest(1, 0, {})),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("want 8 bytes and 1 to 4096 pages of 8 bytes each")));
   // The last page is inside; one past it and the top of u64 are not.
   EXPECT_OK(RequestStatus(RawRequest(1, 1, {99})));
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {100})).ok());
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {kMax})).ok());
-  EXPECT_FALSE(RequestStatus(RawRequest(2, 1, {uint64_t{1} << 28})).ok());
+  EXPECT_THAT(RequestStatus(RawRequest(1, 1, {100})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pages must ascend, each once")));
+  EXPECT_THAT(RequestStatus(RawRequest(1, 1, {kMax})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pages must ascend, each once")));
+  EXPECT_THAT(RequestStatus(RawRequest(2, 1, {uint64_t{1} << 28})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pages must ascend, each once")));
 }
 
 TEST(PageRequestTest, RefusesBadSizesOrderAndRegions) {
   const std::vector<uint8_t> good = RawRequest(1, 2, {3, 4});
   ASSERT_OK(RequestStatus(good));
   for (size_t n = 0; n < good.size(); ++n) {
-    EXPECT_FALSE(
-        RequestStatus({good.begin(), good.begin() + static_cast<long>(n)}).ok())
+    EXPECT_THAT(
+        RequestStatus({good.begin(), good.begin() + static_cast<long>(n)}),
+        StatusIs(
+            absl::StatusCode::kInvalidArgument,
+            HasSubstr(
+                "bytes: want 8 bytes and 1 to 4096 pages of 8 bytes each")))
         << n;
   }
   std::vector<uint8_t> longer = good;
   longer.push_back(0);
-  EXPECT_FALSE(RequestStatus(longer).ok());
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 2, {3})).ok());     // count > pages
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 1, {3, 4})).ok());  // count < pages
+  EXPECT_THAT(
+      RequestStatus(longer),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("want 8 bytes and 1 to 4096 pages of 8 bytes each")));
+  EXPECT_THAT(
+      RequestStatus(RawRequest(1, 2, {3})),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "want 8 bytes and 1 to 4096 pages of 8 bytes each")));  // count >
+                                                                      // pages
+  EXPECT_THAT(
+      RequestStatus(RawRequest(1, 1, {3, 4})),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "want 8 bytes and 1 to 4096 pages of 8 bytes each")));  // count <
+                                                                      // pages
   // Strictly ascending, each page once.
   absl::Status s = RequestStatus(RawRequest(1, 2, {4, 4}));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("ascend"));
-  EXPECT_FALSE(RequestStatus(RawRequest(1, 3, {1, 5, 2})).ok());
+  EXPECT_THAT(RequestStatus(RawRequest(1, 3, {1, 5, 2})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pages must ascend, each once")));
   // Unknown region, and a region whose pages are not 4 KiB.
   s = RequestStatus(RawRequest(3, 1, {0}));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("region 3"));
-  EXPECT_FALSE(RequestStatus(RawRequest(9, 1, {0})).ok());
-  EXPECT_FALSE(DecodePageRequest(good, {}).ok());
+  EXPECT_THAT(
+      RequestStatus(RawRequest(9, 1, {0})),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("page request names region 9, which is not a post-copy")));
+  EXPECT_THAT(
+      DecodePageRequest(good, {}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("page request names region 1, which is not a post-copy")));
 }
 
 // ---- PAGE_DATA ----
@@ -455,9 +509,22 @@ TEST(PageDataTest, ZeroRunsCarryNoBytes) {
   EXPECT_TRUE(d->bytes.empty());
   EXPECT_EQ(d->page_count, kMaxPageDataPages);
   // A zero run with bytes after it, and a plain run without them.
-  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 1, 0, 4096)).ok());
-  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 1, 0, 1)).ok());
-  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0, 0)).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(1, kPageDataZero, 0, 1, 0, 4096)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "page data for region 1 carries 4096 bytes for 1 zero pages")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, kPageDataZero, 0, 1, 0, 1)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(
+                   "page data for region 1 carries 1 bytes for 1 zero pages")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, 0, 0, 1, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("page data for region 1 carries 0 bytes for 1 pages")));
 }
 
 TEST(PageDataTest, BoundsOfTheRun) {
@@ -468,40 +535,98 @@ TEST(PageDataTest, BoundsOfTheRun) {
                            PostcopyTable())
                 ->bytes.size(),
             kMaxPageDataPayload - kPageDataFixedBytes);
-  EXPECT_FALSE(
-      DataStatus(RawData(2, kPageDataZero, 0, kMaxPageDataPages + 1, 0, 0))
-          .ok());
-  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 0, 0, 0, 0)).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(2, kPageDataZero, 0, kMaxPageDataPages + 1, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "pages [0, +65) are not 1 to 64 pages inside its 268435456")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, kPageDataZero, 0, 0, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "pages [0, +0) are not 1 to 64 pages inside its 100 pages")));
   EXPECT_OK(DataStatus(RawData(1, kPageDataZero, 99, 1, 0, 0)));
-  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 99, 2, 0, 0)).ok());
-  EXPECT_FALSE(DataStatus(RawData(1, kPageDataZero, 100, 1, 0, 0)).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(1, kPageDataZero, 99, 2, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "pages [99, +2) are not 1 to 64 pages inside its 100 pages")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, kPageDataZero, 100, 1, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "pages [100, +1) are not 1 to 64 pages inside its 100 pages")));
   // first + count would wrap to a small number.
-  EXPECT_FALSE(DataStatus(RawData(2, kPageDataZero, kMax - 1, 4, 0, 0)).ok());
-  EXPECT_FALSE(DataStatus(RawData(2, kPageDataZero, kMax, 1, 0, 0)).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(2, kPageDataZero, kMax - 1, 4, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("pages [18446744073709551614, +4) are not 1 to 64 pages")));
+  EXPECT_THAT(
+      DataStatus(RawData(2, kPageDataZero, kMax, 1, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("pages [18446744073709551615, +1) are not 1 to 64 pages")));
 }
 
 TEST(PageDataTest, RefusesFlagsReservedSizesAndRegions) {
   absl::Status s = DataStatus(RawData(1, 2, 0, 1, 0, 4096));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("unknown flags 0x2"));
-  EXPECT_FALSE(DataStatus(RawData(1, 0x80000000u, 0, 1, 0, 4096)).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(1, 0x80000000u, 0, 1, 0, 4096)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "a truncated head, unknown flags 0x80000000 or a reserved")));
   s = DataStatus(RawData(1, 0, 0, 1, 1, 4096));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("reserved"));
-  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0x80000000u, 4096)).ok());
-  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0, 4095)).ok());
-  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 1, 0, 4097)).ok());
-  EXPECT_FALSE(DataStatus(RawData(1, 0, 0, 2, 0, 4096)).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(1, 0, 0, 1, 0x80000000u, 4096)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(
+                   "a truncated head, unknown flags 0x0 or a reserved field")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, 0, 0, 1, 0, 4095)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("page data for region 1 carries 4095 bytes for 1 pages")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, 0, 0, 1, 0, 4097)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("page data for region 1 carries 4097 bytes for 1 pages")));
+  EXPECT_THAT(
+      DataStatus(RawData(1, 0, 0, 2, 0, 4096)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("page data for region 1 carries 4096 bytes for 2 pages")));
   const std::vector<uint8_t> head = RawData(1, kPageDataZero, 0, 1, 0, 0);
   for (size_t n = 0; n < head.size(); ++n) {
-    EXPECT_FALSE(
-        DataStatus({head.begin(), head.begin() + static_cast<long>(n)}).ok())
+    EXPECT_THAT(DataStatus({head.begin(), head.begin() + static_cast<long>(n)}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("bytes: a truncated head, unknown flags")))
         << n;
   }
   s = DataStatus(RawData(3, kPageDataZero, 0, 1, 0, 0));
   EXPECT_THAT(std::string(s.message()), HasSubstr("region 3"));
-  EXPECT_FALSE(DataStatus(RawData(9, kPageDataZero, 0, 1, 0, 0)).ok());
-  EXPECT_FALSE(DecodePageData(head, {}).ok());
+  EXPECT_THAT(
+      DataStatus(RawData(9, kPageDataZero, 0, 1, 0, 0)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "page data names region 9, which is not a post-copy region")));
+  EXPECT_THAT(
+      DecodePageData(head, {}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "page data names region 1, which is not a post-copy region")));
 }
 
 TEST(PageDataTest, RandomBytesNeverPassABadRun) {

@@ -16,6 +16,9 @@
 namespace ramferry::proto {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
 AuthNonce Nonce(uint8_t b) {
   AuthNonce n;
   n.fill(b);
@@ -65,8 +68,12 @@ TEST(SealKeysTest, DistinctPerDirectionChannelSessionNonceAndKey) {
 }
 
 TEST(SealKeysTest, RefusesAShortKey) {
-  EXPECT_FALSE(
-      DeriveSealKeys("short", HelloBytes(0, 1), ReplyBytes(0), Nonce(1)).ok());
+  EXPECT_THAT(
+      DeriveSealKeys("short", HelloBytes(0, 1), ReplyBytes(0), Nonce(1)),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "it must be 16 to 1024 (e.g. head -c 32 /dev/urandom > key)")));
 }
 
 // NIST GCM test vector (AES-256, 96-bit IV, 60-byte plaintext, 20 bytes of
@@ -208,8 +215,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, SealModeTest,
                          });
 
 TEST(SealerTest, NoneIsNotAMode) {
-  EXPECT_FALSE(
-      Sealer::Create(SealMode::kNone, SealKey{}, Sealer::Use::kSeal).ok());
+  EXPECT_THAT(Sealer::Create(SealMode::kNone, SealKey{}, Sealer::Use::kSeal),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a Sealer needs mode mac or encrypt")));
 }
 
 }  // namespace

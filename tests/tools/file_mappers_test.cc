@@ -18,6 +18,8 @@
 namespace ramferry::migrate {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 TEST(MapsLineMapsFile, MatchesDeviceAndInodeAndReadsWritePermission) {
@@ -79,7 +81,9 @@ TEST(OtherProcessesMapping, FindsAChildThatMapsTheFileButNotThisProcess) {
   EXPECT_TRUE((*found)[0].writable);
   EXPECT_THAT(DescribeMappers(*found), HasSubstr(absl::StrCat(child, " (")));
   EXPECT_THAT(DescribeMappers(*found), HasSubstr("writable"));
-  EXPECT_FALSE(OtherProcessesMapping(path + ".missing").ok());
+  EXPECT_THAT(OtherProcessesMapping(path + ".missing"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("No such file or directory")));
 }
 
 }  // namespace

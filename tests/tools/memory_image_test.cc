@@ -14,6 +14,8 @@
 namespace ramferry::migrate {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 TEST(MemoryImageTest, ParsesPercentagesAndNamesTheBadPart) {
@@ -28,7 +30,9 @@ TEST(MemoryImageTest, ParsesPercentagesAndNamesTheBadPart) {
        {"zero=70", "zero=70,random=40", "zeros=70,random=30",
         "zero=x,random=100", "zero", "", "zero=-1,random=101"}) {
     absl::StatusOr<MemoryImage> b = MemoryImage::Parse(bad);
-    EXPECT_FALSE(b.ok()) << bad;
+    EXPECT_THAT(b, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("memory image")))
+        << bad;
     EXPECT_THAT(b.status().message(), HasSubstr("memory image")) << bad;
   }
 }

@@ -9,6 +9,8 @@
 namespace ramferry::migrate {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 TEST(PostcopyMode, ParsesEveryModeAndNamesItBack) {
@@ -21,7 +23,12 @@ TEST(PostcopyMode, ParsesEveryModeAndNamesItBack) {
   EXPECT_EQ(*ParsePostcopyMode("true"), PostcopyMode::kOn);
   EXPECT_EQ(*ParsePostcopyMode("false"), PostcopyMode::kOff);
   absl::StatusOr<PostcopyMode> bad = ParsePostcopyMode("later");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(
+      bad,
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "on (after the live rounds), now (before any round), auto")));
   EXPECT_THAT(bad.status().message(), HasSubstr("unknown --postcopy 'later'"));
 }
 
@@ -43,7 +50,8 @@ TEST(TimeoutAction, DefaultFollowsThePostcopyMode) {
             TimeoutAction::kPostcopy);
   absl::StatusOr<TimeoutAction> bad =
       ParseTimeoutAction("postpone", PostcopyMode::kOff);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("unknown --on-timeout 'postpone'")));
   EXPECT_THAT(bad.status().message(), HasSubstr("cancel (the source keeps"));
 }
 

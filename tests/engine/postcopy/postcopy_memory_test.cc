@@ -13,6 +13,8 @@
 namespace ramferry::engine {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 constexpr char kMaps[] =
@@ -63,7 +65,9 @@ TEST(PostcopyMemoryTest, RefusesGapsAndRangesPartlyOutside) {
   EXPECT_THAT(Message(s), HasSubstr("0x7f0000020000"));
   EXPECT_THAT(Message(s), HasSubstr("not mapped"));
   // Past the last mapping.
-  EXPECT_FALSE(Check(0x7f0000060000, 0x7f0000061000).ok());
+  EXPECT_THAT(Check(0x7f0000060000, 0x7f0000061000),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the region must be mapped whole")));
   // Over a hole and a shared file: the first obstacle is the one named.
   EXPECT_THAT(Message(Check(0x7f0000000000, 0x7f0000040000)),
               HasSubstr("not mapped"));
