@@ -54,7 +54,10 @@ TEST_F(RdmaDomainTest, OnePerSessionAndEnd) {
   auto src2 = RdmaDomain::ForSession(verbs_, a, RdmaDomain::End::kSource);
   auto dst = RdmaDomain::ForSession(verbs_, a, RdmaDomain::End::kDestination);
   auto other = RdmaDomain::ForSession(verbs_, b, RdmaDomain::End::kSource);
-  ASSERT_TRUE(src1.ok() && src2.ok() && dst.ok() && other.ok());
+  ASSERT_OK(src1);
+  ASSERT_OK(src2);
+  ASSERT_OK(dst);
+  ASSERT_OK(other);
   EXPECT_EQ(src1->get(), src2->get()) << "two channels of one session";
   EXPECT_NE(src1->get(), dst->get()) << "the two ends of one session";
   EXPECT_NE(src1->get(), other->get()) << "another session";
@@ -69,10 +72,10 @@ TEST_F(RdmaDomainTest, OnePerSessionAndEnd) {
 TEST_F(RdmaDomainTest, EachChunkIsRegisteredOnceHoweverManyChannelsAsk) {
   auto d = RdmaDomain::ForSession(verbs_, engine::NewSessionId(),
                                   RdmaDomain::End::kDestination);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   auto r = (*d)->AddRegion(1, memory_.data(), kBytes, kChunk, access, false);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   // A second channel names the same region: the same registrations.
   auto same = (*d)->AddRegion(1, memory_.data(), kBytes, kChunk, access, false);
   ASSERT_OK(same);
@@ -114,12 +117,13 @@ TEST_F(RdmaDomainTest, EachChunkIsRegisteredOnceHoweverManyChannelsAsk) {
 TEST_F(RdmaDomainTest, PinAllRegistersTheWholeRegionOnceInTheBackground) {
   auto d = RdmaDomain::ForSession(verbs_, engine::NewSessionId(),
                                   RdmaDomain::End::kSource);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d);
   auto r = (*d)->AddRegion(3, memory_.data(), kBytes, kChunk, 0, true);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   auto first = (*d)->Whole(*r);
   auto second = (*d)->Whole(*r);
-  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_OK(first);
+  ASSERT_OK(second);
   EXPECT_EQ(first->mr, second->mr);
   EXPECT_TRUE(first->made_now) << "the first to wait counts it";
   EXPECT_FALSE(second->made_now);

@@ -56,7 +56,7 @@ class CapabilityConformance : public ::testing::TestWithParam<TransportKind> {
  protected:
   void TearDown() override { Close(); }
   void SetUp() override {
-    ASSERT_TRUE(ParseTransportKind(TransportKindName(GetParam())).ok());
+    ASSERT_OK(ParseTransportKind(TransportKindName(GetParam())));
     if (std::string why = WhyUnavailable(GetParam()); !why.empty()) {
       GTEST_SKIP() << why;
     }
@@ -72,7 +72,7 @@ class CapabilityConformance : public ::testing::TestWithParam<TransportKind> {
     Close();
     absl::StatusOr<TransportPair> pair =
         OpenTransportPair(GetParam(), options_, rdma);
-    ASSERT_TRUE(pair.ok()) << pair.status();
+    ASSERT_OK(pair);
     pair_ = std::move(*pair);
     ASSERT_EQ(pair_.tx->kind(), GetParam());
     caps_ = pair_.tx->capabilities();
@@ -80,9 +80,9 @@ class CapabilityConformance : public ::testing::TestWithParam<TransportKind> {
       dst_ = testing::MakeRegion(7, kRegionBytes);
       absl::Status s =
           tx().RegisterRegion(7, src_.memory->data(), kRegionBytes);
-      ASSERT_TRUE(s.ok()) << "tx: " << s;
+      ASSERT_OK(s) << "tx";
       s = pair_.rx->RegisterRegion(7, dst_.memory->data(), kRegionBytes);
-      ASSERT_TRUE(s.ok()) << "rx: " << s;
+      ASSERT_OK(s) << "rx";
     }
   }
   // Receive side first, then the send side, then the listener.
@@ -499,7 +499,7 @@ TEST_P(CapabilityConformance, RegisteredBuffersDeliverIntact) {
     if (!is_rdma()) {
       absl::Status reg =
           tx().RegisterRegion(7, src_.memory->data(), kRegionBytes);
-      ASSERT_TRUE(reg.ok()) << reg;
+      ASSERT_OK(reg);
     }
     constexpr uint32_t kPackets = 24;
     PacketReader reader(pair_.rx.get(), base(), kPackets, dest());
@@ -583,7 +583,7 @@ TEST_P(FamilyConformance, AKeyIsTakenExactlyWhereTheHelloCanProveIt) {
   o.auth_key = kKey;
   const absl::Status s = ValidateOptions(o);
   if (Has(channels::kCapAuthenticatedHello)) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
   } else {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
     EXPECT_THAT(std::string(s.message()),
@@ -618,7 +618,7 @@ TEST_P(FamilyConformance, AKeyedDestinationAdmitsOnlySessionsThatCanProveIt) {
     EXPECT_THAT(std::string(fd.status().message()),
                 ::testing::HasSubstr("destination cannot serve"));
   } else if (Has(channels::kCapAuthenticatedHello)) {
-    ASSERT_TRUE(fd.ok()) << fd.status();
+    ASSERT_OK(fd);
     close(*fd);
   } else {
     ASSERT_FALSE(fd.ok());
@@ -639,7 +639,7 @@ TEST_P(FamilyConformance, ChannelLossIsSurvivableOnEveryFamily) {
   SessionOptions o = Options();
   o.survive_channel_loss = true;
   const absl::Status s = ValidateOptions(o);
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_OK(s);
 }
 
 TEST_P(FamilyConformance, EachFamilyOpensTheWayItConnects) {

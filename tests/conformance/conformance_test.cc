@@ -150,7 +150,7 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
     tx_before = NetdevCounter(out->peer->netdev, "tx_bytes");
   }
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   const uint64_t pages = src.region.page_count();
   out->region_pages = pages;
@@ -166,7 +166,7 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
     const RoundPlan plan = PlanRound(dirty, opt.packet_pages);
     out->rounds.push_back(plan);
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    ASSERT_OK(r) << "round " << round;
     EXPECT_EQ(r->round, static_cast<uint64_t>(round));
     EXPECT_EQ(r->pages, plan.pages);
     EXPECT_EQ(r->bytes, plan.pages * src.region.page_size);
@@ -175,14 +175,14 @@ void RunSession(SessionOptions opt, int rounds, uint64_t bytes, uint64_t seed,
     EXPECT_EQ(rx.receiver().applied_rounds(), static_cast<uint64_t>(round + 1));
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_EQ(v->pages_checked, pages);
   EXPECT_EQ(v->pages_mismatched, 0u);
   EXPECT_TRUE(v->first_mismatches.empty());
 
   ASSERT_OK((*sender)->Finish());
   absl::Status served = rx.result();
-  ASSERT_TRUE(served.ok()) << served;
+  ASSERT_OK(served);
   EXPECT_EQ(rx.receiver().verified_pages(), pages);
   EXPECT_TRUE(SameBytes(src.region, dst.region))
       << "destination differs from the source";
@@ -286,7 +286,7 @@ TEST_P(SessionConformance, CountersAddUpAfterFinish) {
   const ChannelStats t = run.sender.Total();
   const ChannelStats r = run.receiver.Total();
   absl::StatusOr<uint32_t> caps_or = CapabilitiesOf(kind());
-  ASSERT_TRUE(caps_or.ok()) << caps_or.status();
+  ASSERT_OK(caps_or);
   const uint32_t caps = *caps_or;
 
   EXPECT_EQ(run.sender.rounds, rounds);
@@ -412,7 +412,7 @@ TEST_P(PolicyConformance, ByteExactAndFlushesWherePolicySays) {
   ASSERT_NO_FATAL_FAILURE(
       RunSession(opt, 2, BytesFor(kind(), 32ull << 20), 303, &run));
   absl::StatusOr<uint32_t> caps_or = CapabilitiesOf(kind());
-  ASSERT_TRUE(caps_or.ok()) << caps_or.status();
+  ASSERT_OK(caps_or);
   const uint32_t caps = *caps_or;
   ASSERT_TRUE(caps & channels::kCapCompletionPolicies)
       << "a zero-copy transport must honour every completion policy";
@@ -490,7 +490,7 @@ void RunBrokenSession(SessionOptions opt, uint64_t bytes, uint64_t seed,
   ASSERT_NE(rx, nullptr);
   opt.port = rx->port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   auto fail = [&](const std::string& step, const absl::Status& s) {
     out->failed_step = step;
     out->status = s;
@@ -634,12 +634,12 @@ TEST_P(TransportConformance, DestinationKilledMidRoundFailsTheRound) {
   auto src = MakeRegion(1, bytes, 404, /*fill=*/true);
   opt.port = child.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetRange(0, 64);
   DirtyBitmap* bitmaps[] = {&dirty};
   absl::StatusOr<RoundResult> first = (*sender)->SendRound(bitmaps);
-  ASSERT_TRUE(first.ok()) << "round 0: " << first.status();  // confirmed
+  ASSERT_OK(first) << "round 0";  // confirmed
 
   // Stopped, the destination cannot complete the round; killed once the
   // round is under way.
@@ -702,7 +702,7 @@ TEST_P(TransportConformance, TheDestinationClosesItsChannelsAtFinish) {
   ASSERT_OK(p.sender->Finish());
   EXPECT_EQ(watch.shutdowns(/*source=*/false), 2u)
       << "FINISH acknowledged with the channels still open";
-  EXPECT_TRUE(p.rx->result().ok()) << p.rx->result();
+  EXPECT_OK(p.rx->result());
 }
 
 // registered_buffers=true: uring-zc sends pages from registered buffers
@@ -715,7 +715,7 @@ TEST_P(TransportConformance, RegisteredBuffersEndByteExact) {
   ASSERT_NO_FATAL_FAILURE(
       RunSession(opt, 3, BytesFor(GetParam(), 32ull << 20), 606, &run));
   absl::StatusOr<uint32_t> caps_or = CapabilitiesOf(GetParam());
-  ASSERT_TRUE(caps_or.ok()) << caps_or.status();
+  ASSERT_OK(caps_or);
   const uint32_t caps = *caps_or;
   const ChannelStats t = run.sender.Total();
   const uint64_t markers = t.syncs + t.finishes;
@@ -792,7 +792,7 @@ TEST_P(TransportConformance, RegisteredBuffersCarryStagedPayloads) {
         RunSession(opt, 2, BytesFor(GetParam(), 8ull << 20), 607, &run, text));
     const ChannelStats t = run.sender.Total();
     absl::StatusOr<uint32_t> caps = CapabilitiesOf(GetParam());
-    ASSERT_TRUE(caps.ok()) << caps.status();
+    ASSERT_OK(caps);
     if (!sealed && (*caps & channels::kCapRemotePlacement) == 0) {
       EXPECT_GT(t.compressed_packets, 0u);
     }
@@ -804,10 +804,10 @@ TEST_P(TransportConformance, RegisteredBuffersCarryStagedPayloads) {
 void VerifyFinishAndCompare(Sender& sender, ServingReceiver& rx,
                             const Region& src, const Region& dst) {
   absl::StatusOr<VerifyReport> v = sender.Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK(sender.Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src, dst));
 }
 
@@ -831,7 +831,7 @@ TEST_P(TransportConformance, CompressedPayloadsEndByteExact) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(s.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
@@ -839,14 +839,14 @@ TEST_P(TransportConformance, CompressedPayloadsEndByteExact) {
   for (int round = 0; round < 3; ++round) {
     if (round > 0) RewriteRandomPages(s, s.page_count() / 16, rng, dirty);
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    ASSERT_OK(r) << "round " << round;
   }
   ASSERT_NO_FATAL_FAILURE(
       VerifyFinishAndCompare(**sender, rx, src.region, dst.region));
   const ChannelStats t = (*sender)->stats().Total();
   const ChannelStats d = rx.receiver().stats().Total();
   absl::StatusOr<uint32_t> caps = CapabilitiesOf(GetParam());
-  ASSERT_TRUE(caps.ok()) << caps.status();
+  ASSERT_OK(caps);
   if (*caps & channels::kCapRemotePlacement) {
     EXPECT_EQ(t.compressed_packets, 0u);
     EXPECT_EQ(t.payload_bytes, t.pages * 4096);
@@ -1003,12 +1003,12 @@ TEST_P(ZeroPageConformance, ZeroAndUntouchedPagesEndByteExact) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(pages);
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   absl::StatusOr<RoundResult> r0 = (*sender)->SendRound(bitmaps);
-  ASSERT_TRUE(r0.ok()) << r0.status();
+  ASSERT_OK(r0);
   EXPECT_EQ(r0->pages, pages);  // every page covered, however it went
   const ChannelStats t0 = (*sender)->stats().Total();
   EXPECT_EQ(t0.payload_bytes, data_pages * 4096);
@@ -1033,7 +1033,7 @@ TEST_P(ZeroPageConformance, ZeroAndUntouchedPagesEndByteExact) {
     dirty.Set(6 * 16 + p);
   }
   absl::StatusOr<RoundResult> r1 = (*sender)->SendRound(bitmaps);
-  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_OK(r1);
   EXPECT_EQ(r1->pages, 32u);
   ASSERT_NO_FATAL_FAILURE(
       VerifyFinishAndCompare(**sender, rx, src.region, dst.region));
@@ -1065,7 +1065,7 @@ TEST(TransportNames, EveryTransportParsesByName) {
   for (TransportKind kind : kAllTransports) {
     absl::StatusOr<TransportKind> parsed =
         ParseTransportKind(TransportKindName(kind));
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    ASSERT_OK(parsed);
     EXPECT_EQ(*parsed, kind);
   }
   EXPECT_EQ(*ParseTransportKind("rdma"), TransportKind::kRdma);

@@ -37,6 +37,7 @@
 #include "ramferry/sender.h"
 #include "tests/conformance/conformance_support.h"
 #include "tests/support/faulty_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 
 namespace ramferry::conformance {
@@ -312,7 +313,7 @@ TEST_P(FaultInjectionConformance, BothEndsEndCleanlyOrTheSessionCompletes) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   Watchdog watchdog([&] {
     (*sender)->Abort(absl::DeadlineExceededError("test watchdog: hang"));
     rx.receiver().Abort(absl::DeadlineExceededError("test watchdog: hang"));
@@ -372,8 +373,8 @@ TEST_P(FaultInjectionConformance, BothEndsEndCleanlyOrTheSessionCompletes) {
   EXPECT_GE(confirmed, static_cast<uint64_t>(rounds_done));
   EXPECT_LE(confirmed, static_cast<uint64_t>(rounds_done) + 1);
   if (benign) {
-    EXPECT_TRUE(source.ok()) << source;
-    EXPECT_TRUE(dest.ok()) << dest;
+    EXPECT_OK(source);
+    EXPECT_OK(dest);
     EXPECT_EQ(confirmed, static_cast<uint64_t>(kRounds));
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     return;

@@ -85,7 +85,7 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
   AttackRelay relay(rx.port());
   opt.port = relay.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
@@ -105,13 +105,13 @@ TEST_P(AttackRelayTest, UnarmedRelayIsInvisible) {
       }
     }
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << relay.Log();
+    ASSERT_OK(r) << relay.Log();
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const SessionStats done = (*sender)->stats();
   relay.Stop();

@@ -633,7 +633,7 @@ TEST_P(FinishCutTest, NeverTwoLiveCopies) {
   o.port = relay.port();
   absl::StatusOr<std::unique_ptr<Sender>> sender =
       Sender::Connect(o, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};

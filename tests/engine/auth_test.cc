@@ -125,7 +125,7 @@ class RawHandshake {
   RawHandshake(uint16_t port, const proto::Hello& hello) {
     absl::StatusOr<int> fd =
         channels::ConnectWithRetry("127.0.0.1", port, absl::Seconds(5));
-    EXPECT_TRUE(fd.ok()) << fd.status();
+    EXPECT_OK(fd);
     fd_ = fd.ok() ? *fd : -1;
     proto::EncodeHello(hello, absl::MakeSpan(hello_));
   }
@@ -185,7 +185,7 @@ TEST(AuthTest, ForgedProofIsRefusedBeforeAdmission) {
   FakeSource fake(rx.port(), 1);
   RawHandshake raw(rx.port(), AuthHello(fake, proto::Role::kControl, 0));
   absl::StatusOr<proto::AuthChallenge> challenge = raw.SendHello();
-  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  ASSERT_OK(challenge);
   // The destination proved itself: its proof verifies with the real key.
   // The forger's proof is made with another key.
   absl::Status s = raw.SendProof(raw.ProofFor(kOtherKey, challenge->nonce));
@@ -213,14 +213,14 @@ TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
   {
     RawHandshake first(rx.port(), hello);
     absl::StatusOr<proto::AuthChallenge> c = first.SendHello();
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_OK(c);
     recorded = first.ProofFor(kKey, c->nonce);
     ASSERT_OK(first.SendProof(recorded));
   }
   // The same Hello and proof on a new connection meet a new nonce.
   RawHandshake replay(rx.port(), hello);
   absl::StatusOr<proto::AuthChallenge> c = replay.SendHello();
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   absl::Status s = replay.SendProof(recorded);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
   EXPECT_THAT(s.message(), HasSubstr("authentication failed"));
@@ -252,7 +252,7 @@ TEST(AuthTest, AuthenticatedButCrossSessionChannelIsRefused) {
 TEST(AuthTest, RdmaTakesAKey) {
   SessionOptions o = Keyed(kKey);
   o.transport = TransportKind::kRdma;
-  EXPECT_TRUE(ValidateOptions(o).ok()) << ValidateOptions(o);
+  EXPECT_OK(ValidateOptions(o));
   EXPECT_TRUE(TransportAuthenticates(TransportKind::kRdma));
 }
 
@@ -282,12 +282,12 @@ class KeyFileTest : public ::testing::Test {
 
 TEST_F(KeyFileTest, ReadsTheKeyWithoutItsTrailingNewline) {
   absl::StatusOr<std::string> k = ReadAuthKeyFile(Write(kKey + "\n", 0600));
-  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_OK(k);
   EXPECT_EQ(*k, kKey);
   std::string binary(32, '\0');
   for (int i = 0; i < 32; ++i) binary[i] = static_cast<char>(i * 37);
   k = ReadAuthKeyFile(Write(binary, 0400));
-  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_OK(k);
   EXPECT_EQ(*k, binary);
 }
 

@@ -163,7 +163,7 @@ TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
   FakeSource src(rx.port(), 2, kMaxPages);
   {
     absl::Status open = src.OpenControl(Table());
-    ASSERT_TRUE(open.ok()) << open;
+    ASSERT_OK(open);
   }
   ASSERT_OK(src.OpenAllChannels());
   // The receiver may reset the connection before all of it is sent.
@@ -177,7 +177,7 @@ TEST_P(BadPacketTest, EndsSessionWithClearErrorAndNoWrite) {
 
   // The source hears why.
   absl::StatusOr<engine::ControlChannel::Message> m = src.ReadControl();
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_OK(m);
   ASSERT_EQ(m->type, proto::ControlType::kError);
   absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
   ASSERT_OK(e);
@@ -203,13 +203,12 @@ class HandshakeTest : public ::testing::Test {
   void FinishCleanly() { FinishCleanly(src_); }
   void FinishCleanly(FakeSource& src) {
     for (uint32_t c = 0; c < 2; ++c) {
-      ASSERT_TRUE(src.Send(c, FakeSource::DataPacket(
-                                  Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a))
-                      .ok());
+      ASSERT_OK(src.Send(c, FakeSource::DataPacket(
+                                Data(c, 0, 1), Offsets(1, 4096 * c), 0x5a)));
       ASSERT_OK(src.Send(c, FakeSource::Marker(proto::kPacketSync, c, 1, 0)));
     }
     auto m = src.ReadControl();
-    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_OK(m);
     ASSERT_EQ(m->type, proto::ControlType::kRoundDone);
     auto done = proto::DecodeRoundDone(m->payload);
     ASSERT_OK(done);
@@ -220,9 +219,9 @@ class HandshakeTest : public ::testing::Test {
     }
     ASSERT_OK(src.SendControl(proto::EncodeFinish()));
     m = src.ReadControl();
-    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_OK(m);
     EXPECT_EQ(m->type, proto::ControlType::kFinishAck);
-    EXPECT_TRUE(rx_.result().ok()) << rx_.result();
+    EXPECT_OK(rx_.result());
     EXPECT_EQ(static_cast<uint8_t*>(dst_.region.base)[4096], 0x5a);
   }
 
@@ -386,8 +385,7 @@ TEST_F(HandshakeTest, RoundBarrierOrdersRewritesAcrossChannels) {
   // not depend on this pause: the barrier must hold either way).
   absl::SleepFor(absl::Milliseconds(50));
   // The stale round-0 copy arrives late on channel 1.
-  ASSERT_TRUE(
-      src_.Send(1, FakeSource::DataPacket(Data(1, 0, 1), page5, 0x11)).ok());
+  ASSERT_OK(src_.Send(1, FakeSource::DataPacket(Data(1, 0, 1), page5, 0x11)));
   ASSERT_OK(src_.Send(1, FakeSource::Marker(proto::kPacketSync, 1, 1, 0)));
   auto m = src_.ReadControl();
   ASSERT_TRUE(m.ok() && m->type == proto::ControlType::kRoundDone);

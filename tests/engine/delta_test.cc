@@ -120,7 +120,7 @@ TEST_P(DeltaTest, LiveRoundsEndByteIdenticalWithReSentPagesAsDeltas) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
@@ -136,7 +136,7 @@ TEST_P(DeltaTest, LiveRoundsEndByteIdenticalWithReSentPagesAsDeltas) {
   writer.Stop();
   ASSERT_OK((*sender)->SendRound(bitmaps).status());  // paused: the last
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
   ASSERT_OK((*sender)->Finish());
   ASSERT_OK(rx.result());
@@ -190,7 +190,7 @@ void StoreRounds(
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   if (warnings != nullptr) *warnings = (*sender)->warnings();
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
@@ -352,7 +352,7 @@ TEST(DeltaSessionTest, PagesOverTheDeltaBoundGoWholeOrAreRefused) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   EXPECT_THAT((*sender)->warnings(),
               ::testing::Contains(::testing::AllOf(
                   HasSubstr("1073741824-byte pages"), HasSubstr("whole"))));

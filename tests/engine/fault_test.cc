@@ -63,7 +63,7 @@ TEST_F(FaultTest, DestinationKilledMidRound) {
   ChildDestination child(opt_, bytes_);
   opt_.port = child.port();
   auto sender = Sender::Connect(opt_, {&src_.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src_.region.page_count());
   dirty.SetRange(0, 16);
   DirtyBitmap* bitmaps[] = {&dirty};
@@ -93,7 +93,7 @@ TEST_F(FaultTest, StalledDestinationIsDetected) {
   ChildDestination child(opt_, bytes_);
   opt_.port = child.port();
   auto sender = Sender::Connect(opt_, {&src_.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src_.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};

@@ -96,7 +96,7 @@ TEST(FloodTest, MigrationInProgressIsUndisturbed) {
     // Rewrite part of the source, so each round carries new bytes.
     auto* p = static_cast<uint8_t*>(pair.src.region.base);
     p[rounds * 4096 + 7] ^= 0xFF;
-    ASSERT_TRUE(pair.SendEverything().ok()) << "round " << rounds;
+    ASSERT_OK(pair.SendEverything()) << "round " << rounds;
     ++rounds;
   }
   attacker.join();
@@ -118,7 +118,7 @@ TEST(FloodTest, SourceArrivingDuringAFloodGetsIn) {
   SessionOptions o = Keyed();
   o.port = rx.port();
   auto sender = Sender::Connect(o, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};

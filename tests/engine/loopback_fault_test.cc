@@ -42,6 +42,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 
@@ -282,7 +283,7 @@ TEST_P(LoopbackKill, DestinationKilledAtARandomPoint) {
   opt.port = port;
   auto sender = Sender::Connect(opt, {&src.region, 1});
   if (!sender.ok()) kill(pid, SIGKILL);
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   auto [target, extra] = KillPoint();
   absl::Status result;
   {
@@ -611,7 +612,7 @@ TEST_P(LoopbackReset, BothEndsEndWithAClearError) {
   ResetRelay relay(rx.port());
   opt.port = relay.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   // A random byte count the session surely relays on the target: each
   // data channel carries about half of the 22 MiB the rounds send; the

@@ -56,7 +56,7 @@ TEST(ChannelEndpointsTest, AreValidated) {
   EXPECT_THAT(ValidateOptions(o).message(),
               HasSubstr("3 endpoints for 2 channels"));
   o.channels = 3;
-  EXPECT_TRUE(ValidateOptions(o).ok()) << ValidateOptions(o);
+  EXPECT_OK(ValidateOptions(o));
 }
 
 // Rewrites every `stride`-th page of `r` and marks it dirty.
@@ -82,20 +82,20 @@ void MigrateOver(const std::vector<std::string>& addresses, uint32_t channels,
   opt.port = rx.port();
   for (const std::string& a : addresses) opt.channel_endpoints.push_back({a});
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   for (int round = 0; round < 3; ++round) {
     if (round > 0) RewritePages(src.region, 7 + round, round, dirty);
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 
   const SessionStats sent = (*sender)->stats();
@@ -138,7 +138,7 @@ TEST(MultiLinkTest, ChannelsSpreadOverTwoRateLimitedLinks) {
   ASSERT_OK(home);
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"1gbit", "1gbit"});
-  ASSERT_TRUE(bed.ok()) << bed.status();
+  ASSERT_OK(bed);
   const uint64_t bytes = testing::ScaledBytes(48ull << 20);
   auto src = MakeRegion(1, bytes, /*seed=*/5, /*fill=*/true);
   auto dst = MakeRegion(1, bytes);
@@ -197,10 +197,10 @@ struct TwoLinkSession {
   // `lost_because`, and their share re-sent.
   void ExpectFinishedOverLinkZero(const std::string& lost_because) {
     absl::StatusOr<VerifyReport> v = sender->Verify();
-    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_OK(v);
     EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
     ASSERT_OK(sender->Finish());
-    ASSERT_TRUE(rx->result().ok()) << rx->result();
+    ASSERT_OK(rx->result());
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const SessionStats sent = sender->stats();
     ASSERT_EQ(sent.channels_lost.size(), 2u)
@@ -243,7 +243,7 @@ TEST(MultiLinkTest, ALinkTakenDownMidMigrationFinishesOnTheOther) {
   });
   absl::StatusOr<RoundResult> r = t.SendRound();
   cut.join();
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   RewritePages(t.src.region, 5, 77, *t.dirty);
   ASSERT_OK(t.SendRound());
   ASSERT_NO_FATAL_FAILURE(t.ExpectFinishedOverLinkZero(""));
@@ -280,7 +280,7 @@ TEST_P(IdleLinkLossTest, ALinkDownBetweenRoundsIsSeenByItsIdleChannels) {
     EXPECT_FALSE(t.rx->result().ok()) << "the destination reported success";
     return;
   }
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   ASSERT_NO_FATAL_FAILURE(
       t.ExpectFinishedOverLinkZero("the link or the peer is down"));
 }
@@ -305,7 +305,7 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   ASSERT_OK(home);
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"200mbit"});
-  ASSERT_TRUE(bed.ok()) << bed.status();
+  ASSERT_OK(bed);
   const uint64_t bytes = testing::ScaledBytes(32ull << 20);
   auto src = MakeRegion(1, bytes, /*seed=*/4, /*fill=*/true);
   auto dst = MakeRegion(1, bytes);
@@ -320,7 +320,7 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   opt.host = (*bed)->destination_address(0);
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap missing(src.region.page_count());
   missing.SetAll();
   DirtyBitmap* bitmaps[] = {&missing};
@@ -345,16 +345,16 @@ TEST(MultiLinkTest, PostcopyCutByALinkDownIsResumedWhenItReturns) {
   EXPECT_FALSE(first.ok()) << "the link went down and nothing failed";
   ASSERT_OK((*bed)->SetLinkUp(0, true));
   auto resumed = Sender::ResumePostcopy(opt, {&src.region, 1}, **sender);
-  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_OK(resumed);
   absl::Status done = (*resumed)->CompletePostcopy();
   workload.join();
-  ASSERT_TRUE(done.ok()) << done;
+  ASSERT_OK(done);
   EXPECT_EQ(differing.load(), 0u);
   absl::StatusOr<VerifyReport> v = (*resumed)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
   ASSERT_OK((*resumed)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   EXPECT_EQ(rx.receiver().stats().postcopy.resumes, 1u);
 }

@@ -103,7 +103,7 @@ TEST_P(ProtectTest, LiveRoundsEndByteIdenticalAndVerified) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
@@ -112,17 +112,17 @@ TEST_P(ProtectTest, LiveRoundsEndByteIdenticalAndVerified) {
   writer.Start();
   for (int round = 0; round < 4; ++round) {
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
   }
   writer.Stop();
   // The final round, with the workload paused, as a migration's last.
   ASSERT_OK((*sender)->SendRound(bitmaps));
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK((*sender)->Finish());
   const ChannelStats sent = (*sender)->stats().Total();
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   EXPECT_GT(writer.writes(), 0u);
 
@@ -167,7 +167,7 @@ TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
     ServingReceiver rx(opt, {dst.region});
     opt.port = rx.port();
     auto sender = Sender::Connect(opt, {&src.region, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
@@ -179,7 +179,7 @@ TEST(ProtectLimitsTest, TheLargestPacketsAreOpenedWhereTheyLand) {
     }
     ASSERT_OK((*sender)->SendRound(bitmaps));
     ASSERT_OK((*sender)->Finish());
-    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    ASSERT_OK(rx.result());
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const ChannelStats sent = (*sender)->stats().Total();
     EXPECT_EQ(rx.receiver().stats().Total().sealed_bytes, sent.sealed_bytes);
@@ -207,13 +207,13 @@ TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
     SessionOptions o = opt;
     o.port = rx.port();
     auto sender = Sender::Connect(o, {&src.region, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
     ASSERT_OK((*sender)->SendRound(bitmaps));
     ASSERT_OK((*sender)->Finish());
-    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    ASSERT_OK(rx.result());
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const ChannelStats sent = (*sender)->stats().Total();
     EXPECT_EQ(sent.pages, src.region.page_count());
@@ -242,13 +242,13 @@ TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
     ServingReceiver rx(o, {dst.region});
     o.port = rx.port();
     auto sender = Sender::Connect(o, {&src.region, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
     ASSERT_OK((*sender)->SendRound(bitmaps));
     ASSERT_OK((*sender)->Finish());
-    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    ASSERT_OK(rx.result());
     EXPECT_TRUE(SameBytes(src.region, dst.region));
   }
 }
@@ -271,18 +271,18 @@ TEST(ProtectFrozenTest, FrozenMemoryIsSealedInPlaceAndVerifiedAsItWent) {
     ServingReceiver rx(opt, {dst.region});
     opt.port = rx.port();
     auto sender = Sender::Connect(opt, {&src.region, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     (*sender)->NoteMemoryFrozen();
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
     ASSERT_OK((*sender)->SendRound(bitmaps));
     absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_OK(v);
     EXPECT_TRUE(v->ok()) << v->pages_mismatched;
     EXPECT_EQ(v->pages_checked, src.region.page_count());
     ASSERT_OK((*sender)->Finish());
-    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    ASSERT_OK(rx.result());
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     const ChannelStats sent = (*sender)->stats().Total();
     EXPECT_EQ(sent.sealed_in_place_bytes,
@@ -305,7 +305,7 @@ TEST(ProtectFrozenTest, AWriteMissedBeforeTheFreezeIsStillFound) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
@@ -318,7 +318,7 @@ TEST(ProtectFrozenTest, AWriteMissedBeforeTheFreezeIsStillFound) {
   ASSERT_OK((*sender)->SendRound(bitmaps));
   EXPECT_GT((*sender)->stats().Total().sealed_in_place_bytes, 0u);
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_EQ(v->pages_mismatched, 1u);
   ASSERT_FALSE(v->first_mismatches.empty());
   EXPECT_EQ(v->first_mismatches[0].second, 3u);
@@ -343,14 +343,14 @@ TEST(ProtectLimitsTest, UntouchedRangesBetweenDataGoSealed) {
     ServingReceiver rx(opt, {dst.region});
     opt.port = rx.port();
     auto sender = Sender::Connect(opt, {&src.region, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     DirtyBitmap dirty(src.region.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
     absl::Status s = (*sender)->SendRound(bitmaps).status();
-    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_OK(s);
     ASSERT_OK((*sender)->Finish());
-    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    ASSERT_OK(rx.result());
     EXPECT_TRUE(SameBytes(src.region, dst.region));
     EXPECT_GT((*sender)->stats().Total().zero_range_packets, 10u);
   }

@@ -97,17 +97,17 @@ void MigrateAndVerify(const SessionOptions& source, ServingReceiver& rx,
   opt.port = rx.port();
   absl::StatusOr<std::unique_ptr<Sender>> s =
       Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   absl::StatusOr<RoundResult> r = (*s)->SendRound(bitmaps);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   absl::StatusOr<VerifyReport> v = (*s)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK((*s)->Finish());
-  EXPECT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 }
 
@@ -309,7 +309,7 @@ TEST_P(RogueChannelTest, GetsNoKeyIsCutOffAndLeavesTheChannelFree) {
       absl::Seconds(3);
   absl::StatusOr<RoguePeer::Outcome> rogue =
       RoguePeer::Run(host_, rx.port(), fake, GetParam(), watch);
-  ASSERT_TRUE(rogue.ok()) << rogue.status();
+  ASSERT_OK(rogue);
   EXPECT_TRUE(rogue->challenged) << "the keyed destination sent no challenge";
   EXPECT_EQ(rogue->messages_received, 0)
       << "the destination sent an unproven peer a message (a key, credits)";
@@ -351,9 +351,9 @@ TEST_P(RogueChannelTest, GetsNoKeyIsCutOffAndLeavesTheChannelFree) {
         channels::ConnectRdma(host_, rx.port(),
                               fake.MakeHello(proto::Role::kData, 0), topts,
                               config, kKey, &reply);
-    ASSERT_TRUE(real.ok()) << real.status() << "; sessions given up: "
-                           << rx.receiver().stats().sessions_abandoned << " ("
-                           << rx.receiver().stats().last_abandoned << ")";
+    ASSERT_OK(real) << "sessions given up: "
+                    << rx.receiver().stats().sessions_abandoned << " ("
+                    << rx.receiver().stats().last_abandoned << ")";
     // Delivered and served: the destination starts its channel.
     EXPECT_TRUE(
         Eventually([&] { return rx.receiver().stats().channels.size() == 1; }));
@@ -437,14 +437,14 @@ TEST_F(RdmaAuthTest, AnUnprovenPeerHoldsNoChannelSlot) {
       channels::ConnectRdma(host_, rx.port(),
                             fake.MakeHello(proto::Role::kData, 0), topts,
                             config, kKey, &reply);
-  EXPECT_TRUE(real.ok()) << real.status();
+  EXPECT_OK(real);
   EXPECT_TRUE(Eventually([&] {
     return rx.receiver().stats().channels.size() == 1;
   })) << "the real source's channel was not served";
   EXPECT_LT(absl::Now() - dialed, o.handshake_timeout)
       << "served only after the silent peer's window";
   squatter.join();
-  ASSERT_TRUE(rogue.ok()) << rogue.status();
+  ASSERT_OK(rogue);
   EXPECT_TRUE(rogue->challenged);
   EXPECT_EQ(rogue->messages_received, 0);
   EXPECT_TRUE(rogue->cut_off);

@@ -78,7 +78,7 @@ struct RdmaSession {
     opt.port = rx.port();
     absl::StatusOr<std::unique_ptr<Sender>> s =
         Sender::Connect(opt, {&src.region, 1});
-    EXPECT_TRUE(s.ok()) << s.status();
+    EXPECT_OK(s);
     if (s.ok()) sender = *std::move(s);
     dirty.SetAll();
   }
@@ -105,14 +105,14 @@ Outcome Transfer(const SessionOptions& source, const SessionOptions& dest,
       }
     }
     absl::StatusOr<RoundResult> r = sender->SendRound(session.bitmaps);
-    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_OK(r);
     if (!r.ok()) return out;
   }
   absl::StatusOr<VerifyReport> v = sender->Verify();
   EXPECT_TRUE(v.ok() && v->ok()) << v.status();
   EXPECT_OK(sender->Finish());
   absl::Status served = rx.result();
-  EXPECT_TRUE(served.ok()) << served;
+  EXPECT_OK(served);
   out.sender = sender->stats().Total();
   out.receiver = rx.receiver().stats().Total();
   out.identical = SameBytes(src.region, dst.region);
@@ -191,7 +191,7 @@ TEST_F(RdmaTest, PinAllPinsEachRegionOnceASide) {
   ASSERT_OK(sender.SendRound(session.bitmaps));
   const uint64_t pinned = PinnedBytes();
   ASSERT_OK(sender.Finish());
-  ASSERT_TRUE(session.rx.result().ok()) << session.rx.result();
+  ASSERT_OK(session.rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const ChannelStats s = sender.stats().Total();
   const ChannelStats r = session.rx.receiver().stats().Total();
@@ -236,14 +236,14 @@ TEST_F(RdmaTest, AStartedRoundWaitsForTheOneBeforeOnRemotePlacement) {
       << "round 1 started before round 0 was confirmed";
   for (uint64_t round = 0; round < 2; ++round) {
     absl::StatusOr<RoundResult> r = sender->AwaitRound();
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     EXPECT_EQ(r->round, round);
   }
   absl::StatusOr<VerifyReport> v = sender->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK(sender->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 }
 
@@ -321,7 +321,7 @@ TEST_F(RdmaTest, DestinationKilledMidRoundEndsTheSourceCleanly) {
   auto src = MakeRegion(1, kBytes, 35, true);
   opt_.port = child.port();
   auto sender = Sender::Connect(opt_, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
@@ -378,7 +378,7 @@ TEST_F(RdmaTest, SourceAbortEndsTheDestinationCleanly) {
   ServingReceiver rx(opt_, {dst.region});
   opt_.port = rx.port();
   auto sender = Sender::Connect(opt_, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   (*sender)->Abort(absl::CancelledError("operator stopped it"));
   absl::Status s = rx.result();
   EXPECT_TRUE(absl::IsCancelled(s)) << s;

@@ -57,7 +57,7 @@ TEST(StallTest, StoppedDestinationBetweenRoundsEndsBothSides) {
   opt.port = child.port();
   auto src = MakeRegion(1, kBytes, 22, /*fill=*/true);
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};

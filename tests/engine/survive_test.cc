@@ -99,7 +99,7 @@ class FaultySession {
                                             std::vector<Region>{dst_.region});
     opt.port = rx_->port();
     auto s = Sender::Connect(opt, {&src_.region, 1});
-    EXPECT_TRUE(s.ok()) << s.status();
+    EXPECT_OK(s);
     if (s.ok()) sender_ = std::move(*s);
   }
 
@@ -123,7 +123,7 @@ class FaultySession {
     for (int round = 0; round < rounds; ++round) {
       if (round == armed) ArmIn(kMidRound);
       absl::StatusOr<RoundResult> r = NextRound();
-      ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+      ASSERT_OK(r) << "round " << round;
     }
   }
 
@@ -163,12 +163,12 @@ class FaultySession {
   // Verifies, finishes, and checks both ends agree byte for byte.
   void FinishIdentical() {
     absl::StatusOr<VerifyReport> v = sender_->Verify();
-    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_OK(v);
     EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
     absl::Status done = sender_->Finish();
-    ASSERT_TRUE(done.ok()) << done;
+    ASSERT_OK(done);
     absl::Status served = rx_->result();
-    ASSERT_TRUE(served.ok()) << served;
+    ASSERT_OK(served);
     EXPECT_TRUE(SameBytes(src_.region, dst_.region));
     EXPECT_EQ(rx_->receiver().applied_rounds(), rounds_);
   }
@@ -326,7 +326,7 @@ TEST_P(SurviveTest, ChannelLostOnItsFinishPacket) {
   FaultySession p(opt_, ResetOnSend(), 26);
   ASSERT_TRUE(p.connected());
   for (int round = 0; round < 2; ++round) {
-    ASSERT_TRUE(p.NextRound().ok()) << round;
+    ASSERT_OK(p.NextRound()) << round;
   }
   p.ArmIn(1);
   p.FinishIdentical();
@@ -430,19 +430,19 @@ class ChannelGoneProtocolTest : public ::testing::Test {
   // ROUND_DONE for `round` with `pages`.
   void ExpectAck(uint32_t channel, uint64_t round) {
     auto ack = src_.ReadControl();
-    ASSERT_TRUE(ack.ok()) << ack.status();
+    ASSERT_OK(ack);
     ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
     auto a = proto::DecodeChannelGoneAck(ack->payload);
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_OK(a);
     EXPECT_EQ(a->channel, channel);
     EXPECT_EQ(a->round, round);
   }
   void ExpectRoundDone(uint64_t round, uint64_t pages) {
     auto done = src_.ReadControl();
-    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_OK(done);
     ASSERT_EQ(done->type, proto::ControlType::kRoundDone);
     auto d = proto::DecodeRoundDone(done->payload);
-    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_OK(d);
     EXPECT_EQ(d->round, round);
     EXPECT_EQ(d->pages, pages);
   }
@@ -546,7 +546,7 @@ TEST_F(ChannelGoneProtocolTest, RefusesTheSameChannelTwice) {
   ASSERT_NO_FATAL_FAILURE(Open());
   ASSERT_OK(Gone(1, 0));
   auto ack = src_.ReadControl();
-  ASSERT_TRUE(ack.ok()) << ack.status();
+  ASSERT_OK(ack);
   ASSERT_EQ(ack->type, proto::ControlType::kChannelGoneAck);
   EXPECT_THAT(Refusal(1, 0).message(),
               HasSubstr("channel 1 declared gone twice"));

@@ -89,7 +89,7 @@ TEST_P(ThroughFileTest, RoundsEndByteIdenticalAndVerified) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   DirtyBitmap dirty(pages);
   dirty.SetAll();
@@ -106,13 +106,13 @@ TEST_P(ThroughFileTest, RoundsEndByteIdenticalAndVerified) {
       }
     }
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 
   const ChannelStats sent = (*sender)->stats().Total();
@@ -168,16 +168,16 @@ TEST(ThroughFileOneEndTest, EitherEndAloneGoesThroughItsFile) {
     ServingReceiver rx(opt, {dst});
     opt.port = rx.port();
     auto sender = Sender::Connect(opt, {&src, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     DirtyBitmap dirty(src.page_count());
     dirty.SetAll();
     DirtyBitmap* bitmaps[] = {&dirty};
     ASSERT_OK((*sender)->SendRound(bitmaps));
     absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_OK(v);
     EXPECT_TRUE(v->ok());
     ASSERT_OK((*sender)->Finish());
-    ASSERT_TRUE(rx.result().ok()) << rx.result();
+    ASSERT_OK(rx.result());
     EXPECT_TRUE(SameBytes(src, dst));
     EXPECT_EQ((*sender)->stats().Total().file_bytes > 0, source_file);
     EXPECT_EQ(rx.receiver().stats().Total().file_bytes > 0, !source_file);
@@ -201,7 +201,7 @@ TEST(ThroughFileFaultTest, AFileWriteErrorEndsTheSessionOnBothEnds) {
   close(read_only);
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};

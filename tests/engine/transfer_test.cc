@@ -60,7 +60,7 @@ TEST_P(TransferTest, FiveRoundsEndByteIdentical) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
@@ -73,20 +73,20 @@ TEST_P(TransferTest, FiveRoundsEndByteIdentical) {
                                     rng, dirty);
     }
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     EXPECT_EQ(r->round, static_cast<uint64_t>(round));
     EXPECT_EQ(r->pages, expected);
     EXPECT_EQ(dirty.Count(), 0u);
     EXPECT_EQ(rx.receiver().applied_rounds(), static_cast<uint64_t>(round + 1));
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   EXPECT_EQ(v->pages_checked, src.region.page_count());
 
   const SessionStats stats = (*sender)->stats();
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   const ChannelStats done = (*sender)->stats().Total();
   EXPECT_EQ(done.finishes, channels);
@@ -141,16 +141,16 @@ TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {
   opt.port = rx.port();
   Region regions[] = {src_a.region, src_b.region};
   auto sender = Sender::Connect(opt, regions);
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap a(src_a.region.page_count()), b(src_b.region.page_count());
   a.SetAll();
   b.SetAll();
   DirtyBitmap* bitmaps[] = {&a, &b};
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->bytes, 16u << 20);
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src_a.region, dst_a.region));
   EXPECT_TRUE(SameBytes(src_b.region, dst_b.region));
 }
@@ -209,7 +209,7 @@ TEST(TransferTest, EmptyRoundStillSynchronises) {
   DirtyBitmap dirty(p.src.region.page_count());
   DirtyBitmap* bitmaps[] = {&dirty};
   absl::StatusOr<RoundResult> r = p.sender->SendRound(bitmaps);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->pages, 0u);
   EXPECT_EQ(p.sender->confirmed_rounds(), 1u);
   ASSERT_OK(p.sender->Finish());
@@ -223,7 +223,7 @@ TEST(TransferTest, VerifyFindsPagesThatDiffer) {
   // Written after the round and never sent: Verify must name it.
   p.src.region.page(77)[100] ^= 0xff;
   absl::StatusOr<VerifyReport> v = p.sender->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_EQ(v->pages_mismatched, 1u);
   ASSERT_EQ(v->first_mismatches.size(), 1u);
   EXPECT_EQ(v->first_mismatches[0], std::make_pair(1u, uint64_t{77}));
@@ -250,7 +250,7 @@ ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,
   opt.port = rx.port();
   opt.announce_next_header = src_announces;
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  EXPECT_TRUE(sender.ok()) << sender.status();
+  EXPECT_OK(sender);
   if (!sender.ok()) return {};
   DirtyBitmap dirty(src.region.page_count());
   DirtyBitmap* bitmaps[] = {&dirty};
@@ -260,12 +260,12 @@ ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,
       dirty.Set(p);
     }
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_OK(r);
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
   EXPECT_TRUE(v.ok() && v->ok()) << v.status();
   EXPECT_OK((*sender)->Finish());
-  EXPECT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   return rx.receiver().stats().Total();
 }
@@ -317,12 +317,12 @@ TEST(TransferTest, VerifyModesDifferOnAWriteTheTrackingMissed) {
     ASSERT_NE(p.sender, nullptr);
     ASSERT_OK(p.SendEverything());
     absl::StatusOr<VerifyReport> clean = p.sender->Verify();
-    ASSERT_TRUE(clean.ok()) << clean.status();
+    ASSERT_OK(clean);
     EXPECT_TRUE(clean->ok());
     EXPECT_EQ(clean->pages_checked, p.src.region.page_count());
     p.src.region.page(300)[5] ^= 0x5a;
     absl::StatusOr<VerifyReport> v = p.sender->Verify();
-    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_OK(v);
     // full and reread compare the source's memory now; sent compares
     // what was sent with what landed, which still agree.
     EXPECT_EQ(v->pages_mismatched, mode == VerifyMode::kSent ? 0u : 1u)
@@ -342,7 +342,7 @@ TEST(TransferTest, FullVerificationComparesWithWhatLanded) {
   ASSERT_OK(p.SendEverything());
   p.dst.region.page(12)[0] ^= 1;  // the resumed destination wrote it
   absl::StatusOr<VerifyReport> v = p.sender->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok());
   ASSERT_OK(p.sender->Finish());
   EXPECT_OK(p.rx->result());
@@ -366,7 +366,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
       ServingReceiver rx(opt, {dst.region});
       opt.port = rx.port();
       auto sender = Sender::Connect(opt, {&src.region, 1});
-      ASSERT_TRUE(sender.ok()) << sender.status();
+      ASSERT_OK(sender);
       DirtyBitmap dirty(src.region.page_count());
       DirtyBitmap* bitmaps[] = {&dirty};
       dirty.SetAll();
@@ -381,7 +381,7 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
             src.region, src.region.page_count() / 10, same, dirty));
         ASSERT_OK((*sender)->StartRound(bitmaps));
         absl::StatusOr<RoundResult> r = (*sender)->AwaitRound();
-        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_OK(r);
         EXPECT_EQ(r->round, static_cast<uint64_t>(round - 1));
         EXPECT_EQ(r->pages, started[round - 1]);
       }
@@ -390,13 +390,13 @@ TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
                 absl::StatusCode::kFailedPrecondition);
       // Verify awaits the last round first.
       absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-      ASSERT_TRUE(v.ok()) << v.status();
+      ASSERT_OK(v);
       EXPECT_TRUE(v->ok());
       EXPECT_EQ((*sender)->confirmed_rounds(), 6u);
       EXPECT_EQ((*sender)->AwaitRound().status().code(),
                 absl::StatusCode::kFailedPrecondition);
       ASSERT_OK((*sender)->Finish());
-      ASSERT_TRUE(rx.result().ok()) << rx.result();
+      ASSERT_OK(rx.result());
       EXPECT_TRUE(SameBytes(src.region, dst.region));
     }
   }
@@ -423,12 +423,12 @@ TEST(TransferTest, RoundsStartedOneAtATimeAreAwaitedInOrder) {
   const uint64_t pages[] = {src.page_count(), rewritten};
   for (uint64_t round = 0; round < 2; ++round) {
     absl::StatusOr<RoundResult> r = p.sender->AwaitRound();
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    ASSERT_OK(r) << "round " << round;
     EXPECT_EQ(r->round, round);
     EXPECT_EQ(r->pages, pages[round]);
   }
   ASSERT_OK(p.sender->Finish());
-  ASSERT_TRUE(p.rx->result().ok()) << p.rx->result();
+  ASSERT_OK(p.rx->result());
   EXPECT_TRUE(SameBytes(src, p.dst.region));
 }
 
@@ -527,13 +527,13 @@ TEST(TransferTest, RegionMismatchIsRefusedAndTheDestinationWaitsOn) {
   EXPECT_FALSE(rx.done());
   auto matching = MakeRegion(1, 1 << 20, 8, true);
   auto good = Sender::Connect(opt, {&matching.region, 1});
-  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_OK(good);
   DirtyBitmap dirty(matching.region.page_count());
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   ASSERT_OK((*good)->SendRound(bitmaps));
   ASSERT_OK((*good)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(matching.region, dst.region));
 }
 

@@ -300,13 +300,13 @@ TEST_P(MatrixTest, EndsByteIdenticalOrIsRefusedUpFront) {
   testing::ServingReceiver rx(opt, {dst});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap dirty(pages);
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   for (int round = 0; round < 3; ++round) {
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    ASSERT_OK(r) << "round " << round;
     // Pages change between rounds, of every kind.
     for (uint64_t i = 0; i < std::max<uint64_t>(pages / 16, 1); ++i) {
       const uint64_t p = rng() % touched;
@@ -317,16 +317,16 @@ TEST_P(MatrixTest, EndsByteIdenticalOrIsRefusedUpFront) {
   if (setup.postcopy) {
     ASSERT_OK((*sender)->StartPostcopy(bitmaps));
     absl::Status done = (*sender)->CompletePostcopy();
-    ASSERT_TRUE(done.ok()) << done;
+    ASSERT_OK(done);
   } else {
     absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-    ASSERT_TRUE(r.ok()) << "final round: " << r.status();
+    ASSERT_OK(r) << "final round";
   }
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched << " pages differ";
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(testing::SameBytes(src, dst));
 }
 

@@ -104,7 +104,7 @@ TEST(LinkRateTest, ParsesTcUnits) {
   }
   absl::StatusOr<std::vector<std::string>> list =
       ParseLinkRateList("1gbit, 500mbit");
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_OK(list);
   EXPECT_EQ(*list, (std::vector<std::string>{"1gbit", "500mbit"}));
   list = ParseLinkRateList("1gbit,1gbiit");
   EXPECT_THAT(list.status().message(), HasSubstr("item 2 of '1gbit,1gbiit'"));
@@ -162,10 +162,10 @@ class LinkTestbedLiveTest : public ::testing::Test {
     if (std::string why = testing::LinkTestbedSkipReason(); !why.empty()) {
       GTEST_SKIP() << why;
     }
-    ASSERT_TRUE(home_.ok()) << "cannot open this thread's network namespace";
+    ASSERT_OK(home_) << "cannot open this thread's network namespace";
     absl::StatusOr<std::unique_ptr<LinkTestbed>> bed =
         LinkTestbed::Create({"1gbit", "100mbit"});
-    ASSERT_TRUE(bed.ok()) << bed.status();
+    ASSERT_OK(bed);
     bed_ = std::move(*bed);
   }
   void TearDown() override {
@@ -324,7 +324,7 @@ TEST(LinkTestbedCleanupTest, NoNamespaceOutlivesItsTestbedOrItsProcess) {
   {
     absl::StatusOr<std::unique_ptr<LinkTestbed>> bed =
         LinkTestbed::Create({"1gbit"});
-    ASSERT_TRUE(bed.ok()) << bed.status();
+    ASSERT_OK(bed);
     src = (*bed)->source_namespace();
     dst = (*bed)->destination_namespace();
     EXPECT_TRUE(NamespaceExists(src));

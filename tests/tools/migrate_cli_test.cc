@@ -24,6 +24,7 @@
 #include "proto/control.h"
 #include "tests/support/attack_relay.h"
 #include "tests/support/link_testbed_skip.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_support.h"
 #include "tools/common/link_testbed.h"
@@ -847,7 +848,7 @@ TEST_F(SlowLinkTest, AutoCompressionStaysOffWhereTheLinkOutrunsTheCompressor) {
 TEST_F(SlowLinkTest, KilledDestinationEndsTheSourceCleanly) {
   absl::StatusOr<std::unique_ptr<cli::LinkTestbed>> bed =
       cli::LinkTestbed::Create({"1gbit"});
-  ASSERT_TRUE(bed.ok()) << bed.status();
+  ASSERT_OK(bed);
   const std::string dest_at = (*bed)->destination_address(0) + ":7199";
   BackgroundCommand dest(In((*bed)->destination_namespace(),
                             {kMigrate, "--role=dest", "--listen=" + dest_at,

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
 #include "tests/support/faulty_transport.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_support.h"
 #include "tests/support/transport_selection.h"
 #include "tests/support/uffd_skip.h"
@@ -71,12 +72,12 @@ TEST_P(ConvergeTest, ModestDirtyRateConvergesAndVerifies) {
   load.pages_per_second = (32 << 20) / 4096;
   Migration run = Migrate(kind, uffd, bytes, load, PrecopyConfig{});
   const PrecopyReport& r = run.report;
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_TRUE(r.verified);
   EXPECT_EQ(r.pages_verified, bytes / 4096);
   EXPECT_EQ(r.pages_mismatched, 0u);
   EXPECT_TRUE(run.identical);
-  EXPECT_TRUE(run.destination.ok()) << run.destination;
+  EXPECT_OK(run.destination);
   EXPECT_EQ(run.destination_verified, bytes / 4096);
   EXPECT_EQ(r.converged_by, "downtime-limit");
   ASSERT_GE(r.rounds.size(), 2u);
@@ -161,7 +162,7 @@ TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
   SlowPause slow(load, absl::Milliseconds(150));
   const PrecopyReport r = RunPrecopy(config, src.region, *tracker, slow);
   load.Stop();
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.switchovers_resumed, 1);
   EXPECT_EQ(slow.resumes, 1);
   EXPECT_EQ(slow.pauses, 2);
@@ -174,7 +175,7 @@ TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
   }
   EXPECT_TRUE(r.verified);
   EXPECT_TRUE(SameBytes(src.region, dst.region));
-  EXPECT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_OK(rx.result());
 }
 
 TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
@@ -206,7 +207,7 @@ TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
   SlowPause slow(load, absl::Milliseconds(150));
   const PrecopyReport r = RunPrecopy(config, src.region, *tracker, slow);
   load.Stop();
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_GE(r.switchovers_resumed, 1);
   // A paused round (the probe) that live rounds followed.
   bool probe_then_live = false;
@@ -217,7 +218,7 @@ TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
   EXPECT_TRUE(r.verified);
   EXPECT_EQ(r.pages_mismatched, 0u);
   EXPECT_TRUE(SameBytes(src.region, dst.region));
-  EXPECT_TRUE(rx.result().ok()) << rx.result();
+  EXPECT_OK(rx.result());
 }
 
 TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
@@ -232,7 +233,7 @@ TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
   config.convergence.max_rounds = 2;
   Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
   const PrecopyReport& r = run.report;
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   ASSERT_EQ(r.rounds.size(), 4u);  // 2 live, the probe, the rest
   const uint64_t final_pages = r.rounds[2].pages + r.rounds[3].pages;
   ASSERT_GE(final_pages * 4096, SwitchoverEstimate::kProbeFromBytes);
@@ -259,7 +260,7 @@ TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
   config.convergence.downtime_limit = -absl::Nanoseconds(1);
   config.convergence.max_rounds = 2;
   Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
-  ASSERT_TRUE(run.report.status.ok()) << run.report.status;
+  ASSERT_OK(run.report.status);
   EXPECT_EQ(run.report.converged_by, "max-rounds");
   // 2 live + the final one (a first quarter probed where it is large).
   EXPECT_EQ(run.report.rounds.size(),
@@ -287,8 +288,8 @@ TEST(Precopy, ChannelLostWhileTheWorkloadWritesStillVerifies) {
   Migration run =
       Migrate(TransportKind::kTcp, false, 32ull << 20, load, config);
   ASSERT_TRUE(faults.fired());
-  ASSERT_TRUE(run.report.status.ok()) << run.report.status;
-  ASSERT_TRUE(run.destination.ok()) << run.destination;
+  ASSERT_OK(run.report.status);
+  ASSERT_OK(run.destination);
   EXPECT_GE(run.report.rounds.size(), 2u);
   EXPECT_TRUE(run.report.verified);
   EXPECT_TRUE(run.identical);
@@ -332,7 +333,7 @@ TEST(Precopy, TheDestinationsRefusalAtFinishResumesTheWorkload) {
   config.progress = false;
   absl::StatusOr<std::unique_ptr<Receiver>> rx =
       Receiver::Listen(config.session, {&dst.region, 1});
-  ASSERT_TRUE(rx.ok()) << rx.status();
+  ASSERT_OK(rx);
   (*rx)->OnCommit([] {
     return absl::CancelledError("cancelled on the destination by the test");
   });
@@ -405,7 +406,7 @@ TEST(Precopy, ADestinationCancelAtTheSwitchStartsNothingAndResumesTheSource) {
   const PrecopyReport r = RunPrecopy(config, src.region, *tracker, load);
   const DestinationReport d = destination.get();
   load.Stop();
-  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  ASSERT_OK(cancelled);
   // The destination: cancelled, never armed, its workload never started.
   EXPECT_TRUE(absl::IsCancelled(d.status)) << d.status;
   EXPECT_FALSE(d.postcopy_armed);
@@ -442,7 +443,7 @@ TEST(Precopy, MaxBandwidthCapsEveryRound) {
   config.session.max_bandwidth = 16'000'000;
   Migration run =
       Migrate(TransportKind::kTcp, true, 8 << 20, Memload::Options{}, config);
-  ASSERT_TRUE(run.report.status.ok()) << run.report.status;
+  ASSERT_OK(run.report.status);
   EXPECT_TRUE(run.identical);
   ASSERT_FALSE(run.report.rounds.empty());
   EXPECT_GE(run.report.rounds.front().seconds, 0.5 - 0.02);
@@ -480,7 +481,7 @@ TEST(Precopy, TimeoutWithForceStopsAndCopies) {
   Migration run =
       Migrate(TransportKind::kTcp, true, 16 << 20, Rewriting(2 << 20), config);
   const PrecopyReport& r = run.report;
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.converged_by, "timeout");
   EXPECT_FALSE(r.cancelled);
   EXPECT_TRUE(r.verified);
@@ -498,7 +499,7 @@ TEST(Precopy, AStalledPrecopyStopsAtItsLowestPoint) {
   Migration run =
       Migrate(TransportKind::kTcp, true, 4 << 20, Rewriting(256 << 10), config);
   const PrecopyReport& r = run.report;
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_TRUE(r.verified);
   EXPECT_TRUE(run.identical);
   if (!testing::UnderSanitizer()) {
@@ -523,7 +524,7 @@ TEST(Precopy, AutoConvergeThrottlesAWorkloadThatOutrunsTheLink) {
   Migration run =
       Migrate(TransportKind::kTcp, true, 4 << 20, Rewriting(2 << 20), config);
   const PrecopyReport& r = run.report;
-  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_OK(r.status);
   EXPECT_TRUE(r.verified);
   EXPECT_TRUE(run.identical);
   EXPECT_EQ(r.converged_by, "max-rounds");

@@ -255,7 +255,7 @@ void KillMidPush(Kill kill, bool urgent, uint64_t seed,
   opt.port = rx.port();
   absl::StatusOr<std::unique_ptr<Sender>> connected =
       Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(connected.ok()) << connected.status();
+  ASSERT_OK(connected);
   Sender& sender = **connected;
   // Every page missing (no round before the switch).
   DirtyBitmap missing(pages);
@@ -345,7 +345,7 @@ void KillMidPush(Kill kill, bool urgent, uint64_t seed,
   // Given up: the awaited pages become zeros and the threads run on.
   workload.released.store(true);
   absl::StatusOr<uint64_t> released = rx.receiver().ReleasePostcopy();
-  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_OK(released);
   EXPECT_GT(*released, 0u);
   EXPECT_LE(*released, pages);
   EXPECT_TRUE(workload.AllProgressed(blocked_at, 5, absl::Seconds(10)))
@@ -484,7 +484,7 @@ TEST(PostcopyStallTest, StoppedSourceEndsTheDestinationAfterTheStallTimeout) {
   EXPECT_EQ(workload.mismatches.load(), 0u);
   workload.released.store(true);
   absl::StatusOr<uint64_t> released = rx.receiver().ReleasePostcopy();
-  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_OK(released);
   EXPECT_GT(*released, 0u);
   EXPECT_TRUE(workload.AllProgressed(blocked_at, 5, absl::Seconds(10)));
   workload.Stop();
@@ -569,7 +569,7 @@ TEST(PostcopyFreedDestinationTest, FreeingTheReceiverLeavesFaultsBlocked) {
   {
     absl::StatusOr<std::unique_ptr<Sender>> sender =
         Sender::Connect(opt, {&src.region, 1});
-    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_OK(sender);
     DirtyBitmap missing(src.region.page_count());
     missing.SetAll();
     DirtyBitmap* b[] = {&missing};
@@ -608,7 +608,7 @@ void DestinationGoes(int sig) {
   opt.port = child.port();
   absl::StatusOr<std::unique_ptr<Sender>> sender =
       Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   DirtyBitmap missing(src.region.page_count());
   missing.SetAll();
   DirtyBitmap* bitmaps[] = {&missing};
@@ -684,11 +684,11 @@ class PostcopyBadInputTest : public ::testing::Test {
     if (!urgent) caps &= ~proto::kFeaturePostcopyUrgent;
     src_->set_capabilities(caps);
     absl::Status open = src_->OpenControl(Table());
-    ASSERT_TRUE(open.ok()) << open;
+    ASSERT_OK(open);
     ASSERT_OK(src_->OpenAllChannels());
     if (urgent) {
       absl::StatusOr<int> fd = OpenUrgent();
-      ASSERT_TRUE(fd.ok()) << fd.status();
+      ASSERT_OK(fd);
       urgent_ = *fd;
     }
   }
@@ -726,7 +726,7 @@ class PostcopyBadInputTest : public ::testing::Test {
   void Arm(std::vector<proto::PageRange> ranges) {
     ASSERT_OK(src_->SendControl(MissingFrame({1, true, ranges})));
     absl::StatusOr<engine::ControlChannel::Message> m = NextControl();
-    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_OK(m);
     std::string why;
     if (m->type == proto::ControlType::kError) {
       absl::StatusOr<proto::ErrorMessage> e = proto::DecodeError(m->payload);
@@ -804,7 +804,7 @@ TEST_F(PostcopyBadInputTest, SecondSwitchAfterArmedIsRefused) {
   EXPECT_TRUE(Unchanged(4, kPages - 4));
   EXPECT_FALSE(rx_->receiver().IsResident(1, 0, 4));
   absl::StatusOr<uint64_t> released = rx_->receiver().ReleasePostcopy();
-  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_OK(released);
   EXPECT_EQ(*released, 4u);
 }
 
@@ -871,7 +871,7 @@ TEST_F(PostcopyBadInputTest, SecondUrgentConnectionIsRefused) {
   // places its page.
   Arm({{3, 1}});
   std::vector<uint8_t> page(4096, 0x77);
-  ASSERT_TRUE(Write(*urgent, proto::EncodePageData(1, 3, 1, page.data())).ok());
+  ASSERT_OK(Write(*urgent, proto::EncodePageData(1, 3, 1, page.data())));
   Watchdog watchdog(absl::Seconds(30), "placement");
   ASSERT_OK(
       rx_->receiver().WaitResident(1, 3, 1, absl::Now() + absl::Seconds(10)));
@@ -880,7 +880,7 @@ TEST_F(PostcopyBadInputTest, SecondUrgentConnectionIsRefused) {
   EXPECT_TRUE(Unchanged(4, kPages - 4));
   // Complete: the destination says so.
   absl::StatusOr<engine::ControlChannel::Message> m = NextControl();
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_OK(m);
   EXPECT_EQ(m->type, proto::ControlType::kPostcopyComplete)
       << proto::ControlTypeName(m->type);
 }

@@ -137,7 +137,7 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
 
   DirtyBitmap dirty(src.region.page_count());
   dirty.SetAll();
@@ -156,14 +156,14 @@ TEST_P(PostcopyTest, MissingPagesFaultAndArriveByteIdentical) {
   FaultingReaders readers(dst.region, src.region, 3, 99);
   absl::Status done = (*sender)->CompletePostcopy();
   readers.Stop();
-  ASSERT_TRUE(done.ok()) << done;
+  ASSERT_OK(done);
   EXPECT_EQ(readers.mismatches_.load(), 0u);
   EXPECT_GT(readers.reads_.load(), 0u);
   absl::StatusOr<VerifyReport> v = (*sender)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
   ASSERT_OK((*sender)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
 
   const PostcopyStats s = (*sender)->stats().postcopy;
@@ -204,7 +204,7 @@ TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_OK(sender);
   // Every page missing (a switch before any round), pushed at 8 MB/s and
   // faulted at most about 2,000 pages a second: the cut comes with most of
   // them still to go, even in a sanitizer build's smaller region.
@@ -245,20 +245,20 @@ TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
   SessionOptions again = opt;
   again.max_bandwidth = 0;
   auto resumed = Sender::ResumePostcopy(again, {&src.region, 1}, **sender);
-  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_OK(resumed);
   absl::Status done = (*resumed)->CompletePostcopy();
   requesting.store(false);
   requester.join();
   EXPECT_GT(requests.load(), 0u);
   EXPECT_EQ(refused.load(), 0u);
   readers.Stop();
-  ASSERT_TRUE(done.ok()) << done;
+  ASSERT_OK(done);
   EXPECT_EQ(readers.mismatches_.load(), 0u);
   absl::StatusOr<VerifyReport> v = (*resumed)->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
   ASSERT_OK((*resumed)->Finish());
-  ASSERT_TRUE(rx.result().ok()) << rx.result();
+  ASSERT_OK(rx.result());
   EXPECT_TRUE(SameBytes(src.region, dst.region));
   EXPECT_EQ((*resumed)->stats().postcopy.resumes, 1u);
   EXPECT_EQ(rx.receiver().stats().postcopy.resumes, 1u);
@@ -330,12 +330,12 @@ struct Session {
   // and every region byte-identical.
   void CompleteAndCheck() {
     absl::Status done = sender->CompletePostcopy();
-    ASSERT_TRUE(done.ok()) << done;
+    ASSERT_OK(done);
     absl::StatusOr<VerifyReport> v = sender->Verify();
-    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_OK(v);
     EXPECT_TRUE(v->ok()) << v->pages_mismatched;
     ASSERT_OK(sender->Finish());
-    ASSERT_TRUE(rx->result().ok()) << rx->result();
+    ASSERT_OK(rx->result());
     for (size_t r = 0; r < src.size(); ++r) {
       EXPECT_TRUE(SameBytes(src[r].region, dst[r].region)) << "region " << r;
     }
@@ -368,7 +368,7 @@ TEST(PostcopyShapesTest, SealedSessionsEndByteIdentical) {
       opt.auth_key = kKey;
       opt.protect = protect;
       Session s(opt, {16ull << 20}, 21);
-      ASSERT_TRUE(s.connected.ok()) << s.connected;
+      ASSERT_OK(s.connected);
       ASSERT_OK(s.sender->SendRound(s.bitmaps));
       s.Dirty(0, s.src[0].region.page_count() / 4, 3);
       const uint64_t missing = s.Missing();
@@ -391,7 +391,7 @@ TEST(PostcopyShapesTest, SwitchBeforeAnyRoundMovesEveryPage) {
   for (bool urgent : {true, false}) {
     SCOPED_TRACE(absl::StrCat("urgent=", urgent));
     Session s(PostcopyOptions(urgent), {32ull << 20}, 31);
-    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_OK(s.connected);
     const uint64_t pages = s.src[0].region.page_count();
     ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
     FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, 17);
@@ -412,7 +412,7 @@ TEST(PostcopyShapesTest, SeveralRegionsOfDifferentSizes) {
   // 16 MiB, 4 MiB + 12 KiB (not a whole bitmap word) and 8 MiB.
   Session s(PostcopyOptions(), {16ull << 20, (4ull << 20) + 12288, 8ull << 20},
             41);
-  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_OK(s.connected);
   ASSERT_OK(s.sender->SendRound(s.bitmaps));
   for (size_t r = 0; r < 3; ++r) {
     s.Dirty(r, s.src[r].region.page_count() / 3, 100 + r);
@@ -442,11 +442,11 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
   for (bool urgent : {true, false}) {
     SCOPED_TRACE(absl::StrCat("urgent=", urgent));
     Session s(PostcopyOptions(urgent), {16ull << 20, 4ull << 20}, 51);
-    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_OK(s.connected);
     ASSERT_OK(s.sender->SendRound(s.bitmaps));
     ASSERT_EQ(s.Missing(), 0u);
     absl::Status switched = s.sender->StartPostcopy(s.bitmaps);
-    ASSERT_TRUE(switched.ok()) << switched;
+    ASSERT_OK(switched);
     const absl::Time start = absl::Now();
     ASSERT_NO_FATAL_FAILURE(s.CompleteAndCheck());
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
@@ -472,7 +472,7 @@ TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
   const int kSessions = testing::UnderSanitizer() ? 20 : 80;
   for (int i = 0; i < kSessions; ++i) {
     Session s(PostcopyOptions(/*urgent=*/i % 2 == 0), {1ull << 20}, 500 + i);
-    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_OK(s.connected);
     ASSERT_OK(s.sender->SendRound(s.bitmaps));
     absl::Status st = s.sender->StartPostcopy(s.bitmaps);
     if (st.ok()) st = s.sender->CompletePostcopy();
@@ -500,7 +500,7 @@ TEST(PostcopyShapesTest, RequestsInFlightAtTheEndDoNotFailTheSession) {
   const int kSessions = testing::UnderSanitizer() ? 15 : 60;
   for (int i = 0; i < kSessions; ++i) {
     Session s(PostcopyOptions(/*urgent=*/true), {2ull << 20}, 600 + i);
-    ASSERT_TRUE(s.connected.ok()) << s.connected;
+    ASSERT_OK(s.connected);
     absl::Status st = s.sender->StartPostcopy(s.bitmaps);  // every page
     if (st.ok()) {
       FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, i);
@@ -533,7 +533,7 @@ TEST(PostcopyShapesTest, AnAlternatingMissingSetGoesAsSeveralMessages) {
   SKIP_WITHOUT_USERFAULTFD();
   const uint64_t bytes = testing::ScaledBytes(512ull << 20);
   Session s(PostcopyOptions(/*urgent=*/true), {bytes}, 71);
-  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_OK(s.connected);
   ASSERT_OK(s.sender->SendRound(s.bitmaps));
   const Region& src = s.src[0].region;
   for (uint64_t p = 0; p < src.page_count(); p += 2) {
@@ -548,10 +548,10 @@ TEST(PostcopyShapesTest, AnAlternatingMissingSetGoesAsSeveralMessages) {
   readers.Stop();
   EXPECT_EQ(readers.mismatches_.load(), 0u);
   absl::StatusOr<VerifyReport> v = s.sender->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
   ASSERT_OK(s.sender->Finish());
-  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  ASSERT_OK(s.rx->result());
   EXPECT_TRUE(SameBytes(src, s.dst[0].region));
   const PostcopyStats d = s.rx->receiver().stats().postcopy;
   EXPECT_EQ(d.missing_pages, missing);
@@ -568,7 +568,7 @@ TEST(PostcopyShapesTest, AnAlternatingMissingSetGoesAsSeveralMessages) {
 TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
   SKIP_WITHOUT_USERFAULTFD();
   Session s(PostcopyOptions(/*urgent=*/true), {16ull << 20}, 61);
-  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_OK(s.connected);
   Receiver& rx = s.rx->receiver();
   const uint64_t pages = s.src[0].region.page_count();
   // Before the switch: nothing to request.
@@ -603,7 +603,7 @@ TEST(PostcopyShapesTest, ReceiverHooksRequestAndWaitForRanges) {
   ASSERT_OK(rx.RequestPages(1, 100, 50));
   ASSERT_OK(rx.RequestPages(1, pages - 1, 1));
   absl::Status w = rx.WaitResident(1, 100, 50, absl::Now() + absl::Seconds(20));
-  ASSERT_TRUE(w.ok()) << w;
+  ASSERT_OK(w);
   ASSERT_OK(rx.WaitResident(1, pages - 1, 1, absl::Now() + absl::Seconds(20)));
   EXPECT_TRUE(rx.IsResident(1, 100, 50));
   EXPECT_TRUE(rx.IsResident(1, pages - 1, 1));
@@ -642,7 +642,7 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
                                  .kind = testing::FaultKind::kDelay,
                                  .delay = absl::Seconds(1)});
   Session s(opt, {16ull << 20}, 71);
-  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_OK(s.connected);
   ASSERT_OK(s.sender->StartPostcopy(s.bitmaps));
   faults.ArmAt(faults.calls(true, testing::FaultOp::kSendPacket) + 1);
   std::future<absl::Status> done = std::async(
@@ -663,7 +663,7 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
     std::memset(dst.page(p) + 100, 0xEE, 200);
   }
   absl::Status st = done.get();
-  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_OK(st);
   const PostcopyStats d = s.rx->receiver().stats().postcopy;
   EXPECT_GT(d.duplicate_pages, 0u);
   for (uint64_t p = 0; p < kWritten; ++p) {
@@ -676,10 +676,10 @@ TEST(PostcopyShapesTest, WorkloadWritesSurviveLaterDuplicates) {
   // Verify compares what landed (the first copy), not what the workload
   // made of it since.
   absl::StatusOr<VerifyReport> v = s.sender->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
   ASSERT_OK(s.sender->Finish());
-  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  ASSERT_OK(s.rx->result());
   EXPECT_EQ(std::memcmp(dst.page(kWritten), src.page(kWritten),
                         dst.length - kWritten * 4096),
             0);
@@ -703,7 +703,7 @@ TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
                                  .kind = testing::FaultKind::kDelay,
                                  .delay = absl::Milliseconds(500)});
   Session s(opt, {4ull << 20}, 72);
-  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_OK(s.connected);
   ASSERT_OK(s.sender->SendRound(s.bitmaps));
   // Only pages 0..63 are missing: the push is one packet, held back.
   constexpr uint64_t kMissing = 64;
@@ -727,14 +727,14 @@ TEST(PostcopyShapesTest, DuplicateArrivingAfterTheLastPageIsDropped) {
     (void)first;
   }
   absl::Status st = done.get();
-  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_OK(st);
   EXPECT_EQ(s.rx->receiver().stats().postcopy.duplicate_pages, kMissing);
   if (!st.ok()) return;
   absl::StatusOr<VerifyReport> v = s.sender->Verify();
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v);
   EXPECT_TRUE(v->ok()) << v->pages_mismatched;
   ASSERT_OK(s.sender->Finish());
-  ASSERT_TRUE(s.rx->result().ok()) << s.rx->result();
+  ASSERT_OK(s.rx->result());
   EXPECT_TRUE(SameBytes(s.src[0].region, s.dst[0].region));
 }
 
@@ -806,7 +806,7 @@ TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {
     // copy's), and a Sender refuses them before it dials.
     o.postcopy = false;
     if (o.transport != TransportKind::kRdma) {
-      EXPECT_TRUE(ValidateOptions(o).ok()) << ValidateOptions(o);
+      EXPECT_OK(ValidateOptions(o));
     }
     o.postcopy = true;
     o.port = 1;
@@ -856,7 +856,7 @@ TEST(PostcopyRefusalTest, ApiMisuseGetsClearErrors) {
     ASSERT_OK(pair.rx->result());
   }
   Session s(PostcopyOptions(), {4ull << 20, 4ull << 20}, 99);
-  ASSERT_TRUE(s.connected.ok()) << s.connected;
+  ASSERT_OK(s.connected);
   EXPECT_EQ(s.sender->CompletePostcopy().code(),
             absl::StatusCode::kFailedPrecondition);
   // One bitmap for two regions; a bitmap of the wrong size; a null one.

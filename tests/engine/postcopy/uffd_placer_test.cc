@@ -104,7 +104,7 @@ class UffdPlacerTest : public ::testing::Test {
     MappedMemory::Options o;
     o.guard_pages = true;
     auto m = MappedMemory::Allocate(pages * kPage, o);
-    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_OK(m);
     memory_ = std::move(*m);
     region_ = Region{4, "ram", memory_->data(), pages * kPage, kPage};
     if (fill) {
@@ -119,7 +119,7 @@ class UffdPlacerTest : public ::testing::Test {
   // A placer for the region, registered, with `dropped` dropped.
   std::unique_ptr<UffdPlacer> Start(std::vector<PageRange> dropped) {
     auto placer = UffdPlacer::Create(region_);
-    EXPECT_TRUE(placer.ok()) << placer.status();
+    EXPECT_OK(placer);
     if (!placer.ok()) return nullptr;
     EXPECT_OK((*placer)->Register());
     EXPECT_OK((*placer)->DropPages(dropped));
@@ -188,7 +188,7 @@ TEST_F(UffdPlacerTest, FaultingThreadsSeeExactlyThePlacedBytesInOneBatch) {
   if (all_blocked) {
     // Every pending fault comes back in one read, each page once.
     auto batch = placer->ReadFaults(64, absl::Seconds(5));
-    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_OK(batch);
     EXPECT_THAT(*batch, ElementsAre(9, 15, 40, 42, 47));
     requested = *batch;
   } else {
@@ -198,7 +198,7 @@ TEST_F(UffdPlacerTest, FaultingThreadsSeeExactlyThePlacedBytesInOneBatch) {
         "not checked\n");
     while (requested.size() < 5) {
       auto batch = placer->ReadFaults(64, absl::Seconds(5));
-      ASSERT_TRUE(batch.ok()) << batch.status();
+      ASSERT_OK(batch);
       ASSERT_FALSE(batch->empty()) << "faults never came";
       requested.insert(requested.end(), batch->begin(), batch->end());
     }
@@ -212,7 +212,7 @@ TEST_F(UffdPlacerTest, FaultingThreadsSeeExactlyThePlacedBytesInOneBatch) {
   absl::SleepFor(absl::Milliseconds(3));
   for (uint64_t page : requested) {
     auto r = placer->Place(page, Src(page), 1);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_OK(r);
     EXPECT_EQ(r->placed, 1u);
     EXPECT_EQ(r->dropped, 0u);
   }
@@ -238,11 +238,11 @@ TEST_F(UffdPlacerTest, FaultingThreadsSeeExactlyThePlacedBytesInOneBatch) {
   // The rest by bulk, in one run that is partly placed already: those are
   // dropped without touching them.
   auto bulk = placer->Place(8, Src(8), 8);
-  ASSERT_TRUE(bulk.ok()) << bulk.status();
+  ASSERT_OK(bulk);
   EXPECT_EQ(bulk->placed, 6u);
   EXPECT_EQ(bulk->dropped, 2u);
   bulk = placer->Place(40, Src(40), 8);
-  ASSERT_TRUE(bulk.ok()) << bulk.status();
+  ASSERT_OK(bulk);
   EXPECT_EQ(bulk->placed, 5u);
   EXPECT_EQ(bulk->dropped, 3u);
   EXPECT_EQ(placer->awaited_pages(), 0u);
@@ -282,13 +282,13 @@ TEST_F(UffdPlacerTest, ALaterCopyIsDroppedAndTheFirstStays) {
   auto placer = Start({{0, 16}});
   ASSERT_NE(placer, nullptr);
   auto r = placer->Place(5, Src(5), 1);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->placed, 1u);
 
   uint8_t other[3 * kPage];
   for (uint64_t i = 0; i < 3; ++i) FillPage(other + i * kPage, 4 + i, 0xC0);
   r = placer->Place(4, other, 3);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->placed, 2u);
   EXPECT_EQ(r->dropped, 1u);
   EXPECT_TRUE(PageIs(region_.page(4), 4, 0xC0));
@@ -306,7 +306,7 @@ TEST_F(UffdPlacerTest, ALaterCopyIsDroppedAndTheFirstStays) {
 TEST_F(UffdPlacerTest, ADroppedPageTouchedBeforeTheResumeWaitsForItsBytes) {
   MakeRegion(16);
   auto placer = UffdPlacer::Create(region_);
-  ASSERT_TRUE(placer.ok()) << placer.status();
+  ASSERT_OK(placer);
   ASSERT_OK((*placer)->Register());
   ASSERT_OK((*placer)->DropPages({{{2, 6}}}));
   std::atomic<uint8_t> seen{0};
@@ -315,10 +315,10 @@ TEST_F(UffdPlacerTest, ADroppedPageTouchedBeforeTheResumeWaitsForItsBytes) {
   });
   absl::StatusOr<std::vector<uint64_t>> faults =
       (*placer)->ReadFaults(8, absl::Seconds(10));
-  ASSERT_TRUE(faults.ok()) << faults.status();
+  ASSERT_OK(faults);
   EXPECT_THAT(*faults, ::testing::ElementsAre(5u));
   auto r = (*placer)->Place(2, Src(2), 6);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->placed, 6u);
   EXPECT_EQ(r->dropped, 0u);
   reader.join();
@@ -354,7 +354,7 @@ TEST_F(UffdPlacerTest, ConcurrentPlacersPlaceEveryPageExactlyOnce) {
         for (uint64_t p = 0; p < kPages; p += step) {
           const uint64_t n = std::min(step, kPages - p);
           auto r = placer->Place(p, copies[t].data() + p * kPage, n);
-          ASSERT_TRUE(r.ok()) << r.status();
+          ASSERT_OK(r);
           placed += r->placed;
           dropped += r->dropped;
         }
@@ -381,10 +381,10 @@ TEST_F(UffdPlacerTest, ZeroPlacementWakesReadersWithZeros) {
   bool zero = false;
   std::thread reader([&] { zero = PageIsZero(region_.page(4)); });
   auto batch = placer->ReadFaults(8, absl::Seconds(10));
-  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_OK(batch);
   EXPECT_THAT(*batch, ElementsAre(4));
   auto r = placer->PlaceZero(3, 4);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_EQ(r->placed, 4u);
   reader.join();
   EXPECT_TRUE(zero);
@@ -414,7 +414,7 @@ TEST_F(UffdPlacerTest, FaultOnUntouchedMemoryIsResolvedLocally) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (!done && absl::Now() < deadline) {
     auto batch = placer->ReadFaults(8, absl::Milliseconds(50));
-    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_OK(batch);
     EXPECT_THAT(*batch, IsEmpty()) << "not the source's to send";
   }
   if (!done) placer.reset();  // lets the thread go (see FinishesWithin)
@@ -462,7 +462,7 @@ TEST_F(UffdPlacerTest, ReadFaultsTimesOutEmpty) {
   ASSERT_NE(placer, nullptr);
   const absl::Time start = absl::Now();
   auto batch = placer->ReadFaults(8, absl::Milliseconds(30));
-  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_OK(batch);
   EXPECT_THAT(*batch, IsEmpty());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(25));
 }
@@ -503,7 +503,7 @@ TEST_F(UffdPlacerTest, ReleaseAllUnblocksEveryThreadWithZeros) {
   }
   absl::SleepFor(absl::Milliseconds(20));
   auto released = placer->ReleaseAll();
-  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_OK(released);
   EXPECT_EQ(*released, 6u);
   for (std::thread& t : threads) t.join();
   EXPECT_THAT(zero, ElementsAre(1, 1, 1));
@@ -581,7 +581,7 @@ TEST_F(UffdPlacerTest, WorksOnTransparentHugePageMemory) {
   MappedMemory::Options o;
   o.huge_pages = true;
   auto m = MappedMemory::Allocate(kPages * kPage, o);
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_OK(m);
   memory_ = std::move(*m);
   region_ = Region{4, "ram", memory_->data(), kPages * kPage, kPage};
   source_.assign(kPages * kPage, 0);
@@ -594,7 +594,7 @@ TEST_F(UffdPlacerTest, WorksOnTransparentHugePageMemory) {
   bool saw = false;
   std::thread t([&] { saw = PageIs(region_.page(512), 512, 0xB0); });
   auto batch = placer->ReadFaults(8, absl::Seconds(10));
-  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_OK(batch);
   EXPECT_THAT(*batch, ElementsAre(512));
   for (PageRange r :
        {PageRange{0, 1}, PageRange{511, 2}, PageRange{700, 100}}) {
@@ -630,7 +630,7 @@ TEST_F(UffdPlacerTest, FinishRefusesWhilePagesAreAwaitedThenUnregisters) {
 TEST_F(UffdPlacerTest, BadInputIsRefusedNotCrashed) {
   MakeRegion(16);
   auto created = UffdPlacer::Create(region_);
-  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_OK(created);
   UffdPlacer& placer = **created;
   auto code = [](const absl::Status& s) { return s.code(); };
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
@@ -640,7 +640,7 @@ TEST_F(UffdPlacerTest, BadInputIsRefusedNotCrashed) {
   // awaited is dropped (as after Finish, when late copies still come).
   EXPECT_EQ(code(placer.ReadFaults(1, absl::ZeroDuration()).status()), kOrder);
   absl::StatusOr<PlaceResult> late = placer.Place(0, Src(0), 1);
-  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_OK(late);
   EXPECT_EQ(late->dropped, 1u);
   // Ranges outside the region, empty, or wrapping.
   for (PageRange bad : {PageRange{16, 1}, PageRange{15, 2}, PageRange{0, 0},
