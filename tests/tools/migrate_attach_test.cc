@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/write_tracker.h"
+#include "tests/support/migrate_cli.h"
 #include "tests/support/subprocess.h"
 
 namespace ramferry {
@@ -34,21 +35,13 @@ namespace {
 using testing::BackgroundCommand;
 using testing::CommandResult;
 using ::testing::HasSubstr;
+using testing::kMigrate;
+using testing::kWorkload;
+using testing::LastJson;
 using testing::RunCommand;
 using Json = nlohmann::json;
 
-const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
-const std::string kWorkload = RAMFERRY_WORKLOAD_BIN;
-
-Json LastJsonLine(const std::string& out) {
-  const size_t end = out.find_last_not_of('\n');
-  const size_t start = end == std::string::npos ? 0 : out.rfind('\n', end) + 1;
-  Json j = Json::parse(out.substr(start), nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << out;
-  return j;
-}
-
-class MigrateAttach : public ::testing::Test {
+class MigrateAttach : public testing::MigrateDirTest {
  protected:
   void SetUp() override {
     // The export registers async uffd-wp and the tool scans its pagemap.
@@ -61,17 +54,7 @@ class MigrateAttach : public ::testing::Test {
     t = absl::UnknownError("released");
     munmap(probe, 4096);
     if (!why.empty()) GTEST_SKIP() << "no write tracking here: " << why;
-    char tmpl[] = "/tmp/ramferry-attach-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) {
-      RunCommand({"/bin/rm", "-rf", dir_});
-    }
-  }
-  std::string Path(const std::string& name) const {
-    return absl::StrCat(dir_, "/", name);
+    MakeDir("ramferry-attach");
   }
 
   // The exporting workload, once it listens.
@@ -102,10 +85,8 @@ class MigrateAttach : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     CommandResult r = RunCommand(argv, absl::Seconds(300));
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    return LastJsonLine(r.out);
+    return LastJson(r.out);
   }
-
-  std::string dir_;
 };
 
 void ExpectMigrated(const Json& j) {
@@ -124,8 +105,8 @@ void ExpectSameMemory(BackgroundCommand& exporter, BackgroundCommand& adopter) {
   CommandResult a = adopter.Wait(absl::Seconds(60));
   ASSERT_EQ(e.exit_code, 0) << e.err;
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  const Json ej = LastJsonLine(e.out);
-  const Json aj = LastJsonLine(a.out);
+  const Json ej = LastJson(e.out);
+  const Json aj = LastJson(a.out);
   EXPECT_EQ(ej["digest"], aj["digest"]) << e.out << a.out;
   EXPECT_EQ(ej["bytes"], aj["bytes"]);
   EXPECT_GT(ej["stores"].get<uint64_t>(), 0u) << "the workload never wrote";
@@ -202,7 +183,7 @@ TEST_F(MigrateAttach, SeparateSourceAndDestinationProcesses) {
   EXPECT_EQ(src.exit_code, 0) << src.out << src.err;
   CommandResult d = dest.Wait(absl::Seconds(60));
   EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
-  EXPECT_EQ(LastJsonLine(d.out)["export"]["handed_over"], true);
+  EXPECT_EQ(LastJson(d.out)["export"]["handed_over"], true);
   ExpectSameMemory(*exporter, *adopter);
 }
 
@@ -287,7 +268,7 @@ TEST_F(MigrateAttach, AFailureAfterThePauseResumesTheWorkload) {
   writer.join();
   close(rogue);
   EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
-  const Json j = LastJsonLine(failed.out);
+  const Json j = LastJson(failed.out);
   EXPECT_EQ(j["outcome"], "failed");
   EXPECT_THAT(j["error"].get<std::string>(), HasSubstr("verification failed"));
   EXPECT_EQ(j["workload"]["running_after"], true);
@@ -311,7 +292,7 @@ TEST_F(MigrateAttach, AWorkloadThatDiesFailsTheMigrationClearly) {
   exporter->Wait(absl::Seconds(10));
   CommandResult r = migrate.Wait(absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  const Json j = LastJsonLine(r.out);
+  const Json j = LastJson(r.out);
   EXPECT_EQ(j["outcome"], "failed");
   EXPECT_THAT(j["error"].get<std::string>(),
               HasSubstr("did it end, or free its export?"));

@@ -1,6 +1,8 @@
 // ramferry-migrate as a user runs it: separate processes, real signals, and
 // (where this machine allows) a private network namespace whose loopback is
 // rate-limited, so a migration can take seconds and outrun its link.
+#include "tests/support/migrate_cli.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -35,11 +37,11 @@ namespace {
 using testing::BackgroundCommand;
 using testing::CommandResult;
 using ::testing::HasSubstr;
+using testing::kMigrate;
 using ::testing::Not;
+using testing::ParseJson;
 using testing::RunCommand;
 using Json = nlohmann::json;
-
-const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
 
 // Removes the region files a test made, however the test ends.
 struct RemoveOnExit {
@@ -54,12 +56,6 @@ void WriteRegionFile(const std::string& path, size_t bytes, char fill) {
   std::ofstream f(path, std::ios::binary);
   const std::string page(4096, fill);
   for (size_t i = 0; i < bytes / 4096; ++i) f.write(page.data(), 4096);
-}
-
-Json ParseJson(const CommandResult& r) {
-  Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out << r.err;
-  return j;
 }
 
 TEST(MigrateCli, HelpListsEveryFlagWithItsDefault) {

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/migrate_cli.h"
 #include "tests/support/subprocess.h"
 
 namespace ramferry {
@@ -14,10 +15,10 @@ namespace {
 
 using testing::CommandResult;
 using ::testing::HasSubstr;
+using testing::kMigrate;
+using testing::ParseJson;
 using testing::RunCommand;
 using Json = nlohmann::json;
-
-const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
 
 uint64_t ChannelSum(const Json& report, const char* key) {
   uint64_t n = 0;
@@ -38,8 +39,7 @@ Json Demo(std::vector<std::string> args) {
   argv.insert(argv.end(), args.begin(), args.end());
   CommandResult r = RunCommand(argv);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+  Json j = ParseJson(r);
   EXPECT_EQ(j["verified"], true) << r.err;
   return j;
 }

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/migrate_cli.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/uffd_skip.h"
 
@@ -29,34 +30,18 @@ namespace {
 using testing::BackgroundCommand;
 using testing::CommandResult;
 using ::testing::HasSubstr;
+using testing::kMigrate;
+using testing::kWorkload;
+using testing::LastJson;
 using testing::RunCommand;
 using Json = nlohmann::json;
 
-const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
-const std::string kWorkload = RAMFERRY_WORKLOAD_BIN;
-
-Json LastJson(const std::string& out) {
-  const size_t end = out.find_last_not_of('\n');
-  const size_t start = end == std::string::npos ? 0 : out.rfind('\n', end) + 1;
-  Json j = Json::parse(out.substr(start), nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << out;
-  return j;
-}
-
-class MigrateHandOver : public ::testing::Test {
+class MigrateHandOver : public testing::MigrateDirTest {
  protected:
   void SetUp() override {
     const std::string why = testing::UserfaultfdSkipReason();
     if (!why.empty()) GTEST_SKIP() << why;
-    char tmpl[] = "/tmp/ramferry-hand-over-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  std::string Path(const std::string& name) const {
-    return absl::StrCat(dir_, "/", name);
+    MakeDir("ramferry-hand-over");
   }
 
   std::unique_ptr<BackgroundCommand> StartExport(
@@ -86,8 +71,6 @@ class MigrateHandOver : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunCommand(argv, absl::Seconds(120));
   }
-
-  std::string dir_;
 };
 
 void ExpectHandedOver(const CommandResult& r, size_t regions, bool verify) {

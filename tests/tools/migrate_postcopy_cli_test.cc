@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/link_testbed_skip.h"
+#include "tests/support/migrate_cli.h"
 #include "tests/support/subprocess.h"
 
 namespace ramferry {
@@ -19,16 +20,10 @@ namespace {
 using testing::BackgroundCommand;
 using testing::CommandResult;
 using ::testing::HasSubstr;
+using testing::kMigrate;
+using testing::ParseJson;
 using testing::RunCommand;
 using Json = nlohmann::json;
-
-const std::string kMigrate = RAMFERRY_MIGRATE_BIN;
-
-Json ParseJson(const CommandResult& r) {
-  Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out << r.err;
-  return j;
-}
 
 uint64_t U(const Json& j, const char* key) {
   EXPECT_TRUE(j.contains(key)) << key << " missing from " << j.dump();
