@@ -6,8 +6,10 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "channels/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
@@ -24,6 +26,18 @@ using testing::MakeRegion;
 using testing::SameBytes;
 using testing::ScaledBytes;
 using testing::ServingReceiver;
+
+// The transports that send from this process's memory (every one but
+// those that place pages remotely) and run here; the family table names
+// them, so a new one is tested here too.
+std::vector<TransportKind> SocketTransports() {
+  std::vector<TransportKind> kinds;
+  for (TransportKind kind :
+       testing::TransportsWith(0, channels::kCapRemotePlacement)) {
+    if (testing::WhyUnavailable(kind).empty()) kinds.push_back(kind);
+  }
+  return kinds;
+}
 
 // Rewrites `count` pages picked by `rng` with a pattern from `rng` and marks
 // them dirty; returns how many distinct pages. It writes pages a round may
@@ -158,8 +172,7 @@ TEST(TransferTest, SeveralRegionsWithDifferentPageSizes) {
 // The baseline without channel threads: the scheduler drives each channel
 // itself, with the same result.
 TEST(TransferTest, SingleThreadModeIsByteExact) {
-  for (TransportKind kind :
-       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+  for (TransportKind kind : SocketTransports()) {
     SessionOptions opt = ::ramferry::testing::InsecureOptions();
     opt.transport = kind;
     opt.channels = 3;
@@ -184,8 +197,7 @@ TEST(TransferTest, SingleThreadModeIsByteExact) {
 }
 
 TEST(TransferTest, OverIpv6) {
-  for (TransportKind kind :
-       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+  for (TransportKind kind : SocketTransports()) {
     SessionOptions opt = ::ramferry::testing::InsecureOptions();
     opt.host = "::1";
     opt.transport = kind;
@@ -271,8 +283,7 @@ ChannelStats AnnouncedRound(TransportKind kind, bool src_announces,
 }
 
 TEST(TransferTest, AnnouncedHeadersMeanOneReadPerDataPacket) {
-  for (TransportKind kind :
-       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+  for (TransportKind kind : SocketTransports()) {
     SCOPED_TRACE(std::string(TransportKindName(kind)));
     const ChannelStats t = AnnouncedRound(kind, true, true, 128, false);
     ASSERT_GT(t.packets, 0u);
@@ -296,8 +307,7 @@ TEST(TransferTest, AnnouncedHeadersMeanOneReadPerDataPacket) {
 // packet's payload is 1024 separate spans, so payload + next header is
 // more than IOV_MAX iovecs and the read takes two calls.
 TEST(TransferTest, AnnouncedHeadersAtTheLargestPacketWithSparsePages) {
-  for (TransportKind kind :
-       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+  for (TransportKind kind : SocketTransports()) {
     SCOPED_TRACE(std::string(TransportKindName(kind)));
     const ChannelStats t =
         AnnouncedRound(kind, true, true, SessionOptions{}.max_packet_pages,
@@ -352,8 +362,7 @@ TEST(TransferTest, FullVerificationComparesWithWhatLanded) {
 // flight, before it is confirmed; pages rewritten in between still end
 // byte-identical (the destination's SYNC barrier orders the copies).
 TEST(TransferTest, OverlappedRoundsEndByteIdentical) {
-  for (TransportKind kind :
-       {TransportKind::kTcp, TransportKind::kTcpZeroCopy}) {
+  for (TransportKind kind : SocketTransports()) {
     for (uint32_t channels : {1u, 4u}) {
       SCOPED_TRACE(absl::StrCat(TransportKindName(kind), " x", channels));
       const uint64_t bytes = ScaledBytes(64ull << 20);
