@@ -23,6 +23,8 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 using testing::MakeRegion;
 using testing::SameBytes;
@@ -230,11 +232,19 @@ TEST(ProtectLimitsTest, HugePagesAreSealedFromBoundedCopies) {
     if (protect == Protection::kMac) {
       // Both ends, before a connection is made.
       auto listening = Receiver::Listen(o, {&dst.region, 1});
-      ASSERT_FALSE(listening.ok());
+      ASSERT_THAT(
+          listening,
+          StatusIs(
+              absl::StatusCode::kInvalidArgument,
+              HasSubstr("a protected stream seals a copy of each packet")));
       EXPECT_THAT(std::string(listening.status().message()),
                   HasSubstr("16777216-byte pages"));
       auto sender = Sender::Connect(o, {&src.region, 1});
-      ASSERT_FALSE(sender.ok());
+      ASSERT_THAT(
+          sender,
+          StatusIs(
+              absl::StatusCode::kInvalidArgument,
+              HasSubstr("a protected stream seals a copy of each packet")));
       EXPECT_THAT(std::string(sender.status().message()),
                   HasSubstr("16777216-byte pages"));
       continue;
@@ -409,13 +419,15 @@ TEST(ProtectNegotiationTest, NoKeyIsRefusedUnlessAskedForExplicitly) {
   SessionOptions bare;  // no key, not insecure: the library's default
   absl::StatusOr<std::unique_ptr<Receiver>> r =
       Receiver::Listen(bare, {&dst.region, 1});
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          HasSubstr("give both ends the same pre-shared key")));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("--insecure"));
   auto src = MakeRegion(1, 1 << 20, 1, true);
   absl::StatusOr<std::unique_ptr<Sender>> s =
       Sender::Connect(bare, {&src.region, 1});
-  ASSERT_FALSE(s.ok());
+  ASSERT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                          HasSubstr("give both ends the same pre-shared key")));
   EXPECT_THAT(s.status().message(), HasSubstr("no key"));
   EXPECT_OK(OneRound(testing::InsecureOptions(), testing::InsecureOptions()));
 }
@@ -430,7 +442,9 @@ TEST(ProtectNegotiationTest, ProtectionNeedsAKeyAndATransportThatCarriesIt) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
   EXPECT_THAT(s.message(), HasSubstr("not available on rdma"));
   EXPECT_EQ(ParseProtection("mac").value(), Protection::kMac);
-  EXPECT_FALSE(ParseProtection("tls").ok());
+  EXPECT_THAT(ParseProtection("tls"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown protection 'tls'")));
 }
 
 }  // namespace

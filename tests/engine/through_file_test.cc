@@ -24,6 +24,8 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using testing::FileRegion;
 using ::testing::HasSubstr;
 using testing::MakeFileRegion;
@@ -206,10 +208,12 @@ TEST(ThroughFileFaultTest, AFileWriteErrorEndsTheSessionOnBothEnds) {
   dirty.SetAll();
   DirtyBitmap* bitmaps[] = {&dirty};
   absl::StatusOr<RoundResult> r = (*sender)->SendRound(bitmaps);
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kInternal,
+                          HasSubstr("writing region 1's file at")));
   EXPECT_THAT(r.status().message(), HasSubstr("writing region 1's file"));
   const absl::Status served = rx.result();
-  EXPECT_FALSE(served.ok());
+  EXPECT_THAT(served, StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("writing region 1's file at")));
   EXPECT_THAT(served.message(), HasSubstr("writing region 1's file"));
   EXPECT_EQ((*sender)->confirmed_rounds(), 0u);
 }

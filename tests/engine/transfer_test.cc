@@ -21,6 +21,9 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
 using testing::LoopbackPair;
 using testing::MakeRegion;
 using testing::SameBytes;
@@ -489,7 +492,8 @@ TEST(TransferTest, TheCommitHookRunsOnceBeforeTheConfirmationAndMayRefuse) {
     EXPECT_EQ(commits.load(), 1);
     EXPECT_TRUE((*sender)->finish_sent());
     if (refuse) {
-      EXPECT_FALSE(finished.ok());
+      EXPECT_THAT(finished, StatusIs(absl::StatusCode::kCancelled,
+                                     HasSubstr("cancelled by the test")));
       EXPECT_TRUE(absl::IsCancelled(serve)) << serve;
       EXPECT_THAT(std::string(serve.message()),
                   ::testing::HasSubstr("cancelled by the test"));
@@ -522,7 +526,9 @@ TEST(TransferTest, RegionMismatchIsRefusedAndTheDestinationWaitsOn) {
   ServingReceiver rx(opt, {dst.region});
   opt.port = rx.port();
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_FALSE(sender.ok());
+  ASSERT_THAT(sender,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("destination refused the region table")));
   EXPECT_TRUE(absl::IsFailedPrecondition(sender.status())) << sender.status();
   EXPECT_NE(sender.status().message().find("region 1"), absl::string_view::npos)
       << sender.status();
@@ -552,7 +558,8 @@ TEST(TransferTest, ConnectToNobodyFailsAfterTheTimeout) {
   opt.port = 1;  // nothing listens on port 1
   opt.connect_timeout = absl::Milliseconds(300);
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_FALSE(sender.ok());
+  ASSERT_THAT(sender, StatusIs(absl::StatusCode::kUnavailable,
+                               HasSubstr("Connection refused")));
   EXPECT_NE(sender.status().message().find("127.0.0.1:1"),
             absl::string_view::npos)
       << sender.status();

@@ -279,7 +279,8 @@ TEST(DeltaSessionTest, OnIsRefusedWherePagesAreLargerThanTheCache) {
   auto src = MakeRegion(1, 8 << 20);
   src.region.page_size = 2 << 20;
   auto sender = Sender::Connect(opt, {&src.region, 1});
-  ASSERT_FALSE(sender.ok());
+  ASSERT_THAT(sender, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("no region can send deltas")));
   EXPECT_THAT(
       sender.status(),
       StatusIs(absl::StatusCode::kInvalidArgument,
@@ -342,7 +343,8 @@ TEST(DeltaSessionTest, PagesOverTheDeltaBoundGoWholeOrAreRefused) {
     on.port = 1;
     on.connect_timeout = absl::Seconds(1);
     auto sender = Sender::Connect(on, {&src.region, 1});
-    ASSERT_FALSE(sender.ok());
+    ASSERT_THAT(sender, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("no region can send deltas")));
     EXPECT_THAT(sender.status(),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          ::testing::AllOf(HasSubstr("1073741824-byte pages"),

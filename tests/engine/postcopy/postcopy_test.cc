@@ -43,6 +43,9 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
 using testing::MakeRegion;
 using testing::SameBytes;
 using testing::ServingReceiver;
@@ -237,7 +240,9 @@ TEST_P(PostcopyTest, ACutSessionIsResumedAndEndsByteIdentical) {
   });
   absl::Status first = (*sender)->CompletePostcopy();
   cut.join();
-  ASSERT_FALSE(first.ok()) << "the push ended before the cut: slow it down";
+  ASSERT_THAT(first, StatusIs(absl::StatusCode::kUnavailable,
+                              HasSubstr("connection cut by the test")))
+      << "the push ended before the cut: slow it down";
   EXPECT_FALSE(rx.done()) << "the destination gave up instead of waiting: "
                           << rx.receiver().stats().postcopy.duration_ns
                           << " ns of post-copy";
@@ -277,8 +282,6 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // ---- more shapes of a post-copy session ----
-
-using ::testing::HasSubstr;
 
 const std::string kKey = "postcopy-test-key-0123456789abcdef";
 
@@ -766,7 +769,9 @@ TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedUpFrontAndAtConnect) {
     opt.port = rx.port();
     absl::StatusOr<std::unique_ptr<Sender>> sender =
         Sender::Connect(opt, {&src.region, 1});
-    ASSERT_FALSE(sender.ok());
+    ASSERT_THAT(sender,
+                StatusIs(absl::StatusCode::kUnimplemented,
+                         HasSubstr("destination cannot run post-copy")));
     EXPECT_THAT(std::string(sender.status().message()), HasSubstr("post-copy"));
     EXPECT_THAT(std::string(sender.status().message()), HasSubstr("shared"));
     rx.receiver().Abort(absl::CancelledError("test over"));
@@ -774,7 +779,8 @@ TEST(PostcopyRefusalTest, SharedDestinationRegionIsRefusedUpFrontAndAtConnect) {
   }
   absl::StatusOr<std::unique_ptr<Receiver>> listening =
       Receiver::Listen(PostcopyOptions(), {&region, 1});
-  ASSERT_FALSE(listening.ok());
+  ASSERT_THAT(listening, StatusIs(absl::StatusCode::kUnimplemented,
+                                  HasSubstr("is a shared mapping")));
   EXPECT_THAT(std::string(listening.status().message()), HasSubstr("shared"));
   munmap(base, bytes);
   close(fd);
@@ -812,7 +818,8 @@ TEST(PostcopyRefusalTest, ValidateOptionsRefusesWhatPostcopyCannotDo) {
     o.port = 1;
     o.connect_timeout = absl::Milliseconds(100);
     absl::StatusOr<std::unique_ptr<Sender>> sender = Sender::Connect(o, {});
-    EXPECT_FALSE(sender.ok());
+    EXPECT_THAT(sender, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("postcopy")));
   }
 }
 
@@ -825,7 +832,9 @@ TEST(PostcopyRefusalTest, SourceWithPostcopyAgainstDestinationWithout) {
   opt.port = rx.port();
   absl::StatusOr<std::unique_ptr<Sender>> sender =
       Sender::Connect(opt, {&src.region, 1});
-  ASSERT_FALSE(sender.ok());
+  ASSERT_THAT(sender,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the destination does not allow post-copy")));
   EXPECT_EQ(sender.status().code(), absl::StatusCode::kFailedPrecondition)
       << sender.status();
   EXPECT_THAT(std::string(sender.status().message()),
