@@ -7,9 +7,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace ramferry {
 namespace {
+
+using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
 
 constexpr uint64_t kMiB = 1 << 20;
 
@@ -251,7 +255,9 @@ TEST(ConvergencePolicy, ParsesTimeoutActions) {
   EXPECT_EQ(*ParseOnTimeout("cancel"), OnTimeout::kCancel);
   EXPECT_EQ(*ParseOnTimeout("force"), OnTimeout::kForce);
   EXPECT_EQ(*ParseOnTimeout("postcopy"), OnTimeout::kPostcopy);
-  EXPECT_FALSE(ParseOnTimeout("postpone").ok());
+  EXPECT_THAT(ParseOnTimeout("postpone"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown timeout action 'postpone'")));
   EXPECT_STREQ(OnTimeoutName(OnTimeout::kForce), "force");
   EXPECT_STREQ(OnTimeoutName(OnTimeout::kPostcopy), "postcopy");
 }

@@ -29,6 +29,8 @@
 namespace ramferry::cli {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 
 bool NamespaceExists(const std::string& name) {
@@ -99,7 +101,9 @@ TEST(LinkRateTest, ParsesTcUnits) {
   EXPECT_EQ(*ParseLinkRate(" 2000000bit "), 2'000'000u);
   for (const char* bad : {"1000", "fast", "0mbit", "-1gbit", "1gbitx", ""}) {
     absl::StatusOr<uint64_t> r = ParseLinkRate(bad);
-    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                            HasSubstr("want a positive number with a tc unit")))
+        << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("1gbit")) << bad;
   }
   absl::StatusOr<std::vector<std::string>> list =
@@ -153,7 +157,9 @@ TEST(LinkTestbedTest, ABadRateIsRefusedBeforeAnythingIsMade) {
       LinkTestbed::Create({"1gbit", "fast"});
   EXPECT_EQ(bed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bed.status().message(), HasSubstr("'fast'"));
-  EXPECT_FALSE(LinkTestbed::Create({}).ok());
+  EXPECT_THAT(LinkTestbed::Create({}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a link testbed takes 1 to 64 links, not 0")));
 }
 
 class LinkTestbedLiveTest : public ::testing::Test {

@@ -23,6 +23,9 @@
 namespace ramferry::migrate {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
 using testing::MakeRegion;
 using testing::SameBytes;
 using testing::ScaledBytes;
@@ -312,7 +315,8 @@ TEST(Precopy, UnreachableDestinationFailsCleanlyAndTheWorkloadRuns) {
   config.session.connect_timeout = absl::Milliseconds(200);
   config.progress = false;
   PrecopyReport r = RunPrecopy(config, src.region, *tracker, load);
-  EXPECT_FALSE(r.status.ok());
+  EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kUnavailable,
+                                 HasSubstr("Connection refused")));
   EXPECT_EQ(r.confirmed_rounds, 0u);
   EXPECT_TRUE(r.workload_running_after);
   EXPECT_FALSE(r.verified);
@@ -349,7 +353,9 @@ TEST(Precopy, TheDestinationsRefusalAtFinishResumesTheWorkload) {
   const PrecopyReport r = RunPrecopy(config, src.region, *tracker, load);
   const absl::Status destination = served.get();
   load.Stop();
-  EXPECT_FALSE(r.status.ok());
+  EXPECT_THAT(r.status,
+              StatusIs(absl::StatusCode::kCancelled,
+                       HasSubstr("cancelled on the destination by the test")));
   EXPECT_THAT(std::string(r.status.message()),
               ::testing::HasSubstr("cancelled on the destination by the test"));
   EXPECT_TRUE(r.destination_refused) << r.status;
@@ -413,7 +419,9 @@ TEST(Precopy, ADestinationCancelAtTheSwitchStartsNothingAndResumesTheSource) {
   EXPECT_EQ(d.workload_pages_written, 0u);
   EXPECT_EQ(dest_control.state(), MigrationState::kCancelled);
   // The source: told the destination did not commit, its workload runs.
-  EXPECT_FALSE(r.status.ok());
+  EXPECT_THAT(r.status,
+              StatusIs(absl::StatusCode::kCancelled,
+                       HasSubstr("migration cancelled by a control client")));
   EXPECT_THAT(std::string(r.status.message()),
               ::testing::HasSubstr("test at the switch"));
   EXPECT_TRUE(r.destination_refused) << r.status;
@@ -470,7 +478,9 @@ TEST(Precopy, TimeoutCancelsMidRoundAndTheSourceRunsOn) {
   EXPECT_TRUE(r.workload_running_after);
   EXPECT_FALSE(r.verified);
   // The destination was told, and ends with an error, not a session.
-  EXPECT_FALSE(run.destination.ok());
+  EXPECT_THAT(run.destination,
+              StatusIs(absl::StatusCode::kCancelled,
+                       HasSubstr("before pre-copy converged")));
 }
 
 TEST(Precopy, TimeoutWithForceStopsAndCopies) {
