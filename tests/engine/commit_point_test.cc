@@ -30,6 +30,8 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+
 using ::testing::HasSubstr;
 using testing::MakeRegion;
 
@@ -144,7 +146,9 @@ TEST_P(CommitPointTest, AHookRefusalReachesTheSourceAsNotCommitted) {
   EXPECT_TRUE(absl::IsCancelled(e.destination));
   EXPECT_THAT(std::string(e.destination.message()),
               HasSubstr("refused by the test's commit hook"));
-  EXPECT_FALSE(e.source.ok());
+  EXPECT_THAT(e.source,
+              StatusIs(absl::StatusCode::kCancelled,
+                       HasSubstr("refused by the test's commit hook")));
   EXPECT_EQ(e.outcome, CommitOutcome::kNotCommitted)
       << CommitOutcomeName(e.outcome);
   EXPECT_THAT(std::string(e.source.message()), HasSubstr("not committed"));
@@ -165,7 +169,8 @@ TEST_P(CommitPointTest, ACancelAtTheCommitPointRefusesFinish) {
   EXPECT_TRUE(absl::IsCancelled(e.destination));
   EXPECT_THAT(std::string(e.destination.message()),
               HasSubstr("cancelled on the destination"));
-  EXPECT_FALSE(e.source.ok());
+  EXPECT_THAT(e.source, StatusIs(absl::StatusCode::kCancelled,
+                                 HasSubstr("cancelled on the destination")));
   EXPECT_EQ(e.outcome, CommitOutcome::kNotCommitted)
       << CommitOutcomeName(e.outcome);
   EXPECT_THAT(std::string(e.source.message()),
@@ -200,7 +205,8 @@ TEST(CommitPointTest, ACancelJustBeforeFinishIsNotCommitted) {
   const absl::Status destination = rx.result();
   const absl::Status source = (*sender)->Finish();
   EXPECT_TRUE(absl::IsCancelled(destination)) << destination;
-  EXPECT_FALSE(source.ok());
+  EXPECT_THAT(source, StatusIs(absl::StatusCode::kCancelled,
+                               HasSubstr("cancelled before FINISH")));
   EXPECT_EQ((*sender)->commit_outcome(), CommitOutcome::kNotCommitted)
       << source;
   EXPECT_THAT(std::string(source.message()),
@@ -338,7 +344,8 @@ TEST_P(PostcopyCommitTest, TheHookDecidesTheSwitch) {
   if (refuse) {
     EXPECT_EQ(armed.load(), 0);
     EXPECT_TRUE(absl::IsCancelled(destination));
-    EXPECT_FALSE(switched.ok());
+    EXPECT_THAT(switched, StatusIs(absl::StatusCode::kCancelled,
+                                   HasSubstr("switch refused by the test")));
     EXPECT_EQ(outcome, CommitOutcome::kNotCommitted)
         << CommitOutcomeName(outcome);
     EXPECT_THAT(std::string(switched.message()), HasSubstr("not committed"));
