@@ -133,43 +133,50 @@ TEST(ChannelSender, AfterTheSendFromTheMemoryItRead) {
   EXPECT_EQ(ch.Stats().sealed_in_place_bytes, 0u);
 }
 
+// Pages of memory frozen or not, sent under a mac, with both digest
+// tables a source keeps.
+struct MacOverMemory {
+  MacOverMemory(bool frozen, uint64_t seed)
+      : r(testing::MakeRegion(1, kPages * kPage, seed, true)),
+        sent(*DigestTable::Create({&r.region, 1})),
+        frozen_digests(*FrozenDigests::Create({&r.region, 1})),
+        memory_frozen(frozen) {
+    ChannelSender::Config config;
+    config.sent_digests = sent.get();
+    config.memory_frozen = &memory_frozen;
+    config.frozen_digests = frozen_digests.get();
+    ch = std::make_unique<Channel>(r.region, config, proto::SealMode::kMac);
+  }
+  testing::TestRegion r;
+  std::unique_ptr<DigestTable> sent;
+  std::unique_ptr<FrozenDigests> frozen_digests;
+  const std::atomic<bool> memory_frozen;
+  std::unique_ptr<Channel> ch;
+};
+
 TEST(ChannelSender, WhileSealingFrozenMemoryInPlace) {
-  testing::TestRegion r = testing::MakeRegion(1, kPages * kPage, 8, true);
-  std::unique_ptr<DigestTable> sent = *DigestTable::Create({&r.region, 1});
-  std::unique_ptr<FrozenDigests> frozen =
-      *FrozenDigests::Create({&r.region, 1});
-  const std::atomic<bool> memory_frozen{true};
-  ChannelSender::Config config;
-  config.sent_digests = sent.get();
-  config.memory_frozen = &memory_frozen;
-  config.frozen_digests = frozen.get();
-  Channel ch(r.region, config, proto::SealMode::kMac);
-  ASSERT_OK(ch.SendAll(1));
-  ASSERT_EQ(ch.sent.size(), 1u);
+  MacOverMemory m(/*frozen=*/true, 8);
+  ASSERT_OK(m.ch->SendAll(1));
+  ASSERT_EQ(m.ch->sent.size(), 1u);
   // A mac over the memory where it lies: no staging copy, and both tables
   // hold what the seal's pass read.
-  EXPECT_EQ(ch.Stats().sealed_in_place_bytes, kPages * kPage);
-  EXPECT_EQ(Recorded(*sent), MemoryDigests(r.region));
-  EXPECT_EQ(Recorded(frozen->digests()), MemoryDigests(r.region));
-  for (uint32_t p = 0; p < kPages; ++p) EXPECT_TRUE(frozen->Has(0, p)) << p;
+  EXPECT_EQ(m.ch->Stats().sealed_in_place_bytes, kPages * kPage);
+  EXPECT_EQ(Recorded(*m.sent), MemoryDigests(m.r.region));
+  EXPECT_EQ(Recorded(m.frozen_digests->digests()), MemoryDigests(m.r.region));
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_TRUE(m.frozen_digests->Has(0, p)) << p;
+  }
 }
 
 TEST(ChannelSender, NotFrozenAMacGoesFromAStagedCopyAndRecordsAfter) {
-  testing::TestRegion r = testing::MakeRegion(1, kPages * kPage, 9, true);
-  std::unique_ptr<DigestTable> sent = *DigestTable::Create({&r.region, 1});
-  std::unique_ptr<FrozenDigests> frozen =
-      *FrozenDigests::Create({&r.region, 1});
-  const std::atomic<bool> memory_frozen{false};
-  ChannelSender::Config config;
-  config.sent_digests = sent.get();
-  config.memory_frozen = &memory_frozen;
-  config.frozen_digests = frozen.get();
-  Channel ch(r.region, config, proto::SealMode::kMac);
-  ASSERT_OK(ch.SendAll(1));
-  EXPECT_EQ(ch.Stats().sealed_in_place_bytes, 0u);
-  EXPECT_EQ(Recorded(*sent), MemoryDigests(r.region));
+  MacOverMemory m(/*frozen=*/false, 9);
+  ASSERT_OK(m.ch->SendAll(1));
+  EXPECT_EQ(m.ch->Stats().sealed_in_place_bytes, 0u);
+  EXPECT_EQ(Recorded(*m.sent), MemoryDigests(m.r.region));
   // Memory that may still change is no frozen page.
-  for (uint32_t p = 0; p < kPages; ++p) EXPECT_FALSE(frozen->Has(0, p)) << p;
+  for (uint32_t p = 0; p < kPages; ++p) {
+    EXPECT_FALSE(m.frozen_digests->Has(0, p)) << p;
+  }
 }
 
 TEST(ChannelSender, FromTheCopyBeforeItIsEncrypted) {

@@ -137,38 +137,57 @@ class SlowPause : public Workload {
   absl::Duration delay_;
 };
 
+// 64 MiB migrated while memload writes `dirty_mib` MiB/s into a set of
+// `set_mib` MiB and its pause takes 150 ms to hold, with no stall
+// detection (it could stop pre-copy before the first pause).
+struct SlowPauseRun {
+  SlowPauseRun(absl::Duration limit, int max_rounds, uint64_t set_mib,
+               uint64_t dirty_mib) {
+    const uint64_t bytes = ScaledBytes(64ull << 20);
+    auto src = MakeRegion(1, bytes, 21, true);
+    auto dst = MakeRegion(1, bytes);
+    PrecopyConfig config;
+    config.progress = false;
+    config.convergence.downtime_limit = limit;
+    config.convergence.stall_rounds = 0;
+    config.convergence.max_rounds = max_rounds;
+    config.session.auth_key = "precopy-test-key-0123456789abcdef";
+    ServingReceiver rx(config.session, {dst.region});
+    config.session.port = rx.port();
+    std::unique_ptr<DirtyTracker> tracker =
+        MakeBitmapTracker(src.region.page_count());
+    Memload::Options options;
+    options.dirty_set_pages = (set_mib << 20) / 4096;
+    options.pages_per_second = (dirty_mib << 20) / 4096;
+    Memload load(static_cast<uint8_t*>(src.region.base),
+                 src.region.page_count(), options, tracker.get());
+    load.Start();
+    SlowPause slow(load, absl::Milliseconds(150));
+    report = RunPrecopy(config, src.region, *tracker, slow);
+    load.Stop();
+    pauses = slow.pauses;
+    resumes = slow.resumes;
+    identical = SameBytes(src.region, dst.region);
+    destination = rx.result();
+  }
+  PrecopyReport report;
+  int pauses = 0;
+  int resumes = 0;
+  bool identical = false;
+  absl::Status destination;
+};
+
 TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
   // The live rounds see a final round that fits 50 ms; the pause alone
   // takes 150 ms. Paused and collected, the switchover is given up and
   // the workload resumes; every estimate from then on counts the pause,
-  // so no estimate fits again and pre-copy ends by its round limit (no
-  // stall detection, which could stop it before the first pause).
-  const uint64_t bytes = ScaledBytes(64ull << 20);
-  auto src = MakeRegion(1, bytes, 21, true);
-  auto dst = MakeRegion(1, bytes);
-  PrecopyConfig config;
-  config.progress = false;
-  config.convergence.downtime_limit = absl::Milliseconds(50);
-  config.convergence.stall_rounds = 0;
-  config.convergence.max_rounds = 12;
-  config.session.auth_key = "precopy-test-key-0123456789abcdef";
-  ServingReceiver rx(config.session, {dst.region});
-  config.session.port = rx.port();
-  std::unique_ptr<DirtyTracker> tracker =
-      MakeBitmapTracker(src.region.page_count());
-  Memload::Options options;
-  options.dirty_set_pages = (1 << 20) / 4096;
-  options.pages_per_second = (4 << 20) / 4096;
-  Memload load(static_cast<uint8_t*>(src.region.base), src.region.page_count(),
-               options, tracker.get());
-  load.Start();
-  SlowPause slow(load, absl::Milliseconds(150));
-  const PrecopyReport r = RunPrecopy(config, src.region, *tracker, slow);
-  load.Stop();
+  // so no estimate fits again and pre-copy ends by its round limit.
+  const SlowPauseRun run(absl::Milliseconds(50), 12, 1, 4);
+  const PrecopyReport& r = run.report;
   ASSERT_OK(r.status);
   EXPECT_EQ(r.switchovers_resumed, 1);
-  EXPECT_EQ(slow.resumes, 1);
-  EXPECT_EQ(slow.pauses, 2);
+  EXPECT_EQ(run.resumes, 1);
+  EXPECT_EQ(run.pauses, 2);
   EXPECT_GE(r.resumed_stall_s, 0.150);
   EXPECT_EQ(r.converged_by, "max-rounds");
   // Any estimate after the resume counts the pause (0: none was given,
@@ -177,8 +196,8 @@ TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
     EXPECT_GE(r.estimated_downtime_s, 0.150);
   }
   EXPECT_TRUE(r.verified);
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
-  EXPECT_OK(rx.result());
+  EXPECT_TRUE(run.identical);
+  EXPECT_OK(run.destination);
 }
 
 TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
@@ -188,28 +207,8 @@ TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
   // it does not fit and the workload resumes. The probe's pages were
   // sent and are clean: those written after the resume go again, and the
   // destination ends identical.
-  const uint64_t bytes = ScaledBytes(64ull << 20);
-  auto src = MakeRegion(1, bytes, 21, true);
-  auto dst = MakeRegion(1, bytes);
-  PrecopyConfig config;
-  config.progress = false;
-  config.convergence.downtime_limit = absl::Milliseconds(60);
-  config.convergence.stall_rounds = 0;
-  config.convergence.max_rounds = 8;
-  config.session.auth_key = "precopy-test-key-0123456789abcdef";
-  ServingReceiver rx(config.session, {dst.region});
-  config.session.port = rx.port();
-  std::unique_ptr<DirtyTracker> tracker =
-      MakeBitmapTracker(src.region.page_count());
-  Memload::Options options;
-  options.dirty_set_pages = (16 << 20) / 4096;
-  options.pages_per_second = (64 << 20) / 4096;
-  Memload load(static_cast<uint8_t*>(src.region.base), src.region.page_count(),
-               options, tracker.get());
-  load.Start();
-  SlowPause slow(load, absl::Milliseconds(150));
-  const PrecopyReport r = RunPrecopy(config, src.region, *tracker, slow);
-  load.Stop();
+  const SlowPauseRun run(absl::Milliseconds(60), 8, 16, 64);
+  const PrecopyReport& r = run.report;
   ASSERT_OK(r.status);
   EXPECT_GE(r.switchovers_resumed, 1);
   // A paused round (the probe) that live rounds followed.
@@ -220,8 +219,8 @@ TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
   EXPECT_TRUE(probe_then_live);
   EXPECT_TRUE(r.verified);
   EXPECT_EQ(r.pages_mismatched, 0u);
-  EXPECT_TRUE(SameBytes(src.region, dst.region));
-  EXPECT_OK(rx.result());
+  EXPECT_TRUE(run.identical);
+  EXPECT_OK(run.destination);
 }
 
 TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
