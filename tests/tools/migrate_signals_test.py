@@ -32,6 +32,7 @@ failure.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -235,20 +236,25 @@ def demo_variant(index, victim, sig, phase, tmp):
 
 def two_process_variant(index, victim, sig, phase, tmp):
     name = f"two-process {victim} {signal.Signals(sig).name} at {phase}"
-    port = PORT_BASE + index
     dsock = os.path.join(tmp, f"t{index}d.sock")
     ssock = os.path.join(tmp, f"t{index}s.sock")
     dtag, stag = f"t{index}d", f"t{index}s"
     procs = []
     try:
-        d = spawn(["--role=dest", f"--listen=127.0.0.1:{port}",
+        # Port 0: the kernel's choice, which the destination reports. A
+        # fixed port can be an ephemeral one another test's connection
+        # holds at that moment.
+        d = spawn(["--role=dest", "--listen=127.0.0.1:0",
                    f"--control={dsock}"] + RUN_FLAGS, tmp, dtag)
         procs.append(d)
-        if not wait_for(lambda: "listening on" in read(tmp, dtag + ".err"),
-                        20.0):
+        listening = wait_for(
+            lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)",
+                              read(tmp, dtag + ".err")), 20.0)
+        if not listening:
             fail(name, "the destination did not listen:\n"
-                 + read(tmp, dtag + ".err"))
+                 + read(tmp, dtag + ".err") + read(tmp, dtag + ".out"))
             return name, None, None
+        port = int(listening.group(1))
         if phase == "setup" and victim == "dest":
             # Listening, no source yet (Admission::TakeControl).
             since = time.monotonic()
