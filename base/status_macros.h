@@ -33,7 +33,7 @@
 #define RAMFERRY_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                    \
   if (!statusor.ok()) return std::move(statusor).status();    \
-  lhs = std::move(statusor).value()
+  lhs = std::move(statusor).value() /* NOLINT(bugprone-macro-parentheses) */
 
 #define RAMFERRY_STATUS_MACROS_CONCAT_INNER_(x, y) x##y
 #define RAMFERRY_STATUS_MACROS_CONCAT_(x, y) \
