@@ -30,10 +30,13 @@
       RAMFERRY_STATUS_MACROS_CONCAT_(ramferry_statusor_, __LINE__), lhs, \
       rexpr)
 
+// `statusor` is a name and `lhs` a declaration: neither takes parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define RAMFERRY_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                    \
   if (!statusor.ok()) return std::move(statusor).status();    \
-  lhs = std::move(statusor).value() /* NOLINT(bugprone-macro-parentheses) */
+  lhs = std::move(statusor).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #define RAMFERRY_STATUS_MACROS_CONCAT_INNER_(x, y) x##y
 #define RAMFERRY_STATUS_MACROS_CONCAT_(x, y) \
