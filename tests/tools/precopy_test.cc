@@ -223,17 +223,25 @@ TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
   EXPECT_OK(run.destination);
 }
 
-TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
-  // 32 MiB written at 1 GiB/s, stopped by the round limit: the final
-  // round is large, and its first quarter goes as a round of its own.
-  const uint64_t bytes = ScaledBytes(128ull << 20);
+// 128 MiB while memload writes 32 MiB at 1 GiB/s, stopped by a limit of
+// 2 live rounds: no estimate fits a negative limit, not even an empty
+// round's, so the rounds run out first, whatever the workload managed to
+// write.
+Migration MigrateUntilTheRoundLimit() {
   Memload::Options load;
   load.dirty_set_pages = (32 << 20) / 4096;
   load.pages_per_second = (1ull << 30) / 4096;
   PrecopyConfig config;
   config.convergence.downtime_limit = -absl::Nanoseconds(1);
   config.convergence.max_rounds = 2;
-  Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
+  return Migrate(TransportKind::kTcp, true, ScaledBytes(128ull << 20), load,
+                 config);
+}
+
+TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
+  // The final round is large, and its first quarter goes as a round of
+  // its own.
+  Migration run = MigrateUntilTheRoundLimit();
   const PrecopyReport& r = run.report;
   ASSERT_OK(r.status);
   ASSERT_EQ(r.rounds.size(), 4u);  // 2 live, the probe, the rest
@@ -252,16 +260,7 @@ TEST(Precopy, AFinalRoundOf4MiBOrMoreIsProbedFirst) {
 }
 
 TEST(Precopy, StopsAfterMaxRoundsAndStillVerifies) {
-  const uint64_t bytes = ScaledBytes(128ull << 20);
-  Memload::Options load;
-  load.dirty_set_pages = (32 << 20) / 4096;
-  load.pages_per_second = (1ull << 30) / 4096;
-  PrecopyConfig config;
-  // No estimate fits a negative limit, not even an empty round's: the
-  // rounds run out first, whatever the workload managed to write.
-  config.convergence.downtime_limit = -absl::Nanoseconds(1);
-  config.convergence.max_rounds = 2;
-  Migration run = Migrate(TransportKind::kTcp, true, bytes, load, config);
+  Migration run = MigrateUntilTheRoundLimit();
   ASSERT_OK(run.report.status);
   EXPECT_EQ(run.report.converged_by, "max-rounds");
   // 2 live + the final one (a first quarter probed where it is large).
