@@ -260,8 +260,10 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   cli::Json estimates = cli::Json::array();
   cli::Json throttles = cli::Json::array();
   cli::Json wire = cli::Json::array();
+  cli::Json paused = cli::Json::array();
   for (const RoundRecord& rr : r.rounds) {
     pages.push_back(rr.pages);
+    paused.push_back(rr.final);
     seconds.push_back(rr.seconds);
     wire.push_back(rr.wire_bytes);
     if (rr.final) continue;
@@ -272,6 +274,9 @@ std::string SourceJson(const RunDescription& run, const PrecopyReport& r,
   j["pages_per_round"] = std::move(pages);
   j["round_seconds"] = std::move(seconds);
   j["wire_bytes_per_round"] = std::move(wire);
+  // Which rounds went under the pause: the final round, its probe, and
+  // the probes of switchovers that resumed the workload.
+  j["paused_per_round"] = std::move(paused);
   // Per live round, once its dirty pages were collected.
   j["remaining_bytes_per_round"] = std::move(remaining);
   j["estimated_downtime_per_round_s"] = std::move(estimates);
