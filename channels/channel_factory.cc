@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "channels/socket_dial.h"
 #include "channels/socket_io.h"
 #include "channels/tcp.h"

@@ -51,7 +51,7 @@ enum TransportCapability : uint32_t {
   kCapOwnsConnection = 1u << 7,
   // Its channels prove a session key (proto/auth.h) before the destination
   // delivers them: on a socket before admission, on rdma between its
-  // accept and its first SEND (rdma_auth.h), before any key is sent.
+  // accept and its first SEND (rdma/auth.h), before any key is sent.
   kCapAuthenticatedHello = 1u << 8,
   // Keeps user pages pinned while sends are in flight, so RLIMIT_MEMLOCK
   // and the kernel's notification memory bound how much it may have out.

@@ -1,7 +1,7 @@
 #include "channels/transport_family.h"
 
 #include "absl/strings/str_format.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "channels/uring_zerocopy.h"
 #include "proto/handshake.h"
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "channels/transport_family.h"
 #include "proto/packet.h"
 

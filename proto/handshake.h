@@ -72,7 +72,7 @@ enum Feature : uint64_t {
   // (PacketHeader::compressed_bytes).
   kFeatureCompressedPages = 1ull << 7,
   // RDMA: the destination grants the source receive credits (RFRC messages
-  // on the data queue pair, channels/rdma_credits.h) and the source never
+  // on the data queue pair, channels/rdma/credits.h) and the source never
   // posts a SEND beyond them, so
   // no SEND ever meets an empty receive queue (RNR retries).
   kFeatureRdmaCredits = 1ull << 8,

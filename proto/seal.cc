@@ -11,7 +11,7 @@
 #include <string>
 
 #include "base/status_macros.h"
-#include "proto/aes_ctr.h"
+#include "proto/crypto/aes_ctr.h"
 #include "proto/handshake.h"
 #include "proto/wire.h"
 

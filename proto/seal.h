@@ -35,9 +35,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "proto/aes_ctr.h"
 #include "proto/auth.h"
-#include "proto/ghash.h"
+#include "proto/crypto/aes_ctr.h"
+#include "proto/crypto/ghash.h"
 
 namespace ramferry::proto {
 

@@ -133,7 +133,7 @@ TEST_P(CapabilityConformance, AdvertisesKnownBitsInlineSendsOnlyOnVerbs) {
   EXPECT_EQ(Has(channels::kCapPinsSendMemory), Has(channels::kCapZeroCopy));
   // Every family proves a key: a stream socket carries the whole
   // challenge-response, rdma splits it between its accept and its first
-  // SEND (channels/rdma_auth.h).
+  // SEND (channels/rdma/auth.h).
   EXPECT_TRUE(Has(channels::kCapAuthenticatedHello));
   constexpr uint32_t kSocket = channels::kCapAuthenticatedHello;
   constexpr uint32_t kZeroCopySocket =
@@ -449,7 +449,7 @@ TEST_P(CapabilityConformance, BatchedSubmitSharesSyscalls) {
   if (is_rdma()) {
     // Not "one syscall per packet before SendPacket returns": rdma queues
     // packets until Submit() (or a wait for a header slot) so that their
-    // chunks are registered together (channels/rdma.h), then posts each
+    // chunks are registered together (channels/rdma/rdma.h), then posts each
     // packet as its own ibv_post_send chain. Deferred, but never several
     // packets in one submission: hence no kCapBatchedSubmit. A verbs post
     // is no syscall of ours, so submit_calls stays 0; the posts are what

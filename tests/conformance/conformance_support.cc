@@ -24,7 +24,7 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "channels/channel_factory.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "channels/tcp.h"
 #include "channels/uring_zerocopy.h"
 #include "engine/control.h"

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "channels/transport.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/options.h"

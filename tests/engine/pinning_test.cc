@@ -1,6 +1,6 @@
 #include "ramferry/pinning.h"
 
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/packet.h"

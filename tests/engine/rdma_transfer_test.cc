@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ramferry/sender.h"

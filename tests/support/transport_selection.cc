@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "channels/transport_family.h"
 #include "channels/uring_zerocopy.h"
 #include "ramferry/receiver.h"

@@ -1,4 +1,4 @@
-#include "channels/rdma_auth.h"
+#include "channels/rdma/auth.h"
 
 #include <algorithm>
 

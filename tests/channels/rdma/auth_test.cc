@@ -1,6 +1,6 @@
 // The rdma key exchange without a device: what the accept's private data
-// carries, and each side's checks (channels/rdma_auth.h).
-#include "channels/rdma_auth.h"
+// carries, and each side's checks (channels/rdma/auth.h).
+#include "channels/rdma/auth.h"
 
 #include <string>
 #include <vector>

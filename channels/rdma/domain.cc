@@ -1,4 +1,4 @@
-#include "channels/rdma_domain.h"
+#include "channels/rdma/domain.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "channels/rdma_connection.h"
+#include "channels/rdma/connection.h"
 
 namespace ramferry::channels {
 namespace {

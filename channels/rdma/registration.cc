@@ -1,4 +1,4 @@
-#include "channels/rdma_registration.h"
+#include "channels/rdma/registration.h"
 
 #include <cstring>
 

@@ -1,8 +1,8 @@
 // AES-256 in counter mode as GCM runs it, with VAES on 512-bit registers:
 // 16 blocks in flight, four to a register, so a core keeps its AES units
 // busy where OpenSSL 3.0's GCM runs one 128-bit block per instruction.
-// With Ghash (proto/ghash.h) beside it this is AES-256-GCM to the bit (the
-// tests check it against OpenSSL, and against a block-at-a-time reference
+// With Ghash (proto/crypto/ghash.h) beside it this is AES-256-GCM to the bit
+// (the tests check it against OpenSSL, and against a block-at-a-time reference
 // across the counter's wrap).
 //
 // GCM counts with inc32: only the counter block's last four bytes, a
@@ -12,8 +12,8 @@
 // is inc32, wrap included.
 //
 // Not thread-safe; one per direction, like the Sealer that owns it.
-#ifndef RAMFERRY_PROTO_AES_CTR_H_
-#define RAMFERRY_PROTO_AES_CTR_H_
+#ifndef RAMFERRY_PROTO_CRYPTO_AES_CTR_H_
+#define RAMFERRY_PROTO_CRYPTO_AES_CTR_H_
 
 #include <array>
 #include <cstddef>
@@ -54,4 +54,4 @@ class AesCtr {
 
 }  // namespace ramferry::proto
 
-#endif  // RAMFERRY_PROTO_AES_CTR_H_
+#endif  // RAMFERRY_PROTO_CRYPTO_AES_CTR_H_

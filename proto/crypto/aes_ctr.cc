@@ -1,4 +1,4 @@
-#include "proto/aes_ctr.h"
+#include "proto/crypto/aes_ctr.h"
 
 // GCC 12's AVX-512 headers leave an operand of their masked builtins
 // undefined on purpose, which -Wuninitialized reports at every use

@@ -14,7 +14,7 @@
 // it). Packets queued during a batch are registered for together, then
 // posted one chain each.
 //
-// Receive credits (kFeatureRdmaCredits; rdma_credits.h): the destination
+// Receive credits (kFeatureRdmaCredits; rdma/credits.h): the destination
 // grants its receive queue when it starts reading and returns receives in
 // batches as it posts them again; the source posts no SEND (header or
 // control message) beyond them, so none meets an empty receive queue and
@@ -25,9 +25,9 @@
 // rdmacm limit) and the HelloReply. With a pre-shared key the accept also
 // carries the destination's challenge and the source's first SEND its
 // proof; the destination delivers the channel, and sends it anything, only
-// once that proof checked out (rdma_auth.h).
-#ifndef RAMFERRY_CHANNELS_RDMA_H_
-#define RAMFERRY_CHANNELS_RDMA_H_
+// once that proof checked out (rdma/auth.h).
+#ifndef RAMFERRY_CHANNELS_RDMA_RDMA_H_
+#define RAMFERRY_CHANNELS_RDMA_RDMA_H_
 
 #include <cstdint>
 #include <functional>
@@ -111,4 +111,4 @@ class RdmaListener {
 
 }  // namespace ramferry::channels
 
-#endif  // RAMFERRY_CHANNELS_RDMA_H_
+#endif  // RAMFERRY_CHANNELS_RDMA_RDMA_H_

@@ -1,4 +1,4 @@
-#include "channels/rdma_queue.h"
+#include "channels/rdma/queue.h"
 
 #include <errno.h>
 #include <poll.h>

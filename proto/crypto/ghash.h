@@ -2,7 +2,7 @@
 // registers: 32 blocks per reduction, several times OpenSSL 3.0's
 // 128-bit PCLMULQDQ loop on the long authenticated-only messages of
 // SealMode::kMac (each page of a packet is associated data), and over the
-// ciphertext of kEncrypt beside AesCtr (proto/aes_ctr.h). The tag it
+// ciphertext of kEncrypt beside AesCtr (proto/crypto/aes_ctr.h). The tag it
 // leads to is AES-GCM's to the bit: a peer that uses OpenSSL for it (an
 // older build, a machine without the instructions) interoperates, and the
 // tests check it against OpenSSL on every length and split.
@@ -17,8 +17,8 @@
 // to the next is one multiplication and a reduction.
 //
 // Not thread-safe; one per direction, like the Sealer that owns it.
-#ifndef RAMFERRY_PROTO_GHASH_H_
-#define RAMFERRY_PROTO_GHASH_H_
+#ifndef RAMFERRY_PROTO_CRYPTO_GHASH_H_
+#define RAMFERRY_PROTO_CRYPTO_GHASH_H_
 
 #include <array>
 #include <cstddef>
@@ -71,4 +71,4 @@ class Ghash {
 
 }  // namespace ramferry::proto
 
-#endif  // RAMFERRY_PROTO_GHASH_H_
+#endif  // RAMFERRY_PROTO_CRYPTO_GHASH_H_

@@ -2,7 +2,7 @@
 // pieces split at chunk boundaries, which chunks go as COMPRESS and which
 // are asked for (in batches), keys applied, and the destination's side of
 // COMPRESS and REGISTER_REQUEST with registration injected.
-#include "channels/rdma_registration.h"
+#include "channels/rdma/registration.h"
 
 #include <cstring>
 #include <vector>

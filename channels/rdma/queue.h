@@ -1,7 +1,7 @@
 // rdma_queue: the work queues of one RDMA channel. Posts send chains with
 // send-queue accounting (waiting for room when it is full) and, where the
 // peer grants them, receive credits (waiting for one before a SEND: see
-// rdma_credits.h); keeps every receive posted from its own buffers,
+// rdma/credits.h); keeps every receive posted from its own buffers,
 // returning credits for them as they are posted again; sends control
 // messages (inline, or from a small pool of registered buffers), and turns
 // completions into calls on a Handler: a packet's send done, a message
@@ -22,9 +22,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "channels/rdma.h"
-#include "channels/rdma_connection.h"
-#include "channels/rdma_credits.h"
+#include "channels/rdma/connection.h"
+#include "channels/rdma/credits.h"
+#include "channels/rdma/rdma.h"
 #include "channels/transport.h"
 #include "proto/rdma_control.h"
 

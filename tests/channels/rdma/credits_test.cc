@@ -1,5 +1,5 @@
 // Receive-credit accounting, both halves, without an RDMA device.
-#include "channels/rdma_credits.h"
+#include "channels/rdma/credits.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,11 +1,11 @@
-// The fast GHASH (proto/ghash.h) gives AES-GCM's tag to the bit: checked
+// The fast GHASH (proto/crypto/ghash.h) gives AES-GCM's tag to the bit: checked
 // against OpenSSL's GCM over associated data only, for every length from 0
 // to past two 16-block strides, fed in random pieces, and on long messages;
 // and a Sealer on it interoperates with one on OpenSSL's path. The VAES
-// counter mode (proto/aes_ctr.h) is AES block by block, across the
+// counter mode (proto/crypto/aes_ctr.h) is AES block by block, across the
 // counter's wrap; with both, an encrypting Sealer gives OpenSSL's
 // ciphertext and tag.
-#include "proto/ghash.h"
+#include "proto/crypto/ghash.h"
 
 #include <openssl/evp.h>
 
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "proto/aes_ctr.h"
+#include "proto/crypto/aes_ctr.h"
 #include "proto/seal.h"
 
 namespace ramferry::proto {

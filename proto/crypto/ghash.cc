@@ -1,4 +1,4 @@
-#include "proto/ghash.h"
+#include "proto/crypto/ghash.h"
 
 // GCC 12's AVX-512 headers leave an operand of their masked builtins
 // undefined on purpose, which -Wuninitialized reports at every use

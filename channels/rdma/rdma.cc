@@ -1,17 +1,17 @@
 // RDMA channels: whether this machine has a device, and what a channel's
-// buffers take. The two ends are rdma_source.cc and rdma_destination.cc
-// over rdma_transport_base.h; what they stand on: rdma_connection (verbs
+// buffers take. The two ends are rdma/source.cc and rdma/destination.cc
+// over rdma/transport_base.h; what they stand on: rdma_connection (verbs
 // objects, the CM steps, the listener), rdma_queue (posts, completions,
 // receives, control sends) and rdma_registration (which chunks need keys,
 // which go as COMPRESS).
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 
 #include <infiniband/verbs.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "channels/rdma_queue.h"
+#include "channels/rdma/queue.h"
 #include "proto/rdma_control.h"
 
 namespace ramferry::channels {

@@ -2,7 +2,7 @@
 // the CM steps that make them: on the source resolving the route, creating
 // the QP and connecting with the Hello as private data; on the destination
 // the listener that admits connection requests and, with a key, delivers a
-// channel only once the source's proof checked out (rdma_auth.h).
+// channel only once the source's proof checked out (rdma/auth.h).
 #ifndef RAMFERRY_CHANNELS_RDMA_CONNECTION_H_
 #define RAMFERRY_CHANNELS_RDMA_CONNECTION_H_
 
@@ -21,9 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "channels/rdma.h"
-#include "channels/rdma_auth.h"
-#include "channels/rdma_domain.h"
+#include "channels/rdma/auth.h"
+#include "channels/rdma/domain.h"
+#include "channels/rdma/rdma.h"
 #include "channels/transport.h"
 #include "proto/handshake.h"
 

@@ -1,4 +1,4 @@
-#include "channels/rdma_credits.h"
+#include "channels/rdma/credits.h"
 
 #include <algorithm>
 

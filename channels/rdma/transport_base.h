@@ -1,5 +1,5 @@
-// What both ends of an RDMA channel share (rdma_source.cc,
-// rdma_destination.cc): the connection, its queues, the regions and this
+// What both ends of an RDMA channel share (rdma/source.cc,
+// rdma/destination.cc): the connection, its queues, the regions and this
 // side's registrations of them.
 #ifndef RAMFERRY_CHANNELS_RDMA_TRANSPORT_BASE_H_
 #define RAMFERRY_CHANNELS_RDMA_TRANSPORT_BASE_H_
@@ -15,10 +15,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
-#include "channels/rdma.h"
-#include "channels/rdma_connection.h"
-#include "channels/rdma_queue.h"
-#include "channels/rdma_registration.h"
+#include "channels/rdma/connection.h"
+#include "channels/rdma/queue.h"
+#include "channels/rdma/rdma.h"
+#include "channels/rdma/registration.h"
 #include "channels/transport.h"
 #include "channels/transport_family.h"
 #include "proto/rdma_control.h"

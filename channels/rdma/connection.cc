@@ -1,4 +1,4 @@
-#include "channels/rdma_connection.h"
+#include "channels/rdma/connection.h"
 
 #include <errno.h>
 #include <poll.h>

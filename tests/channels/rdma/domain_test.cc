@@ -2,7 +2,7 @@
 // protection domain per session and end, and each registration made once,
 // however many channels ask at once. Skipped, with the reason, where this
 // host has no RDMA device.
-#include "channels/rdma_domain.h"
+#include "channels/rdma/domain.h"
 
 #include <infiniband/verbs.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "channels/rdma.h"
+#include "channels/rdma/rdma.h"
 #include "engine/control.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
