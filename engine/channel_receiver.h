@@ -1,8 +1,8 @@
 // One destination channel: a thread that reads packets from its transport,
 // validates every header field against the session before touching memory,
 // and reads pages straight into place, or, for long runs of a region with a
-// file (engine/region_file.h), into a buffer of its own that it then writes
-// to the file.
+// file (engine/pages/region_file.h), into a buffer of its own that it then
+// writes to the file.
 #ifndef RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_
 #define RAMFERRY_ENGINE_CHANNEL_RECEIVER_H_
 

@@ -9,7 +9,7 @@
 #include "base/status_util.h"
 #include "base/zero_page.h"
 #include "engine/page_runs.h"
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 #include "proto/packet.h"
 #include "proto/page_delta.h"
 

@@ -2,7 +2,7 @@
 // each command into exactly one packet on its transport. Pages leave from
 // the region's memory, or, for long runs of a region with a file on a
 // transport that copies them anyway, from a copy read through the file
-// (engine/region_file.h).
+// (engine/pages/region_file.h).
 #ifndef RAMFERRY_ENGINE_CHANNEL_SENDER_H_
 #define RAMFERRY_ENGINE_CHANNEL_SENDER_H_
 
@@ -194,8 +194,9 @@ class ChannelSender {
                          absl::Span<const uint64_t> offsets,
                          const uint8_t* copy);
   // Where `offsets` (a data command's, none flagged yet) go through the
-  // region's file (engine/region_file.h): reads their pages into a staging
-  // buffer, back to back, and returns it; null where they go from memory.
+  // region's file (engine/pages/region_file.h): reads their pages into a
+  // staging buffer, back to back, and returns it; null where they go from
+  // memory.
   absl::StatusOr<uint8_t*> ReadThroughFile(const Region& region,
                                            absl::Span<const uint64_t> offsets,
                                            bool frozen);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "base/named_enum.h"
+#include "base/page_size.h"
 #include "base/status_macros.h"
 #include "channels/transport_family.h"
 #include "engine/channel_sender.h"
@@ -17,6 +18,11 @@
 #include "proto/packet.h"
 
 namespace ramferry {
+
+// The public page size and the one post-copy and the hand-off fix are one
+// number under two names (base/page_size.h says why).
+static_assert(kPageSize == base::kSmallPageSize);
+
 namespace {
 
 absl::Status CheckProtection(const SessionOptions& o, uint32_t caps) {

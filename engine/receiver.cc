@@ -10,9 +10,9 @@
 #include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/control.h"
+#include "engine/pages/region_file.h"
 #include "engine/postcopy/postcopy_memory.h"
 #include "engine/receiver_impl.h"
-#include "engine/region_file.h"
 #include "engine/stream_seal.h"
 #include "proto/packet.h"
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
 #include "base/status_macros.h"
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 #include "proto/control.h"
 
 #ifndef MADV_POPULATE_WRITE

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -17,52 +16,22 @@
 #include "base/errno_status.h"
 #include "base/owned_fd.h"
 #include "base/pagemap_scan.h"
+#include "base/proc_maps.h"
+#include "base/status_macros.h"
 #include "base/status_util.h"
 
 namespace ramferry::engine {
+using base::ClassifyVma;
 using base::kPageIsPfnZero;
 using base::kPageIsPresent;
 using base::kPageIsSwapped;
 using base::kPagemapScan;
+using base::MapsEntry;
 using base::PageRegion;
 using base::PmScanArg;
+using base::VmaKind;
 
 namespace {
-
-// The next field up to `sep` (or the end), removed from `s` with the
-// separator; nothing if the field is empty.
-std::optional<std::string_view> TakeField(std::string_view& s, char sep) {
-  size_t at = s.find(sep);
-  std::string_view field = s.substr(0, at);
-  if (field.empty()) return std::nullopt;
-  s.remove_prefix(at == std::string_view::npos ? s.size() : at + 1);
-  return field;
-}
-
-template <typename T>
-bool ParseNumber(std::string_view s, int base, T& out) {
-  if (s.empty()) return false;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
-absl::StatusOr<std::string> ReadProcFile(const char* path) {
-  base::OwnedFd fd(open(path, O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    return base::ErrnoStatus(errno, absl::StrCat("open ", path));
-  }
-  std::string text;
-  char buf[64 << 10];
-  for (;;) {
-    ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return base::ErrnoStatus(errno, absl::StrCat("read ", path));
-    }
-    if (n == 0) return text;
-    text.append(buf, static_cast<size_t>(n));
-  }
-}
 
 // Appends the pieces of [lo, hi) (addresses inside one private anonymous
 // VMA) that read as zero, as offsets from `base`. False: this kernel has
@@ -191,55 +160,67 @@ void SharedFileHoles(const MapsEntry& e, uint64_t lo, uint64_t hi,
   }
 }
 
+// What reads zero across one region, one mapping at a time (in address
+// order), as offsets from the region's base.
+class UntouchedScan {
+ public:
+  UntouchedScan(const Region& region, UntouchedScope scope)
+      : region_(region),
+        scope_(scope),
+        base_(reinterpret_cast<uint64_t>(region.base)),
+        end_(base_ + region.length) {}
+
+  // Adds what reads zero where `e` overlaps the region; false once the
+  // mappings are past it.
+  absl::StatusOr<bool> Add(const MapsEntry& e) {
+    if (e.end <= base_) return true;
+    if (e.start >= end_) return false;
+    const uint64_t lo = std::max(e.start, base_);
+    const uint64_t hi = std::min(e.end, end_);
+    switch (ClassifyVma(e)) {
+      case VmaKind::kPrivateAnonymous:
+        if (scan_available_ && scope_ != UntouchedScope::kFileHolesOnly) {
+          RAMFERRY_RETURN_IF_ERROR(AddAnonymous(lo, hi));
+        }
+        break;
+      case VmaKind::kSharedFile:
+        SharedFileHoles(e, lo, hi, base_, region_.fd, pieces_);
+        break;
+      case VmaKind::kOther:
+        break;
+    }
+    return true;
+  }
+
+  const std::vector<ByteRange>& pieces() const { return pieces_; }
+
+ private:
+  absl::Status AddAnonymous(uint64_t lo, uint64_t hi) {
+    if (!pagemap_) {
+      pagemap_.emplace(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+      vec_.resize(1024);
+    }
+    if (pagemap_->get() < 0) {
+      scan_available_ = false;
+      return absl::OkStatus();
+    }
+    RAMFERRY_ASSIGN_OR_RETURN(
+        scan_available_,
+        ScanAnonymous(pagemap_->get(), lo, hi, base_, vec_, pieces_));
+    return absl::OkStatus();
+  }
+
+  const Region& region_;
+  const UntouchedScope scope_;
+  const uint64_t base_;
+  const uint64_t end_;
+  std::vector<ByteRange> pieces_;
+  std::vector<PageRegion> vec_;  // PAGEMAP_SCAN output, allocated on need
+  std::optional<base::OwnedFd> pagemap_;
+  bool scan_available_ = true;  // until the kernel says otherwise
+};
+
 }  // namespace
-
-std::optional<MapsEntry> ParseMapsLine(std::string_view line) {
-  if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-  MapsEntry e;
-  std::optional<std::string_view> start = TakeField(line, '-');
-  std::optional<std::string_view> end = TakeField(line, ' ');
-  std::optional<std::string_view> perms = TakeField(line, ' ');
-  std::optional<std::string_view> offset = TakeField(line, ' ');
-  std::optional<std::string_view> dev_major = TakeField(line, ':');
-  std::optional<std::string_view> dev_minor = TakeField(line, ' ');
-  std::optional<std::string_view> inode = TakeField(line, ' ');
-  if (!start || !end || !perms || !offset || !dev_major || !dev_minor ||
-      !inode || !ParseNumber(*start, 16, e.start) ||
-      !ParseNumber(*end, 16, e.end) || e.end <= e.start ||
-      !ParseNumber(*offset, 16, e.offset) ||
-      !ParseNumber(*dev_major, 16, e.dev_major) ||
-      !ParseNumber(*dev_minor, 16, e.dev_minor) ||
-      !ParseNumber(*inode, 10, e.inode)) {
-    return std::nullopt;
-  }
-  const std::string_view p = *perms;
-  if (p.size() != 4 || (p[0] != 'r' && p[0] != '-') ||
-      (p[1] != 'w' && p[1] != '-') || (p[2] != 'x' && p[2] != '-') ||
-      (p[3] != 's' && p[3] != 'p')) {
-    return std::nullopt;
-  }
-  e.shared = p[3] == 's';
-  // The kernel pads to a column before the name; names start with '/' or
-  // '[', so leading blanks are padding and trailing ones are the name's.
-  line.remove_prefix(std::min(line.find_first_not_of(' '), line.size()));
-  e.path = std::string(line);
-  return e;
-}
-
-VmaKind ClassifyVma(const MapsEntry& e) {
-  if (e.shared) return e.inode != 0 ? VmaKind::kSharedFile : VmaKind::kOther;
-  if (e.inode != 0 || e.dev_major != 0 || e.dev_minor != 0) {
-    return VmaKind::kOther;
-  }
-  // Only the names anonymous memory has; [vdso], [vvar], [uprobes] and the
-  // like are special mappings whose absent pages are not zero.
-  const std::string_view p = e.path;
-  if (p.empty() || p == "[heap]" || p == "[stack]" ||
-      p.starts_with("[stack:") || p.starts_with("[anon:")) {
-    return VmaKind::kPrivateAnonymous;
-  }
-  return VmaKind::kOther;
-}
 
 bool AnonymousPieceReadsZero(uint64_t categories) {
   if (categories & kPageIsSwapped) return false;  // holds data, elsewhere
@@ -294,62 +275,23 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
   if (absl::Status s = ValidateRegion(region); !s.ok()) {
     return base::Annotate(s, "finding untouched pages");
   }
-  const uint64_t base = reinterpret_cast<uint64_t>(region.base);
-  const uint64_t end = base + region.length;
-  absl::StatusOr<std::string> maps = ReadProcFile("/proc/self/maps");
-  if (!maps.ok()) {
+  const auto where = [&](const absl::Status& s) {
     return base::Annotate(
-        maps.status(),
-        absl::StrFormat("finding untouched pages of region %d", region.id));
-  }
-  std::vector<ByteRange> pieces;
-  std::vector<PageRegion> vec;  // PAGEMAP_SCAN output, allocated on need
-  std::optional<base::OwnedFd> pagemap;
-  bool scan_available = true;
-  for (absl::string_view text :
-       absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
-    const std::string_view line(text.data(), text.size());
-    std::optional<MapsEntry> e = ParseMapsLine(line);
-    if (!e) {
-      return absl::InternalError(
-          absl::StrCat("finding untouched pages: unexpected line in "
-                       "/proc/self/maps: \"",
-                       text, "\""));
-    }
-    if (e->end <= base) continue;
-    if (e->start >= end) break;  // maps is sorted by address
-    const uint64_t lo = std::max(e->start, base);
-    const uint64_t hi = std::min(e->end, end);
-    switch (ClassifyVma(*e)) {
-      case VmaKind::kPrivateAnonymous: {
-        if (!scan_available || scope == UntouchedScope::kFileHolesOnly) break;
-        if (!pagemap) {
-          pagemap.emplace(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
-          vec.resize(1024);
-        }
-        if (pagemap->get() < 0) {
-          scan_available = false;
-          break;
-        }
-        absl::StatusOr<bool> ok =
-            ScanAnonymous(pagemap->get(), lo, hi, base, vec, pieces);
-        if (!ok.ok()) {
-          return base::Annotate(
-              ok.status(), absl::StrFormat("finding untouched pages of region "
-                                           "%d",
-                                           region.id));
-        }
-        scan_available = *ok;
-        break;
-      }
-      case VmaKind::kSharedFile:
-        SharedFileHoles(*e, lo, hi, base, region.fd, pieces);
-        break;
-      case VmaKind::kOther:
-        break;
-    }
-  }
-  return ToPageRanges(pieces, region.page_size);
+        s, absl::StrFormat("finding untouched pages of region %d", region.id));
+  };
+  absl::StatusOr<std::string> maps = base::ReadProcFile("/proc/self/maps");
+  if (!maps.ok()) return where(maps.status());
+  UntouchedScan scan(region, scope);
+  absl::Status failed;
+  absl::Status s =
+      base::ForEachMapping(*maps, "/proc/self/maps", [&](const MapsEntry& e) {
+        absl::StatusOr<bool> more = scan.Add(e);
+        if (!more.ok()) failed = more.status();
+        return more.value_or(false);
+      });
+  if (!s.ok()) return where(s);
+  if (!failed.ok()) return where(failed);
+  return ToPageRanges(scan.pieces(), region.page_size);
 }
 
 }  // namespace ramferry

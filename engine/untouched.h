@@ -22,34 +22,6 @@ using ramferry::UntouchedScope;
 
 // ---- The pure pieces, exposed for tests. ----
 
-// One line of /proc/<pid>/maps.
-struct MapsEntry {
-  uint64_t start = 0;  // [start, end): virtual addresses
-  uint64_t end = 0;
-  bool shared = false;  // perms "s" (MAP_SHARED) rather than "p"
-  uint64_t offset = 0;  // file offset mapped at `start`
-  uint32_t dev_major = 0;
-  uint32_t dev_minor = 0;
-  uint64_t inode = 0;
-  // As the kernel prints it: may be empty, hold spaces, end in
-  // " (deleted)", or be a pseudo-name such as "[heap]". Newline removed.
-  std::string path;
-  bool operator==(const MapsEntry&) const = default;
-};
-
-// Nothing for a line that is not in the kernel's format: a misparsed line
-// must not be mistaken for anonymous memory.
-std::optional<MapsEntry> ParseMapsLine(std::string_view line);
-
-enum class VmaKind {
-  kPrivateAnonymous,  // absent pages read zero: ask the page tables
-  kSharedFile,        // the file's holes read zero: ask the file
-  kOther,             // nothing is known to read zero
-};
-// By the maps line alone; a kSharedFile is still checked to be a regular
-// file (and the same inode) before it is opened.
-VmaKind ClassifyVma(const MapsEntry& entry);
-
 // Whether a 4 KiB piece of a private anonymous VMA with these PAGEMAP_SCAN
 // categories reads as zero: not present and not swapped (nothing was ever
 // stored, or it was discarded), or present on the zero page.

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 #include "engine/untouched.h"
 
 namespace ramferry::engine {

@@ -18,9 +18,9 @@
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
 #include "base/owned_fd.h"
+#include "base/proc_maps.h"
 #include "base/status_macros.h"
 #include "base/status_util.h"
-#include "engine/untouched.h"
 #include "handoff/handoff_io.h"
 #include "handoff/shared_mapping.h"
 #include "handoff/unix_seqpacket.h"
@@ -141,20 +141,12 @@ absl::Status CheckRanges(const handoff::PeerProcess& peer,
                          bool registered) {
   const std::string path =
       AddressSpaceDir(peer.pid) + (registered ? "/smaps" : "/maps");
-  std::ifstream in(path);
   struct Vma {
     uint64_t start, end;
     bool tracked;
   };
   std::vector<Vma> vmas;
-  for (std::string line; std::getline(in, line);) {
-    if (std::optional<engine::MapsEntry> e = engine::ParseMapsLine(line)) {
-      vmas.push_back({e->start, e->end, !registered});
-    } else if (registered && !vmas.empty() &&
-               absl::StartsWith(line, "VmFlags:")) {
-      vmas.back().tracked = absl::StrContains(line + " ", " uw ");
-    }
-  }
+  absl::StatusOr<std::string> text = base::ReadProcFile(path);
   // Read while the pidfd's process lives: then its pid was not reused.
   if (absl::Status s = handoff::SignalPeer(peer, 0); !s.ok()) {
     return absl::Status(
@@ -162,6 +154,16 @@ absl::Status CheckRanges(const handoff::PeerProcess& peer,
                                   "gone (%s); did it end, or free its export?",
                                   peer.pid, s.message()));
   }
+  if (!text.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read ", path, ": ", text.status().message()));
+  }
+  RAMFERRY_RETURN_IF_ERROR(
+      base::ForEachMapping(*text, path, [&](const base::MapsEntry& e) {
+        vmas.push_back({e.start, e.end,
+                        !registered || absl::StrContains(e.vm_flags, " uw ")});
+        return true;
+      }));
   if (vmas.empty()) {
     return absl::UnavailableError(absl::StrCat("cannot read ", path));
   }

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "base/page_size.h"
 #include "base/status_macros.h"
 #include "proto/wire.h"
 
@@ -32,7 +33,7 @@ absl::Status CheckRegions(const std::vector<OfferedRegion>& regions) {
         absl::StrFormat("memory offer with %d regions: want 1 to %d",
                         regions.size(), kMaxHandoffRegions));
   }
-  constexpr uint64_t kPage = kHandoffPageSize;
+  constexpr uint64_t kPage = base::kSmallPageSize;
   for (const OfferedRegion& r : regions) {
     if (r.length == 0 || r.length % kPage != 0 || r.base % kPage != 0 ||
         r.fd_offset % kPage != 0) {
@@ -105,7 +106,7 @@ absl::StatusOr<std::vector<uint8_t>> EncodeOffer(const Offer& offer) {
   w.U32(static_cast<uint32_t>(offer.regions.size()));
   for (const OfferedRegion& r : offer.regions) {
     w.U32(r.id);
-    w.U32(kHandoffPageSize);
+    w.U32(static_cast<uint32_t>(base::kSmallPageSize));
     w.U64(r.base);
     w.U64(r.length);
     w.U64(r.fd_offset);
@@ -159,7 +160,7 @@ absl::StatusOr<Offer> DecodeOffer(absl::Span<const uint8_t> message) {
           "memory offer of %d bytes ends inside region %d of %d",
           message.size(), i, count));
     }
-    if (page_size != kHandoffPageSize) {
+    if (page_size != base::kSmallPageSize) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "memory offer: region %d has %d-byte pages; only 4 KiB pages are "
           "handed over",

@@ -67,6 +67,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/page_size.h"
 
 namespace ramferry::proto {
 
@@ -75,7 +76,6 @@ inline constexpr uint32_t kHandoffMagic = 0x52464d48;  // "RFMH"
 inline constexpr uint16_t kHandoffVersion = 2;
 inline constexpr uint32_t kMaxHandoffRegions = 64;
 inline constexpr size_t kMaxHandoffName = 64;
-inline constexpr uint32_t kHandoffPageSize = 4096;
 // The descriptors an export's offer carries before its regions'.
 inline constexpr size_t kExportFixedFds = 1;
 // The largest OFFER: a receive buffer of this size never truncates one.

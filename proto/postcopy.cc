@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "base/page_size.h"
 #include "base/status_macros.h"
 #include "proto/wire.h"
 
@@ -176,7 +177,7 @@ absl::StatusOr<PageRequest> DecodePageRequest(
         payload.size(), kMaxPageRequestPages));
   }
   const RegionInfo* region = FindRegion(regions, q.region_id);
-  if (region == nullptr || region->page_size != kPostcopyPageSize) {
+  if (region == nullptr || region->page_size != base::kSmallPageSize) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "page request names region %d, which is not a post-copy region of "
         "the session (4 KiB pages)",
@@ -201,7 +202,7 @@ std::vector<uint8_t> EncodePageData(uint32_t region_id, uint64_t first_page,
                                     uint32_t page_count, const uint8_t* pages) {
   std::vector<uint8_t> frame = StartFrame(ControlType::kPageData);
   const size_t bytes =
-      pages == nullptr ? 0 : size_t{page_count} * kPostcopyPageSize;
+      pages == nullptr ? 0 : size_t{page_count} * base::kSmallPageSize;
   frame.reserve(frame.size() + kPageDataFixedBytes + bytes);
   WireWriter w(&frame);
   w.U32(region_id);
@@ -231,7 +232,7 @@ absl::StatusOr<PageData> DecodePageData(absl::Span<const uint8_t> payload,
   }
   d.zero = (flags & kPageDataZero) != 0;
   const RegionInfo* region = FindRegion(regions, d.region_id);
-  if (region == nullptr || region->page_size != kPostcopyPageSize) {
+  if (region == nullptr || region->page_size != base::kSmallPageSize) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "page data names region %d, which is not a post-copy region of the "
         "session (4 KiB pages)",
@@ -246,7 +247,7 @@ absl::StatusOr<PageData> DecodePageData(absl::Span<const uint8_t> payload,
         d.region_id, d.first_page, d.page_count, kMaxPageDataPages,
         page_count));
   }
-  const size_t want = d.zero ? 0 : size_t{d.page_count} * kPostcopyPageSize;
+  const size_t want = d.zero ? 0 : size_t{d.page_count} * base::kSmallPageSize;
   if (r.remaining() != want) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "page data for region %d carries %d bytes for %d %spages; want %d",

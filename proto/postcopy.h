@@ -52,6 +52,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/page_size.h"
 #include "proto/control.h"
 
 namespace ramferry::proto {
@@ -61,11 +62,9 @@ inline constexpr size_t kMaxPageRequestPayload =
     8 + 8 * size_t{kMaxPageRequestPages};
 inline constexpr uint32_t kPageDataZero = 1u << 0;
 inline constexpr size_t kPageDataFixedBytes = 24;
-// Post-copy places 4 KiB pages only (engine/postcopy/uffd_placer.h).
-inline constexpr uint32_t kPostcopyPageSize = 4096;
 inline constexpr uint32_t kMaxPageDataPages = 64;
 inline constexpr size_t kMaxPageDataPayload =
-    kPageDataFixedBytes + size_t{kMaxPageDataPages} * kPostcopyPageSize;
+    kPageDataFixedBytes + size_t{kMaxPageDataPages} * base::kSmallPageSize;
 
 // [first, first + count) in pages of a region.
 struct PageRange {
@@ -147,7 +146,7 @@ struct PageData {
 };
 
 // A whole PAGE_DATA frame of the `page_count` pages at `pages` (which hold
-// page_count x kPostcopyPageSize bytes), or of zero pages with `pages`
+// page_count x base::kSmallPageSize bytes), or of zero pages with `pages`
 // null. The run must satisfy DecodePageData.
 std::vector<uint8_t> EncodePageData(uint32_t region_id, uint64_t first_page,
                                     uint32_t page_count, const uint8_t* pages);

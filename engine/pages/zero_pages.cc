@@ -5,7 +5,7 @@
 
 #include "base/status_macros.h"
 #include "base/zero_page.h"
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 
 namespace ramferry::engine {
 

@@ -48,8 +48,9 @@ class ZeroPages {
     std::unique_ptr<DirtyBitmap> data;  // null: not known to read as zero
   };
   // Pages [first, first + count) of a region not known to read as zero:
-  // a run long enough goes through the region's file (engine/region_file.h)
-  // where it has one, the rest through the mapping.
+  // a run long enough goes through the region's file
+  // (engine/pages/region_file.h) where it has one, the rest through the
+  // mapping.
   static absl::StatusOr<Applied> ZeroUnknown(const Region& r, uint64_t first,
                                              uint64_t count);
   static absl::StatusOr<Applied> ZeroUnknownInFile(const Region& r,

@@ -28,9 +28,6 @@ namespace ramferry::engine {
 absl::Status CheckPostcopyMappings(std::string_view maps, uint64_t begin,
                                    uint64_t end, uint32_t region_id);
 
-// This process's /proc/self/maps, whole.
-absl::StatusOr<std::string> ReadProcSelfMaps();
-
 // Both: OK when `region` can take post-copy here.
 absl::Status CheckPostcopyRegion(const Region& region);
 

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "base/clock.h"
 #include "base/counters.h"
+#include "base/page_size.h"
 #include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/postcopy/thread_priority.h"
@@ -305,7 +306,7 @@ absl::Status PostcopyTarget::Place(size_t index, uint64_t first_page,
       first_page, src, pages, [&](uint64_t first, uint64_t end) {
         page_landings_.Placed(
             index, first, end - first,
-            src + (first - first_page) * proto::kPostcopyPageSize);
+            src + (first - first_page) * base::kSmallPageSize);
       });
   if (!r.ok()) return r.status();
   CountPlaced(r->placed);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/page_size.h"
 #include "base/status_macros.h"
 #include "engine/postcopy/uffd_placer.h"
 
@@ -103,13 +104,13 @@ absl::Status UffdPlacer::TakeFault(uint64_t address, int64_t now,
                                    std::vector<uint64_t>* out) {
   fault_messages_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t base = reinterpret_cast<uint64_t>(region_.base);
-  const uint64_t addr = address & ~(kUffdPage - 1);
+  const uint64_t addr = address & ~(base::kSmallPageSize - 1);
   if (addr < base || addr - base >= region_.length) {
     return absl::InternalError(absl::StrFormat(
         "post-copy: fault at 0x%x, outside region %d [0x%x, +%d)", addr,
         region_.id, base, region_.length));
   }
-  const uint64_t page = (addr - base) / kUffdPage;
+  const uint64_t page = (addr - base) / base::kSmallPageSize;
   if (!awaited_.Test(page)) {
     // Never owed by the source: it reads as zero. A thread that faulted
     // on it waited for the reader only.

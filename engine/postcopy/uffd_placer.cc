@@ -21,6 +21,8 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/errno_status.h"
+#include "base/page_size.h"
+#include "base/proc_maps.h"
 #include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/postcopy/postcopy_memory.h"
@@ -95,15 +97,16 @@ absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
   if (absl::Status s = ValidateRegion(region); !s.ok()) {
     return base::Annotate(s, "post-copy");
   }
-  if (region.page_size != kUffdPage ||
-      static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) != kUffdPage) {
+  if (region.page_size != base::kSmallPageSize ||
+      static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) != base::kSmallPageSize) {
     return absl::UnimplementedError(absl::StrFormat(
         "post-copy of region %d: pages of %d bytes on a host with %d-byte "
         "pages; post-copy places 4 KiB pages only for now (huge pages are "
         "not supported yet: use 4 KiB pages for a post-copy destination)",
         region.id, region.page_size, sysconf(_SC_PAGESIZE)));
   }
-  RAMFERRY_ASSIGN_OR_RETURN(std::string maps, ReadProcSelfMaps());
+  RAMFERRY_ASSIGN_OR_RETURN(std::string maps,
+                            base::ReadProcFile("/proc/self/maps"));
   const uint64_t begin = reinterpret_cast<uint64_t>(region.base);
   RAMFERRY_RETURN_IF_ERROR(
       CheckPostcopyMappings(maps, begin, begin + region.length, region.id));
@@ -178,8 +181,8 @@ absl::Status UffdPlacer::DropPages(absl::Span<const PageRange> ranges) {
     // that it is awaited, so it is never taken for untouched memory.
     awaited_.SetRange(r.first, r.count);
     dropped_pages_.fetch_add(r.count, std::memory_order_relaxed);
-    if (madvise(region_.page(r.first), r.count * kUffdPage, MADV_DONTNEED) !=
-        0) {
+    if (madvise(region_.page(r.first), r.count * base::kSmallPageSize,
+                MADV_DONTNEED) != 0) {
       return ErrnoStatus(
           errno, absl::StrFormat("post-copy: MADV_DONTNEED of pages [%d, +%d) "
                                  "of region %d",
@@ -290,7 +293,8 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
     }
     const uint64_t run_end = awaited_.NextClear(run, end);
     const uint8_t* run_src =
-        src == nullptr ? nullptr : src + (run - first_page) * kUffdPage;
+        src == nullptr ? nullptr
+                       : src + (run - first_page) * base::kSmallPageSize;
     RAMFERRY_RETURN_IF_ERROR(
         FillRun(run, run_end, run_src, fill, result, on_placed));
     p = run_end;
@@ -301,7 +305,7 @@ absl::StatusOr<PlaceResult> UffdPlacer::PlaceRuns(uint64_t first_page,
 int64_t UffdPlacer::FillIoctl(uint64_t first, uint64_t pages,
                               const uint8_t* src, Fill fill) {
   const uint64_t dst = reinterpret_cast<uint64_t>(region_.page(first));
-  const uint64_t len = pages * kUffdPage;
+  const uint64_t len = pages * base::kSmallPageSize;
   if (fill == Fill::kCopy) {
     uffdio_copy c{};
     c.dst = dst;
@@ -311,7 +315,7 @@ int64_t UffdPlacer::FillIoctl(uint64_t first, uint64_t pages,
     c.copy = 0;  // the kernel leaves it alone on some early failures
     if (ioctl(uffd_, UFFDIO_COPY, &c) == 0) return static_cast<int64_t>(pages);
     const int err = errno;
-    if (c.copy > 0) return c.copy / static_cast<int64_t>(kUffdPage);
+    if (c.copy > 0) return c.copy / static_cast<int64_t>(base::kSmallPageSize);
     return -err;
   }
   uffdio_zeropage z{};
@@ -323,7 +327,8 @@ int64_t UffdPlacer::FillIoctl(uint64_t first, uint64_t pages,
     return static_cast<int64_t>(pages);
   }
   const int err = errno;
-  if (z.zeropage > 0) return z.zeropage / static_cast<int64_t>(kUffdPage);
+  if (z.zeropage > 0)
+    return z.zeropage / static_cast<int64_t>(base::kSmallPageSize);
   return -err;
 }
 
@@ -333,8 +338,9 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
   const uint64_t run_first = first;
   int idle = 0;
   while (first < end) {
-    const uint8_t* at =
-        src == nullptr ? nullptr : src + (first - run_first) * kUffdPage;
+    const uint8_t* at = src == nullptr
+                            ? nullptr
+                            : src + (first - run_first) * base::kSmallPageSize;
     const int64_t n = FillIoctl(first, end - first, at, fill);
     if (n > 0) {
       // A partial fill (the kernel's EAGAIN with a byte count) stopped at

@@ -104,6 +104,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/page_size.h"
 #include "engine/pages/atomic_page_set.h"
 #include "engine/postcopy/fault_latency.h"
 #include "proto/postcopy.h"
@@ -254,8 +255,6 @@ class UffdPlacer {
   // `address`, read at `now`: resolved here, or added to `out` as a
   // request, or (pending already) dropped.
   absl::StatusOr<bool> AwaitFaults(absl::Duration timeout);
-  // Post-copy places 4 KiB pages only.
-  static constexpr uint64_t kUffdPage = 4096;
   // base::MonotonicNs, signed: fault times are subtracted in either order.
   static int64_t SteadyNowNs();
   absl::Status TakeFault(uint64_t address, int64_t now,

@@ -27,7 +27,7 @@
 #include "absl/time/clock.h"
 #include "channels/transport.h"
 #include "engine/channel_sender.h"
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/control.h"

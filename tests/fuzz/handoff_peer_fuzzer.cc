@@ -46,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/page_size.h"
 #include "proto/memory_handoff.h"
 #include "ramferry/dirty_bitmap.h"
 #include "ramferry/memory_handoff.h"
@@ -55,7 +56,7 @@
 namespace ramferry::fuzz {
 namespace {
 
-constexpr uint64_t kPage = proto::kHandoffPageSize;
+constexpr uint64_t kPage = base::kSmallPageSize;
 constexpr uint64_t kTrackedPages = 16;
 constexpr int kMaxFds = 253;  // SCM_MAX_FD: more is one sendmsg's EINVAL
 

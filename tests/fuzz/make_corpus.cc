@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/page_size.h"
 #include "engine/compress/compressor.h"
 #include "proto/auth.h"
 #include "proto/control.h"
@@ -723,13 +724,13 @@ Bytes RawData(uint32_t region, uint32_t flags, uint64_t first, uint32_t count,
 void PageDataSeeds(std::map<std::string, Bytes>* out) {
   auto& c = *out;
   const uint64_t big = uint64_t{1} << 28;
-  Bytes pages(4 * proto::kPostcopyPageSize);
+  Bytes pages(4 * base::kSmallPageSize);
   for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<uint8_t>(i);
   c["one_page"] = Payload(proto::EncodePageData(1, 3, 1, pages.data()));
   c["whole_region"] = Payload(proto::EncodePageData(1, 0, 4, pages.data()));
   c["zero_run"] = Payload(proto::EncodePageData(3, big - 64, 64, nullptr));
   c["zero_one"] = Payload(proto::EncodePageData(1, 0, 1, nullptr));
-  const size_t page = proto::kPostcopyPageSize;
+  const size_t page = base::kSmallPageSize;
   c["edge_reserved"] = RawData(1, 0, 0, 1, 1, page);
   c["edge_unknown_flag"] = RawData(1, 2, 0, 1, 0, page);
   c["edge_zero_with_bytes"] = RawData(1, proto::kPageDataZero, 0, 1, 0, page);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/page_size.h"
 #include "proto/memory_handoff.h"
 #include "tests/fuzz/fuzz_support.h"
 
@@ -41,7 +42,7 @@ void FuzzOffer(absl::Span<const uint8_t> in) {
   FUZZ_CHECK(!o->regions.empty() &&
              o->regions.size() <= proto::kMaxHandoffRegions);
   FUZZ_CHECK(in.size() <= proto::kMaxOfferBytes);
-  constexpr uint64_t kPage = proto::kHandoffPageSize;
+  constexpr uint64_t kPage = base::kSmallPageSize;
   std::vector<const proto::OfferedRegion*> sorted;
   for (const proto::OfferedRegion& r : o->regions) {
     FUZZ_CHECK(r.length >= kPage && r.length % kPage == 0);

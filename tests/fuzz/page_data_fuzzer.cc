@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/page_size.h"
 #include "proto/postcopy.h"
 #include "tests/fuzz/control_round_trip.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -28,12 +29,12 @@ void FuzzPageData(absl::Span<const uint8_t> in) {
     if (r.id == d->region_id) region = &r;
   }
   FUZZ_CHECK(region != nullptr);
-  FUZZ_CHECK(region->page_size == proto::kPostcopyPageSize);
+  FUZZ_CHECK(region->page_size == base::kSmallPageSize);
   const uint64_t pages = region->length / region->page_size;
   FUZZ_CHECK(d->page_count >= 1 && d->page_count <= proto::kMaxPageDataPages);
   FUZZ_CHECK(d->first_page < pages && d->page_count <= pages - d->first_page);
   const size_t want =
-      d->zero ? 0 : size_t{d->page_count} * proto::kPostcopyPageSize;
+      d->zero ? 0 : size_t{d->page_count} * base::kSmallPageSize;
   FUZZ_CHECK(d->bytes.size() == want);
   FUZZ_CHECK(in.size() == proto::kPageDataFixedBytes + want);
   FUZZ_CHECK(want == 0 ||

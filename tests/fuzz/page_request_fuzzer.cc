@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/page_size.h"
 #include "proto/postcopy.h"
 #include "tests/fuzz/control_round_trip.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -27,7 +28,7 @@ void FuzzPageRequest(absl::Span<const uint8_t> in) {
     if (r.id == q->region_id) region = &r;
   }
   FUZZ_CHECK(region != nullptr);
-  FUZZ_CHECK(region->page_size == proto::kPostcopyPageSize);
+  FUZZ_CHECK(region->page_size == base::kSmallPageSize);
   const uint64_t pages = region->length / region->page_size;
   FUZZ_CHECK(!q->pages.empty());
   FUZZ_CHECK(q->pages.size() <= proto::kMaxPageRequestPages);

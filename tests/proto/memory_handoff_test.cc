@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/page_size.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -48,7 +49,7 @@ struct Bytes {
 
 struct RawRegion {
   uint32_t id;
-  uint32_t page_size = kHandoffPageSize;
+  uint32_t page_size = base::kSmallPageSize;
   uint64_t base;
   uint64_t length;
   uint64_t fd_offset = 0;
@@ -131,7 +132,7 @@ TEST(MemoryOfferTest, EncodesTheDocumentedLayout) {
   Offer o = ValidOffer(1, OfferKind::kExport, kOfferPausesItself);
   o.regions[0].name = "heap";
   std::vector<uint8_t> want =
-      RawOffer({{o.regions[0].id, kHandoffPageSize, o.regions[0].base,
+      RawOffer({{o.regions[0].id, base::kSmallPageSize, o.regions[0].base,
                  o.regions[0].length, o.regions[0].fd_offset, "heap"}},
                1, kOfferPausesItself);
   // The hand-made pid is 1234.
@@ -145,8 +146,8 @@ TEST(MemoryOfferTest, EncodesTheDocumentedLayout) {
 
 TEST(MemoryOfferTest, RegionsInAnyAddressOrderAndAdjacentAreFine) {
   absl::StatusOr<Offer> d =
-      DecodeOffer(RawOffer({{2, kHandoffPageSize, 4 * kPage, kPage},
-                            {1, kHandoffPageSize, 3 * kPage, kPage}}));
+      DecodeOffer(RawOffer({{2, base::kSmallPageSize, 4 * kPage, kPage},
+                            {1, base::kSmallPageSize, 3 * kPage, kPage}}));
   ASSERT_OK(d);
   EXPECT_EQ(d->regions[0].id, 2u);
 }
@@ -162,7 +163,8 @@ void ExpectRefused(const std::vector<uint8_t>& bytes, const std::string& cause,
   EXPECT_THAT(d.status().message(), HasSubstr(cause));
 }
 
-const RawRegion kGood{1, kHandoffPageSize, 16 * kPage, 2 * kPage, kPage, "r"};
+const RawRegion kGood{1,  base::kSmallPageSize, 16 * kPage, 2 * kPage, kPage,
+                      "r"};
 
 TEST(MemoryOfferTest, RefusesWrongMagic) {
   ExpectRefused(RawOffer({kGood}, 1, 0, kHandoffMagic ^ 1), "wrong magic");
@@ -258,7 +260,7 @@ TEST(MemoryOfferTest, RefusesZeroRegions) {
 TEST(MemoryOfferTest, RefusesSixtyFiveRegions) {
   std::vector<RawRegion> rs;
   for (uint32_t i = 0; i < kMaxHandoffRegions + 1; ++i) {
-    rs.push_back({i, kHandoffPageSize, (i + 1) * 2 * kPage, kPage});
+    rs.push_back({i, base::kSmallPageSize, (i + 1) * 2 * kPage, kPage});
   }
   ExpectRefused(RawOffer(rs), "65 regions: want");
   // A count of 65 with nothing after it: refused by count, not read on.
@@ -323,22 +325,22 @@ TEST(MemoryOfferTest, RefusesWrappingFileOffsetPlusLength) {
 }
 
 TEST(MemoryOfferTest, RefusesOverlappingRegions) {
-  ExpectRefused(RawOffer({{1, kHandoffPageSize, 4 * kPage, 2 * kPage},
-                          {2, kHandoffPageSize, 5 * kPage, kPage}}),
+  ExpectRefused(RawOffer({{1, base::kSmallPageSize, 4 * kPage, 2 * kPage},
+                          {2, base::kSmallPageSize, 5 * kPage, kPage}}),
                 "overlap");
   // The same range twice, and one inside another listed first.
-  ExpectRefused(RawOffer({{1, kHandoffPageSize, 4 * kPage, kPage},
-                          {2, kHandoffPageSize, 4 * kPage, kPage}}),
+  ExpectRefused(RawOffer({{1, base::kSmallPageSize, 4 * kPage, kPage},
+                          {2, base::kSmallPageSize, 4 * kPage, kPage}}),
                 "overlap");
-  ExpectRefused(RawOffer({{1, kHandoffPageSize, 10 * kPage, kPage},
-                          {2, kHandoffPageSize, 8 * kPage, 8 * kPage}}),
+  ExpectRefused(RawOffer({{1, base::kSmallPageSize, 10 * kPage, kPage},
+                          {2, base::kSmallPageSize, 8 * kPage, 8 * kPage}}),
                 "overlap");
 }
 
 TEST(MemoryOfferTest, RefusesDuplicateIds) {
-  ExpectRefused(RawOffer({{7, kHandoffPageSize, 4 * kPage, kPage},
-                          {8, kHandoffPageSize, 6 * kPage, kPage},
-                          {7, kHandoffPageSize, 8 * kPage, kPage}}),
+  ExpectRefused(RawOffer({{7, base::kSmallPageSize, 4 * kPage, kPage},
+                          {8, base::kSmallPageSize, 6 * kPage, kPage},
+                          {7, base::kSmallPageSize, 8 * kPage, kPage}}),
                 "twice");
 }
 

@@ -44,7 +44,7 @@ TestRegion MakeRegion(uint32_t id, uint64_t bytes, uint64_t seed = 0,
                       bool fill = false);
 
 // A region that maps a memfd shared, with Region::fd set, so its pages
-// move through the file (engine/region_file.h). `lead` bytes of the file
+// move through the file (engine/pages/region_file.h). `lead` bytes of the file
 // lie before the mapping (Region::fd_offset).
 struct FileRegion {
   std::shared_ptr<void> owner;  // unmaps the memory and closes the file

@@ -111,7 +111,7 @@ absl::StatusOr<SourceMemory> OwnSourceMemory(absl::Duration* prepare) {
   src.regions = {
       Region{1, RegionName(0), src.own->data(), src.own->size(), kPageSize}};
   // A file's pages go through it, not through this mapping
-  // (engine/region_file.h).
+  // (engine/pages/region_file.h).
   src.regions[0].fd = src.own->fd();
   switch (absl::GetFlag(FLAGS_dirty_tracking)) {
     case DirtyTracking::kUffd: {

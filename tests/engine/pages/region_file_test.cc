@@ -1,7 +1,7 @@
-// Pages through a region's file (engine/region_file.h): the descriptor is
+// Pages through a region's file (engine/pages/region_file.h): the descriptor is
 // checked against the mapping it must back, runs go to and from the right
 // file offsets, and zero pages are applied through the file.
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -10,8 +10,8 @@
 // when its runs average at least kMinFileRunPages pages (round 0 and most
 // of a full copy), and through the mapping otherwise (the scattered pages
 // of later rounds, which the mapping has mostly seen by then).
-#ifndef RAMFERRY_ENGINE_REGION_FILE_H_
-#define RAMFERRY_ENGINE_REGION_FILE_H_
+#ifndef RAMFERRY_ENGINE_PAGES_REGION_FILE_H_
+#define RAMFERRY_ENGINE_PAGES_REGION_FILE_H_
 
 #include <sys/uio.h>
 
@@ -58,4 +58,4 @@ absl::Status WriteRuns(const Region& region,
 
 }  // namespace ramferry::engine
 
-#endif  // RAMFERRY_ENGINE_REGION_FILE_H_
+#endif  // RAMFERRY_ENGINE_PAGES_REGION_FILE_H_

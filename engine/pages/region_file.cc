@@ -1,4 +1,4 @@
-#include "engine/region_file.h"
+#include "engine/pages/region_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,14 +7,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <memory>
-#include <optional>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
-#include "engine/untouched.h"
+#include "base/proc_maps.h"
+#include "base/status_macros.h"
 
 namespace ramferry::engine {
 namespace {
@@ -32,41 +30,37 @@ absl::Status RegionError(const Region& r, absl::string_view what) {
 // each must be shared and map the file `st` at the offset that keeps the
 // range one contiguous stretch of it from fd_offset.
 absl::Status CheckMappings(const Region& r, const struct stat& st) {
-  std::unique_ptr<FILE, int (*)(FILE*)> maps(fopen("/proc/self/maps", "re"),
-                                             fclose);
-  if (maps == nullptr) {
-    return base::ErrnoStatus(errno, "cannot read /proc/self/maps");
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(const std::string maps,
+                            base::ReadProcFile("/proc/self/maps"));
   const auto begin = reinterpret_cast<uint64_t>(r.base);
   const uint64_t end = begin + r.length;
   uint64_t covered = begin;  // everything below it checked
-  char* line = nullptr;
-  size_t capacity = 0;
   absl::Status status;
-  while (covered < end && getline(&line, &capacity, maps.get()) > 0) {
-    const std::optional<MapsEntry> e = ParseMapsLine(line);
-    if (!e.has_value() || e->end <= covered) continue;
-    if (e->start > covered) break;  // a hole: reported below
-    const uint64_t want = r.fd_offset + (covered - begin);
-    const uint64_t have = e->offset + (covered - e->start);
-    if (!e->shared || e->dev_major != major(st.st_dev) ||
-        e->dev_minor != minor(st.st_dev) || e->inode != st.st_ino ||
-        have != want) {
-      status = RegionError(
-          r, absl::StrFormat(
-                 "does not back its memory: at %#x the memory is %s (device "
-                 "%x:%x, inode %d, file offset %d), not a shared mapping of "
-                 "the descriptor's file (device %x:%x, inode %d) at file "
-                 "offset %d",
-                 covered, e->shared ? "a shared mapping" : "a private mapping",
-                 e->dev_major, e->dev_minor, e->inode, have, major(st.st_dev),
-                 minor(st.st_dev), st.st_ino, want));
-      break;
-    }
-    covered = e->end;
-  }
-  free(line);
-  if (!status.ok()) return status;
+  RAMFERRY_RETURN_IF_ERROR(base::ForEachMapping(
+      maps, "/proc/self/maps", [&](const base::MapsEntry& e) {
+        if (e.end <= covered) return true;
+        if (e.start > covered) return false;  // a hole: reported below
+        const uint64_t want = r.fd_offset + (covered - begin);
+        const uint64_t have = e.offset + (covered - e.start);
+        if (!e.shared || e.dev_major != major(st.st_dev) ||
+            e.dev_minor != minor(st.st_dev) || e.inode != st.st_ino ||
+            have != want) {
+          status = RegionError(
+              r,
+              absl::StrFormat(
+                  "does not back its memory: at %#x the memory is %s "
+                  "(device %x:%x, inode %d, file offset %d), not a shared "
+                  "mapping of the descriptor's file (device %x:%x, inode "
+                  "%d) at file offset %d",
+                  covered, e.shared ? "a shared mapping" : "a private mapping",
+                  e.dev_major, e.dev_minor, e.inode, have, major(st.st_dev),
+                  minor(st.st_dev), st.st_ino, want));
+          return false;
+        }
+        covered = e.end;
+        return covered < end;
+      }));
+  RAMFERRY_RETURN_IF_ERROR(status);
   if (covered < end) {
     return RegionError(
         r, absl::StrFormat("cannot be checked against its memory: nothing is "
