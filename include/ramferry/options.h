@@ -263,6 +263,18 @@ struct SessionOptions {
 // Checks ranges and combinations; the error names the field.
 absl::Status ValidateOptions(const SessionOptions& options);
 
+// Sets the field named `name` ("packet-pages" or "packet_pages") from its
+// text form, for a caller that has options as text (a binding, a config
+// file): the numbers in the range ValidateOptions checks, the bools as
+// 1/0, true/false or on/off, the "-ms" timeouts in milliseconds, the
+// named choices (completion, delta) by name, channel-endpoints as
+// "HOST:PORT,...". A refused value is INVALID_ARGUMENT and leaves
+// `options` as they were; an unknown name is NOT_FOUND, and its message
+// lists every name. Fields of their own types (host, port, transport, the
+// key, the regions' policies) are set as themselves.
+absl::Status SetOption(SessionOptions& options, absl::string_view name,
+                       absl::string_view value);
+
 // ValidateOptions, and what the options ask of the regions: post-copy
 // places 4 KiB pages only; a protected stream seals pages no larger than
 // its staging bound. Sender::Connect and Receiver::Listen run it before

@@ -23,6 +23,8 @@
 namespace ramferry::engine {
 namespace {
 
+using ::ramferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(NumericOptionRules, FoundByEitherSpellingOfTheName) {
@@ -172,6 +174,52 @@ TEST(NamedOptions, TheCSettersTakeTheLibrarysNames) {
       ramferry_options_last_error(o),
       HasSubstr(std::string(ParseVerifyMode("maybe").status().message())));
   ramferry_options_free(o);
+}
+
+// SetOption (ramferry/options.h), what the C API's ramferry_options_set
+// runs: each kind of field from its text, either spelling of the name,
+// and a refusal that leaves the options as they were.
+TEST(SetOption, SetsEachKindOfFieldFromItsText) {
+  SessionOptions o;
+  EXPECT_OK(SetOption(o, "packet-pages", "512"));
+  EXPECT_EQ(o.packet_pages, 512u);
+  EXPECT_OK(SetOption(o, "zero_pages", "off"));
+  EXPECT_FALSE(o.zero_pages);
+  EXPECT_OK(SetOption(o, "stall-timeout-ms", "2500"));
+  EXPECT_EQ(o.stall_timeout, absl::Milliseconds(2500));
+  EXPECT_OK(SetOption(o, "delta", "auto"));
+  EXPECT_EQ(o.delta, Delta::kAuto);
+  EXPECT_OK(SetOption(o, "channel-endpoints", "10.0.0.1:7000,[::1]:7001"));
+  ASSERT_EQ(o.channel_endpoints.size(), 2u);
+  EXPECT_EQ(o.channel_endpoints[1].host, "::1");
+  EXPECT_EQ(o.channel_endpoints[1].port, 7001);
+}
+
+TEST(SetOption, ARefusedValueChangesNothingAndAnUnknownNameListsThem) {
+  SessionOptions o;
+  const SessionOptions before = o;
+  EXPECT_THAT(SetOption(o, "ring-entries", "3"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ring_entries = 3; want a power of two")));
+  EXPECT_THAT(SetOption(o, "packet-pages", "0x10"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("want a whole number, not '0x10'")));
+  EXPECT_THAT(SetOption(o, "zero-pages", "maybe"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("zero-pages: want 1/0")));
+  EXPECT_THAT(
+      SetOption(o, "channel-endpoints", "a:1,b"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not 'b'")));
+  EXPECT_EQ(o.packet_pages, before.packet_pages);
+  EXPECT_EQ(o.ring_entries, before.ring_entries);
+  EXPECT_EQ(o.zero_pages, before.zero_pages);
+  EXPECT_TRUE(o.channel_endpoints.empty());
+  EXPECT_THAT(SetOption(o, "host", "x"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("no option 'host'"),
+                             HasSubstr("packet-pages (1.."),
+                             HasSubstr("zero-pages (1|0)"),
+                             HasSubstr("set as themselves"))));
 }
 
 }  // namespace
