@@ -206,58 +206,15 @@ absl::StatusOr<const Region*> ChannelReceiver::ReadHeaderWords(
 }
 
 absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
-  absl::StatusOr<const Region*> found = ReadHeaderWords(h);
-  if (!found.ok()) return found.status();
-  const Region* region = *found;
-  auto offsets = absl::MakeSpan(offsets_.data(), h.page_count);
-  if (absl::Status s = proto::DecodePageOffsets(
-          h,
-          absl::MakeConstSpan(header_.data() + proto::kPacketFixedBytes,
-                              sizeof(uint64_t) * h.page_count),
-          region->length,
-          proto::PacketFeatures{.zero_pages = zero_pages_ != nullptr,
-                                .delta_pages = held_ != nullptr},
-          offsets);
-      !s.ok()) {
-    return base::Annotate(s, "bad packet");
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(const Region* region, ReadHeaderWords(h));
+  RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint64_t> offsets,
+                            DecodeOffsets(h, *region));
   // Only validated offsets reach this point: every span lies inside the
   // region. The header buffer is free again (the offsets are decoded), so
   // the next header is read into it with the payload, in one call.
   BuildPageRuns(*region, offsets, &iov_, &run_offsets_);
-  uint64_t page_bytes = 0;
-  for (const iovec& v : iov_) page_bytes += v.iov_len;
-  record_bytes_ =
-      held_ != nullptr ? DeltaRecordBytes(offsets, region->page_size) : 0;
-  // The records are read aside, into a buffer sized by them, before the
-  // packet is authentic: bounded by what a source sends before anything
-  // is sized by them (review F8).
-  if (record_bytes_ != 0 &&
-      (region->page_size > proto::kMaxDeltaPayloadBytes ||
-       page_bytes + record_bytes_ > proto::kMaxDeltaPayloadBytes)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad packet %d: %d bytes of %d-byte pages and %d bytes of delta "
-        "records; a packet with delta records carries at most %d bytes, of "
-        "pages of at most that",
-        h.packet_num, page_bytes, region->page_size, record_bytes_,
-        proto::kMaxDeltaPayloadBytes));
-  }
-  // Rounds are ordered and the switch comes between them, so a packet is
-  // wholly before it or wholly after.
-  const bool placing = postcopy_ != nullptr && postcopy_->armed();
-  if (placing && record_bytes_ != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bad packet %d: delta records after post-copy's switch, where pages "
-        "are placed whole",
-        h.packet_num));
-  }
-  // Long runs of a region with a file are staged and written through it:
-  // nothing lands until the whole payload is here and authentic.
-  const bool through_file =
-      !placing && ThroughFile(*region, iov_.size(),
-                              page_bytes / region->page_size, page_bytes);
-  const bool in_place = !placing && !through_file;
-  if (!in_place) StageRuns(page_bytes);
+  RAMFERRY_ASSIGN_OR_RETURN(const DataPlan plan, PlanData(h, *region, offsets));
+  if (!plan.in_place()) StageRuns(plan.page_bytes);
   if (opener_ != nullptr) {
     BeginOpen(h, proto::PacketHeaderBytes(h.page_count));
   }
@@ -265,37 +222,94 @@ absl::Status ChannelReceiver::ReceiveData(const proto::PacketHeader& h) {
   // Before a byte of the payload is read: what the landing may clear.
   landing_epoch_ = landings_.Epoch();
   RAMFERRY_RETURN_IF_ERROR(
-      ReadPayload(h, page_bytes, index, *region, in_place));
+      ReadPayload(h, plan.page_bytes, index, *region, plan.in_place()));
   header_ahead_ = HeaderAhead();
-  uint64_t zeros = 0;
-  if (placing) {
-    RAMFERRY_RETURN_IF_ERROR(PlaceStaged(index, *region));
-  } else {
-    if (through_file) {
-      RAMFERRY_RETURN_IF_ERROR(
-          WriteRuns(*region, run_offsets_, iov_, placing_.data()));
-    }
-    landings_.Data(index, region->page_size, run_offsets_, iov_,
-                   landing_epoch_);
-  }
-  if (record_bytes_ != 0) {
-    RAMFERRY_RETURN_IF_ERROR(ApplyDeltas(h, index, *region, offsets));
-  }
-  landings_.Held(index, region->page_size, run_offsets_, iov_);
-  if (zero_pages_ != nullptr) {
-    RAMFERRY_ASSIGN_OR_RETURN(uint64_t applied,
-                              ApplyZeroPages(index, *region, offsets));
-    zeros = applied;
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(const uint64_t zeros,
+                            LandData(h, plan, index, *region, offsets));
   counters_.packets.Add();
   counters_.pages.Add(h.page_count);
   counters_.zero_pages.Add(zeros);
   counters_.payload_bytes.Add(h.compressed_bytes != 0
                                   ? h.compressed_bytes
-                                  : page_bytes + record_bytes_);
-  if (through_file) counters_.file_bytes.Add(page_bytes);
+                                  : plan.page_bytes + record_bytes_);
+  if (plan.through_file) counters_.file_bytes.Add(plan.page_bytes);
   round_pages_ += h.page_count;
   return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Span<uint64_t>> ChannelReceiver::DecodeOffsets(
+    const proto::PacketHeader& h, const Region& region) {
+  auto offsets = absl::MakeSpan(offsets_.data(), h.page_count);
+  if (absl::Status s = proto::DecodePageOffsets(
+          h,
+          absl::MakeConstSpan(header_.data() + proto::kPacketFixedBytes,
+                              sizeof(uint64_t) * h.page_count),
+          region.length,
+          proto::PacketFeatures{.zero_pages = zero_pages_ != nullptr,
+                                .delta_pages = held_ != nullptr},
+          offsets);
+      !s.ok()) {
+    return base::Annotate(s, "bad packet");
+  }
+  return offsets;
+}
+
+absl::StatusOr<ChannelReceiver::DataPlan> ChannelReceiver::PlanData(
+    const proto::PacketHeader& h, const Region& region,
+    absl::Span<const uint64_t> offsets) {
+  DataPlan plan;
+  for (const iovec& v : iov_) plan.page_bytes += v.iov_len;
+  record_bytes_ =
+      held_ != nullptr ? DeltaRecordBytes(offsets, region.page_size) : 0;
+  // The records are read aside, into a buffer sized by them, before the
+  // packet is authentic: bounded by what a source sends before anything
+  // is sized by them (review F8).
+  if (record_bytes_ != 0 &&
+      (region.page_size > proto::kMaxDeltaPayloadBytes ||
+       plan.page_bytes + record_bytes_ > proto::kMaxDeltaPayloadBytes)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad packet %d: %d bytes of %d-byte pages and %d bytes of delta "
+        "records; a packet with delta records carries at most %d bytes, of "
+        "pages of at most that",
+        h.packet_num, plan.page_bytes, region.page_size, record_bytes_,
+        proto::kMaxDeltaPayloadBytes));
+  }
+  // Rounds are ordered and the switch comes between them, so a packet is
+  // wholly before it or wholly after.
+  plan.placing = postcopy_ != nullptr && postcopy_->armed();
+  if (plan.placing && record_bytes_ != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bad packet %d: delta records after post-copy's switch, where pages "
+        "are placed whole",
+        h.packet_num));
+  }
+  // Long runs of a region with a file are staged and written through it:
+  // nothing lands until the whole payload is here and authentic.
+  plan.through_file =
+      !plan.placing &&
+      ThroughFile(region, iov_.size(), plan.page_bytes / region.page_size,
+                  plan.page_bytes);
+  return plan;
+}
+
+absl::StatusOr<uint64_t> ChannelReceiver::LandData(
+    const proto::PacketHeader& h, const DataPlan& plan, size_t index,
+    const Region& region, absl::Span<const uint64_t> offsets) {
+  if (plan.placing) {
+    RAMFERRY_RETURN_IF_ERROR(PlaceStaged(index, region));
+  } else {
+    if (plan.through_file) {
+      RAMFERRY_RETURN_IF_ERROR(
+          WriteRuns(region, run_offsets_, iov_, placing_.data()));
+    }
+    landings_.Data(index, region.page_size, run_offsets_, iov_, landing_epoch_);
+  }
+  if (record_bytes_ != 0) {
+    RAMFERRY_RETURN_IF_ERROR(ApplyDeltas(h, index, region, offsets));
+  }
+  landings_.Held(index, region.page_size, run_offsets_, iov_);
+  if (zero_pages_ == nullptr) return 0;
+  return ApplyZeroPages(index, region, offsets);
 }
 
 absl::Status ChannelReceiver::ReadPayload(const proto::PacketHeader& h,

@@ -125,7 +125,31 @@ class ChannelReceiver {
   // Finds the region a data or ZERO_RANGES header names and reads the rest
   // of the header (its page_count words) unless it is already here.
   absl::StatusOr<const Region*> ReadHeaderWords(const proto::PacketHeader& h);
+  // A data packet in named steps: its header's words and offsets, the
+  // plan, the payload read, the landing, the counters.
   absl::Status ReceiveData(const proto::PacketHeader& h);
+  // How a data packet's pages go, decided before its payload is read.
+  struct DataPlan {
+    uint64_t page_bytes = 0;    // of its pages, as iov_ holds them
+    bool placing = false;       // after post-copy's switch: placed whole
+    bool through_file = false;  // staged, then written to the region's file
+    bool in_place() const { return !placing && !through_file; }
+  };
+  // The header's page offsets, checked against `region`, into offsets_.
+  absl::StatusOr<absl::Span<uint64_t>> DecodeOffsets(
+      const proto::PacketHeader& h, const Region& region);
+  // The plan for the packet whose runs iov_ holds; sets record_bytes_ and
+  // refuses delta records past their bound or after the switch.
+  absl::StatusOr<DataPlan> PlanData(const proto::PacketHeader& h,
+                                    const Region& region,
+                                    absl::Span<const uint64_t> offsets);
+  // Lands a payload read whole and authentic: placed, written through the
+  // file or noted where it was read, its deltas applied and its zero
+  // pages made; returns how many pages were zero.
+  absl::StatusOr<uint64_t> LandData(const proto::PacketHeader& h,
+                                    const DataPlan& plan, size_t index,
+                                    const Region& region,
+                                    absl::Span<const uint64_t> offsets);
   absl::Status ReceiveZeroRanges(const proto::PacketHeader& h);
   // Makes the flagged entries of `offsets` zero; returns how many.
   absl::StatusOr<uint64_t> ApplyZeroPages(size_t index, const Region& region,
