@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "channels/uring_zerocopy.h"
@@ -29,9 +30,14 @@ bool SameAddress(const sockaddr* a, const sockaddr* b) {
   return false;
 }
 
-}  // namespace
+// The route to `host`: the peer's address and the local address the
+// kernel would send from.
+struct Route {
+  sockaddr_storage peer{};
+  sockaddr_storage local{};
+};
 
-absl::StatusOr<TransportChoice> ChooseTransport(const std::string& host) {
+absl::StatusOr<Route> FindRoute(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* res = nullptr;
@@ -41,37 +47,58 @@ absl::StatusOr<TransportChoice> ChooseTransport(const std::string& host) {
   }
   // A UDP connect sends nothing; it only asks the kernel for the route,
   // whose source address tells the interface.
-  sockaddr_storage local{};
-  socklen_t len = sizeof local;
+  Route route;
+  socklen_t len = sizeof route.local;
   int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  bool routed = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-                getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  const bool routed =
+      fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&route.local), &len) == 0;
   if (fd >= 0) close(fd);
-  sockaddr_storage peer = [&] {
-    sockaddr_storage p{};
-    std::memcpy(&p, res->ai_addr, res->ai_addrlen);
-    return p;
-  }();
+  std::memcpy(&route.peer, res->ai_addr, res->ai_addrlen);
   freeaddrinfo(res);
   if (!routed) {
     return absl::UnavailableError(absl::StrFormat("no route to %s", host));
   }
-  std::string iface;
-  bool loopback_iface = false, peer_is_local = false;
+  return route;
+}
+
+// What this host's interfaces say of a route: the one it leaves by, and
+// whether the peer is one of this host's own addresses.
+struct RouteInterface {
+  std::string name;  // empty: not found
+  bool loopback = false;
+  bool peer_is_local = false;
+};
+
+RouteInterface FindInterface(const Route& route) {
+  RouteInterface out;
   ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) == 0) {
-    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr == nullptr) continue;
-      if (SameAddress(i->ifa_addr, reinterpret_cast<sockaddr*>(&peer))) {
-        peer_is_local = true;
-      }
-      if (SameAddress(i->ifa_addr, reinterpret_cast<sockaddr*>(&local))) {
-        iface = i->ifa_name;
-        loopback_iface = (i->ifa_flags & IFF_LOOPBACK) != 0;
-      }
+  if (getifaddrs(&ifs) != 0) return out;
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    if (SameAddress(i->ifa_addr,
+                    reinterpret_cast<const sockaddr*>(&route.peer))) {
+      out.peer_is_local = true;
     }
-    freeifaddrs(ifs);
+    if (SameAddress(i->ifa_addr,
+                    reinterpret_cast<const sockaddr*>(&route.local))) {
+      out.name = i->ifa_name;
+      out.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+    }
   }
+  freeifaddrs(ifs);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TransportChoice> ChooseTransport(const std::string& host) {
+  absl::StatusOr<Route> route = FindRoute(host);
+  if (!route.ok()) return route.status();
+  const RouteInterface found = FindInterface(*route);
+  const std::string& iface = found.name;
+  const bool loopback_iface = found.loopback;
+  const bool peer_is_local = found.peer_is_local;
   TransportChoice c;
   // veth, bridges and tunnels deliver inside this machine as well: only an
   // interface backed by a device is a NIC where zero-copy saves a copy.

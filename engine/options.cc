@@ -184,20 +184,24 @@ absl::StatusOr<VerifyMode> ParseVerifyMode(absl::string_view text) {
   return base::ParseName(kVerifyModeNames, "verify mode", text);
 }
 
-absl::Status ValidateOptions(const SessionOptions& o) {
-  // The format is a FormatSpec, not forwarded as-is: clang checks
-  // StrFormat's format string at compile time and refuses one that reached
-  // it through a forwarding parameter (gcc does not check, so only the
-  // clang builds, like the fuzz build, failed).
-  auto bad = []<typename... Args>(const absl::FormatSpec<Args...>& format,
-                                  const Args&... args) {
-    return absl::InvalidArgumentError(absl::StrFormat(format, args...));
-  };
+namespace {
+
+// The format is a FormatSpec, not forwarded as-is: clang checks
+// StrFormat's format string at compile time and refuses one that reached
+// it through a forwarding parameter (gcc does not check, so only the clang
+// builds, like the fuzz build, failed).
+template <typename... Args>
+absl::Status Bad(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrFormat(format, args...));
+}
+
+// Each field on its own: the transport, the numbers, the timeouts, the
+// host and the channel endpoints.
+absl::Status CheckFields(const SessionOptions& o) {
   if (channels::FindTransportFamily(o.transport) == nullptr) {
-    return bad("transport = %d; not a transport this build has",
+    return Bad("transport = %d; not a transport this build has",
                static_cast<int>(o.transport));
   }
-  const uint32_t caps = channels::StaticCapabilities(o.transport);
   for (const engine::NumericOptionRule& rule : kNumericRules) {
     RAMFERRY_RETURN_IF_ERROR(engine::CheckNumericOption(rule, rule.get(o)));
   }
@@ -206,11 +210,16 @@ absl::Status ValidateOptions(const SessionOptions& o) {
                          std::pair{"stall_timeout", o.stall_timeout},
                          std::pair{"round_timeout", o.round_timeout}}) {
     if (d <= absl::ZeroDuration()) {
-      return bad("%s = %s; want > 0", name, absl::FormatDuration(d));
+      return Bad("%s = %s; want > 0", name, absl::FormatDuration(d));
     }
   }
-  if (o.host.empty()) return bad("host is empty");
-  RAMFERRY_RETURN_IF_ERROR(CheckEndpoints(o));
+  if (o.host.empty()) return Bad("host is empty");
+  return CheckEndpoints(o);
+}
+
+// The key, or the explicit choice to go without one, and what the
+// transport's channels can do with it.
+absl::Status CheckKey(const SessionOptions& o, uint32_t caps) {
   if (o.auth_key.empty() && !o.insecure) {
     return absl::FailedPreconditionError(
         "no key: give both ends the same pre-shared key (auth_key, "
@@ -218,53 +227,65 @@ absl::Status ValidateOptions(const SessionOptions& o) {
         "(insecure, --insecure) on a network you trust");
   }
   RAMFERRY_RETURN_IF_ERROR(CheckProtection(o, caps));
-  if (!o.auth_key.empty()) {
-    RAMFERRY_RETURN_IF_ERROR(proto::ValidateAuthKey(o.auth_key));
-    // Fail closed: a family whose channels cannot prove the key would
-    // carry it for nothing. (Every family this build has can.)
-    if ((caps & channels::kCapAuthenticatedHello) == 0) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "authentication is not available on %s channels yet; use a tcp "
-          "transport with a key, or %s without one on a trusted fabric",
-          TransportKindName(o.transport), TransportKindName(o.transport)));
-    }
+  if (o.auth_key.empty()) return absl::OkStatus();
+  RAMFERRY_RETURN_IF_ERROR(proto::ValidateAuthKey(o.auth_key));
+  // Fail closed: a family whose channels cannot prove the key would
+  // carry it for nothing. (Every family this build has can.)
+  if ((caps & channels::kCapAuthenticatedHello) == 0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "authentication is not available on %s channels yet; use a tcp "
+        "transport with a key, or %s without one on a trusted fabric",
+        TransportKindName(o.transport), TransportKindName(o.transport)));
   }
-  if (o.delta == Delta::kOn && (caps & channels::kCapRemotePlacement) != 0) {
-    return bad(
+  return absl::OkStatus();
+}
+
+// Options that cannot go together, or not over this transport.
+absl::Status CheckCombinations(const SessionOptions& o, uint32_t caps) {
+  const bool remote_placement = (caps & channels::kCapRemotePlacement) != 0;
+  if (o.delta == Delta::kOn && remote_placement) {
+    return Bad(
         "delta = on with transport %s, which places pages in the "
         "destination's memory itself, where nothing applies a delta; use "
         "tcp, tcp-zerocopy or uring-zc, or delta = auto (off there)",
         TransportKindName(o.transport));
   }
   if (o.survive_channel_loss && o.single_thread) {
-    return bad(
+    return Bad(
         "survive_channel_loss needs channel threads: turn off single_thread");
   }
-  if (o.postcopy) {
-    if ((channels::StaticCapabilities(o.transport) &
-         channels::kCapRemotePlacement) != 0) {
-      return bad(
-          "postcopy with transport %s, which places pages in the "
-          "destination's memory past userfaultfd; use tcp, tcp-zerocopy or "
-          "uring-zc",
-          TransportKindName(o.transport));
-    }
-    if (o.survive_channel_loss) {
-      return bad(
-          "postcopy does not survive channel loss yet: turn off one "
-          "of postcopy and survive_channel_loss");
-    }
-    // kReread would hash memory the destination's workload has written
-    // since; kSent's table misses the pages that went on the urgent
-    // channel. kFull compares what landed with this side's memory, which
-    // post-copy keeps unchanged.
-    if (o.verify != VerifyMode::kFull) {
-      return bad(
-          "postcopy verifies with verify = full only (the "
-          "destination's workload writes its memory before Verify)");
-    }
+  if (!o.postcopy) return absl::OkStatus();
+  if (remote_placement) {
+    return Bad(
+        "postcopy with transport %s, which places pages in the "
+        "destination's memory past userfaultfd; use tcp, tcp-zerocopy or "
+        "uring-zc",
+        TransportKindName(o.transport));
+  }
+  if (o.survive_channel_loss) {
+    return Bad(
+        "postcopy does not survive channel loss yet: turn off one "
+        "of postcopy and survive_channel_loss");
+  }
+  // kReread would hash memory the destination's workload has written
+  // since; kSent's table misses the pages that went on the urgent
+  // channel. kFull compares what landed with this side's memory, which
+  // post-copy keeps unchanged.
+  if (o.verify != VerifyMode::kFull) {
+    return Bad(
+        "postcopy verifies with verify = full only (the "
+        "destination's workload writes its memory before Verify)");
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateOptions(const SessionOptions& o) {
+  RAMFERRY_RETURN_IF_ERROR(CheckFields(o));
+  const uint32_t caps = channels::StaticCapabilities(o.transport);
+  RAMFERRY_RETURN_IF_ERROR(CheckKey(o, caps));
+  return CheckCombinations(o, caps);
 }
 
 Protection ResolvedProtection(const SessionOptions& o) {

@@ -83,16 +83,18 @@ absl::string_view HandOverOutcomeName(HandOverReport::Outcome outcome) {
   return base::NameOf(kNames, outcome);
 }
 
-HandOverReport HandOverAttached(const std::string& attach_socket,
-                                const std::string& adopt_socket,
-                                const HandOverOptions& o) {
-  HandOverReport r;
+namespace {
+
+// Attaches to the workload and checks, before any pause, that it consented
+// to a hand-over; fills the report's figures of its memory.
+absl::StatusOr<std::unique_ptr<AttachedMemory>> AttachForHandOver(
+    const std::string& attach_socket, const HandOverOptions& o,
+    HandOverReport& r) {
   absl::StatusOr<std::unique_ptr<AttachedMemory>> att =
       AttachedMemory::Attach(attach_socket, o.attach_timeout);
   if (!att.ok()) {
-    r.status = base::Annotate(att.status(),
-                              absl::StrCat("the workload at ", attach_socket));
-    return r;
+    return base::Annotate(att.status(),
+                          absl::StrCat("the workload at ", attach_socket));
   }
   r.workload_pid = (*att)->pid();
   r.regions = (*att)->regions().size();
@@ -101,10 +103,9 @@ HandOverReport HandOverAttached(const std::string& attach_socket,
   // older one, which would take the request for a broken connection and
   // stay paused) is never stopped for nothing.
   if (!(*att)->allows_hand_over()) {
-    r.status = absl::FailedPreconditionError(absl::StrCat(
+    return absl::FailedPreconditionError(absl::StrCat(
         proto::RefusalReasonText(proto::RefusalReason::kNotAllowed),
         "; it was not paused and runs on"));
-    return r;
   }
   if (o.verify) {
     // The digest reads every page of this process's read-only mapping,
@@ -114,6 +115,38 @@ HandOverReport HandOverAttached(const std::string& attach_socket,
     for (const Region& region : (*att)->regions()) {
       (void)madvise(region.base, region.length, kMadvPopulateRead);
     }
+  }
+  return att;
+}
+
+// Pauses the workload by its handler; a workload stopped by signal
+// instead cannot answer while paused, so it is refused.
+absl::Status PauseForHandOver(AttachedMemory& att, const HandOverOptions& o,
+                              HandOverReport& r) {
+  r.paused_at_ns = Now();
+  absl::Status s = att.Pause(o.pause_timeout);
+  r.pause_ns = Now() - r.paused_at_ns;
+  r.pause_method = att.stopped_by_signal() ? "SIGSTOP" : "handler";
+  if (s.ok() && att.stopped_by_signal()) {
+    s = absl::FailedPreconditionError(absl::StrCat(
+        att.pause_note(),
+        "; a hand-over needs the workload's handler to pause it (its export "
+        "thread answers while paused): raise the pause timeout"));
+  }
+  return s;
+}
+
+}  // namespace
+
+HandOverReport HandOverAttached(const std::string& attach_socket,
+                                const std::string& adopt_socket,
+                                const HandOverOptions& o) {
+  HandOverReport r;
+  absl::StatusOr<std::unique_ptr<AttachedMemory>> att =
+      AttachForHandOver(attach_socket, o, r);
+  if (!att.ok()) {
+    r.status = att.status();
+    return r;
   }
   // The adopter is reached before the pause, so an absent one costs no
   // downtime; it waits for the offer meanwhile.
@@ -126,16 +159,7 @@ HandOverReport HandOverAttached(const std::string& attach_socket,
                      " (the workload was not paused and runs on)"));
     return r;
   }
-  r.paused_at_ns = Now();
-  absl::Status s = (*att)->Pause(o.pause_timeout);
-  r.pause_ns = Now() - r.paused_at_ns;
-  r.pause_method = (*att)->stopped_by_signal() ? "SIGSTOP" : "handler";
-  if (s.ok() && (*att)->stopped_by_signal()) {
-    s = absl::FailedPreconditionError(absl::StrCat(
-        (*att)->pause_note(),
-        "; a hand-over needs the workload's handler to pause it (its export "
-        "thread answers while paused): raise the pause timeout"));
-  }
+  absl::Status s = PauseForHandOver(**att, o, r);
   if (s.ok()) s = GrantAndOffer(**att, adopter->get(), adopt_socket, o, &r);
   if (!s.ok()) {
     ResumeAfter(**att, std::move(s), &r);

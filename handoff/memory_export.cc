@@ -254,6 +254,36 @@ absl::StatusOr<std::vector<OwnedFd>> WritableReopenings(
   return out;
 }
 
+// A region as an export offers it: a read-only reopening of its
+// descriptor, checked as the attacher will check it, its range armed for
+// write protection on `uffd`.
+absl::StatusOr<OwnedFd> ExportRegion(const SharedRegion& r, int uffd) {
+  if (fcntl(r.fd, F_GETFD) < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region %d: fd %d is not an open descriptor", r.id, r.fd));
+  }
+  OwnedFd dup(
+      open(absl::StrCat("/proc/self/fd/", r.fd).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!dup.valid()) {
+    return base::Annotate(
+        base::ErrnoStatus(errno, absl::StrCat("reopening fd ", r.fd,
+                                              " read-only through /proc")),
+        absl::StrCat("region ", r.id));
+  }
+  // The same checks the attacher makes, so a bad region fails here.
+  absl::StatusOr<handoff::SharedMapping> probe = handoff::SharedMapping::Map(
+      dup.get(), r.fd_offset, r.length, /*writable=*/false);
+  if (!probe.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("region ", r.id, ": ", probe.status().message()));
+  }
+  if (absl::Status s = handoff::ArmWriteProtect(uffd, r.base, r.length);
+      !s.ok()) {
+    return base::Annotate(s, absl::StrCat("region ", r.id));
+  }
+  return dup;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
@@ -288,30 +318,7 @@ absl::StatusOr<std::unique_ptr<MemoryExport>> MemoryExport::Listen(
   absl::StatusOr<OwnedFd> uffd = handoff::OpenWriteProtectFd();
   if (!uffd.ok()) return uffd.status();
   for (const SharedRegion& r : regions) {
-    if (fcntl(r.fd, F_GETFD) < 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "region %d: fd %d is not an open descriptor", r.id, r.fd));
-    }
-    OwnedFd dup(open(absl::StrCat("/proc/self/fd/", r.fd).c_str(),
-                     O_RDONLY | O_CLOEXEC));
-    if (!dup.valid()) {
-      return base::Annotate(
-          base::ErrnoStatus(errno, absl::StrCat("reopening fd ", r.fd,
-                                                " read-only through /proc")),
-          absl::StrCat("region ", r.id));
-    }
-    // The same checks the attacher makes, so a bad region fails here.
-    absl::StatusOr<handoff::SharedMapping> probe = handoff::SharedMapping::Map(
-        dup.get(), r.fd_offset, r.length, /*writable=*/false);
-    if (!probe.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("region ", r.id, ": ", probe.status().message()));
-    }
-    if (absl::Status s =
-            handoff::ArmWriteProtect(uffd->get(), r.base, r.length);
-        !s.ok()) {
-      return base::Annotate(s, absl::StrCat("region ", r.id));
-    }
+    RAMFERRY_ASSIGN_OR_RETURN(OwnedFd dup, ExportRegion(r, uffd->get()));
     fds.push_back(std::move(dup));
   }
   std::vector<OwnedFd> writable;

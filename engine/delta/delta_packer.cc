@@ -36,13 +36,8 @@ __attribute__((no_sanitize("thread"))) void CopyLivePage(uint8_t* to,
 
 DeltaPacker::DeltaPacker(DeltaCache* cache) : cache_(cache) {}
 
-DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
-                                      absl::Span<uint64_t> entries,
-                                      uint8_t* out, std::vector<iovec>* sent,
-                                      std::vector<uint64_t>* sent_offsets) {
-  const uint32_t page_size = region.page_size;
-  const uint32_t max_record = proto::MaxDeltaBytes(page_size);
-  auto* base = static_cast<uint8_t*>(region.base);
+DeltaPacker::Packed DeltaPacker::PinPages(uint32_t page_size, uint32_t index,
+                                          absl::Span<const uint64_t> entries) {
   // A zero page goes as its flag alone, so the copy of what it was is stale.
   pages_.clear();
   for (uint64_t entry : entries) {
@@ -65,6 +60,27 @@ DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
            uint64_t{packed.cache.fresh} * page_size);
     packed.fill_cpu_ns = base::ThreadCpuNs() - start;
   }
+  return packed;
+}
+
+size_t DeltaPacker::AppendRecord(const uint8_t* live, uint8_t* copy,
+                                 uint32_t page_size, uint64_t at) {
+  const uint32_t max_record = proto::MaxDeltaBytes(page_size);
+  // Room for this record at most: the buffer grows with the records a
+  // packet takes, never to pages x max_record up front (review F8).
+  if (records_.size() < at + max_record) records_.resize(at + max_record);
+  proto::RefreshCopy(live, copy, xor_.data(), page_size);
+  return proto::EncodeDelta(xor_,
+                            absl::MakeSpan(records_.data() + at, max_record));
+}
+
+DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
+                                      absl::Span<uint64_t> entries,
+                                      uint8_t* out, std::vector<iovec>* sent,
+                                      std::vector<uint64_t>* sent_offsets) {
+  const uint32_t page_size = region.page_size;
+  auto* base = static_cast<uint8_t*>(region.base);
+  Packed packed = PinPages(page_size, index, entries);
   xor_.resize(page_size);
   sent->clear();
   sent_offsets->clear();
@@ -79,15 +95,8 @@ DeltaPacker::Packed DeltaPacker::Pack(const Region& region, uint32_t index,
         pin.slot == DeltaCache::kNoSlot ? nullptr : cache_->slot_data(pin.slot);
     sent_offsets->push_back(offset);
     if (pin.hit) {
-      // Room for this record at most: the buffer grows with the records
-      // a packet takes, never to pages x max_record up front (review F8).
-      if (records_.size() < records + max_record) {
-        records_.resize(records + max_record);
-      }
-      proto::RefreshCopy(live, copy, xor_.data(), page_size);
-      const size_t n = proto::EncodeDelta(
-          xor_, absl::MakeSpan(records_.data() + records, max_record));
-      if (n != 0) {
+      if (const size_t n = AppendRecord(live, copy, page_size, records);
+          n != 0) {
         entry = proto::DeltaPageEntry(offset, static_cast<uint32_t>(n));
         records += n;
         ++packed.delta_pages;

@@ -64,6 +64,15 @@ class DeltaPacker {
               absl::Span<const uint64_t> entries);
 
  private:
+  // Forgets the copies of `entries`' zero pages, pins a cache slot for
+  // each other page (pins_, in entry order) and commits the fresh slots.
+  Packed PinPages(uint32_t page_size, uint32_t index,
+                  absl::Span<const uint64_t> entries);
+  // Refreshes `copy` from `live` and appends their delta record to
+  // records_ at `at`; its size, or 0 where the page should go whole.
+  size_t AppendRecord(const uint8_t* live, uint8_t* copy, uint32_t page_size,
+                      uint64_t at);
+
   DeltaCache* const cache_;
   std::vector<uint64_t> pages_;
   std::vector<DeltaCache::Pinned> pins_;

@@ -327,8 +327,9 @@ int64_t UffdPlacer::FillIoctl(uint64_t first, uint64_t pages,
     return static_cast<int64_t>(pages);
   }
   const int err = errno;
-  if (z.zeropage > 0)
+  if (z.zeropage > 0) {
     return z.zeropage / static_cast<int64_t>(base::kSmallPageSize);
+  }
   return -err;
 }
 
@@ -384,20 +385,25 @@ absl::Status UffdPlacer::FillRun(uint64_t first, uint64_t end,
       idle = 0;
       continue;
     }
-    std::string what =
-        absl::StrFormat("post-copy: %s of pages [%d, +%d) of region %d",
-                        fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE",
-                        first, end - first, region_.id);
-    if (err == ENOENT) {
-      what +=
-          " (the region was unmapped or remapped while registered; "
-          "keep the region's layout fixed during post-copy)";
-    } else if (err == ESRCH) {
-      what += " (the process that owns the region is exiting)";
-    }
-    return ErrnoStatus(err, what);
+    return FillError(fill, first, end, err);
   }
   return absl::OkStatus();
+}
+
+absl::Status UffdPlacer::FillError(Fill fill, uint64_t first, uint64_t end,
+                                   int err) const {
+  std::string what =
+      absl::StrFormat("post-copy: %s of pages [%d, +%d) of region %d",
+                      fill == Fill::kCopy ? "UFFDIO_COPY" : "UFFDIO_ZEROPAGE",
+                      first, end - first, region_.id);
+  if (err == ENOENT) {
+    what +=
+        " (the region was unmapped or remapped while registered; "
+        "keep the region's layout fixed during post-copy)";
+  } else if (err == ESRCH) {
+    what += " (the process that owns the region is exiting)";
+  }
+  return ErrnoStatus(err, what);
 }
 
 void UffdPlacer::Landed(uint64_t first, uint64_t end) {

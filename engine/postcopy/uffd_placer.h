@@ -243,6 +243,10 @@ class UffdPlacer {
   // page at `first` is present).
   int64_t FillIoctl(uint64_t first, uint64_t pages, const uint8_t* src,
                     Fill fill);
+  // The error of a fill of [first, end) that failed with `err`, with what
+  // to do about the errors a caller can cause.
+  absl::Status FillError(Fill fill, uint64_t first, uint64_t end,
+                         int err) const;
   // After [first, end) landed: no longer awaited; their pending faults'
   // latency recorded; waiters told.
   void Landed(uint64_t first, uint64_t end);
