@@ -88,6 +88,20 @@ ramferry_status Blocking(ramferry_sender* sender, Fn&& fn) {
   });
 }
 
+// A blocking call on `sender` given the caller's bitmaps, one per region:
+// `fn` gets them as views over the caller's words (nothing is copied).
+template <typename Fn>
+ramferry_status WithBitmaps(ramferry_sender* sender, uint64_t* const* bitmaps,
+                            size_t count, Fn&& fn) {
+  if (sender == nullptr) return NullArgument("sender");
+  return Blocking(sender, [&]() -> ramferry_status {
+    absl::StatusOr<std::vector<ramferry::DirtyBitmap>> views =
+        Views(sender->regions, bitmaps, count);
+    if (!views.ok()) return Fail(&sender->error, views.status());
+    return fn(Pointers(*views));
+  });
+}
+
 void RoundDone(ramferry_sender* sender) {
   if (sender->progress.enabled()) {
     sender->progress.Report(sender->sender->stats(), true);
@@ -99,31 +113,25 @@ ramferry_status ramferry_sender_send_round(ramferry_sender* sender,
                                            uint64_t* const* bitmaps,
                                            size_t count,
                                            ramferry_round_result* result) {
-  if (sender == nullptr) return NullArgument("sender");
-  return Blocking(sender, [&]() -> ramferry_status {
-    absl::StatusOr<std::vector<ramferry::DirtyBitmap>> views =
-        Views(sender->regions, bitmaps, count);
-    if (!views.ok()) return Fail(&sender->error, views.status());
-    std::vector<ramferry::DirtyBitmap*> ptrs = Pointers(*views);
-    absl::StatusOr<ramferry::RoundResult> round =
-        sender->sender->SendRound(ptrs);
-    if (!round.ok()) return Fail(&sender->error, round.status());
-    RoundDone(sender);
-    return FillRound(*round, result);
-  });
+  return WithBitmaps(
+      sender, bitmaps, count,
+      [&](absl::Span<ramferry::DirtyBitmap* const> ptrs) -> ramferry_status {
+        absl::StatusOr<ramferry::RoundResult> round =
+            sender->sender->SendRound(ptrs);
+        if (!round.ok()) return Fail(&sender->error, round.status());
+        RoundDone(sender);
+        return FillRound(*round, result);
+      });
 }
 
 ramferry_status ramferry_sender_start_round(ramferry_sender* sender,
                                             uint64_t* const* bitmaps,
                                             size_t count) {
-  if (sender == nullptr) return NullArgument("sender");
-  return Blocking(sender, [&]() -> ramferry_status {
-    absl::StatusOr<std::vector<ramferry::DirtyBitmap>> views =
-        Views(sender->regions, bitmaps, count);
-    if (!views.ok()) return Fail(&sender->error, views.status());
-    std::vector<ramferry::DirtyBitmap*> ptrs = Pointers(*views);
-    return Check(&sender->error, sender->sender->StartRound(ptrs));
-  });
+  return WithBitmaps(sender, bitmaps, count,
+                     [&](absl::Span<ramferry::DirtyBitmap* const> ptrs) {
+                       return Check(&sender->error,
+                                    sender->sender->StartRound(ptrs));
+                     });
 }
 
 ramferry_status ramferry_sender_await_round(ramferry_sender* sender,
@@ -254,14 +262,11 @@ ramferry_status ramferry_sender_set_progress(ramferry_sender* sender,
 ramferry_status ramferry_sender_start_postcopy(ramferry_sender* sender,
                                                uint64_t* const* missing,
                                                size_t count) {
-  if (sender == nullptr) return NullArgument("sender");
-  return Blocking(sender, [&]() -> ramferry_status {
-    absl::StatusOr<std::vector<ramferry::DirtyBitmap>> views =
-        Views(sender->regions, missing, count);
-    if (!views.ok()) return Fail(&sender->error, views.status());
-    std::vector<ramferry::DirtyBitmap*> ptrs = Pointers(*views);
-    return Check(&sender->error, sender->sender->StartPostcopy(ptrs));
-  });
+  return WithBitmaps(sender, missing, count,
+                     [&](absl::Span<ramferry::DirtyBitmap* const> ptrs) {
+                       return Check(&sender->error,
+                                    sender->sender->StartPostcopy(ptrs));
+                     });
 }
 
 ramferry_status ramferry_sender_complete_postcopy(ramferry_sender* sender) {
