@@ -14,7 +14,8 @@ from __future__ import annotations
 import ctypes
 import enum
 import weakref
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import (Any, Callable, List, NamedTuple, Optional, Sequence,
+                    Type, cast)
 
 from ramferry._lib import (_RETAINED, _STATE, EXPORT_FN, Handle, StrPath,
                            c_int, c_size_t, c_void_p, check, i64, invalid,
@@ -101,8 +102,13 @@ class Export(Handle):
         if handler is not None and not callable(handler):
             raise invalid(f"handler is a function or None, not "
                           f"{handler!r:.60}")
-        fn = EXPORT_FN(lambda _u, ev: handler(ExportEvent(ev))) \
-            if handler else EXPORT_FN()
+        if handler:
+            on_event = handler  # narrowed, for the lambda
+            fn = EXPORT_FN(lambda _u, ev: on_event(ExportEvent(ev)))
+        else:
+            # EXPORT_FN(0): the NULL function pointer (as EXPORT_FN()
+            # makes, which ctypes' stubs do not know).
+            fn = EXPORT_FN(0)
         # A handler that frees its own export returns after the free: its
         # thunk must outlive this object.
         _RETAINED.append(fn)
@@ -260,10 +266,16 @@ class Adopt(Handle):
                     ctypes.byref(length), ctypes.byref(fd)), h)
                 # The view's exporter holds this Adopt: no view outlives
                 # the mapping it reads.
-                kind = type("AdoptedMemory", (ctypes.c_char * length.value,),
-                            {})
+                # A subclass, so an array takes a weak reference and an
+                # attribute; cast: type()'s stub returns a bare `type`.
+                kind = cast(Type["ctypes.Array[ctypes.c_char]"],
+                            type("AdoptedMemory",
+                                 (ctypes.c_char * length.value,), {}))
+                # RAMFERRY_OK gives a mapped region's base: never NULL (None).
+                assert base.value is not None
                 array = kind.from_address(base.value)
-                array._adopt = self
+                # Array's stub declares no _adopt (the subclass's own).
+                setattr(array, "_adopt", self)
                 with _STATE:
                     self._views = _alive(self._views) + [weakref.ref(array)]
                 out.append(AdoptedRegion(rid.value,

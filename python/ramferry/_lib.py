@@ -21,7 +21,7 @@ import enum
 import os
 import threading
 from typing import (Any, Callable, Dict, Iterator, List, Optional, Tuple,
-                    TypeVar, Union, cast)
+                    Type, TypeVar, Union, cast)
 
 # What a path argument may be (a socket's, a key file's).
 StrPath = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
@@ -217,7 +217,7 @@ class Unauthenticated(_StatusError):
     status = Status.UNAUTHENTICATED
 
 
-_ERROR_CLASSES: Dict[Status, type] = {
+_ERROR_CLASSES: Dict[Status, Type[_StatusError]] = {
     cls.status: cls for cls in _StatusError.__subclasses__()}
 assert set(_ERROR_CLASSES) == set(Status) - {Status.OK}, \
     "a status has no RamferryError subclass"
@@ -276,7 +276,7 @@ class Result:
     def _from_c(cls: type[_R], c: ctypes.Structure) -> _R:
         """From the C struct with the same field names."""
         names = [f.name for f in dataclasses.fields(cast(Any, cls))]
-        return cast(Any, cls)(**{name: getattr(c, name) for name in names})
+        return cls(**{name: getattr(c, name) for name in names})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -447,8 +447,12 @@ class Handle:
         """check(status), with this handle's own message as the fallback
         (where the C object keeps one)."""
         name = f"ramferry_{self._prefix}_last_error"
-        last = getattr(lib, name) if name in _PROTOTYPES else None
-        check(status, None if last is None else lambda: last(h))
+        if name not in _PROTOTYPES:
+            check(status)
+            return
+        # const char* ramferry_<prefix>_last_error(handle): c_char_p.
+        last: Callable[[int], Optional[bytes]] = getattr(lib, name)
+        check(status, lambda: last(h))
 
     def _call(self, name: str, *args: Any, exclusive: bool = True) -> None:
         """ramferry_<prefix>_<name>(handle, *args) on the live handle;
@@ -560,7 +564,8 @@ def decode(text: Optional[bytes]) -> str:
 
 
 def last_error() -> Optional[bytes]:
-    return lib.ramferry_last_error()
+    message: Optional[bytes] = lib.ramferry_last_error()  # c_char_p
+    return message
 
 
 def whole(name: str, value: Any, low: int = 0, high: int = 2**64 - 1) -> int:
@@ -587,9 +592,15 @@ def text(name: str, value: Any) -> bytes:
 
 c_void_p = ctypes.c_void_p
 c_char_p = ctypes.c_char_p
-u8, u16, u32, u64, i64 = (ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32,
-                          ctypes.c_uint64, ctypes.c_int64)
-c_int, c_size_t = ctypes.c_int, ctypes.c_size_t
+# One name a line: mypy takes a class unpacked from a tuple for a plain
+# function, and then `u64 * n` (an array type) for Any.
+u8 = ctypes.c_uint8
+u16 = ctypes.c_uint16
+u32 = ctypes.c_uint32
+u64 = ctypes.c_uint64
+i64 = ctypes.c_int64
+c_int = ctypes.c_int
+c_size_t = ctypes.c_size_t
 P = ctypes.POINTER
 status_t = ctypes.c_int
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import weakref
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from ramferry._lib import (WORDS, Handle, invalid, lib, refused, text, u64,
                            whole)
@@ -172,10 +172,12 @@ class Options(Handle):
 
     def _set_named(self, h: int, name: str, kind: type, value: Any) -> int:
         setter = getattr(lib, "ramferry_options_set_" + name)
+        # ramferry_options_set_<name>(options, value...) -> ramferry_status.
+        set_to: Callable[..., int] = setter
         if kind is bool:
             if not isinstance(value, int) or value not in (0, 1):
                 raise _invalid(f"{name} is True or False, not {value!r:.60}")
-            return setter(h, 1 if value else 0)
+            return set_to(h, 1 if value else 0)
         if kind is int:
             # The option's own range is the library's to check (channels:
             # ramferry_options_set_channels refuses 0 or 1000 with its
@@ -187,11 +189,11 @@ class Options(Handle):
                 raise _invalid(f"{name} {value} does not fit the library's "
                                f"setter (ramferry_options_set_{name} takes "
                                f"0 to {high})")
-            return setter(h, value)
+            return set_to(h, value)
         if kind is bytes:
             key = self._key(value)
-            return setter(h, key, len(key))
-        return setter(h, text(name, value))
+            return set_to(h, key, len(key))
+        return set_to(h, text(name, value))
 
     @classmethod
     def _key(cls, value: Any) -> bytes:
@@ -309,7 +311,8 @@ class Regions(Handle):
 
     def __len__(self) -> int:
         with self._use(exclusive=False) as h:
-            return lib.ramferry_regions_count(h)
+            count: int = lib.ramferry_regions_count(h)  # size_t
+            return count
 
     def bitmaps(self, all_dirty: bool = False) -> List[Bitmap]:
         """One Bitmap per region, every page marked when `all_dirty`."""
@@ -337,7 +340,8 @@ class Bitmap:
     def __init__(self, pages: int) -> None:
         whole("pages", pages, 1, self.MAX_PAGES)
         self._pages = pages
-        self._words = (u64 * lib.ramferry_bitmap_words(pages))()
+        words: int = lib.ramferry_bitmap_words(pages)  # size_t
+        self._words = (u64 * words)()
         self._ptr = ctypes.cast(self._words, WORDS)
 
     @property

@@ -93,7 +93,9 @@ class _End(Handle):
         call on this session from it (refused)."""
         whole("interval_ms", interval_ms, 0, 2**32 - 1)
         if fn is None:
-            self._set_callback("set_progress", PROGRESS_FN(), None, 0)
+            # PROGRESS_FN(0): the NULL function pointer (as PROGRESS_FN()
+            # makes, which ctypes' stubs do not know).
+            self._set_callback("set_progress", PROGRESS_FN(0), None, 0)
             return
         if not callable(fn):
             raise invalid(f"progress is a function or None, not {fn!r:.60}")
