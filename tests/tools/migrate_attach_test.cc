@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/write_tracker.h"
 #include "tests/support/migrate_cli.h"
+#include "tests/support/rogue_writer.h"
 #include "tests/support/subprocess.h"
 
 namespace ramferry {
@@ -38,6 +39,7 @@ using ::testing::HasSubstr;
 using testing::kMigrate;
 using testing::kWorkload;
 using testing::LastJson;
+using testing::RogueWriter;
 using testing::RunCommand;
 using Json = nlohmann::json;
 
@@ -237,36 +239,13 @@ TEST_F(MigrateAttach, AFailedAttemptLeavesTheWorkloadToTheNextOne) {
 // and migrates once they stop.
 TEST_F(MigrateAttach, AFailureAfterThePauseResumesTheWorkload) {
   auto exporter = StartExport();
-  // The workload's memfd, as another process reaches it.
-  std::string memfd;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(
-           absl::StrCat("/proc/", exporter->pid(), "/fd"), ec)) {
-    const std::string target =
-        std::filesystem::read_symlink(e.path(), ec).string();
-    if (absl::StrContains(target, "memfd:ramferry-attached-workload")) {
-      memfd = e.path().string();
-    }
-  }
-  ASSERT_FALSE(memfd.empty());
-  const int rogue = open(memfd.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(rogue, 0);
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    uint64_t x = 1;
-    for (uint64_t i = 1; !stop.load(); ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      const off_t at = static_cast<off_t>((x >> 20) % (32ull << 20)) & ~7;
-      ASSERT_EQ(pwrite(rogue, &i, sizeof i, at), 8);
-      if (i % 64 == 0) absl::SleepFor(absl::Microseconds(100));
-    }
-  });
+  RogueWriter rogue(exporter->pid(), "ramferry-attached-workload", 32ull << 20,
+                    absl::Microseconds(100));
+  ASSERT_TRUE(rogue.valid());
   CommandResult failed = RunCommand(
       {kMigrate, "--demo", "--json", "--attach=" + Path("export.sock")},
       absl::Seconds(300));
-  stop = true;
-  writer.join();
-  close(rogue);
+  rogue.Stop();
   EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
   const Json j = LastJson(failed.out);
   EXPECT_EQ(j["outcome"], "failed");

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/migrate_cli.h"
+#include "tests/support/rogue_writer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/uffd_skip.h"
 
@@ -33,6 +34,7 @@ using ::testing::HasSubstr;
 using testing::kMigrate;
 using testing::kWorkload;
 using testing::LastJson;
+using testing::RogueWriter;
 using testing::RunCommand;
 using Json = nlohmann::json;
 
@@ -171,33 +173,11 @@ TEST_F(MigrateHandOver, AWorkloadWithoutConsentIsRefusedAndRunsOn) {
 TEST_F(MigrateHandOver, ADigestMismatchIsRefusedAndTheWorkloadResumes) {
   auto exporter = StartExport({"--allow-hand-over"});
   auto adopter = StartAdopter();
-  std::string memfd;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(
-           absl::StrCat("/proc/", exporter->pid(), "/fd"), ec)) {
-    const std::string target =
-        std::filesystem::read_symlink(e.path(), ec).string();
-    if (absl::StrContains(target, "memfd:ramferry-attached-workload")) {
-      memfd = e.path().string();
-    }
-  }
-  ASSERT_FALSE(memfd.empty());
-  const int rogue = open(memfd.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(rogue, 0);
-  std::atomic<bool> stop{false};
-  std::thread writer([&] {
-    uint64_t x = 1;
-    for (uint64_t i = 1; !stop.load(); ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      const off_t at = static_cast<off_t>((x >> 20) % (32ull << 20)) & ~7;
-      ASSERT_EQ(pwrite(rogue, &i, sizeof i, at), 8);
-      if (i % 64 == 0) absl::SleepFor(absl::Microseconds(50));
-    }
-  });
+  RogueWriter rogue(exporter->pid(), "ramferry-attached-workload", 32ull << 20,
+                    absl::Microseconds(50));
+  ASSERT_TRUE(rogue.valid());
   CommandResult r = HandOver({"--verify=full"});
-  stop = true;
-  writer.join();
-  close(rogue);
+  rogue.Stop();
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const Json j = LastJson(r.out);
   EXPECT_EQ(j["outcome"], "failed");
