@@ -10,6 +10,8 @@ PKGS=(
   libzstd-dev
   nlohmann-json3-dev util-linux
   clang clang-format clang-tidy
+  # scripts/lint.sh: mypy --strict over the Python package.
+  mypy
   # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes (only recommended
   # by clang, so --no-install-recommends would skip them), and the
   # symbolizer for readable crash stacks.

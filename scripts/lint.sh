@@ -7,8 +7,10 @@
 #   - clang-tidy, with the repo's .clang-tidy, clean over the library, the
 #     tools and the benchmarks (warnings are errors here);
 #   - every commit since f70821d with a subject of at most 72 characters
-#     (`room: what`) and, where it has a body, a blank line before it.
-#   scripts/lint.sh                 all four (clang-tidy configures its
+#     (`room: what`) and, where it has a body, a blank line before it;
+#   - the Python package (python/ramferry) clean under mypy --strict
+#     (skipped, and said so, where mypy is not installed).
+#   scripts/lint.sh                 all five (clang-tidy configures its
 #                                   own build-lint/; files found clean
 #                                   before with the same inputs are not
 #                                   checked again: scripts/clang_tidy_cached.py)
@@ -128,6 +130,15 @@ else
       "characters in the form 'room: what', a blank line, then the body"
     status=1
   fi
+fi
+
+step "mypy"
+# The package's own sources, as their users' checkers see them (py.typed).
+if ! command -v mypy >/dev/null; then
+  echo "skipped: mypy is missing (Debian's mypy: scripts/install-deps.sh)"
+elif ! (cd python && mypy --strict ramferry); then
+  echo "fix what mypy found above (cd python && mypy --strict ramferry)"
+  status=1
 fi
 
 if [[ ${LINT_TIDY:-1} != 0 ]]; then
