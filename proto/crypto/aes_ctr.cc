@@ -78,83 +78,120 @@ RAMFERRY_AES_TARGET Block EncryptOne(const std::array<Block, 15>& rk,
   return out;
 }
 
+// Batches' steps. Always inlined, and what they share is structs of named
+// registers, not arrays: Batches keeps its round keys and the blocks in
+// flight in registers only as long as neither a call nor an array comes
+// between (as loops over arrays, GCC kept them on the stack).
+
+// The 15 round keys, each in all four 128-bit lanes of a register.
+struct WideKeys {
+  __m512i k0, k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13, k14;
+};
+
+// The 16 blocks of one batch, four to a register.
+struct Quad {
+  __m512i x0, x1, x2, x3;
+};
+
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline __m512i Wide(const Block& b) {
+  return _mm512_broadcast_i32x4(Load(b));
+}
+
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline WideKeys BroadcastKeys(
+    const std::array<Block, 15>& rk) {
+  return {Wide(rk[0]),  Wide(rk[1]),  Wide(rk[2]),  Wide(rk[3]),  Wide(rk[4]),
+          Wide(rk[5]),  Wide(rk[6]),  Wide(rk[7]),  Wide(rk[8]),  Wide(rk[9]),
+          Wide(rk[10]), Wide(rk[11]), Wide(rk[12]), Wide(rk[13]), Wide(rk[14])};
+}
+
+// The batch's counter blocks, in wire byte order, XORed with the first
+// round key; advances the byte-reversed counters `c` past them.
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline Quad WhitenedCounters(
+    __m512i* c, __m512i reverse, __m512i k0) {
+  const __m512i four =
+      _mm512_set_epi32(0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4);
+  Quad q;
+  q.x0 = _mm512_xor_si512(_mm512_shuffle_epi8(*c, reverse), k0);
+  *c = _mm512_add_epi32(*c, four);
+  q.x1 = _mm512_xor_si512(_mm512_shuffle_epi8(*c, reverse), k0);
+  *c = _mm512_add_epi32(*c, four);
+  q.x2 = _mm512_xor_si512(_mm512_shuffle_epi8(*c, reverse), k0);
+  *c = _mm512_add_epi32(*c, four);
+  q.x3 = _mm512_xor_si512(_mm512_shuffle_epi8(*c, reverse), k0);
+  *c = _mm512_add_epi32(*c, four);
+  return q;
+}
+
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline void Round(Quad* q,
+                                                             __m512i k) {
+  q->x0 = _mm512_aesenc_epi128(q->x0, k);
+  q->x1 = _mm512_aesenc_epi128(q->x1, k);
+  q->x2 = _mm512_aesenc_epi128(q->x2, k);
+  q->x3 = _mm512_aesenc_epi128(q->x3, k);
+}
+
+// Rounds 1 to 14 of whitened blocks: what is left is the keystream.
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline void EncryptRounds(
+    Quad* q, const WideKeys& k) {
+  Round(q, k.k1);
+  Round(q, k.k2);
+  Round(q, k.k3);
+  Round(q, k.k4);
+  Round(q, k.k5);
+  Round(q, k.k6);
+  Round(q, k.k7);
+  Round(q, k.k8);
+  Round(q, k.k9);
+  Round(q, k.k10);
+  Round(q, k.k11);
+  Round(q, k.k12);
+  Round(q, k.k13);
+  q->x0 = _mm512_aesenclast_epi128(q->x0, k.k14);
+  q->x1 = _mm512_aesenclast_epi128(q->x1, k.k14);
+  q->x2 = _mm512_aesenclast_epi128(q->x2, k.k14);
+  q->x3 = _mm512_aesenclast_epi128(q->x3, k.k14);
+}
+
+// XORs one batch of input (AesCtr::kBatch bytes at `in`) into `q`.
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline void XorInput(
+    Quad* q, const uint8_t* in) {
+  q->x0 = _mm512_xor_si512(q->x0, _mm512_loadu_si512(in));
+  q->x1 = _mm512_xor_si512(q->x1, _mm512_loadu_si512(in + 64));
+  q->x2 = _mm512_xor_si512(q->x2, _mm512_loadu_si512(in + 128));
+  q->x3 = _mm512_xor_si512(q->x3, _mm512_loadu_si512(in + 192));
+}
+
+[[gnu::always_inline]] RAMFERRY_AES_TARGET inline void Store(const Quad& q,
+                                                             uint8_t* out) {
+  _mm512_storeu_si512(out, q.x0);
+  _mm512_storeu_si512(out + 64, q.x1);
+  _mm512_storeu_si512(out + 128, q.x2);
+  _mm512_storeu_si512(out + 192, q.x3);
+}
+
 // XORs `batches` batches of 16 blocks of keystream, from counter block
 // `counter` on, into in -> out; with in == nullptr it writes the
 // keystream itself. Returns the counter block after the last. Spelled out
-// round by round, so that the round keys and the four blocks in flight
-// stay in registers (as loops over arrays, GCC kept them on the stack).
+// round by round (in the steps above), so that the round keys and the
+// four blocks in flight stay in registers.
 RAMFERRY_AES_TARGET Block Batches(const std::array<Block, 15>& rk,
                                   const Block& counter, const uint8_t* in,
                                   uint8_t* out, size_t batches) {
   const __m512i reverse = _mm512_broadcast_i32x4(
       _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-#define RAMFERRY_AES_KEY(r) \
-  const __m512i k##r = _mm512_broadcast_i32x4(Load(rk[r]));
-  RAMFERRY_AES_KEY(0)
-  RAMFERRY_AES_KEY(1)
-  RAMFERRY_AES_KEY(2)
-  RAMFERRY_AES_KEY(3)
-  RAMFERRY_AES_KEY(4)
-  RAMFERRY_AES_KEY(5)
-  RAMFERRY_AES_KEY(6)
-  RAMFERRY_AES_KEY(7)
-  RAMFERRY_AES_KEY(8)
-  RAMFERRY_AES_KEY(9)
-  RAMFERRY_AES_KEY(10)
-  RAMFERRY_AES_KEY(11)
-  RAMFERRY_AES_KEY(12)
-  RAMFERRY_AES_KEY(13)
-  RAMFERRY_AES_KEY(14)
-#undef RAMFERRY_AES_KEY
+  const WideKeys k = BroadcastKeys(rk);
   // Byte-reversed counters: lane j of c is block j of the batch.
   __m512i c = _mm512_add_epi32(
       _mm512_shuffle_epi8(_mm512_broadcast_i32x4(Load(counter)), reverse),
       _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0));
-  const __m512i four =
-      _mm512_set_epi32(0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4);
   for (; batches > 0; --batches) {
-    __m512i x0 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
-    c = _mm512_add_epi32(c, four);
-    __m512i x1 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
-    c = _mm512_add_epi32(c, four);
-    __m512i x2 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
-    c = _mm512_add_epi32(c, four);
-    __m512i x3 = _mm512_xor_si512(_mm512_shuffle_epi8(c, reverse), k0);
-    c = _mm512_add_epi32(c, four);
-#define RAMFERRY_AES_ROUND(k)       \
-  x0 = _mm512_aesenc_epi128(x0, k); \
-  x1 = _mm512_aesenc_epi128(x1, k); \
-  x2 = _mm512_aesenc_epi128(x2, k); \
-  x3 = _mm512_aesenc_epi128(x3, k);
-    RAMFERRY_AES_ROUND(k1)
-    RAMFERRY_AES_ROUND(k2)
-    RAMFERRY_AES_ROUND(k3)
-    RAMFERRY_AES_ROUND(k4)
-    RAMFERRY_AES_ROUND(k5)
-    RAMFERRY_AES_ROUND(k6)
-    RAMFERRY_AES_ROUND(k7)
-    RAMFERRY_AES_ROUND(k8)
-    RAMFERRY_AES_ROUND(k9)
-    RAMFERRY_AES_ROUND(k10)
-    RAMFERRY_AES_ROUND(k11)
-    RAMFERRY_AES_ROUND(k12)
-    RAMFERRY_AES_ROUND(k13)
-#undef RAMFERRY_AES_ROUND
-    x0 = _mm512_aesenclast_epi128(x0, k14);
-    x1 = _mm512_aesenclast_epi128(x1, k14);
-    x2 = _mm512_aesenclast_epi128(x2, k14);
-    x3 = _mm512_aesenclast_epi128(x3, k14);
+    Quad q = WhitenedCounters(&c, reverse, k.k0);
+    EncryptRounds(&q, k);
     if (in != nullptr) {
-      x0 = _mm512_xor_si512(x0, _mm512_loadu_si512(in));
-      x1 = _mm512_xor_si512(x1, _mm512_loadu_si512(in + 64));
-      x2 = _mm512_xor_si512(x2, _mm512_loadu_si512(in + 128));
-      x3 = _mm512_xor_si512(x3, _mm512_loadu_si512(in + 192));
+      XorInput(&q, in);
       in += AesCtr::kBatch;
     }
-    _mm512_storeu_si512(out, x0);
-    _mm512_storeu_si512(out + 64, x1);
-    _mm512_storeu_si512(out + 128, x2);
-    _mm512_storeu_si512(out + 192, x3);
+    Store(q, out);
     out += AesCtr::kBatch;
   }
   Block next;
