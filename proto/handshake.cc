@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/auth.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
@@ -33,7 +34,12 @@ void EncodeHello(const Hello& h, absl::Span<uint8_t> out) {
   Store64(p + 48, h.rdma_chunk_bytes);
 }
 
-absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
+namespace {
+
+// What every Hello opens with, whatever its version: checked first, so
+// that a stranger or another release is named as such, not by the first
+// field of ours it gets wrong.
+absl::Status CheckHelloPreamble(absl::Span<const uint8_t> in) {
   if (in.size() < kHelloBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "hello truncated: %d of %d bytes", in.size(), kHelloBytes));
@@ -49,21 +55,21 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
         absl::StrFormat("peer speaks protocol version %d, this end speaks %d",
                         v, kProtocolVersion));
   }
-  Hello h;
-  uint16_t role = Load16(p + 6);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Role> HelloRole(uint16_t role) {
   if (role != static_cast<uint16_t>(Role::kControl) &&
       role != static_cast<uint16_t>(Role::kData) &&
       role != static_cast<uint16_t>(Role::kUrgent)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "hello role %d is neither control (1), data (2) nor urgent (3)", role));
   }
-  h.role = static_cast<Role>(role);
-  std::memcpy(h.session.bytes.data(), p + 8, 16);
-  h.channel_index = Load32(p + 24);
-  h.channel_count = Load32(p + 28);
-  h.capabilities = Load64(p + 32);
-  h.max_packet_pages = Load32(p + 40);
-  h.transport = Load16(p + 44);
+  return static_cast<Role>(role);
+}
+
+// The session and the channel of it the connection asks to join.
+absl::Status CheckHelloChannel(const Hello& h) {
   if (h.session.is_zero()) {
     return absl::InvalidArgumentError("hello session id is all zero");
   }
@@ -77,27 +83,59 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
         absl::StrFormat("hello channel index %d not below channel count %d",
                         h.channel_index, h.channel_count));
   }
-  if (h.max_packet_pages == 0 || h.max_packet_pages > kMaxPacketPagesLimit) {
+  return absl::OkStatus();
+}
+
+absl::Status CheckMaxPacketPages(uint32_t max_packet_pages) {
+  if (max_packet_pages == 0 || max_packet_pages > kMaxPacketPagesLimit) {
     return absl::InvalidArgumentError(
         absl::StrFormat("hello max packet pages %d outside [1, %d]",
-                        h.max_packet_pages, kMaxPacketPagesLimit));
+                        max_packet_pages, kMaxPacketPagesLimit));
   }
-  h.rdma_chunk_bytes = Load64(p + 48);
-  h.auth = Load16(p + 46);
-  if (h.auth != kAuthNone && h.auth != kAuthHmacSha256) {
+  return absl::OkStatus();
+}
+
+absl::Status CheckAuthMethod(uint16_t auth) {
+  if (auth != kAuthNone && auth != kAuthHmacSha256) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "hello asks for authentication method %d; this end knows none (0) "
         "and HMAC-SHA256 (1)",
-        h.auth));
+        auth));
   }
-  if (h.rdma_chunk_bytes != 0 &&
-      (h.rdma_chunk_bytes < kMinRdmaChunkBytes ||
-       h.rdma_chunk_bytes > kMaxRdmaChunkBytes ||
-       (h.rdma_chunk_bytes & (h.rdma_chunk_bytes - 1)) != 0)) {
+  return absl::OkStatus();
+}
+
+// 0 (not RDMA), or a power of two in range.
+absl::Status CheckRdmaChunkBytes(uint64_t bytes) {
+  if (bytes != 0 && (bytes < kMinRdmaChunkBytes || bytes > kMaxRdmaChunkBytes ||
+                     (bytes & (bytes - 1)) != 0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "hello RDMA chunk bytes %d is not a power of two in [%d, %d]",
-        h.rdma_chunk_bytes, kMinRdmaChunkBytes, kMaxRdmaChunkBytes));
+        "hello RDMA chunk bytes %d is not a power of two in [%d, %d]", bytes,
+        kMinRdmaChunkBytes, kMaxRdmaChunkBytes));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> in) {
+  RAMFERRY_RETURN_IF_ERROR(CheckHelloPreamble(in));
+  const uint8_t* p = in.data();
+  Hello h;
+  RAMFERRY_ASSIGN_OR_RETURN(h.role, HelloRole(Load16(p + 6)));
+  std::memcpy(h.session.bytes.data(), p + 8, 16);
+  h.channel_index = Load32(p + 24);
+  h.channel_count = Load32(p + 28);
+  h.capabilities = Load64(p + 32);
+  h.max_packet_pages = Load32(p + 40);
+  h.transport = Load16(p + 44);
+  h.auth = Load16(p + 46);
+  h.rdma_chunk_bytes = Load64(p + 48);
+  // In the order the fields' checks have always been reported.
+  RAMFERRY_RETURN_IF_ERROR(CheckHelloChannel(h));
+  RAMFERRY_RETURN_IF_ERROR(CheckMaxPacketPages(h.max_packet_pages));
+  RAMFERRY_RETURN_IF_ERROR(CheckAuthMethod(h.auth));
+  RAMFERRY_RETURN_IF_ERROR(CheckRdmaChunkBytes(h.rdma_chunk_bytes));
   return h;
 }
 
