@@ -1,6 +1,7 @@
 #include "proto/rdma_control.h"
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -18,6 +19,83 @@ size_t EntryBytes(RdmaControlType t) {
       return 16;
   }
   return 0;
+}
+
+absl::Status CheckMagicAndType(uint32_t magic, uint16_t type) {
+  if (magic != kRdmaControlMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("RDMA control magic 0x%08x", magic));
+  }
+  if (type < 1 || type > 5) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown RDMA control type %d", type));
+  }
+  return absl::OkStatus();
+}
+
+// `count` entries of type `t`, which `payload` bytes must hold exactly:
+// checked before any is read, so that no entry's reads run past the end
+// (DecodeEntry does not look at the reader's ok()).
+absl::Status CheckEntries(RdmaControlType t, uint16_t count, size_t payload) {
+  const uint16_t max_count =
+      t == RdmaControlType::kCredits ? 1 : kMaxRdmaControlEntries;
+  if (count == 0 || count > max_count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RDMA control count %d outside [1, %d]", count, max_count));
+  }
+  if (payload != count * EntryBytes(t)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RDMA control of %d entries has %d payload bytes; want %d", count,
+        payload, count * EntryBytes(t)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeRegisterResult(WireReader* r, RdmaControl* c) {
+  ChunkKey k;
+  k.rkey = r->U32();
+  if (r->U32() != 0) {
+    return absl::InvalidArgumentError(
+        "RDMA register result reserved word is not zero");
+  }
+  k.addr = r->U64();
+  c->results.push_back(k);
+  return absl::OkStatus();
+}
+
+absl::Status DecodeCredits(WireReader* r, RdmaControl* c) {
+  c->credits = r->U32();
+  if (r->U32() != 0) {
+    return absl::InvalidArgumentError("RDMA credits reserved word is not zero");
+  }
+  if (c->credits == 0) {
+    return absl::InvalidArgumentError("RDMA credits message grants none");
+  }
+  return absl::OkStatus();
+}
+
+// Reads the next entry (of c's type) into `c`.
+absl::Status DecodeEntry(WireReader* r, RdmaControl* c) {
+  switch (c->type) {
+    case RdmaControlType::kRegionKeys: {
+      RegionKey k;
+      k.region = r->U32();
+      k.rkey = r->U32();
+      k.addr = r->U64();
+      k.length = r->U64();
+      c->region_keys.push_back(k);
+      return absl::OkStatus();
+    }
+    case RdmaControlType::kRegisterRequest:
+    case RdmaControlType::kCompress:
+      c->chunks.push_back({r->U32(), r->U32()});
+      return absl::OkStatus();
+    case RdmaControlType::kRegisterResult:
+      return DecodeRegisterResult(r, c);
+    case RdmaControlType::kCredits:
+      return DecodeCredits(r, c);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -76,64 +154,12 @@ absl::StatusOr<RdmaControl> DecodeRdmaControl(absl::Span<const uint8_t> in) {
   const uint16_t type = r.U16();
   const uint16_t count = r.U16();
   if (!r.ok()) return absl::InvalidArgumentError("RDMA control truncated");
-  if (magic != kRdmaControlMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("RDMA control magic 0x%08x", magic));
-  }
-  if (type < 1 || type > 5) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("unknown RDMA control type %d", type));
-  }
+  RAMFERRY_RETURN_IF_ERROR(CheckMagicAndType(magic, type));
   RdmaControl c;
   c.type = static_cast<RdmaControlType>(type);
-  const uint16_t max_count =
-      c.type == RdmaControlType::kCredits ? 1 : kMaxRdmaControlEntries;
-  if (count == 0 || count > max_count) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RDMA control count %d outside [1, %d]", count, max_count));
-  }
-  if (r.remaining() != count * EntryBytes(c.type)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RDMA control of %d entries has %d payload bytes; want %d", count,
-        r.remaining(), count * EntryBytes(c.type)));
-  }
+  RAMFERRY_RETURN_IF_ERROR(CheckEntries(c.type, count, r.remaining()));
   for (uint16_t i = 0; i < count; ++i) {
-    switch (c.type) {
-      case RdmaControlType::kRegionKeys: {
-        RegionKey k;
-        k.region = r.U32();
-        k.rkey = r.U32();
-        k.addr = r.U64();
-        k.length = r.U64();
-        c.region_keys.push_back(k);
-        break;
-      }
-      case RdmaControlType::kRegisterRequest:
-      case RdmaControlType::kCompress:
-        c.chunks.push_back({r.U32(), r.U32()});
-        break;
-      case RdmaControlType::kRegisterResult: {
-        ChunkKey k;
-        k.rkey = r.U32();
-        if (r.U32() != 0) {
-          return absl::InvalidArgumentError(
-              "RDMA register result reserved word is not zero");
-        }
-        k.addr = r.U64();
-        c.results.push_back(k);
-        break;
-      }
-      case RdmaControlType::kCredits:
-        c.credits = r.U32();
-        if (r.U32() != 0) {
-          return absl::InvalidArgumentError(
-              "RDMA credits reserved word is not zero");
-        }
-        if (c.credits == 0) {
-          return absl::InvalidArgumentError("RDMA credits message grants none");
-        }
-        break;
-    }
+    RAMFERRY_RETURN_IF_ERROR(DecodeEntry(&r, &c));
   }
   return c;
 }
