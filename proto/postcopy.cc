@@ -19,6 +19,55 @@ const RegionInfo* FindRegion(absl::Span<const RegionInfo> regions,
   return nullptr;
 }
 
+// A missing-pages message's fixed part, checked against the `ranges_bytes`
+// that follow it. The size check comes before any allocation, so a count
+// cannot make us reserve memory the payload does not back.
+absl::Status CheckMissingPagesFixed(uint32_t region_id, uint32_t flags,
+                                    uint32_t count, size_t ranges_bytes) {
+  if ((flags & ~kMissingPagesLast) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "missing-pages message for region %d has unknown flags 0x%x; a peer "
+        "that sends them speaks a newer protocol",
+        region_id, flags & ~kMissingPagesLast));
+  }
+  if (count > kMaxMissingRanges) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "missing-pages message for region %d has %d ranges; at most %d fit "
+        "one message (split the set with SplitMissingPages)",
+        region_id, count, kMaxMissingRanges));
+  }
+  if (count == 0 && (flags & kMissingPagesLast) == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "missing-pages message for region %d has no ranges and is not the "
+        "last; only the last message of a set may be empty",
+        region_id));
+  }
+  if (ranges_bytes != kMissingRangeBytes * size_t{count}) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "missing-pages message for region %d announces %d ranges (%d bytes) "
+        "but carries %d bytes of ranges",
+        region_id, count, kMissingRangeBytes * size_t{count}, ranges_bytes));
+  }
+  return absl::OkStatus();
+}
+
+// The region a missing-pages message names, from the session's table.
+absl::StatusOr<const RegionInfo*> MissingPagesRegion(
+    absl::Span<const RegionInfo> regions, uint32_t region_id) {
+  const RegionInfo* region = FindRegion(regions, region_id);
+  if (region == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "missing-pages message names region %d, which is not in the "
+        "session's region table",
+        region_id));
+  }
+  if (region->page_size == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region %d has page size 0 in the region table", region_id));
+  }
+  return region;
+}
+
 }  // namespace
 
 absl::Status ValidatePageRanges(absl::Span<const PageRange> ranges,
@@ -103,44 +152,11 @@ absl::StatusOr<MissingPages> DecodeMissingPages(
         "part",
         payload.size(), kMissingPagesFixedBytes));
   }
-  if ((flags & ~kMissingPagesLast) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "missing-pages message for region %d has unknown flags 0x%x; a peer "
-        "that sends them speaks a newer protocol",
-        m.region_id, flags & ~kMissingPagesLast));
-  }
+  RAMFERRY_RETURN_IF_ERROR(
+      CheckMissingPagesFixed(m.region_id, flags, count, r.remaining()));
   m.last = (flags & kMissingPagesLast) != 0;
-  if (count > kMaxMissingRanges) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "missing-pages message for region %d has %d ranges; at most %d fit "
-        "one message (split the set with SplitMissingPages)",
-        m.region_id, count, kMaxMissingRanges));
-  }
-  if (count == 0 && !m.last) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "missing-pages message for region %d has no ranges and is not the "
-        "last; only the last message of a set may be empty",
-        m.region_id));
-  }
-  // The size check comes before any allocation, so a count cannot make us
-  // reserve memory the payload does not back.
-  if (r.remaining() != kMissingRangeBytes * size_t{count}) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "missing-pages message for region %d announces %d ranges (%d bytes) "
-        "but carries %d bytes of ranges",
-        m.region_id, count, kMissingRangeBytes * size_t{count}, r.remaining()));
-  }
-  const RegionInfo* region = FindRegion(regions, m.region_id);
-  if (region == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "missing-pages message names region %d, which is not in the "
-        "session's region table",
-        m.region_id));
-  }
-  if (region->page_size == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "region %d has page size 0 in the region table", m.region_id));
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(const RegionInfo* region,
+                            MissingPagesRegion(regions, m.region_id));
   m.ranges.resize(count);
   for (PageRange& range : m.ranges) {
     range.first = r.U64();
