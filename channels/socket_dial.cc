@@ -30,6 +30,37 @@ absl::Status AnnotateStatus(const absl::Status& s, absl::string_view what) {
   return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
 }
 
+// Keyed: checks the destination's proof in `challenge_bytes` (of the Hello
+// `hello_bytes` we sent) and, only if it holds, sends ours. Returns the
+// challenge's nonce, which the seal keys are derived with.
+absl::StatusOr<proto::AuthNonce> AnswerChallenge(
+    int fd, absl::string_view key, absl::Span<const uint8_t> hello_bytes,
+    absl::Span<const uint8_t> challenge_bytes, absl::Time deadline) {
+  if (key.empty()) {
+    return absl::UnauthenticatedError(
+        "destination demands authentication: give the source the "
+        "destination's key");
+  }
+  RAMFERRY_ASSIGN_OR_RETURN(proto::AuthChallenge challenge,
+                            proto::DecodeAuthChallenge(challenge_bytes));
+  const proto::AuthMac expected = proto::ComputeAuthMac(
+      key, proto::AuthSide::kDestination, hello_bytes, challenge.nonce);
+  if (!proto::AuthMacEquals(expected, challenge.proof)) {
+    return absl::UnauthenticatedError(
+        "destination failed to prove it holds the key (a different key, "
+        "or not the destination meant); nothing was sent");
+  }
+  proto::AuthProof proof;
+  proof.proof = proto::ComputeAuthMac(key, proto::AuthSide::kSource,
+                                      hello_bytes, challenge.nonce);
+  uint8_t proof_bytes[proto::kAuthProofBytes];
+  proto::EncodeAuthProof(proof, absl::MakeSpan(proof_bytes));
+  if (absl::Status s = WriteWithDeadline(fd, proof_bytes, deadline); !s.ok()) {
+    return AnnotateStatus(s, "sending authentication proof");
+  }
+  return challenge.nonce;
+}
+
 }  // namespace
 
 absl::StatusOr<int> ConnectWithRetry(const std::string& host, uint16_t port,
@@ -159,31 +190,9 @@ absl::StatusOr<proto::HelloReply> ExchangeHello(int fd, proto::Hello hello,
   const bool challenged = proto::Load32(in) == proto::kAuthChallengeMagic;
   proto::AuthNonce nonce{};
   if (challenged) {
-    if (key.empty()) {
-      return absl::UnauthenticatedError(
-          "destination demands authentication: give the source the "
-          "destination's key");
-    }
-    RAMFERRY_ASSIGN_OR_RETURN(proto::AuthChallenge challenge,
-                              proto::DecodeAuthChallenge(first));
-    const proto::AuthMac expected = proto::ComputeAuthMac(
-        key, proto::AuthSide::kDestination, out, challenge.nonce);
-    if (!proto::AuthMacEquals(expected, challenge.proof)) {
-      return absl::UnauthenticatedError(
-          "destination failed to prove it holds the key (a different key, "
-          "or not the destination meant); nothing was sent");
-    }
-    nonce = challenge.nonce;
-    proto::AuthProof proof;
-    proof.proof = proto::ComputeAuthMac(key, proto::AuthSide::kSource, out,
-                                        challenge.nonce);
-    uint8_t proof_bytes[proto::kAuthProofBytes];
-    proto::EncodeAuthProof(proof, absl::MakeSpan(proof_bytes));
-    if (absl::Status s = WriteWithDeadline(fd, proof_bytes, deadline);
-        !s.ok()) {
-      return AnnotateStatus(s, "sending authentication proof");
-    }
-    first = absl::MakeSpan(in);
+    RAMFERRY_ASSIGN_OR_RETURN(nonce,
+                              AnswerChallenge(fd, key, out, first, deadline));
+    first = absl::MakeSpan(in);  // the reply comes whole after the proof
   } else {
     first = absl::MakeSpan(in).subspan(proto::kAuthChallengeBytes);
   }
