@@ -203,6 +203,47 @@ rdma_conn_param ConnParam(const uint8_t* private_data, uint8_t bytes) {
   return param;
 }
 
+// Copies a connection request's private data (the Hello's wire bytes)
+// into `out`, before the event is acked and frees it; returns how many
+// bytes came, at most out's size.
+size_t CopyPrivateData(const rdma_cm_event& ev, absl::Span<uint8_t> out) {
+  const auto* data = static_cast<const uint8_t*>(ev.param.conn.private_data);
+  const size_t got = std::min<size_t>(
+      data == nullptr ? 0 : ev.param.conn.private_data_len, out.size());
+  if (got > 0) std::copy(data, data + got, out.data());
+  return got;
+}
+
+// The destination's QP for an accepted request, on `conn` (its id set),
+// taken to RTS by this code, not by rdma_accept: keyed, the peer's WRITEs
+// land nowhere until its proof checks out (nor does it hold a key to aim
+// one with), so `remote_write` is false (review B1). Ready before the
+// transport posts its receives, which a QP in RESET refuses.
+absl::Status ReadyAcceptedQp(Connection& conn, const RdmaConfig& config,
+                             const proto::SessionId& session,
+                             bool remote_write) {
+  conn.ec = rdma_create_event_channel();
+  absl::Status s =
+      conn.ec == nullptr
+          ? RdmaErrno("rdma_create_event_channel")
+          : conn.CreateQp(config, session, RdmaDomain::End::kDestination,
+                          /*own=*/true);
+  if (s.ok()) s = conn.ReadyPassive(remote_write);
+  return s;
+}
+
+// Accepts request `id` on the QP numbered `qp_num` (this end's own), with
+// `accept` as the private data.
+absl::Status AcceptOn(rdma_cm_id* id, uint32_t qp_num,
+                      const RdmaAccept& accept) {
+  const std::vector<uint8_t> accept_bytes = EncodeRdmaAccept(accept);
+  rdma_conn_param param =
+      ConnParam(accept_bytes.data(), static_cast<uint8_t>(accept_bytes.size()));
+  param.qp_num = qp_num;
+  if (rdma_accept(id, &param) != 0) return RdmaErrno("rdma_accept");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Connection>> ResolveRoute(
@@ -490,11 +531,7 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   rdma_cm_id* id = ev->id;
   // The Hello's wire bytes, which the proofs cover.
   uint8_t hello_bytes[proto::kHelloBytes] = {};
-  const auto* data = static_cast<const uint8_t*>(ev->param.conn.private_data);
-  const size_t got =
-      std::min<size_t>(data == nullptr ? 0 : ev->param.conn.private_data_len,
-                       sizeof hello_bytes);
-  if (got > 0) std::copy(data, data + got, hello_bytes);
+  const size_t got = CopyPrivateData(*ev, absl::MakeSpan(hello_bytes));
   rdma_ack_cm_event(ev);
   absl::StatusOr<proto::Hello> decoded =
       DecodeChannelHello(absl::MakeConstSpan(hello_bytes, got));
@@ -516,40 +553,23 @@ void RdmaListener::Impl::OnConnectRequest(rdma_cm_event* ev) {
   }
   auto conn = std::make_unique<Connection>();
   conn->id = id;
-  conn->ec = rdma_create_event_channel();
   RdmaConfig config = config_;
   config.capabilities = accept.reply.capabilities;
-  absl::Status s =
-      conn->ec == nullptr
-          ? RdmaErrno("rdma_create_event_channel")
-          : conn->CreateQp(config, hello.session, RdmaDomain::End::kDestination,
-                           /*own=*/true);
-  // Keyed, the peer's WRITEs land nowhere until its proof checks out
-  // (nor does it hold a key to aim one with): the QP is readied without
-  // them, by this code, not by rdma_accept (review B1); before the
-  // transport posts its receives, which a QP in RESET refuses.
-  if (s.ok()) s = conn->ReadyPassive(/*remote_write=*/key_.empty());
+  absl::Status s = ReadyAcceptedQp(*conn, config, hello.session,
+                                   /*remote_write=*/key_.empty());
+  Connection* c = conn.get();
+  AcceptedTransport accepted;
+  if (s.ok()) s = make_(std::move(conn), options_, config, &accepted);
   // Admitted, whatever fails from here is delivered as a lost channel:
   // its slot must not stay reserved for a connection that never comes.
   if (!s.ok()) {
     rdma_reject(id, nullptr, 0);
     Drop(hello, admitted, s);
-    return;  // conn's destructor destroys the id
+    return;  // the id goes with conn, or with the transport made of it
   }
-  Connection* c = conn.get();
-  AcceptedTransport accepted;
-  s = make_(std::move(conn), options_, config, &accepted);
+  s = AcceptOn(id, c->qp->qp_num, accept);
   if (!s.ok()) {
-    rdma_reject(id, nullptr, 0);
     Drop(hello, admitted, s);
-    return;
-  }
-  const std::vector<uint8_t> accept_bytes = EncodeRdmaAccept(accept);
-  rdma_conn_param param =
-      ConnParam(accept_bytes.data(), static_cast<uint8_t>(accept_bytes.size()));
-  param.qp_num = c->qp->qp_num;
-  if (rdma_accept(id, &param) != 0) {
-    Drop(hello, admitted, RdmaErrno("rdma_accept"));
     return;
   }
   Pending& p = pending_[id] = {std::move(accepted), c, hello, expected};
