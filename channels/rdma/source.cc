@@ -236,6 +236,14 @@ class RdmaSourceTransport final : public RdmaTransportBase,
     sges_.clear();
     wrs_.reserve(p.iov.size() * 2 + 2);
     sges_.reserve(p.iov.size() * 2 + 2);
+    RAMFERRY_RETURN_IF_ERROR(AddPageWrites(p));
+    AddHeaderSend(p);
+    return PostChain();
+  }
+
+  // Appends to wrs_ and sges_ a WRITE for each piece of p's pages, except
+  // the pieces of chunks that went as COMPRESS (ResolveChunks).
+  absl::Status AddPageWrites(const Pending& p) {
     absl::Status bad;
     chunks_.ForEachPiece(p.pages(), [&](const ChunkRegistry::Piece& piece) {
       const RdmaRegion& r = *piece.region;
@@ -263,7 +271,11 @@ class RdmaSourceTransport final : public RdmaTransportBase,
       }
       wrs_.push_back(wr);
     });
-    if (!bad.ok()) return bad;
+    return bad;
+  }
+
+  // Appends to wrs_ and sges_ the SEND of p's header, from its slot.
+  void AddHeaderSend(const Pending& p) {
     uint8_t* header = slots_.buffer(p.slot).data();
     sges_.push_back(
         {reinterpret_cast<uint64_t>(header), p.header_bytes, slots_mr_->lkey});
@@ -277,6 +289,11 @@ class RdmaSourceTransport final : public RdmaTransportBase,
     send.wr_id = WrId(p.iov.empty() ? kMarkerSend : kPacketSend, p.token);
     wrs_.push_back(send);
     if (!p.iov.empty()) stats_.zc_sends.Add();
+  }
+
+  // Posts wrs_, each with its entry of sges_, chained, in parts the send
+  // queue holds; each part ends signalled.
+  absl::Status PostChain() {
     const size_t part = queue_.send_queue();
     for (size_t first = 0; first < wrs_.size(); first += part) {
       const size_t end = std::min(wrs_.size(), first + part);
