@@ -28,16 +28,24 @@ const T& StatusOf(const T& result) {
 MATCHER(IsOk, negation ? "is not OK" : "is OK") { return arg.ok(); }
 
 // StatusIs(code[, message matcher]): a Status or StatusOr with that code
-// and a message the matcher takes.
-MATCHER_P(StatusIs, code, "") {
+// and a message the matcher takes. `code` may be a matcher too, for a
+// refusal that may come with one of several codes, e.g.
+// StatusIs(AnyOf(kUnavailable, kDataLoss), HasSubstr("channel")).
+MATCHER_P(StatusIs, code,
+          std::string(negation ? "isn't" : "is") + " a status whose code " +
+              ::testing::DescribeMatcher<absl::StatusCode>(code)) {
   const absl::Status& s = StatusOf(arg);
   *result_listener << "which is " << s;
-  return s.code() == code;
+  return ::testing::Matches(code)(s.code());
 }
-MATCHER_P2(StatusIs, code, message, "") {
+MATCHER_P2(StatusIs, code, message,
+           std::string(negation ? "isn't" : "is") + " a status whose code " +
+               ::testing::DescribeMatcher<absl::StatusCode>(code) +
+               " and whose message " +
+               ::testing::DescribeMatcher<std::string>(message)) {
   const absl::Status& s = StatusOf(arg);
   *result_listener << "which is " << s;
-  return s.code() == code &&
+  return ::testing::Matches(code)(s.code()) &&
          ::testing::Matches(message)(std::string(s.message()));
 }
 
