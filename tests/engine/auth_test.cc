@@ -28,6 +28,7 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
 using testing::AllZero;
 using ::testing::Contains;
 using testing::FakeSource;
@@ -97,12 +98,9 @@ TEST(AuthTest, MismatchedKeysAreRefusedOnBothSides) {
     ServingReceiver rx(Keyed(m.destination_key), {dst.region});
     SessionOptions o = Keyed(m.source_key);
     o.port = rx.port();
-    absl::StatusOr<std::unique_ptr<Sender>> s =
-        Sender::Connect(o, {&src.region, 1});
-    ASSERT_FALSE(s.ok()) << m.source_says;
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated)
-        << s.status();
-    EXPECT_THAT(s.status().message(), HasSubstr(m.source_says));
+    ASSERT_THAT(
+        Sender::Connect(o, {&src.region, 1}),
+        StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr(m.source_says)));
     // The destination never opened a session: it still waits, untouched.
     EXPECT_FALSE(rx.done());
     EXPECT_EQ(rx.receiver().applied_rounds(), 0u);
@@ -115,7 +113,8 @@ TEST(AuthTest, MismatchedKeysAreRefusedOnBothSides) {
     }
     EXPECT_GE(rx.receiver().stats().connections_refused, 1u) << m.source_says;
     rx.receiver().Abort(absl::CancelledError("test over"));
-    EXPECT_FALSE(rx.result().ok());
+    EXPECT_THAT(rx.result(),
+                StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
   }
 }
 
@@ -196,7 +195,8 @@ TEST(AuthTest, ForgedProofIsRefusedBeforeAdmission) {
   fake.set_key(kKey);
   EXPECT_OK(fake.OpenControl({{1, 4096, kBytes, "region-1"}}));
   rx.receiver().Abort(absl::CancelledError("test over"));
-  EXPECT_FALSE(rx.result().ok());
+  EXPECT_THAT(rx.result(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
   EXPECT_TRUE(AllZero(dst.region));
 }
 
@@ -226,7 +226,8 @@ TEST(AuthTest, ReplayedProofFailsOnANewConnection) {
   EXPECT_THAT(s.message(), HasSubstr("authentication failed"));
   EXPECT_EQ(rx.receiver().stats().auth_failures, 1u);
   rx.receiver().Abort(absl::CancelledError("test over"));
-  EXPECT_FALSE(rx.result().ok());
+  EXPECT_THAT(rx.result(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
 }
 
 TEST(AuthTest, AuthenticatedButCrossSessionChannelIsRefused) {
@@ -238,13 +239,12 @@ TEST(AuthTest, AuthenticatedButCrossSessionChannelIsRefused) {
   // The key is right, the session is another one.
   FakeSource other(rx.port(), 1);
   other.set_key(kKey);
-  absl::StatusOr<int> fd =
-      other.Connect(other.MakeHello(proto::Role::kData, 0));
-  ASSERT_FALSE(fd.ok());
-  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(fd.status().message(), HasSubstr("not the active session"));
+  ASSERT_THAT(other.Connect(other.MakeHello(proto::Role::kData, 0)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("not the active session")));
   rx.receiver().Abort(absl::CancelledError("test over"));
-  EXPECT_FALSE(rx.result().ok());
+  EXPECT_THAT(rx.result(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
 }
 
 // rdma proves a key too (split between its accept and its first SEND;

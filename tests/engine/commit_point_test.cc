@@ -32,6 +32,7 @@ namespace {
 
 using ::ramferry::testing::StatusIs;
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::MakeRegion;
 
@@ -260,13 +261,18 @@ TEST_P(ForgedRefusalTest, OnlyTheDestinationsOwnErrorIsARefusal) {
       ProtectionName(protect), CommitOutcomeName(outcome),
       source.ToString().c_str(), destination.ToString().c_str());
   EXPECT_OK(destination);  // it committed: FINISH_ACK went
-  EXPECT_FALSE(source.ok());
   if (protect == Protection::kNone) {
+    // Unsealed, the forged ERROR is taken at its word.
+    EXPECT_THAT(source, StatusIs(absl::StatusCode::kCancelled,
+                                 HasSubstr("forged by the relay")));
     EXPECT_EQ(outcome, CommitOutcome::kNotCommitted);
     return;
   }
+  // Sealed, it fails its tag, which ends the control connection.
+  EXPECT_THAT(source, StatusIs(absl::StatusCode::kUnavailable,
+                               AllOf(HasSubstr("authentication tag"),
+                                     HasSubstr("outcome is unknown"))));
   EXPECT_EQ(outcome, CommitOutcome::kUnknown) << CommitOutcomeName(outcome);
-  EXPECT_THAT(std::string(source.message()), HasSubstr("outcome is unknown"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Protect, ForgedRefusalTest,
