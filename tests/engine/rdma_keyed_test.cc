@@ -35,6 +35,7 @@
 namespace ramferry {
 namespace {
 
+using ::ramferry::testing::StatusIs;
 using testing::AllZero;
 using testing::FakeSource;
 using ::testing::HasSubstr;
@@ -148,12 +149,9 @@ TEST_F(RdmaAuthTest, SourcesWithoutTheKeyAreRefusedAndTheRealOneMigrates) {
                         Case{"", "requires authentication"}}) {
     SessionOptions o = Options(c.key);
     o.port = rx.port();
-    absl::StatusOr<std::unique_ptr<Sender>> s =
-        Sender::Connect(o, {&src.region, 1});
-    ASSERT_FALSE(s.ok()) << c.says;
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated)
-        << s.status();
-    EXPECT_THAT(std::string(s.status().message()), HasSubstr(c.says));
+    ASSERT_THAT(
+        Sender::Connect(o, {&src.region, 1}),
+        StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr(c.says)));
   }
   EXPECT_TRUE(Eventually(
       [&] { return rx.receiver().stats().connections_refused >= 2; }));
@@ -360,7 +358,8 @@ TEST_P(RogueChannelTest, GetsNoKeyIsCutOffAndLeavesTheChannelFree) {
     EXPECT_EQ(rx.receiver().stats().auth_failures, 1u);
   }
   rx.receiver().Abort(absl::CancelledError("test over"));
-  EXPECT_FALSE(rx.result().ok());
+  EXPECT_THAT(rx.result(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
   EXPECT_TRUE(AllZero(dst.region));
 }
 
@@ -450,7 +449,8 @@ TEST_F(RdmaAuthTest, AnUnprovenPeerHoldsNoChannelSlot) {
   EXPECT_TRUE(rogue->cut_off);
   EXPECT_EQ(rx.receiver().stats().sessions_abandoned, 0u);
   rx.receiver().Abort(absl::CancelledError("test over"));
-  EXPECT_FALSE(rx.result().ok());
+  EXPECT_THAT(rx.result(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
   EXPECT_TRUE(AllZero(dst.region));
 }
 
@@ -478,14 +478,11 @@ TEST_F(RdmaAuthTest, ChannelsWithoutTheKeyAreRefusedAtConnect) {
   for (const Case& c : {Case{kOtherKey, "failed to prove it holds the key"},
                         Case{"", "requires authentication"}}) {
     proto::HelloReply reply;
-    absl::StatusOr<std::unique_ptr<channels::Transport>> t =
+    ASSERT_THAT(
         channels::ConnectRdma(host_, rx.port(),
                               fake.MakeHello(proto::Role::kData, 0), topts,
-                              config, c.key, &reply);
-    ASSERT_FALSE(t.ok()) << c.says;
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kUnauthenticated)
-        << t.status();
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr(c.says));
+                              config, c.key, &reply),
+        StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr(c.says)));
     ++failures;
     EXPECT_TRUE(Eventually([&] {
       return rx.receiver().stats().auth_failures == failures;
@@ -494,7 +491,8 @@ TEST_F(RdmaAuthTest, ChannelsWithoutTheKeyAreRefusedAtConnect) {
   }
   EXPECT_FALSE(rx.done()) << rx.result();
   rx.receiver().Abort(absl::CancelledError("test over"));
-  EXPECT_FALSE(rx.result().ok());
+  EXPECT_THAT(rx.result(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("test over")));
   EXPECT_TRUE(AllZero(dst.region));
 }
 

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,7 @@
 namespace ramferry::channels {
 namespace {
 
+using ::ramferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
 class RdmaDomainTest : public ::testing::Test {
@@ -111,7 +113,11 @@ TEST_F(RdmaDomainTest, EachChunkIsRegisteredOnceHoweverManyChannelsAsk) {
   EXPECT_EQ(made.load(), chunks) << "each chunk registered exactly once";
   EXPECT_EQ(bytes.load(), kBytes);
   EXPECT_EQ((*d)->registered_bytes(), kBytes);
-  EXPECT_FALSE((*d)->Chunk(*r, chunks).ok()) << "a chunk past the region";
+  EXPECT_THAT((*d)->Chunk(*r, chunks),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       HasSubstr("chunk " + std::to_string(chunks) +
+                                 " of a region of " + std::to_string(chunks) +
+                                 " chunks")));
 }
 
 TEST_F(RdmaDomainTest, PinAllRegistersTheWholeRegionOnceInTheBackground) {
