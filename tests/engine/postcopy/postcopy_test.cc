@@ -463,6 +463,26 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
   }
 }
 
+// Runs `n` sessions, `session(i, &end)` each, and expects every one to
+// end OK (`end`): the stress tests below repeat a short session many
+// times and report how many failed and the first failure, not each one.
+// An ASSERT in `session` ends the test at once, as in a loop written out.
+void RunSessions(int n,
+                 const std::function<void(int i, absl::Status* end)>& session) {
+  int failures = 0;
+  std::string first_failure;
+  for (int i = 0; i < n; ++i) {
+    absl::Status end;
+    session(i, &end);
+    if (::testing::Test::HasFatalFailure()) return;
+    if (!end.ok()) {
+      ++failures;
+      if (first_failure.empty()) first_failure = end.ToString();
+    }
+  }
+  EXPECT_EQ(failures, 0) << "of " << n << "; first: " << first_failure;
+}
+
 // The same, many times, with busy threads competing for the cores: the
 // destination's POSTCOPY_COMPLETE (sent by its completer thread as soon as
 // nothing is awaited, which for an empty set is at once) must never reach
@@ -470,23 +490,15 @@ TEST(PostcopyShapesTest, EmptyMissingSetCompletesAtOnce) {
 TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
   SKIP_WITHOUT_USERFAULTFD();
   BusyThreads busy(3);
-  int failures = 0;
-  std::string first_failure;
   const int kSessions = testing::UnderSanitizer() ? 20 : 80;
-  for (int i = 0; i < kSessions; ++i) {
+  RunSessions(kSessions, [](int i, absl::Status* end) {
     Session s(PostcopyOptions(/*urgent=*/i % 2 == 0), {1ull << 20}, 500 + i);
     ASSERT_OK(s.connected);
     ASSERT_OK(s.sender->SendRound(s.bitmaps));
-    absl::Status st = s.sender->StartPostcopy(s.bitmaps);
-    if (st.ok()) st = s.sender->CompletePostcopy();
-    if (st.ok()) st = s.sender->Finish();
-    if (!st.ok()) {
-      ++failures;
-      if (first_failure.empty()) first_failure = st.ToString();
-    }
-  }
-  busy.Stop();
-  EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
+    *end = s.sender->StartPostcopy(s.bitmaps);
+    if (end->ok()) *end = s.sender->CompletePostcopy();
+    if (end->ok()) *end = s.sender->Finish();
+  });
 }
 
 // Many short post-copy sessions whose workload faults right up to the last
@@ -498,33 +510,25 @@ TEST(PostcopyShapesTest, EmptySwitchRepeatedUnderLoadArmsBeforeItCompletes) {
 TEST(PostcopyShapesTest, RequestsInFlightAtTheEndDoNotFailTheSession) {
   SKIP_WITHOUT_USERFAULTFD();
   BusyThreads busy(2);
-  int failures = 0;
-  std::string first_failure;
   const int kSessions = testing::UnderSanitizer() ? 15 : 60;
-  for (int i = 0; i < kSessions; ++i) {
+  RunSessions(kSessions, [](int i, absl::Status* end) {
     Session s(PostcopyOptions(/*urgent=*/true), {2ull << 20}, 600 + i);
     ASSERT_OK(s.connected);
-    absl::Status st = s.sender->StartPostcopy(s.bitmaps);  // every page
-    if (st.ok()) {
+    *end = s.sender->StartPostcopy(s.bitmaps);  // every page
+    if (end->ok()) {
       FaultingReaders readers(s.dst[0].region, s.src[0].region, 3, i);
-      st = s.sender->CompletePostcopy();
+      *end = s.sender->CompletePostcopy();
       readers.Stop();
       EXPECT_EQ(readers.mismatches_.load(), 0u);
     }
-    if (st.ok()) {
+    if (end->ok()) {
       absl::StatusOr<VerifyReport> v = s.sender->Verify();
-      st = v.ok() ? (v->ok() ? absl::OkStatus()
-                             : absl::DataLossError("verify mismatched"))
-                  : v.status();
+      *end = v.ok() ? (v->ok() ? absl::OkStatus()
+                               : absl::DataLossError("verify mismatched"))
+                    : v.status();
     }
-    if (st.ok()) st = s.sender->Finish();
-    if (!st.ok()) {
-      ++failures;
-      if (first_failure.empty()) first_failure = st.ToString();
-    }
-  }
-  busy.Stop();
-  EXPECT_EQ(failures, 0) << "of " << kSessions << "; first: " << first_failure;
+    if (end->ok()) *end = s.sender->Finish();
+  });
 }
 
 // The most fragmented missing set: every other page, so the switch's
