@@ -335,7 +335,10 @@ TEST_P(RogueChannelTest, GetsNoKeyIsCutOffAndLeavesTheChannelFree) {
 
   // The channel is still the real source's. (Where the rogue stayed
   // silent the session's handshake window is spent by now: the
-  // destination gave the session up and waits for another.)
+  // destination gave the session up and waits for another.) It stays
+  // connected until the test's abort: closed first, it would end the
+  // session as a lost channel, not as the abort.
+  std::unique_ptr<channels::Transport> real_channel;
   if (GetParam() != Rogue::kSilent) {
     EXPECT_FALSE(rx.done()) << rx.result();
     channels::TransportOptions topts;
@@ -356,6 +359,7 @@ TEST_P(RogueChannelTest, GetsNoKeyIsCutOffAndLeavesTheChannelFree) {
     EXPECT_TRUE(
         Eventually([&] { return rx.receiver().stats().channels.size() == 1; }));
     EXPECT_EQ(rx.receiver().stats().auth_failures, 1u);
+    real_channel = *std::move(real);
   }
   rx.receiver().Abort(absl::CancelledError("test over"));
   EXPECT_THAT(rx.result(),
