@@ -25,13 +25,9 @@
 #include "engine/compress/compressor.h"
 #include "engine/failure.h"
 #include "engine/page_placer.h"
-#include "engine/pages/held_pages.h"
 #include "engine/pages/landings.h"
-#include "engine/pages/unauthentic_pages.h"
-#include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
-#include "engine/verify.h"
 #include "proto/packet.h"
 #include "proto/seal.h"
 #include "ramferry/stats.h"
@@ -55,25 +51,24 @@ class ChannelReceiver {
     uint32_t max_pages = 128;
     // Headers announce the size of the next one (kFeatureNextHeaderSize).
     bool next_header_size = false;
-    // Where to record a digest of every page that lands (null: nowhere).
-    DigestTable* arrival_digests = nullptr;
-    // Non-null: kFeatureZeroPages was negotiated, and zero pages and ranges
-    // are applied through it.
-    ZeroPages* zero_pages = nullptr;
     // Payloads may come as zstd frames (kFeatureCompressedPages).
     bool compressed_pages = false;
-    // Non-null: kFeatureDeltaPages was negotiated; pages may come as delta
-    // records, applied to pages in this set (which every landing fills).
-    HeldPages* held = nullptr;
+    // What every page that lands is noted in (engine/pages/landings.h),
+    // each table null where the session did not negotiate it:
+    // - held: kFeatureDeltaPages; pages may come as delta records, applied
+    //   to pages in this set (which every landing fills);
+    // - zeros: kFeatureZeroPages; zero pages and ranges are applied
+    //   through it;
+    // - unauthentic: a sealed stream; where the pages of a payload read
+    //   in place are kept while no tag vouched for them (null: nowhere; a
+    //   test driving one channel, where a failed read ends everything);
+    // - digests: where a digest of every page that lands is recorded.
+    Landings::Tables landings;
     // Non-null: kFeaturePostcopy (the session's PostcopyTarget). Once it
     // is armed, every page goes into place through it (UFFDIO_COPY from a
     // staging copy), never by a write into the region, which would fault
     // on itself.
     PagePlacer* postcopy = nullptr;
-    // Sealed stream: where the pages of a payload read in place are kept
-    // while no tag vouched for them (null: nowhere; a test driving one
-    // channel, where a failed read ends everything anyway).
-    UnauthenticPages* unauthentic = nullptr;
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
@@ -82,7 +77,8 @@ class ChannelReceiver {
   // (proto/seal.h) before anything of the packet counts: a SYNC, FINISH or
   // ZERO_RANGES packet acts only once its tag checked out. A data payload
   // is read where it belongs and opened there, in cache: until its tag
-  // checks out its pages are marked in Config::unauthentic, and a payload
+  // checks out its pages are marked in Config::landings.unauthentic, and a
+  // payload
   // that fails (a forged one, one cut mid-way) leaves them marked: never
   // digested, never counted, the round that carried it never confirmed.
   // The destination is not live before the switch, so a forged byte there

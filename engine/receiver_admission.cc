@@ -570,10 +570,10 @@ AdmittedChannels Admission::TakeChannels() {
   out.config.max_pages = packet_pages_;
   out.config.next_header_size =
       (capabilities_ & proto::kFeatureNextHeaderSize) != 0;
-  out.config.arrival_digests = arrival_digests_.get();
-  out.config.zero_pages = zero_pages_.get();
-  out.config.unauthentic = unauthentic_.get();
-  out.config.held = held_.get();
+  out.config.landings = {.held = held_.get(),
+                         .zeros = zero_pages_.get(),
+                         .unauthentic = unauthentic_.get(),
+                         .digests = arrival_digests_.get()};
   out.config.compressed_pages =
       (capabilities_ & proto::kFeatureCompressedPages) != 0;
   out.survive = survive_;

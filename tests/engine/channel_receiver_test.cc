@@ -176,8 +176,8 @@ struct Fixture {
         rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
            {.max_pages = kMaxPages,
             .next_header_size = next_header_size,
-            .zero_pages = zero_pages ? &zero_fill : nullptr,
             .compressed_pages = compressed,
+            .landings = {.zeros = zero_pages ? &zero_fill : nullptr},
             .postcopy = placer},
            &barrier, &failure) {}
 
@@ -425,8 +425,8 @@ TEST(ChannelReceiverTest, ArrivalDigestsAreThoseOfTheLandedPages) {
   SessionFailure failure([](const absl::Status&, Origin) {});
   ChannelReceiver rx(
       kChannel, std::make_unique<testing::MemoryTransport>(s), &table,
-      {.max_pages = kMaxPages, .arrival_digests = digests->get()}, &barrier,
-      &failure);
+      {.max_pages = kMaxPages, .landings = {.digests = digests->get()}},
+      &barrier, &failure);
   while (true) {
     absl::StatusOr<ChannelReceiver::Step> step = rx.ReceiveOne();
     ASSERT_OK(step);
@@ -699,8 +699,8 @@ struct SealedFixture {
                 [](uint64_t, uint64_t) { return absl::OkStatus(); }),
         failure([](const absl::Status&, Origin) {}),
         rx(kChannel, std::make_unique<testing::MemoryTransport>(stream), &table,
-           {.max_pages = kMaxPages, .unauthentic = unauthentic}, &barrier,
-           &failure, nullptr,
+           {.max_pages = kMaxPages, .landings = {.unauthentic = unauthentic}},
+           &barrier, &failure, nullptr,
            *proto::Sealer::Create(mode, TestSealKey(),
                                   proto::Sealer::Use::kOpen)) {}
 

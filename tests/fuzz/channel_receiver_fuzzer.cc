@@ -223,10 +223,10 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
       cfg.channel, std::move(owned), &table,
       {.max_pages = cfg.max_pages,
        .next_header_size = cfg.next_header_size,
-       .zero_pages = cfg.zero_pages ? &zero_pages : nullptr,
        .compressed_pages = cfg.compressed_pages,
-       .held = cfg.zero_pages ? &held : nullptr,
-       .unauthentic = cfg.sealed ? &unauthentic : nullptr},
+       .landings = {.held = cfg.zero_pages ? &held : nullptr,
+                    .zeros = cfg.zero_pages ? &zero_pages : nullptr,
+                    .unauthentic = cfg.sealed ? &unauthentic : nullptr}},
       &barrier, &failure, nullptr, std::move(opener));
 
   int idle_steps = 0;
