@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "proto/stream.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -51,8 +52,10 @@ absl::Status CheckReserved(const uint8_t* p, PacketFeatures features) {
 }
 
 // What a packet of its kind may carry: pages (data), range words (zero
-// ranges) or nothing (SYNC, FINISH).
+// ranges), a stream's bytes (STREAM, STREAM_END) or nothing (SYNC,
+// FINISH).
 absl::Status CheckPayloadShape(const PacketHeader& h, uint32_t max_pages) {
+  if (h.is_stream()) return CheckStreamShape(h);
   if (h.is_data()) {
     if (h.page_count == 0 || h.page_count > max_pages) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -140,6 +143,10 @@ absl::StatusOr<PacketHeader> DecodePacketFixed(absl::Span<const uint8_t> fixed,
   if (h.is_zero_ranges() && !features.zero_pages) {
     return absl::InvalidArgumentError(
         "ZERO_RANGES packet on a session that did not negotiate zero pages");
+  }
+  if (h.is_stream() && !features.streams) {
+    return absl::InvalidArgumentError(
+        "STREAM packet on a session that carries no streams");
   }
   if (h.channel != channel) {
     return absl::InvalidArgumentError(

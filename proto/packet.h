@@ -43,6 +43,13 @@
 // source never touched them). No payload follows. Keeping the pairs in
 // the header's offset array keeps every header size rule (the
 // announcement, the max_pages bound, the header slot size) the same.
+//
+// STREAM and STREAM_END packets (PacketFeatures::streams) carry a byte
+// stream instead of pages (proto/stream.h): region_id names the stream,
+// round is the offset of the payload in it (of STREAM_END: the stream's
+// length), page_size the payload's bytes (0 for STREAM_END), page_count
+// 0. The payload follows the fixed part as it is, and a sealed stream's
+// tag covers it as it covers pages.
 #ifndef RAMFERRY_PROTO_PACKET_H_
 #define RAMFERRY_PROTO_PACKET_H_
 
@@ -75,9 +82,13 @@ enum PacketFlag : uint16_t {
   kPacketFinish = 1u << 1,
   // Zero ranges of a region for this round (kFeatureZeroPages).
   kPacketZeroRanges = 1u << 2,
+  // Bytes of a stream, and a stream's end (PacketFeatures::streams).
+  kPacketStream = 1u << 3,
+  kPacketStreamEnd = 1u << 4,
 };
-inline constexpr uint16_t kKnownPacketFlags =
-    kPacketSync | kPacketFinish | kPacketZeroRanges;
+inline constexpr uint16_t kKnownPacketFlags = kPacketSync | kPacketFinish |
+                                              kPacketZeroRanges |
+                                              kPacketStream | kPacketStreamEnd;
 
 // Bit 0 of a page offset: the page is all zero and not in the payload.
 inline constexpr uint64_t kZeroPageFlag = 1;
@@ -120,6 +131,8 @@ struct PacketFeatures {
   bool sealed = false;
   // Page entries may name delta records (kFeatureDeltaPages).
   bool delta_pages = false;
+  // STREAM and STREAM_END packets may come (proto/stream.h).
+  bool streams = false;
 };
 
 // The most bytes one compressed payload may take on the wire; a frame
@@ -139,6 +152,9 @@ struct PacketHeader {
 
   bool is_data() const { return flags == kPacketData; }
   bool is_zero_ranges() const { return flags == kPacketZeroRanges; }
+  bool is_stream() const {
+    return flags == kPacketStream || flags == kPacketStreamEnd;
+  }
   // Both kinds name a region and carry page_count words after the fixed
   // part.
   bool names_region() const { return is_data() || is_zero_ranges(); }
@@ -159,7 +175,8 @@ size_t EncodePacketHeader(const PacketHeader& header,
 // `channel`: magic, version, flags, channel, page count bound, reserved
 // bytes, and the shape rules (a data packet has pages; a ZERO_RANGES
 // packet, only with features.zero_pages, has an even word count of at
-// least 2; SYNC and FINISH have none and name no region). With
+// least 2; SYNC and FINISH have none and name no region; STREAM and
+// STREAM_END, only with features.streams, as proto/stream.h says). With
 // features.next_header_size, next_header_bytes may be non-zero; it must
 // then be a header size for at most `max_pages` pages, and 0 on FINISH
 // (nothing follows it). Region lookup and offsets come after, with

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/packet.h"
+#include "proto/stream.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace ramferry::fuzz {
@@ -49,10 +50,12 @@ void CheckZeroRanges(const proto::PacketHeader& h,
 
 void FuzzPacketHeader(absl::Span<const uint8_t> in,
                       const PacketHeaderConfig& cfg, bool zero_pages) {
-  // The second pass turns on both the zero-page and compression fields.
+  // The second pass turns on the zero-page and compression fields, and
+  // stream packets.
   const proto::PacketFeatures features{.next_header_size = cfg.next_header_size,
                                        .zero_pages = zero_pages,
-                                       .compressed_pages = zero_pages};
+                                       .compressed_pages = zero_pages,
+                                       .streams = zero_pages};
   absl::StatusOr<proto::PacketHeader> h =
       proto::DecodePacketFixed(in, cfg.channel, cfg.max_pages, features);
   if (!h.ok()) return;
@@ -64,6 +67,16 @@ void FuzzPacketHeader(absl::Span<const uint8_t> in,
   }
   if (h->is_data()) {
     FUZZ_CHECK(h->page_count >= 1 && h->page_count <= cfg.max_pages);
+  } else if (h->is_stream()) {
+    // A stream's payload is bounded, and its end stays below the bound
+    // without wrapping (proto/stream.h).
+    FUZZ_CHECK(zero_pages && h->page_count == 0);
+    const proto::StreamFrame f = proto::StreamFrameOf(*h);
+    FUZZ_CHECK(f.stream < proto::kMaxStreams);
+    FUZZ_CHECK(f.end
+                   ? f.bytes == 0
+                   : f.bytes >= 1 && f.bytes <= proto::kMaxStreamPayloadBytes);
+    FUZZ_CHECK(f.offset + f.bytes <= proto::kMaxStreamOffset);
   } else if (h->is_zero_ranges()) {
     FUZZ_CHECK(zero_pages);
     FUZZ_CHECK(h->page_count >= 2 && h->page_count <= cfg.max_pages &&

@@ -199,7 +199,7 @@ TEST(PacketTest, RejectsBadVersion) {
 }
 
 TEST(PacketTest, RejectsUnknownFlagBits) {
-  for (uint16_t f : {uint16_t{1u << 3}, uint16_t{1u << 15},
+  for (uint16_t f : {uint16_t{1u << 5}, uint16_t{1u << 15},
                      uint16_t{kPacketSync | (1u << 4)}}) {
     PacketHeader h = DataHeader(1);
     std::vector<uint8_t> buf = Encode(h, {0});
