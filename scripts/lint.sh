@@ -47,6 +47,7 @@ rules=(
   "engine/delta/:base/ proto/ ramferry/ engine/delta/ engine/pages/"
   "engine/pages/:base/ ramferry/ engine/pages/"
   "engine/postcopy/:base/ proto/ ramferry/ engine/postcopy/ engine/pages/ engine/."
+  "engine/stream/:base/ proto/ engine/stream/"
   "handoff/:base/ proto/ handoff/ ramferry/"
   "capi/:capi/ ramferry/"
   "include/ramferry/:ramferry/"
