@@ -29,6 +29,7 @@ ChannelReceiver::ChannelReceiver(uint32_t index,
       compressed_pages_(config.compressed_pages),
       held_(config.landings.held),
       postcopy_(config.postcopy),
+      streams_(config.streams),
       landings_(config.landings),
       opener_(std::move(opener)),
       barrier_(barrier),
@@ -115,7 +116,8 @@ absl::StatusOr<proto::PacketHeader> ChannelReceiver::NextHeader() {
       proto::PacketFeatures{.next_header_size = next_header_size_,
                             .zero_pages = zero_pages_ != nullptr,
                             .compressed_pages = compressed_pages_,
-                            .sealed = opener_ != nullptr});
+                            .sealed = opener_ != nullptr,
+                            .streams = streams_ != nullptr});
   if (!h.ok()) return base::Annotate(h.status(), "bad packet header");
   // An announcement that does not match the header it announced is a
   // lying or broken peer; nothing of the packet is used.
@@ -140,6 +142,10 @@ absl::StatusOr<ChannelReceiver::Step> ChannelReceiver::ReceiveOne() {
                         h.packet_num, next_packet_));
   }
   ++next_packet_;
+  if (h.is_stream()) {
+    RAMFERRY_RETURN_IF_ERROR(ReceiveStream(h));
+    return Step::kContinue;
+  }
   if (h.round != round_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "bad packet header: packet %d is for round %d, channel is in round %d",
@@ -498,6 +504,27 @@ absl::Status ChannelReceiver::ReceiveZeroRanges(const proto::PacketHeader& h) {
   counters_.untouched_pages.Add(pages);
   round_pages_ += pages;
   return absl::OkStatus();
+}
+
+absl::Status ChannelReceiver::ReceiveStream(const proto::PacketHeader& h) {
+  const proto::StreamFrame frame = proto::StreamFrameOf(h);
+  if (frame.end) {
+    if (opener_ != nullptr) RAMFERRY_RETURN_IF_ERROR(OpenHeaderOnly(h));
+    return streams_->Take(frame, {});
+  }
+  // The payload goes aside, not where it belongs: a sink delivers it to
+  // its peer only once authentic, and only the part not delivered yet.
+  stream_payload_.resize(frame.bytes);
+  const iovec payload[] = {{stream_payload_.data(), frame.bytes}};
+  if (opener_ != nullptr) BeginOpen(h, proto::kPacketFixedBytes);
+  if (absl::Status s = transport_->ReadPayloadAndHeader(
+          payload, absl::MakeSpan(header_.data(), HeaderAhead()));
+      !s.ok()) {
+    return ConnectionError(s);
+  }
+  header_ahead_ = HeaderAhead();
+  if (opener_ != nullptr) RAMFERRY_RETURN_IF_ERROR(FinishOpen(h, payload));
+  return streams_->Take(frame, stream_payload_);
 }
 
 void ChannelReceiver::BeginOpen(const proto::PacketHeader& h,

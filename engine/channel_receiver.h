@@ -28,6 +28,7 @@
 #include "engine/pages/landings.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/stream/stream_sink.h"
 #include "proto/packet.h"
 #include "proto/seal.h"
 #include "ramferry/stats.h"
@@ -69,6 +70,10 @@ class ChannelReceiver {
     // staging copy), never by a write into the region, which would fault
     // on itself.
     PagePlacer* postcopy = nullptr;
+    // Non-null: the session carries byte streams, and their packets go
+    // here once authentic (engine/stream/stream_sink.h); null: a stream
+    // packet is refused.
+    StreamSink* streams = nullptr;
   };
 
   // An error ends the session through `failure`, unless `on_error` is set:
@@ -147,6 +152,10 @@ class ChannelReceiver {
                                     const Region& region,
                                     absl::Span<const uint64_t> offsets);
   absl::Status ReceiveZeroRanges(const proto::PacketHeader& h);
+  // A STREAM or STREAM_END packet: its payload read (with the next
+  // header), opened, and handed to the sink. Stream packets belong to no
+  // round.
+  absl::Status ReceiveStream(const proto::PacketHeader& h);
   // Makes the flagged entries of `offsets` zero; returns how many.
   absl::StatusOr<uint64_t> ApplyZeroPages(size_t index, const Region& region,
                                           absl::Span<const uint64_t> offsets);
@@ -216,6 +225,7 @@ class ChannelReceiver {
   std::vector<iovec> delta_runs_;
   std::vector<uint64_t> delta_offsets_;
   PagePlacer* const postcopy_;
+  StreamSink* const streams_;
   // What every landing notes (held, zero, unauthentic, digests), from
   // the Config's tables.
   Landings landings_;
@@ -238,6 +248,7 @@ class ChannelReceiver {
   uint64_t next_packet_ = 0;
   uint64_t round_ = 0;
   uint64_t round_pages_ = 0;
+  std::vector<uint8_t> stream_payload_;  // one STREAM packet's, on need
   // The next header: `header_ahead_` bytes of it are already in header_
   // (read with the previous payload); `header_next_` bytes are to be read
   // at the packet boundary (what the previous header announced, or the

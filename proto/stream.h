@@ -8,7 +8,9 @@
 // where its payload starts in the stream (round): a packet sent again on
 // another channel after a loss overlaps what arrived, and the destination
 // takes only the bytes past what it holds. STREAM_END gives the stream's
-// length, once every byte before it was sent.
+// length, once every byte before it was sent. Stream packets belong to no
+// round: they may come between a round's packets, and a receiver does
+// not hold their `round` field (the offset) to the channel's round.
 //
 // Layout in the fixed header (big-endian, as every packet):
 //   flags       kPacketStream, or kPacketStreamEnd

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "proto/packet.h"
 #include "proto/seal.h"
+#include "proto/stream.h"
 #include "proto/wire.h"
 #include "tests/support/memory_transport.h"
 #include "tests/support/status_matchers.h"
@@ -783,6 +785,132 @@ TEST_P(SealedReceiveTest, APayloadCutMidWayStaysMarkedUntilAnAuthenticCopy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SealedReceiveTest,
+                         ::testing::Values(proto::SealMode::kMac,
+                                           proto::SealMode::kEncrypt),
+                         [](const auto& info) {
+                           return std::string(proto::SealModeName(info.param));
+                         });
+
+// Byte streams (engine/stream/stream_sink.h): STREAM and STREAM_END
+// packets go to the sink once authentic, outside the rounds, beside
+// pages on the same channel.
+struct RecordingSink : StreamSink {
+  absl::Status Take(const proto::StreamFrame& frame,
+                    absl::Span<const uint8_t> payload) override {
+    frames.push_back(frame);
+    bytes[frame.stream].insert(bytes[frame.stream].end(), payload.begin(),
+                               payload.end());
+    return absl::OkStatus();
+  }
+  std::vector<proto::StreamFrame> frames;
+  std::map<uint32_t, std::vector<uint8_t>> bytes;
+};
+
+std::vector<uint8_t> StreamPacket(const proto::StreamFrame& frame, uint64_t num,
+                                  uint8_t first_byte,
+                                  uint32_t next_header_bytes = 0) {
+  proto::PacketHeader h = proto::StreamHeader(frame, kChannel, num);
+  h.next_header_bytes = next_header_bytes;
+  std::vector<uint8_t> p = Header(h, {});
+  for (uint32_t i = 0; i < frame.bytes; ++i) {
+    p.push_back(static_cast<uint8_t>(first_byte + i));
+  }
+  return p;
+}
+
+struct StreamFixture {
+  StreamFixture(const std::vector<uint8_t>& bytes, StreamSink* sink,
+                std::unique_ptr<proto::Sealer> opener = nullptr)
+      : region(testing::MakeRegion(1, 4 * 4096)),
+        table({&region.region, 1}),
+        barrier(std::vector<uint32_t>{kChannel},
+                [](uint64_t, uint64_t) { return absl::OkStatus(); }),
+        failure([](const absl::Status&, Origin) {}),
+        rx(kChannel, std::make_unique<testing::MemoryTransport>(bytes), &table,
+           {.max_pages = kMaxPages, .next_header_size = true, .streams = sink},
+           &barrier, &failure, nullptr, std::move(opener)) {}
+
+  testing::TestRegion region;
+  RegionTable table;
+  RoundBarrier barrier;
+  SessionFailure failure;
+  ChannelReceiver rx;
+};
+
+TEST(ChannelReceiverStreams, StreamBytesReachTheSinkBesidePagesOutsideRounds) {
+  std::vector<uint8_t> s;
+  // Two streams, their offsets far from the channel's round 0, an
+  // announced next header, a data page of round 0 between them.
+  Append(&s, StreamPacket({.stream = 0, .offset = 0, .bytes = 5000}, 0, 1,
+                          proto::kPacketFixedBytes));
+  Append(&s, StreamPacket({.stream = 3, .offset = 0, .bytes = 10}, 1, 100));
+  AppendData(&s, 2, 0, {4096}, 0x5a);
+  Append(&s, StreamPacket({.stream = 0, .offset = 5000, .bytes = 7}, 3, 9));
+  Append(&s, StreamPacket({.stream = 0, .offset = 5007, .end = true}, 4, 0));
+  AppendMarker(&s, proto::kPacketSync, 5, 0);
+  AppendMarker(&s, proto::kPacketFinish, 6, 1);
+  RecordingSink sink;
+  StreamFixture f(s, &sink);
+  absl::StatusOr<ChannelReceiver::Step> end = RunAll(f.rx);
+  ASSERT_OK(end);
+  EXPECT_EQ(*end, ChannelReceiver::Step::kFinished);
+  ASSERT_EQ(sink.frames.size(), 4u);
+  EXPECT_EQ(sink.frames[3],
+            (proto::StreamFrame{.stream = 0, .offset = 5007, .end = true}));
+  ASSERT_EQ(sink.bytes[0].size(), 5007u);
+  EXPECT_EQ(sink.bytes[0][4999], static_cast<uint8_t>(1 + 4999));
+  EXPECT_EQ(sink.bytes[0][5000], 9);
+  EXPECT_EQ(sink.bytes[3].size(), 10u);
+  EXPECT_EQ(ByteAt(f.region, 4096), 0x5a);
+}
+
+TEST(ChannelReceiverStreams, AStreamPacketIsRefusedWhereTheSessionHasNone) {
+  std::vector<uint8_t> s =
+      StreamPacket({.stream = 0, .offset = 0, .bytes = 10}, 0, 1);
+  StreamFixture f(s, nullptr);
+  EXPECT_THAT(RunAll(f.rx),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("STREAM packet on a session that carries "
+                                 "no streams")));
+}
+
+class SealedStreamTest : public ::testing::TestWithParam<proto::SealMode> {};
+
+TEST_P(SealedStreamTest, OnlyAnAuthenticPayloadReachesTheSink) {
+  const proto::SealMode mode = GetParam();
+  std::vector<uint8_t> s;
+  Append(&s,
+         Sealed(StreamPacket({.stream = 2, .offset = 0, .bytes = 300}, 0, 7), 0,
+                mode));
+  Append(&s,
+         Sealed(StreamPacket({.stream = 2, .offset = 300, .end = true}, 1, 0),
+                1, mode));
+  Append(&s, SealedMarker(proto::kPacketFinish, 2, 0, mode));
+  RecordingSink sink;
+  StreamFixture f(
+      s, &sink,
+      *proto::Sealer::Create(mode, TestSealKey(), proto::Sealer::Use::kOpen));
+  ASSERT_OK(RunAll(f.rx));
+  ASSERT_EQ(sink.bytes[2].size(), 300u);
+  EXPECT_EQ(sink.bytes[2][299], static_cast<uint8_t>(7 + 299));
+  EXPECT_TRUE(sink.frames.back().end);
+
+  // One byte of the payload altered on the way: refused, nothing taken.
+  std::vector<uint8_t> forged = Sealed(
+      StreamPacket({.stream = 2, .offset = 0, .bytes = 300}, 0, 7), 0, mode);
+  forged[proto::kPacketFixedBytes + 10] ^= 1;
+  Append(&forged, SealedMarker(proto::kPacketFinish, 1, 0, mode));
+  RecordingSink nothing;
+  StreamFixture g(
+      forged, &nothing,
+      *proto::Sealer::Create(mode, TestSealKey(), proto::Sealer::Use::kOpen));
+  EXPECT_THAT(RunAll(g.rx),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("failed its authentication tag")));
+  EXPECT_TRUE(nothing.frames.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SealedStreamTest,
                          ::testing::Values(proto::SealMode::kMac,
                                            proto::SealMode::kEncrypt),
                          [](const auto& info) {
