@@ -1,0 +1,133 @@
+// FdStreamSink over real sockets: each stream's bytes reach its peer in
+// order and once, whatever a resend overlaps; its end is the peer's EOF;
+// a peer that closes, or a stream never opened, is an error that says so.
+#include "engine/stream/fd_stream_sink.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
+
+namespace ramferry::engine {
+namespace {
+
+using ::ramferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
+struct SocketPair {
+  SocketPair() {
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  }
+  ~SocketPair() {
+    for (int fd : fds) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  // Everything the peer end reads up to EOF.
+  std::string ReadAll() {
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = read(fds[1], buf, sizeof buf);
+      if (n <= 0) return out;
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  int fds[2] = {-1, -1};
+};
+
+absl::Span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+proto::StreamFrame Frame(uint32_t stream, uint64_t offset,
+                         const std::string& s) {
+  return {.stream = stream,
+          .offset = offset,
+          .bytes = static_cast<uint32_t>(s.size())};
+}
+
+TEST(FdStreamSink, EachStreamReachesItsPeerOnceInOrderThenItsEnd) {
+  SocketPair a, b;
+  FdStreamSink sink;
+  ASSERT_OK(sink.Open(0, a.fds[0]));
+  ASSERT_OK(sink.Open(7, b.fds[0]));
+  ASSERT_OK(sink.Take(Frame(0, 0, "QEVM"), Bytes("QEVM")));
+  ASSERT_OK(sink.Take(Frame(7, 0, "multifd"), Bytes("multifd")));
+  ASSERT_OK(sink.Take(Frame(0, 4, "-main"), Bytes("-main")));
+  // Sent again after a lost channel, from an earlier offset.
+  ASSERT_OK(sink.Take(Frame(0, 2, "VM-main-2"), Bytes("VM-main-2")));
+  ASSERT_OK(sink.Take({.stream = 0, .offset = 11, .end = true}, {}));
+  ASSERT_OK(sink.Take({.stream = 7, .offset = 7, .end = true}, {}));
+  EXPECT_EQ(a.ReadAll(), "QEVM-main-2");
+  EXPECT_EQ(b.ReadAll(), "multifd");
+  EXPECT_EQ(sink.delivered(0), 11u);
+  EXPECT_TRUE(sink.ended(0));
+  EXPECT_TRUE(sink.ended(7));
+  EXPECT_FALSE(sink.ended(1));
+}
+
+// A peer that reads slowly holds the writer (the channel) back rather
+// than losing or buffering without bound: 4 MiB through a socket buffer
+// far smaller, read after a delay, arrive whole.
+TEST(FdStreamSink, ASlowPeerHoldsTheWriterBackAndLosesNothing) {
+  SocketPair p;
+  FdStreamSink sink;
+  ASSERT_OK(sink.Open(1, p.fds[0]));
+  std::string sent;
+  for (int i = 0; sent.size() < (4u << 20); ++i) {
+    sent += std::to_string(i) + ",";
+  }
+  std::string got;
+  std::thread reader([&] {
+    usleep(100 * 1000);
+    got = p.ReadAll();
+  });
+  for (size_t at = 0; at < sent.size(); at += 1 << 20) {
+    const std::string part = sent.substr(at, 1 << 20);
+    ASSERT_OK(sink.Take(Frame(1, at, part), Bytes(part)));
+  }
+  ASSERT_OK(sink.Take({.stream = 1, .offset = sent.size(), .end = true}, {}));
+  reader.join();
+  EXPECT_EQ(got.size(), sent.size());
+  EXPECT_TRUE(got == sent);
+}
+
+TEST(FdStreamSink, APeerThatClosedAndAStreamNeverOpenedAreErrors) {
+  SocketPair p;
+  FdStreamSink sink;
+  ASSERT_OK(sink.Open(3, p.fds[0]));
+  EXPECT_THAT(sink.Open(3, p.fds[0]),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("stream 3 is open already")));
+  EXPECT_THAT(sink.Open(proto::kMaxStreams, p.fds[0]),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("numbered below 256")));
+  EXPECT_THAT(sink.Take(Frame(4, 0, "x"), Bytes("x")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("stream 4 was never opened")));
+  ASSERT_OK(sink.Take(Frame(3, 0, "abc"), Bytes("abc")));
+  close(p.fds[1]);
+  p.fds[1] = -1;
+  EXPECT_THAT(sink.Take(Frame(3, 3, "def"), Bytes("def")),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("stream 3: its peer took 3 bytes and then "
+                                 "refused more")));
+  // What the cursor refuses is refused here too, and nothing is written.
+  SocketPair q;
+  ASSERT_OK(sink.Open(5, q.fds[0]));
+  EXPECT_THAT(
+      sink.Take(Frame(5, 10, "gap"), Bytes("gap")),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("leaves a gap")));
+  EXPECT_EQ(sink.delivered(5), 0u);
+}
+
+}  // namespace
+}  // namespace ramferry::engine
