@@ -121,6 +121,12 @@ absl::StatusOr<Offer> DecodeOffer(absl::Span<const uint8_t> message) {
   const uint32_t magic = r.U32();
   const uint16_t version = r.U16();
   const uint16_t kind = r.U16();
+  // A message too short for its preamble is cut, not foreign: say which.
+  if (message.size() >= sizeof magic && magic == kHandoffMagic && !r.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "memory offer cut short: %d bytes, too few for its version and kind",
+        message.size()));
+  }
   if (!r.ok() || magic != kHandoffMagic) {
     return absl::InvalidArgumentError(
         "not a ramferry memory offer (wrong magic): is the socket a "

@@ -357,9 +357,11 @@ TEST(MemoryOfferTest, RefusesEveryTruncation) {
     ASSERT_OK(DecodeOffer(*full));
     for (size_t n = 0; n < full->size(); ++n) {
       std::vector<uint8_t> prefix(full->begin(), full->begin() + n);
-      // What the prefix cuts: the magic, version and kind (8 bytes); the
-      // flags, pid and region count (12 more); or a region.
-      const char* cause = n < 8    ? "wrong magic"
+      // What the prefix cuts: the magic (4 bytes), then version and kind
+      // (4 more: the magic is right, so the offer is cut, not foreign);
+      // the flags, pid and region count (12 more); or a region.
+      const char* cause = n < 4    ? "wrong magic"
+                          : n < 8  ? "memory offer cut short"
                           : n < 20 ? "want kind 1 or 2"
                                    : "ends inside region";
       EXPECT_THAT(
