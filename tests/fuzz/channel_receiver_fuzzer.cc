@@ -20,6 +20,9 @@
 //    kFeatureZeroPages, at least those: ZERO_RANGES pages come on top). Zero
 //    pages and ranges are applied to memory that is not known to read as
 //    zero, so each is really written, and the canaries catch a stray one.
+//  - With kFeatureZeroPages, stream packets are taken too: each payload
+//    is read aside, outside every region, exactly its stated length, and
+//    reaches the sink only whole.
 //  - Every call consumes input (no hang), and every failure is one a
 //    hostile or truncated stream explains: INVALID_ARGUMENT, OUT_OF_RANGE,
 //    or UNAVAILABLE at the end of the stream; on a sealed stream (config
@@ -29,6 +32,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -41,6 +45,8 @@
 #include "engine/pages/zero_pages.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/stream/stream_cursor.h"
+#include "engine/stream/stream_sink.h"
 #include "proto/packet.h"
 #include "proto/wire.h"
 #include "ramferry/region.h"
@@ -104,6 +110,21 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
   FUZZ_CHECK(payload_at - packet_at == proto::PacketHeaderBytes(page_count));
   size_t count = 0;
   for (const iovec& v : dst) count += v.iov_len;
+  auto outside_regions = [&](const iovec& v) {
+    auto* p = static_cast<uint8_t*>(v.iov_base);
+    for (const GuardedRegion& g : Regions()) {
+      const uint8_t* m = g.memory->data();
+      FUZZ_CHECK(p + v.iov_len <= m || p >= m + g.memory->size());
+    }
+  };
+  // A stream's payload (with kFeatureZeroPages, streams are on too) is
+  // read aside, never into a region, exactly its stated length.
+  if (proto::Load16(fixed + 6) == proto::kPacketStream) {
+    FUZZ_CHECK(page_count == 0 && dst.size() == 1);
+    FUZZ_CHECK(count == proto::Load32(fixed + 36));
+    outside_regions(dst[0]);
+    return;
+  }
   const Region* r = FindRegion(proto::Load32(fixed + 32));
   FUZZ_CHECK(r != nullptr);
   FUZZ_CHECK(proto::Load32(fixed + 36) == r->page_size);
@@ -125,13 +146,6 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
     if (low == 0) want.push_back(base + off);
     if (low != proto::kZeroPageFlag) record_bytes += low / 2;
   }
-  auto outside_regions = [&](const iovec& v) {
-    auto* p = static_cast<uint8_t*>(v.iov_base);
-    for (const GuardedRegion& g : Regions()) {
-      const uint8_t* m = g.memory->data();
-      FUZZ_CHECK(p + v.iov_len <= m || p >= m + g.memory->size());
-    }
-  };
   // A compressed frame is read into one buffer of its own, outside every
   // region. (A sealed payload goes to its pages, as a plain one does.)
   if (const uint32_t compressed = proto::Load32(fixed + 44); compressed != 0) {
@@ -160,6 +174,26 @@ void CheckPayloadTarget(absl::Span<const uint8_t> stream, size_t packet_at,
   FUZZ_CHECK(got == want);
   *pages += page_count;
 }
+
+// Takes stream packets as a session's sink would, through a cursor per
+// stream: what reaches it is whole and of a valid stream.
+class FuzzStreamSink : public engine::StreamSink {
+ public:
+  absl::Status Take(const proto::StreamFrame& frame,
+                    absl::Span<const uint8_t> payload) override {
+    FUZZ_CHECK(frame.stream < proto::kMaxStreams);
+    FUZZ_CHECK(payload.size() == frame.bytes);
+    auto [it, added] = cursors_.try_emplace(frame.stream, frame.stream);
+    absl::StatusOr<absl::Span<const uint8_t>> fresh =
+        it->second.Take(frame, payload);
+    if (!fresh.ok()) return fresh.status();
+    FUZZ_CHECK(fresh->size() <= payload.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::map<uint32_t, engine::StreamCursor> cursors_;
+};
 
 void ResetCanaries() {
   for (GuardedRegion& g : Regions()) {
@@ -212,6 +246,7 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
   engine::ZeroPages zero_pages(regions);
   engine::HeldPages held(regions);
   engine::UnauthenticPages unauthentic(regions);
+  FuzzStreamSink streams;
   std::unique_ptr<proto::Sealer> opener;
   if (cfg.sealed) {
     absl::StatusOr<std::unique_ptr<proto::Sealer>> o = proto::Sealer::Create(
@@ -226,7 +261,8 @@ void FuzzChannelReceiver(absl::Span<const uint8_t> in) {
        .compressed_pages = cfg.compressed_pages,
        .landings = {.held = cfg.zero_pages ? &held : nullptr,
                     .zeros = cfg.zero_pages ? &zero_pages : nullptr,
-                    .unauthentic = cfg.sealed ? &unauthentic : nullptr}},
+                    .unauthentic = cfg.sealed ? &unauthentic : nullptr},
+       .streams = cfg.zero_pages ? &streams : nullptr},
       &barrier, &failure, nullptr, std::move(opener));
 
   int idle_steps = 0;

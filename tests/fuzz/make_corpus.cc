@@ -29,6 +29,7 @@
 #include "proto/packet.h"
 #include "proto/postcopy.h"
 #include "proto/rdma_control.h"
+#include "proto/stream.h"
 #include "proto/wire.h"
 #include "ramferry/transport.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -818,6 +819,19 @@ void ChannelReceiverSeeds(std::map<std::string, Bytes>* out) {
             Header(Marker(proto::kPacketSync, 0, 1, 0), {}),
             Header(Data(0, 2, 1, 1, 4096, 1), {proto::DeltaPageEntry(0, 5)}),
             Bytes{0xff, 0x1f, 2, 1, 2}}));
+  // Streams (on with zero pages): a stream packet, a page, a resend that
+  // overlaps the first, and the stream's end, outside round 0.
+  auto stream = [](proto::StreamFrame f, uint64_t num) {
+    return Header(proto::StreamHeader(f, 0, num), {});
+  };
+  seed(
+      "streams_beside_pages", deltas,
+      Cat({stream({.stream = 0, .offset = 0, .bytes = 5}, 0),
+           Bytes{1, 2, 3, 4, 5}, Packet(Data(0, 1, 0, 1, 4096, 1), {0}),
+           stream({.stream = 0, .offset = 3, .bytes = 4}, 2), Bytes{4, 5, 6, 7},
+           stream({.stream = 0, .offset = 7, .end = true}, 3),
+           Header(Marker(proto::kPacketSync, 0, 4, 0), {}),
+           Header(Marker(proto::kPacketFinish, 0, 5, 1), {})}));
   seed("two_rounds", ch0,
        Cat({Packet(Data(0, 0, 0, 1, 4096, 2), {0, 4096 * 2}),
             Packet(Data(0, 1, 0, 2, 512, 3), {512 * 7, 0, 512}),
