@@ -136,22 +136,33 @@ inline VmaKind ClassifyVma(const MapsEntry& e) {
   return VmaKind::kOther;
 }
 
-// Calls `fn` with each mapping that `text` (a maps or smaps file's
-// contents) lists, in address order, until `fn` returns false. A line of
-// neither format is INTERNAL, naming it and `what` (the file's name).
+// Which file a text is: /proc/<pid>/maps (a line per mapping) or smaps
+// (each mapping's line followed by "Name: value" attribute lines).
+enum class MapsFile { kMaps, kSmaps };
+
+// Calls `fn` with each mapping that `text` (a `file`'s contents) lists,
+// in address order, until `fn` returns false; a maps line as soon as it
+// is read, an smaps mapping once its attributes are (its VmFlags in
+// MapsEntry::vm_flags). A line not in `file`'s format is INTERNAL, naming
+// it and `what` (the file's name).
 inline absl::Status ForEachMapping(
-    std::string_view text, std::string_view what,
+    std::string_view text, MapsFile file, std::string_view what,
     absl::FunctionRef<bool(const MapsEntry&)> fn) {
-  std::optional<MapsEntry> pending;  // its smaps attributes may follow
+  std::optional<MapsEntry> pending;  // smaps: its attributes may follow
   while (!text.empty()) {
     const size_t eol = text.find('\n');
     const std::string_view line = text.substr(0, eol);
     text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
     if (line.empty()) continue;
     if (std::optional<MapsEntry> e = ParseMapsLine(line)) {
+      if (file == MapsFile::kMaps) {
+        if (!fn(*e)) return absl::OkStatus();
+        continue;
+      }
       if (pending && !fn(*pending)) return absl::OkStatus();
       pending = std::move(e);
-    } else if (pending && proc_maps_internal::IsAttributeLine(line)) {
+    } else if (file == MapsFile::kSmaps && pending &&
+               proc_maps_internal::IsAttributeLine(line)) {
       if (line.starts_with("VmFlags:")) {
         pending->vm_flags = std::string(line.substr(8)) + " ";
       }

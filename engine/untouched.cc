@@ -283,8 +283,8 @@ absl::StatusOr<std::vector<ByteRange>> FindUntouchedRanges(
   if (!maps.ok()) return where(maps.status());
   UntouchedScan scan(region, scope);
   absl::Status failed;
-  absl::Status s =
-      base::ForEachMapping(*maps, "/proc/self/maps", [&](const MapsEntry& e) {
+  absl::Status s = base::ForEachMapping(
+      *maps, base::MapsFile::kMaps, "/proc/self/maps", [&](const MapsEntry& e) {
         absl::StatusOr<bool> more = scan.Add(e);
         if (!more.ok()) failed = more.status();
         return more.value_or(false);

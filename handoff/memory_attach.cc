@@ -158,12 +158,19 @@ absl::Status CheckRanges(const handoff::PeerProcess& peer,
     return absl::UnavailableError(
         absl::StrCat("cannot read ", path, ": ", text.status().message()));
   }
-  RAMFERRY_RETURN_IF_ERROR(
-      base::ForEachMapping(*text, path, [&](const base::MapsEntry& e) {
-        vmas.push_back({e.start, e.end,
-                        !registered || absl::StrContains(e.vm_flags, " uw ")});
-        return true;
-      }));
+  if (absl::Status s = base::ForEachMapping(
+          *text, registered ? base::MapsFile::kSmaps : base::MapsFile::kMaps,
+          path,
+          [&](const base::MapsEntry& e) {
+            vmas.push_back(
+                {e.start, e.end,
+                 !registered || absl::StrContains(e.vm_flags, " uw ")});
+            return true;
+          });
+      !s.ok()) {
+    return base::Annotate(
+        s, absl::StrFormat("the workload's writes (pid %d)", peer.pid));
+  }
   if (vmas.empty()) {
     return absl::UnavailableError(absl::StrCat("cannot read ", path));
   }

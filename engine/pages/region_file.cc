@@ -37,7 +37,8 @@ absl::Status CheckMappings(const Region& r, const struct stat& st) {
   uint64_t covered = begin;  // everything below it checked
   absl::Status status;
   RAMFERRY_RETURN_IF_ERROR(base::ForEachMapping(
-      maps, "/proc/self/maps", [&](const base::MapsEntry& e) {
+      maps, base::MapsFile::kMaps, "/proc/self/maps",
+      [&](const base::MapsEntry& e) {
         if (e.end <= covered) return true;
         if (e.start > covered) return false;  // a hole: reported below
         const uint64_t want = r.fd_offset + (covered - begin);

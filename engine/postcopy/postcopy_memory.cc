@@ -48,8 +48,9 @@ absl::Status CheckPostcopyMappings(std::string_view maps, uint64_t begin,
   // The lowest address of the region not yet seen in a good mapping.
   uint64_t covered = begin;
   absl::Status refused;
-  const absl::Status read =
-      base::ForEachMapping(maps, "/proc/self/maps", [&](const MapsEntry& e) {
+  const absl::Status read = base::ForEachMapping(
+      maps, base::MapsFile::kMaps, "/proc/self/maps", [&](const MapsEntry& e) {
+        if (covered >= end) return false;
         if (e.end <= covered) return true;
         if (e.start > covered) return false;  // a gap: reported below
         refused = RefusePostcopyMapping(e, region_id);

@@ -139,10 +139,11 @@ TEST(ForEachMapping, SmapsAttributesBelongToTheMappingAbove) {
       "Size:                  4 kB\n"
       "VmFlags: rd sh mr mw me ms sd\n";
   std::vector<MapsEntry> seen;
-  ASSERT_OK(ForEachMapping(kSmaps, "smaps", [&](const MapsEntry& e) {
-    seen.push_back(e);
-    return true;
-  }));
+  ASSERT_OK(ForEachMapping(kSmaps, MapsFile::kSmaps, "smaps",
+                           [&](const MapsEntry& e) {
+                             seen.push_back(e);
+                             return true;
+                           }));
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].start, 0x1000u);
   EXPECT_EQ(seen[0].end, 0x3000u);
@@ -159,11 +160,12 @@ TEST(ForEachMapping, MapsLinesHaveNoFlagsAndStopWhenAsked) {
       "2000-3000 rw-p 00000000 00:00 0\n"
       "3000-4000 rw-p 00000000 00:00 0\n";
   std::vector<uint64_t> starts;
-  ASSERT_OK(ForEachMapping(kMaps, "maps", [&](const MapsEntry& e) {
-    EXPECT_THAT(e.vm_flags, IsEmpty());
-    starts.push_back(e.start);
-    return e.start < 0x2000;
-  }));
+  ASSERT_OK(
+      ForEachMapping(kMaps, MapsFile::kMaps, "maps", [&](const MapsEntry& e) {
+        EXPECT_THAT(e.vm_flags, IsEmpty());
+        starts.push_back(e.start);
+        return e.start < 0x2000;
+      }));
   EXPECT_THAT(starts, ElementsAre(0x1000u, 0x2000u));
 }
 
@@ -173,16 +175,26 @@ TEST(ForEachMapping, MapsLinesHaveNoFlagsAndStopWhenAsked) {
 TEST(ForEachMapping, ALineOfNeitherFormIsAnErrorNamingIt) {
   const auto nothing = [](const MapsEntry&) { return true; };
   EXPECT_THAT(ForEachMapping("1000-2000 rw-p 0 00:00 0\ngarbage\n",
-                             "/proc/self/maps", nothing),
+                             MapsFile::kMaps, "/proc/self/maps", nothing),
               StatusIs(absl::StatusCode::kInternal,
                        HasSubstr("unexpected line in /proc/self/maps: "
                                  "\"garbage\"")));
-  EXPECT_THAT(ForEachMapping("Size: 4 kB\n", "smaps", nothing),
-              StatusIs(absl::StatusCode::kInternal, HasSubstr("Size: 4 kB")));
   EXPECT_THAT(
-      ForEachMapping("1000-2000 rw-p 0 00:00 0\n: x\n", "smaps", nothing),
-      StatusIs(absl::StatusCode::kInternal, HasSubstr(": x")));
-  EXPECT_OK(ForEachMapping("", "maps", nothing));
+      ForEachMapping("Size: 4 kB\n", MapsFile::kSmaps, "smaps", nothing),
+      StatusIs(absl::StatusCode::kInternal, HasSubstr("Size: 4 kB")));
+  EXPECT_THAT(ForEachMapping("1000-2000 rw-p 0 00:00 0\n: x\n",
+                             MapsFile::kSmaps, "smaps", nothing),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr(": x")));
+  EXPECT_OK(ForEachMapping("", MapsFile::kMaps, "maps", nothing));
+  // An smaps attribute line in a maps file is not its format either.
+  EXPECT_THAT(ForEachMapping("1000-2000 rw-p 0 00:00 0\nSize: 4 kB\n",
+                             MapsFile::kMaps, "maps", nothing),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("Size: 4 kB")));
+  // A maps line goes to `fn` as soon as it is read: a caller that stops
+  // there never meets a bad line after it.
+  EXPECT_OK(ForEachMapping("1000-2000 rw-p 0 00:00 0\ngarbage\n",
+                           MapsFile::kMaps, "maps",
+                           [](const MapsEntry&) { return false; }));
 }
 
 // This process's own maps, read whole, list a mapping just made.
@@ -195,11 +207,12 @@ TEST(ReadProcFile, ThisProcessesMapsListAFreshMapping) {
   ASSERT_OK(maps);
   const auto begin = reinterpret_cast<uint64_t>(p);
   bool found = false;
-  ASSERT_OK(ForEachMapping(*maps, "/proc/self/maps", [&](const MapsEntry& e) {
-    found |= e.start <= begin && begin + length <= e.end &&
-             ClassifyVma(e) == VmaKind::kPrivateAnonymous;
-    return true;
-  }));
+  ASSERT_OK(ForEachMapping(
+      *maps, MapsFile::kMaps, "/proc/self/maps", [&](const MapsEntry& e) {
+        found |= e.start <= begin && begin + length <= e.end &&
+                 ClassifyVma(e) == VmaKind::kPrivateAnonymous;
+        return true;
+      }));
   EXPECT_TRUE(found);
   munmap(p, length);
   EXPECT_THAT(ReadProcFile("/proc/self/no-such-file"),
