@@ -512,6 +512,13 @@ absl::Status ChannelReceiver::ReceiveStream(const proto::PacketHeader& h) {
     if (opener_ != nullptr) RAMFERRY_RETURN_IF_ERROR(OpenHeaderOnly(h));
     return streams_->Take(frame, {});
   }
+  // A transport that places payloads itself (rdma) reads nothing into a
+  // buffer of ours: streams need one that delivers bytes.
+  if ((transport_->capabilities() & channels::kCapRemotePlacement) != 0) {
+    return absl::UnimplementedError(
+        "a stream packet on a transport that places payloads remotely; "
+        "streams go over tcp, tcp-zerocopy or uring-zc");
+  }
   // The payload goes aside, not where it belongs: a sink delivers it to
   // its peer only once authentic, and only the part not delivered yet.
   stream_payload_.resize(frame.bytes);
@@ -548,6 +555,13 @@ absl::Status ChannelReceiver::FinishOpen(const proto::PacketHeader& h,
   }
   const bool authentic = opener_->FinishOpen(tag_);
   counters_.seal_ns.Add(base::MonotonicNs() - start);
+  if (!authentic && h.is_stream()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "packet %d (stream %d at offset %d) failed its authentication tag: "
+        "the channel was altered, injected, replayed, reordered or spliced "
+        "on the way; nothing of it was delivered",
+        h.packet_num, h.region_id, h.round));
+  }
   if (!authentic) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "packet %d (round %d) failed its authentication tag: the stream was "

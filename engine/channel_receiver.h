@@ -72,7 +72,8 @@ class ChannelReceiver {
     PagePlacer* postcopy = nullptr;
     // Non-null: the session carries byte streams, and their packets go
     // here once authentic (engine/stream/stream_sink.h); null: a stream
-    // packet is refused.
+    // packet is refused, as it is on a transport that places payloads
+    // remotely (rdma reads no payload into a buffer).
     StreamSink* streams = nullptr;
   };
 

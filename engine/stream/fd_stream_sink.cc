@@ -10,8 +10,9 @@ namespace ramferry::engine {
 namespace {
 
 // Sends all of `bytes` on socket `fd` (a closed peer is EPIPE, never
-// SIGPIPE); the errno of the first failure, or 0.
-int WriteAll(int fd, absl::Span<const uint8_t> bytes) {
+// SIGPIPE), adding what went to *sent; the errno of the first failure, or
+// 0.
+int WriteAll(int fd, absl::Span<const uint8_t> bytes, uint64_t* sent) {
   while (!bytes.empty()) {
     const ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n < 0) {
@@ -19,6 +20,7 @@ int WriteAll(int fd, absl::Span<const uint8_t> bytes) {
       return errno;
     }
     bytes.remove_prefix(static_cast<size_t>(n));
+    *sent += static_cast<uint64_t>(n);
   }
   return 0;
 }
@@ -58,18 +60,24 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
         absl::StrFormat("stream %d was never opened", frame.stream));
   }
   absl::StatusOr<absl::Span<const uint8_t>> fresh =
-      s.cursor->Take(frame, payload);
+      s.cursor->Fresh(frame, payload);
   if (!fresh.ok()) return fresh.status();
-  if (const int err = WriteAll(s.fd, *fresh); err != 0) {
+  // Counted as delivered only once sent: a resend brings the rest.
+  uint64_t sent = 0;
+  const int err = WriteAll(s.fd, *fresh, &sent);
+  s.cursor->Advance(sent);
+  if (err != 0) {
     return absl::UnavailableError(absl::StrFormat(
         "stream %d: its peer took %d bytes and then refused more: %s",
-        frame.stream, s.cursor->delivered() - fresh->size(),
-        base::ErrnoMessage(err, "write")));
+        frame.stream, s.cursor->delivered(), base::ErrnoMessage(err, "send")));
   }
-  if (frame.end && shutdown(s.fd, SHUT_WR) != 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("stream %d: ending it: %s", frame.stream,
-                        base::ErrnoMessage(errno, "shutdown")));
+  if (frame.end && !s.cursor->ended()) {
+    if (shutdown(s.fd, SHUT_WR) != 0) {
+      return absl::UnavailableError(
+          absl::StrFormat("stream %d: ending it: %s", frame.stream,
+                          base::ErrnoMessage(errno, "shutdown")));
+    }
+    s.cursor->End();
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,10 @@
 // side is shut, and the peer reads the end of its stream.
 //
 // Thread-safe: channels call Take concurrently, and a stream may move to
-// another channel after a loss; each stream has its own lock.
+// another channel after a loss; each stream has its own lock, held
+// through a blocked send. A caller that must stop a stream whose peer
+// does not read shuts its socket down (shutdown(2)), which fails the
+// send.
 #ifndef RAMFERRY_ENGINE_STREAM_FD_STREAM_SINK_H_
 #define RAMFERRY_ENGINE_STREAM_FD_STREAM_SINK_H_
 
@@ -39,7 +42,7 @@ class FdStreamSink : public StreamSink {
   absl::Status Take(const proto::StreamFrame& frame,
                     absl::Span<const uint8_t> payload) override;
 
-  // Bytes written to `stream`'s peer so far; whether its end came.
+  // Bytes sent to `stream`'s peer so far; whether its end came.
   uint64_t delivered(uint32_t stream) const;
   bool ended(uint32_t stream) const;
 

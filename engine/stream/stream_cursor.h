@@ -5,9 +5,11 @@
 // channel the source sends again from the last offset the destination
 // acknowledged, on another channel, so a packet may overlap what was
 // delivered: only the bytes past it are new. A packet that starts past
-// what was delivered (a gap), bytes after the end, or an end that does
+// what was delivered (a gap), bytes past the end, or an end that does
 // not match what came, is a protocol error: the peer is broken or
-// forging, and nothing of the packet is delivered.
+// forging, and nothing of the packet is delivered. A resend may come
+// after the end too (the end's acknowledgement was lost with its
+// channel): what it carries was delivered, and it is dropped.
 //
 // Pure logic, one per stream, used by the thread that reads the stream's
 // channel (thread-compatible).
@@ -27,10 +29,19 @@ class StreamCursor {
   explicit StreamCursor(uint32_t stream) : stream_(stream) {}
 
   // The bytes of `payload` (the packet `frame` carried, frame.bytes long)
-  // not delivered yet, which the caller now delivers; empty for a packet
-  // wholly delivered before, and for the end. INVALID_ARGUMENT for a gap,
-  // bytes past the end, an end other than where the stream stands, or a
-  // packet of another stream.
+  // not delivered yet; empty for a packet wholly delivered before (a
+  // resend, its end's included), and for the end. Changes nothing: the
+  // caller delivers them, then calls Advance with how many it delivered
+  // (and End at the end). INVALID_ARGUMENT for a gap, bytes past the
+  // end, an end other than where the stream stands, or a packet of
+  // another stream.
+  absl::StatusOr<absl::Span<const uint8_t>> Fresh(
+      const proto::StreamFrame& frame, absl::Span<const uint8_t> payload) const;
+  void Advance(uint64_t bytes) { delivered_ += bytes; }
+  void End() { ended_ = true; }
+
+  // Fresh, then Advance by all of it (and End at the end): for a caller
+  // whose delivery cannot fail.
   absl::StatusOr<absl::Span<const uint8_t>> Take(
       const proto::StreamFrame& frame, absl::Span<const uint8_t> payload);
 

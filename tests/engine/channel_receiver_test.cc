@@ -906,7 +906,8 @@ TEST_P(SealedStreamTest, OnlyAnAuthenticPayloadReachesTheSink) {
       *proto::Sealer::Create(mode, TestSealKey(), proto::Sealer::Use::kOpen));
   EXPECT_THAT(RunAll(g.rx),
               StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("failed its authentication tag")));
+                       HasSubstr("packet 0 (stream 2 at offset 0) failed its "
+                                 "authentication tag")));
   EXPECT_TRUE(nothing.frames.empty());
 }
 

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -66,6 +67,8 @@ TEST(FdStreamSink, EachStreamReachesItsPeerOnceInOrderThenItsEnd) {
   ASSERT_OK(sink.Take(Frame(0, 2, "VM-main-2"), Bytes("VM-main-2")));
   ASSERT_OK(sink.Take({.stream = 0, .offset = 11, .end = true}, {}));
   ASSERT_OK(sink.Take({.stream = 7, .offset = 7, .end = true}, {}));
+  // The end sent again (its acknowledgement lost with a channel): dropped.
+  ASSERT_OK(sink.Take({.stream = 0, .offset = 11, .end = true}, {}));
   EXPECT_EQ(a.ReadAll(), "QEVM-main-2");
   EXPECT_EQ(b.ReadAll(), "multifd");
   EXPECT_EQ(sink.delivered(0), 11u);
@@ -75,8 +78,9 @@ TEST(FdStreamSink, EachStreamReachesItsPeerOnceInOrderThenItsEnd) {
 }
 
 // A peer that reads slowly holds the writer (the channel) back rather
-// than losing or buffering without bound: 4 MiB through a socket buffer
-// far smaller, read after a delay, arrive whole.
+// than losing or buffering without bound: 4 MiB, far more than a socket
+// buffer, cannot all be taken before the peer starts to read, and arrive
+// whole.
 TEST(FdStreamSink, ASlowPeerHoldsTheWriterBackAndLosesNothing) {
   SocketPair p;
   FdStreamSink sink;
@@ -85,17 +89,27 @@ TEST(FdStreamSink, ASlowPeerHoldsTheWriterBackAndLosesNothing) {
   for (int i = 0; sent.size() < (4u << 20); ++i) {
     sent += std::to_string(i) + ",";
   }
+  std::atomic<bool> reading{false};
   std::string got;
   std::thread reader([&] {
     usleep(100 * 1000);
+    reading = true;
     got = p.ReadAll();
   });
-  for (size_t at = 0; at < sent.size(); at += 1 << 20) {
+  absl::Status status;
+  for (size_t at = 0; at < sent.size() && status.ok(); at += 1 << 20) {
     const std::string part = sent.substr(at, 1 << 20);
-    ASSERT_OK(sink.Take(Frame(1, at, part), Bytes(part)));
+    status = sink.Take(Frame(1, at, part), Bytes(part));
   }
-  ASSERT_OK(sink.Take({.stream = 1, .offset = sent.size(), .end = true}, {}));
+  // Taken whole only once the peer read: the sends waited for it.
+  const bool held_back = reading.load();
+  if (status.ok()) {
+    status = sink.Take({.stream = 1, .offset = sent.size(), .end = true}, {});
+  }
+  if (!status.ok()) shutdown(p.fds[1], SHUT_RDWR);  // let the reader end
   reader.join();
+  ASSERT_OK(status);
+  EXPECT_TRUE(held_back);
   EXPECT_EQ(got.size(), sent.size());
   EXPECT_TRUE(got == sent);
 }
