@@ -32,8 +32,9 @@ namespace ramferry::base {
 struct MapsEntry {
   uint64_t start = 0;  // [start, end): virtual addresses
   uint64_t end = 0;
-  bool shared = false;  // perms "s" (MAP_SHARED) rather than "p"
-  uint64_t offset = 0;  // file offset mapped at `start`
+  bool writable = false;  // perms "w"
+  bool shared = false;    // perms "s" (MAP_SHARED) rather than "p"
+  uint64_t offset = 0;    // file offset mapped at `start`
   uint32_t dev_major = 0;
   uint32_t dev_minor = 0;
   uint64_t inode = 0;
@@ -106,6 +107,7 @@ inline std::optional<MapsEntry> ParseMapsLine(std::string_view line) {
       (p[3] != 's' && p[3] != 'p')) {
     return std::nullopt;
   }
+  e.writable = p[1] == 'w';
   e.shared = p[3] == 's';
   // The kernel pads to a column before the name; names start with '/' or
   // '[', so leading blanks are padding and trailing ones are the name's.

@@ -22,7 +22,6 @@
 #include "base/clock.h"
 #include "base/errno_status.h"
 #include "base/page_size.h"
-#include "base/proc_maps.h"
 #include "base/status_macros.h"
 #include "base/status_util.h"
 #include "engine/postcopy/postcopy_memory.h"
@@ -105,11 +104,7 @@ absl::StatusOr<std::unique_ptr<UffdPlacer>> UffdPlacer::Create(
         "not supported yet: use 4 KiB pages for a post-copy destination)",
         region.id, region.page_size, sysconf(_SC_PAGESIZE)));
   }
-  RAMFERRY_ASSIGN_OR_RETURN(std::string maps,
-                            base::ReadProcFile("/proc/self/maps"));
-  const uint64_t begin = reinterpret_cast<uint64_t>(region.base);
-  RAMFERRY_RETURN_IF_ERROR(
-      CheckPostcopyMappings(maps, begin, begin + region.length, region.id));
+  RAMFERRY_RETURN_IF_ERROR(CheckPostcopyRegion(region));
   RAMFERRY_ASSIGN_OR_RETURN(int uffd, OpenUserfaultfd());
   uffdio_api api{};
   api.api = UFFD_API;

@@ -28,6 +28,7 @@ TEST(ParseMapsLine, AnonymousWithTrailingPadding) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->start, 0x7f1c2a000000u);
   EXPECT_EQ(e->end, 0x7f1c2a040000u);
+  EXPECT_TRUE(e->writable);
   EXPECT_FALSE(e->shared);
   EXPECT_EQ(e->offset, 0u);
   EXPECT_EQ(e->inode, 0u);
@@ -149,6 +150,8 @@ TEST(ForEachMapping, SmapsAttributesBelongToTheMappingAbove) {
   EXPECT_EQ(seen[0].end, 0x3000u);
   EXPECT_EQ(seen[0].vm_flags, " rd wr mr mw me ac sd uw  ");
   EXPECT_EQ(seen[1].path, "/dev/shm/x");
+  EXPECT_TRUE(seen[0].writable);
+  EXPECT_FALSE(seen[1].writable);  // r--s
   EXPECT_EQ(seen[1].offset, 0x2000u);
   EXPECT_EQ(seen[1].vm_flags.find(" uw "), std::string::npos);
   EXPECT_NE(seen[1].vm_flags.find(" sh "), std::string::npos);

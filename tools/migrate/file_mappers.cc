@@ -5,32 +5,27 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/proc_maps.h"
 
 namespace ramferry::migrate {
 
 bool MapsLineMapsFile(std::string_view line, uint32_t major, uint32_t minor,
                       uint64_t inode, bool* writable) {
-  // "start-end perms offset major:minor inode [path]"
-  char perms[8] = {};
-  unsigned int maj = 0, min = 0;
-  uint64_t ino = 0;
-  const std::string text(line);
-  if (std::sscanf(text.c_str(), "%*x-%*x %7s %*x %x:%x %" SCNu64, perms, &maj,
-                  &min, &ino) != 4) {
+  const std::optional<base::MapsEntry> e = base::ParseMapsLine(line);
+  if (!e || e->inode == 0 || e->inode != inode || e->dev_major != major ||
+      e->dev_minor != minor) {
     return false;
   }
-  if (ino == 0 || ino != inode || maj != major || min != minor) return false;
-  *writable = perms[1] == 'w';
+  *writable = e->writable;
   return true;
 }
 
