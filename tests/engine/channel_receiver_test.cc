@@ -911,6 +911,27 @@ TEST_P(SealedStreamTest, OnlyAnAuthenticPayloadReachesTheSink) {
   EXPECT_TRUE(nothing.frames.empty());
 }
 
+// The largest payload a stream packet may carry, sealed: read aside and
+// opened whole, every byte as it was sent.
+TEST_P(SealedStreamTest, TheLargestPayloadIsTakenWhole) {
+  const proto::SealMode mode = GetParam();
+  const uint32_t n = proto::kMaxStreamPayloadBytes;
+  std::vector<uint8_t> s;
+  Append(&s,
+         Sealed(StreamPacket({.stream = 255, .offset = 0, .bytes = n}, 0, 3), 0,
+                mode));
+  Append(&s, SealedMarker(proto::kPacketFinish, 1, 0, mode));
+  RecordingSink sink;
+  StreamFixture f(
+      s, &sink,
+      *proto::Sealer::Create(mode, TestSealKey(), proto::Sealer::Use::kOpen));
+  ASSERT_OK(RunAll(f.rx));
+  ASSERT_EQ(sink.bytes[255].size(), n);
+  for (uint32_t i = 0; i < n; i += 4093) {
+    ASSERT_EQ(sink.bytes[255][i], static_cast<uint8_t>(3 + i)) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SealedStreamTest,
                          ::testing::Values(proto::SealMode::kMac,
                                            proto::SealMode::kEncrypt),
