@@ -10,8 +10,10 @@
 #include "base/zero_page.h"
 #include "engine/page_runs.h"
 #include "engine/pages/region_file.h"
+#include "engine/stream/carried_stream.h"
 #include "proto/packet.h"
 #include "proto/page_delta.h"
+#include "proto/stream.h"
 
 namespace ramferry::engine {
 
@@ -145,6 +147,9 @@ absl::Status ChannelSender::Execute(const Command& c, const Command* next) {
       return SendData(c, NextHeaderBytes(next));
     case CommandType::kZeroRanges:
       return SendZeroRanges(c, NextHeaderBytes(next));
+    case CommandType::kStream:
+    case CommandType::kStreamEnd:
+      return SendStream(c, NextHeaderBytes(next));
     case CommandType::kSync:
       // Every page of the round must be out of the kernel's hands before
       // the round counts as sent: flush, then mark the boundary.
@@ -544,8 +549,6 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
   sealer_->Associate(header);  // its tag bytes are zero, as encoded
   // In place, a piece at a time, so the digest reads what the tag just
   // read, from cache: one pass over memory for both. Whole pages each.
-  const size_t piece =
-      std::max<size_t>(kSealPieceBytes, regions_[region].page_size);
   size_t done = 0;
   for (size_t i = 0; i < payload.size(); ++i) {
     const iovec& v = payload[i];
@@ -553,6 +556,8 @@ __attribute__((no_sanitize("thread"))) absl::Status ChannelSender::Seal(
     if (out != nullptr) {
       sealer_->SealBody(in, out + done, v.iov_len);
     } else {
+      const size_t piece =
+          std::max<size_t>(kSealPieceBytes, regions_[region].page_size);
       for (size_t at = 0; at < v.iov_len; at += piece) {
         const size_t n = std::min(piece, v.iov_len - at);
         sealer_->SealBody(in + at, in + at, n);
@@ -629,6 +634,59 @@ absl::Status ChannelSender::SendZeroRanges(const Command& c,
   counters_.zero_range_packets.Add();
   counters_.untouched_pages.Add(pages);
   counters_.header_bytes.Add(header_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ChannelSender::SendStream(const Command& c,
+                                       uint32_t next_header_bytes) {
+  const bool end = c.type == CommandType::kStreamEnd;
+  RAMFERRY_ASSIGN_OR_RETURN(absl::Span<uint8_t> header,
+                            transport_->AcquireHeader());
+  proto::PacketHeader h = proto::StreamHeader({.stream = c.region,
+                                               .offset = c.round,
+                                               .bytes = c.page_count,
+                                               .end = end},
+                                              index_, packet_num_++);
+  h.next_header_bytes = next_header_bytes;
+  header = header.first(proto::EncodePacketHeader(h, {}, header));
+  const iovec in{const_cast<uint8_t*>(c.bytes), c.page_count};
+  iovec out = in;
+  // The payload goes from the stream's backlog, whose room the reader
+  // reuses once Sent: only a send that copies it at once may read it
+  // there. A sealed payload, or one a zero-copy or batching transport
+  // reads later, goes from a staging copy (the seal writes it).
+  const bool copy =
+      sealer_ != nullptr ||
+      (transport_->capabilities() &
+       (channels::kCapZeroCopy | channels::kCapBatchedSubmit)) != 0;
+  if (!end && copy) {
+    RAMFERRY_ASSIGN_OR_RETURN(uint8_t * staged, StagingBuffer(in.iov_len));
+    UseStagingBuffer();
+    if (sealer_ != nullptr) {
+      RAMFERRY_RETURN_IF_ERROR(Seal(header, h.packet_num, {&in, 1}, staged));
+    } else {
+      std::memcpy(staged, in.iov_base, in.iov_len);
+    }
+    out.iov_base = staged;
+    c.stream->Sent(c.round + c.page_count);
+  } else {
+    RAMFERRY_RETURN_IF_ERROR(SealHeader(header, h.packet_num));
+  }
+  if (limiter_ != nullptr) {
+    RAMFERRY_RETURN_IF_ERROR(limiter_->Acquire(header.size() + h.page_size));
+  }
+  const absl::Span<const iovec> payload =
+      end ? absl::Span<const iovec>() : absl::MakeConstSpan(&out, 1);
+  RAMFERRY_RETURN_IF_ERROR(
+      transport_->SendPacket({header.size(), c.region, payload, {}}));
+  if (end) {
+    c.stream->EndSent();
+  } else if (!copy) {
+    c.stream->Sent(c.round + c.page_count);
+  }
+  counters_.packets.Add();
+  counters_.payload_bytes.Add(h.page_size);
+  counters_.header_bytes.Add(header.size());
   return absl::OkStatus();
 }
 

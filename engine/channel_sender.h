@@ -200,6 +200,8 @@ class ChannelSender {
   absl::StatusOr<uint8_t*> ReadThroughFile(const Region& region,
                                            absl::Span<const uint64_t> offsets,
                                            bool frozen);
+  // kStream, kStreamEnd: one STREAM or STREAM_END packet.
+  absl::Status SendStream(const Command& command, uint32_t next_header_bytes);
   absl::Status SendMarker(uint16_t flags, uint64_t round,
                           uint32_t next_header_bytes);
   // What the header of `next` will take on the wire, when announced.

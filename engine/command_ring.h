@@ -37,7 +37,15 @@ enum class CommandType : uint8_t {
   // `page_count` words of `offsets` are (offset, length) byte ranges of
   // region `region` that read as zero: one ZERO_RANGES packet.
   kZeroRanges,
+  // A carried stream's bytes, `page_count` of them at `bytes`, at offset
+  // `round` of stream `region` (proto/stream.h): one STREAM packet; and
+  // its end, at `round` = its length: STREAM_END. `stream` is told once
+  // they went.
+  kStream,
+  kStreamEnd,
 };
+
+class CarriedStream;
 
 struct Command {
   CommandType type = CommandType::kWrite;
@@ -45,7 +53,9 @@ struct Command {
   uint32_t page_count = 0;
   uint32_t barrier_seq = 0;  // 0 for kWrite
   uint64_t round = 0;
-  uint64_t* offsets = nullptr;  // ring-owned, room for max_pages entries
+  uint64_t* offsets = nullptr;      // ring-owned, room for max_pages entries
+  const uint8_t* bytes = nullptr;   // kStream
+  CarriedStream* stream = nullptr;  // kStream, kStreamEnd
 };
 
 class CommandRing {

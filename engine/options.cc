@@ -12,6 +12,7 @@
 #include "channels/transport_family.h"
 #include "engine/channel_sender.h"
 #include "engine/option_rules.h"
+#include "engine/region_table.h"
 #include "engine/stream_seal.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
@@ -305,9 +306,44 @@ bool TransportAuthenticates(TransportKind kind) {
           channels::kCapAuthenticatedHello) != 0;
 }
 
+namespace {
+
+absl::Status ValidateStreamSession(const SessionOptions& o,
+                                   absl::Span<const Region> regions) {
+  if (!regions.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "streams = true with %d regions: a session carries streams or "
+        "pages, not both; register no regions",
+        regions.size()));
+  }
+  if ((channels::StaticCapabilities(o.transport) &
+       channels::kCapRemotePlacement) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "streams = true over %s: its channels place bytes in registered "
+        "memory, and a stream has none; use tcp, tcp-zerocopy or uring-zc",
+        TransportKindName(o.transport)));
+  }
+  const char* other = o.postcopy               ? "postcopy"
+                      : o.survive_channel_loss ? "survive_channel_loss"
+                      : o.delta != Delta::kOff ? "delta"
+                      : o.single_thread        ? "single_thread"
+                                               : nullptr;
+  if (other != nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "streams = true with %s: a stream session does not take it yet; "
+        "turn it off",
+        other));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateSession(const SessionOptions& o,
                              absl::Span<const Region> regions) {
   RAMFERRY_RETURN_IF_ERROR(ValidateOptions(o));
+  if (o.streams) return ValidateStreamSession(o, regions);
+  RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(regions));
   const bool sealed =
       engine::SealModeFor(o, channels::StaticCapabilities(o.transport)) !=
       proto::SealMode::kNone;

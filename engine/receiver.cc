@@ -24,7 +24,6 @@ using engine::ControlChannel;
 
 absl::Status ReceiverImpl::Listen() {
   RAMFERRY_RETURN_IF_ERROR(ValidateSession(options_, table_.regions()));
-  RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(table_.regions()));
   for (const Region& r : table_.regions()) {
     RAMFERRY_RETURN_IF_ERROR(engine::CheckRegionFile(r, /*writable=*/true));
     // Memory post-copy cannot place into is refused now, not when a
@@ -71,6 +70,11 @@ absl::Status ReceiverImpl::EndSession(const absl::Status& served) {
   if (engine::PostcopyTarget* p = postcopy(); p != nullptr) p->Detach();
   // After the shutdown, so a beat blocked on a stopped source wakes.
   heartbeat_.reset();
+  // Their readers send on the control connection: stopped after it, and
+  // before anything else goes.
+  if (engine::StreamPeers* streams = stream_peers(); streams != nullptr) {
+    streams->Shutdown();
+  }
   // Whatever came after the commit point (an Abort, the confirmation
   // lost) cannot undo it: the memory is the caller's to run.
   if (committed_.load(std::memory_order_acquire)) return absl::OkStatus();
@@ -213,6 +217,15 @@ absl::Status ReceiverImpl::StartChannels() {
   if (admitted.postcopy) {
     RAMFERRY_RETURN_IF_ERROR(MakePostcopyLocked(admitted));
   }
+  if (admitted.streams) {
+    streams_ = std::make_unique<engine::StreamPeers>(
+        on_stream_open_,
+        [this](absl::Span<const uint8_t> frame) {
+          return control_->Send(frame);
+        },
+        [this](const absl::Status& s) { failure_.Fail(s); });
+    admitted.config.streams = streams_->sink();
+  }
   endpoints_ = std::move(admitted.endpoints);
   barrier_ = std::make_unique<engine::RoundBarrier>(
       transports.size(), [this](uint64_t round, uint64_t pages) {
@@ -338,6 +351,12 @@ std::optional<absl::Status> ReceiverImpl::Dispatch(
       return EndIfError(RemoveChannel(m.payload));
     case proto::ControlType::kError:
       return OnPeerError(m.payload);
+    case proto::ControlType::kStreamOpen:
+      if (engine::StreamPeers* streams = stream_peers(); streams != nullptr) {
+        return EndIfError(streams->Open(m.payload));
+      }
+      return absl::InvalidArgumentError(
+          "STREAM_OPEN in a session that does not carry streams");
     case proto::ControlType::kMissingPages:
       if (engine::PostcopyTarget* p = postcopy(); p != nullptr) {
         return EndIfError(OnMissingPages(*p, m.payload));
@@ -422,6 +441,9 @@ absl::Status ReceiverImpl::AwaitFinished() {
   // reported done, not whenever the Receiver is destroyed.
   for (auto& c : channels_) c->transport().Shutdown();
   RAMFERRY_RETURN_IF_ERROR(CheckAuthentic("the session cannot end"));
+  if (engine::StreamPeers* streams = stream_peers(); streams != nullptr) {
+    RAMFERRY_RETURN_IF_ERROR(streams->CheckEnded());
+  }
   // The caller may still refuse (a cancel that came first). Every refusal
   // until Commit() ends the session with an ERROR to the source, which it
   // takes as proof that this side did not commit.
@@ -475,6 +497,8 @@ void ReceiverImpl::OnFailure(const absl::Status& status,
                         absl::Seconds(1));
     }
     for (auto& c : channels_) c->transport().Shutdown();
+    // Each peer sees its stream cut, never a clean end.
+    if (streams_ != nullptr) streams_->Shutdown();
   }
   admission_.Wake();
 }
@@ -498,6 +522,9 @@ SessionStats ReceiverImpl::stats() const {
     if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
   if (postcopy_ != nullptr) s.postcopy = postcopy_->stats();
+  if (streams_ != nullptr) {
+    streams_->AddStats(static_cast<uint32_t>(channels_.size()), &s);
+  }
   return s;
 }
 
@@ -522,6 +549,10 @@ void Receiver::OnPostcopyArmed(std::function<void()> armed) {
   impl_->OnPostcopyArmed(std::move(armed));
 }
 
+void Receiver::OnStreamOpen(
+    std::function<absl::StatusOr<int>(uint32_t stream)> open) {
+  impl_->OnStreamOpen(std::move(open));
+}
 void Receiver::OnCommit(std::function<absl::Status()> commit) {
   impl_->OnCommit(std::move(commit));
 }

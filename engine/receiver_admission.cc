@@ -129,6 +129,7 @@ uint64_t Admission::OfferedCapabilities() const {
   if (!options_.rdma_reg_batch) offered &= ~proto::kFeatureRdmaRegBatch;
   if (!options_.announce_next_header) offered &= ~proto::kFeatureNextHeaderSize;
   if (!options_.zero_pages) offered &= ~proto::kFeatureZeroPages;
+  if (!options_.streams) offered &= ~proto::kFeatureStreams;
   if (!options_.postcopy) {
     offered &= ~(proto::kFeaturePostcopy | proto::kFeaturePostcopyUrgent |
                  proto::kFeaturePostcopyResume);
@@ -578,6 +579,7 @@ AdmittedChannels Admission::TakeChannels() {
       (capabilities_ & proto::kFeatureCompressedPages) != 0;
   out.survive = survive_;
   out.postcopy = (capabilities_ & proto::kFeaturePostcopy) != 0;
+  out.streams = (capabilities_ & proto::kFeatureStreams) != 0;
   if (urgent_.state == SlotState::kReady) {
     out.urgent_fd = urgent_.fd;
     out.urgent_keys = urgent_.keys;

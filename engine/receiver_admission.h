@@ -74,6 +74,7 @@ struct AdmittedChannels {
   // (kFeaturePostcopyUrgent): its socket (-1: none) and keys.
   bool postcopy = false;
   int urgent_fd = -1;
+  bool streams = false;  // kFeatureStreams
   std::optional<proto::SealKeys> urgent_keys;
 };
 

@@ -26,6 +26,7 @@
 #include "engine/receiver_admission.h"
 #include "engine/region_table.h"
 #include "engine/round_barrier.h"
+#include "engine/stream/stream_peers.h"
 #include "ramferry/options.h"
 #include "ramferry/region.h"
 #include "ramferry/stats.h"
@@ -61,6 +62,9 @@ class ReceiverImpl {
   void OnCommit(std::function<absl::Status()> commit) {
     on_commit_ = std::move(commit);
   }
+  void OnStreamOpen(std::function<absl::StatusOr<int>(uint32_t)> open) {
+    on_stream_open_ = std::move(open);
+  }
   // The session's post-copy, once its channels started with it; null
   // otherwise. Lives as long as this object.
   // Whether [first_page, first_page + pages) lies inside region
@@ -74,6 +78,10 @@ class ReceiverImpl {
   engine::PostcopyTarget* postcopy() const {
     std::lock_guard<std::mutex> lock(objects_mu_);
     return postcopy_.get();
+  }
+  engine::StreamPeers* stream_peers() const {
+    std::lock_guard<std::mutex> lock(objects_mu_);
+    return streams_.get();
   }
 
  private:
@@ -151,6 +159,10 @@ class ReceiverImpl {
   std::unique_ptr<engine::PostcopyTarget> postcopy_;
   std::function<void()> on_postcopy_armed_;  // set before Serve
   std::function<absl::Status()> on_commit_;  // set before Serve
+  // SessionOptions::streams: connects each stream's peer (set before
+  // Serve), and the session's streams once its channels started.
+  std::function<absl::StatusOr<int>(uint32_t)> on_stream_open_;
+  std::unique_ptr<engine::StreamPeers> streams_;
   // A resumed session's urgent connection, until Reattach takes it.
   std::unique_ptr<engine::ControlChannel> resumed_urgent_;
   bool resuming_ = false;             // Serve thread

@@ -33,6 +33,7 @@ void SenderImpl::OnFailure(const absl::Status& status, engine::Origin origin) {
     c->transport().Shutdown();
   }
   postcopy_.Shutdown();
+  ShutdownStreams();
   events_.Wake();
 }
 
@@ -283,6 +284,7 @@ absl::Status SenderImpl::Finish() {
   if (finished_) return absl::OkStatus();
   if (failure_.failed()) return FinalStatus();
   RAMFERRY_RETURN_IF_ERROR(AwaitStartedRounds());
+  RAMFERRY_RETURN_IF_ERROR(CheckStreamsEnded());
   finishing_ = true;
   if (terms_.survive) {
     RAMFERRY_RETURN_IF_ERROR(HandleLosses());
@@ -386,6 +388,7 @@ SessionStats SenderImpl::stats() const {
     if (l.channel < s.channels.size()) s.channels[l.channel].lost = 1;
   }
   s.resent_pages = losses_.resent_pages();
+  AddStreamStats(&s);
   std::unique_lock<std::mutex> lock(events_.mu);
   if (events_.postcopy_armed) {
     s.postcopy = postcopy_.Stats();
@@ -420,6 +423,12 @@ absl::Status Sender::StartPostcopy(absl::Span<DirtyBitmap* const> missing) {
   return impl_->StartPostcopy(missing);
 }
 absl::Status Sender::CompletePostcopy() { return impl_->CompletePostcopy(); }
+absl::StatusOr<uint32_t> Sender::CarryStream(int fd) {
+  return impl_->CarryStream(fd);
+}
+absl::Status Sender::AwaitStreams(absl::Time deadline) {
+  return impl_->AwaitStreams(deadline);
+}
 
 absl::StatusOr<std::unique_ptr<Sender>> Sender::ResumePostcopy(
     const SessionOptions& options, absl::Span<const Region> regions,

@@ -93,6 +93,12 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       return postcopy_.OnPageRequest(m.payload);
     case proto::ControlType::kMissingPages:
       return postcopy_.OnResumeMissing(m.payload);
+    case proto::ControlType::kStreamOpened:
+      return OnStreamOpened(m.payload);
+    case proto::ControlType::kStreamBack:
+      return OnStreamBack(m.payload);
+    case proto::ControlType::kStreamBackEnd:
+      return OnStreamBackEnd(m.payload);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected control message ",

@@ -37,6 +37,7 @@
 #include "engine/rate_limiter.h"
 #include "engine/scheduler.h"
 #include "engine/sent_ledger.h"
+#include "engine/stream/carried_stream.h"
 #include "engine/verify.h"
 #include "proto/control.h"
 #include "proto/handshake.h"
@@ -60,6 +61,8 @@ class SenderImpl {
 
   ~SenderImpl() {
     if (!finished_) Abort(absl::CancelledError("sender closed before Finish"));
+    // Their readers push into the channels' rings.
+    streams_.list.clear();
     for (auto& c : channels_) c->Join();
     if (control_ != nullptr) control_->Shutdown();  // wakes a blocked beat
     if (heartbeat_ != nullptr) heartbeat_->Stop();
@@ -88,6 +91,8 @@ class SenderImpl {
   absl::Status Finish();
   absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
   absl::Status CompletePostcopy();
+  absl::StatusOr<uint32_t> CarryStream(int fd);
+  absl::Status AwaitStreams(absl::Time deadline);
   // Before Setup: this session resumes `cut`'s post-copy.
   void ResumeFrom(const SenderImpl& cut);
   // After Setup of a resumed session: waits for the destination's
@@ -197,6 +202,19 @@ class SenderImpl {
   void StartAnsweringRequests();
   // Waits for the destination's POSTCOPY_ARMED.
   absl::Status AwaitArmed(const char* what);
+
+  // ---- carried streams (options_.streams; sender_streams.cc) ----
+  // From the control thread: the destination's answers for the streams.
+  absl::Status OnStreamOpened(absl::Span<const uint8_t> payload);
+  absl::Status OnStreamBack(absl::Span<const uint8_t> payload);
+  absl::Status OnStreamBackEnd(absl::Span<const uint8_t> payload);
+  // A stream's reader queues its chunk on the stream's channel.
+  bool EnqueueStream(const engine::CarriedStream::Chunk& chunk);
+  engine::CarriedStream* FindStream(uint32_t stream);
+  // Finish's check: every stream ended both ways; none opens from then.
+  absl::Status CheckStreamsEnded();
+  void ShutdownStreams();
+  void AddStreamStats(SessionStats* stats) const;
 
   // ---- verification (sender_verify.cc) ----
   // Compares every page of `region` with the destination's digests.
@@ -324,6 +342,23 @@ class SenderImpl {
     }
   };
   DestinationEvents events_;
+
+  // Carried streams (options_.streams): in the order they opened, each
+  // stream's index its id. The list only grows while the session lives,
+  // so a pointer taken under mu stays valid.
+  struct Streams {
+    mutable std::mutex mu;
+    std::vector<std::unique_ptr<engine::CarriedStream>> list;  // under mu
+    bool closed = false;  // under mu: Finish began, no more streams
+    // One opening at a time (CarryStream), in order.
+    std::mutex open_mu;
+    // STREAM_OPENED answers so far: under events_.mu.
+    uint32_t opened = 0;
+    // Several streams' readers may share a channel: each push into a ring
+    // takes its channel's lock, so every ring keeps one producer at a time.
+    std::vector<std::unique_ptr<std::mutex>> push_mu;
+  };
+  Streams streams_;
 };
 
 template <typename Pred>

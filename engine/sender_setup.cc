@@ -76,7 +76,6 @@ using engine::ControlChannel;
 
 absl::Status SenderImpl::Setup() {
   RAMFERRY_RETURN_IF_ERROR(ValidateSession(options_, regions_));
-  RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(regions_));
   RAMFERRY_ASSIGN_OR_RETURN(
       channels::ResolvedTransport resolved,
       channels::ResolveTransport(options_.transport,
@@ -196,6 +195,11 @@ absl::Status SenderImpl::ExchangeControlHello(int fd, absl::Time deadline) {
     return absl::FailedPreconditionError(
         "post-copy resume: the destination did not take the session back");
   }
+  if (options_.streams && (terms_.features & proto::kFeatureStreams) == 0) {
+    return absl::FailedPreconditionError(
+        "control connection: the destination does not carry streams (it "
+        "needs streams = true, or --qemu; an older ramferry?)");
+  }
   if (options_.postcopy && (terms_.features & proto::kFeaturePostcopy) == 0) {
     return absl::FailedPreconditionError(
         "postcopy: the destination does not allow post-copy; give it "
@@ -237,6 +241,9 @@ void SenderImpl::StartThreads() {
   }
   losses_.SetChannels(channels_.size());
   last_seq_.assign(channels_.size(), 0);
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    streams_.push_mu.push_back(std::make_unique<std::mutex>());
+  }
   if (terms_.survive) {
     ledger_ = std::make_unique<engine::SentLedger>(channels_.size(), regions_);
   }
@@ -351,6 +358,7 @@ uint64_t SenderImpl::OfferedCapabilities() const {
   if (options_.verify != VerifyMode::kReread) {
     caps |= proto::kFeatureArrivalDigests;
   }
+  if (options_.streams) caps |= proto::kFeatureStreams;
   if (options_.postcopy) {
     caps |= proto::kFeaturePostcopy;
     if (terms_.resume) caps |= proto::kFeaturePostcopyResume;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "proto/postcopy.h"
+#include "proto/stream_control.h"
 #include "proto/wire.h"
 
 namespace ramferry::proto {
@@ -46,6 +47,13 @@ size_t MaxPayload(ControlType t) {
       return kMaxPageRequestPayload;
     case ControlType::kPageData:
       return kMaxPageDataPayload;
+    case ControlType::kStreamOpen:
+    case ControlType::kStreamOpened:
+      return 4;
+    case ControlType::kStreamBack:
+      return 12 + size_t{kMaxStreamBackBytes};
+    case ControlType::kStreamBackEnd:
+      return 12;
   }
   return 0;
 }
@@ -152,6 +160,14 @@ const char* ControlTypeName(ControlType t) {
       return "PAGE_DATA";
     case ControlType::kPostcopyComplete:
       return "POSTCOPY_COMPLETE";
+    case ControlType::kStreamOpen:
+      return "STREAM_OPEN";
+    case ControlType::kStreamOpened:
+      return "STREAM_OPENED";
+    case ControlType::kStreamBack:
+      return "STREAM_BACK";
+    case ControlType::kStreamBackEnd:
+      return "STREAM_BACK_END";
   }
   return "UNKNOWN";
 }
@@ -176,7 +192,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
   uint32_t type = Load32(in.data());
   uint32_t length = Load32(in.data() + 4);
   if (type < static_cast<uint32_t>(ControlType::kRegionTable) ||
-      type > static_cast<uint32_t>(ControlType::kPostcopyComplete)) {
+      type > static_cast<uint32_t>(ControlType::kStreamBackEnd)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown control message type %d", type));
   }
@@ -226,9 +242,11 @@ absl::StatusOr<std::vector<RegionInfo>> DecodeRegionTable(
   WireReader r(payload);
   uint32_t count = r.U32();
   if (!r.ok()) return absl::InvalidArgumentError("region table truncated");
-  if (count == 0 || count > kMaxRegions) {
+  // None: a session of streams (kFeatureStreams); each end checks that
+  // against its own table.
+  if (count > kMaxRegions) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "region table has %d regions; want [1, %d]", count, kMaxRegions));
+        "region table has %d regions; want [0, %d]", count, kMaxRegions));
   }
   std::vector<RegionInfo> regions;
   regions.reserve(count);

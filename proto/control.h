@@ -47,6 +47,11 @@ enum class ControlType : uint32_t {
   kPageRequest = 15,       // destination -> source: pages threads wait on
   kPageData = 16,          // source -> destination: requested pages
   kPostcopyComplete = 17,  // destination -> source: every page is here
+  // Only with kFeatureStreams (proto/stream_control.h has the payloads):
+  kStreamOpen = 18,     // source -> destination: connect stream s's peer
+  kStreamOpened = 19,   // destination -> source: its peer is connected
+  kStreamBack = 20,     // destination -> source: bytes its peer sent back
+  kStreamBackEnd = 21,  // destination -> source: its peer closed its side
 };
 
 struct FrameHeader {

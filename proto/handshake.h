@@ -98,6 +98,9 @@ enum Feature : uint64_t {
   // as what changed since the copy the destination holds
   // (proto/page_delta.h, proto/packet.h).
   kFeatureDeltaPages = 1ull << 14,
+  // The session carries byte streams (proto/stream.h, STREAM packets;
+  // proto/stream_control.h, their control messages), and has no regions.
+  kFeatureStreams = 1ull << 15,
 };
 inline constexpr uint64_t kKnownFeatures =
     kFeatureVerify | kFeatureRdmaPinAll | kFeatureRdmaRegBatch |
@@ -105,7 +108,7 @@ inline constexpr uint64_t kKnownFeatures =
     kFeatureArrivalDigests | kFeatureZeroPages | kFeatureCompressedPages |
     kFeatureRdmaCredits | kFeatureSealMac | kFeatureSealEncrypt |
     kFeaturePostcopy | kFeaturePostcopyUrgent | kFeaturePostcopyResume |
-    kFeatureDeltaPages;
+    kFeatureDeltaPages | kFeatureStreams;
 
 struct SessionId {
   std::array<uint8_t, 16> bytes{};

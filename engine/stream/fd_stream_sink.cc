@@ -5,27 +5,9 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
+#include "engine/stream/stream_socket.h"
 
 namespace ramferry::engine {
-namespace {
-
-// Sends all of `bytes` on socket `fd` (a closed peer is EPIPE, never
-// SIGPIPE), adding what went to *sent; the errno of the first failure, or
-// 0.
-int WriteAll(int fd, absl::Span<const uint8_t> bytes, uint64_t* sent) {
-  while (!bytes.empty()) {
-    const ssize_t n = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-    *sent += static_cast<uint64_t>(n);
-  }
-  return 0;
-}
-
-}  // namespace
 
 FdStreamSink::FdStreamSink()
     : streams_(std::make_unique<Stream[]>(proto::kMaxStreams)) {}
@@ -64,8 +46,9 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
   if (!fresh.ok()) return fresh.status();
   // Counted as delivered only once sent: a resend brings the rest.
   uint64_t sent = 0;
-  const int err = WriteAll(s.fd, *fresh, &sent);
+  const int err = SendAll(s.fd, *fresh, &sent);
   s.cursor->Advance(sent);
+  s.delivered.store(s.cursor->delivered(), std::memory_order_release);
   if (err != 0) {
     return absl::UnavailableError(absl::StrFormat(
         "stream %d: its peer took %d bytes and then refused more: %s",
@@ -78,22 +61,19 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
                           base::ErrnoMessage(errno, "shutdown")));
     }
     s.cursor->End();
+    s.ended.store(true, std::memory_order_release);
   }
   return absl::OkStatus();
 }
 
 uint64_t FdStreamSink::delivered(uint32_t stream) const {
   if (stream >= proto::kMaxStreams) return 0;
-  const Stream& s = streams_[stream];
-  absl::MutexLock lock(&s.mu);
-  return s.cursor.has_value() ? s.cursor->delivered() : 0;
+  return streams_[stream].delivered.load(std::memory_order_acquire);
 }
 
 bool FdStreamSink::ended(uint32_t stream) const {
   if (stream >= proto::kMaxStreams) return false;
-  const Stream& s = streams_[stream];
-  absl::MutexLock lock(&s.mu);
-  return s.cursor.has_value() && s.cursor->ended();
+  return streams_[stream].ended.load(std::memory_order_acquire);
 }
 
 }  // namespace ramferry::engine

@@ -14,6 +14,7 @@
 #ifndef RAMFERRY_ENGINE_STREAM_FD_STREAM_SINK_H_
 #define RAMFERRY_ENGINE_STREAM_FD_STREAM_SINK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,7 +43,8 @@ class FdStreamSink : public StreamSink {
   absl::Status Take(const proto::StreamFrame& frame,
                     absl::Span<const uint8_t> payload) override;
 
-  // Bytes sent to `stream`'s peer so far; whether its end came.
+  // Bytes sent to `stream`'s peer so far; whether its end came. Never
+  // wait for a send in progress.
   uint64_t delivered(uint32_t stream) const;
   bool ended(uint32_t stream) const;
 
@@ -51,6 +53,9 @@ class FdStreamSink : public StreamSink {
     mutable absl::Mutex mu;
     int fd ABSL_GUARDED_BY(mu) = -1;
     std::optional<StreamCursor> cursor ABSL_GUARDED_BY(mu);
+    // The cursor's, for readers that must not wait behind a send.
+    std::atomic<uint64_t> delivered{0};
+    std::atomic<bool> ended{false};
   };
   const std::unique_ptr<Stream[]> streams_;  // proto::kMaxStreams of them
 };

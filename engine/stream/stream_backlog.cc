@@ -25,6 +25,25 @@ absl::Status StreamBacklog::Append(absl::Span<const uint8_t> bytes) {
   return absl::OkStatus();
 }
 
+absl::Span<uint8_t> StreamBacklog::Writable(uint64_t at_most) {
+  const size_t at = end_ % ring_.size();
+  const uint64_t n =
+      std::min({at_most, room(), static_cast<uint64_t>(ring_.size() - at)});
+  return absl::MakeSpan(ring_.data() + at, n);
+}
+
+absl::Status StreamBacklog::Commit(uint64_t bytes) {
+  const size_t at = end_ % ring_.size();
+  if (bytes > room() || bytes > ring_.size() - at) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "stream backlog: %d bytes committed where %d fit before the wrap "
+        "and %d are free",
+        bytes, ring_.size() - at, room()));
+  }
+  end_ += bytes;
+  return absl::OkStatus();
+}
+
 absl::Status StreamBacklog::Ack(uint64_t offset) {
   if (offset > end_) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -37,6 +37,14 @@ class StreamBacklog {
   // room(): the caller reads no more than room() from its peer.
   absl::Status Append(absl::Span<const uint8_t> bytes);
 
+  // Where the stream's next bytes go when read straight into the ring:
+  // at most `at_most` bytes, contiguous, inside room() (empty when there
+  // is none). Fill a prefix, then Commit how many.
+  absl::Span<uint8_t> Writable(uint64_t at_most);
+  // The first `bytes` of the last Writable() now hold the stream's next
+  // bytes. OUT_OF_RANGE past room() or past the ring's wrap.
+  absl::Status Commit(uint64_t bytes);
+
   // The destination holds every byte below `offset`: they are dropped.
   // An offset at or below acked() changes nothing; one past end() is
   // INVALID_ARGUMENT (bytes that were never sent).

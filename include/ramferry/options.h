@@ -208,6 +208,17 @@ struct SessionOptions {
   // survive_channel_loss; verifies with VerifyMode::kFull only (the
   // destination's workload writes its memory before Verify).
   bool postcopy = false;
+
+  // The session carries byte streams instead of pages (docs/streams.md):
+  // both ends set it and register no regions. The source hands each
+  // connection of its peer (QEMU's migration: main, then multifd) to
+  // Sender::CarryStream; the destination connects a peer of its own for
+  // each (Receiver::OnStreamOpen). Everything else a session has holds:
+  // the handshake, protection, several links, the rate limit. Socket
+  // transports only (tcp, tcp-zerocopy, uring-zc: rdma places bytes in
+  // registered memory, and a stream has none); not with post-copy, delta
+  // or survive_channel_loss yet.
+  bool streams = false;
   // Post-copy: page requests and their answers go on a connection of their
   // own (the urgent channel, with a thread on each end), never queued
   // behind bulk pages. Off: requests ride the control connection and are
@@ -275,9 +286,10 @@ absl::Status ValidateOptions(const SessionOptions& options);
 absl::Status SetOption(SessionOptions& options, absl::string_view name,
                        absl::string_view value);
 
-// ValidateOptions, and what the options ask of the regions: post-copy
-// places 4 KiB pages only; a protected stream seals pages no larger than
-// its staging bound. Sender::Connect and Receiver::Listen run it before
+// ValidateOptions, and what the options ask of the regions: at least one,
+// each valid, ids unique (a session of streams: none); post-copy places
+// 4 KiB pages only; a protected stream seals pages no larger than its
+// staging bound. Sender::Connect and Receiver::Listen run it before
 // anything else, so a session that cannot run is refused before a
 // connection is made.
 absl::Status ValidateSession(const SessionOptions& options,

@@ -59,6 +59,17 @@ class Receiver {
   // the source the same way. Set before Serve(); keep it short.
   void OnCommit(std::function<absl::Status()> commit);
 
+  // ---- carried streams (SessionOptions::streams; docs/streams.md) ----
+  // Connects a peer for stream `stream` (the destination QEMU's incoming
+  // socket): returns a connected socket, which the Receiver then owns, or
+  // the reason there is none (it ends the session, and reaches the
+  // source). Called on the control thread, once per stream, in the order
+  // the source's peer connected, each only after the one before it was
+  // connected. Stream s's bytes are then written to it as they come, and
+  // what the peer writes back goes to the source's peer. Set before
+  // Serve(). Without it a stream session fails at its first stream.
+  void OnStreamOpen(std::function<absl::StatusOr<int>(uint32_t stream)> open);
+
   // ---- post-copy (SessionOptions::postcopy) ----
   // Called once, on the control thread, when the destination has armed:
   // every page it lacks now faults and is fetched on demand, so the

@@ -124,7 +124,8 @@ class Sender {
   void NoteMemoryFrozen();
 
   // Ends the session: every channel sends FINISH and the destination
-  // confirms. Calling Finish after an error returns that error.
+  // confirms. With streams, only once every one ended (AwaitStreams). Calling
+  // Finish after an error returns that error.
   //
   // The commit point is the control FINISH: once it has left
   // (finish_sent()), the destination may have taken the memory over and
@@ -176,6 +177,26 @@ class Sender {
   static absl::StatusOr<std::unique_ptr<Sender>> ResumePostcopy(
       const SessionOptions& options, absl::Span<const Region> regions,
       const Sender& cut);
+
+  // ---- carried streams (SessionOptions::streams; docs/streams.md) ----
+  // Carries the bytes of `fd`, a connected socket (one of the source
+  // QEMU's migration connections), to a peer the destination connects for
+  // it (Receiver::OnStreamOpen), and what that peer sends back to `fd`.
+  // Takes `fd` (closed when the Sender goes, or at once on error). Opens
+  // the stream on the destination first and returns its id once the
+  // destination's peer is connected: call it in the order the peer's
+  // connections came (QEMU takes its first as the main channel). The bytes
+  // then flow on their own: stream s rides data channel s % channels, in
+  // packets of up to 1 MiB read as they come, so the peer's own sends
+  // block while the link is slow. The peer's end (EOF) is sent on as the
+  // stream's end; an error reading it ends the session. Any thread; one
+  // opening at a time.
+  absl::StatusOr<uint32_t> CarryStream(int fd);
+  // Waits until every stream carried so far ended both ways (its peer's
+  // EOF went out, and the destination's peer closed its side), or
+  // `deadline` (DEADLINE_EXCEEDED; the streams go on). Then Finish.
+  // The session's error once it failed.
+  absl::Status AwaitStreams(absl::Time deadline);
 
   // Ends the session now from any thread; pending calls return `reason`.
   void Abort(const absl::Status& reason);

@@ -102,6 +102,23 @@ struct PostcopyStats {
   uint64_t blocked_us = 0;  // over every fault
 };
 
+// A carried stream (SessionOptions::streams), at either end.
+struct StreamStats {
+  uint32_t stream = 0;
+  uint32_t channel = 0;  // the data channel that carries it
+  // Source: bytes read from its peer; destination: bytes delivered to its
+  // peer.
+  uint64_t forward_bytes = 0;
+  // Source: of forward_bytes, those out on the channel (0 at the
+  // destination).
+  uint64_t sent_bytes = 0;
+  // The way back (the destination's peer to the source's): bytes written
+  // to the source's peer, or read from the destination's.
+  uint64_t back_bytes = 0;
+  bool forward_ended = false;  // its end was sent, or delivered
+  bool back_ended = false;
+};
+
 struct SessionStats {
   std::vector<ChannelStats> channels;
   uint64_t rounds = 0;
@@ -120,6 +137,8 @@ struct SessionStats {
   // Source: pages sent a second time because their channel was lost.
   uint64_t resent_pages = 0;
   PostcopyStats postcopy;
+  // Carried streams, by id (SessionOptions::streams).
+  std::vector<StreamStats> streams;
   ChannelStats Total() const;
 };
 

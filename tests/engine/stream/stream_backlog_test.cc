@@ -2,6 +2,7 @@
 // the ring's wrap, and given back from any offset a resend starts at.
 #include "engine/stream/stream_backlog.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -80,6 +81,28 @@ TEST(StreamBacklog, AcksGoForwardOnlyAndNeverPastWhatWasSent) {
                                     HasSubstr("holds [40, 50), not from 39")));
   EXPECT_THAT(b.Since(51), StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_TRUE(Joined(b, 50).empty());
+}
+
+// The reader fills the ring in place: a contiguous span inside the room,
+// cut at the wrap, and a commit past either is refused.
+TEST(StreamBacklog, ReadsGoStraightIntoTheRingUpToTheWrapAndTheRoom) {
+  StreamBacklog b(100);
+  absl::Span<uint8_t> w = b.Writable(1000);
+  EXPECT_EQ(w.size(), 100u);
+  const std::vector<uint8_t> first = Bytes(0, 70);
+  std::copy(first.begin(), first.end(), w.begin());
+  ASSERT_OK(b.Commit(70));
+  EXPECT_EQ(b.Writable(1000).size(), 30u);  // the room left
+  ASSERT_OK(b.Ack(60));
+  w = b.Writable(1000);
+  EXPECT_EQ(w.size(), 30u);  // up to the wrap, though 90 are free
+  const std::vector<uint8_t> second = Bytes(70, 30);
+  std::copy(second.begin(), second.end(), w.begin());
+  ASSERT_OK(b.Commit(30));
+  EXPECT_EQ(b.Writable(5).size(), 5u);  // past the wrap, at most asked
+  EXPECT_THAT(b.Commit(61), StatusIs(absl::StatusCode::kOutOfRange,
+                                     HasSubstr("60 are free")));
+  EXPECT_THAT(Joined(b, 60), ElementsAreArray(Bytes(60, 40)));
 }
 
 }  // namespace

@@ -1,0 +1,150 @@
+#include "engine/stream/carried_stream.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/errno_status.h"
+#include "engine/stream/stream_socket.h"
+#include "proto/stream.h"
+
+namespace ramferry::engine {
+
+CarriedStream::CarriedStream(uint32_t stream, int fd, uint64_t capacity)
+    : stream_(stream), fd_(fd), backlog_(capacity) {}
+
+CarriedStream::~CarriedStream() {
+  Shutdown();
+  if (reader_.joinable()) reader_.join();
+  close(fd_);
+}
+
+void CarriedStream::Start(Enqueue enqueue, OnError on_error) {
+  enqueue_ = std::move(enqueue);
+  on_error_ = std::move(on_error);
+  reader_ = std::thread([this] { Run(); });
+}
+
+void CarriedStream::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (!stopped_) {
+    stopped_ = true;
+    shutdown(fd_, SHUT_RDWR);
+  }
+}
+
+absl::Span<uint8_t> CarriedStream::WaitRoom() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](CarriedStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+        return s->stopped_ || s->backlog_.room() > 0;
+      },
+      this));
+  if (stopped_) return {};
+  return backlog_.Writable(proto::kMaxStreamPayloadBytes);
+}
+
+void CarriedStream::Run() {
+  while (true) {
+    absl::Span<uint8_t> room = WaitRoom();
+    if (room.empty()) return;
+    // Outside the lock: the channel reads only bytes before `room`.
+    const ssize_t n = ReadSome(fd_, room);
+    Chunk chunk{.stream = stream_};
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      if (n < 0) {
+        stopped_ = true;
+      } else {
+        chunk.offset = backlog_.end();
+        chunk.bytes = room.first(static_cast<size_t>(n));
+        chunk.end = n == 0;
+        // Within Writable's span: cannot fail.
+        (void)backlog_.Commit(static_cast<uint64_t>(n));
+        counts_.read += static_cast<uint64_t>(n);
+      }
+    }
+    if (n < 0) {
+      on_error_(absl::UnavailableError(
+          absl::StrFormat("stream %d: reading from its peer: %s", stream_,
+                          base::ErrnoMessage(static_cast<int>(-n), "read"))));
+      return;
+    }
+    if (!enqueue_(chunk) || chunk.end) return;
+  }
+}
+
+void CarriedStream::Sent(uint64_t end) {
+  absl::MutexLock lock(&mu_);
+  // Only offsets the reader committed reach the channel.
+  (void)backlog_.Ack(end);
+  counts_.sent = std::max(counts_.sent, end);
+}
+
+void CarriedStream::EndSent() {
+  absl::MutexLock lock(&mu_);
+  counts_.end_sent = true;
+}
+
+absl::Status CarriedStream::Back(const proto::StreamBack& back) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (counts_.back_ended || back.offset != counts_.back) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "STREAM_BACK for stream %d at offset %d, where %d bytes came back "
+          "so far%s",
+          stream_, back.offset, counts_.back,
+          counts_.back_ended ? " and its end" : ""));
+    }
+  }
+  // The control thread writes alone; the lock is not held through a
+  // send the peer may block.
+  uint64_t sent = 0;
+  const int err = SendAll(fd_, back.bytes, &sent);
+  absl::MutexLock lock(&mu_);
+  counts_.back += sent;
+  if (err != 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "stream %d: its peer took %d bytes back and then refused more: %s",
+        stream_, counts_.back, base::ErrnoMessage(err, "send")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CarriedStream::BackEnd(const proto::StreamBackEnd& end) {
+  absl::MutexLock lock(&mu_);
+  if (counts_.back_ended || end.length != counts_.back) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "STREAM_BACK_END for stream %d at %d bytes, where %d came back%s",
+        stream_, end.length, counts_.back,
+        counts_.back_ended ? " and its end" : ""));
+  }
+  counts_.back_ended = true;
+  // A peer that left already has nothing to be told.
+  if (!stopped_) shutdown(fd_, SHUT_WR);
+  return absl::OkStatus();
+}
+
+bool CarriedStream::WaitDone(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(
+             absl::Condition(
+                 +[](CarriedStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+                   return s->stopped_ ||
+                          (s->counts_.end_sent && s->counts_.back_ended);
+                 },
+                 this),
+             deadline) &&
+         counts_.end_sent && counts_.back_ended;
+}
+
+CarriedStream::Counts CarriedStream::counts() const {
+  absl::MutexLock lock(&mu_);
+  return counts_;
+}
+
+}  // namespace ramferry::engine

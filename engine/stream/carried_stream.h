@@ -1,0 +1,113 @@
+// The source's end of one carried stream (docs/streams.md): the
+// connection of its peer (one of the source QEMU's migration
+// connections), a thread that reads it into a bounded backlog and hands
+// each read to the stream's channel as one STREAM packet, and what comes
+// back from the destination's peer, written to the connection.
+//
+// Backpressure: the reader takes no more than the backlog has room for,
+// and room comes back only once the channel sent the bytes. A slow link
+// holds the channel, the backlog fills, the reader stops reading, and the
+// peer's own send blocks: QEMU measures the real bandwidth.
+//
+// Threads: the reader (its own); the channel's thread (Sent, EndSent);
+// the control thread (Back, BackEnd); any thread (WaitDone, Shutdown,
+// counts). The backlog's bytes between what was sent and what was read
+// are the channel's to read; the reader writes only past them.
+#ifndef RAMFERRY_ENGINE_STREAM_CARRIED_STREAM_H_
+#define RAMFERRY_ENGINE_STREAM_CARRIED_STREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/stream/stream_backlog.h"
+#include "proto/stream_control.h"
+
+namespace ramferry::engine {
+
+class CarriedStream {
+ public:
+  // What the reader hands the stream's channel: `bytes` of the stream at
+  // `offset` (valid until Sent passes them), or its end (`end`, at
+  // `offset` = its length, no bytes).
+  struct Chunk {
+    uint32_t stream = 0;
+    uint64_t offset = 0;
+    absl::Span<const uint8_t> bytes;
+    bool end = false;
+  };
+  // Queues a chunk on the stream's channel; false once the session is
+  // over (the reader then stops).
+  using Enqueue = std::function<bool(const Chunk&)>;
+  // A failure of the stream's connection: it ends the session.
+  using OnError = std::function<void(const absl::Status&)>;
+
+  // Owns `fd`, a connected socket, and closes it when destroyed.
+  // `capacity`: the backlog's bytes.
+  CarriedStream(uint32_t stream, int fd, uint64_t capacity);
+  ~CarriedStream();
+  CarriedStream(const CarriedStream&) = delete;
+  CarriedStream& operator=(const CarriedStream&) = delete;
+
+  // Starts the reader.
+  void Start(Enqueue enqueue, OnError on_error);
+  // Ends the stream where it stands: shuts the connection down (which
+  // wakes the reader, and tells the peer its migration is over) and ends
+  // every wait. Any thread, the reader's own included; idempotent. The
+  // destructor joins the reader.
+  void Shutdown();
+
+  // ---- the channel's thread ----
+  // Every byte below `end` went out: its room may be reused.
+  void Sent(uint64_t end);
+  // STREAM_END went out.
+  void EndSent();
+
+  // ---- the control thread ----
+  // The destination's peer sent these bytes back: written to the
+  // connection. INVALID_ARGUMENT for bytes out of order or after the
+  // back end; UNAVAILABLE where the peer closed its end.
+  absl::Status Back(const proto::StreamBack& back);
+  // The destination's peer closed its sending side: so does this end.
+  absl::Status BackEnd(const proto::StreamBackEnd& end);
+
+  // Waits until both directions ended (STREAM_END sent and the back end
+  // came), `deadline` passed or Shutdown (false).
+  bool WaitDone(absl::Time deadline);
+
+  uint32_t stream() const { return stream_; }
+  struct Counts {
+    uint64_t read = 0;  // from the peer
+    uint64_t sent = 0;  // of those, out on the channel
+    uint64_t back = 0;  // written back to the peer
+    bool end_sent = false;
+    bool back_ended = false;
+  };
+  Counts counts() const;
+
+ private:
+  void Run();
+  // The next read's room in the backlog, waiting for some; empty once
+  // stopped.
+  absl::Span<uint8_t> WaitRoom();
+
+  const uint32_t stream_;
+  const int fd_;
+  Enqueue enqueue_;
+  OnError on_error_;
+  std::thread reader_;
+
+  mutable absl::Mutex mu_;
+  StreamBacklog backlog_ ABSL_GUARDED_BY(mu_);
+  Counts counts_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ramferry::engine
+
+#endif  // RAMFERRY_ENGINE_STREAM_CARRIED_STREAM_H_

@@ -1,0 +1,140 @@
+#include "engine/stream/stream_peers.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/errno_status.h"
+#include "base/status_macros.h"
+#include "base/status_util.h"
+#include "engine/stream/stream_socket.h"
+#include "proto/stream.h"
+#include "proto/stream_control.h"
+
+namespace ramferry::engine {
+
+StreamPeers::StreamPeers(Connect connect, SendControl send, OnError on_error)
+    : connect_(std::move(connect)),
+      send_(std::move(send)),
+      on_error_(std::move(on_error)) {}
+
+StreamPeers::~StreamPeers() {
+  Shutdown();
+  // The list no longer changes once shut down.
+  std::vector<Peer*> peers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& p : peers_) peers.push_back(p.get());
+  }
+  for (Peer* p : peers) {
+    if (p->reader.joinable()) p->reader.join();
+    close(p->fd);
+  }
+}
+
+absl::Status StreamPeers::Open(absl::Span<const uint8_t> payload) {
+  RAMFERRY_ASSIGN_OR_RETURN(uint32_t stream, proto::DecodeStreamId(payload));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stream != peers_.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "STREAM_OPEN for stream %d; %d was next", stream, peers_.size()));
+    }
+  }
+  if (!connect_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "stream %d: this destination has no peer to connect streams to "
+        "(Receiver::OnStreamOpen was not set)",
+        stream));
+  }
+  absl::StatusOr<int> fd = connect_(stream);
+  if (!fd.ok()) {
+    return base::Annotate(
+        fd.status(),
+        absl::StrFormat("stream %d: connecting the destination's peer",
+                        stream));
+  }
+  Peer* peer;
+  {
+    absl::MutexLock lock(&mu_);
+    peers_.push_back(std::make_unique<Peer>());
+    peer = peers_.back().get();
+    peer->stream = stream;
+    peer->fd = *fd;
+    if (shut_down_) shutdown(peer->fd, SHUT_RDWR);
+  }
+  RAMFERRY_RETURN_IF_ERROR(sink_.Open(stream, peer->fd));
+  peer->reader = std::thread([this, peer] { ReadBack(peer); });
+  return send_(proto::EncodeStreamOpened(stream));
+}
+
+void StreamPeers::ReadBack(Peer* peer) {
+  std::vector<uint8_t> buffer(proto::kMaxStreamBackBytes);
+  while (true) {
+    const ssize_t n = ReadSome(peer->fd, absl::MakeSpan(buffer));
+    {
+      absl::MutexLock lock(&mu_);
+      if (shut_down_) return;  // our own shutdown, not the peer's end
+    }
+    if (n < 0) {
+      on_error_(absl::UnavailableError(absl::StrFormat(
+          "stream %d: reading what its peer sends back: %s", peer->stream,
+          base::ErrnoMessage(static_cast<int>(-n), "read"))));
+      return;
+    }
+    const uint64_t at = peer->back.load(std::memory_order_relaxed);
+    absl::Status s =
+        n == 0
+            ? send_(proto::EncodeStreamBackEnd(
+                  {.stream = peer->stream, .length = at}))
+            : send_(proto::EncodeStreamBack(
+                  peer->stream, at,
+                  absl::MakeConstSpan(buffer.data(), static_cast<size_t>(n))));
+    if (!s.ok()) {
+      on_error_(s);
+      return;
+    }
+    if (n == 0) {
+      peer->back_ended.store(true, std::memory_order_release);
+      return;
+    }
+    peer->back.store(at + static_cast<uint64_t>(n), std::memory_order_relaxed);
+  }
+}
+
+absl::Status StreamPeers::CheckEnded() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& p : peers_) {
+    if (!sink_.ended(p->stream)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "FINISH before stream %d ended (%d bytes delivered): the source "
+          "must await its streams",
+          p->stream, sink_.delivered(p->stream)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void StreamPeers::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (const auto& p : peers_) shutdown(p->fd, SHUT_RDWR);
+}
+
+void StreamPeers::AddStats(uint32_t channels, SessionStats* stats) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& p : peers_) {
+    stats->streams.push_back(
+        {.stream = p->stream,
+         .channel = channels == 0 ? 0 : p->stream % channels,
+         .forward_bytes = sink_.delivered(p->stream),
+         .back_bytes = p->back.load(std::memory_order_relaxed),
+         .forward_ended = sink_.ended(p->stream),
+         .back_ended = p->back_ended.load(std::memory_order_acquire)});
+  }
+}
+
+}  // namespace ramferry::engine
