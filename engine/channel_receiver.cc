@@ -531,6 +531,8 @@ absl::Status ChannelReceiver::ReceiveStream(const proto::PacketHeader& h) {
   }
   header_ahead_ = HeaderAhead();
   if (opener_ != nullptr) RAMFERRY_RETURN_IF_ERROR(FinishOpen(h, payload));
+  counters_.packets.Add();
+  counters_.payload_bytes.Add(frame.bytes);
   return streams_->Take(frame, stream_payload_);
 }
 

@@ -223,7 +223,8 @@ absl::Status ReceiverImpl::StartChannels() {
         [this](absl::Span<const uint8_t> frame) {
           return control_->Send(frame);
         },
-        [this](const absl::Status& s) { failure_.Fail(s); });
+        [this](const absl::Status& s) { failure_.Fail(s); },
+        options_.stall_timeout);
     admitted.config.streams = streams_->sink();
   }
   endpoints_ = std::move(admitted.endpoints);

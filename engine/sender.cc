@@ -426,7 +426,7 @@ absl::Status Sender::CompletePostcopy() { return impl_->CompletePostcopy(); }
 absl::StatusOr<uint32_t> Sender::CarryStream(int fd) {
   return impl_->CarryStream(fd);
 }
-absl::Status Sender::AwaitStreams(absl::Time deadline) {
+absl::StatusOr<bool> Sender::AwaitStreams(absl::Time deadline) {
   return impl_->AwaitStreams(deadline);
 }
 

@@ -92,7 +92,7 @@ class SenderImpl {
   absl::Status StartPostcopy(absl::Span<DirtyBitmap* const> missing);
   absl::Status CompletePostcopy();
   absl::StatusOr<uint32_t> CarryStream(int fd);
-  absl::Status AwaitStreams(absl::Time deadline);
+  absl::StatusOr<bool> AwaitStreams(absl::Time deadline);
   // Before Setup: this session resumes `cut`'s post-copy.
   void ResumeFrom(const SenderImpl& cut);
   // After Setup of a resumed session: waits for the destination's

@@ -49,6 +49,12 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
   const int err = SendAll(s.fd, *fresh, &sent);
   s.cursor->Advance(sent);
   s.delivered.store(s.cursor->delivered(), std::memory_order_release);
+  if (err == EAGAIN || err == EWOULDBLOCK) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "stream %d: its peer took %d bytes and then read nothing for the "
+        "stall timeout, nor closed",
+        frame.stream, s.cursor->delivered()));
+  }
   if (err != 0) {
     return absl::UnavailableError(absl::StrFormat(
         "stream %d: its peer took %d bytes and then refused more: %s",

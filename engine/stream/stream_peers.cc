@@ -1,8 +1,10 @@
 #include "engine/stream/stream_peers.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -15,10 +17,12 @@
 
 namespace ramferry::engine {
 
-StreamPeers::StreamPeers(Connect connect, SendControl send, OnError on_error)
+StreamPeers::StreamPeers(Connect connect, SendControl send, OnError on_error,
+                         absl::Duration stall_timeout)
     : connect_(std::move(connect)),
       send_(std::move(send)),
-      on_error_(std::move(on_error)) {}
+      on_error_(std::move(on_error)),
+      stall_timeout_(stall_timeout) {}
 
 StreamPeers::~StreamPeers() {
   Shutdown();
@@ -55,6 +59,13 @@ absl::Status StreamPeers::Open(absl::Span<const uint8_t> payload) {
         fd.status(),
         absl::StrFormat("stream %d: connecting the destination's peer",
                         stream));
+  }
+  const timeval stall = absl::ToTimeval(stall_timeout_);
+  if (setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof stall) != 0) {
+    const int err = errno;
+    close(*fd);
+    return absl::InternalError(absl::StrFormat(
+        "stream %d: %s", stream, base::ErrnoMessage(err, "SO_SNDTIMEO")));
   }
   Peer* peer;
   {

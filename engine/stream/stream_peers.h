@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/stream/fd_stream_sink.h"
 #include "ramferry/stats.h"
@@ -40,7 +41,12 @@ class StreamPeers {
   using SendControl = std::function<absl::Status(absl::Span<const uint8_t>)>;
   using OnError = std::function<void(const absl::Status&)>;
 
-  StreamPeers(Connect connect, SendControl send, OnError on_error);
+  // A peer that reads none of its stream for `stall_timeout` while bytes
+  // wait for it fails the stream (SO_SNDTIMEO on its connection): a
+  // destination QEMU that neither reads nor closes ends the session
+  // rather than holding it forever.
+  StreamPeers(Connect connect, SendControl send, OnError on_error,
+              absl::Duration stall_timeout);
   ~StreamPeers();
   StreamPeers(const StreamPeers&) = delete;
   StreamPeers& operator=(const StreamPeers&) = delete;
@@ -75,6 +81,7 @@ class StreamPeers {
   const Connect connect_;
   const SendControl send_;
   const OnError on_error_;
+  const absl::Duration stall_timeout_;
   FdStreamSink sink_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);

@@ -193,10 +193,11 @@ class Sender {
   // opening at a time.
   absl::StatusOr<uint32_t> CarryStream(int fd);
   // Waits until every stream carried so far ended both ways (its peer's
-  // EOF went out, and the destination's peer closed its side), or
-  // `deadline` (DEADLINE_EXCEEDED; the streams go on). Then Finish.
-  // The session's error once it failed.
-  absl::Status AwaitStreams(absl::Time deadline);
+  // EOF went out, and the destination's peer closed its side): true, then
+  // Finish; or until `deadline`: false, the streams go on. The session's
+  // error once it failed (whatever its code: a stalled peer's is
+  // DEADLINE_EXCEEDED too).
+  absl::StatusOr<bool> AwaitStreams(absl::Time deadline);
 
   // Ends the session now from any thread; pending calls return `reason`.
   void Abort(const absl::Status& reason);

@@ -33,6 +33,7 @@ namespace {
 
 using ::ramferry::testing::StatusIs;
 using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -102,20 +103,25 @@ class StreamSessionTest : public ::testing::TestWithParam<TransportKind> {
   // The destination: listens, and connects each stream's peer to a
   // socket pair whose other end a thread reads to its end, then answers
   // with the case's back bytes. `refuse`: the peer closes at once.
+  enum class PeerKind { kReads, kRefuses, kSilent };
   void StartDestination(const SessionOptions& o,
                         const std::vector<StreamCase>& cases,
-                        bool refuse = false) {
+                        PeerKind kind = PeerKind::kReads) {
     auto rx = Receiver::Listen(o, {});
     ASSERT_TRUE(rx.ok()) << rx.status();
     rx_ = std::move(*rx);
     received_.resize(cases.size());
-    rx_->OnStreamOpen([this, cases, refuse](uint32_t s) -> absl::StatusOr<int> {
+    rx_->OnStreamOpen([this, cases, kind](uint32_t s) -> absl::StatusOr<int> {
       std::lock_guard<std::mutex> lock(mu_);
       opened_.push_back(s);
       if (s >= cases.size()) return absl::NotFoundError("no such peer");
       auto [mine, theirs] = SocketPair();
-      if (refuse) {
+      if (kind == PeerKind::kRefuses) {
         close(mine);
+        return theirs;
+      }
+      if (kind == PeerKind::kSilent) {  // reads nothing, closes nothing
+        silent_.push_back(mine);
         return theirs;
       }
       peers_.emplace_back([this, s, mine = mine, back = cases[s].back] {
@@ -162,6 +168,7 @@ class StreamSessionTest : public ::testing::TestWithParam<TransportKind> {
     if (rx_ != nullptr) rx_->Abort(absl::CancelledError("test over"));
     if (serve_.valid()) serve_.wait();
     JoinPeers();
+    for (int fd : silent_) close(fd);
   }
 
   std::unique_ptr<Receiver> rx_;
@@ -170,6 +177,7 @@ class StreamSessionTest : public ::testing::TestWithParam<TransportKind> {
   std::vector<uint32_t> opened_;    // guarded by mu_
   std::vector<std::thread> peers_;  // guarded by mu_
   std::vector<std::thread> sources_;
+  std::vector<int> silent_;  // guarded by mu_
   std::vector<std::vector<uint8_t>> received_, returned_;
 };
 
@@ -188,7 +196,9 @@ TEST_P(StreamSessionTest, StreamsArriveWholeAndInOrderBothWays) {
   auto sender = Sender::Connect(so, {});
   ASSERT_TRUE(sender.ok()) << sender.status();
   ASSERT_TRUE(CarryAll(**sender, cases).ok());
-  ASSERT_TRUE((*sender)->AwaitStreams(absl::Now() + absl::Seconds(60)).ok());
+  const absl::StatusOr<bool> ended =
+      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(ended.ok() && *ended) << ended.status();
   ASSERT_TRUE((*sender)->Finish().ok());
   EXPECT_TRUE(serve_.get().ok());
   JoinPeers();
@@ -216,14 +226,14 @@ TEST_P(StreamSessionTest, StreamsArriveWholeAndInOrderBothWays) {
 TEST_P(StreamSessionTest, ARefusingPeerEndsTheSessionOnBothEnds) {
   const std::vector<StreamCase> cases = {{RandomBytes(4 << 20, 5), {}}};
   const SessionOptions o = Options();
-  ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases, /*refuse=*/true));
+  ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases, PeerKind::kRefuses));
   SessionOptions so = o;
   so.port = rx_->port();
   auto sender = Sender::Connect(so, {});
   ASSERT_TRUE(sender.ok()) << sender.status();
   ASSERT_TRUE(CarryAll(**sender, cases).ok());
   const absl::Status waited =
-      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60));
+      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60)).status();
   const absl::Status served = serve_.get();
   EXPECT_THAT(served,
               StatusIs(absl::StatusCode::kUnavailable,
@@ -232,6 +242,32 @@ TEST_P(StreamSessionTest, ARefusingPeerEndsTheSessionOnBothEnds) {
   EXPECT_THAT(waited.message(), HasSubstr("stream 0"));
   EXPECT_FALSE((*sender)->Finish().ok());
   // The source's peer sees its connection end, not a hang.
+  JoinPeers();
+}
+
+// A destination peer that neither reads nor closes (a QEMU wedged on its
+// incoming side) holds its stream for the stall timeout, then fails it:
+// the session ends on both ends, never held forever.
+TEST_P(StreamSessionTest, APeerThatStopsReadingFailsAfterTheStallTimeout) {
+  const std::vector<StreamCase> cases = {{RandomBytes(16 << 20, 6), {}}};
+  SessionOptions o = Options();
+  o.stall_timeout = absl::Seconds(2);
+  ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases, PeerKind::kSilent));
+  SessionOptions so = o;
+  so.port = rx_->port();
+  auto sender = Sender::Connect(so, {});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_TRUE(CarryAll(**sender, cases).ok());
+  // Whichever end notices first says so: the destination's write that
+  // waits (its stream), or a source whose sends the kernel never took.
+  const auto stalled = StatusIs(
+      absl::StatusCode::kDeadlineExceeded,
+      AnyOf(HasSubstr("stall"), HasSubstr("no zero-copy completion for 2s")));
+  EXPECT_THAT(serve_.get(), stalled);
+  // A failure, whatever its code, is never taken for "not yet".
+  const absl::StatusOr<bool> waited =
+      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(30));
+  EXPECT_THAT(waited.status(), stalled);
   JoinPeers();
 }
 
