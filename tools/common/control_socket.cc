@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
 #include "base/status_macros.h"
+#include "tools/common/unix_socket.h"
 
 namespace ramferry::cli {
 
@@ -41,50 +42,6 @@ struct ControlServer::Client {
 
 namespace {
 
-absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("control socket path '", path, "' must be 1 to ",
-                     sizeof(addr.sun_path) - 1, " bytes long"));
-  }
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  return addr;
-}
-
-// Whatever is at `path` may be replaced: nothing, or a socket nobody
-// listens on (left by a process that died).
-absl::Status ClearStaleSocket(const std::string& path, const sockaddr_un& a) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return base::ErrnoStatus(errno, absl::StrCat("control socket ", path));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "control socket path ", path,
-        " exists and is not a socket: remove it or choose another path"));
-  }
-  base::OwnedFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!probe.valid()) return base::ErrnoStatus(errno, "socket(AF_UNIX)");
-  if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a)) ==
-      0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("another process serves the control socket ", path,
-                     ": give each migration its own --control path"));
-  }
-  if (errno != ECONNREFUSED) {
-    return base::ErrnoStatus(errno,
-                             absl::StrCat("probing control socket ", path));
-  }
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return base::ErrnoStatus(errno,
-                             absl::StrCat("removing stale socket ", path));
-  }
-  return absl::OkStatus();
-}
-
 Json ErrorReply(const absl::Status& s) {
   return Json{{"ok", false},
               {"error",
@@ -96,26 +53,8 @@ Json ErrorReply(const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Start(
     const std::string& path, std::vector<std::string> events, Handler handler) {
-  RAMFERRY_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
-  RAMFERRY_RETURN_IF_ERROR(ClearStaleSocket(path, addr));
-  base::OwnedFd fd(
-      socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return base::ErrnoStatus(errno, "socket(AF_UNIX)");
-  // bind() creates the file with the socket inode's mode less the umask:
-  // 0600 from the start, with no window in which others could connect.
-  if (fchmod(fd.get(), 0600) != 0) {
-    return base::ErrnoStatus(errno, "fchmod(control socket)");
-  }
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) !=
-      0) {
-    return base::ErrnoStatus(errno,
-                             absl::StrCat("binding control socket ", path));
-  }
-  if (chmod(path.c_str(), 0600) != 0 || listen(fd.get(), 16) != 0) {
-    const int err = errno;
-    unlink(path.c_str());
-    return base::ErrnoStatus(err, absl::StrCat("control socket ", path));
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(base::OwnedFd fd, ListenUnix(path, "control socket",
+                                                         /*nonblocking=*/true));
   base::OwnedFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) {
     unlink(path.c_str());

@@ -73,6 +73,20 @@ Json ChannelArrayJson(const SessionStats& s) {
   return a;
 }
 
+Json StreamArrayJson(const SessionStats& s) {
+  Json a = Json::array();
+  for (const StreamStats& t : s.streams) {
+    a.push_back({{"stream", t.stream},
+                 {"channel", t.channel},
+                 {"forward_bytes", t.forward_bytes},
+                 {"sent_bytes", t.sent_bytes},
+                 {"back_bytes", t.back_bytes},
+                 {"forward_ended", t.forward_ended},
+                 {"back_ended", t.back_ended}});
+  }
+  return a;
+}
+
 Json ChannelLossesJson(const SessionStats& s) {
   Json a = Json::array();
   for (const ChannelLoss& l : s.channels_lost) {

@@ -31,6 +31,9 @@ void AddCounterFields(Json& j, const ChannelStats& c,
 Json ChannelStatsJson(const ChannelStats& c);
 // An array of per-channel objects.
 Json ChannelArrayJson(const SessionStats& s);
+// Each carried stream (SessionOptions::streams): its bytes each way, its
+// channel, whether each direction ended.
+Json StreamArrayJson(const SessionStats& s);
 // The channels the session went on without, as an array of
 // {channel, round, reason} (SessionOptions::survive_channel_loss).
 Json ChannelLossesJson(const SessionStats& s);

@@ -235,6 +235,13 @@ ABSL_FLAG(std::string, control, "",
           "start-postcopy, cancel and subscribe (events: round-done, "
           "paused, switchover, postcopy-armed, completed, failed, "
           "cancelled, ...); docs/control.md");
+ABSL_FLAG(std::string, qemu, "",
+          "carry QEMU's own live migration (main and multifd connections) "
+          "instead of memory of this process: the source listens on this "
+          "unix socket, where QEMU migrates to (migrate uri=unix:PATH); the "
+          "destination connects each stream to QEMU's incoming socket here "
+          "(-incoming unix:PATH). QEMU decides convergence and switchover; "
+          "docs/qemu.md");
 ABSL_FLAG(std::string, attach, "",
           "source: migrate the memory another process exported on this unix "
           "socket (ramferry_export_listen / MemoryExport): its memfd or "

@@ -162,6 +162,7 @@ ABSL_DECLARE_FLAG(std::string, image);
 ABSL_DECLARE_FLAG(std::string, make_image);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, allow_foreign_writers);
+ABSL_DECLARE_FLAG(std::string, qemu);
 ABSL_DECLARE_FLAG(std::string, attach);
 ABSL_DECLARE_FLAG(absl::Duration, attach_pause_timeout);
 ABSL_DECLARE_FLAG(std::string, export);

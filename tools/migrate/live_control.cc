@@ -166,6 +166,7 @@ absl::StatusOr<Json> LiveControl::Query() {
     r["total"] = cli::ChannelStatsJson(total);
     r["channels"] = cli::ChannelArrayJson(st);
     r["postcopy"] = cli::PostcopyStatsJson(st.postcopy);
+    if (!st.streams.empty()) r["streams"] = cli::StreamArrayJson(st);
   }
   progress.erase("pages_before_round");
   r["progress"] = std::move(progress);

@@ -19,6 +19,7 @@
 #include "tools/common/endpoints.h"
 #include "tools/migrate/flags.h"
 #include "tools/migrate/memory_image.h"
+#include "tools/migrate/qemu_bridge.h"
 #include "tools/migrate/region_memory.h"
 #include "tools/migrate/roles.h"
 #include "tools/migrate/settings.h"
@@ -75,7 +76,9 @@ int main(int argc, char** argv) {
       "  ramferry-migrate --role=dest --listen=0.0.0.0:7070 --size=1GiB\n"
       "  ramferry-migrate --role=source --connect=HOST:7070 --size=1GiB\n"
       "  ramferry-migrate --attach=SOCKET --hand-over=SOCKET   on this host,\n"
-      "                                                  nothing copied",
+      "                                                  nothing copied\n"
+      "  ramferry-migrate --role=source --qemu=PATH --connect=HOST:7070\n"
+      "  ramferry-migrate --role=dest --qemu=PATH     carry a QEMU migration",
       ramferry::migrate::kFlagsFile);
   using namespace ramferry::migrate;
   // Before any thread: every thread inherits the signals' mask. A --demo
@@ -116,8 +119,15 @@ int main(int argc, char** argv) {
       !s.ok()) {
     return Usage(std::string(s.message()));
   }
+  const std::string qemu = absl::GetFlag(FLAGS_qemu);
+  if (!qemu.empty()) {
+    if (absl::Status s = CheckQemuFlags(); !s.ok()) {
+      return Usage(std::string(s.message()));
+    }
+  }
   absl::StatusOr<ramferry::SessionOptions> opt = Session();
   if (!opt.ok()) return Usage(std::string(opt.status().message()));
+  opt->streams = !qemu.empty();
   if (absl::GetFlag(FLAGS_demo)) return RunDemo(*opt);
   ramferry::cli::WarnIfUnauthenticated(*opt, "ramferry-migrate");
   if (role == Role::kSource) {
@@ -136,6 +146,7 @@ int main(int argc, char** argv) {
     if (absl::Status s = ramferry::ValidateOptions(*opt); !s.ok()) {
       return Usage("--connect: " + std::string(s.message()));
     }
+    if (!qemu.empty()) return RunQemuSource(*opt, qemu);
     return RunSourceRole(*opt);
   }
   absl::StatusOr<ramferry::Endpoint> at =  // Role::kDest
@@ -145,5 +156,6 @@ int main(int argc, char** argv) {
   }
   opt->host = at->host;
   opt->port = at->port;
+  if (!qemu.empty()) return RunQemuDest(*opt, qemu);
   return RunDestRole(*opt);
 }
