@@ -524,7 +524,15 @@ SessionStats ReceiverImpl::stats() const {
   }
   if (postcopy_ != nullptr) s.postcopy = postcopy_->stats();
   if (streams_ != nullptr) {
-    streams_->AddStats(static_cast<uint32_t>(channels_.size()), &s);
+    const auto n = static_cast<uint32_t>(channels_.size());
+    for (const engine::StreamPeers::Counts& c : streams_->counts()) {
+      s.streams.push_back({.stream = c.stream,
+                           .channel = n == 0 ? 0 : c.stream % n,
+                           .forward_bytes = c.delivered,
+                           .back_bytes = c.back,
+                           .forward_ended = c.ended,
+                           .back_ended = c.back_ended});
+    }
   }
   return s;
 }

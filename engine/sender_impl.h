@@ -61,8 +61,11 @@ class SenderImpl {
 
   ~SenderImpl() {
     if (!finished_) Abort(absl::CancelledError("sender closed before Finish"));
-    // Their readers push into the channels' rings.
-    streams_.list.clear();
+    // Streams' readers push into the channels' rings, and the channels
+    // send from the streams' backlogs: readers stop first, the channels
+    // next, and the backlogs go last (streams_ is the last member).
+    ShutdownStreams();
+    for (auto& s : streams_.list) s->JoinReader();
     for (auto& c : channels_) c->Join();
     if (control_ != nullptr) control_->Shutdown();  // wakes a blocked beat
     if (heartbeat_ != nullptr) heartbeat_->Stop();

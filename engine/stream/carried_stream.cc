@@ -18,8 +18,12 @@ CarriedStream::CarriedStream(uint32_t stream, int fd, uint64_t capacity)
 
 CarriedStream::~CarriedStream() {
   Shutdown();
-  if (reader_.joinable()) reader_.join();
+  JoinReader();
   close(fd_);
+}
+
+void CarriedStream::JoinReader() {
+  if (reader_.joinable()) reader_.join();
 }
 
 void CarriedStream::Start(Enqueue enqueue, OnError on_error) {

@@ -61,6 +61,9 @@ class CarriedStream {
   // every wait. Any thread, the reader's own included; idempotent. The
   // destructor joins the reader.
   void Shutdown();
+  // Waits for the reader to return (after Shutdown, or the stream's end).
+  // The backlog stays: a channel may still send from it until it stopped.
+  void JoinReader();
 
   // ---- the channel's thread ----
   // Every byte below `end` went out: its room may be reused.

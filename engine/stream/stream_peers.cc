@@ -135,17 +135,18 @@ void StreamPeers::Shutdown() {
   for (const auto& p : peers_) shutdown(p->fd, SHUT_RDWR);
 }
 
-void StreamPeers::AddStats(uint32_t channels, SessionStats* stats) const {
+std::vector<StreamPeers::Counts> StreamPeers::counts() const {
   absl::MutexLock lock(&mu_);
+  std::vector<Counts> out;
   for (const auto& p : peers_) {
-    stats->streams.push_back(
+    out.push_back(
         {.stream = p->stream,
-         .channel = channels == 0 ? 0 : p->stream % channels,
-         .forward_bytes = sink_.delivered(p->stream),
-         .back_bytes = p->back.load(std::memory_order_relaxed),
-         .forward_ended = sink_.ended(p->stream),
+         .delivered = sink_.delivered(p->stream),
+         .back = p->back.load(std::memory_order_relaxed),
+         .ended = sink_.ended(p->stream),
          .back_ended = p->back_ended.load(std::memory_order_acquire)});
   }
+  return out;
 }
 
 }  // namespace ramferry::engine

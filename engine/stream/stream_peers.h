@@ -28,7 +28,6 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/stream/fd_stream_sink.h"
-#include "ramferry/stats.h"
 
 namespace ramferry::engine {
 
@@ -66,7 +65,16 @@ class StreamPeers {
   // its stream cut. Any thread; idempotent.
   void Shutdown();
 
-  void AddStats(uint32_t channels, SessionStats* stats) const;
+  // Each stream's bytes delivered to its peer and read back from it, and
+  // whether each direction ended; never waits for a send in progress.
+  struct Counts {
+    uint32_t stream = 0;
+    uint64_t delivered = 0;
+    uint64_t back = 0;
+    bool ended = false;
+    bool back_ended = false;
+  };
+  std::vector<Counts> counts() const;
 
  private:
   struct Peer {
