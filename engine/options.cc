@@ -324,7 +324,6 @@ absl::Status ValidateStreamSession(const SessionOptions& o,
         TransportKindName(o.transport)));
   }
   const char* other = o.postcopy               ? "postcopy"
-                      : o.survive_channel_loss ? "survive_channel_loss"
                       : o.delta != Delta::kOff ? "delta"
                       : o.single_thread        ? "single_thread"
                                                : nullptr;

@@ -113,6 +113,8 @@ absl::StatusOr<uint64_t> SenderImpl::AgreeGone(uint32_t channel,
 }
 
 absl::Status SenderImpl::ResendShare(uint32_t channel, uint64_t effective) {
+  // A session of streams has no rounds: its streams move instead.
+  if (options_.streams) return ResendStreams(channel);
   // What the lost channel sent in the round may never have landed: its
   // copies are forgotten, so the re-sent batches go whole.
   if (delta_cache_ != nullptr) delta_cache_->ForgetSentBy(channel, effective);

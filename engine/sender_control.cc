@@ -99,6 +99,8 @@ absl::Status SenderImpl::Dispatch(const ControlChannel::Message& m) {
       return OnStreamBack(m.payload);
     case proto::ControlType::kStreamBackEnd:
       return OnStreamBackEnd(m.payload);
+    case proto::ControlType::kStreamAck:
+      return OnStreamAck(m.payload);
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected control message ",

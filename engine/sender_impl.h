@@ -211,6 +211,13 @@ class SenderImpl {
   absl::Status OnStreamOpened(absl::Span<const uint8_t> payload);
   absl::Status OnStreamBack(absl::Span<const uint8_t> payload);
   absl::Status OnStreamBackEnd(absl::Span<const uint8_t> payload);
+  absl::Status OnStreamAck(absl::Span<const uint8_t> payload);
+  // Surviving channel loss: the streams channel `lost` carried move to a
+  // live channel, each resent from its last acknowledged offset.
+  absl::Status ResendStreams(uint32_t lost);
+  // Queues `command` on channel `channel`'s ring under its push lock;
+  // false once the ring was aborted.
+  bool PushStreamCommand(size_t channel, const engine::Command& command);
   // A stream's reader queues its chunk on the stream's channel.
   bool EnqueueStream(const engine::CarriedStream::Chunk& chunk);
   engine::CarriedStream* FindStream(uint32_t stream);
@@ -360,6 +367,12 @@ class SenderImpl {
     // Several streams' readers may share a channel: each push into a ring
     // takes its channel's lock, so every ring keeps one producer at a time.
     std::vector<std::unique_ptr<std::mutex>> push_mu;
+    // The channel each stream rides (its id % channels, until that channel
+    // is lost): under route_mu; route_cv wakes a reader whose channel was
+    // lost once its stream moved, or the session failed.
+    mutable std::mutex route_mu;
+    std::condition_variable route_cv;
+    std::vector<uint32_t> route;
   };
   Streams streams_;
 };

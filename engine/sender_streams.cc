@@ -1,15 +1,19 @@
 // The source's carried streams (SessionOptions::streams,
 // docs/streams.md): opening each on the destination in order, queueing
-// what its reader takes from the peer on the stream's channel, and
-// writing back what the destination's peer sends.
+// what its reader takes from the peer on the stream's channel, writing
+// back what the destination's peer sends, and (surviving channel loss)
+// moving a lost channel's streams to a live one, resent from what the
+// destination acknowledged.
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/page_size.h"
 #include "base/status_macros.h"
 #include "engine/sender_impl.h"
 #include "proto/stream.h"
@@ -18,10 +22,15 @@
 namespace ramferry {
 namespace {
 
-// Each stream keeps at most this much read from its peer and not yet sent:
-// four packets' worth, so a read and a send overlap.
+// Each stream keeps at most this much read from its peer and not yet sent
+// (or, surviving channel loss, not yet acknowledged): four packets' worth,
+// so a read and a send overlap, and the destination's acknowledgement
+// every MiB returns room before it runs out.
 constexpr uint64_t kStreamBacklogBytes =
     4 * uint64_t{proto::kMaxStreamPayloadBytes};
+// Surviving channel loss: how often AwaitStreams declares the losses that
+// came up while it waits.
+constexpr absl::Duration kLossPoll = absl::Milliseconds(20);
 
 }  // namespace
 
@@ -46,11 +55,20 @@ absl::StatusOr<uint32_t> SenderImpl::CarryStream(int fd) {
           proto::kMaxStreams));
     }
     const auto id = static_cast<uint32_t>(streams_.list.size());
-    streams_.list.push_back(
-        std::make_unique<engine::CarriedStream>(id, fd, kStreamBacklogBytes));
+    streams_.list.push_back(std::make_unique<engine::CarriedStream>(
+        id, fd, kStreamBacklogBytes, terms_.survive));
     stream = streams_.list.back().get();
   }
   const uint32_t id = stream->stream();
+  {
+    std::lock_guard<std::mutex> lock(streams_.route_mu);
+    auto channel = static_cast<uint32_t>(id % channels_.size());
+    // Past channels already lost (surviving): the next live one.
+    for (size_t i = 0; i < channels_.size() && losses_.lost(channel); ++i) {
+      channel = static_cast<uint32_t>((channel + 1) % channels_.size());
+    }
+    streams_.route.push_back(channel);
+  }
   // The destination connects its peer before this end reads a byte: its
   // peer takes connections in the order they come (QEMU's main first).
   if (absl::Status s = control_->Send(proto::EncodeStreamOpen(id)); !s.ok()) {
@@ -68,22 +86,106 @@ absl::StatusOr<uint32_t> SenderImpl::CarryStream(int fd) {
   return id;
 }
 
-bool SenderImpl::EnqueueStream(const engine::CarriedStream::Chunk& chunk) {
-  const size_t channel = chunk.stream % channels_.size();
-  std::lock_guard<std::mutex> lock(*streams_.push_mu[channel]);
+bool SenderImpl::PushStreamCommand(size_t channel,
+                                   const engine::Command& command) {
   engine::CommandRing& ring = channels_[channel]->ring();
   engine::Command* c = ring.BeginPush();
   if (c == nullptr) return false;
-  c->type = chunk.end ? engine::CommandType::kStreamEnd
-                      : engine::CommandType::kStream;
-  c->region = chunk.stream;
-  c->round = chunk.offset;
-  c->page_count = static_cast<uint32_t>(chunk.bytes.size());
-  c->barrier_seq = 0;
-  c->bytes = chunk.bytes.data();
-  c->stream = FindStream(chunk.stream);
+  uint64_t* offsets = c->offsets;  // the ring's own
+  *c = command;
+  c->offsets = offsets;
   ring.CommitPush();
   return true;
+}
+
+bool SenderImpl::EnqueueStream(const engine::CarriedStream::Chunk& chunk) {
+  engine::CarriedStream* stream = FindStream(chunk.stream);
+  const engine::Command command{
+      .type = chunk.end ? engine::CommandType::kStreamEnd
+                        : engine::CommandType::kStream,
+      .region = chunk.stream,
+      .page_count = static_cast<uint32_t>(chunk.bytes.size()),
+      .round = chunk.offset,
+      .bytes = chunk.bytes.data(),
+      .stream = stream};
+  while (true) {
+    uint32_t channel;
+    {
+      std::lock_guard<std::mutex> lock(streams_.route_mu);
+      channel = streams_.route[chunk.stream];
+    }
+    {
+      std::lock_guard<std::mutex> lock(*streams_.push_mu[channel]);
+      // A resend on the stream's new channel took it already.
+      if (stream->Covers(chunk)) return true;
+      if (PushStreamCommand(channel, command)) return true;
+    }
+    // The ring was aborted: the session failed, or (surviving) the
+    // channel was lost, and the stream moves once the loss is declared.
+    if (!terms_.survive || failure_.failed()) return false;
+    std::unique_lock<std::mutex> lock(streams_.route_mu);
+    streams_.route_cv.wait(lock, [&] {
+      return streams_.route[chunk.stream] != channel || failure_.failed();
+    });
+    if (failure_.failed()) return false;
+  }
+}
+
+absl::Status SenderImpl::ResendStreams(uint32_t lost) {
+  uint32_t to = lost;
+  for (size_t i = 0; i < channels_.size() && losses_.lost(to); ++i) {
+    to = static_cast<uint32_t>((to + 1) % channels_.size());
+  }
+  std::vector<engine::CarriedStream*> moving;
+  {
+    std::lock_guard<std::mutex> lock(streams_.route_mu);
+    for (size_t s = 0; s < streams_.route.size(); ++s) {
+      if (streams_.route[s] == lost) {
+        moving.push_back(FindStream(static_cast<uint32_t>(s)));
+      }
+    }
+  }
+  for (engine::CarriedStream* stream : moving) {
+    // Under the new channel's push lock: the resend goes first on it; a
+    // reader's chunk that it covers is then dropped, one it does not goes
+    // after it.
+    std::lock_guard<std::mutex> push(*streams_.push_mu[to]);
+    {
+      std::lock_guard<std::mutex> lock(streams_.route_mu);
+      streams_.route[stream->stream()] = to;
+    }
+    const engine::CarriedStream::Resend r = stream->TakeResend();
+    uint64_t offset = r.from;
+    for (absl::Span<const uint8_t> span : r.spans) {
+      while (!span.empty()) {
+        const size_t n =
+            std::min<size_t>(span.size(), proto::kMaxStreamPayloadBytes);
+        if (!PushStreamCommand(to, {.type = engine::CommandType::kStream,
+                                    .region = stream->stream(),
+                                    .page_count = static_cast<uint32_t>(n),
+                                    .round = offset,
+                                    .bytes = span.data(),
+                                    .stream = stream})) {
+          return FinalStatus();
+        }
+        offset += n;
+        span.remove_prefix(n);
+      }
+    }
+    if (r.end &&
+        !PushStreamCommand(to, {.type = engine::CommandType::kStreamEnd,
+                                .region = stream->stream(),
+                                .round = r.length,
+                                .stream = stream})) {
+      return FinalStatus();
+    }
+    // Counted in pages, as a page session's resend is.
+    losses_.AddResent((offset - r.from + base::kSmallPageSize - 1) /
+                      base::kSmallPageSize);
+  }
+  std::lock_guard<std::mutex> lock(streams_.route_mu);
+  streams_.route_cv.notify_all();
+  return absl::OkStatus();
 }
 
 engine::CarriedStream* SenderImpl::FindStream(uint32_t stream) {
@@ -97,11 +199,18 @@ absl::StatusOr<bool> SenderImpl::AwaitStreams(absl::Time deadline) {
     std::lock_guard<std::mutex> lock(streams_.mu);
     for (const auto& s : streams_.list) streams.push_back(s.get());
   }
-  for (engine::CarriedStream* s : streams) {
-    if (!s->WaitDone(deadline)) {
-      if (failure_.failed()) return FinalStatus();
-      return false;
+  size_t done = 0;
+  while (done < streams.size()) {
+    // Losses are declared here, on the caller's thread, as between rounds.
+    if (terms_.survive) RAMFERRY_RETURN_IF_ERROR(HandleLosses());
+    const absl::Time slice =
+        terms_.survive ? std::min(deadline, absl::Now() + kLossPoll) : deadline;
+    if (streams[done]->WaitDone(slice)) {
+      ++done;
+      continue;
     }
+    if (failure_.failed()) return FinalStatus();
+    if (absl::Now() >= deadline) return false;
   }
   if (failure_.failed()) return FinalStatus();
   return true;
@@ -111,22 +220,24 @@ absl::Status SenderImpl::CheckStreamsEnded() {
   std::lock_guard<std::mutex> lock(streams_.mu);
   streams_.closed = true;
   for (const auto& s : streams_.list) {
-    const engine::CarriedStream::Counts n = s->counts();
-    if (!n.end_sent || !n.back_ended) {
+    if (!s->done()) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "stream %d has not ended (%s); Finish only once AwaitStreams "
-          "returned OK",
-          s->stream(),
-          !n.end_sent ? "its peer is still sending"
-                      : "the destination's peer has not closed its side"));
+          "stream %d has not ended both ways; Finish only once AwaitStreams "
+          "returned true",
+          s->stream()));
     }
   }
   return absl::OkStatus();
 }
 
 void SenderImpl::ShutdownStreams() {
-  std::lock_guard<std::mutex> lock(streams_.mu);
-  for (const auto& s : streams_.list) s->Shutdown();
+  {
+    std::lock_guard<std::mutex> lock(streams_.mu);
+    for (const auto& s : streams_.list) s->Shutdown();
+  }
+  // A reader waiting for its stream to move wakes to the failure.
+  std::lock_guard<std::mutex> lock(streams_.route_mu);
+  streams_.route_cv.notify_all();
 }
 
 absl::Status SenderImpl::OnStreamOpened(absl::Span<const uint8_t> payload) {
@@ -163,13 +274,29 @@ absl::Status SenderImpl::OnStreamBackEnd(absl::Span<const uint8_t> payload) {
   return s->BackEnd(end);
 }
 
+absl::Status SenderImpl::OnStreamAck(absl::Span<const uint8_t> payload) {
+  RAMFERRY_ASSIGN_OR_RETURN(proto::StreamAck ack,
+                            proto::DecodeStreamAck(payload));
+  engine::CarriedStream* s = FindStream(ack.stream);
+  if (s == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "STREAM_ACK for stream %d, which was never opened", ack.stream));
+  }
+  return s->Acked(ack.offset, ack.end);
+}
+
 void SenderImpl::AddStreamStats(SessionStats* stats) const {
+  std::vector<uint32_t> route;
+  {
+    std::lock_guard<std::mutex> lock(streams_.route_mu);
+    route = streams_.route;
+  }
   std::lock_guard<std::mutex> lock(streams_.mu);
   for (const auto& s : streams_.list) {
     const engine::CarriedStream::Counts n = s->counts();
     stats->streams.push_back(
         {.stream = s->stream(),
-         .channel = static_cast<uint32_t>(s->stream() % channels_.size()),
+         .channel = s->stream() < route.size() ? route[s->stream()] : 0,
          .forward_bytes = n.read,
          .sent_bytes = n.sent,
          .back_bytes = n.back,

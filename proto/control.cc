@@ -54,6 +54,8 @@ size_t MaxPayload(ControlType t) {
       return 12 + size_t{kMaxStreamBackBytes};
     case ControlType::kStreamBackEnd:
       return 12;
+    case ControlType::kStreamAck:
+      return 16;
   }
   return 0;
 }
@@ -168,6 +170,8 @@ const char* ControlTypeName(ControlType t) {
       return "STREAM_BACK";
     case ControlType::kStreamBackEnd:
       return "STREAM_BACK_END";
+    case ControlType::kStreamAck:
+      return "STREAM_ACK";
   }
   return "UNKNOWN";
 }
@@ -192,7 +196,7 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> in) {
   uint32_t type = Load32(in.data());
   uint32_t length = Load32(in.data() + 4);
   if (type < static_cast<uint32_t>(ControlType::kRegionTable) ||
-      type > static_cast<uint32_t>(ControlType::kStreamBackEnd)) {
+      type > static_cast<uint32_t>(ControlType::kStreamAck)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown control message type %d", type));
   }

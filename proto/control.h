@@ -52,6 +52,7 @@ enum class ControlType : uint32_t {
   kStreamOpened = 19,   // destination -> source: its peer is connected
   kStreamBack = 20,     // destination -> source: bytes its peer sent back
   kStreamBackEnd = 21,  // destination -> source: its peer closed its side
+  kStreamAck = 22,      // destination -> source: delivered up to here
 };
 
 struct FrameHeader {

@@ -55,6 +55,36 @@ std::vector<uint8_t> EncodeStreamBackEnd(const StreamBackEnd& end) {
   return frame;
 }
 
+std::vector<uint8_t> EncodeStreamAck(const StreamAck& ack) {
+  std::vector<uint8_t> frame = StartFrame(ControlType::kStreamAck);
+  WireWriter w(&frame);
+  w.U32(ack.stream);
+  w.U64(ack.offset);
+  w.U32(ack.end ? kStreamAckEnd : 0);
+  FinishFrame(frame);
+  return frame;
+}
+
+absl::StatusOr<StreamAck> DecodeStreamAck(absl::Span<const uint8_t> payload) {
+  if (payload.size() != 16) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("STREAM_ACK of %d bytes; want 16", payload.size()));
+  }
+  const uint32_t flags = Load32(payload.data() + 12);
+  StreamAck ack{.stream = Load32(payload.data()),
+                .offset = Load64(payload.data() + 4),
+                .end = (flags & kStreamAckEnd) != 0};
+  if (absl::Status s = CheckStream(ack.stream, "STREAM_ACK"); !s.ok()) {
+    return s;
+  }
+  if (ack.offset >= kMaxStreamOffset || (flags & ~kStreamAckEnd) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "STREAM_ACK offset %d flags %#x: want below 2^62 and flags 0 or 1",
+        ack.offset, flags));
+  }
+  return ack;
+}
+
 absl::StatusOr<uint32_t> DecodeStreamId(absl::Span<const uint8_t> payload) {
   if (payload.size() != 4) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -16,6 +16,13 @@
 // STREAM_BACK_END (the destination's peer closed its sending side):
 //    0 u32 stream
 //    4 u64 length         of the back direction, every byte sent before
+// STREAM_ACK (destination -> source: every byte below `offset` reached
+// the destination's peer; the source may drop them, and after a lost
+// channel resends from there):
+//    0 u32 stream
+//    4 u64 offset
+//   12 u32 flags          bit 0 kStreamAckEnd: the end came too; other
+//                         bits zero
 //
 // The back direction rides the control connection: it is sealed and
 // duplex already, carries little (QEMU's return path: acks, and
@@ -46,7 +53,17 @@ struct StreamBackEnd {
   bool operator==(const StreamBackEnd&) const = default;
 };
 
+inline constexpr uint32_t kStreamAckEnd = 1;
+
+struct StreamAck {
+  uint32_t stream = 0;
+  uint64_t offset = 0;
+  bool end = false;
+  bool operator==(const StreamAck&) const = default;
+};
+
 std::vector<uint8_t> EncodeStreamOpen(uint32_t stream);
+std::vector<uint8_t> EncodeStreamAck(const StreamAck& ack);
 std::vector<uint8_t> EncodeStreamOpened(uint32_t stream);
 // `bytes`: 1 to kMaxStreamBackBytes of them.
 std::vector<uint8_t> EncodeStreamBack(uint32_t stream, uint64_t offset,
@@ -61,6 +78,9 @@ absl::StatusOr<uint32_t> DecodeStreamId(absl::Span<const uint8_t> payload);
 absl::StatusOr<StreamBack> DecodeStreamBack(absl::Span<const uint8_t> payload);
 absl::StatusOr<StreamBackEnd> DecodeStreamBackEnd(
     absl::Span<const uint8_t> payload);
+// INVALID_ARGUMENT for another size, a stream past the bound, an offset
+// past kMaxStreamOffset or unknown flags.
+absl::StatusOr<StreamAck> DecodeStreamAck(absl::Span<const uint8_t> payload);
 
 }  // namespace ramferry::proto
 

@@ -13,8 +13,12 @@
 
 namespace ramferry::engine {
 
-CarriedStream::CarriedStream(uint32_t stream, int fd, uint64_t capacity)
-    : stream_(stream), fd_(fd), backlog_(capacity) {}
+CarriedStream::CarriedStream(uint32_t stream, int fd, uint64_t capacity,
+                             bool keep_until_acked)
+    : stream_(stream),
+      fd_(fd),
+      keep_until_acked_(keep_until_acked),
+      backlog_(capacity) {}
 
 CarriedStream::~CarriedStream() {
   Shutdown();
@@ -67,6 +71,7 @@ void CarriedStream::Run() {
         chunk.offset = backlog_.end();
         chunk.bytes = room.first(static_cast<size_t>(n));
         chunk.end = n == 0;
+        eof_read_ |= chunk.end;
         // Within Writable's span: cannot fail.
         (void)backlog_.Commit(static_cast<uint64_t>(n));
         counts_.read += static_cast<uint64_t>(n);
@@ -85,8 +90,51 @@ void CarriedStream::Run() {
 void CarriedStream::Sent(uint64_t end) {
   absl::MutexLock lock(&mu_);
   // Only offsets the reader committed reach the channel.
-  (void)backlog_.Ack(end);
+  if (!keep_until_acked_) (void)backlog_.Ack(end);
   counts_.sent = std::max(counts_.sent, end);
+}
+
+absl::Status CarriedStream::Acked(uint64_t offset, bool end) {
+  absl::MutexLock lock(&mu_);
+  if (offset > backlog_.end() ||
+      (end && (!eof_read_ || offset != backlog_.end()))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "STREAM_ACK for stream %d to offset %d%s, where %d bytes were read%s",
+        stream_, offset, end ? " and its end" : "", backlog_.end(),
+        eof_read_ ? " and the end" : ""));
+  }
+  if (keep_until_acked_) (void)backlog_.Ack(offset);
+  counts_.acked = std::max(counts_.acked, offset);
+  counts_.end_acked |= end;
+  return absl::OkStatus();
+}
+
+CarriedStream::Resend CarriedStream::TakeResend() {
+  absl::MutexLock lock(&mu_);
+  Resend r;
+  r.from = backlog_.acked();
+  // From acked() to end(): cannot fail.
+  r.spans = *backlog_.Since(r.from);
+  r.length = backlog_.end();
+  r.end = eof_read_ && !counts_.end_acked;
+  resent_end_ = backlog_.end();
+  end_resent_ = eof_read_;
+  return r;
+}
+
+bool CarriedStream::Covers(const Chunk& chunk) const {
+  absl::MutexLock lock(&mu_);
+  return chunk.end ? end_resent_ : chunk.offset < resent_end_;
+}
+
+bool CarriedStream::done() const {
+  absl::MutexLock lock(&mu_);
+  return DoneLocked();
+}
+
+bool CarriedStream::DoneLocked() const {
+  return (keep_until_acked_ ? counts_.end_acked : counts_.end_sent) &&
+         counts_.back_ended;
 }
 
 void CarriedStream::EndSent() {
@@ -138,12 +186,11 @@ bool CarriedStream::WaitDone(absl::Time deadline) {
   return mu_.AwaitWithDeadline(
              absl::Condition(
                  +[](CarriedStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-                   return s->stopped_ ||
-                          (s->counts_.end_sent && s->counts_.back_ended);
+                   return s->stopped_ || s->DoneLocked();
                  },
                  this),
              deadline) &&
-         counts_.end_sent && counts_.back_ended;
+         DoneLocked();
 }
 
 CarriedStream::Counts CarriedStream::counts() const {

@@ -16,6 +16,7 @@
 #ifndef RAMFERRY_ENGINE_STREAM_CARRIED_STREAM_H_
 #define RAMFERRY_ENGINE_STREAM_CARRIED_STREAM_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -48,8 +49,12 @@ class CarriedStream {
   using OnError = std::function<void(const absl::Status&)>;
 
   // Owns `fd`, a connected socket, and closes it when destroyed.
-  // `capacity`: the backlog's bytes.
-  CarriedStream(uint32_t stream, int fd, uint64_t capacity);
+  // `capacity`: the backlog's bytes. `keep_until_acked` (the session
+  // survives channel loss): bytes stay in the backlog until the
+  // destination acknowledges them (Acked), not only until they went, so
+  // they can go again on another channel (TakeResend).
+  CarriedStream(uint32_t stream, int fd, uint64_t capacity,
+                bool keep_until_acked = false);
   ~CarriedStream();
   CarriedStream(const CarriedStream&) = delete;
   CarriedStream& operator=(const CarriedStream&) = delete;
@@ -71,7 +76,26 @@ class CarriedStream {
   // STREAM_END went out.
   void EndSent();
 
+  // ---- surviving a lost channel ----
+  // What goes again on the stream's new channel: every byte kept (from
+  // the last acknowledged offset to what was read), as at most two spans
+  // valid until they are Sent again, and the end where the peer's EOF
+  // was read. From here on the reader's chunks that this covers are not
+  // queued again (Covers).
+  struct Resend {
+    uint64_t from = 0;
+    std::array<absl::Span<const uint8_t>, 2> spans;
+    bool end = false;
+    uint64_t length = 0;  // the stream's length so far: the end's offset
+  };
+  Resend TakeResend();
+  // Whether `chunk` went already in a resend.
+  bool Covers(const Chunk& chunk) const;
+
   // ---- the control thread ----
+  // STREAM_ACK: the destination's peer holds every byte below `offset`
+  // (and the end, with `end`). INVALID_ARGUMENT past what was read.
+  absl::Status Acked(uint64_t offset, bool end);
   // The destination's peer sent these bytes back: written to the
   // connection. INVALID_ARGUMENT for bytes out of order or after the
   // back end; UNAVAILABLE where the peer closed its end.
@@ -83,12 +107,16 @@ class CarriedStream {
   // came), `deadline` passed or Shutdown (false).
   bool WaitDone(absl::Time deadline);
 
+  // Both ways ended (WaitDone would not wait).
+  bool done() const;
   uint32_t stream() const { return stream_; }
   struct Counts {
-    uint64_t read = 0;  // from the peer
-    uint64_t sent = 0;  // of those, out on the channel
-    uint64_t back = 0;  // written back to the peer
+    uint64_t read = 0;   // from the peer
+    uint64_t sent = 0;   // of those, out on the channel
+    uint64_t back = 0;   // written back to the peer
+    uint64_t acked = 0;  // by the destination
     bool end_sent = false;
+    bool end_acked = false;
     bool back_ended = false;
   };
   Counts counts() const;
@@ -99,8 +127,13 @@ class CarriedStream {
   // stopped.
   absl::Span<uint8_t> WaitRoom();
 
+  // Both ways ended, as this stream counts an end: acknowledged where
+  // bytes are kept until acknowledged, else sent. Needs mu_.
+  bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const uint32_t stream_;
   const int fd_;
+  const bool keep_until_acked_;
   Enqueue enqueue_;
   OnError on_error_;
   std::thread reader_;
@@ -109,6 +142,10 @@ class CarriedStream {
   StreamBacklog backlog_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool eof_read_ ABSL_GUARDED_BY(mu_) = false;
+  // The last resend covered the bytes below this, and the end where set.
+  uint64_t resent_end_ ABSL_GUARDED_BY(mu_) = 0;
+  bool end_resent_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ramferry::engine

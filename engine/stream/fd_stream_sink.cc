@@ -3,14 +3,18 @@
 #include <errno.h>
 #include <sys/socket.h>
 
+#include <utility>
+
 #include "absl/strings/str_format.h"
 #include "base/errno_status.h"
 #include "engine/stream/stream_socket.h"
 
 namespace ramferry::engine {
 
-FdStreamSink::FdStreamSink()
-    : streams_(std::make_unique<Stream[]>(proto::kMaxStreams)) {}
+FdStreamSink::FdStreamSink(OnDelivered on_delivered, uint64_t ack_every)
+    : on_delivered_(std::move(on_delivered)),
+      ack_every_(ack_every),
+      streams_(std::make_unique<Stream[]>(proto::kMaxStreams)) {}
 
 absl::Status FdStreamSink::Open(uint32_t stream, int fd) {
   if (stream >= proto::kMaxStreams) {
@@ -68,6 +72,12 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
     }
     s.cursor->End();
     s.ended.store(true, std::memory_order_release);
+  }
+  const uint64_t delivered = s.cursor->delivered();
+  if (on_delivered_ != nullptr &&
+      (frame.end || delivered - s.told >= ack_every_)) {
+    s.told = delivered;
+    on_delivered_(frame.stream, delivered, s.cursor->ended());
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -31,7 +32,14 @@ namespace ramferry::engine {
 
 class FdStreamSink : public StreamSink {
  public:
-  FdStreamSink();
+  // Told, on the delivering channel's thread, each time a stream's
+  // delivered bytes passed `ack_every` more since it was last told, and at
+  // its end: the source then drops them (STREAM_ACK), and after a lost
+  // channel resends only what follows. Null: never.
+  using OnDelivered =
+      std::function<void(uint32_t stream, uint64_t delivered, bool ended)>;
+  explicit FdStreamSink(OnDelivered on_delivered = nullptr,
+                        uint64_t ack_every = 1 << 20);
 
   // Stream `stream` goes to connected socket `fd` from now on (the caller
   // owns it and keeps it open while the sink lives). INVALID_ARGUMENT for a
@@ -53,10 +61,13 @@ class FdStreamSink : public StreamSink {
     mutable absl::Mutex mu;
     int fd ABSL_GUARDED_BY(mu) = -1;
     std::optional<StreamCursor> cursor ABSL_GUARDED_BY(mu);
+    uint64_t told ABSL_GUARDED_BY(mu) = 0;  // delivered, as last told
     // The cursor's, for readers that must not wait behind a send.
     std::atomic<uint64_t> delivered{0};
     std::atomic<bool> ended{false};
   };
+  const OnDelivered on_delivered_;
+  const uint64_t ack_every_;
   const std::unique_ptr<Stream[]> streams_;  // proto::kMaxStreams of them
 };
 

@@ -22,7 +22,12 @@ StreamPeers::StreamPeers(Connect connect, SendControl send, OnError on_error,
     : connect_(std::move(connect)),
       send_(std::move(send)),
       on_error_(std::move(on_error)),
-      stall_timeout_(stall_timeout) {}
+      stall_timeout_(stall_timeout),
+      sink_([this](uint32_t stream, uint64_t delivered, bool ended) {
+        absl::Status s = send_(proto::EncodeStreamAck(
+            {.stream = stream, .offset = delivered, .end = ended}));
+        if (!s.ok()) on_error_(s);
+      }) {}
 
 StreamPeers::~StreamPeers() {
   Shutdown();

@@ -3,7 +3,8 @@
 // QEMU's incoming socket), made by the caller's hook; the sink the
 // channels deliver each stream's bytes to (FdStreamSink); and a thread
 // per stream that reads what the peer sends back and sends it to the
-// source as STREAM_BACK messages, then STREAM_BACK_END at its EOF.
+// source as STREAM_BACK messages, then STREAM_BACK_END at its EOF; and
+// STREAM_ACK every MiB delivered and at each stream's end.
 //
 // Streams open in order, one at a time, each connected before it is
 // answered: QEMU takes its first connection as the main channel.

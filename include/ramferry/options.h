@@ -216,8 +216,10 @@ struct SessionOptions {
   // each (Receiver::OnStreamOpen). Everything else a session has holds:
   // the handshake, protection, several links, the rate limit. Socket
   // transports only (tcp, tcp-zerocopy, uring-zc: rdma places bytes in
-  // registered memory, and a stream has none); not with post-copy, delta
-  // or survive_channel_loss yet.
+  // registered memory, and a stream has none); not with post-copy or
+  // delta. With survive_channel_loss each stream's bytes are kept until
+  // the destination acknowledges them, and a lost channel's streams go on
+  // on a live one (Sender::AwaitStreams declares the loss).
   bool streams = false;
   // Post-copy: page requests and their answers go on a connection of their
   // own (the urgent channel, with a thread on each end), never queued

@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "proto/control.h"
 #include "proto/postcopy.h"
+#include "proto/stream_control.h"
 #include "proto/wire.h"
 #include "tests/fuzz/control_round_trip.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -104,6 +105,30 @@ absl::StatusOr<std::vector<uint8_t>> DecodeAndEncode(
       if (!m.ok()) return m.status();
       return proto::EncodePageData(m->region_id, m->first_page, m->page_count,
                                    m->zero ? nullptr : m->bytes.data());
+    }
+    // A session of streams (proto/stream_control.h).
+    case proto::ControlType::kStreamOpen:
+    case proto::ControlType::kStreamOpened: {
+      auto m = proto::DecodeStreamId(payload);
+      if (!m.ok()) return m.status();
+      return type == proto::ControlType::kStreamOpen
+                 ? proto::EncodeStreamOpen(*m)
+                 : proto::EncodeStreamOpened(*m);
+    }
+    case proto::ControlType::kStreamBack: {
+      auto m = proto::DecodeStreamBack(payload);
+      if (!m.ok()) return m.status();
+      return proto::EncodeStreamBack(m->stream, m->offset, m->bytes);
+    }
+    case proto::ControlType::kStreamBackEnd: {
+      auto m = proto::DecodeStreamBackEnd(payload);
+      if (!m.ok()) return m.status();
+      return proto::EncodeStreamBackEnd(*m);
+    }
+    case proto::ControlType::kStreamAck: {
+      auto m = proto::DecodeStreamAck(payload);
+      if (!m.ok()) return m.status();
+      return proto::EncodeStreamAck(*m);
     }
   }
   FUZZ_CHECK(false && "DecodeFrameHeader accepted an unknown type");

@@ -30,6 +30,7 @@
 #include "proto/postcopy.h"
 #include "proto/rdma_control.h"
 #include "proto/stream.h"
+#include "proto/stream_control.h"
 #include "proto/wire.h"
 #include "ramferry/transport.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -436,7 +437,14 @@ void ControlSeeds(Corpus* c) {
       Payload(proto::EncodeRegionTable({{1, 3 * 1024, 3 * 1024, "a"}}));
   table["edge_name_unprintable"] =
       Payload(proto::EncodeRegionTable({{1, 4096, 4096, "a\nb"}}));
-  table["edge_no_regions"] = Payload(proto::EncodeRegionTable({}));
+  table["no_regions_streams"] = Payload(proto::EncodeRegionTable({}));
+  // A session of streams' control messages (proto/stream_control.h).
+  frame["stream_open"] = proto::EncodeStreamOpen(0);
+  frame["stream_opened"] = proto::EncodeStreamOpened(255);
+  const uint8_t back[] = {'Q', 'E', 'V', 'M'};
+  frame["stream_back"] = proto::EncodeStreamBack(1, 4096, back);
+  frame["stream_back_end"] = proto::EncodeStreamBackEnd({2, 1 << 20});
+  frame["stream_ack"] = proto::EncodeStreamAck({3, 5 << 20, true});
   Bytes b = Payload(t1);
   b.push_back(0);
   table["edge_trailing_byte"] = b;

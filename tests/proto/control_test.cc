@@ -52,7 +52,7 @@ TEST(FrameHeaderTest, RejectsTruncated) {
 }
 
 TEST(FrameHeaderTest, RejectsUnknownType) {
-  for (uint32_t t : {0u, 22u, 0x100u, 0xFFFFFFFFu}) {
+  for (uint32_t t : {0u, 23u, 0x100u, 0xFFFFFFFFu}) {
     absl::Status s = DecodeFrameHeader(FrameHeaderBytes(t, 0)).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << t;
     EXPECT_THAT(s.message(), HasSubstr("type " + std::to_string(t)));

@@ -44,6 +44,10 @@ TEST(StreamControl, EachMessageRoundTrips) {
   EXPECT_EQ(b->stream, 7u);
   EXPECT_EQ(b->offset, 1234u);
   EXPECT_THAT(b->bytes, ElementsAreArray(bytes));
+  const StreamAck ack{.stream = 4, .offset = 5u << 20, .end = true};
+  EXPECT_EQ(
+      *DecodeStreamAck(Payload(EncodeStreamAck(ack), ControlType::kStreamAck)),
+      ack);
   const StreamBackEnd end{.stream = 9, .length = 1u << 20};
   EXPECT_EQ(*DecodeStreamBackEnd(
                 Payload(EncodeStreamBackEnd(end), ControlType::kStreamBackEnd)),
@@ -73,6 +77,11 @@ TEST(StreamControl, DecodersRefuseWhatNoPeerSends) {
   EXPECT_THAT(
       DecodeStreamBackEnd(std::vector<uint8_t>(11)),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("want 12")));
+  std::vector<uint8_t> ack =
+      Payload(EncodeStreamAck({.stream = 1}), ControlType::kStreamAck);
+  ack[15] = 2;  // an unknown flag
+  EXPECT_THAT(DecodeStreamAck(ack), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("flags 0 or 1")));
   // A frame header that claims more than a STREAM_BACK may hold is refused
   // before its payload is read.
   std::vector<uint8_t> header(kFrameHeaderBytes);

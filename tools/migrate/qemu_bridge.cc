@@ -162,14 +162,13 @@ absl::Status CarryQemu(Sender& sender, int listener, LiveControl& control) {
 }  // namespace
 
 absl::Status CheckQemuFlags() {
-  const char* other =
-      absl::GetFlag(FLAGS_demo)                   ? "--demo"
-      : !absl::GetFlag(FLAGS_attach).empty()      ? "--attach"
-      : !absl::GetFlag(FLAGS_export).empty()      ? "--export"
-      : !absl::GetFlag(FLAGS_region_file).empty() ? "--region-file"
-      : PostcopyFlag() != PostcopyMode::kOff      ? "--postcopy"
-      : absl::GetFlag(FLAGS_survive_channel_loss) ? "--survive-channel-loss"
-                                                  : nullptr;
+  const char* other = absl::GetFlag(FLAGS_demo)              ? "--demo"
+                      : !absl::GetFlag(FLAGS_attach).empty() ? "--attach"
+                      : !absl::GetFlag(FLAGS_export).empty() ? "--export"
+                      : !absl::GetFlag(FLAGS_region_file).empty()
+                          ? "--region-file"
+                      : PostcopyFlag() != PostcopyMode::kOff ? "--postcopy"
+                                                             : nullptr;
   if (other == nullptr) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "--qemu carries QEMU's own migration, which has no ", other,

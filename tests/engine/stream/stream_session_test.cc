@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "ramferry/receiver.h"
 #include "ramferry/sender.h"
+#include "tests/support/faulty_transport.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/transport_selection.h"
 
@@ -300,6 +301,60 @@ TEST_P(StreamSessionTest, AWrongKeyIsRefusedBeforeAnyPeerIsConnected) {
   EXPECT_FALSE(sender.ok());
   std::lock_guard<std::mutex> lock(mu_);
   EXPECT_TRUE(opened_.empty());
+}
+
+// Surviving channel loss: a channel reset mid-stream, at the source (a
+// send) or at the destination (a read). Its streams move to a live
+// channel and go again from what the destination acknowledged; the
+// destination drops what it delivered already; every byte arrives once.
+TEST_P(StreamSessionTest, AStreamGoesOnAfterItsChannelIsLost) {
+  for (const bool at_source : {true, false}) {
+    SCOPED_TRACE(at_source ? "reset at the source"
+                           : "reset at the destination");
+    testing::FaultInjector faults({.source = at_source,
+                                   .op = at_source
+                                             ? testing::FaultOp::kSendPacket
+                                             : testing::FaultOp::kReadPayload,
+                                   .nth = 12,
+                                   .kind = testing::FaultKind::kReset});
+    const std::vector<StreamCase> cases = {
+        {RandomBytes(12 << 20, 11), RandomBytes(3000, 12)},
+        {RandomBytes(9 << 20, 13), {}},
+        {RandomBytes(5 << 20, 14), {}},
+    };
+    SessionOptions o = Options();
+    o.channels = 3;
+    o.survive_channel_loss = true;
+    ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases));
+    SessionOptions so = o;
+    so.port = rx_->port();
+    auto sender = Sender::Connect(so, {});
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    ASSERT_TRUE(CarryAll(**sender, cases).ok());
+    const absl::StatusOr<bool> ended =
+        (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(ended.ok() && *ended) << ended.status();
+    ASSERT_TRUE((*sender)->Finish().ok());
+    EXPECT_TRUE(serve_.get().ok());
+    JoinPeers();
+    EXPECT_TRUE(faults.fired());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_TRUE(received_[i] == cases[i].forward) << "stream " << i;
+      EXPECT_TRUE(returned_[i] == cases[i].back) << "stream " << i;
+    }
+    const SessionStats st = (*sender)->stats();
+    EXPECT_EQ(st.channels_lost.size(), 1u);
+    for (const StreamStats& t : st.streams) {
+      EXPECT_FALSE(st.channels_lost.empty() &&
+                   t.channel == st.channels_lost[0].channel)
+          << "stream " << t.stream << " still on the lost channel";
+    }
+    rx_.reset();
+    serve_ = {};
+    received_.clear();
+    returned_.clear();
+    opened_.clear();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
