@@ -12,7 +12,6 @@
 #include "channels/transport_family.h"
 #include "engine/channel_sender.h"
 #include "engine/option_rules.h"
-#include "engine/region_table.h"
 #include "engine/stream_seal.h"
 #include "proto/auth.h"
 #include "proto/handshake.h"
@@ -342,7 +341,6 @@ absl::Status ValidateSession(const SessionOptions& o,
                              absl::Span<const Region> regions) {
   RAMFERRY_RETURN_IF_ERROR(ValidateOptions(o));
   if (o.streams) return ValidateStreamSession(o, regions);
-  RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(regions));
   const bool sealed =
       engine::SealModeFor(o, channels::StaticCapabilities(o.transport)) !=
       proto::SealMode::kNone;

@@ -24,6 +24,9 @@ using engine::ControlChannel;
 
 absl::Status ReceiverImpl::Listen() {
   RAMFERRY_RETURN_IF_ERROR(ValidateSession(options_, table_.regions()));
+  if (!options_.streams) {
+    RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(table_.regions()));
+  }
   for (const Region& r : table_.regions()) {
     RAMFERRY_RETURN_IF_ERROR(engine::CheckRegionFile(r, /*writable=*/true));
     // Memory post-copy cannot place into is refused now, not when a

@@ -76,6 +76,9 @@ using engine::ControlChannel;
 
 absl::Status SenderImpl::Setup() {
   RAMFERRY_RETURN_IF_ERROR(ValidateSession(options_, regions_));
+  if (!options_.streams) {
+    RAMFERRY_RETURN_IF_ERROR(engine::ValidateRegions(regions_));
+  }
   RAMFERRY_ASSIGN_OR_RETURN(
       channels::ResolvedTransport resolved,
       channels::ResolveTransport(options_.transport,

@@ -288,10 +288,10 @@ absl::Status ValidateOptions(const SessionOptions& options);
 absl::Status SetOption(SessionOptions& options, absl::string_view name,
                        absl::string_view value);
 
-// ValidateOptions, and what the options ask of the regions: at least one,
-// each valid, ids unique (a session of streams: none); post-copy places
-// 4 KiB pages only; a protected stream seals pages no larger than its
-// staging bound. Sender::Connect and Receiver::Listen run it before
+// ValidateOptions, and what the options ask of the regions: none for a
+// session of streams; post-copy places 4 KiB pages only; a protected
+// stream seals pages no larger than its staging bound. (Each region's own
+// shape, and at least one, is checked where the session starts.) Sender::Connect and Receiver::Listen run it before
 // anything else, so a session that cannot run is refused before a
 // connection is made.
 absl::Status ValidateSession(const SessionOptions& options,

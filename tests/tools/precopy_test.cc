@@ -111,10 +111,13 @@ INSTANTIATE_TEST_SUITE_P(
 // A workload whose pause takes `delay` to hold (a slow pause handler).
 class SlowPause : public Workload {
  public:
-  SlowPause(Workload& inner, absl::Duration delay)
-      : inner_(inner), delay_(delay) {}
+  // `before_pause` (null: nothing) runs as each pause begins.
+  SlowPause(Workload& inner, absl::Duration delay,
+            std::function<void()> before_pause = nullptr)
+      : inner_(inner), delay_(delay), before_pause_(std::move(before_pause)) {}
   absl::Status Pause() override {
     ++pauses;
+    if (before_pause_) before_pause_();
     absl::SleepFor(delay_);
     return inner_.Pause();
   }
@@ -135,14 +138,30 @@ class SlowPause : public Workload {
  private:
   Workload& inner_;
   absl::Duration delay_;
+  std::function<void()> before_pause_;
 };
+
+// Writes one byte in each of the first `pages` pages and marks them, as
+// the workload would: a burst the final round holds whatever rate the
+// workload itself reaches on a loaded machine. Not instrumented for TSan,
+// like the workload's writers.
+__attribute__((no_sanitize("thread"))) void Burst(const Region& r,
+                                                  DirtyTracker& tracker,
+                                                  uint64_t pages) {
+  auto* base = static_cast<volatile uint8_t*>(r.base);
+  for (uint64_t p = 0; p < pages && p < r.page_count(); ++p) {
+    base[p * r.page_size] = static_cast<uint8_t>(base[p * r.page_size] + 1);
+    tracker.MarkWritten(p);
+  }
+}
 
 // 64 MiB migrated while memload writes `dirty_mib` MiB/s into a set of
 // `set_mib` MiB and its pause takes 150 ms to hold, with no stall
 // detection (it could stop pre-copy before the first pause).
 struct SlowPauseRun {
+  // `burst_pages`: written at each pause's start (Burst).
   SlowPauseRun(absl::Duration limit, int max_rounds, uint64_t set_mib,
-               uint64_t dirty_mib) {
+               uint64_t dirty_mib, uint64_t burst_pages = 0) {
     const uint64_t bytes = ScaledBytes(64ull << 20);
     auto src = MakeRegion(1, bytes, 21, true);
     auto dst = MakeRegion(1, bytes);
@@ -162,7 +181,9 @@ struct SlowPauseRun {
     Memload load(static_cast<uint8_t*>(src.region.base),
                  src.region.page_count(), options, tracker.get());
     load.Start();
-    SlowPause slow(load, absl::Milliseconds(150));
+    SlowPause slow(load, absl::Milliseconds(150), [&] {
+      if (burst_pages != 0) Burst(src.region, *tracker, burst_pages);
+    });
     report = RunPrecopy(config, src.region, *tracker, slow);
     load.Stop();
     pauses = slow.pauses;
@@ -201,13 +222,16 @@ TEST(Precopy, AStopThatWouldNotFitOncePausedResumesTheWorkload) {
 }
 
 TEST(Precopy, AProbedFinalRoundThatWouldNotFitResumesAndStaysExact) {
-  // The pause takes 150 ms while the workload writes 64 MiB/s: paused,
-  // the final round is over 4 MiB and the estimate within 3x the 60 ms
-  // limit, so its first quarter goes as a probe; with the probe counted
-  // it does not fit and the workload resumes. The probe's pages were
-  // sent and are clean: those written after the resume go again, and the
-  // destination ends identical.
-  const SlowPauseRun run(absl::Milliseconds(60), 8, 16, 64);
+  // The pause takes 150 ms while the workload writes 8 MiB/s, and 4.3 MiB
+  // (1100 pages) are written as it begins, so that the final round does
+  // not hang on what the workload manages on a loaded machine (seen: less
+  // than 4 MiB, and no probe). Paused, the final round is over 4 MiB and
+  // the estimate within 3x the 100 ms limit (a margin a loaded machine's
+  // rate estimate needs), so its first quarter goes as a probe; with the
+  // pause counted it does not fit and the workload resumes. The probe's
+  // pages were sent and are clean: those written after the resume go
+  // again, and the destination ends identical.
+  const SlowPauseRun run(absl::Milliseconds(100), 8, 16, 8, 1100);
   const PrecopyReport& r = run.report;
   ASSERT_OK(r.status);
   EXPECT_GE(r.switchovers_resumed, 1);
