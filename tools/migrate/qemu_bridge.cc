@@ -59,6 +59,8 @@ std::string ReportJson(const BridgeReport& r) {
                                ? 0.0
                                : r.cpu_s / (static_cast<double>(forward) /
                                             static_cast<double>(1ull << 30))},
+         {"channels_lost", r.stats.channels_lost.size()},
+         {"lost", cli::ChannelLossesJson(r.stats)},
          {"streams", cli::StreamArrayJson(r.stats)},
          {"total", cli::ChannelStatsJson(total)}};
   if (!r.status.ok()) j["error"] = r.status.ToString();
