@@ -22,10 +22,10 @@
 namespace ramferry {
 namespace {
 
-// Each stream keeps at most this much read from its peer and not yet sent
-// (or, surviving channel loss, not yet acknowledged): four packets' worth,
-// so a read and a send overlap, and the destination's acknowledgement
-// every MiB returns room before it runs out.
+// Each stream keeps at most this much read from its peer and not yet
+// acknowledged: its window. Four packets' worth, so reads, sends and the
+// destination's writes overlap, and its acknowledgement every MiB returns
+// room before the window runs out.
 constexpr uint64_t kStreamBacklogBytes =
     4 * uint64_t{proto::kMaxStreamPayloadBytes};
 // Surviving channel loss: how often AwaitStreams declares the losses that
@@ -55,8 +55,8 @@ absl::StatusOr<uint32_t> SenderImpl::CarryStream(int fd) {
           proto::kMaxStreams));
     }
     const auto id = static_cast<uint32_t>(streams_.list.size());
-    streams_.list.push_back(std::make_unique<engine::CarriedStream>(
-        id, fd, kStreamBacklogBytes, terms_.survive));
+    streams_.list.push_back(
+        std::make_unique<engine::CarriedStream>(id, fd, kStreamBacklogBytes));
     stream = streams_.list.back().get();
   }
   const uint32_t id = stream->stream();

@@ -13,12 +13,8 @@
 
 namespace ramferry::engine {
 
-CarriedStream::CarriedStream(uint32_t stream, int fd, uint64_t capacity,
-                             bool keep_until_acked)
-    : stream_(stream),
-      fd_(fd),
-      keep_until_acked_(keep_until_acked),
-      backlog_(capacity) {}
+CarriedStream::CarriedStream(uint32_t stream, int fd, uint64_t capacity)
+    : stream_(stream), fd_(fd), backlog_(capacity) {}
 
 CarriedStream::~CarriedStream() {
   Shutdown();
@@ -89,8 +85,6 @@ void CarriedStream::Run() {
 
 void CarriedStream::Sent(uint64_t end) {
   absl::MutexLock lock(&mu_);
-  // Only offsets the reader committed reach the channel.
-  if (!keep_until_acked_) (void)backlog_.Ack(end);
   counts_.sent = std::max(counts_.sent, end);
 }
 
@@ -103,7 +97,7 @@ absl::Status CarriedStream::Acked(uint64_t offset, bool end) {
         stream_, offset, end ? " and its end" : "", backlog_.end(),
         eof_read_ ? " and the end" : ""));
   }
-  if (keep_until_acked_) (void)backlog_.Ack(offset);
+  (void)backlog_.Ack(offset);  // at most end(): checked above
   counts_.acked = std::max(counts_.acked, offset);
   counts_.end_acked |= end;
   return absl::OkStatus();
@@ -133,8 +127,7 @@ bool CarriedStream::done() const {
 }
 
 bool CarriedStream::DoneLocked() const {
-  return (keep_until_acked_ ? counts_.end_acked : counts_.end_sent) &&
-         counts_.back_ended;
+  return counts_.end_acked && counts_.back_ended;
 }
 
 void CarriedStream::EndSent() {

@@ -5,9 +5,12 @@
 // back from the destination's peer, written to the connection.
 //
 // Backpressure: the reader takes no more than the backlog has room for,
-// and room comes back only once the channel sent the bytes. A slow link
-// holds the channel, the backlog fills, the reader stops reading, and the
-// peer's own send blocks: QEMU measures the real bandwidth.
+// and room comes back only once the destination's peer took the bytes
+// (STREAM_ACK). A slow link or a slow peer fills the backlog, the reader
+// stops reading, and the peer's own send blocks: QEMU measures the real
+// bandwidth. Each stream has its own window, so one peer that waits for
+// another (QEMU's multifd channels wait for its main one) never holds
+// the other's bytes back on a shared channel.
 //
 // Threads: the reader (its own); the channel's thread (Sent, EndSent);
 // the control thread (Back, BackEnd); any thread (WaitDone, Shutdown,
@@ -49,12 +52,11 @@ class CarriedStream {
   using OnError = std::function<void(const absl::Status&)>;
 
   // Owns `fd`, a connected socket, and closes it when destroyed.
-  // `capacity`: the backlog's bytes. `keep_until_acked` (the session
-  // survives channel loss): bytes stay in the backlog until the
-  // destination acknowledges them (Acked), not only until they went, so
-  // they can go again on another channel (TakeResend).
-  CarriedStream(uint32_t stream, int fd, uint64_t capacity,
-                bool keep_until_acked = false);
+  // `capacity`: the backlog's bytes. Bytes stay in it until the
+  // destination acknowledges them (Acked): the backlog is the stream's
+  // window, so the destination never holds more of it than that, and
+  // after a lost channel what it lacks can go again (TakeResend).
+  CarriedStream(uint32_t stream, int fd, uint64_t capacity);
   ~CarriedStream();
   CarriedStream(const CarriedStream&) = delete;
   CarriedStream& operator=(const CarriedStream&) = delete;
@@ -71,7 +73,8 @@ class CarriedStream {
   void JoinReader();
 
   // ---- the channel's thread ----
-  // Every byte below `end` went out: its room may be reused.
+  // Every byte below `end` went out (counted; its room comes back with
+  // the acknowledgement).
   void Sent(uint64_t end);
   // STREAM_END went out.
   void EndSent();
@@ -127,13 +130,11 @@ class CarriedStream {
   // stopped.
   absl::Span<uint8_t> WaitRoom();
 
-  // Both ways ended, as this stream counts an end: acknowledged where
-  // bytes are kept until acknowledged, else sent. Needs mu_.
+  // Both ways ended: the end acknowledged, the way back ended. Needs mu_.
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint32_t stream_;
   const int fd_;
-  const bool keep_until_acked_;
   Enqueue enqueue_;
   OnError on_error_;
   std::thread reader_;

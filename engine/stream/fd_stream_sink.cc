@@ -11,10 +11,28 @@
 
 namespace ramferry::engine {
 
-FdStreamSink::FdStreamSink(OnDelivered on_delivered, uint64_t ack_every)
-    : on_delivered_(std::move(on_delivered)),
-      ack_every_(ack_every),
+FdStreamSink::FdStreamSink() : FdStreamSink(Options{}) {}
+
+FdStreamSink::FdStreamSink(Options options)
+    : options_(std::move(options)),
       streams_(std::make_unique<Stream[]>(proto::kMaxStreams)) {}
+
+FdStreamSink::~FdStreamSink() { Join(); }
+
+void FdStreamSink::Join() {
+  Stop();
+  for (uint32_t i = 0; i < proto::kMaxStreams; ++i) {
+    if (streams_[i].writer.joinable()) streams_[i].writer.join();
+  }
+}
+
+void FdStreamSink::Stop() {
+  stopped_.store(true, std::memory_order_release);
+  for (uint32_t i = 0; i < proto::kMaxStreams; ++i) {
+    Stream& s = streams_[i];
+    absl::MutexLock lock(&s.mu);  // a waiting writer rechecks
+  }
+}
 
 absl::Status FdStreamSink::Open(uint32_t stream, int fd) {
   if (stream >= proto::kMaxStreams) {
@@ -23,13 +41,16 @@ absl::Status FdStreamSink::Open(uint32_t stream, int fd) {
                         proto::kMaxStreams));
   }
   Stream& s = streams_[stream];
-  absl::MutexLock lock(&s.mu);
-  if (s.cursor.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("stream %d is open already", stream));
+  {
+    absl::MutexLock lock(&s.mu);
+    if (s.cursor.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("stream %d is open already", stream));
+    }
+    s.fd = fd;
+    s.cursor.emplace(stream);
   }
-  s.fd = fd;
-  s.cursor.emplace(stream);
+  s.writer = std::thread([this, stream] { Write(stream); });
   return absl::OkStatus();
 }
 
@@ -45,41 +66,114 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
     return absl::InvalidArgumentError(
         absl::StrFormat("stream %d was never opened", frame.stream));
   }
+  if (!s.failed.ok()) return s.failed;
   absl::StatusOr<absl::Span<const uint8_t>> fresh =
       s.cursor->Fresh(frame, payload);
   if (!fresh.ok()) return fresh.status();
-  // Counted as delivered only once sent: a resend brings the rest.
-  uint64_t sent = 0;
-  const int err = SendAll(s.fd, *fresh, &sent);
-  s.cursor->Advance(sent);
-  s.delivered.store(s.cursor->delivered(), std::memory_order_release);
-  if (err == EAGAIN || err == EWOULDBLOCK) {
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "stream %d: its peer took %d bytes and then read nothing for the "
-        "stall timeout, nor closed",
-        frame.stream, s.cursor->delivered()));
+  if (s.queued + fresh->size() > options_.max_queued) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "stream %d: %d bytes queued for its peer and %d more came: the "
+        "source sends past what was acknowledged",
+        frame.stream, s.queued, fresh->size()));
   }
-  if (err != 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "stream %d: its peer took %d bytes and then refused more: %s",
-        frame.stream, s.cursor->delivered(), base::ErrnoMessage(err, "send")));
+  if (!fresh->empty()) {
+    s.queue.emplace_back(fresh->begin(), fresh->end());
+    s.queued += fresh->size();
+    s.cursor->Advance(fresh->size());
   }
   if (frame.end && !s.cursor->ended()) {
-    if (shutdown(s.fd, SHUT_WR) != 0) {
-      return absl::UnavailableError(
-          absl::StrFormat("stream %d: ending it: %s", frame.stream,
-                          base::ErrnoMessage(errno, "shutdown")));
-    }
     s.cursor->End();
-    s.ended.store(true, std::memory_order_release);
-  }
-  const uint64_t delivered = s.cursor->delivered();
-  if (on_delivered_ != nullptr &&
-      (frame.end || delivered - s.told >= ack_every_)) {
-    s.told = delivered;
-    on_delivered_(frame.stream, delivered, s.cursor->ended());
+    s.end = true;
+  } else if (frame.end && s.cursor->ended() && s.queue.empty() &&
+             options_.on_delivered != nullptr &&
+             s.ended.load(std::memory_order_acquire)) {
+    // A resend of an end that went (its acknowledgement was lost with its
+    // channel): say it again.
+    options_.on_delivered(frame.stream, s.cursor->delivered(), true);
   }
   return absl::OkStatus();
+}
+
+void FdStreamSink::Fail(Stream& s, const absl::Status& status) {
+  {
+    absl::MutexLock lock(&s.mu);
+    s.failed = status;
+    s.queue.clear();
+    s.queued = 0;
+  }
+  if (options_.on_error != nullptr) options_.on_error(status);
+}
+
+void FdStreamSink::Write(uint32_t id) {
+  Stream& s = streams_[id];
+  uint64_t told = 0;
+  int fd;
+  {
+    absl::MutexLock lock(&s.mu);
+    fd = s.fd;
+  }
+  while (true) {
+    std::vector<uint8_t> chunk;
+    bool end = false;
+    {
+      absl::MutexLock lock(&s.mu);
+      // Stop() takes the lock after setting stopped_: the wait rechecks.
+      const auto ready = [&s, this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stopped_.load(std::memory_order_acquire) || !s.queue.empty() ||
+               s.end;
+      };
+      s.mu.Await(absl::Condition(&ready));
+      if (stopped_.load(std::memory_order_acquire)) return;
+      if (!s.queue.empty()) {
+        chunk = std::move(s.queue.front());
+        s.queue.pop_front();
+      } else {
+        end = true;  // s.end, with every byte sent
+      }
+    }
+    if (end) {
+      // Before the peer can read its EOF: whoever saw it finds it ended.
+      s.ended.store(true, std::memory_order_release);
+      if (shutdown(fd, SHUT_WR) != 0) {
+        Fail(s, absl::UnavailableError(
+                    absl::StrFormat("stream %d: ending it: %s", id,
+                                    base::ErrnoMessage(errno, "shutdown"))));
+        return;
+      }
+      if (options_.on_delivered != nullptr) {
+        options_.on_delivered(id, s.delivered.load(), true);
+      }
+      return;
+    }
+    uint64_t sent = 0;
+    const int err = SendAll(fd, chunk, &sent);
+    const uint64_t delivered = s.delivered.load() + sent;
+    s.delivered.store(delivered, std::memory_order_release);
+    {
+      absl::MutexLock lock(&s.mu);
+      s.queued -= chunk.size();
+    }
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      Fail(s, absl::DeadlineExceededError(absl::StrFormat(
+                  "stream %d: its peer took %d bytes and then read nothing "
+                  "for the stall timeout, nor closed",
+                  id, delivered)));
+      return;
+    }
+    if (err != 0) {
+      if (stopped_.load(std::memory_order_acquire)) return;
+      Fail(s, absl::UnavailableError(absl::StrFormat(
+                  "stream %d: its peer took %d bytes and then refused "
+                  "more: %s",
+                  id, delivered, base::ErrnoMessage(err, "send"))));
+      return;
+    }
+    if (options_.on_delivered != nullptr &&
+        delivered - told >= options_.ack_every) {
+      told = delivered;
+      options_.on_delivered(id, delivered, false);
+    }
+  }
 }
 
 uint64_t FdStreamSink::delivered(uint32_t stream) const {

@@ -23,11 +23,13 @@ StreamPeers::StreamPeers(Connect connect, SendControl send, OnError on_error,
       send_(std::move(send)),
       on_error_(std::move(on_error)),
       stall_timeout_(stall_timeout),
-      sink_([this](uint32_t stream, uint64_t delivered, bool ended) {
-        absl::Status s = send_(proto::EncodeStreamAck(
-            {.stream = stream, .offset = delivered, .end = ended}));
-        if (!s.ok()) on_error_(s);
-      }) {}
+      sink_({.on_delivered =
+                 [this](uint32_t stream, uint64_t delivered, bool ended) {
+                   absl::Status s = send_(proto::EncodeStreamAck(
+                       {.stream = stream, .offset = delivered, .end = ended}));
+                   if (!s.ok()) on_error_(s);
+                 },
+             .on_error = [this](const absl::Status& s) { on_error_(s); }}) {}
 
 StreamPeers::~StreamPeers() {
   Shutdown();
@@ -37,6 +39,7 @@ StreamPeers::~StreamPeers() {
     absl::MutexLock lock(&mu_);
     for (auto& p : peers_) peers.push_back(p.get());
   }
+  sink_.Join();  // its writers send on the sockets closed below
   for (Peer* p : peers) {
     if (p->reader.joinable()) p->reader.join();
     close(p->fd);
@@ -134,10 +137,13 @@ absl::Status StreamPeers::CheckEnded() const {
 }
 
 void StreamPeers::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  if (shut_down_) return;
-  shut_down_ = true;
-  for (const auto& p : peers_) shutdown(p->fd, SHUT_RDWR);
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    for (const auto& p : peers_) shutdown(p->fd, SHUT_RDWR);
+  }
+  sink_.Stop();
 }
 
 std::vector<StreamPeers::Counts> StreamPeers::counts() const {

@@ -1,6 +1,9 @@
 // FdStreamSink over real sockets: each stream's bytes reach its peer in
 // order and once, whatever a resend overlaps; its end is the peer's EOF;
-// a peer that closes, or a stream never opened, is an error that says so.
+// a slow peer never holds a channel (Take) back; acknowledgements follow
+// what the peer took; a peer that closes fails its stream through
+// OnError, and a stream never opened, or a source past its window, is
+// refused.
 #include "engine/stream/fd_stream_sink.h"
 
 #include <sys/socket.h>
@@ -10,8 +13,11 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
@@ -81,42 +87,55 @@ TEST(FdStreamSink, EachStreamReachesItsPeerOnceInOrderThenItsEnd) {
 // than losing or buffering without bound: 4 MiB, far more than a socket
 // buffer, cannot all be taken before the peer starts to read, and arrive
 // whole.
-TEST(FdStreamSink, ASlowPeerHoldsTheWriterBackAndLosesNothing) {
+// A peer that does not read yet never blocks Take: a channel carries
+// other streams, whose peers this one may wait for. What the peer takes
+// later arrives whole, and is acknowledged as it goes.
+TEST(FdStreamSink, ASlowPeerNeverHoldsTheChannelAndLosesNothing) {
   SocketPair p;
-  FdStreamSink sink;
+  absl::Mutex mu;
+  std::vector<std::pair<uint64_t, bool>> acks;
+  FdStreamSink sink({.on_delivered =
+                         [&](uint32_t stream, uint64_t delivered, bool end) {
+                           absl::MutexLock lock(&mu);
+                           EXPECT_EQ(stream, 1u);
+                           acks.push_back({delivered, end});
+                         },
+                     .ack_every = 1 << 20});
   ASSERT_OK(sink.Open(1, p.fds[0]));
   std::string sent;
   for (int i = 0; sent.size() < (4u << 20); ++i) {
     sent += std::to_string(i) + ",";
   }
-  std::atomic<bool> reading{false};
-  std::string got;
-  std::thread reader([&] {
-    usleep(100 * 1000);
-    reading = true;
-    got = p.ReadAll();
-  });
-  absl::Status status;
-  for (size_t at = 0; at < sent.size() && status.ok(); at += 1 << 20) {
+  for (size_t at = 0; at < sent.size(); at += 1 << 20) {
     const std::string part = sent.substr(at, 1 << 20);
-    status = sink.Take(Frame(1, at, part), Bytes(part));
+    ASSERT_OK(sink.Take(Frame(1, at, part), Bytes(part)));
   }
-  // Taken whole only once the peer read: the sends waited for it.
-  const bool held_back = reading.load();
-  if (status.ok()) {
-    status = sink.Take({.stream = 1, .offset = sent.size(), .end = true}, {});
-  }
-  if (!status.ok()) shutdown(p.fds[1], SHUT_RDWR);  // let the reader end
-  reader.join();
-  ASSERT_OK(status);
-  EXPECT_TRUE(held_back);
-  EXPECT_EQ(got.size(), sent.size());
+  ASSERT_OK(sink.Take({.stream = 1, .offset = sent.size(), .end = true}, {}));
+  // All taken, while the peer has read nothing.
+  EXPECT_LT(sink.delivered(1), sent.size());
+  const std::string got = p.ReadAll();
   EXPECT_TRUE(got == sent);
+  EXPECT_EQ(sink.delivered(1), sent.size());
+  EXPECT_TRUE(sink.ended(1));
+  sink.Join();
+  absl::MutexLock lock(&mu);
+  ASSERT_GE(acks.size(), 4u);  // one a MiB, then the end
+  EXPECT_EQ(acks.back(), std::make_pair(uint64_t{sent.size()}, true));
+  for (size_t i = 1; i < acks.size(); ++i) {
+    EXPECT_GT(acks[i].first, acks[i - 1].first);
+  }
 }
 
 TEST(FdStreamSink, APeerThatClosedAndAStreamNeverOpenedAreErrors) {
   SocketPair p;
-  FdStreamSink sink;
+  absl::Mutex mu;
+  absl::Status failed;
+  FdStreamSink sink({.on_error =
+                         [&](const absl::Status& s) {
+                           absl::MutexLock lock(&mu);
+                           failed = s;
+                         },
+                     .max_queued = 1 << 20});
   ASSERT_OK(sink.Open(3, p.fds[0]));
   EXPECT_THAT(sink.Open(3, p.fds[0]),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -128,19 +147,39 @@ TEST(FdStreamSink, APeerThatClosedAndAStreamNeverOpenedAreErrors) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("stream 4 was never opened")));
   ASSERT_OK(sink.Take(Frame(3, 0, "abc"), Bytes("abc")));
+  char buf[3];
+  ASSERT_EQ(read(p.fds[1], buf, sizeof buf), 3);
   close(p.fds[1]);
   p.fds[1] = -1;
-  EXPECT_THAT(sink.Take(Frame(3, 3, "def"), Bytes("def")),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("stream 3: its peer took 3 bytes and then "
-                                 "refused more")));
-  // What the cursor refuses is refused here too, and nothing is written.
+  // The writer finds the peer gone, and says so; Take says it too.
+  absl::Status last;
+  for (int i = 0; i < 500; ++i) {
+    last = sink.Take(Frame(3, 3 + 3 * i, "def"), Bytes("def"));
+    if (!last.ok()) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  const auto refused = StatusIs(
+      absl::StatusCode::kUnavailable,
+      HasSubstr("stream 3: its peer took 3 bytes and then refused more"));
+  EXPECT_THAT(last, refused);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_THAT(failed, refused);
+  }
+  // What the cursor refuses is refused here too, and nothing is written;
+  // so is a source that sends past its window.
   SocketPair q;
   ASSERT_OK(sink.Open(5, q.fds[0]));
   EXPECT_THAT(
       sink.Take(Frame(5, 10, "gap"), Bytes("gap")),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("leaves a gap")));
   EXPECT_EQ(sink.delivered(5), 0u);
+  const std::string big((1 << 20) + 1, 'x');
+  EXPECT_THAT(sink.Take(Frame(5, 0, big), Bytes(big)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("past what was acknowledged")));
+  shutdown(q.fds[0], SHUT_RDWR);
+  shutdown(p.fds[0], SHUT_RDWR);
 }
 
 }  // namespace
