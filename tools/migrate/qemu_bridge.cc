@@ -177,7 +177,7 @@ absl::Status CheckQemuFlags() {
       ": QEMU decides post-copy itself, and its memory is its own"));
 }
 
-int RunQemuSource(SessionOptions opt, const std::string& path) {
+int RunQemuSource(const SessionOptions& opt, const std::string& path) {
   BridgeReport r{.role = "source", .qemu = path};
   LiveControl control(LiveControl::Role::kSource,
                       {.max_bandwidth = opt.max_bandwidth}, {});
@@ -225,7 +225,7 @@ int RunQemuSource(SessionOptions opt, const std::string& path) {
   return Report(r);
 }
 
-int RunQemuDest(SessionOptions opt, const std::string& path) {
+int RunQemuDest(const SessionOptions& opt, const std::string& path) {
   BridgeReport r{.role = "destination", .qemu = path};
   LiveControl control(LiveControl::Role::kDestination, {}, {});
   CancelOnSignals(control, "destination");

@@ -32,8 +32,8 @@ namespace ramferry::migrate {
 // that it would ignore.
 absl::Status CheckQemuFlags();
 
-int RunQemuSource(SessionOptions opt, const std::string& path);
-int RunQemuDest(SessionOptions opt, const std::string& path);
+int RunQemuSource(const SessionOptions& opt, const std::string& path);
+int RunQemuDest(const SessionOptions& opt, const std::string& path);
 
 }  // namespace ramferry::migrate
 
