@@ -214,3 +214,23 @@ def stop(proc, qmp):
             return
         except subprocess.TimeoutExpired:
             pass
+
+
+class Checks:
+    """A test script's checks: each printed as it is made, "ok: " or
+    "FAILED: " and what it says; exit_code() sums them up."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, cond, what):
+        print(("ok: " if cond else "FAILED: ") + what, flush=True)
+        if not cond:
+            self.failed.append(what)
+
+    def exit_code(self):
+        if self.failed:
+            print(f"{len(self.failed)} check(s) failed")
+            return 1
+        print("all checks passed")
+        return 0

@@ -36,18 +36,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "bench")
 sys.path.insert(0, BENCH)
 from qemu_harness import (  # noqa: E402
-    Qmp, die_with_parent, free_port, qemu_argv, stop, write_zeros)
+    Checks, Qmp, die_with_parent, free_port, qemu_argv, stop, write_zeros)
 
 MIGRATE = os.environ["RAMFERRY_MIGRATE"]
 QEMU = shutil.which("qemu-system-x86_64")
 SIZE = 256 << 20
-failures = []
+check = Checks()
 
-
-def check(cond, what):
-    print(("ok: " if cond else "FAILED: ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def patterned(path, size):
@@ -259,11 +254,7 @@ def main():
         killed(tmp, "ramferry_dst")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":

@@ -36,18 +36,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from qemu_harness import (  # noqa: E402
-    Qmp, differing_pages, die_with_parent, qemu_argv, stop, write_zeros)
+    Checks, Qmp, differing_pages, die_with_parent, qemu_argv, stop,
+    write_zeros)
 
 MIGRATE = os.environ.get("RAMFERRY_MIGRATE", "")
 QEMU = shutil.which("qemu-system-x86_64")
 PORT = 47910
-failures = []
+check = Checks()
 
-
-def check(cond, what):
-    print(("ok: " if cond else "FAILED: ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def sh(*argv):
@@ -336,11 +332,7 @@ def main():
     finally:
         os.remove(data)
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":

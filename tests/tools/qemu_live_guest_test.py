@@ -49,7 +49,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from qemu_harness import Qmp, die_with_parent, free_port, stop  # noqa: E402
+from qemu_harness import (  # noqa: E402
+    Checks, Qmp, die_with_parent, free_port, stop)
 
 MIGRATE = os.environ.get("RAMFERRY_MIGRATE", "")
 QEMU = shutil.which("qemu-system-x86_64")
@@ -57,13 +58,8 @@ CACHE = os.environ.get("RAMFERRY_RXE_CACHE",
                        os.path.join(os.environ.get("HOME", "/tmp"), ".cache",
                                     "ramferry-rxe"))
 PASS = re.compile(r"memcheck: pass (\d+) ok")
-failures = []
+check = Checks()
 
-
-def check(cond, what):
-    print(("ok: " if cond else "FAILED: ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def skip(why):
@@ -249,11 +245,7 @@ def main():
                 p.kill()
                 p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":

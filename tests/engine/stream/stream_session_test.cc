@@ -157,6 +157,30 @@ class StreamSessionTest : public ::testing::TestWithParam<TransportKind> {
     return absl::OkStatus();
   }
 
+  // Connects a source to the destination StartDestination made and
+  // carries `cases` (fatal where either fails).
+  void ConnectAndCarry(const SessionOptions& o,
+                       const std::vector<StreamCase>& cases,
+                       std::unique_ptr<Sender>* sender) {
+    SessionOptions so = o;
+    so.port = rx_->port();
+    absl::StatusOr<std::unique_ptr<Sender>> s = Sender::Connect(so, {});
+    ASSERT_TRUE(s.ok()) << s.status();
+    *sender = *std::move(s);
+    ASSERT_TRUE(CarryAll(**sender, cases).ok());
+  }
+
+  // Every stream ends both ways, the session finishes, and the
+  // destination serves it to its end.
+  void FinishWhole(Sender& sender) {
+    const absl::StatusOr<bool> ended =
+        sender.AwaitStreams(absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(ended.ok() && *ended) << ended.status();
+    ASSERT_TRUE(sender.Finish().ok());
+    EXPECT_TRUE(serve_.get().ok());
+    JoinPeers();
+  }
+
   void JoinPeers() {
     for (std::thread& t : sources_) t.join();
     sources_.clear();
@@ -192,23 +216,15 @@ TEST_P(StreamSessionTest, StreamsArriveWholeAndInOrderBothWays) {
   };
   const SessionOptions o = Options();
   ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases));
-  SessionOptions so = o;
-  so.port = rx_->port();
-  auto sender = Sender::Connect(so, {});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  ASSERT_TRUE(CarryAll(**sender, cases).ok());
-  const absl::StatusOr<bool> ended =
-      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60));
-  ASSERT_TRUE(ended.ok() && *ended) << ended.status();
-  ASSERT_TRUE((*sender)->Finish().ok());
-  EXPECT_TRUE(serve_.get().ok());
-  JoinPeers();
+  std::unique_ptr<Sender> sender;
+  ASSERT_NO_FATAL_FAILURE(ConnectAndCarry(o, cases, &sender));
+  ASSERT_NO_FATAL_FAILURE(FinishWhole(*sender));
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_TRUE(received_[i] == cases[i].forward) << "stream " << i;
     EXPECT_TRUE(returned_[i] == cases[i].back) << "stream " << i;
   }
   EXPECT_THAT(opened_, ElementsAre(0, 1, 2));
-  const SessionStats s = (*sender)->stats();
+  const SessionStats s = sender->stats();
   ASSERT_EQ(s.streams.size(), 3u);
   EXPECT_EQ(s.streams[0].forward_bytes, cases[0].forward.size());
   EXPECT_EQ(s.streams[0].sent_bytes, cases[0].forward.size());
@@ -228,20 +244,17 @@ TEST_P(StreamSessionTest, ARefusingPeerEndsTheSessionOnBothEnds) {
   const std::vector<StreamCase> cases = {{RandomBytes(4 << 20, 5), {}}};
   const SessionOptions o = Options();
   ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases, PeerKind::kRefuses));
-  SessionOptions so = o;
-  so.port = rx_->port();
-  auto sender = Sender::Connect(so, {});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  ASSERT_TRUE(CarryAll(**sender, cases).ok());
+  std::unique_ptr<Sender> sender;
+  ASSERT_NO_FATAL_FAILURE(ConnectAndCarry(o, cases, &sender));
   const absl::Status waited =
-      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60)).status();
+      sender->AwaitStreams(absl::Now() + absl::Seconds(60)).status();
   const absl::Status served = serve_.get();
   EXPECT_THAT(served,
               StatusIs(absl::StatusCode::kUnavailable,
                        AllOf(HasSubstr("stream 0"), HasSubstr("refused"))));
   EXPECT_FALSE(waited.ok());
   EXPECT_THAT(waited.message(), HasSubstr("stream 0"));
-  EXPECT_FALSE((*sender)->Finish().ok());
+  EXPECT_FALSE(sender->Finish().ok());
   // The source's peer sees its connection end, not a hang.
   JoinPeers();
 }
@@ -254,11 +267,8 @@ TEST_P(StreamSessionTest, APeerThatStopsReadingFailsAfterTheStallTimeout) {
   SessionOptions o = Options();
   o.stall_timeout = absl::Seconds(2);
   ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases, PeerKind::kSilent));
-  SessionOptions so = o;
-  so.port = rx_->port();
-  auto sender = Sender::Connect(so, {});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  ASSERT_TRUE(CarryAll(**sender, cases).ok());
+  std::unique_ptr<Sender> sender;
+  ASSERT_NO_FATAL_FAILURE(ConnectAndCarry(o, cases, &sender));
   // Whichever end notices first says so: the destination's write that
   // waits (its stream), or a source whose sends the kernel never took.
   const auto stalled = StatusIs(
@@ -267,7 +277,7 @@ TEST_P(StreamSessionTest, APeerThatStopsReadingFailsAfterTheStallTimeout) {
   EXPECT_THAT(serve_.get(), stalled);
   // A failure, whatever its code, is never taken for "not yet".
   const absl::StatusOr<bool> waited =
-      (*sender)->AwaitStreams(absl::Now() + absl::Seconds(30));
+      sender->AwaitStreams(absl::Now() + absl::Seconds(30));
   EXPECT_THAT(waited.status(), stalled);
   JoinPeers();
 }
@@ -326,23 +336,15 @@ TEST_P(StreamSessionTest, AStreamGoesOnAfterItsChannelIsLost) {
     o.channels = 3;
     o.survive_channel_loss = true;
     ASSERT_NO_FATAL_FAILURE(StartDestination(o, cases));
-    SessionOptions so = o;
-    so.port = rx_->port();
-    auto sender = Sender::Connect(so, {});
-    ASSERT_TRUE(sender.ok()) << sender.status();
-    ASSERT_TRUE(CarryAll(**sender, cases).ok());
-    const absl::StatusOr<bool> ended =
-        (*sender)->AwaitStreams(absl::Now() + absl::Seconds(60));
-    ASSERT_TRUE(ended.ok() && *ended) << ended.status();
-    ASSERT_TRUE((*sender)->Finish().ok());
-    EXPECT_TRUE(serve_.get().ok());
-    JoinPeers();
+    std::unique_ptr<Sender> sender;
+    ASSERT_NO_FATAL_FAILURE(ConnectAndCarry(o, cases, &sender));
+    ASSERT_NO_FATAL_FAILURE(FinishWhole(*sender));
     EXPECT_TRUE(faults.fired());
     for (size_t i = 0; i < cases.size(); ++i) {
       EXPECT_TRUE(received_[i] == cases[i].forward) << "stream " << i;
       EXPECT_TRUE(returned_[i] == cases[i].back) << "stream " << i;
     }
-    const SessionStats st = (*sender)->stats();
+    const SessionStats st = sender->stats();
     EXPECT_EQ(st.channels_lost.size(), 1u);
     for (const StreamStats& t : st.streams) {
       EXPECT_FALSE(st.channels_lost.empty() &&
