@@ -104,70 +104,86 @@ void FdStreamSink::Fail(Stream& s, const absl::Status& status) {
   if (options_.on_error != nullptr) options_.on_error(status);
 }
 
+FdStreamSink::Step FdStreamSink::NextStep(Stream& s,
+                                          std::vector<uint8_t>* chunk) {
+  absl::MutexLock lock(&s.mu);
+  // Stop() takes the lock after setting stopped_: the wait rechecks.
+  const auto ready = [&s, this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return stopped_.load(std::memory_order_acquire) || !s.queue.empty() ||
+           s.end;
+  };
+  s.mu.Await(absl::Condition(&ready));
+  if (stopped_.load(std::memory_order_acquire)) return Step::kStop;
+  if (s.queue.empty()) return Step::kEnd;  // s.end, every byte sent
+  *chunk = std::move(s.queue.front());
+  s.queue.pop_front();
+  return Step::kChunk;
+}
+
+bool FdStreamSink::SendChunk(uint32_t id, Stream& s, int fd,
+                             const std::vector<uint8_t>& chunk) {
+  uint64_t sent = 0;
+  const int err = SendAll(fd, chunk, &sent);
+  const uint64_t delivered = s.delivered.load() + sent;
+  s.delivered.store(delivered, std::memory_order_release);
+  {
+    absl::MutexLock lock(&s.mu);
+    s.queued -= chunk.size();
+  }
+  if (err == EAGAIN || err == EWOULDBLOCK) {
+    Fail(s, absl::DeadlineExceededError(absl::StrFormat(
+                "stream %d: its peer took %d bytes and then read nothing "
+                "for the stall timeout, nor closed",
+                id, delivered)));
+    return false;
+  }
+  if (err != 0) {
+    if (!stopped_.load(std::memory_order_acquire)) {
+      Fail(s, absl::UnavailableError(absl::StrFormat(
+                  "stream %d: its peer took %d bytes and then refused "
+                  "more: %s",
+                  id, delivered, base::ErrnoMessage(err, "send"))));
+    }
+    return false;
+  }
+  return true;
+}
+
+void FdStreamSink::EndStream(uint32_t id, Stream& s, int fd) {
+  // Before the peer can read its EOF: whoever saw it finds it ended.
+  s.ended.store(true, std::memory_order_release);
+  if (shutdown(fd, SHUT_WR) != 0) {
+    Fail(s, absl::UnavailableError(
+                absl::StrFormat("stream %d: ending it: %s", id,
+                                base::ErrnoMessage(errno, "shutdown"))));
+    return;
+  }
+  if (options_.on_delivered != nullptr) {
+    options_.on_delivered(id, s.delivered.load(), true);
+  }
+}
+
 void FdStreamSink::Write(uint32_t id) {
   Stream& s = streams_[id];
-  uint64_t told = 0;
   int fd;
   {
     absl::MutexLock lock(&s.mu);
     fd = s.fd;
   }
+  uint64_t told = 0;
+  std::vector<uint8_t> chunk;
   while (true) {
-    std::vector<uint8_t> chunk;
-    bool end = false;
-    {
-      absl::MutexLock lock(&s.mu);
-      // Stop() takes the lock after setting stopped_: the wait rechecks.
-      const auto ready = [&s, this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopped_.load(std::memory_order_acquire) || !s.queue.empty() ||
-               s.end;
-      };
-      s.mu.Await(absl::Condition(&ready));
-      if (stopped_.load(std::memory_order_acquire)) return;
-      if (!s.queue.empty()) {
-        chunk = std::move(s.queue.front());
-        s.queue.pop_front();
-      } else {
-        end = true;  // s.end, with every byte sent
-      }
-    }
-    if (end) {
-      // Before the peer can read its EOF: whoever saw it finds it ended.
-      s.ended.store(true, std::memory_order_release);
-      if (shutdown(fd, SHUT_WR) != 0) {
-        Fail(s, absl::UnavailableError(
-                    absl::StrFormat("stream %d: ending it: %s", id,
-                                    base::ErrnoMessage(errno, "shutdown"))));
+    switch (NextStep(s, &chunk)) {
+      case Step::kStop:
         return;
-      }
-      if (options_.on_delivered != nullptr) {
-        options_.on_delivered(id, s.delivered.load(), true);
-      }
-      return;
+      case Step::kEnd:
+        EndStream(id, s, fd);
+        return;
+      case Step::kChunk:
+        break;
     }
-    uint64_t sent = 0;
-    const int err = SendAll(fd, chunk, &sent);
-    const uint64_t delivered = s.delivered.load() + sent;
-    s.delivered.store(delivered, std::memory_order_release);
-    {
-      absl::MutexLock lock(&s.mu);
-      s.queued -= chunk.size();
-    }
-    if (err == EAGAIN || err == EWOULDBLOCK) {
-      Fail(s, absl::DeadlineExceededError(absl::StrFormat(
-                  "stream %d: its peer took %d bytes and then read nothing "
-                  "for the stall timeout, nor closed",
-                  id, delivered)));
-      return;
-    }
-    if (err != 0) {
-      if (stopped_.load(std::memory_order_acquire)) return;
-      Fail(s, absl::UnavailableError(absl::StrFormat(
-                  "stream %d: its peer took %d bytes and then refused "
-                  "more: %s",
-                  id, delivered, base::ErrnoMessage(err, "send"))));
-      return;
-    }
+    if (!SendChunk(id, s, fd, chunk)) return;
+    const uint64_t delivered = s.delivered.load(std::memory_order_acquire);
     if (options_.on_delivered != nullptr &&
         delivered - told >= options_.ack_every) {
       told = delivered;

@@ -104,6 +104,14 @@ class FdStreamSink : public StreamSink {
   };
   // The writer of stream `id`: sends what is queued, then the end.
   void Write(uint32_t id);
+  // Its steps: waits for the next chunk (into *chunk), the end or a stop;
+  // sends a chunk (false once the stream failed or stopped); ends the
+  // stream once every byte went.
+  enum class Step { kChunk, kEnd, kStop };
+  Step NextStep(Stream& s, std::vector<uint8_t>* chunk);
+  bool SendChunk(uint32_t id, Stream& s, int fd,
+                 const std::vector<uint8_t>& chunk);
+  void EndStream(uint32_t id, Stream& s, int fd);
   void Fail(Stream& s, const absl::Status& status);
 
   const Options options_;
