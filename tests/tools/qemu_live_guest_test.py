@@ -19,8 +19,8 @@ NOT IN THE SUITE YET, and why: on this machine QEMU 7.2 (Debian's
 right after the switchover even with no ramferry in the path
 (QEMU_LIVE_DIRECT=1: the source migrates straight to the destination's
 unix socket). Seen with and without multifd, pc and q35, Debian's 6.1
-and 6.12 kernels, and the kernel options nokaslr notsc clocksource=hpet,
-nosmp noapic: "Kernel panic - not syncing: Fatal exception in interrupt"
+and 6.12 kernels, RAM from a memory-backend-ram, single-threaded TCG,
+and the kernel options nokaslr notsc clocksource=hpet, nosmp noapic: "Kernel panic - not syncing: Fatal exception in interrupt"
 (RIP 0 in the APIC timer interrupt), "stack-protector: Kernel stack is
 corrupted in: hrtimer_nanosleep", "Attempted to kill the idle task!".
 The guest then reboots and its check starts again from pass 1. The
@@ -30,7 +30,8 @@ through ramferry cannot pass or prove anything, so it is not registered.
 
 Knobs for that investigation: QEMU_LIVE_DIRECT=1 (QEMU alone),
 QEMU_LIVE_MULTIFD=0, QEMU_LIVE_MACHINE (default pc,accel=tcg),
-QEMU_LIVE_APPEND (more kernel options), and prepare.sh's
+QEMU_LIVE_EXTRA (more QEMU arguments), QEMU_LIVE_APPEND (more kernel
+options), and prepare.sh's
 RAMFERRY_RXE_KERNEL_PKG / RAMFERRY_RXE_CACHE for another kernel.
 
 Skipped (exit 77, said why) without QEMU, a C compiler that links
@@ -102,6 +103,7 @@ def build_initrd(tmp):
 def guest_argv(kernel, initrd, qmp, serial, incoming):
     machine = os.environ.get("QEMU_LIVE_MACHINE", "pc,accel=tcg")
     argv = [QEMU, "-machine", machine, "-m", "512M",
+            *os.environ.get("QEMU_LIVE_EXTRA", "").split(),
             "-nodefaults", "-no-user-config", "-display", "none",
             "-kernel", kernel, "-initrd", initrd,
             "-append", "console=ttyS0 panic=-1 quiet " +
