@@ -33,20 +33,17 @@ void CarriedStream::Start(Enqueue enqueue, OnError on_error) {
 }
 
 void CarriedStream::Shutdown() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (!stopped_) {
     stopped_ = true;
     shutdown(fd_, SHUT_RDWR);
   }
+  cv_.notify_all();
 }
 
 absl::Span<uint8_t> CarriedStream::WaitRoom() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](CarriedStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-        return s->stopped_ || s->backlog_.room() > 0;
-      },
-      this));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stopped_ || backlog_.room() > 0; });
   if (stopped_) return {};
   return backlog_.Writable(proto::kMaxStreamPayloadBytes);
 }
@@ -59,10 +56,11 @@ void CarriedStream::Run() {
     const ssize_t n = ReadSome(fd_, room);
     Chunk chunk{.stream = stream_};
     {
-      absl::MutexLock lock(&mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       if (stopped_) return;
       if (n < 0) {
         stopped_ = true;
+        cv_.notify_all();
       } else {
         chunk.offset = backlog_.end();
         chunk.bytes = room.first(static_cast<size_t>(n));
@@ -84,12 +82,12 @@ void CarriedStream::Run() {
 }
 
 void CarriedStream::Sent(uint64_t end) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   counts_.sent = std::max(counts_.sent, end);
 }
 
 absl::Status CarriedStream::Acked(uint64_t offset, bool end) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (offset > backlog_.end() ||
       (end && (!eof_read_ || offset != backlog_.end()))) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -100,11 +98,12 @@ absl::Status CarriedStream::Acked(uint64_t offset, bool end) {
   (void)backlog_.Ack(offset);  // at most end(): checked above
   counts_.acked = std::max(counts_.acked, offset);
   counts_.end_acked |= end;
+  cv_.notify_all();  // room, or the end
   return absl::OkStatus();
 }
 
 CarriedStream::Resend CarriedStream::TakeResend() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Resend r;
   r.from = backlog_.acked();
   // From acked() to end(): cannot fail.
@@ -117,12 +116,12 @@ CarriedStream::Resend CarriedStream::TakeResend() {
 }
 
 bool CarriedStream::Covers(const Chunk& chunk) const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return chunk.end ? end_resent_ : chunk.offset < resent_end_;
 }
 
 bool CarriedStream::done() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return DoneLocked();
 }
 
@@ -131,13 +130,13 @@ bool CarriedStream::DoneLocked() const {
 }
 
 void CarriedStream::EndSent() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   counts_.end_sent = true;
 }
 
 absl::Status CarriedStream::Back(const proto::StreamBack& back) {
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (counts_.back_ended || back.offset != counts_.back) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "STREAM_BACK for stream %d at offset %d, where %d bytes came back "
@@ -150,7 +149,7 @@ absl::Status CarriedStream::Back(const proto::StreamBack& back) {
   // send the peer may block.
   uint64_t sent = 0;
   const int err = SendAll(fd_, back.bytes, &sent);
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   counts_.back += sent;
   if (err != 0) {
     return absl::UnavailableError(absl::StrFormat(
@@ -161,7 +160,7 @@ absl::Status CarriedStream::Back(const proto::StreamBack& back) {
 }
 
 absl::Status CarriedStream::BackEnd(const proto::StreamBackEnd& end) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (counts_.back_ended || end.length != counts_.back) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "STREAM_BACK_END for stream %d at %d bytes, where %d came back%s",
@@ -169,25 +168,21 @@ absl::Status CarriedStream::BackEnd(const proto::StreamBackEnd& end) {
         counts_.back_ended ? " and its end" : ""));
   }
   counts_.back_ended = true;
+  cv_.notify_all();
   // A peer that left already has nothing to be told.
   if (!stopped_) shutdown(fd_, SHUT_WR);
   return absl::OkStatus();
 }
 
 bool CarriedStream::WaitDone(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithDeadline(
-             absl::Condition(
-                 +[](CarriedStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-                   return s->stopped_ || s->DoneLocked();
-                 },
-                 this),
-             deadline) &&
-         DoneLocked();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, absl::ToChronoTime(deadline),
+                 [this] { return stopped_ || DoneLocked(); });
+  return DoneLocked();
 }
 
 CarriedStream::Counts CarriedStream::counts() const {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return counts_;
 }
 

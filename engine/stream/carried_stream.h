@@ -20,13 +20,13 @@
 #define RAMFERRY_ENGINE_STREAM_CARRIED_STREAM_H_
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/stream/stream_backlog.h"
@@ -131,7 +131,7 @@ class CarriedStream {
   absl::Span<uint8_t> WaitRoom();
 
   // Both ways ended: the end acknowledged, the way back ended. Needs mu_.
-  bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DoneLocked() const;
 
   const uint32_t stream_;
   const int fd_;
@@ -139,14 +139,18 @@ class CarriedStream {
   OnError on_error_;
   std::thread reader_;
 
-  mutable absl::Mutex mu_;
-  StreamBacklog backlog_ ABSL_GUARDED_BY(mu_);
-  Counts counts_ ABSL_GUARDED_BY(mu_);
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  bool eof_read_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex, not absl's: TSan sees it whole (Debian's absl is not
+  // built for it). cv_ wakes a wait on any change below.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  StreamBacklog backlog_;
+  Counts counts_;
+  bool stopped_ = false;
+  bool eof_read_ = false;
   // The last resend covered the bytes below this, and the end where set.
-  uint64_t resent_end_ ABSL_GUARDED_BY(mu_) = 0;
-  bool end_resent_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t resent_end_ = 0;
+  bool end_resent_ = false;
 };
 
 }  // namespace ramferry::engine

@@ -30,7 +30,8 @@ void FdStreamSink::Stop() {
   stopped_.store(true, std::memory_order_release);
   for (uint32_t i = 0; i < proto::kMaxStreams; ++i) {
     Stream& s = streams_[i];
-    absl::MutexLock lock(&s.mu);  // a waiting writer rechecks
+    std::unique_lock<std::mutex> lock(s.mu);  // a waiting writer rechecks
+    s.cv.notify_all();
   }
 }
 
@@ -42,7 +43,7 @@ absl::Status FdStreamSink::Open(uint32_t stream, int fd) {
   }
   Stream& s = streams_[stream];
   {
-    absl::MutexLock lock(&s.mu);
+    std::unique_lock<std::mutex> lock(s.mu);
     if (s.cursor.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("stream %d is open already", stream));
@@ -61,7 +62,7 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
         absl::StrFormat("stream %d was never opened", frame.stream));
   }
   Stream& s = streams_[frame.stream];
-  absl::MutexLock lock(&s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
   if (!s.cursor.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("stream %d was never opened", frame.stream));
@@ -91,12 +92,13 @@ absl::Status FdStreamSink::Take(const proto::StreamFrame& frame,
     // channel): say it again.
     options_.on_delivered(frame.stream, s.cursor->delivered(), true);
   }
+  s.cv.notify_all();
   return absl::OkStatus();
 }
 
 void FdStreamSink::Fail(Stream& s, const absl::Status& status) {
   {
-    absl::MutexLock lock(&s.mu);
+    std::unique_lock<std::mutex> lock(s.mu);
     s.failed = status;
     s.queue.clear();
     s.queued = 0;
@@ -106,13 +108,12 @@ void FdStreamSink::Fail(Stream& s, const absl::Status& status) {
 
 FdStreamSink::Step FdStreamSink::NextStep(Stream& s,
                                           std::vector<uint8_t>* chunk) {
-  absl::MutexLock lock(&s.mu);
-  // Stop() takes the lock after setting stopped_: the wait rechecks.
-  const auto ready = [&s, this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  std::unique_lock<std::mutex> lock(s.mu);
+  // Stop() notifies under the lock after setting stopped_.
+  s.cv.wait(lock, [&s, this] {
     return stopped_.load(std::memory_order_acquire) || !s.queue.empty() ||
            s.end;
-  };
-  s.mu.Await(absl::Condition(&ready));
+  });
   if (stopped_.load(std::memory_order_acquire)) return Step::kStop;
   if (s.queue.empty()) return Step::kEnd;  // s.end, every byte sent
   *chunk = std::move(s.queue.front());
@@ -127,7 +128,7 @@ bool FdStreamSink::SendChunk(uint32_t id, Stream& s, int fd,
   const uint64_t delivered = s.delivered.load() + sent;
   s.delivered.store(delivered, std::memory_order_release);
   {
-    absl::MutexLock lock(&s.mu);
+    std::unique_lock<std::mutex> lock(s.mu);
     s.queued -= chunk.size();
   }
   if (err == EAGAIN || err == EWOULDBLOCK) {
@@ -167,7 +168,7 @@ void FdStreamSink::Write(uint32_t id) {
   Stream& s = streams_[id];
   int fd;
   {
-    absl::MutexLock lock(&s.mu);
+    std::unique_lock<std::mutex> lock(s.mu);
     fd = s.fd;
   }
   uint64_t told = 0;

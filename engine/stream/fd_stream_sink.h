@@ -24,17 +24,17 @@
 #define RAMFERRY_ENGINE_STREAM_FD_STREAM_SINK_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "engine/stream/stream_cursor.h"
 #include "engine/stream/stream_sink.h"
@@ -89,15 +89,20 @@ class FdStreamSink : public StreamSink {
   bool ended(uint32_t stream) const;
 
  private:
+  // std::mutex, not absl's: TSan sees it whole (Debian's absl is not
+  // built for it).
   struct Stream {
-    mutable absl::Mutex mu;
-    int fd ABSL_GUARDED_BY(mu) = -1;
+    std::mutex mu;
+    std::condition_variable cv;  // wakes the writer on any change below
+    // Guarded by mu.
+    int fd = -1;
     // What Take accepted: the queue's bytes and what the peer took.
-    std::optional<StreamCursor> cursor ABSL_GUARDED_BY(mu);
-    std::deque<std::vector<uint8_t>> queue ABSL_GUARDED_BY(mu);
-    uint64_t queued ABSL_GUARDED_BY(mu) = 0;
-    bool end ABSL_GUARDED_BY(mu) = false;  // STREAM_END accepted
-    absl::Status failed ABSL_GUARDED_BY(mu);
+    std::optional<StreamCursor> cursor;
+    std::deque<std::vector<uint8_t>> queue;
+    uint64_t queued = 0;
+    bool end = false;  // STREAM_END accepted
+    absl::Status failed;
+    // Not guarded.
     std::thread writer;
     std::atomic<uint64_t> delivered{0};
     std::atomic<bool> ended{false};

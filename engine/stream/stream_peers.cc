@@ -36,7 +36,7 @@ StreamPeers::~StreamPeers() {
   // The list no longer changes once shut down.
   std::vector<Peer*> peers;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& p : peers_) peers.push_back(p.get());
   }
   sink_.Join();  // its writers send on the sockets closed below
@@ -49,7 +49,7 @@ StreamPeers::~StreamPeers() {
 absl::Status StreamPeers::Open(absl::Span<const uint8_t> payload) {
   RAMFERRY_ASSIGN_OR_RETURN(uint32_t stream, proto::DecodeStreamId(payload));
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stream != peers_.size()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "STREAM_OPEN for stream %d; %d was next", stream, peers_.size()));
@@ -77,7 +77,7 @@ absl::Status StreamPeers::Open(absl::Span<const uint8_t> payload) {
   }
   Peer* peer;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     peers_.push_back(std::make_unique<Peer>());
     peer = peers_.back().get();
     peer->stream = stream;
@@ -94,7 +94,7 @@ void StreamPeers::ReadBack(Peer* peer) {
   while (true) {
     const ssize_t n = ReadSome(peer->fd, absl::MakeSpan(buffer));
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (shut_down_) return;  // our own shutdown, not the peer's end
     }
     if (n < 0) {
@@ -124,7 +124,7 @@ void StreamPeers::ReadBack(Peer* peer) {
 }
 
 absl::Status StreamPeers::CheckEnded() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& p : peers_) {
     if (!sink_.ended(p->stream)) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -138,7 +138,7 @@ absl::Status StreamPeers::CheckEnded() const {
 
 void StreamPeers::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
     for (const auto& p : peers_) shutdown(p->fd, SHUT_RDWR);
@@ -147,7 +147,7 @@ void StreamPeers::Shutdown() {
 }
 
 std::vector<StreamPeers::Counts> StreamPeers::counts() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<Counts> out;
   for (const auto& p : peers_) {
     out.push_back(

@@ -19,13 +19,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/stream/fd_stream_sink.h"
@@ -92,9 +91,9 @@ class StreamPeers {
   const OnError on_error_;
   const absl::Duration stall_timeout_;
   FdStreamSink sink_;
-  mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  mutable std::mutex mu_;                     // std::mutex: TSan sees it whole
+  std::vector<std::unique_ptr<Peer>> peers_;  // guarded by mu_
+  bool shut_down_ = false;                    // guarded by mu_
 };
 
 }  // namespace ramferry::engine
