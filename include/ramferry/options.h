@@ -291,9 +291,9 @@ absl::Status SetOption(SessionOptions& options, absl::string_view name,
 // ValidateOptions, and what the options ask of the regions: none for a
 // session of streams; post-copy places 4 KiB pages only; a protected
 // stream seals pages no larger than its staging bound. (Each region's own
-// shape, and at least one, is checked where the session starts.) Sender::Connect and Receiver::Listen run it before
-// anything else, so a session that cannot run is refused before a
-// connection is made.
+// shape, and at least one, is checked where the session starts.)
+// Sender::Connect and Receiver::Listen run it before anything else, so a
+// session that cannot run is refused before a connection is made.
 absl::Status ValidateSession(const SessionOptions& options,
                              absl::Span<const Region> regions);
 
