@@ -92,11 +92,15 @@ absl::Status StreamPeers::Open(absl::Span<const uint8_t> payload) {
 void StreamPeers::ReadBack(Peer* peer) {
   std::vector<uint8_t> buffer(proto::kMaxStreamBackBytes);
   while (true) {
-    const ssize_t n = ReadSome(peer->fd, absl::MakeSpan(buffer));
+    ssize_t n = ReadSome(peer->fd, absl::MakeSpan(buffer));
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (shut_down_) return;  // our own shutdown, not the peer's end
     }
+    // A peer that took its whole stream and then closed with a reset
+    // (QEMU's destination closes a multifd connection at the end without
+    // reading our EOF) has ended, not failed.
+    if (n == -ECONNRESET && sink_.ended(peer->stream)) n = 0;
     if (n < 0) {
       on_error_(absl::UnavailableError(absl::StrFormat(
           "stream %d: reading what its peer sends back: %s", peer->stream,
