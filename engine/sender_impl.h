@@ -221,6 +221,10 @@ class SenderImpl {
   // A stream's reader queues its chunk on the stream's channel.
   bool EnqueueStream(const engine::CarriedStream::Chunk& chunk);
   engine::CarriedStream* FindStream(uint32_t stream);
+  // FindStream for a message `what` names: INVALID_ARGUMENT for a stream
+  // never opened.
+  absl::StatusOr<engine::CarriedStream*> OpenedStream(uint32_t stream,
+                                                      const char* what);
   // Finish's check: every stream ended both ways; none opens from then.
   absl::Status CheckStreamsEnded();
   void ShutdownStreams();

@@ -193,6 +193,16 @@ engine::CarriedStream* SenderImpl::FindStream(uint32_t stream) {
   return stream < streams_.list.size() ? streams_.list[stream].get() : nullptr;
 }
 
+absl::StatusOr<engine::CarriedStream*> SenderImpl::OpenedStream(
+    uint32_t stream, const char* what) {
+  engine::CarriedStream* s = FindStream(stream);
+  if (s == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s for stream %d, which was never opened", what, stream));
+  }
+  return s;
+}
+
 absl::StatusOr<bool> SenderImpl::AwaitStreams(absl::Time deadline) {
   std::vector<engine::CarriedStream*> streams;
   {
@@ -255,33 +265,24 @@ absl::Status SenderImpl::OnStreamOpened(absl::Span<const uint8_t> payload) {
 absl::Status SenderImpl::OnStreamBack(absl::Span<const uint8_t> payload) {
   RAMFERRY_ASSIGN_OR_RETURN(proto::StreamBack back,
                             proto::DecodeStreamBack(payload));
-  engine::CarriedStream* s = FindStream(back.stream);
-  if (s == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "STREAM_BACK for stream %d, which was never opened", back.stream));
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(engine::CarriedStream * s,
+                            OpenedStream(back.stream, "STREAM_BACK"));
   return s->Back(back);
 }
 
 absl::Status SenderImpl::OnStreamBackEnd(absl::Span<const uint8_t> payload) {
   RAMFERRY_ASSIGN_OR_RETURN(proto::StreamBackEnd end,
                             proto::DecodeStreamBackEnd(payload));
-  engine::CarriedStream* s = FindStream(end.stream);
-  if (s == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "STREAM_BACK_END for stream %d, which was never opened", end.stream));
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(engine::CarriedStream * s,
+                            OpenedStream(end.stream, "STREAM_BACK_END"));
   return s->BackEnd(end);
 }
 
 absl::Status SenderImpl::OnStreamAck(absl::Span<const uint8_t> payload) {
   RAMFERRY_ASSIGN_OR_RETURN(proto::StreamAck ack,
                             proto::DecodeStreamAck(payload));
-  engine::CarriedStream* s = FindStream(ack.stream);
-  if (s == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "STREAM_ACK for stream %d, which was never opened", ack.stream));
-  }
+  RAMFERRY_ASSIGN_OR_RETURN(engine::CarriedStream * s,
+                            OpenedStream(ack.stream, "STREAM_ACK"));
   return s->Acked(ack.offset, ack.end);
 }
 
